@@ -1,0 +1,84 @@
+"""The models ddptop knows by name, and what input each can take. Standard library only.
+
+Smallest image sizes were measured once with torchvision 0.29 (a forward pass at growing square sizes);
+ddptop asks for at least 32 px everywhere so the last BatchNorm of a CNN never sees a 1x1 map.
+Any other model runs through ``package.module:factory`` (a torchvision builder works too, e.g.
+``torchvision.models:regnet_y_128gf``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+
+FLOOR_IMAGE_SIZE = 32
+
+# name -> (family, smallest square image size in pixels, patch size or None)
+TORCHVISION_MODELS: dict[str, tuple[str, int, int | None]] = {
+    "resnet18": ("resnet", 32, None),
+    "resnet34": ("resnet", 32, None),
+    "resnet50": ("resnet", 32, None),
+    "resnet101": ("resnet", 32, None),
+    "resnet152": ("resnet", 32, None),
+    "resnext50_32x4d": ("resnet", 32, None),
+    "resnext101_32x8d": ("resnet", 32, None),
+    "wide_resnet50_2": ("resnet", 32, None),
+    "vgg11": ("vgg", 32, None),
+    "vgg16": ("vgg", 32, None),
+    "vgg19": ("vgg", 32, None),
+    "vgg16_bn": ("vgg", 32, None),
+    "alexnet": ("alexnet", 64, None),
+    "densenet121": ("densenet", 32, None),
+    "densenet169": ("densenet", 32, None),
+    "squeezenet1_0": ("squeezenet", 32, None),
+    "squeezenet1_1": ("squeezenet", 32, None),
+    "mobilenet_v2": ("mobilenet", 32, None),
+    "mobilenet_v3_small": ("mobilenet", 32, None),
+    "mobilenet_v3_large": ("mobilenet", 32, None),
+    "efficientnet_b0": ("efficientnet", 32, None),
+    "shufflenet_v2_x1_0": ("shufflenet", 32, None),
+    "googlenet": ("googlenet", 32, None),
+    "inception_v3": ("inception", 80, None),
+    "convnext_tiny": ("convnext", 32, None),
+    "regnet_y_400mf": ("regnet", 32, None),
+    "mnasnet1_0": ("mnasnet", 32, None),
+    "vit_b_16": ("vit", 32, 16),
+    "vit_b_32": ("vit", 32, 32),
+    "swin_t": ("swin", 32, None),
+}
+
+_FACTORY_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
+
+
+def is_factory(model: str) -> bool:
+    return ":" in model
+
+
+def check_model(model: str, image_size: int) -> str | None:
+    """Return a one-line reason why ``model`` cannot run at ``image_size``, or None if it can.
+
+    A factory's module is located (not imported: importing a user's code is the worker's job).
+    """
+    if is_factory(model):
+        if not _FACTORY_RE.match(model):
+            return f"model {model!r} is not of the form package.module:factory"
+        module = model.split(":", 1)[0]
+        try:
+            found = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            return f"model factory module {module!r} cannot be found on the Python path"
+        return None
+    entry = TORCHVISION_MODELS.get(model)
+    if entry is None:
+        return (
+            f"unknown model {model!r}; known: {', '.join(sorted(TORCHVISION_MODELS))} "
+            "(or give package.module:factory)"
+        )
+    _family, smallest, patch = entry
+    if image_size < smallest:
+        return f"{model} needs --image-size of at least {smallest} (got {image_size})"
+    if patch and image_size % patch:
+        return f"{model} needs --image-size divisible by its patch size {patch} (got {image_size})"
+    return None

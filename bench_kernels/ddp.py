@@ -1,0 +1,351 @@
+"""DDP training-step benchmark, run inside torchrun workers.
+
+    python -m torch.distributed.run --nproc-per-node N -m bench_kernels.ddp --spec launch.json
+
+``launch.json`` (written by ddptop's launcher) lists the configurations to run in this one process group, so
+the cost of starting Python, importing torch and forming the group is paid once per world size. For each
+configuration every rank builds the model (random weights), wraps it in DistributedDataParallel (or not, for
+the ``no_ddp`` baseline), and times ``warmup`` + ``iters`` training steps on one fixed synthetic batch:
+zero_grad, forward, loss, backward (DDP's gradient allreduce happens here), optimizer step, and on GPU
+``torch.cuda.synchronize()``; ``time.perf_counter()`` around exactly that. Samples stream to the rank's
+events file between steps, never inside one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import gc
+import json
+import math
+import os
+import platform
+import signal
+import socket
+import sys
+import time
+import traceback
+from importlib import metadata
+from typing import Any
+
+from ddptop.wire import EventWriter
+
+MAX_BUDGET_ITERS = 1_000_000
+
+
+class Terminated(Exception):
+    """SIGTERM/SIGINT arrived (torchrun shutting the group down); leave through the normal flush path."""
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGTERM this worker if its torchrun agent dies, so no orphan keeps a GPU busy."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:  # the agent died before prctl took effect
+            os.kill(os.getpid(), signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def _on_signal(signum: int, _frame: Any) -> None:
+    raise Terminated(signal.Signals(signum).name)
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+class SampleStream:
+    """Collects one phase's step times and emits them in batches, at most every flush interval."""
+
+    def __init__(self, writer: EventWriter, config_id: str, phase: str, total: int) -> None:
+        self.writer, self.config_id, self.phase, self.total = writer, config_id, phase, total
+        self.pending: list[float] = []
+        self.sent = 0
+        self.all: list[float] = []
+
+    def add(self, seconds: float) -> None:
+        self.pending.append(seconds)
+        self.all.append(seconds)
+        if time.monotonic() - self.writer.last_flush >= self.writer.flush_interval:
+            self.send()
+            self.writer.flush()
+
+    def send(self) -> None:
+        if self.pending:
+            self.writer.emit(
+                "samples",
+                config_id=self.config_id,
+                phase=self.phase,
+                first_iter=self.sent,
+                of=self.total,
+                sec=self.pending,
+            )
+            self.sent += len(self.pending)
+            self.pending = []
+
+
+class Worker:
+    def __init__(self, spec: dict[str, Any]) -> None:
+        self.spec = spec
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
+        self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        path = os.path.join(spec["events_dir"], f"rank-{self.rank}.jsonl")
+        self.writer = EventWriter(path, self.rank, float(spec.get("flush_interval", 0.1)))
+        self.stream: SampleStream | None = None
+
+    # -- setup -------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        import torch
+        import torch.distributed as dist
+
+        self.torch = torch
+        self.dist = dist
+        threads = int(self.spec.get("threads_per_rank") or 0)
+        if threads:
+            torch.set_num_threads(threads)
+        if self.spec["device"] == "cuda":
+            torch.cuda.set_device(self.local_rank)
+            self.device = torch.device("cuda", self.local_rank)
+        else:
+            self.device = torch.device("cpu")
+        from datetime import timedelta
+
+        kwargs: dict[str, Any] = {
+            "backend": self.spec["backend"],
+            "timeout": timedelta(seconds=float(self.spec.get("collective_timeout", 600))),
+        }
+        if self.device.type == "cuda":
+            kwargs["device_id"] = self.device  # binds NCCL to this GPU eagerly
+        dist.init_process_group(**kwargs)
+        cuda = self.device.type == "cuda"
+        self.writer.emit(
+            "hello",
+            world_size=self.world_size,
+            local_rank=self.local_rank,
+            launch=self.spec.get("launch_id"),
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            device=str(self.device),
+            device_name=torch.cuda.get_device_name(self.device) if cuda else platform.processor() or "cpu",
+            backend=self.spec["backend"],
+            threads=torch.get_num_threads(),
+            cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
+            versions={
+                "python": platform.python_version(),
+                "torch": torch.__version__,
+                "torchvision": _version("torchvision"),
+                "cuda": torch.version.cuda,
+                "cudnn": torch.backends.cudnn.version() if cuda else None,
+                "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
+            },
+        )
+        self.writer.flush()
+
+    # -- one configuration ---------------------------------------------------------------------------------
+    def run_config(self, cfg: dict[str, Any]) -> None:
+        torch = self.torch
+        from bench_kernels.models import build_model
+
+        config_id = cfg["config_id"]
+        if cfg["mode"] == "no_ddp" and self.world_size != 1:
+            raise ValueError("the no_ddp baseline runs at world size 1 only")
+        setup_start = time.perf_counter()
+        torch.manual_seed(1234 + self.rank)
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        model = build_model(cfg["model"], cfg["num_classes"], cfg["image_size"]).to(self.device)
+        memory_format = torch.channels_last if cfg["channels_last"] else torch.contiguous_format
+        model = model.to(memory_format=memory_format)
+        params = [p for p in model.parameters() if p.requires_grad]
+        n_params = sum(p.numel() for p in params)
+        grad_bytes = sum(p.numel() * p.element_size() for p in params)
+        if cfg["mode"] == "ddp":
+            from torch.nn.parallel import DistributedDataParallel
+
+            net = DistributedDataParallel(
+                model,
+                device_ids=[self.local_rank] if self.device.type == "cuda" else None,
+                bucket_cap_mb=cfg["bucket_cap_mb"],
+            )
+        else:
+            net = model
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+        batch = cfg["batch_size"]
+        size = cfg["image_size"]
+        inputs = torch.randn(batch, 3, size, size, device=self.device).contiguous(memory_format=memory_format)
+        targets = torch.randint(0, cfg["num_classes"], (batch,), device=self.device)
+        loss_fn = torch.nn.CrossEntropyLoss()
+        amp = cfg.get("amp")
+        amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp) if amp else None
+        scaler = torch.amp.GradScaler("cuda") if amp == "fp16" else None
+        synchronize = torch.cuda.synchronize if self.device.type == "cuda" else None
+        device = self.device
+
+        def step() -> None:
+            optimizer.zero_grad(set_to_none=True)
+            autocast = (
+                torch.autocast(device_type="cuda", dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
+            )
+            with autocast:
+                loss = loss_fn(net(inputs), targets)
+            if scaler is not None:
+                scaler.scale(loss).backward()
+                scaler.step(optimizer)
+                scaler.update()
+            else:
+                loss.backward()
+                optimizer.step()
+            if synchronize is not None:
+                synchronize(device)
+
+        setup_s = time.perf_counter() - setup_start
+        warmup = int(cfg["warmup"])
+        self.writer.emit(
+            "config_start",
+            config_id=config_id,
+            model=cfg["model"],
+            mode=cfg["mode"],
+            batch_size=batch,
+            world_size=self.world_size,
+            params=n_params,
+            grad_bytes=grad_bytes,
+            warmup=warmup,
+            iters=cfg["iters"],
+            time_budget=cfg.get("time_budget"),
+            setup_s=setup_s,
+        )
+        self.writer.flush()
+
+        warmup_s = self._timed_loop(step, config_id, "warmup", warmup)
+        iters = self._measured_iterations(cfg)
+        measure_s = self._timed_loop(step, config_id, "measure", iters)
+
+        peak_memory = torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None
+        self.writer.emit(
+            "config_end",
+            config_id=config_id,
+            status="ok",
+            iters=iters,
+            warmup_s=warmup_s,
+            measure_s=measure_s,
+            peak_memory_bytes=peak_memory,
+            max_rss_bytes=_max_rss_bytes(),
+        )
+        self.writer.flush()
+        del net, model, optimizer, inputs, targets, params
+        gc.collect()
+        if self.device.type == "cuda":
+            torch.cuda.empty_cache()
+        if self.world_size > 1:
+            self.dist.barrier()  # configurations start together on every rank
+
+    def _timed_loop(self, step: Any, config_id: str, phase: str, count: int) -> float:
+        """Run ``count`` steps, each timed alone; return the phase's wall time."""
+        stream = self.stream = SampleStream(self.writer, config_id, phase, count)
+        clock = time.perf_counter
+        phase_start = clock()
+        for _ in range(count):
+            start = clock()
+            step()
+            stream.add(clock() - start)  # streaming happens here, after the step's clock stopped
+        elapsed = clock() - phase_start
+        stream.send()
+        self.writer.flush()
+        self.warmup_samples = stream.all if phase == "warmup" else getattr(self, "warmup_samples", [])
+        self.stream = None
+        return elapsed
+
+    def _measured_iterations(self, cfg: dict[str, Any]) -> int:
+        budget = cfg.get("time_budget")
+        if not budget:
+            return int(cfg["iters"])
+        samples = sorted(self.warmup_samples)
+        typical = samples[len(samples) // 2] if samples else 1.0
+        iters = min(MAX_BUDGET_ITERS, max(1, math.ceil(budget / max(typical, 1e-6))))
+        if self.world_size > 1:  # every rank must run the same number of steps, or DDP deadlocks
+            agreed = self.torch.tensor([iters], device=self.device)
+            self.dist.all_reduce(agreed, op=self.dist.ReduceOp.MAX)
+            iters = int(agreed.item())
+        return iters
+
+    # -- errors ---------------------------------------------------------------------------------------------
+    def report_error(self, config_id: str | None, exc: BaseException) -> None:
+        if self.stream is not None:
+            self.stream.send()  # keep every sample measured before the fault
+        oom = _is_oom(exc)
+        self.writer.emit(
+            "error",
+            config_id=config_id,
+            error_type=type(exc).__name__,
+            message=str(exc)[:2000],
+            traceback="".join(traceback.format_exception(exc))[-8000:],
+            oom=oom,
+        )
+        if config_id is not None:
+            self.writer.emit("config_end", config_id=config_id, status="oom" if oom else "failed")
+        self.writer.flush(durable=True)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    if isinstance(exc, MemoryError):
+        return True
+    if type(exc).__name__ == "OutOfMemoryError":
+        return True
+    return "out of memory" in str(exc).lower()
+
+
+def _max_rss_bytes() -> int | None:
+    try:
+        import resource
+
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
+    except (ImportError, OSError):
+        return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench_kernels.ddp", description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", required=True, help="launch spec JSON written by ddptop")
+    args = parser.parse_args(argv)
+    with open(args.spec, encoding="utf-8") as handle:
+        spec = json.load(handle)
+    _die_with_parent()
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    worker = Worker(spec)
+    config_id: str | None = None
+    started = time.time()
+    try:
+        worker.start()
+        for cfg in spec["configs"]:
+            config_id = cfg["config_id"]
+            worker.run_config(cfg)
+            config_id = None
+    except Terminated:
+        if worker.stream is not None:
+            worker.stream.send()
+        worker.writer.close()
+        return 143
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes an event, then a non-zero exit
+        worker.report_error(config_id, exc)
+        traceback.print_exc()
+        worker.writer.close()
+        return 1
+    worker.writer.emit("bye", wall_s=time.time() - started)
+    worker.writer.close()
+    with contextlib.suppress(Exception):
+        worker.dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

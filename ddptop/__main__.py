@@ -1,0 +1,5 @@
+import sys
+
+from ddptop.cli import main
+
+sys.exit(main())

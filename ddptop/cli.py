@@ -1,0 +1,195 @@
+"""Command line: ``ddptop [run] ...``, ``ddptop report``, ``ddptop kernels``.
+
+Exit codes: 0 success, 1 a configuration failed, 2 bad input, 130 interrupted.
+Bad input is one line on stderr (``ddptop: error: ...``), never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Any, NoReturn
+
+from ddptop import __version__
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+COMMANDS = ("run", "report", "kernels")
+
+
+class UsageError(Exception):
+    """Bad input from the user: printed as one line, exit code 2."""
+
+
+class OneLineParser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def _list_of(kind: type):
+    def parse(text: str) -> list[Any]:
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError("empty list")
+        try:
+            return [kind(t) for t in items]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of {kind.__name__}") from None
+
+    return parse
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--headless", action="store_true", help="no TUI: progress bars, then the tables")
+    what = parser.add_argument_group("what to run")
+    what.add_argument("--models", type=_list_of(str), help="torchvision names or package.module:factory")
+    what.add_argument("--batch-sizes", type=_list_of(int), help="per rank (weak) or global (strong)")
+    what.add_argument("--world-sizes", type=_list_of(int), help="default 1,2,4,... up to the GPUs")
+    what.add_argument("--scaling", choices=("weak", "strong"), help="weak: fixed per-rank batch (default)")
+    what.add_argument("--backend", type=_list_of(str), help="auto, nccl, gloo (a list sweeps them)")
+    what.add_argument("--device", choices=("auto", "cuda", "cpu"))
+    what.add_argument("--gpus", type=_list_of(int), help="GPU indices to use (sets CUDA_VISIBLE_DEVICES)")
+    what.add_argument("--image-size", type=int, help="square input size in pixels (default 224 GPU, 64 CPU)")
+    what.add_argument("--num-classes", type=int)
+    what.add_argument("--warmup", type=int, help="warm-up steps, not measured (default 5 GPU, 3 CPU)")
+    what.add_argument("--iters", type=int, help="measured steps (default 50 GPU, 20 CPU)")
+    what.add_argument("--time-budget", type=float, help="measure for about this many seconds instead of --iters")
+    what.add_argument("--bucket-cap-mb", type=float, help="DDP gradient bucket size (default 25)")
+    what.add_argument("--no-baseline", dest="baseline", action="store_false", default=None,
+                      help="skip the no-DDP row at N=1")
+    what.add_argument("--amp", nargs="?", const="bf16", choices=("bf16", "fp16"), help="autocast on GPU (bf16)")
+    what.add_argument("--channels-last", action="store_true", default=None)
+    what.add_argument("--threads-per-rank", type=int, help="CPU threads per rank (default: usable cores / N)")
+    cost = parser.add_argument_group("cost (seed 000's SU = (w_core*cores + w_gpu*gpus) * walltime)")
+    cost.add_argument("--cores-per-rank", type=float, help="cores charged per rank (default: its threads)")
+    cost.add_argument("--su-core-weight", type=float)
+    cost.add_argument("--su-gpu-weight", type=float)
+    out = parser.add_argument_group("output")
+    out.add_argument("--plan", metavar="PLAN.toml", help="read the plan from TOML (flags override it)")
+    out.add_argument("--out", metavar="DIR", help="run directory (default runs/<time>-<name>)")
+    out.add_argument("--name", help="name of the run")
+    out.add_argument("--fps", type=float, default=4.0, help="display refresh rate (default 4)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = OneLineParser(
+        prog="ddptop",
+        description="Measure and watch how distributed PyTorch (DDP) training scales on this node.",
+        epilog="With no command, ddptop runs the default plan (same as 'ddptop run').",
+    )
+    parser.add_argument("--version", action="version", version=f"ddptop {__version__}")
+    commands = parser.add_subparsers(dest="command", parser_class=OneLineParser)
+    run = commands.add_parser("run", help="run a scaling sweep")
+    _add_run_arguments(run)
+    report = commands.add_parser("report", help="print the tables of a saved run")
+    report.add_argument("target", metavar="RUN_DIR|summary.json")
+    report.add_argument("--format", choices=("text", "md", "csv", "json"), default="text")
+    report.add_argument("--rebuild", action="store_true", help="rebuild the summary from the raw events")
+    commands.add_parser("kernels", help="list the benchmark kernels and models")
+    return parser
+
+
+def _plan_options(args: argparse.Namespace):
+    from ddptop.plan import PlanOptions, read_plan_file
+
+    values: dict[str, Any] = read_plan_file(args.plan) if args.plan else {}
+    for key in PlanOptions.keys():
+        value = getattr(args, key, None)
+        if value is not None:
+            values[key] = value
+    return PlanOptions(**values)
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from ddptop import environment
+    from ddptop.headless import run_headless
+    from ddptop.plan import build_plan
+    from ddptop.report.summary import ENVIRONMENT_FILE
+    from ddptop.rundir import create_run_dir, write_json
+    from ddptop.session import Session
+    from ddptop.telemetry.inventory import read_inventory
+
+    if args.fps <= 0:
+        raise UsageError("--fps must be positive")
+    options = _plan_options(args)
+    inventory = read_inventory()
+    plan = build_plan(options, inventory)
+    run_dir = create_run_dir(args.out, plan.name)
+    env = environment.collect(inventory)
+    write_json(os.path.join(run_dir, ENVIRONMENT_FILE), env)
+    session = Session.create(plan, run_dir)
+    return run_headless(plan, session, env, args.fps, Console())
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from ddptop.report import summary as summary_mod
+    from ddptop.report import tables
+    from ddptop.session import Session
+
+    target = args.target
+    if os.path.isdir(target):
+        path = os.path.join(target, summary_mod.SUMMARY_JSON)
+        if args.rebuild or not os.path.exists(path):
+            session = Session.load(target)
+            session.refresh(final=True)
+            data = summary_mod.build_summary(session)
+            summary_mod.save_summary(data, target)
+        else:
+            data = summary_mod.load_summary(path)
+    elif os.path.isfile(target):
+        data = summary_mod.load_summary(target)
+    else:
+        raise UsageError(f"{target} is neither a run directory nor a summary file")
+    renderers = {
+        "text": tables.text_report,
+        "md": tables.markdown,
+        "csv": tables.csv_text,
+        "json": lambda d: json.dumps(d, indent=2) + "\n",
+    }
+    sys.stdout.write(renderers[args.format](data))
+    return EXIT_OK
+
+
+def cmd_kernels(_args: argparse.Namespace) -> int:
+    from bench_kernels.catalog import TORCHVISION_MODELS
+
+    print("Kernels:")
+    print("  ddp    DDP training step (forward, loss, backward with gradient allreduce, SGD step) on synthetic images")
+    print()
+    print("Models (torchvision, random weights; smallest --image-size):")
+    for name, (family, smallest, patch) in sorted(TORCHVISION_MODELS.items()):
+        extra = f", divisible by {patch}" if patch else ""
+        print(f"  {name:22s} {family:12s} >= {smallest} px{extra}")
+    print()
+    print("Any other model: --models package.module:factory (called with num_classes/image_size if it takes them)")
+    return EXIT_OK
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
+        argv.insert(0, "run")
+    from ddptop.plan import PlanError
+    from ddptop.report.summary import SummaryError
+    from ddptop.rundir import RunDirError
+
+    try:
+        args = build_parser().parse_args(argv)
+        handler = {"run": cmd_run, "report": cmd_report, "kernels": cmd_kernels}[args.command]
+        return handler(args)
+    except (UsageError, PlanError, RunDirError, SummaryError) as exc:
+        print(f"ddptop: error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("ddptop: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:  # output piped into head & co.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,198 @@
+"""Start, watch and stop one torchrun (``torch.distributed.run``) process group.
+
+The torchrun agent is started in a session of its own (so a Ctrl-C meant for ddptop does not reach the
+ranks first) with its output in ``agent.log`` and each worker's in torchrun's ``--log-dir``. torchrun starts
+its workers in sessions of their own too, so stopping signals the agent and then, after a grace period,
+kills every process of the tree as it was seen (psutil), grandchildren included. Single-node launches use a
+free loopback port for the rendezvous.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import psutil
+
+import bench_kernels
+from ddptop import rundir
+
+
+@dataclass
+class LaunchOutcome:
+    exit_code: int | None
+    status: str  # ok | failed | stopped
+    wall_s: float
+    reason: str | None
+
+
+def free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+class TorchrunLaunch:
+    def __init__(
+        self,
+        path: str,
+        spec: dict[str, Any],
+        nproc_per_node: int,
+        env: dict[str, str] | None = None,
+        kernel: str = "bench_kernels.ddp",
+        python: str = sys.executable,
+    ) -> None:
+        self.path = path
+        self.spec = spec
+        self.nproc_per_node = nproc_per_node
+        self.kernel = kernel
+        self.python = python
+        self.extra_env = env or {}
+        self.process: subprocess.Popen[bytes] | None = None
+        self.started: float | None = None
+        self.ended: float | None = None
+        self.stop_requested = False
+        self._tree: dict[int, psutil.Process] = {}
+
+    @property
+    def spec_path(self) -> str:
+        return os.path.join(self.path, "launch.json")
+
+    def command(self, port: int) -> list[str]:
+        return [
+            self.python,
+            "-m",
+            "torch.distributed.run",
+            "--nnodes=1",
+            f"--nproc-per-node={self.nproc_per_node}",
+            "--master-addr=127.0.0.1",
+            f"--master-port={port}",
+            "--max-restarts=0",
+            "--monitor-interval=0.2",
+            f"--log-dir={os.path.join(self.path, 'logs')}",
+            "--redirects=3",
+            "-m",
+            self.kernel,
+            "--spec",
+            self.spec_path,
+        ]
+
+    def environment(self) -> dict[str, str]:
+        env = dict(os.environ)
+        # The workers import bench_kernels and ddptop.wire from this very checkout, installed or not.
+        source_root = os.path.dirname(os.path.dirname(os.path.abspath(bench_kernels.__file__)))
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (source_root, env.get("PYTHONPATH")) if p)
+        env["PYTHONUNBUFFERED"] = "1"
+        env.update(self.extra_env)
+        return env
+
+    def start(self) -> None:
+        rundir.write_json(self.spec_path, self.spec)
+        log = os.open(os.path.join(self.path, "agent.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        try:
+            self.started = time.monotonic()
+            self.process = subprocess.Popen(
+                self.command(free_loopback_port()),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=self.environment(),
+                start_new_session=True,
+                cwd=self.path,
+            )
+        finally:
+            os.close(log)
+
+    def poll(self) -> int | None:
+        assert self.process is not None
+        code = self.process.poll()
+        if code is None:
+            self._remember_tree()
+        elif self.ended is None:
+            self.ended = time.monotonic()
+        return code
+
+    def _remember_tree(self) -> None:
+        """Keep the processes of the tree we have seen, so we can still kill orphans after the agent dies."""
+        assert self.process is not None
+        try:
+            agent = psutil.Process(self.process.pid)
+            for proc in [agent, *agent.children(recursive=True)]:
+                self._tree.setdefault(proc.pid, proc)
+        except psutil.Error:
+            pass
+
+    def stop(self, grace: float = 5.0) -> None:
+        """SIGTERM the agent (it forwards to the ranks), then SIGKILL whatever of the tree is left."""
+        if self.process is None:
+            return
+        self.stop_requested = True
+        self._remember_tree()
+        if self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline and self._alive():
+            time.sleep(0.05)
+        self.kill_tree()
+
+    def kill_tree(self) -> None:
+        self._remember_tree()
+        for proc in self._alive():
+            try:
+                proc.kill()
+            except psutil.Error:
+                pass
+        if self.process is not None:
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        psutil.wait_procs(list(self._tree.values()), timeout=5)
+        if self.ended is None:
+            self.ended = time.monotonic()
+
+    def _alive(self) -> list[psutil.Process]:
+        alive = []
+        for proc in self._tree.values():
+            try:
+                if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(proc)
+            except psutil.Error:
+                pass
+        if self.process is not None:
+            self.process.poll()  # reap the agent so it is not counted as a zombie forever
+        return alive
+
+    def pids(self) -> list[int]:
+        self._remember_tree()
+        return sorted(p.pid for p in self._alive())
+
+    def outcome(self) -> LaunchOutcome:
+        assert self.process is not None and self.started is not None
+        code = self.process.poll()
+        wall = (self.ended or time.monotonic()) - self.started
+        if self.stop_requested:
+            return LaunchOutcome(code, "stopped", wall, "stopped by ddptop")
+        if code == 0:
+            return LaunchOutcome(code, "ok", wall, None)
+        return LaunchOutcome(code, "failed", wall, f"torchrun {describe_exit(code)}")

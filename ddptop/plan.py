@@ -1,0 +1,402 @@
+"""What to run: a sweep of models x batch sizes x world sizes x backends, validated before anything starts.
+
+A plan comes from command-line flags, a TOML file (same keys, underscores), or both (flags win). Every
+problem is reported as one ``PlanError`` line; nothing is launched for an invalid plan.
+
+Batch semantics: with weak scaling (the default, as in seeds 001 and 002) each batch size is per rank and
+the global batch grows with N; with strong scaling each batch size is the global batch, split evenly
+over the N ranks, so it must divide by every world size.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from bench_kernels.catalog import check_model
+from ddptop.telemetry.inventory import Inventory
+
+SCALINGS = ("weak", "strong")
+BACKENDS = ("auto", "nccl", "gloo")
+DEVICES = ("auto", "cuda", "cpu")
+AMP_DTYPES = ("bf16", "fp16")
+MODES = ("ddp", "no_ddp")
+
+
+class PlanError(ValueError):
+    """An invalid plan; the message is one line for the user."""
+
+
+@dataclass
+class PlanOptions:
+    """The user's choices, unresolved. ``None`` means "the default for this machine"."""
+
+    models: list[str] | None = None
+    batch_sizes: list[int] | None = None
+    world_sizes: list[int] | None = None
+    scaling: str = "weak"
+    backend: list[str] = field(default_factory=lambda: ["auto"])
+    device: str = "auto"
+    gpus: list[int] | None = None
+    image_size: int | None = None
+    num_classes: int = 1000
+    warmup: int | None = None
+    iters: int | None = None
+    time_budget: float | None = None
+    bucket_cap_mb: float = 25.0
+    baseline: bool = True
+    amp: str | None = None
+    channels_last: bool = False
+    threads_per_rank: int | None = None
+    cores_per_rank: float | None = None
+    su_core_weight: float = 1.0
+    su_gpu_weight: float = 2.0
+    name: str | None = None
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+
+@dataclass(frozen=True)
+class ConfigSpec:
+    """One measured configuration: one model at one batch on one world size, DDP or the no-DDP baseline."""
+
+    config_id: str
+    model: str
+    mode: str
+    batch_size: int  # per rank
+    global_batch: int
+    world_size: int
+    nnodes: int
+    backend: str
+    device: str
+    scaling: str
+    image_size: int
+    num_classes: int
+    warmup: int
+    iters: int
+    time_budget: float | None
+    bucket_cap_mb: float
+    amp: str | None
+    channels_last: bool
+
+    @property
+    def label(self) -> str:
+        """Seed 001's row label: machines/devices per machine, e.g. 1M/2G (P for CPU processes)."""
+        if self.mode == "no_ddp":
+            return "no ddp"
+        unit = "G" if self.device == "cuda" else "P"
+        return f"{self.nnodes}M/{self.world_size // self.nnodes}{unit}"
+
+    @property
+    def scaling_batch(self) -> int:
+        """The batch held fixed across N: per rank for weak scaling, global for strong."""
+        return self.batch_size if self.scaling == "weak" else self.global_batch
+
+    @property
+    def group(self) -> tuple[str, int, str]:
+        """Configurations of one scaling table share this key."""
+        return (self.model, self.scaling_batch, self.backend)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ConfigSpec":
+        return cls(**{f.name: data[f.name] for f in fields(cls)})
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Configurations run inside one torchrun launch (one world size, one backend)."""
+
+    world_size: int
+    backend: str
+    configs: tuple[ConfigSpec, ...]
+
+    @property
+    def launch_key(self) -> str:
+        return f"n{self.world_size}-{self.backend}"
+
+
+@dataclass(frozen=True)
+class Plan:
+    models: tuple[str, ...]
+    batch_sizes: tuple[int, ...]
+    world_sizes: tuple[int, ...]
+    scaling: str
+    backends: tuple[str, ...]
+    device: str
+    gpus: tuple[int, ...] | None
+    image_size: int
+    num_classes: int
+    warmup: int
+    iters: int
+    time_budget: float | None
+    bucket_cap_mb: float
+    baseline: bool
+    amp: str | None
+    channels_last: bool
+    threads_per_rank: dict[int, int]  # world size -> CPU threads given to each rank
+    cores_per_rank: float | None
+    su_core_weight: float
+    su_gpu_weight: float
+    name: str
+    nnodes: int = 1
+
+    def launches(self) -> list[Launch]:
+        result = []
+        for world_size in self.world_sizes:
+            for backend in self.backends:
+                configs = []
+                for model in self.models:
+                    for batch in self.batch_sizes:
+                        modes = ["no_ddp", "ddp"] if (world_size == 1 and self.baseline) else ["ddp"]
+                        for mode in modes:
+                            configs.append(self._config(model, batch, world_size, backend, mode))
+                result.append(Launch(world_size, backend, tuple(configs)))
+        return result
+
+    def configs(self) -> list[ConfigSpec]:
+        return [c for launch in self.launches() for c in launch.configs]
+
+    def _config(self, model: str, batch: int, world_size: int, backend: str, mode: str) -> ConfigSpec:
+        per_rank = batch if self.scaling == "weak" else batch // world_size
+        config_id = f"{model}/{mode}/bs{per_rank}/n{world_size}/{backend}"
+        return ConfigSpec(
+            config_id=config_id,
+            model=model,
+            mode=mode,
+            batch_size=per_rank,
+            global_batch=per_rank * world_size,
+            world_size=world_size,
+            nnodes=self.nnodes,
+            backend=backend,
+            device=self.device,
+            scaling=self.scaling,
+            image_size=self.image_size,
+            num_classes=self.num_classes,
+            warmup=self.warmup,
+            iters=self.iters,
+            time_budget=self.time_budget,
+            bucket_cap_mb=self.bucket_cap_mb,
+            amp=self.amp,
+            channels_last=self.channels_last,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["threads_per_rank"] = {str(k): v for k, v in self.threads_per_rank.items()}
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Plan":
+        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        for key in ("models", "batch_sizes", "world_sizes", "backends"):
+            values[key] = tuple(values[key])
+        if values.get("gpus") is not None:
+            values["gpus"] = tuple(values["gpus"])
+        values["threads_per_rank"] = {int(k): int(v) for k, v in data["threads_per_rank"].items()}
+        return cls(**values)
+
+
+def default_world_sizes(device_count: int) -> list[int]:
+    """1, 2, 4, ... up to the devices there are, plus the device count itself (e.g. 1,2,4,6 for 6 GPUs)."""
+    sizes, n = [], 1
+    while n <= device_count:
+        sizes.append(n)
+        n *= 2
+    if device_count and sizes[-1] != device_count:
+        sizes.append(device_count)
+    return sizes
+
+
+def usable_cpu_count() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _unique(values: list[Any]) -> tuple[Any, ...]:
+    return tuple(dict.fromkeys(values))
+
+
+def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None = None) -> Plan:
+    """Resolve defaults for this machine and validate; raise PlanError with one line on any problem."""
+    cpu_count = cpu_count or usable_cpu_count()
+    if options.device not in DEVICES:
+        raise PlanError(f"--device must be one of {', '.join(DEVICES)} (got {options.device!r})")
+    if options.device == "cuda" and not inventory.gpus:
+        raise PlanError(f"--device cuda, but no GPU is usable: {inventory.problem}")
+    device = options.device if options.device != "auto" else ("cuda" if inventory.gpus else "cpu")
+
+    gpus: tuple[int, ...] | None = None
+    if options.gpus is not None:
+        if device != "cuda":
+            raise PlanError("--gpus needs GPUs, but this plan runs on the CPU")
+        visible = len(inventory.gpus)
+        if len(set(options.gpus)) != len(options.gpus):
+            raise PlanError(f"--gpus lists a GPU twice: {','.join(map(str, options.gpus))}")
+        for index in options.gpus:
+            if not 0 <= index < visible:
+                raise PlanError(f"--gpus {index}: only GPUs 0..{visible - 1} are visible")
+        gpus = tuple(options.gpus)
+    devices_per_node = (len(gpus) if gpus else len(inventory.gpus)) if device == "cuda" else cpu_count
+
+    on_gpu = device == "cuda"
+    models = _unique(options.models or (["resnet50"] if on_gpu else ["resnet18"]))
+    batch_sizes = _unique(options.batch_sizes or ([32] if on_gpu else [16]))
+    world_sizes = _unique(options.world_sizes or (default_world_sizes(devices_per_node) if on_gpu else [1, 2]))
+    image_size = options.image_size or (224 if on_gpu else 64)
+    warmup = options.warmup if options.warmup is not None else (5 if on_gpu else 3)
+    iters = options.iters if options.iters is not None else (50 if on_gpu else 20)
+
+    if options.scaling not in SCALINGS:
+        raise PlanError(f"--scaling must be weak or strong (got {options.scaling!r})")
+    backends = []
+    for backend in options.backend:
+        if backend not in BACKENDS:
+            raise PlanError(f"--backend must be auto, nccl or gloo (got {backend!r})")
+        if backend == "nccl" and not on_gpu:
+            raise PlanError("--backend nccl needs GPUs; use gloo (or auto) on the CPU")
+        backends.append(backend if backend != "auto" else ("nccl" if on_gpu else "gloo"))
+    if not models:
+        raise PlanError("--models is empty")
+    if image_size < 1:
+        raise PlanError(f"--image-size must be positive (got {image_size})")
+    if options.num_classes < 1:
+        raise PlanError(f"--num-classes must be positive (got {options.num_classes})")
+    for model in models:
+        reason = check_model(model, image_size)
+        if reason:
+            raise PlanError(reason)
+    for batch in batch_sizes:
+        if batch < 1:
+            raise PlanError(f"batch size must be at least 1 (got {batch})")
+    for world_size in world_sizes:
+        if world_size < 1:
+            raise PlanError(f"world size must be at least 1 (got {world_size})")
+        if on_gpu and world_size > devices_per_node:
+            raise PlanError(f"world size {world_size} needs {world_size} GPUs, but {devices_per_node} are usable")
+        if options.scaling == "strong":
+            for batch in batch_sizes:
+                if batch % world_size:
+                    raise PlanError(
+                        f"strong scaling splits the global batch {batch} over {world_size} ranks: "
+                        "it must divide evenly"
+                    )
+    if warmup < 0:
+        raise PlanError(f"--warmup cannot be negative (got {warmup})")
+    if options.time_budget is not None:
+        if options.time_budget <= 0:
+            raise PlanError(f"--time-budget must be positive seconds (got {options.time_budget})")
+        if warmup < 1:
+            raise PlanError("--time-budget needs at least one warm-up iteration to size the measurement")
+    elif iters < 1:
+        raise PlanError(f"--iters must be at least 1 (got {iters})")
+    if options.bucket_cap_mb <= 0:
+        raise PlanError(f"--bucket-cap-mb must be positive (got {options.bucket_cap_mb})")
+    if options.amp is not None:
+        if options.amp not in AMP_DTYPES:
+            raise PlanError(f"--amp must be bf16 or fp16 (got {options.amp!r})")
+        if not on_gpu:
+            raise PlanError("--amp needs a GPU (CPU runs measure fp32)")
+    if options.threads_per_rank is not None and options.threads_per_rank < 1:
+        raise PlanError(f"--threads-per-rank must be at least 1 (got {options.threads_per_rank})")
+    for key in ("su_core_weight", "su_gpu_weight"):
+        if getattr(options, key) < 0:
+            raise PlanError(f"--{key.replace('_', '-')} cannot be negative")
+    if options.cores_per_rank is not None and options.cores_per_rank < 0:
+        raise PlanError("--cores-per-rank cannot be negative")
+
+    # Each rank gets an equal share of the cores this process may use, so N ranks never oversubscribe the node
+    # and N=1 is not starved (torchrun's own default is one thread per rank).
+    threads = {
+        n: options.threads_per_rank or max(1, cpu_count // n) for n in world_sizes
+    }
+    name = options.name or f"{'-'.join(m.split(':')[-1] for m in models)}-{options.scaling}"
+    return Plan(
+        models=models,
+        batch_sizes=batch_sizes,
+        world_sizes=world_sizes,
+        scaling=options.scaling,
+        backends=_unique(backends),
+        device=device,
+        gpus=gpus,
+        image_size=image_size,
+        num_classes=options.num_classes,
+        warmup=warmup,
+        iters=iters,
+        time_budget=options.time_budget,
+        bucket_cap_mb=options.bucket_cap_mb,
+        baseline=options.baseline,
+        amp=options.amp,
+        channels_last=options.channels_last,
+        threads_per_rank=threads,
+        cores_per_rank=options.cores_per_rank,
+        su_core_weight=options.su_core_weight,
+        su_gpu_weight=options.su_gpu_weight,
+        name=name,
+    )
+
+
+_TOML_TYPES: dict[str, tuple[type, ...]] = {
+    "models": (list, str),
+    "batch_sizes": (list, int),
+    "world_sizes": (list, int),
+    "scaling": (str,),
+    "backend": (list, str),
+    "device": (str,),
+    "gpus": (list, int),
+    "image_size": (int,),
+    "num_classes": (int,),
+    "warmup": (int,),
+    "iters": (int,),
+    "time_budget": (float, int),
+    "bucket_cap_mb": (float, int),
+    "baseline": (bool,),
+    "amp": (str,),
+    "channels_last": (bool,),
+    "threads_per_rank": (int,),
+    "cores_per_rank": (float, int),
+    "su_core_weight": (float, int),
+    "su_gpu_weight": (float, int),
+    "name": (str,),
+}
+
+
+def read_plan_file(path: str) -> dict[str, Any]:
+    """Read a TOML plan into option values; keys as PlanOptions (a string is accepted for a one-item list)."""
+    try:
+        with open(path, "rb") as handle:
+            raw = tomllib.load(handle)
+    except FileNotFoundError:
+        raise PlanError(f"plan file {path} does not exist") from None
+    except OSError as exc:
+        raise PlanError(f"cannot read plan file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise PlanError(f"plan file {path} is not valid TOML: {exc}") from None
+    if isinstance(raw.get("plan"), dict) and len(raw) == 1:
+        raw = raw["plan"]
+    values: dict[str, Any] = {}
+    for key, value in raw.items():
+        key_name = key.replace("-", "_")
+        expected = _TOML_TYPES.get(key_name)
+        if expected is None:
+            raise PlanError(f"plan file {path}: unknown key {key!r} (known: {', '.join(_TOML_TYPES)})")
+        if expected[0] is list:
+            item_type = expected[1]
+            if isinstance(value, (str, int)) and not isinstance(value, bool):
+                value = [value]
+            if not isinstance(value, list) or not all(
+                isinstance(v, item_type) and not isinstance(v, bool) for v in value
+            ):
+                raise PlanError(f"plan file {path}: {key} must be a list of {item_type.__name__}")
+        elif not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
+            raise PlanError(f"plan file {path}: {key} must be {' or '.join(t.__name__ for t in expected)}")
+        values[key_name] = value
+    return values

@@ -1,0 +1,1 @@
+"""Summaries of a run: building, saving, loading, and rendering them as tables."""

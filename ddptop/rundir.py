@@ -1,0 +1,124 @@
+"""The run directory: everything a sweep measures, on disk while it runs.
+
+    runs/20261121-101500-resnet50-weak/
+      plan.json                      the resolved plan (written first)
+      runner.jsonl                   ddptop's own events: launches started/ended, configurations marked
+      launches/01-n2-gloo/
+        launch.json                  what the ranks were told to run
+        agent.log                    torchrun's own output
+        events/rank-<R>.jsonl        each rank's events (wire format)
+        logs/.../<local rank>/stdout.log, stderr.log   each worker's output (torchrun --log-dir)
+      summary.json, summary.md, summary.csv
+
+Directories are created user-only (0700) and files 0600; a run directory is never reused, and summaries are
+replaced atomically (temporary file, fsync, rename), so a reader never sees half a summary.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import time
+from typing import Any
+
+PLAN_FILE = "plan.json"
+RUNNER_FILE = "runner.jsonl"
+LAUNCHES_DIR = "launches"
+
+
+class RunDirError(ValueError):
+    """A run directory that cannot be created or read; one line for the user."""
+
+
+def _safe_name(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "run"
+
+
+def create_run_dir(out: str | None, name: str, base: str = "runs") -> str:
+    """Create a fresh run directory; refuse to reuse one that holds anything."""
+    if out:
+        path = os.path.abspath(out)
+        if os.path.exists(path) and (not os.path.isdir(path) or os.listdir(path)):
+            raise RunDirError(f"{out} already exists and is not empty; ddptop never overwrites a run directory")
+        _make_private_dirs(path)
+        return path
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    root = os.path.abspath(base)
+    candidate = os.path.join(root, f"{stamp}-{_safe_name(name)}")
+    suffix = 1
+    while True:
+        try:
+            _make_private_dirs(os.path.dirname(candidate))
+            os.mkdir(candidate, 0o700)
+            return candidate
+        except FileExistsError:
+            suffix += 1
+            candidate = os.path.join(root, f"{stamp}-{_safe_name(name)}-{suffix}")
+
+
+def _make_private_dirs(path: str) -> None:
+    try:
+        existed = os.path.isdir(path)
+        os.makedirs(path, mode=0o700, exist_ok=True)
+        if not existed:
+            os.chmod(path, 0o700)
+    except OSError as exc:
+        raise RunDirError(f"cannot create run directory {path}: {exc.strerror}") from None
+    if not os.access(path, os.W_OK):
+        raise RunDirError(f"run directory {path} is not writable")
+
+
+def write_atomic(path: str, data: str | bytes) -> None:
+    payload = data.encode() if isinstance(data, str) else data
+    tmp = f"{path}.tmp-{os.getpid()}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        view = memoryview(payload)
+        while view:
+            view = view[os.write(fd, view) :]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def write_json(path: str, data: Any) -> None:
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def launch_dir(run_dir: str, index: int, launch_key: str, attempt: int) -> str:
+    name = f"{index:02d}-{launch_key}" + (f"-retry{attempt}" if attempt else "")
+    path = os.path.join(run_dir, LAUNCHES_DIR, name)
+    for directory in (os.path.dirname(path), path, os.path.join(path, "events")):
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        os.chmod(directory, 0o700)  # makedirs applies the mode only to the last level, and through the umask
+    return path
+
+
+def event_files(run_dir: str) -> list[str]:
+    return sorted(glob.glob(os.path.join(run_dir, LAUNCHES_DIR, "*", "events", "rank-*.jsonl")))
+
+
+def worker_logs(launch_path: str) -> dict[int, dict[str, str]]:
+    """Map local rank -> {'stdout': path, 'stderr': path} from torchrun's --log-dir layout."""
+    logs: dict[int, dict[str, str]] = {}
+    for path in glob.glob(os.path.join(launch_path, "logs", "*", "attempt_*", "*", "std*.log")):
+        local_rank = os.path.basename(os.path.dirname(path))
+        if local_rank.isdigit():
+            stream = os.path.basename(path).split(".")[0]
+            logs.setdefault(int(local_rank), {})[stream] = path
+    return logs
+
+
+def tail_lines(path: str, lines: int = 20, max_bytes: int = 64 * 1024) -> list[str]:
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - max_bytes))
+            text = handle.read().decode(errors="replace")
+    except OSError:
+        return []
+    return [line for line in text.splitlines() if line.strip()][-lines:]

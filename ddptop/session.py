@@ -1,0 +1,272 @@
+"""The live state of a sweep, rebuilt from what is on disk in the run directory.
+
+The session tails every rank's events file and ddptop's own ``runner.jsonl``; it never talks to a rank
+directly. So the same code follows a sweep this process runs, one another process is writing
+(``ddptop watch``), and one that ended or died long ago (``ddptop report``). Frontends call ``refresh()``
+at their frame rate and read ``snapshot()``; the sweep runner calls ``mark()`` for what only it knows (a
+launch died, a configuration was skipped or stopped), and that too is written to disk first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from ddptop import rundir, stats
+from ddptop.plan import ConfigSpec, Plan
+from ddptop.wire import EventFileReader, EventWriter
+
+# pending: not started; running: config_start seen; ok/failed/oom: ended by the ranks;
+# skipped/stopped: ended by the user; not_run: the sweep ended before reaching it.
+ENDED = ("ok", "failed", "oom", "skipped", "stopped", "not_run")
+RUNNER_RANK = -1  # runner.jsonl events carry this rank
+
+
+@dataclass
+class ConfigState:
+    spec: ConfigSpec
+    status: str = "pending"
+    reason: str | None = None
+    samples: dict[int, list[float]] = field(default_factory=dict)  # rank -> measured step times
+    warmup_seen: dict[int, int] = field(default_factory=dict)
+    planned_iters: int | None = None
+    warmup: int | None = None
+    info: dict[str, Any] = field(default_factory=dict)  # rank 0's config_start fields
+    end: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> config_end fields
+    errors: list[dict[str, Any]] = field(default_factory=list)
+    log_tail: list[str] = field(default_factory=list)  # last lines of the ranks' stderr, when it failed
+    started_t: float | None = None
+    ended_t: float | None = None
+    launch: str | None = None
+    revision: int = 0  # bumped on every change, for cached summaries
+
+    def sample_count(self) -> int:
+        return sum(len(s) for s in self.samples.values())
+
+    def progress(self) -> float:
+        """0..1: warm-up and measured steps of the slowest rank, against the plan."""
+        if self.status in ENDED:
+            return 1.0 if self.status == "ok" else self._fraction()
+        return self._fraction()
+
+    def _fraction(self) -> float:
+        warmup = self.warmup if self.warmup is not None else self.spec.warmup
+        iters = self.planned_iters if self.planned_iters is not None else self.spec.iters
+        total = warmup + iters
+        if total <= 0:
+            return 0.0
+        ranks = range(self.spec.world_size)
+        done = min(self.warmup_seen.get(r, 0) + len(self.samples.get(r, ())) for r in ranks)
+        return min(1.0, done / total)
+
+    def pooled(self) -> list[float]:
+        return [s for rank in sorted(self.samples) for s in self.samples[rank]]
+
+    def summary(self) -> dict[str, Any] | None:
+        """Percentiles (pooled over ranks) and per-rank medians; None until a sample exists."""
+        pooled = self.pooled()
+        if not pooled:
+            return None
+        result = stats.sample_summary(pooled, self.spec.batch_size, self.spec.world_size)
+        medians = stats.rank_medians(self.samples)
+        result["rank_medians"] = {str(rank): value for rank, value in medians.items()}
+        result["straggler"] = stats.straggler(medians)
+        return result
+
+
+@dataclass
+class LaunchRecord:
+    name: str
+    world_size: int
+    backend: str
+    configs: list[str]
+    started_t: float
+    ended_t: float | None = None
+    exit_code: int | None = None
+    status: str = "running"
+    reason: str | None = None
+
+
+class Session:
+    def __init__(self, plan: Plan, run_dir: str) -> None:
+        self.plan = plan
+        self.run_dir = run_dir
+        self.configs: dict[str, ConfigState] = {c.config_id: ConfigState(c) for c in plan.configs()}
+        self.order = list(self.configs)
+        self.launches: dict[str, LaunchRecord] = {}
+        self.hellos: dict[tuple[str, int], dict[str, Any]] = {}  # (launch, rank) -> hello event
+        self.readers: dict[str, EventFileReader] = {}
+        self.runner_reader = EventFileReader(os.path.join(run_dir, rundir.RUNNER_FILE))
+        self.lock = threading.RLock()
+        self.started_t = time.time()
+        self.ended_t: float | None = None
+        self.events_applied = 0
+        self._runner_writer: EventWriter | None = None
+
+    # -- construction ----------------------------------------------------------------------------------
+    @classmethod
+    def create(cls, plan: Plan, run_dir: str) -> "Session":
+        rundir.write_json(os.path.join(run_dir, rundir.PLAN_FILE), plan.to_json())
+        session = cls(plan, run_dir)
+        session._runner_writer = EventWriter(os.path.join(run_dir, rundir.RUNNER_FILE), RUNNER_RANK, 0.0)
+        session._runner_writer.emit("hello", world_size=0, host=os.uname().nodename, pid=os.getpid(), device="-")
+        session._runner_writer.flush(durable=True)
+        return session
+
+    @classmethod
+    def load(cls, run_dir: str) -> "Session":
+        """Rebuild the state of a run directory from its files (for report, watch and view)."""
+        path = os.path.join(run_dir, rundir.PLAN_FILE)
+        try:
+            with open(path, encoding="utf-8") as handle:
+                plan = Plan.from_json(json.load(handle))
+        except FileNotFoundError:
+            raise rundir.RunDirError(f"{run_dir} is not a ddptop run directory (no {rundir.PLAN_FILE})") from None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise rundir.RunDirError(f"{path} is damaged: {exc}") from None
+        session = cls(plan, run_dir)
+        session.refresh(final=False)
+        return session
+
+    # -- feeding -----------------------------------------------------------------------------------------
+    def refresh(self, final: bool = False) -> int:
+        """Apply every event appended since the last call; ``final`` also reads unterminated last lines."""
+        applied = 0
+        with self.lock:
+            for path in rundir.event_files(self.run_dir):
+                if path not in self.readers:
+                    self.readers[path] = EventFileReader(path)
+            sources = [(self.runner_reader, None)] + [
+                (reader, os.path.basename(os.path.dirname(os.path.dirname(path))))
+                for path, reader in self.readers.items()
+            ]
+            for reader, launch in sources:
+                events = reader.read_rest() if final else reader.read_new()
+                for event in events:
+                    self._apply(event, launch)
+                applied += len(events)
+            self.events_applied += applied
+        return applied
+
+    def _apply(self, event: dict[str, Any], launch: str | None) -> None:
+        kind = event["type"]
+        if launch is None:  # ddptop's own runner events
+            self._apply_runner(event)
+            return
+        if kind == "hello":
+            self.hellos[(launch, event["rank"])] = event
+            return
+        state = self.configs.get(event.get("config_id") or "")
+        if state is None:
+            return  # an error outside any configuration; kept in the launch's logs
+        state.revision += 1
+        if kind == "config_start":
+            if state.status == "pending":
+                state.status = "running"
+                state.started_t = event["t"]
+                state.launch = launch
+            if event["rank"] == 0 or not state.info:
+                state.info = {k: v for k, v in event.items() if k not in ("v", "type", "rank")}
+            state.warmup = event.get("warmup", state.warmup)
+            if event.get("iters") is not None and not event.get("time_budget"):
+                state.planned_iters = event["iters"]
+        elif kind == "samples":
+            if state.status == "pending":
+                state.status = "running"
+            if event["phase"] == "measure":
+                state.samples.setdefault(event["rank"], []).extend(event["sec"])
+                if event.get("of") is not None:
+                    state.planned_iters = event["of"]
+            else:
+                state.warmup_seen[event["rank"]] = state.warmup_seen.get(event["rank"], 0) + len(event["sec"])
+        elif kind == "config_end":
+            state.end[event["rank"]] = event
+            status = event["status"]
+            if status != "ok":
+                self._end(state, status, state.reason or _error_reason(state), event["t"])
+            elif len(state.end) >= state.spec.world_size and all(
+                e["status"] == "ok" for e in state.end.values()
+            ):
+                self._end(state, "ok", None, event["t"])
+        elif kind == "error":
+            state.errors.append(event)
+            if state.reason is None:
+                state.reason = _error_reason(state)
+
+    def _apply_runner(self, event: dict[str, Any]) -> None:
+        kind = event["type"]
+        data = event.get("data") or {}
+        if kind != "mark":
+            return
+        what = data.get("what")
+        if what == "launch_start":
+            self.launches[data["launch"]] = LaunchRecord(
+                name=data["launch"],
+                world_size=data["world_size"],
+                backend=data["backend"],
+                configs=list(data["configs"]),
+                started_t=event["t"],
+            )
+        elif what == "launch_end":
+            record = self.launches.get(data["launch"])
+            if record:
+                record.ended_t = event["t"]
+                record.exit_code = data.get("exit_code")
+                record.status = data.get("status", "ended")
+                record.reason = data.get("reason")
+        elif what == "config":
+            state = self.configs.get(data.get("config_id", ""))
+            if state is not None:
+                if data.get("log_tail") and not state.log_tail:
+                    state.log_tail = list(data["log_tail"])
+                self._end(state, data["status"], data.get("reason"), event["t"])
+        elif what == "sweep_end":
+            self.ended_t = event["t"]
+
+    def _end(self, state: ConfigState, status: str, reason: str | None, when: float) -> None:
+        if state.status in ENDED:
+            return
+        state.status = status
+        state.reason = reason
+        state.ended_t = when
+        state.revision += 1
+
+    # -- what only the runner knows, written to runner.jsonl before it is applied ------------------------
+    def mark(self, **data: Any) -> None:
+        if self._runner_writer is None:
+            raise RuntimeError("a loaded session is read-only")
+        with self.lock:
+            self._runner_writer.emit("mark", data=data)
+            self._runner_writer.flush(durable=True)
+        self.refresh()
+
+    def close(self) -> None:
+        if self._runner_writer is not None:
+            self._runner_writer.close()
+
+    # -- reading ----------------------------------------------------------------------------------------
+    def ordered_states(self) -> list[ConfigState]:
+        return [self.configs[c] for c in self.order]
+
+    def malformed_lines(self) -> int:
+        readers = [self.runner_reader, *self.readers.values()]
+        return sum(r.malformed for r in readers)
+
+    def versions(self) -> dict[str, Any]:
+        """Versions reported by the first rank that said hello (torch lives in the ranks, not here)."""
+        for (_launch, rank), hello in sorted(self.hellos.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+            if rank == 0:
+                return dict(hello.get("versions") or {})
+        return {}
+
+
+def _error_reason(state: ConfigState) -> str | None:
+    if not state.errors:
+        return None
+    error = state.errors[0]
+    prefix = "out of memory: " if error.get("oom") else ""
+    return f"{prefix}rank {error['rank']}: {error['error_type']}: {error['message']}".splitlines()[0][:500]

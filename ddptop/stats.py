@@ -1,0 +1,111 @@
+"""Percentiles and scaling arithmetic. Pure functions on plain numbers; no I/O.
+
+Definitions (also in README "Measurement semantics"):
+- Percentiles pool every rank's measured step times (as PyTorch's DDP benchmark does), linear interpolation
+  between order statistics (numpy's default). ex/sec at a percentile is ``batch / sec_iter`` at that
+  percentile: per replica with the per-rank batch, aggregate with the global batch.
+- Throughput X(N) = global batch / sec_iter(N). Speedup against the reference run (the smallest N measured,
+  normally N=1) is S(N) = N_ref * X(N) / X(N_ref). For weak scaling (fixed per-rank batch b) this is
+  N * t_ref / t(N) when N_ref = 1; for strong scaling (fixed global batch B) it is t_ref / t(N).
+- Efficiency E = S / N. Relative cost (GPU-only, seed 000's N/s) = N / S.
+- Relative SU (seed 000's service units, SU = (w_core * cores + w_gpu * gpus) * walltime) compares the
+  charge for the same amount of work: rate(N) * (t(N) / global batch(N)) over the same for the reference.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+PERCENTILES: tuple[int, ...] = (50, 75, 90, 95, 99)
+STRAGGLER_RATIO = 1.05  # a rank whose median step is 5% slower than the ranks' median is marked
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile of already sorted values (numpy's default method)."""
+    if not sorted_values:
+        raise ValueError("percentile of no samples")
+    position = (len(sorted_values) - 1) * q / 100.0
+    low = math.floor(position)
+    high = min(low + 1, len(sorted_values) - 1)
+    fraction = position - low
+    return sorted_values[low] + (sorted_values[high] - sorted_values[low]) * fraction
+
+
+def median(values: Sequence[float]) -> float:
+    return percentile(sorted(values), 50)
+
+
+def sample_summary(samples: Sequence[float], batch_per_replica: int, world_size: int) -> dict:
+    """Pooled percentiles of sec/iter with the matching per-replica and aggregate ex/sec."""
+    ordered = sorted(samples)
+    n = len(ordered)
+    mean = sum(ordered) / n
+    variance = sum((s - mean) ** 2 for s in ordered) / (n - 1) if n > 1 else 0.0
+    sec_iter = {f"p{q}": percentile(ordered, q) for q in PERCENTILES}
+    return {
+        "n": n,
+        "mean": mean,
+        "std": math.sqrt(variance),
+        "min": ordered[0],
+        "max": ordered[-1],
+        "sec_iter": sec_iter,
+        "ex_sec_replica": {k: _rate(batch_per_replica, v) for k, v in sec_iter.items()},
+        "ex_sec_total": {k: _rate(batch_per_replica * world_size, v) for k, v in sec_iter.items()},
+    }
+
+
+def _rate(examples: float, seconds: float) -> float | None:
+    return examples / seconds if seconds > 0 else None
+
+
+def rank_medians(samples_by_rank: Mapping[int, Sequence[float]]) -> dict[int, float]:
+    return {rank: median(samples) for rank, samples in sorted(samples_by_rank.items()) if samples}
+
+
+def straggler(medians: Mapping[int, float]) -> dict | None:
+    """The slowest rank by median step time and how much slower it is than the ranks' median."""
+    if len(medians) < 2:
+        return None
+    slow_rank = max(medians, key=lambda r: medians[r])
+    typical = median(list(medians.values()))
+    ratio = medians[slow_rank] / typical if typical > 0 else math.inf
+    return {"rank": slow_rank, "ratio": ratio, "flagged": ratio >= STRAGGLER_RATIO}
+
+
+@dataclass(frozen=True)
+class ScalingPoint:
+    world_size: int
+    sec_iter: float  # the representative step time (p50)
+    global_batch: int
+    cores: float  # CPU cores the run occupied, for SU
+    gpus: int
+
+
+def scaling_rows(points: Sequence[ScalingPoint], core_weight: float = 1.0, gpu_weight: float = 2.0) -> list[dict]:
+    """Speedup, efficiency, relative cost and relative SU of each point against the smallest world size."""
+    if not points:
+        return []
+    ordered = sorted(points, key=lambda p: p.world_size)
+    ref = ordered[0]
+    ref_throughput = ref.global_batch / ref.sec_iter
+    ref_charge = (core_weight * ref.cores + gpu_weight * ref.gpus) * ref.sec_iter / ref.global_batch
+    rows = []
+    for point in ordered:
+        throughput = point.global_batch / point.sec_iter
+        speedup = ref.world_size * throughput / ref_throughput
+        charge = (core_weight * point.cores + gpu_weight * point.gpus) * point.sec_iter / point.global_batch
+        rows.append(
+            {
+                "world_size": point.world_size,
+                "sec_iter": point.sec_iter,
+                "ex_sec_total": throughput,
+                "speedup": speedup,
+                "efficiency": speedup / point.world_size,
+                "relative_cost": point.world_size / speedup,
+                "relative_su": charge / ref_charge if ref_charge > 0 else None,
+                "reference_world_size": ref.world_size,
+            }
+        )
+    return rows

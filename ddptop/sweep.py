@@ -1,0 +1,175 @@
+"""Run a plan: one torchrun launch per (world size, backend), all its configurations inside it.
+
+When a launch dies part-way (a rank crashed, ran out of memory, or the user skipped a configuration), the
+configuration it was in is ended with the reason and the ones not yet started run in a fresh launch, so one
+fault costs one configuration, not the rest of the sweep. A launch that fails before any configuration
+begins (bad environment, rendezvous failure) ends the configurations it held instead of retrying forever.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+from ddptop import rundir
+from ddptop.launcher import TorchrunLaunch
+from ddptop.plan import Launch, Plan
+from ddptop.session import ENDED, Session
+
+LOG_TAIL_LINES = 12
+
+
+class SweepRunner:
+    def __init__(
+        self,
+        plan: Plan,
+        session: Session,
+        poll_interval: float = 0.1,
+        stop_grace: float = 5.0,
+        flush_interval: float = 0.1,
+    ) -> None:
+        self.plan = plan
+        self.session = session
+        self.poll_interval = poll_interval
+        self.stop_grace = stop_grace
+        self.flush_interval = flush_interval
+        self.current: TorchrunLaunch | None = None
+        self.status = "pending"  # pending | running | done | stopped
+        self._stop = threading.Event()
+        self._skip = threading.Event()
+        self._launch_index = 0
+
+    # -- commands from frontends (any thread) ---------------------------------------------------------------
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    def request_skip(self) -> None:
+        self._skip.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    # -- the sweep ----------------------------------------------------------------------------------------
+    def run(self) -> str:
+        self.status = "running"
+        try:
+            for launch in self.plan.launches():
+                if self._stop.is_set():
+                    break
+                self._run_launch(launch)
+        finally:
+            if self.current is not None:  # an exception mid-launch: leave no process behind
+                self.current.stop(self.stop_grace)
+            for state in self.session.ordered_states():
+                if state.status not in ENDED:
+                    self.session.mark(
+                        what="config", config_id=state.spec.config_id, status="not_run", reason="sweep stopped"
+                    )
+            self.status = "stopped" if self._stop.is_set() else "done"
+            self.session.mark(what="sweep_end", status=self.status)
+        return self.status
+
+    def _run_launch(self, launch: Launch) -> None:
+        self._launch_index += 1
+        remaining = list(launch.configs)
+        attempt = 0
+        while remaining and not self._stop.is_set():
+            path = rundir.launch_dir(self.session.run_dir, self._launch_index, launch.launch_key, attempt)
+            name = os.path.basename(path)
+            threads = self.plan.threads_per_rank[launch.world_size]
+            spec = {
+                "launch_id": name,
+                "events_dir": os.path.join(path, "events"),
+                "device": self.plan.device,
+                "backend": launch.backend,
+                "threads_per_rank": threads,
+                "flush_interval": self.flush_interval,
+                "configs": [c.to_json() for c in remaining],
+            }
+            env = {"OMP_NUM_THREADS": str(threads)}
+            if self.plan.gpus is not None:
+                env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self.plan.gpus))
+            self.session.mark(
+                what="launch_start",
+                launch=name,
+                world_size=launch.world_size,
+                backend=launch.backend,
+                configs=[c.config_id for c in remaining],
+            )
+            torchrun = TorchrunLaunch(path, spec, launch.world_size, env)
+            skipped = self._supervise(torchrun)
+            outcome = torchrun.outcome()
+            self.current = None
+            self.session.refresh(final=True)
+
+            ended_here = 0
+            for config in remaining:
+                state = self.session.configs[config.config_id]
+                if state.status == "running":
+                    if skipped == config.config_id:
+                        status, reason = "skipped", "skipped by the user"
+                    elif self._stop.is_set():
+                        status, reason = "stopped", "stopped by the user"
+                    else:
+                        status, reason = "failed", state.reason or outcome.reason
+                    self.session.mark(
+                        what="config",
+                        config_id=config.config_id,
+                        status=status,
+                        reason=reason,
+                        log_tail=self._log_tail(path) if status == "failed" else None,
+                    )
+                if state.status in ENDED:
+                    ended_here += 1
+            self.session.mark(
+                what="launch_end",
+                launch=name,
+                exit_code=outcome.exit_code,
+                status=outcome.status,
+                reason=outcome.reason,
+                wall_s=outcome.wall_s,
+            )
+            before = len(remaining)
+            remaining = [c for c in remaining if self.session.configs[c.config_id].status not in ENDED]
+            if remaining and outcome.status == "failed" and len(remaining) == before:
+                reason = f"launch failed before any configuration ran: {outcome.reason}"
+                tail = self._log_tail(path)
+                for config in remaining:
+                    self.session.mark(
+                        what="config", config_id=config.config_id, status="failed", reason=reason, log_tail=tail
+                    )
+                remaining = []
+            attempt += 1
+
+    def _supervise(self, torchrun: TorchrunLaunch) -> str | None:
+        """Wait for the launch while honouring stop and skip; return the id of a skipped configuration."""
+        self.current = torchrun
+        torchrun.start()
+        skipped = None
+        while torchrun.poll() is None:
+            if self._stop.is_set():
+                torchrun.stop(self.stop_grace)
+                break
+            if self._skip.is_set():
+                self._skip.clear()
+                self.session.refresh()
+                running = [s for s in self.session.ordered_states() if s.status == "running"]
+                if running:
+                    skipped = running[0].spec.config_id
+                    torchrun.stop(self.stop_grace)
+                    break
+            time.sleep(self.poll_interval)
+        torchrun.kill_tree()  # ranks can outlive a dead agent; make sure none does
+        return skipped
+
+    @staticmethod
+    def _log_tail(path: str) -> list[str]:
+        """The last lines the ranks wrote to stderr (the traceback, usually), else torchrun's own."""
+        lines: list[str] = []
+        for local_rank, streams in sorted(rundir.worker_logs(path).items()):
+            tail = rundir.tail_lines(streams.get("stderr", ""), LOG_TAIL_LINES)
+            if tail:
+                lines.extend(f"[rank {local_rank}] {line}" for line in tail)
+        return lines[-LOG_TAIL_LINES * 2 :] or rundir.tail_lines(os.path.join(path, "agent.log"), LOG_TAIL_LINES)
