@@ -96,9 +96,11 @@ class TorchrunLaunch:
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
-        # The workers import bench_kernels and ddptop.wire from this very checkout, installed or not.
+        # The workers import bench_kernels and ddptop.wire from this very checkout, installed or not, and a
+        # user's package.module:factory from where ddptop was started (they run in the launch directory).
         source_root = os.path.dirname(os.path.dirname(os.path.abspath(bench_kernels.__file__)))
-        env["PYTHONPATH"] = os.pathsep.join(p for p in (source_root, env.get("PYTHONPATH")) if p)
+        paths = [source_root, os.getcwd(), env.get("PYTHONPATH")]
+        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
         env["PYTHONUNBUFFERED"] = "1"
         env.update(self.extra_env)
         return env

@@ -104,7 +104,6 @@ class SweepRunner:
             self.current = None
             self.session.refresh(final=True)
 
-            ended_here = 0
             for config in remaining:
                 state = self.session.configs[config.config_id]
                 if state.status == "running":
@@ -114,15 +113,17 @@ class SweepRunner:
                         status, reason = "stopped", "stopped by the user"
                     else:
                         status, reason = "failed", state.reason or outcome.reason
-                    self.session.mark(
-                        what="config",
-                        config_id=config.config_id,
-                        status=status,
-                        reason=reason,
-                        log_tail=self._log_tail(path) if status == "failed" else None,
-                    )
-                if state.status in ENDED:
-                    ended_here += 1
+                elif state.status in ("failed", "oom") and not state.log_tail:
+                    status, reason = state.status, state.reason  # a rank reported it; add what its log says
+                else:
+                    continue
+                self.session.mark(
+                    what="config",
+                    config_id=config.config_id,
+                    status=status,
+                    reason=reason,
+                    log_tail=self._log_tail(path) if status in ("failed", "oom") else None,
+                )
             self.session.mark(
                 what="launch_end",
                 launch=name,

@@ -27,7 +27,11 @@ def _benchmark_groups(summary: dict[str, Any]) -> dict[tuple, list[dict[str, Any
 
 
 def _unit(entry: dict[str, Any]) -> str:
-    return "GPUs" if entry["device"] == "cuda" else "CPUs"
+    return "GPUs" if entry["device"] == "cuda" else "ranks"
+
+
+def _row_prefix(entry: dict[str, Any]) -> str:
+    return f"{entry['world_size']:4d} {_unit(entry)} -- {entry['label']:>8s}:"
 
 
 def benchmark_text(summary: dict[str, Any]) -> str:
@@ -37,9 +41,10 @@ def benchmark_text(summary: dict[str, Any]) -> str:
         meaning = "per rank" if scaling == "weak" else "global"
         out.append(f"Benchmark: {model} with batch size {batch} ({meaning}, {scaling} scaling, {backend})")
         out.append("")
-        out.append(" " * 22 + ("sec/iter".rjust(14) + "ex/sec".rjust(10)) * len(SHOWN_PERCENTILES))
+        indent = len(_row_prefix(members[0]))
+        out.append(" " * indent + ("sec/iter".rjust(14) + "ex/sec".rjust(10)) * len(SHOWN_PERCENTILES))
         for entry in members:
-            prefix = f"{entry['world_size']:4d} {_unit(entry)} -- {entry['label']:>8s}:"
+            prefix = _row_prefix(entry)
             stats = entry["stats"]
             if entry["status"] == "ok" and stats:
                 cells = [

@@ -1,0 +1,68 @@
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import psutil
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@dataclass
+class Finished:
+    returncode: int
+    stdout: str
+    stderr: str
+    run_dir: str
+
+    def summary(self) -> dict:
+        with open(os.path.join(self.run_dir, "summary.json"), encoding="utf-8") as handle:
+            return json.load(handle)
+
+
+def ddptop(*args: str, timeout: float = 300, cwd: str = REPO) -> subprocess.CompletedProcess:
+    """Run the real command line in a fresh interpreter, as a user would."""
+    env = dict(os.environ, PYTHONPATH=REPO, COLUMNS="200")
+    return subprocess.run(
+        [sys.executable, "-m", "ddptop", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def run_sweep(run_dir: str, *args: str) -> Finished:
+    done = ddptop("run", "--headless", "--out", run_dir, *args)
+    return Finished(done.returncode, done.stdout, done.stderr, run_dir)
+
+
+def processes_mentioning(text: str) -> list[psutil.Process]:
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(text in part for part in proc.info["cmdline"] or ()):
+                found.append(proc)
+        except psutil.Error:
+            pass
+    return found
+
+
+@pytest.fixture(scope="session")
+def cpu_sweep(tmp_path_factory) -> Finished:
+    """One real sweep shared by the tests that read it: resnet18 at 32 px, N = 1 and 2, gloo."""
+    run_dir = str(tmp_path_factory.mktemp("sweep") / "run")
+    return run_sweep(
+        run_dir,
+        "--models", "resnet18",
+        "--batch-sizes", "4",
+        "--world-sizes", "1,2",
+        "--image-size", "32",
+        "--num-classes", "10",
+        "--warmup", "2",
+        "--iters", "8",
+    )

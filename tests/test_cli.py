@@ -1,0 +1,85 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO, ddptop
+
+
+def test_core_imports_neither_torch_nor_textual():
+    code = (
+        "import sys, ddptop.cli, ddptop.headless, ddptop.session, ddptop.sweep, ddptop.launcher, ddptop.plan, "
+        "ddptop.stats, ddptop.report.summary, ddptop.report.tables, ddptop.telemetry.inventory, ddptop.wire, "
+        "bench_kernels.catalog; "
+        "bad = [m for m in ('torch', 'torchvision', 'textual') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+
+
+def test_wire_is_standard_library_only():
+    code = (
+        "import sys; before = set(sys.modules); import ddptop.wire; "
+        "new = {m.split('.')[0] for m in set(sys.modules) - before}; "
+        "assert new <= {'ddptop'} | set(sys.stdlib_module_names), new"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "--models", "resnet9000"], "unknown model 'resnet9000'"),
+        (["run", "--batch-sizes", "0"], "batch size must be at least 1"),
+        (["run", "--world-sizes", "two"], "is not a comma-separated list of int"),
+        (["run", "--backend", "nccl"], "nccl needs GPUs"),
+        (["run", "--bogus-flag"], "unrecognized arguments: --bogus-flag"),
+        (["run", "--fps", "0"], "--fps must be positive"),
+        (["--models", "resnet18", "--scaling", "strong", "--batch-sizes", "3"], "must divide evenly"),
+        (["report", "/nonexistent/run"], "is neither a run directory nor a summary file"),
+        (["run", "--plan", "/nonexistent/plan.toml"], "does not exist"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(args, message):
+    done = ddptop(*args)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ddptop: error: ")
+    assert message in lines[0]
+    assert "Traceback" not in done.stderr
+
+
+def test_out_dir_is_never_overwritten(tmp_path):
+    (tmp_path / "precious.txt").write_text("keep me")
+    done = ddptop("run", "--headless", "--out", str(tmp_path))
+    assert done.returncode == 2
+    assert "already exists and is not empty" in done.stderr
+    assert os.listdir(tmp_path) == ["precious.txt"]
+
+
+def test_unknown_summary_schema_version_is_refused(tmp_path):
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps({"schema": "ddptop.summary", "schema_version": 99}))
+    done = ddptop("report", str(path))
+    assert done.returncode == 2
+    assert "schema version 99" in done.stderr
+    path.write_text("{ truncated")
+    assert "not a readable JSON summary" in ddptop("report", str(path)).stderr
+
+
+def test_report_of_a_directory_that_is_not_a_run(tmp_path):
+    done = ddptop("report", str(tmp_path))
+    assert done.returncode == 2
+    assert "not a ddptop run directory" in done.stderr
+
+
+def test_kernels_lists_the_models_and_help_works():
+    done = ddptop("kernels")
+    assert done.returncode == 0
+    for name in ("resnet50", "resnext50_32x4d", "vgg16", "alexnet", "densenet121", "squeezenet1_0", "vit_b_16"):
+        assert name in done.stdout
+    help_text = ddptop("run", "--help").stdout
+    for flag in ("--headless", "--models", "--world-sizes", "--scaling", "--bucket-cap-mb", "--no-baseline"):
+        assert flag in help_text

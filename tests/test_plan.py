@@ -1,0 +1,110 @@
+import pytest
+
+from ddptop.plan import PlanError, PlanOptions, build_plan, default_world_sizes, read_plan_file
+from ddptop.telemetry.inventory import GpuInfo, Inventory
+
+NO_GPU = Inventory(problem="NVML unavailable: test")
+
+
+def gpus(n: int) -> Inventory:
+    return Inventory(gpus=tuple(GpuInfo(i, "Tesla V100-SXM2-16GB", f"GPU-{i:08d}", 16 << 30) for i in range(n)))
+
+
+def test_cpu_defaults():
+    plan = build_plan(PlanOptions(), NO_GPU, cpu_count=2)
+    assert plan.device == "cpu" and plan.backends == ("gloo",)
+    assert plan.world_sizes == (1, 2)
+    assert plan.models == ("resnet18",)
+    assert plan.threads_per_rank == {1: 2, 2: 1}
+
+
+def test_gpu_defaults_follow_the_visible_gpus():
+    plan = build_plan(PlanOptions(), gpus(8), cpu_count=64)
+    assert plan.device == "cuda" and plan.backends == ("nccl",)
+    assert plan.world_sizes == (1, 2, 4, 8)
+    assert plan.models == ("resnet50",) and plan.batch_sizes == (32,) and plan.image_size == 224
+    assert default_world_sizes(6) == [1, 2, 4, 6]
+    assert build_plan(PlanOptions(gpus=[1, 3]), gpus(8), cpu_count=64).world_sizes == (1, 2)
+
+
+def test_launches_group_configurations_by_world_size_with_baseline_at_one():
+    plan = build_plan(
+        PlanOptions(models=["resnet18", "alexnet"], batch_sizes=[8, 16], world_sizes=[1, 2], image_size=64),
+        NO_GPU,
+        cpu_count=2,
+    )
+    launches = plan.launches()
+    assert [(l.world_size, l.backend) for l in launches] == [(1, "gloo"), (2, "gloo")]
+    assert len(launches[0].configs) == 2 * 2 * 2  # no_ddp + ddp per model and batch
+    assert {c.mode for c in launches[1].configs} == {"ddp"}
+    ids = [c.config_id for c in plan.configs()]
+    assert len(ids) == len(set(ids)) == 12
+    labels = {c.label for c in plan.configs()}
+    assert labels == {"no ddp", "1M/1P", "1M/2P"}
+
+
+def test_strong_scaling_splits_the_global_batch():
+    plan = build_plan(PlanOptions(scaling="strong", batch_sizes=[64], world_sizes=[1, 2, 4]), NO_GPU, 4)
+    per_rank = {c.world_size: c.batch_size for c in plan.configs() if c.mode == "ddp"}
+    assert per_rank == {1: 64, 2: 32, 4: 16}
+    assert {c.global_batch for c in plan.configs()} == {64}
+
+
+@pytest.mark.parametrize(
+    "options, inventory, message",
+    [
+        (PlanOptions(models=["resnet9000"]), NO_GPU, "unknown model 'resnet9000'"),
+        (PlanOptions(models=["no_such_pkg.mod:f"]), NO_GPU, "cannot be found"),
+        (PlanOptions(models=["not a factory:"]), NO_GPU, "package.module:factory"),
+        (PlanOptions(batch_sizes=[0]), NO_GPU, "batch size must be at least 1"),
+        (PlanOptions(world_sizes=[0]), NO_GPU, "world size must be at least 1"),
+        (PlanOptions(world_sizes=[16]), gpus(8), "world size 16 needs 16 GPUs, but 8 are usable"),
+        (PlanOptions(scaling="strong", batch_sizes=[30], world_sizes=[1, 4]), NO_GPU, "must divide evenly"),
+        (PlanOptions(backend=["nccl"]), NO_GPU, "nccl needs GPUs"),
+        (PlanOptions(backend=["mpi"]), NO_GPU, "--backend must be"),
+        (PlanOptions(device="cuda"), NO_GPU, "no GPU is usable"),
+        (PlanOptions(amp="bf16"), NO_GPU, "--amp needs a GPU"),
+        (PlanOptions(models=["vit_b_16"], image_size=40), NO_GPU, "divisible by its patch size 16"),
+        (PlanOptions(models=["alexnet"], image_size=32), NO_GPU, "at least 64"),
+        (PlanOptions(iters=0), NO_GPU, "--iters must be at least 1"),
+        (PlanOptions(warmup=0, time_budget=5), NO_GPU, "at least one warm-up"),
+        (PlanOptions(bucket_cap_mb=0), NO_GPU, "--bucket-cap-mb must be positive"),
+        (PlanOptions(gpus=[0, 9]), gpus(8), "--gpus 9: only GPUs 0..7"),
+        (PlanOptions(gpus=[1, 1]), gpus(8), "twice"),
+    ],
+)
+def test_invalid_plans_are_one_clear_line(options, inventory, message):
+    with pytest.raises(PlanError) as error:
+        build_plan(options, inventory, cpu_count=2)
+    assert message in str(error.value)
+    assert "\n" not in str(error.value)
+
+
+def test_toml_plan_and_its_errors(tmp_path):
+    path = tmp_path / "plan.toml"
+    path.write_text('models = ["resnet18", "vgg11"]\nbatch-sizes = 8\nscaling = "strong"\nwarmup = 1\n')
+    values = read_plan_file(str(path))
+    assert values == {"models": ["resnet18", "vgg11"], "batch_sizes": [8], "scaling": "strong", "warmup": 1}
+    plan = build_plan(PlanOptions(**values), NO_GPU, cpu_count=2)
+    assert plan.scaling == "strong" and plan.models == ("resnet18", "vgg11")
+
+    path.write_text("models = [1, 2]\n")
+    with pytest.raises(PlanError, match="models must be a list of str"):
+        read_plan_file(str(path))
+    path.write_text("colour = 'blue'\n")
+    with pytest.raises(PlanError, match="unknown key 'colour'"):
+        read_plan_file(str(path))
+    path.write_text("models = [\n")
+    with pytest.raises(PlanError, match="not valid TOML"):
+        read_plan_file(str(path))
+    with pytest.raises(PlanError, match="does not exist"):
+        read_plan_file(str(tmp_path / "missing.toml"))
+
+
+def test_plan_json_round_trip():
+    from ddptop.plan import Plan
+
+    plan = build_plan(PlanOptions(models=["resnet18"], world_sizes=[1, 2]), NO_GPU, cpu_count=2)
+    again = Plan.from_json(plan.to_json())
+    assert again == plan
+    assert [c.config_id for c in again.configs()] == [c.config_id for c in plan.configs()]

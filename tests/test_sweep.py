@@ -1,0 +1,144 @@
+"""Real torchrun process groups on the CPU (gloo), checked against the raw events they wrote."""
+
+import csv
+import glob
+import json
+import os
+import stat
+
+import numpy as np
+import pytest
+
+from ddptop.stats import PERCENTILES
+from tests.conftest import ddptop, processes_mentioning, run_sweep
+
+pytestmark = pytest.mark.slow
+
+
+def raw_samples(run_dir: str, config_id: str) -> dict[int, list[float]]:
+    """Read the ranks' events files directly, independent of ddptop's session code."""
+    by_rank: dict[int, list[float]] = {}
+    for path in glob.glob(os.path.join(run_dir, "launches", "*", "events", "rank-*.jsonl")):
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                event = json.loads(line)
+                if event["type"] == "samples" and event["config_id"] == config_id and event["phase"] == "measure":
+                    by_rank.setdefault(event["rank"], []).extend(event["sec"])
+    return by_rank
+
+
+def test_sweep_completes_with_every_configuration(cpu_sweep):
+    assert cpu_sweep.returncode == 0, cpu_sweep.stderr + cpu_sweep.stdout
+    summary = cpu_sweep.summary()
+    assert summary["schema"] == "ddptop.summary" and summary["schema_version"] == 1
+    assert summary["complete"] is True
+    ids = [c["config_id"] for c in summary["configs"]]
+    assert ids == ["resnet18/no_ddp/bs4/n1/gloo", "resnet18/ddp/bs4/n1/gloo", "resnet18/ddp/bs4/n2/gloo"]
+    for config in summary["configs"]:
+        assert config["status"] == "ok", config
+        assert config["stats"]["n"] == 8 * config["world_size"]
+        assert config["params"] > 11_000_000
+    versions = summary["environment"]["versions"]
+    assert versions["torch"] and versions["torchvision"]
+    assert summary["environment"]["nvml"] != "ok" or summary["environment"]["gpus"]
+
+
+def test_percentiles_and_speedup_match_hand_computation(cpu_sweep):
+    summary = cpu_sweep.summary()
+    p50 = {}
+    for config in summary["configs"]:
+        by_rank = raw_samples(cpu_sweep.run_dir, config["config_id"])
+        assert sorted(by_rank) == list(range(config["world_size"]))
+        pooled = [s for rank in sorted(by_rank) for s in by_rank[rank]]
+        expected = {f"p{q}": float(np.percentile(pooled, q)) for q in PERCENTILES}
+        got = config["stats"]["sec_iter"]
+        assert got == pytest.approx(expected, rel=1e-12)
+        assert [got[f"p{q}"] for q in PERCENTILES] == sorted(got.values())
+        assert config["stats"]["ex_sec_total"]["p50"] == pytest.approx(
+            config["batch_size"] * config["world_size"] / expected["p50"]
+        )
+        for rank, samples in by_rank.items():
+            assert config["stats"]["rank_medians"][str(rank)] == pytest.approx(float(np.median(samples)))
+        p50[(config["mode"], config["world_size"])] = expected["p50"]
+
+    (table,) = summary["scaling"]
+    assert table["scaling"] == "weak" and table["reference_world_size"] == 1
+    rows = {row["world_size"]: row for row in table["rows"]}
+    speedup = 2 * p50[("ddp", 1)] / p50[("ddp", 2)]  # weak scaling: S = N * t1 / tN
+    assert rows[2]["speedup"] == pytest.approx(speedup)
+    assert rows[2]["efficiency"] == pytest.approx(speedup / 2)
+    assert rows[2]["relative_cost"] == pytest.approx(2 / speedup)
+    # Two CPU ranks share the machine's cores: the cores charged stay constant, so relative SU = 1 / S.
+    assert rows[2]["relative_su"] == pytest.approx(1 / speedup)
+    assert table["ddp_overhead_at_reference"] == pytest.approx(p50[("ddp", 1)] / p50[("no_ddp", 1)] - 1)
+
+
+def test_tables_files_and_overhead(cpu_sweep):
+    out = cpu_sweep.stdout
+    assert "Benchmark: resnet18 with batch size 4" in out
+    for label in ("no ddp:", "1M/1P:", "1M/2P:"):
+        assert label in out
+    assert "Scaling: resnet18" in out and "relative SU" in out
+    summary = cpu_sweep.summary()
+    overhead = summary["overhead"]
+    assert 0 < overhead["fraction_outside_iterations"] < 1
+    assert overhead["iterations_s"] > 0 and len(overhead["launches"]) == 2
+    assert all(l["status"] == "ok" and l["exit_code"] == 0 for l in overhead["launches"])
+    with open(os.path.join(cpu_sweep.run_dir, "summary.csv"), encoding="utf-8") as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["config_id"] for r in rows] == [c["config_id"] for c in summary["configs"]]
+    assert float(rows[2]["speedup"]) == pytest.approx(summary["scaling"][0]["rows"][1]["speedup"])
+    markdown = open(os.path.join(cpu_sweep.run_dir, "summary.md"), encoding="utf-8").read()
+    assert "| N | sec/iter (p50) |" in markdown and "1M/2P" in markdown
+    mode = stat.S_IMODE(os.stat(cpu_sweep.run_dir).st_mode)
+    assert mode == 0o700
+    for path in glob.glob(os.path.join(cpu_sweep.run_dir, "*.json*")):
+        assert stat.S_IMODE(os.stat(path).st_mode) == 0o600, path
+
+
+def test_no_process_outlives_the_sweep(cpu_sweep):
+    assert processes_mentioning(cpu_sweep.run_dir) == []
+
+
+def test_report_re_renders_and_rebuilds_from_events(cpu_sweep):
+    saved = ddptop("report", cpu_sweep.run_dir)
+    assert saved.returncode == 0, saved.stderr
+    assert "Benchmark: resnet18 with batch size 4" in saved.stdout
+    table_lines = [l for l in cpu_sweep.stdout.splitlines() if "p50:" in l]
+    assert table_lines and all(line in saved.stdout for line in table_lines)
+
+    before = cpu_sweep.summary()
+    rebuilt = ddptop("report", cpu_sweep.run_dir, "--rebuild", "--format", "json")
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    after = json.loads(rebuilt.stdout)
+    assert [c["stats"] for c in after["configs"]] == [c["stats"] for c in before["configs"]]
+    assert after["scaling"] == before["scaling"]
+    csv_out = ddptop("report", os.path.join(cpu_sweep.run_dir, "summary.json"), "--format", "csv")
+    assert csv_out.stdout.splitlines()[0].startswith("config_id,model,mode")
+
+
+def test_a_failing_rank_costs_one_configuration_not_the_sweep(tmp_path):
+    run_dir = str(tmp_path / "faults")
+    done = run_sweep(
+        run_dir,
+        "--models", "tests.tiny_models:crash_on_rank1,tests.tiny_models:tiny_cnn,tests.tiny_models:oom_on_rank1",
+        "--batch-sizes", "2",
+        "--world-sizes", "2",
+        "--image-size", "32",
+        "--num-classes", "10",
+        "--warmup", "2",
+        "--iters", "6",
+    )
+    assert done.returncode == 1, done.stderr + done.stdout
+    configs = {c["model"].split(":")[1]: c for c in done.summary()["configs"]}
+    crashed = configs["crash_on_rank1"]
+    assert crashed["status"] == "failed"
+    assert "RuntimeError: injected failure on rank 1" in crashed["reason"]
+    assert any("injected failure" in line for line in crashed["log_tail"])
+    assert crashed["stats"]["n"] > 0  # the steps measured before the fault are kept
+    assert configs["tiny_cnn"]["status"] == "ok"
+    assert configs["tiny_cnn"]["launch"].endswith("-retry1")  # the rest of the sweep ran in a fresh launch
+    oom = configs["oom_on_rank1"]
+    assert oom["status"] == "oom" and oom["reason"].startswith("out of memory")
+    assert "Not measured in full" in done.stdout
+    assert processes_mentioning(run_dir) == []

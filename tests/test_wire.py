@@ -1,0 +1,100 @@
+import json
+import os
+import stat
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ddptop import wire
+
+
+def test_round_trip_of_every_event_type(tmp_path):
+    path = str(tmp_path / "rank-0.jsonl")
+    writer = wire.EventWriter(path, rank=0)
+    writer.emit("hello", world_size=2, host="h", pid=1, device="cpu")
+    writer.emit("config_start", config_id="c")
+    writer.emit("samples", config_id="c", phase="measure", first_iter=0, sec=[0.1, 0.2])
+    writer.emit("config_end", config_id="c", status="ok")
+    writer.emit("error", error_type="E", message="m", traceback="tb", oom=False)
+    writer.emit("bye")
+    writer.close()
+    events = wire.EventFileReader(path).read_new()
+    assert [e["type"] for e in events] == ["hello", "config_start", "samples", "config_end", "error", "bye"]
+    assert events[2]["sec"] == [0.1, 0.2]
+    assert all(e["v"] == wire.WIRE_VERSION and e["rank"] == 0 for e in events)
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_nothing_reaches_disk_before_flush(tmp_path):
+    path = str(tmp_path / "r.jsonl")
+    writer = wire.EventWriter(path, rank=3)
+    writer.emit("bye")
+    assert os.path.getsize(path) == 0
+    writer.flush()
+    assert os.path.getsize(path) > 0
+    writer.close()
+
+
+def test_partial_line_waits_for_its_newline(tmp_path):
+    path = tmp_path / "r.jsonl"
+    line = wire.encode(wire.make_event("bye", 0))
+    path.write_bytes(line + line[:10])
+    reader = wire.EventFileReader(str(path))
+    assert len(reader.read_new()) == 1
+    with open(path, "ab") as handle:
+        handle.write(line[10:])
+    assert len(reader.read_new()) == 1
+    assert reader.malformed == 0
+
+
+def test_read_rest_takes_an_unterminated_last_event(tmp_path):
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(wire.encode(wire.make_event("bye", 0)).rstrip(b"\n"))
+    reader = wire.EventFileReader(str(path))
+    assert reader.read_new() == []
+    assert len(reader.read_rest()) == 1
+
+
+@pytest.mark.parametrize(
+    "line, reason",
+    [
+        (b"{not json", "not JSON"),
+        (b"[1,2]", "not a JSON object"),
+        (json.dumps({"v": 99, "type": "bye", "t": 0, "rank": 0}).encode(), "unsupported wire version"),
+        (json.dumps({"v": 1, "type": "nope", "t": 0, "rank": 0}).encode(), "unknown event type"),
+        (json.dumps({"v": 1, "type": "config_start", "t": 0, "rank": 0}).encode(), "without 'config_id'"),
+        (
+            json.dumps(
+                {"v": 1, "type": "samples", "t": 0, "rank": 0, "config_id": "c", "phase": "measure",
+                 "first_iter": 0, "sec": [0.1, "x"]}
+            ).encode(),
+            "non-negative numbers",
+        ),
+    ],
+)
+def test_malformed_lines_are_skipped_and_counted(tmp_path, line, reason):
+    good = wire.encode(wire.make_event("bye", 0))
+    path = tmp_path / "r.jsonl"
+    path.write_bytes(good + line + b"\n" + good)
+    reader = wire.EventFileReader(str(path))
+    events = reader.read_rest()
+    assert len(events) == 2
+    assert reader.malformed == 1
+    assert reason in reader.first_problem
+
+
+def test_nan_is_refused_at_the_source():
+    with pytest.raises(ValueError):
+        wire.encode(wire.make_event("samples", 0, config_id="c", phase="measure", first_iter=0, sec=[float("nan")]))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=400))
+def test_reader_never_raises_on_arbitrary_bytes(tmp_path_factory, data):
+    path = tmp_path_factory.mktemp("fuzz") / "r.jsonl"
+    path.write_bytes(data)
+    reader = wire.EventFileReader(str(path))
+    events = reader.read_rest()
+    lines = [l for l in data.split(b"\n") if l.strip()]
+    assert len(events) + reader.malformed == len(lines)

@@ -1,0 +1,41 @@
+"""Small models for tests, loaded by the kernels through ``--models tests.tiny_models:<factory>``."""
+
+import os
+
+import torch
+from torch import nn
+
+
+def tiny_cnn(num_classes: int = 10) -> nn.Module:
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(4),
+        nn.Flatten(),
+        nn.Linear(8 * 16, num_classes),
+    )
+
+
+class _FailOnRank(nn.Module):
+    """Raises on one rank after a few forward passes, like a real fault in the middle of a measurement."""
+
+    def __init__(self, num_classes: int, error: BaseException, after: int = 4) -> None:
+        super().__init__()
+        self.body = tiny_cnn(num_classes)
+        self.error = error
+        self.after = after
+        self.calls = 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if os.environ.get("RANK") == "1" and self.calls > self.after:
+            raise self.error
+        return self.body(x)
+
+
+def crash_on_rank1(num_classes: int = 10) -> nn.Module:
+    return _FailOnRank(num_classes, RuntimeError("injected failure on rank 1"))
+
+
+def oom_on_rank1(num_classes: int = 10) -> nn.Module:
+    return _FailOnRank(num_classes, torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
