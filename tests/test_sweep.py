@@ -14,6 +14,9 @@ from tests.conftest import ddptop, processes_mentioning, run_sweep
 
 pytestmark = pytest.mark.slow
 
+# Small inputs for the tests.tiny_models factories, world size 2: the fastest real process group there is.
+TINY = ("--batch-sizes", "2", "--world-sizes", "2", "--image-size", "32", "--num-classes", "10")
+
 
 def raw_samples(run_dir: str, config_id: str) -> dict[int, list[float]]:
     """Read the ranks' events files directly, independent of ddptop's session code."""
@@ -122,10 +125,7 @@ def test_a_failing_rank_costs_one_configuration_not_the_sweep(tmp_path):
     done = run_sweep(
         run_dir,
         "--models", "tests.tiny_models:crash_on_rank1,tests.tiny_models:tiny_cnn,tests.tiny_models:oom_on_rank1",
-        "--batch-sizes", "2",
-        "--world-sizes", "2",
-        "--image-size", "32",
-        "--num-classes", "10",
+        *TINY,
         "--warmup", "2",
         "--iters", "6",
     )
@@ -142,3 +142,21 @@ def test_a_failing_rank_costs_one_configuration_not_the_sweep(tmp_path):
     assert oom["status"] == "oom" and oom["reason"].startswith("out of memory")
     assert "Not measured in full" in done.stdout
     assert processes_mentioning(run_dir) == []
+
+
+def test_time_budget_sizes_the_measurement_from_the_warmup(tmp_path):
+    run_dir = str(tmp_path / "budget")
+    done = run_sweep(
+        run_dir,
+        "--models", "tests.tiny_models:tiny_cnn",
+        *TINY,
+        "--warmup", "3",
+        "--time-budget", "0.5",
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    (config,) = done.summary()["configs"]
+    iters = config["measured_iters"]
+    assert iters > 3  # a tiny model's step is far below 0.5 s
+    # Both ranks agreed on one step count (else DDP would deadlock) and every step was recorded.
+    assert {len(v) for v in config["samples"].values()} == {iters}
+    assert config["stats"]["n"] == 2 * iters
