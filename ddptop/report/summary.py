@@ -115,9 +115,16 @@ def _scaling(session: Session, entries: list[dict[str, Any]]) -> list[dict[str, 
     return tables
 
 
+def _step_seconds(entry: dict[str, Any]) -> float:
+    """Seconds rank 0 spent in steps; a configuration cut short has no phase times, only its samples."""
+    if entry["measure_s"] is not None:
+        return (entry["warmup_s"] or 0) + entry["measure_s"]
+    return sum(entry["samples"].get("0", ()))
+
+
 def _overhead(session: Session, entries: list[dict[str, Any]]) -> dict[str, Any]:
     """How much of the sweep's wall time went to anything but warm-up and measured steps."""
-    iterations = sum((e["warmup_s"] or 0) + (e["measure_s"] or 0) for e in entries)
+    iterations = sum(_step_seconds(e) for e in entries)
     launches = [
         {
             "launch": record.name,
