@@ -15,14 +15,12 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
+from ddptop.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from ddptop.plan import Plan
 from ddptop.report import summary as summary_mod
 from ddptop.report import tables
-from ddptop.session import ENDED, ConfigState, Session
+from ddptop.session import ENDED, FAILED, ConfigState, Session
 from ddptop.sweep import SweepRunner
-
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
-FAILED_STATUSES = ("failed", "oom")
 
 
 def _status_text(state: ConfigState) -> str:
@@ -31,7 +29,7 @@ def _status_text(state: ConfigState) -> str:
         p50 = summary["sec_iter"]["p50"]
         rate = summary["ex_sec_total"]["p50"]
         return f"{state.status:7s} p50 {p50:.4f} s/iter  {rate:8.1f} ex/s"
-    return state.status + (f": {state.reason}" if state.reason and state.status in FAILED_STATUSES else "")
+    return state.status + (f": {state.reason}" if state.reason and state.status in FAILED else "")
 
 
 class HeadlessView:
@@ -119,6 +117,6 @@ def run_headless(plan: Plan, session: Session, environment: dict[str, Any], fps:
     sys.stdout.flush()
     if interrupted.is_set():
         return EXIT_INTERRUPTED
-    if any(c["status"] in FAILED_STATUSES for c in summary["configs"]):
+    if any(c["status"] in FAILED for c in summary["configs"]):
         return EXIT_FAILED
     return EXIT_OK

@@ -23,6 +23,7 @@ from ddptop.wire import EventFileReader, EventWriter
 # pending: not started; running: config_start seen; ok/failed/oom: ended by the ranks;
 # skipped/stopped: ended by the user; not_run: the sweep ended before reaching it.
 ENDED = ("ok", "failed", "oom", "skipped", "stopped", "not_run")
+FAILED = ("failed", "oom")  # ended by a fault, not by the user: the sweep exits 1
 RUNNER_RANK = -1  # runner.jsonl events carry this rank
 
 

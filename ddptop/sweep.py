@@ -15,7 +15,7 @@ import time
 from ddptop import rundir
 from ddptop.launcher import TorchrunLaunch
 from ddptop.plan import Launch, Plan
-from ddptop.session import ENDED, Session
+from ddptop.session import ENDED, FAILED, Session
 
 LOG_TAIL_LINES = 12
 
@@ -113,7 +113,7 @@ class SweepRunner:
                         status, reason = "stopped", "stopped by the user"
                     else:
                         status, reason = "failed", state.reason or outcome.reason
-                elif state.status in ("failed", "oom") and not state.log_tail:
+                elif state.status in FAILED and not state.log_tail:
                     status, reason = state.status, state.reason  # a rank reported it; add what its log says
                 else:
                     continue
@@ -122,7 +122,7 @@ class SweepRunner:
                     config_id=config.config_id,
                     status=status,
                     reason=reason,
-                    log_tail=self._log_tail(path) if status in ("failed", "oom") else None,
+                    log_tail=self._log_tail(path) if status in FAILED else None,
                 )
             self.session.mark(
                 what="launch_end",

@@ -31,7 +31,6 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "mark": ("data",),
 }
 PHASES = ("warmup", "measure")
-END_STATUSES = ("ok", "failed", "oom", "skipped")
 
 
 class MalformedEvent(ValueError):
