@@ -1,4 +1,4 @@
-"""Command line: ``ddptop [run] ...``, ``ddptop report``, ``ddptop kernels``.
+"""Command line: ``ddptop [run] ...``, ``ddptop report``, ``ddptop gpus``, ``ddptop topo``, ``ddptop kernels``.
 
 Exit codes: 0 success, 1 a configuration failed, 2 bad input, 130 interrupted.
 Bad input is one line on stderr (``ddptop: error: ...``), never a traceback.
@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from ddptop import __version__
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
-COMMANDS = ("run", "report", "kernels")
+COMMANDS = ("run", "report", "gpus", "topo", "kernels")
 
 
 class UsageError(Exception):
@@ -70,6 +70,8 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--out", metavar="DIR", help="run directory (default runs/<time>-<name>)")
     out.add_argument("--name", help="name of the run")
     out.add_argument("--fps", type=float, default=4.0, help="display refresh rate (default 4)")
+    out.add_argument("--telemetry-interval", type=float, default=1.0, metavar="SECONDS",
+                     help="GPU/host sampling period (default 1; 0 turns telemetry off)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -86,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("target", metavar="RUN_DIR|summary.json")
     report.add_argument("--format", choices=("text", "md", "csv", "json"), default="text")
     report.add_argument("--rebuild", action="store_true", help="rebuild the summary from the raw events")
+    gpus = commands.add_parser("gpus", help="one telemetry snapshot: GPUs, their processes, the host")
+    gpus.add_argument("--json", action="store_true", help="machine-readable output")
+    gpus.add_argument("--interval", type=float, default=0.5, help="seconds between the two readings (rates)")
+    topo = commands.add_parser("topo", help="the GPU/NIC/CPU topology matrix (like nvidia-smi topo -m)")
+    topo.add_argument("--json", action="store_true", help="machine-readable output")
     commands.add_parser("kernels", help="list the benchmark kernels and models")
     return parser
 
@@ -107,21 +114,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ddptop import environment
     from ddptop.headless import run_headless
     from ddptop.plan import build_plan
-    from ddptop.report.summary import ENVIRONMENT_FILE
+    from ddptop.report.summary import ENVIRONMENT_FILE, TOPOLOGY_FILE
     from ddptop.rundir import create_run_dir, write_json
     from ddptop.session import Session
     from ddptop.telemetry.inventory import read_inventory
+    from ddptop.telemetry.monitor import TIMELINE_FILE, Monitor
+    from ddptop.telemetry.topology import read_topology
 
     if args.fps <= 0:
         raise UsageError("--fps must be positive")
+    if args.telemetry_interval < 0:
+        raise UsageError("--telemetry-interval must be 0 (off) or positive")
     options = _plan_options(args)
     inventory = read_inventory()
     plan = build_plan(options, inventory)
     run_dir = create_run_dir(args.out, plan.name)
     env = environment.collect(inventory)
     write_json(os.path.join(run_dir, ENVIRONMENT_FILE), env)
+    write_json(os.path.join(run_dir, TOPOLOGY_FILE), read_topology().to_json())
     session = Session.create(plan, run_dir)
-    return run_headless(plan, session, env, args.fps, Console())
+    monitor = None
+    if args.telemetry_interval > 0:
+        monitor = Monitor(args.telemetry_interval, os.path.join(run_dir, TIMELINE_FILE), None, session.rank_processes)
+    return run_headless(plan, session, env, args.fps, Console(), monitor)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -153,6 +168,24 @@ def cmd_report(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_gpus(args: argparse.Namespace) -> int:
+    from ddptop.telemetry.snapshot import snapshot_text, take_snapshot
+
+    if not 0 < args.interval <= 60:
+        raise UsageError("--interval must be between 0 and 60 seconds")
+    snap = take_snapshot(args.interval)
+    sys.stdout.write(json.dumps(snap, indent=2) + "\n" if args.json else snapshot_text(snap))
+    return EXIT_OK
+
+
+def cmd_topo(args: argparse.Namespace) -> int:
+    from ddptop.telemetry.topology import format_matrix, read_topology
+
+    topo = read_topology()
+    sys.stdout.write(json.dumps(topo.to_json(), indent=2) + "\n" if args.json else format_matrix(topo))
+    return EXIT_OK
+
+
 def cmd_kernels(_args: argparse.Namespace) -> int:
     from bench_kernels.catalog import TORCHVISION_MODELS
 
@@ -168,6 +201,15 @@ def cmd_kernels(_args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _check_fake_nvml() -> None:
+    from ddptop.telemetry.fake_nvml import NODES
+    from ddptop.telemetry.nvml import FAKE_ENV
+
+    node = os.environ.get(FAKE_ENV)
+    if node and node not in NODES:
+        raise UsageError(f"{FAKE_ENV}={node!r} is not a known fake node (known: {', '.join(NODES)})")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
@@ -178,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         args = build_parser().parse_args(argv)
-        handler = {"run": cmd_run, "report": cmd_report, "kernels": cmd_kernels}[args.command]
+        _check_fake_nvml()
+        handlers = {"run": cmd_run, "report": cmd_report, "gpus": cmd_gpus, "topo": cmd_topo, "kernels": cmd_kernels}
+        handler = handlers[args.command]
         return handler(args)
     except (UsageError, PlanError, RunDirError, SummaryError) as exc:
         print(f"ddptop: error: {exc}", file=sys.stderr)

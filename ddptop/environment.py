@@ -14,6 +14,7 @@ from dataclasses import asdict
 
 from ddptop import __version__
 from ddptop.plan import usable_cpu_count
+from ddptop.telemetry import nvml as nv
 from ddptop.telemetry.inventory import Inventory
 
 SCHEDULER_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_NODELIST", "SLURM_JOB_GPUS", "PBS_JOBID")
@@ -43,6 +44,7 @@ def collect(inventory: Inventory) -> dict:
         "gpus": [asdict(g) for g in inventory.gpus],
         "driver": inventory.driver,
         "nvml": inventory.problem or "ok",
+        "nvml_fake": nv.FAKE_LABEL + " " + os.environ.get(nv.FAKE_ENV, "") if inventory.fake else None,
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "scheduler": {k: os.environ[k] for k in SCHEDULER_VARIABLES if k in os.environ},
     }

@@ -21,6 +21,7 @@ from ddptop.report import summary as summary_mod
 from ddptop.report import tables
 from ddptop.session import ENDED, FAILED, ConfigState, Session
 from ddptop.sweep import SweepRunner
+from ddptop.telemetry.monitor import Monitor
 
 
 def _status_text(state: ConfigState) -> str:
@@ -84,7 +85,14 @@ class HeadlessView:
                     )
 
 
-def run_headless(plan: Plan, session: Session, environment: dict[str, Any], fps: float, console: Console) -> int:
+def run_headless(
+    plan: Plan,
+    session: Session,
+    environment: dict[str, Any],
+    fps: float,
+    console: Console,
+    monitor: Monitor | None = None,
+) -> int:
     runner = SweepRunner(plan, session)
     interrupted = threading.Event()
 
@@ -96,6 +104,8 @@ def run_headless(plan: Plan, session: Session, environment: dict[str, Any], fps:
     worker = threading.Thread(target=runner.run, name="ddptop-sweep", daemon=True)
     console.print(f"ddptop: {len(session.configs)} configurations, results in {session.run_dir}", highlight=False)
     try:
+        if monitor is not None:
+            monitor.start()
         with HeadlessView(session, console) as view:
             worker.start()
             period = 1.0 / max(fps, 0.1)
@@ -104,6 +114,8 @@ def run_headless(plan: Plan, session: Session, environment: dict[str, Any], fps:
                 view.render()
     finally:
         worker.join()
+        if monitor is not None:
+            monitor.stop()  # before the summary, which reads the whole timeline
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         session.refresh(final=True)
@@ -112,6 +124,8 @@ def run_headless(plan: Plan, session: Session, environment: dict[str, Any], fps:
         session.close()
     # Plain stdout, not rich: the tables must not be re-wrapped to the terminal width, nor styled in logs.
     console.file.flush()
+    if monitor is not None and monitor.errors:
+        console.print(f"ddptop: telemetry missed {monitor.errors} readings ({monitor.last_error})", highlight=False)
     sys.stdout.write("\n" + tables.text_report(summary))
     sys.stdout.write(f"Summary: {paths['json']}  {paths['md']}  {paths['csv']}\n")
     sys.stdout.flush()

@@ -230,22 +230,23 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     cpu_count = cpu_count or usable_cpu_count()
     if options.device not in DEVICES:
         raise PlanError(f"--device must be one of {', '.join(DEVICES)} (got {options.device!r})")
-    if options.device == "cuda" and not inventory.gpus:
-        raise PlanError(f"--device cuda, but no GPU is usable: {inventory.problem}")
-    device = options.device if options.device != "auto" else ("cuda" if inventory.gpus else "cpu")
+    usable = inventory.usable_gpus
+    if options.device == "cuda" and not usable:
+        raise PlanError(f"--device cuda, but no GPU is usable: {inventory.usable_problem}")
+    device = options.device if options.device != "auto" else ("cuda" if usable else "cpu")
 
     gpus: tuple[int, ...] | None = None
     if options.gpus is not None:
         if device != "cuda":
             raise PlanError("--gpus needs GPUs, but this plan runs on the CPU")
-        visible = len(inventory.gpus)
+        visible = len(usable)
         if len(set(options.gpus)) != len(options.gpus):
             raise PlanError(f"--gpus lists a GPU twice: {','.join(map(str, options.gpus))}")
         for index in options.gpus:
             if not 0 <= index < visible:
                 raise PlanError(f"--gpus {index}: only GPUs 0..{visible - 1} are visible")
         gpus = tuple(options.gpus)
-    devices_per_node = (len(gpus) if gpus else len(inventory.gpus)) if device == "cuda" else cpu_count
+    devices_per_node = (len(gpus) if gpus else len(usable)) if device == "cuda" else cpu_count
 
     on_gpu = device == "cuda"
     models = _unique(options.models or (["resnet50"] if on_gpu else ["resnet18"]))

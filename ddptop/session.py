@@ -18,6 +18,7 @@ from typing import Any
 
 from ddptop import rundir, stats
 from ddptop.plan import ConfigSpec, Plan
+from ddptop.telemetry.host import RankProcess
 from ddptop.wire import EventFileReader, EventWriter
 
 # pending: not started; running: config_start seen; ok/failed/oom: ended by the ranks;
@@ -256,6 +257,24 @@ class Session:
     def malformed_lines(self) -> int:
         readers = [self.runner_reader, *self.readers.values()]
         return sum(r.malformed for r in readers)
+
+    def rank_processes(self) -> list[RankProcess]:
+        """The ranks of launches still running on this host, for the telemetry sampler."""
+        host = os.uname().nodename
+        with self.lock:
+            running = {name for name, record in self.launches.items() if record.ended_t is None}
+            return [
+                RankProcess(
+                    pid=int(hello["pid"]),
+                    rank=rank,
+                    launch=launch,
+                    local_rank=hello.get("local_rank"),
+                    device=hello.get("device"),
+                    cuda_visible_devices=hello.get("cuda_visible_devices"),
+                )
+                for (launch, rank), hello in sorted(self.hellos.items())
+                if launch in running and hello.get("host") == host and isinstance(hello.get("pid"), int)
+            ]
 
     def versions(self) -> dict[str, Any]:
         """Versions reported by the first rank that said hello (torch lives in the ranks, not here)."""

@@ -29,6 +29,8 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "bye": (),
     # ddptop's own records in runner.jsonl (rank -1): launches started/ended, configurations it ended
     "mark": ("data",),
+    # ddptop's telemetry timeline (telemetry.jsonl, rank -1): one record per sampler tick
+    "telemetry": ("gpus", "host", "ranks"),
 }
 PHASES = ("warmup", "measure")
 

@@ -22,9 +22,9 @@ class Finished:
             return json.load(handle)
 
 
-def ddptop(*args: str, timeout: float = 300, cwd: str = REPO) -> subprocess.CompletedProcess:
-    """Run the real command line in a fresh interpreter, as a user would."""
-    env = dict(os.environ, PYTHONPATH=REPO, COLUMNS="200")
+def ddptop(*args: str, timeout: float = 300, cwd: str = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Run the real command line in a fresh interpreter, as a user would (``env`` adds variables)."""
+    env = dict(os.environ, PYTHONPATH=REPO, COLUMNS="200", **(env or {}))
     return subprocess.run(
         [sys.executable, "-m", "ddptop", *args],
         cwd=cwd,
@@ -65,4 +65,5 @@ def cpu_sweep(tmp_path_factory) -> Finished:
         "--num-classes", "10",
         "--warmup", "2",
         "--iters", "8",
+        "--telemetry-interval", "0.25",
     )

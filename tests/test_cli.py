@@ -12,6 +12,7 @@ def test_core_imports_neither_torch_nor_textual():
     code = (
         "import sys, ddptop.cli, ddptop.headless, ddptop.session, ddptop.sweep, ddptop.launcher, ddptop.plan, "
         "ddptop.stats, ddptop.report.summary, ddptop.report.tables, ddptop.telemetry.inventory, ddptop.wire, "
+        "ddptop.telemetry.monitor, ddptop.telemetry.topology, ddptop.telemetry.snapshot, ddptop.telemetry.fake_nvml, "
         "bench_kernels.catalog; "
         "bad = [m for m in ('torch', 'torchvision', 'textual') if m in sys.modules]; "
         "assert not bad, bad"
@@ -37,6 +38,8 @@ def test_wire_is_standard_library_only():
         (["run", "--backend", "nccl"], "nccl needs GPUs"),
         (["run", "--bogus-flag"], "unrecognized arguments: --bogus-flag"),
         (["run", "--fps", "0"], "--fps must be positive"),
+        (["run", "--telemetry-interval", "-1"], "--telemetry-interval must be 0 (off) or positive"),
+        (["gpus", "--interval", "0"], "--interval must be between 0 and 60 seconds"),
         (["--models", "resnet18", "--scaling", "strong", "--batch-sizes", "3"], "must divide evenly"),
         (["report", "/nonexistent/run"], "is neither a run directory nor a summary file"),
         (["run", "--plan", "/nonexistent/plan.toml"], "does not exist"),

@@ -13,6 +13,8 @@ from typing import Any
 
 from ddptop import rundir, stats
 from ddptop.session import Session
+from ddptop.telemetry import timeline
+from ddptop.telemetry.monitor import TIMELINE_FILE
 
 SCHEMA = "ddptop.summary"
 SCHEMA_VERSION = 1
@@ -20,6 +22,7 @@ ENVIRONMENT_FILE = "environment.json"
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
 SUMMARY_CSV = "summary.csv"
+TOPOLOGY_FILE = "topology.json"
 
 
 class SummaryError(ValueError):
@@ -150,10 +153,51 @@ def _overhead(session: Session, entries: list[dict[str, Any]]) -> dict[str, Any]
     }
 
 
+def _measure_window(state: Any, entry: dict[str, Any], last_t: float) -> tuple[float, float] | None:
+    """The measured steps' wall-clock window (whole configuration when it did not finish)."""
+    end = _rank0_end(state)
+    if entry["status"] == "ok" and end.get("measure_s") is not None:
+        return end["t"] - end["measure_s"], end["t"]
+    if state.started_t is None:
+        return None
+    return state.started_t, state.ended_t or last_t
+
+
+def _add_telemetry(session: Session, states: list[Any], entries: list[dict[str, Any]]) -> dict[str, Any]:
+    records, malformed = timeline.read_timeline(os.path.join(session.run_dir, TIMELINE_FILE))
+    last_t = records[-1]["t"] if records else time.time()
+    for state, entry in zip(states, entries):
+        window = _measure_window(state, entry, last_t)
+        examples = (entry["measured_iters"] or 0) * entry["global_batch"] if entry["status"] == "ok" else None
+        entry["telemetry"] = (
+            timeline.window_figures(
+                records, window[0], window[1], state.launch, examples, state.started_t, state.ended_t or last_t
+            )
+            if window
+            else None
+        )
+    return {
+        "file": TIMELINE_FILE if records else None,
+        "readings": len(records),
+        "malformed_lines": malformed,
+        "info": timeline.timeline_info(records),
+    }
+
+
+def read_topology(run_dir: str) -> dict[str, Any] | None:
+    try:
+        with open(os.path.join(run_dir, TOPOLOGY_FILE), encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def build_summary(session: Session, environment: dict[str, Any] | None = None) -> dict[str, Any]:
     with session.lock:
         states = session.ordered_states()
         entries = [_config_entry(session, s) for s in states]
+        telemetry = _add_telemetry(session, states, entries)
         env = dict(environment or read_environment(session.run_dir))
         env["versions"] = session.versions()
         counts: dict[str, int] = {}
@@ -172,6 +216,8 @@ def build_summary(session: Session, environment: dict[str, Any] | None = None) -
             "configs": entries,
             "scaling": _scaling(session, entries),
             "overhead": _overhead(session, entries),
+            "telemetry": telemetry,
+            "topology": read_topology(session.run_dir),
             "malformed_event_lines": session.malformed_lines(),
         }
 

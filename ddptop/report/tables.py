@@ -12,6 +12,7 @@ import io
 from typing import Any
 
 from ddptop.stats import PERCENTILES
+from ddptop.telemetry.topology import Topology, format_matrix
 
 SHOWN_PERCENTILES = ("p50", "p75", "p90", "p95")
 
@@ -126,8 +127,78 @@ def overhead_line(summary: dict[str, Any]) -> str:
     )
 
 
+def topology_text(summary: dict[str, Any]) -> str:
+    """The topology matrix the summary saved (seed 001 prints it before its results)."""
+    data = summary.get("topology")
+    if not data:
+        return "Topology: not recorded\n"
+    topo = Topology.from_json(data)
+    if not topo.devices:
+        return f"Topology: {topo.problem or 'no GPU or RDMA NIC found'}\n"
+    return "--- topology (nvidia-smi topo -m) ---\n\n" + format_matrix(topo)
+
+
+def _bytes(value: float | None) -> str:
+    if value is None:
+        return "-"
+    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if value >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value:.0f} B"
+
+
+LOAD_HEADER = (
+    "config", "GPUs", "util mean", "util max", "GPU mem peak", "power mean", "J/example", "host CPU",
+    "rank RSS peak", "rank CPU mean",
+)
+
+
+def _load_cells(entry: dict[str, Any]) -> tuple[str, ...] | None:
+    load = entry.get("telemetry")
+    if not load:
+        return None
+    ranks = list((load.get("ranks") or {}).values())
+    rss = max((r.get("peak_rss_bytes") or 0 for r in ranks), default=None)
+    cpus = [r["cpu_mean"] for r in ranks if r.get("cpu_mean") is not None]
+    joules = load.get("energy_per_example_j")
+    return (
+        f"{entry['label']} {entry['model']} bs{entry['batch_size']}",
+        ",".join(map(str, load.get("gpus") or [])) or "-",
+        _num(load.get("util_mean"), 0) + ("%" if load.get("util_mean") is not None else ""),
+        _num(load.get("util_max"), 0) + ("%" if load.get("util_max") is not None else ""),
+        _bytes(load.get("mem_peak_bytes")),
+        _num(load.get("power_mean_w"), 0) + (" W" if load.get("power_mean_w") is not None else ""),
+        "-" if joules is None else f"{joules:.3g}",
+        _num(load.get("host_cpu_mean"), 0) + ("%" if load.get("host_cpu_mean") is not None else ""),
+        _bytes(rss if ranks else None),
+        f"{sum(cpus) / len(cpus):.0f}%" if cpus else "-",
+    )
+
+
+def load_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
+    return [cells for entry in summary["configs"] if (cells := _load_cells(entry)) is not None]
+
+
+def load_text(summary: dict[str, Any]) -> str:
+    rows = load_rows(summary)
+    if not rows:
+        return ""
+    info = (summary.get("telemetry") or {}).get("info") or {}
+    title = "Load during measured steps (telemetry"
+    title += f", {info['fake_label']} GPUs)" if info.get("fake") else ")"
+    table = [LOAD_HEADER] + rows
+    widths = [max(len(r[i]) for r in table) for i in range(len(LOAD_HEADER))]
+    out = [title]
+    for cells in table:
+        out.append("  " + "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))))
+    return "\n".join(out) + "\n"
+
+
 def text_report(summary: dict[str, Any]) -> str:
-    parts = [benchmark_text(summary), scaling_text(summary)]
+    parts = [topology_text(summary), benchmark_text(summary), scaling_text(summary)]
+    load = load_text(summary)
+    if load:
+        parts.append(load)
     problems = problems_text(summary)
     if problems:
         parts.append("Not measured in full:\n" + problems + "\n")
@@ -183,6 +254,13 @@ def markdown(summary: dict[str, Any]) -> str:
         for row in table["rows"]:
             lines.append("| " + " | ".join(_scaling_cells(row)) + " |")
         lines.append("")
+    rows = load_rows(summary)
+    if rows:
+        lines += ["## Load during measured steps", "", "| " + " | ".join(LOAD_HEADER) + " |"]
+        lines.append("|" + "---|" * len(LOAD_HEADER))
+        lines += ["| " + " | ".join(cells) + " |" for cells in rows]
+        lines.append("")
+    lines += ["## Topology", "", "```", topology_text(summary).rstrip(), "```", ""]
     problems = problems_text(summary)
     if problems:
         lines += ["## Not measured in full", ""] + [f"- {p}" for p in problems.splitlines()] + [""]
@@ -196,6 +274,11 @@ CSV_SPEC_FIELDS = (
 )
 
 
+CSV_LOAD_FIELDS = (
+    "util_mean", "util_max", "mem_peak_bytes", "power_mean_w", "energy_j", "energy_per_example_j", "host_cpu_mean",
+)
+
+
 def csv_text(summary: dict[str, Any]) -> str:
     scaling_by_config = {row["config_id"]: row for table in summary["scaling"] for row in table["rows"]}
     header = list(CSV_SPEC_FIELDS) + ["samples", "mean_s", "std_s"]
@@ -203,6 +286,7 @@ def csv_text(summary: dict[str, Any]) -> str:
     header += [f"ex_sec_replica_p{q}" for q in PERCENTILES]
     header += [f"ex_sec_total_p{q}" for q in PERCENTILES]
     header += ["speedup", "efficiency", "relative_cost", "relative_su"]
+    header += list(CSV_LOAD_FIELDS) + ["rank_peak_rss_bytes"]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
@@ -214,5 +298,9 @@ def csv_text(summary: dict[str, Any]) -> str:
             row += [(stats.get(key) or {}).get(f"p{q}") for q in PERCENTILES]
         scale = scaling_by_config.get(entry["config_id"], {})
         row += [scale.get(k) for k in ("speedup", "efficiency", "relative_cost", "relative_su")]
+        load = entry.get("telemetry") or {}
+        row += [load.get(k) for k in CSV_LOAD_FIELDS]
+        ranks = (load.get("ranks") or {}).values()
+        row.append(max((r.get("peak_rss_bytes") or 0 for r in ranks), default=None))
         writer.writerow(["" if v is None else v for v in row])
     return buffer.getvalue()

@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
+from typing import Any
+
+from ddptop.telemetry import nvml as nv
 
 
 @dataclass(frozen=True)
@@ -25,26 +28,37 @@ class Inventory:
     problem: str | None = None  # why NVML gave nothing, in words
     all_gpu_count: int = 0  # before CUDA_VISIBLE_DEVICES filtering
     notes: tuple[str, ...] = field(default=())
+    fake: bool = False  # GPUs of DDPTOP_FAKE_NVML: shown, never run on
+
+    @property
+    def usable_gpus(self) -> tuple[GpuInfo, ...]:
+        """The GPUs a sweep can run kernels on."""
+        return () if self.fake else self.gpus
+
+    @property
+    def usable_problem(self) -> str | None:
+        if self.fake:
+            return f"the GPUs of {nv.FAKE_ENV} are simulated; kernels run on the CPU"
+        return self.problem
 
 
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+def filter_visible(gpus: list[Any], visible: str | None) -> list[Any]:
+    """Apply CUDA_VISIBLE_DEVICES (indices or UUID prefixes, comma separated) as CUDA would.
 
-
-def _filter_visible(gpus: list[GpuInfo], visible: str | None) -> list[GpuInfo]:
-    """Apply CUDA_VISIBLE_DEVICES (indices or UUID prefixes, comma separated) as CUDA would."""
+    ``gpus`` are anything with ``index`` and ``uuid``; the result is in CUDA's order (cuda:0 first).
+    """
     if visible is None:
-        return gpus
-    chosen: list[GpuInfo] = []
+        return list(gpus)
+    chosen: list[Any] = []
     for token in (t.strip() for t in visible.split(",")):
         if not token:
             break  # CUDA stops at the first invalid entry; an empty string hides every device
-        match: GpuInfo | None = None
+        match = None
         if token.lstrip("-").isdigit():
             index = int(token)
             match = next((g for g in gpus if g.index == index), None)
         else:
-            match = next((g for g in gpus if g.uuid.startswith(token) or g.uuid.startswith("GPU-" + token)), None)
+            match = next((g for g in gpus if (g.uuid or "").startswith((token, "GPU-" + token))), None)
         if match is None or match in chosen:
             break
         chosen.append(match)
@@ -53,46 +67,38 @@ def _filter_visible(gpus: list[GpuInfo], visible: str | None) -> list[GpuInfo]:
 
 def read_inventory(nvml_module: object | None = None) -> Inventory:
     try:
-        nvml = nvml_module
-        if nvml is None:
-            import pynvml as nvml  # nvidia-ml-py
-    except ImportError:
-        return Inventory(problem="NVML bindings (nvidia-ml-py) are not installed")
-    try:
-        nvml.nvmlInit()
-    except Exception as exc:  # NVMLError_LibraryNotFound, DriverNotLoaded, ...
-        return Inventory(problem=f"NVML unavailable: {exc} (no NVIDIA driver on this machine?)")
+        nvml, fake = nv.load(nvml_module)
+        nv.init(nvml)
+    except nv.NvmlUnavailable as exc:
+        return Inventory(problem=str(exc))
     try:
         count = nvml.nvmlDeviceGetCount()
         gpus = []
         for index in range(count):
             handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            try:
-                memory_total = int(nvml.nvmlDeviceGetMemoryInfo(handle).total)
-            except Exception:
-                memory_total = None
+            memory = nv.call(nvml, "nvmlDeviceGetMemoryInfo", handle)
             gpus.append(
                 GpuInfo(
                     index=index,
-                    name=_text(nvml.nvmlDeviceGetName(handle)),
-                    uuid=_text(nvml.nvmlDeviceGetUUID(handle)),
-                    memory_total=memory_total,
+                    name=nv.text(nvml.nvmlDeviceGetName(handle)),
+                    uuid=nv.text(nvml.nvmlDeviceGetUUID(handle)),
+                    memory_total=None if isinstance(memory, nv.Unavailable) else int(memory.total),
                 )
             )
-        driver = _text(nvml.nvmlSystemGetDriverVersion())
-        try:
-            nvml_version = _text(nvml.nvmlSystemGetNVMLVersion())
-        except Exception:
-            nvml_version = None
-    except Exception as exc:
-        return Inventory(problem=f"NVML query failed: {exc}")
+        driver = nv.text(nvml.nvmlSystemGetDriverVersion())
+        nvml_version = nv.call(nvml, "nvmlSystemGetNVMLVersion")
+        nvml_version = None if isinstance(nvml_version, nv.Unavailable) else nv.text(nvml_version)
+    except Exception as exc:  # a GPU lost while listing, a binding mismatch: no GPU, one line
+        return Inventory(problem=f"NVML query failed: {nv.reason_of(nvml, exc).reason}", fake=fake)
     finally:
-        try:
-            nvml.nvmlShutdown()
-        except Exception:
-            pass
-    visible = _filter_visible(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
+        nv.shutdown(nvml)
+    visible = filter_visible(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
     problem = None if visible else ("no GPU visible (CUDA_VISIBLE_DEVICES hides them)" if gpus else "NVML sees no GPU")
     return Inventory(
-        gpus=tuple(visible), driver=driver, nvml_version=nvml_version, problem=problem, all_gpu_count=len(gpus)
+        gpus=tuple(visible),
+        driver=driver,
+        nvml_version=nvml_version,
+        problem=problem,
+        all_gpu_count=len(gpus),
+        fake=fake,
     )

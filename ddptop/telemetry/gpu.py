@@ -1,0 +1,343 @@
+"""Per-GPU readings from NVML: one ``GpuSampler`` opens NVML once and answers ``sample()`` on demand.
+
+Rates (PCIe, NVLink) come from byte counters read through ``nvmlDeviceGetFieldValues`` as Δcounter/Δt,
+never from the calls that block ~20 ms to measure. A field the GPU, driver or binding does not provide is
+``None`` in the reading with its reason in ``na``; a reason that cannot change (not supported, missing
+from the driver) is remembered so the field is not asked for again. A lost GPU stays in the list, marked.
+Slow-changing fields (name, memory size, power limit, ECC counts) are cached for ``slow_ttl`` seconds.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from ddptop.telemetry import nvml as nv
+
+UINT_MAX = 0xFFFFFFFF  # field scope "all links" for the NVLink throughput counters
+
+# reading key -> (field id name, scope, bytes per counter unit)
+COUNTERS = {
+    "pcie_tx_bps": ("NVML_FI_DEV_PCIE_COUNT_TX_BYTES", 0, 1),
+    "pcie_rx_bps": ("NVML_FI_DEV_PCIE_COUNT_RX_BYTES", 0, 1),
+    "nvlink_tx_bps": ("NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX", UINT_MAX, 1024),
+    "nvlink_rx_bps": ("NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX", UINT_MAX, 1024),
+}
+# bit name suffix (nvmlClocksEventReason*, formerly nvmlClocksThrottleReason*) -> words
+THROTTLE_REASONS = (
+    ("GpuIdle", "idle"),
+    ("ApplicationsClocksSetting", "app clocks"),
+    ("SwPowerCap", "power cap"),
+    ("HwSlowdown", "HW slowdown"),
+    ("SyncBoost", "sync boost"),
+    ("SwThermalSlowdown", "SW thermal"),
+    ("HwThermalSlowdown", "HW thermal"),
+    ("HwPowerBrakeSlowdown", "power brake"),
+    ("DisplayClockSetting", "display clocks"),
+)
+IDLE_REASONS = ("idle",)
+
+
+@dataclass
+class GpuStatic:
+    index: int
+    name: str
+    uuid: str | None
+    bus_id: str | None
+    memory_total: int | None
+    power_limit_w: float | None
+    sm_clock_max_mhz: int | None
+
+
+@dataclass
+class GpuReading:
+    index: int
+    t: float
+    util: int | None = None  # % of time a kernel ran (SM)
+    mem_util: int | None = None  # % of time memory was read or written
+    mem_used: int | None = None
+    mem_total: int | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    energy_j: float | None = None  # counter since the driver loaded
+    temp_c: int | None = None
+    sm_clock_mhz: int | None = None
+    mem_clock_mhz: int | None = None
+    throttle: list[str] | None = None  # active clock limits other than idle
+    pcie_tx_bps: float | None = None
+    pcie_rx_bps: float | None = None
+    nvlink_tx_bps: float | None = None
+    nvlink_rx_bps: float | None = None
+    ecc_uncorrected: int | None = None  # volatile (since boot) uncorrected ECC errors
+    xid: list[int] = field(default_factory=list)  # critical Xid errors seen since ddptop started
+    processes: list[dict[str, Any]] = field(default_factory=list)  # pid, gpu_memory
+    lost: bool = False
+    na: dict[str, str] = field(default_factory=dict)  # field -> why it is None
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        return {k: v for k, v in data.items() if v is not None and v != [] and v != {} and v is not False}
+
+
+class GpuSampler:
+    def __init__(self, nvml_module: Any | None = None, slow_ttl: float = 30.0) -> None:
+        self._module = nvml_module
+        self.slow_ttl = slow_ttl
+        self.nvml: Any = None
+        self.fake = False
+        self.problem: str | None = None
+        self.driver: str | None = None
+        self.handles: list[Any] = []
+        self.static: list[GpuStatic] = []
+        self._never: dict[tuple[int, str], str] = {}  # permanent N/A reasons
+        self._lost: set[int] = set()
+        self._slow: dict[tuple[int, str], tuple[float, Any]] = {}
+        self._counters: dict[tuple[int, str], tuple[float, int]] = {}
+        self._events: Any = None
+        self._xid: dict[int, list[int]] = {}
+        self._field_ids: list[tuple[str, Any]] = []
+
+    # -- lifecycle ----------------------------------------------------------------------------------------
+    def open(self) -> "GpuSampler":
+        try:
+            self.nvml, self.fake = nv.load(self._module)
+            nv.init(self.nvml)
+        except nv.NvmlUnavailable as exc:
+            self.problem = str(exc)
+            self.nvml = None
+            return self
+        nvml = self.nvml
+        count = nv.call(nvml, "nvmlDeviceGetCount")
+        if isinstance(count, nv.Unavailable):
+            self.problem = f"NVML could not count GPUs: {count.reason}"
+            return self
+        driver = nv.call(nvml, "nvmlSystemGetDriverVersion")
+        self.driver = None if isinstance(driver, nv.Unavailable) else nv.text(driver)
+        for index in range(count):
+            handle = nv.call(nvml, "nvmlDeviceGetHandleByIndex", index)
+            if isinstance(handle, nv.Unavailable):
+                self._lost.add(index)
+                handle = None
+            self.handles.append(handle)
+            self.static.append(self._read_static(index, handle))
+        if not count:
+            self.problem = "NVML sees no GPU"
+        for key, (name, scope, _unit) in COUNTERS.items():
+            field_id = getattr(nvml, name, None)
+            if field_id is None:
+                for index in range(count):
+                    self._never[(index, key)] = "not in the installed nvidia-ml-py"
+            else:
+                self._field_ids.append((key, (field_id, scope)))
+        self._open_xid_events()
+        return self
+
+    def close(self) -> None:
+        if self.nvml is None:
+            return
+        if self._events is not None:
+            nv.call(self.nvml, "nvmlEventSetFree", self._events)
+            self._events = None
+        nv.shutdown(self.nvml)
+        self.nvml = None
+
+    def __enter__(self) -> "GpuSampler":
+        return self.open()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    # -- reading ------------------------------------------------------------------------------------------------
+    def _read_static(self, index: int, handle: Any) -> GpuStatic:
+        if handle is None:
+            return GpuStatic(index, "(unavailable)", None, None, None, None, None)
+        nvml = self.nvml
+        name = nv.call(nvml, "nvmlDeviceGetName", handle)
+        uuid = nv.call(nvml, "nvmlDeviceGetUUID", handle)
+        pci = nv.call(nvml, "nvmlDeviceGetPciInfo", handle)
+        memory = nv.call(nvml, "nvmlDeviceGetMemoryInfo", handle)
+        limit = nv.call(nvml, "nvmlDeviceGetEnforcedPowerLimit", handle)
+        max_sm = nv.call(nvml, "nvmlDeviceGetMaxClockInfo", handle, getattr(nvml, "NVML_CLOCK_SM", 1))
+        ok = lambda value: not isinstance(value, nv.Unavailable)  # noqa: E731
+        return GpuStatic(
+            index=index,
+            name=nv.text(name) if ok(name) else "(unknown)",
+            uuid=nv.text(uuid) if ok(uuid) else None,
+            bus_id=nv.text(pci.busId) if ok(pci) else None,
+            memory_total=int(memory.total) if ok(memory) else None,
+            power_limit_w=int(limit) / 1000 if ok(limit) else None,
+            sm_clock_max_mhz=int(max_sm) if ok(max_sm) else None,
+        )
+
+    def _get(self, reading: GpuReading, key: str, function: str | tuple[str, ...], *args: Any) -> Any:
+        """A value, or None with ``reading.na[key]`` set; remembers reasons that cannot change."""
+        never = self._never.get((reading.index, key))
+        if never is not None:
+            reading.na[key] = never
+            return None
+        names = function if isinstance(function, tuple) else (function,)
+        value = nv.first_available(self.nvml, names, self.handles[reading.index], *args)
+        if isinstance(value, nv.Unavailable):
+            reading.na[key] = value.reason
+            if value.lost:
+                self._lost.add(reading.index)
+            elif value.permanent:
+                self._never[(reading.index, key)] = value.reason
+            return None
+        return value
+
+    def _slow_get(self, reading: GpuReading, key: str, function: str, *args: Any) -> Any:
+        cached = self._slow.get((reading.index, key))
+        now = time.monotonic()
+        if cached is not None and now - cached[0] < self.slow_ttl:
+            return cached[1]
+        value = self._get(reading, key, function, *args)
+        if value is not None:
+            self._slow[(reading.index, key)] = (now, value)
+        return value
+
+    def sample(self) -> list[GpuReading]:
+        if self.nvml is None:
+            return []
+        self._drain_xid_events()
+        return [self._sample_one(index) for index in range(len(self.handles))]
+
+    def _sample_one(self, index: int) -> GpuReading:
+        nvml = self.nvml
+        reading = GpuReading(index=index, t=time.time())
+        reading.xid = list(self._xid.get(index, ()))
+        if index in self._lost:
+            reading.lost = True
+            reading.na["all"] = "GPU lost (fell off the bus?)"
+            return reading
+        static = self.static[index]
+        reading.mem_total = static.memory_total
+        reading.power_limit_w = static.power_limit_w
+        util = self._get(reading, "util", "nvmlDeviceGetUtilizationRates")
+        if util is not None:
+            reading.util, reading.mem_util = int(util.gpu), int(util.memory)
+        memory = self._get(reading, "mem_used", "nvmlDeviceGetMemoryInfo")
+        if memory is not None:
+            reading.mem_used, reading.mem_total = int(memory.used), int(memory.total)
+        power = self._get(reading, "power_w", "nvmlDeviceGetPowerUsage")
+        reading.power_w = None if power is None else int(power) / 1000
+        energy = self._get(reading, "energy_j", "nvmlDeviceGetTotalEnergyConsumption")
+        reading.energy_j = None if energy is None else int(energy) / 1000
+        temp = self._get(reading, "temp_c", "nvmlDeviceGetTemperature", getattr(nvml, "NVML_TEMPERATURE_GPU", 0))
+        reading.temp_c = None if temp is None else int(temp)
+        sm = self._get(reading, "sm_clock_mhz", "nvmlDeviceGetClockInfo", getattr(nvml, "NVML_CLOCK_SM", 1))
+        reading.sm_clock_mhz = None if sm is None else int(sm)
+        mem = self._get(reading, "mem_clock_mhz", "nvmlDeviceGetClockInfo", getattr(nvml, "NVML_CLOCK_MEM", 2))
+        reading.mem_clock_mhz = None if mem is None else int(mem)
+        reasons = self._get(
+            reading,
+            "throttle",
+            ("nvmlDeviceGetCurrentClocksEventReasons", "nvmlDeviceGetCurrentClocksThrottleReasons"),
+        )
+        if reasons is not None:
+            reading.throttle = self._throttle_names(int(reasons))
+        self._read_counters(reading)
+        ecc = self._slow_get(
+            reading,
+            "ecc_uncorrected",
+            "nvmlDeviceGetTotalEccErrors",
+            getattr(nvml, "NVML_MEMORY_ERROR_TYPE_UNCORRECTED", 1),
+            getattr(nvml, "NVML_VOLATILE_ECC", 0),
+        )
+        reading.ecc_uncorrected = None if ecc is None else int(ecc)
+        processes = self._get(reading, "processes", "nvmlDeviceGetComputeRunningProcesses")
+        for process in processes or ():
+            used = getattr(process, "usedGpuMemory", None)
+            reading.processes.append({"pid": int(process.pid), "gpu_memory": None if used is None else int(used)})
+        if index in self._lost:  # lost during this reading
+            reading.lost = True
+        return reading
+
+    def _throttle_names(self, bits: int) -> list[str]:
+        names = []
+        for suffix, words in THROTTLE_REASONS:
+            mask = getattr(self.nvml, "nvmlClocksEventReason" + suffix, None)
+            if mask is None:
+                mask = getattr(self.nvml, "nvmlClocksThrottleReason" + suffix, 0)
+            if bits & int(mask) and words not in IDLE_REASONS:
+                names.append(words)
+        return names
+
+    def _read_counters(self, reading: GpuReading) -> None:
+        wanted = [(key, fid) for key, fid in self._field_ids if (reading.index, key) not in self._never]
+        for key, _fid in self._field_ids:
+            if (reading.index, key) in self._never:
+                reading.na[key] = self._never[(reading.index, key)]
+        if not wanted:
+            return
+        values = self._get(reading, "counters", "nvmlDeviceGetFieldValues", [fid for _key, fid in wanted])
+        if values is None:
+            reason = reading.na.pop("counters")
+            for key, _fid in wanted:
+                reading.na[key] = reason
+                if (reading.index, "counters") in self._never:
+                    self._never[(reading.index, key)] = reason
+            return
+        now = time.monotonic()
+        for (key, _fid), value in zip(wanted, values):
+            code = int(value.nvmlReturn)
+            if code != 0:
+                problem = nv.reason_of(self.nvml, self.nvml.NVMLError(code))
+                reading.na[key] = problem.reason
+                if problem.permanent:
+                    self._never[(reading.index, key)] = problem.reason
+                continue
+            unit = COUNTERS[key][2]
+            number = _field_number(self.nvml, value) * unit
+            stamp = int(getattr(value, "timestamp", 0) or 0) / 1e6 or now
+            previous = self._counters.get((reading.index, key))
+            self._counters[(reading.index, key)] = (stamp, number)
+            if previous is None or stamp <= previous[0] or number < previous[1]:
+                reading.na[key] = "rate needs two readings"
+                continue
+            setattr(reading, key, round((number - previous[1]) / (stamp - previous[0])))
+
+    # -- Xid (critical error) events ------------------------------------------------------------------------------
+    def _open_xid_events(self) -> None:
+        nvml = self.nvml
+        events = nv.call(nvml, "nvmlEventSetCreate")
+        if isinstance(events, nv.Unavailable):
+            return
+        kind = getattr(nvml, "nvmlEventTypeXidCriticalError", 8)
+        registered = False
+        for handle in self.handles:
+            if handle is not None:
+                result = nv.call(nvml, "nvmlDeviceRegisterEvents", handle, kind, events)
+                registered = registered or not isinstance(result, nv.Unavailable)
+        if registered:
+            self._events = events
+        else:
+            nv.call(nvml, "nvmlEventSetFree", events)
+
+    def _drain_xid_events(self) -> None:
+        if self._events is None:
+            return
+        for _ in range(64):  # never loop forever on a flood
+            event = nv.call(self.nvml, "nvmlEventSetWait_v2", self._events, 0)
+            if isinstance(event, nv.Unavailable):
+                return  # Timeout: nothing pending
+            index = nv.call(self.nvml, "nvmlDeviceGetIndex", event.device)
+            if isinstance(index, nv.Unavailable):
+                continue
+            codes = self._xid.setdefault(int(index), [])
+            codes.append(int(event.eventData))
+            del codes[:-8]
+
+
+def _field_number(nvml: Any, value: Any) -> float:
+    kind = int(value.valueType)
+    member = {
+        getattr(nvml, "NVML_VALUE_TYPE_DOUBLE", 0): "dVal",
+        getattr(nvml, "NVML_VALUE_TYPE_UNSIGNED_INT", 1): "uiVal",
+        getattr(nvml, "NVML_VALUE_TYPE_UNSIGNED_LONG", 2): "ulVal",
+        getattr(nvml, "NVML_VALUE_TYPE_UNSIGNED_LONG_LONG", 3): "ullVal",
+        getattr(nvml, "NVML_VALUE_TYPE_SIGNED_LONG_LONG", 4): "sllVal",
+        getattr(nvml, "NVML_VALUE_TYPE_SIGNED_INT", 5): "siVal",
+    }.get(kind, "ullVal")
+    return float(getattr(value.value, member))

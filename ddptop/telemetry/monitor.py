@@ -1,0 +1,157 @@
+"""The telemetry monitor: one background thread sampling GPUs (NVML) and host/ranks (psutil).
+
+Each tick makes one ``telemetry`` record (wire format, rank -1) with every GPU's reading, the host's load
+and each running rank's process load, each rank tied to its GPU (NVML's process list, or the rank's
+``cuda:<local rank>`` under its CUDA_VISIBLE_DEVICES when NVML cannot see its PID, as in containers).
+Records are appended to ``telemetry.jsonl`` in the run directory as they are taken, so the timeline
+survives a crash, and the last ``keep`` stay in memory for live views.
+"""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from dataclasses import asdict
+from typing import Any, Callable
+
+from ddptop.telemetry import nvml as nv
+from ddptop.telemetry.gpu import GpuReading, GpuSampler
+from ddptop.telemetry.host import HostSampler, RankProcess
+from ddptop.telemetry.inventory import filter_visible
+from ddptop.wire import EventWriter, make_event
+
+TIMELINE_FILE = "telemetry.jsonl"
+DEFAULT_INTERVAL = 1.0
+
+
+class Monitor:
+    def __init__(
+        self,
+        interval: float = DEFAULT_INTERVAL,
+        timeline_path: str | None = None,
+        nvml_module: Any | None = None,
+        rank_processes: Callable[[], list[RankProcess]] = list,
+        keep: int = 600,
+    ) -> None:
+        self.interval = interval
+        self.timeline_path = timeline_path
+        self.rank_processes = rank_processes
+        self.gpu = GpuSampler(nvml_module)
+        self.host: HostSampler | None = None
+        self.records: collections.deque[dict[str, Any]] = collections.deque(maxlen=keep)
+        self.sample_cpu_s: collections.deque[float] = collections.deque(maxlen=256)  # own CPU per tick
+        self.errors = 0
+        self.last_error: str | None = None
+        self._writer: EventWriter | None = None
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._opened = False
+        self._info_written = False
+
+    # -- lifecycle ----------------------------------------------------------------------------------------
+    def open(self) -> "Monitor":
+        if not self._opened:
+            self.gpu.open()
+            self.host = HostSampler()
+            if self.timeline_path:
+                self._writer = EventWriter(self.timeline_path, -1, 0.0)
+            self._opened = True
+        return self
+
+    def info(self) -> dict[str, Any]:
+        """What does not change during a run: which NVML, which GPUs."""
+        return {
+            "fake": self.gpu.fake,
+            "fake_label": nv.FAKE_LABEL if self.gpu.fake else None,
+            "nvml": self.gpu.problem or "ok",
+            "driver": self.gpu.driver,
+            "interval": self.interval,
+            "gpus": [asdict(s) for s in self.gpu.static],
+        }
+
+    def start(self) -> "Monitor":
+        self.open()
+        self._thread = threading.Thread(target=self._loop, name="ddptop-telemetry", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=max(5.0, 3 * self.interval))
+            self._thread = None
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        self.gpu.close()
+
+    def __enter__(self) -> "Monitor":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            began = time.monotonic()
+            try:
+                self.sample_once()
+            except Exception as exc:  # a sampler bug must not end the timeline, nor the sweep
+                self.errors += 1
+                self.last_error = f"{type(exc).__name__}: {exc}"
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - began)))
+
+    # -- sampling -----------------------------------------------------------------------------------------------
+    def sample_once(self) -> dict[str, Any]:
+        self.open()
+        assert self.host is not None
+        cpu_before = time.thread_time()
+        wanted = self.rank_processes()
+        gpus = self.gpu.sample()
+        host = self.host.host()
+        ranks = self.host.ranks(wanted)
+        self._attach_ranks(gpus, ranks, wanted)
+        fields: dict[str, Any] = {"gpus": [g.to_json() for g in gpus], "host": host, "ranks": ranks}
+        if not self._info_written:
+            fields["info"] = self.info()  # the first record says which NVML and GPUs the rest are about
+            self._info_written = True
+        record = make_event("telemetry", -1, **fields)
+        with self._lock:
+            self.records.append(record)
+        if self._writer is not None:
+            self._writer.emit("telemetry", **fields)
+            self._writer.flush()
+        self.sample_cpu_s.append(time.thread_time() - cpu_before)
+        return record
+
+    def _attach_ranks(self, gpus: list[GpuReading], ranks: list[dict[str, Any]], wanted: list[RankProcess]) -> None:
+        by_pid = {r["pid"]: r for r in ranks}
+        for reading in gpus:
+            for process in reading.processes:
+                rank = by_pid.get(process["pid"])
+                if rank is not None:
+                    process["rank"] = rank["rank"]
+                    rank["gpu"] = reading.index
+        refs = {ref.pid: ref for ref in wanted}
+        for rank in ranks:
+            ref = refs.get(rank["pid"])
+            if "gpu" in rank or ref is None or not (ref.device or "").startswith("cuda:"):
+                continue
+            try:
+                local = int((ref.device or "").split(":", 1)[1])
+            except ValueError:
+                continue
+            visible = filter_visible(self.gpu.static, ref.cuda_visible_devices)
+            if 0 <= local < len(visible):
+                rank["gpu"] = visible[local].index
+
+    def latest(self) -> dict[str, Any] | None:
+        with self._lock:
+            return self.records[-1] if self.records else None
+
+    def recent(self, count: int | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            items = list(self.records)
+        return items if count is None else items[-count:]

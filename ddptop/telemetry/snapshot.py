@@ -1,0 +1,132 @@
+"""``ddptop gpus``: one look at every GPU, its processes and the host, as text or JSON.
+
+Two readings ``interval`` apart, so that rates (PCIe, NVLink, CPU %) have something to be measured
+against; everything else is from the second reading.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+from typing import Any
+
+import psutil
+
+from ddptop.telemetry import nvml as nv
+from ddptop.telemetry.gpu import GpuSampler
+from ddptop.telemetry.host import HostSampler
+
+
+def _process_owner(pid: int) -> dict[str, Any]:
+    try:
+        process = psutil.Process(pid)
+        with process.oneshot():
+            return {"user": process.username(), "command": " ".join(process.cmdline()) or process.name()}
+    except psutil.NoSuchProcess:
+        return {"user": None, "command": "(not in this PID namespace)"}
+    except psutil.AccessDenied:
+        return {"user": None, "command": "(access denied)"}
+
+
+def take_snapshot(interval: float = 0.5, nvml_module: Any | None = None) -> dict[str, Any]:
+    with GpuSampler(nvml_module) as sampler:
+        host = HostSampler()
+        sampler.sample()
+        time.sleep(interval)
+        readings = sampler.sample()
+        host_reading = host.host()
+        gpus = []
+        processes = []
+        for static, reading in zip(sampler.static, readings):
+            entry = asdict(static)
+            entry.update(reading.to_json())
+            entry["na"] = reading.na
+            gpus.append(entry)
+            for process in reading.processes:
+                processes.append({"gpu": reading.index, **process, **_process_owner(process["pid"])})
+        return {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "fake": sampler.fake,
+            "fake_label": nv.FAKE_LABEL if sampler.fake else None,
+            "nvml": sampler.problem or "ok",
+            "driver": sampler.driver,
+            "gpus": gpus,
+            "processes": processes,
+            "host": host_reading,
+        }
+
+
+def _gib(value: float | None) -> str:
+    return "-" if value is None else f"{value / (1 << 30):.1f}"
+
+
+def _rate(value: float | None) -> str:
+    return "N/A" if value is None else f"{value / 1e9:.1f}"
+
+
+def _pair(a: float | None, b: float | None, fmt: Any) -> str:
+    if a is None and b is None:
+        return "N/A"
+    return f"{fmt(a)}/{fmt(b)}"
+
+
+def snapshot_text(snap: dict[str, Any]) -> str:
+    lines = [f"ddptop gpus  {snap['time']}  driver {snap['driver'] or '-'}  NVML {snap['nvml']}"]
+    if snap["fake"]:
+        lines.append(f"{nv.FAKE_LABEL}: simulated GPUs from {nv.FAKE_ENV}; not this machine's hardware")
+    if snap["gpus"]:
+        header = (
+            f"{'GPU':>3}  {'name':<28}{'util':>5}{'mem':>5}  {'memory GiB':>11}  {'power W':>9}  {'temp':>4}"
+            f"  {'SM/mem MHz':>10}  {'PCIe GB/s':>9}  {'NVLink GB/s':>11}  notes"
+        )
+        lines += ["", header]
+        for gpu in snap["gpus"]:
+            if gpu.get("lost"):
+                lines.append(f"{gpu['index']:>3}  {gpu['name'][:27]:<28}GPU lost: {gpu['na'].get('all', '')}")
+                continue
+            notes = list(gpu.get("throttle") or [])
+            if gpu.get("ecc_uncorrected"):
+                notes.append(f"{gpu['ecc_uncorrected']} uncorrected ECC")
+            if gpu.get("xid"):
+                notes.append("Xid " + ",".join(map(str, gpu["xid"])))
+            util = "N/A" if gpu.get("util") is None else f"{gpu['util']}%"
+            mem_util = "N/A" if gpu.get("mem_util") is None else f"{gpu['mem_util']}%"
+            power = _pair(gpu.get("power_w"), gpu.get("power_limit_w"), lambda v: "-" if v is None else f"{v:.0f}")
+            clocks = _pair(gpu.get("sm_clock_mhz"), gpu.get("mem_clock_mhz"), lambda v: "-" if v is None else str(v))
+            temp = "N/A" if gpu.get("temp_c") is None else f"{gpu['temp_c']}C"
+            lines.append(
+                f"{gpu['index']:>3}  {gpu['name'][:27]:<28}{util:>5}{mem_util:>5}  "
+                f"{_pair(gpu.get('mem_used'), gpu.get('mem_total'), _gib):>11}  {power:>9}  {temp:>4}  "
+                f"{clocks:>10}  {_pair(gpu.get('pcie_tx_bps'), gpu.get('pcie_rx_bps'), _rate):>9}  "
+                f"{_pair(gpu.get('nvlink_tx_bps'), gpu.get('nvlink_rx_bps'), _rate):>11}  {', '.join(notes)}"
+            )
+        unavailable: dict[str, list[int]] = {}
+        for gpu in snap["gpus"]:
+            for key, reason in (gpu.get("na") or {}).items():
+                if key != "all":
+                    unavailable.setdefault(f"{key}: {reason}", []).append(gpu["index"])
+        if unavailable:
+            lines += ["", "N/A (tx/rx are transmit/receive):"]
+            lines += [f"  {what} (GPU {','.join(map(str, idx))})" for what, idx in sorted(unavailable.items())]
+        lines += ["", "Processes:"]
+        if snap["processes"]:
+            lines.append(f"  {'GPU':>3}  {'PID':>8}  {'GPU mem':>8}  {'user':<10}  command")
+            for process in snap["processes"]:
+                mem = _gib(process.get("gpu_memory")) + " GiB" if process.get("gpu_memory") is not None else "N/A"
+                lines.append(
+                    f"  {process['gpu']:>3}  {process['pid']:>8}  {mem:>8}  {(process.get('user') or '-')[:10]:<10}  "
+                    f"{(process.get('command') or '')[:80]}"
+                )
+        else:
+            lines.append("  none")
+    else:
+        lines.append(f"No GPU: {snap['nvml']}. Host telemetry below still works.")
+    host = snap["host"]
+    per_cpu = " ".join(f"{v:.0f}" for v in host.get("per_cpu") or [])
+    load = " ".join(f"{v:.2f}" for v in host.get("load") or []) or "N/A"
+    lines += [
+        "",
+        f"Host: {len(host.get('per_cpu') or [])} CPUs at {host.get('cpu', 0):.0f}% (per core: {per_cpu}), "
+        f"memory {_gib(host.get('mem_used'))}/{_gib(host.get('mem_total'))} GiB, load {load}",
+    ]
+    return "\n".join(line.rstrip() for line in lines) + "\n"

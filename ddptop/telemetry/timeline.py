@@ -1,0 +1,169 @@
+"""Reading the telemetry timeline back, and what it says about one configuration.
+
+A configuration's GPU figures cover its measured steps: the window ``[end - measure_s, end]`` from rank 0's
+``config_end`` (the whole configuration when it did not finish). NVML averages utilisation over the period
+before each reading, so a window shorter than the sampling interval is described by the first reading after
+it (marked ``coarse``). Energy is the change of each GPU's energy counter across the window, read by linear
+interpolation between the readings around each edge; without a counter it is mean power × duration.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ddptop.wire import EventFileReader
+
+
+def read_timeline(path: str) -> tuple[list[dict[str, Any]], int]:
+    """The telemetry records of a timeline file, in time order, and the number of malformed lines."""
+    if not os.path.exists(path):
+        return [], 0
+    reader = EventFileReader(path)
+    records = [e for e in reader.read_rest() if e["type"] == "telemetry"]
+    records.sort(key=lambda e: e["t"])
+    return records, reader.malformed
+
+
+def timeline_info(records: list[dict[str, Any]]) -> dict[str, Any] | None:
+    return next((r["info"] for r in records if isinstance(r.get("info"), dict)), None)
+
+
+def _gpu(record: dict[str, Any], index: int) -> dict[str, Any] | None:
+    for reading in record.get("gpus") or ():
+        if isinstance(reading, dict) and reading.get("index") == index:
+            return reading
+    return None
+
+
+def _mean(values: list[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def _interpolate(series: list[tuple[float, float]], when: float) -> float | None:
+    """Linear interpolation of a counter at ``when``; None unless readings bracket it."""
+    for (t0, v0), (t1, v1) in zip(series, series[1:]):
+        if t0 <= when <= t1:
+            return v0 if t1 == t0 else v0 + (v1 - v0) * (when - t0) / (t1 - t0)
+    return None
+
+
+def gpus_of_launch(records: list[dict[str, Any]], launch: str | None, start: float, end: float) -> list[int]:
+    """GPUs that the launch's ranks ran on while the window was open."""
+    found: set[int] = set()
+    for record in records:
+        if start - 5 <= record["t"] <= end + 5:
+            for rank in record.get("ranks") or ():
+                if isinstance(rank, dict) and rank.get("launch") == launch and isinstance(rank.get("gpu"), int):
+                    found.add(rank["gpu"])
+    return sorted(found)
+
+
+def window_figures(
+    records: list[dict[str, Any]],
+    start: float,
+    end: float,
+    launch: str | None,
+    examples: int | None,
+    config_start: float | None = None,
+    config_end: float | None = None,
+) -> dict[str, Any] | None:
+    """GPU, host and rank figures for one configuration; None when no reading covers it."""
+    if not records or end < start:
+        return None
+    inside = [r for r in records if start < r["t"] <= end]
+    coarse = False
+    if not inside:
+        after = next((r for r in records if r["t"] > end), None)
+        if after is None:
+            return None
+        inside, coarse = [after], True
+    result: dict[str, Any] = {"window_s": end - start, "readings": len(inside), "coarse": coarse}
+    gpus = gpus_of_launch(records, launch, start, end)
+    result["gpus"] = gpus
+    result.update(_gpu_figures(records, inside, gpus, start, end, examples))
+    cpu = [r["host"]["cpu"] for r in inside if isinstance(r.get("host"), dict) and r["host"].get("cpu") is not None]
+    result["host_cpu_mean"] = _mean(cpu)
+    span = [r for r in records if (config_start or start) <= r["t"] <= (config_end or end)] or inside
+    result["ranks"] = _rank_figures(span, launch)
+    return result
+
+
+def _gpu_figures(
+    records: list[dict[str, Any]],
+    inside: list[dict[str, Any]],
+    gpus: list[int],
+    start: float,
+    end: float,
+    examples: int | None,
+) -> dict[str, Any]:
+    empty = {
+        "util_mean": None,
+        "util_max": None,
+        "mem_peak_bytes": None,
+        "power_mean_w": None,
+        "energy_j": None,
+        "energy_source": None,
+        "energy_per_example_j": None,
+    }
+    if not gpus:
+        return empty
+    utils, mems, powers = [], [], []
+    for record in inside:
+        watts = []
+        for index in gpus:
+            reading = _gpu(record, index)
+            if reading is None:
+                continue
+            if reading.get("util") is not None:
+                utils.append(reading["util"])
+            if reading.get("mem_used") is not None:
+                mems.append(reading["mem_used"])
+            if reading.get("power_w") is not None:
+                watts.append(reading["power_w"])
+        if watts and len(watts) == len(gpus):
+            powers.append(sum(watts))
+    figures = dict(empty)
+    figures["util_mean"] = _mean(utils)
+    figures["util_max"] = max(utils) if utils else None
+    figures["mem_peak_bytes"] = max(mems) if mems else None
+    figures["power_mean_w"] = _mean(powers)
+    joules = 0.0
+    for index in gpus:
+        series = [
+            (r["t"], float(g["energy_j"]))
+            for r in records
+            if (g := _gpu(r, index)) is not None and g.get("energy_j") is not None
+        ]
+        first, last = _interpolate(series, start), _interpolate(series, end)
+        if first is None or last is None:
+            joules = -1.0
+            break
+        joules += last - first
+    if joules >= 0:
+        figures["energy_j"], figures["energy_source"] = joules, "energy counter"
+    elif figures["power_mean_w"] is not None:
+        figures["energy_j"], figures["energy_source"] = figures["power_mean_w"] * (end - start), "mean power x time"
+    if figures["energy_j"] is not None and examples:
+        figures["energy_per_example_j"] = figures["energy_j"] / examples
+    return figures
+
+
+def _rank_figures(records: list[dict[str, Any]], launch: str | None) -> dict[str, dict[str, Any]]:
+    ranks: dict[str, dict[str, Any]] = {}
+    cpu: dict[str, list[float]] = {}
+    for record in records:
+        for reading in record.get("ranks") or ():
+            if not isinstance(reading, dict) or reading.get("launch") != launch:
+                continue
+            key = str(reading.get("rank"))
+            entry = ranks.setdefault(key, {"pid": reading.get("pid"), "peak_rss_bytes": 0, "threads_max": 0})
+            entry["peak_rss_bytes"] = max(entry["peak_rss_bytes"], int(reading.get("rss") or 0))
+            entry["threads_max"] = max(entry["threads_max"], int(reading.get("threads") or 0))
+            if reading.get("gpu") is not None:
+                entry["gpu"] = reading["gpu"]
+            if reading.get("cpu") is not None:
+                cpu.setdefault(key, []).append(float(reading["cpu"]))
+    for key, entry in ranks.items():
+        entry["cpu_mean"] = _mean(cpu.get(key, []))
+    return dict(sorted(ranks.items(), key=lambda kv: int(kv[0]) if kv[0].lstrip("-").isdigit() else 0))

@@ -1,0 +1,352 @@
+"""The node's GPU/NIC/CPU topology, as ``nvidia-smi topo -m`` prints it, read from NVML and sysfs.
+
+Between two GPUs: NV# when they share # NVLinks (directly, or through NVSwitches), otherwise NVML's common
+PCIe ancestor. NICs (RDMA devices in ``/sys/class/infiniband``) are invisible to NVML, so paths that
+involve a NIC are classified from the PCIe tree in sysfs: a shared switch is PIX, more switches PXB, the
+same host bridge PHB, another host bridge in the same NUMA node NODE, another NUMA node SYS.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from ddptop.telemetry import nvml as nv
+
+LEGEND = (
+    ("X", "Self"),
+    ("SYS", "Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)"),
+    ("NODE", "Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node"),
+    ("PHB", "Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)"),
+    ("PXB", "Connection traversing multiple PCIe switches (without traversing the PCIe Host Bridge)"),
+    ("PIX", "Connection traversing a single PCIe switch"),
+    ("NV#", "Connection traversing a bonded set of # NVLinks"),
+)
+# Closest first: the order in which a pair of GPUs is "better connected".
+LINK_RANK = {"X": 0, "NV": 1, "PIX": 2, "PXB": 3, "PHB": 4, "NODE": 5, "SYS": 6}
+
+CPU_SET_WORDS = 16  # 64-bit words of the affinity mask: up to 1024 CPUs
+
+
+@dataclass
+class PciDevice:
+    name: str
+    bdf: str | None  # sysfs form, 0000:06:00.0
+    path: list[str] | None  # sysfs components from the root complex down to the device
+    numa: int | None
+
+
+@dataclass
+class Topology:
+    gpus: list[str] = field(default_factory=list)  # "GPU0", ...
+    nics: list[str] = field(default_factory=list)  # "mlx5_0", ...
+    matrix: dict[str, dict[str, str]] = field(default_factory=dict)
+    cpu_affinity: dict[str, str] = field(default_factory=dict)
+    numa_affinity: dict[str, str] = field(default_factory=dict)
+    fake: bool = False
+    problem: str | None = None  # why GPUs are missing
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def devices(self) -> list[str]:
+        return self.gpus + self.nics
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "gpus": self.gpus,
+            "nics": self.nics,
+            "matrix": self.matrix,
+            "cpu_affinity": self.cpu_affinity,
+            "numa_affinity": self.numa_affinity,
+            "fake": self.fake,
+            "problem": self.problem,
+            "notes": self.notes,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Topology":
+        return cls(**{k: data.get(k, v) for k, v in cls().to_json().items()})
+
+    def link(self, a: int, b: int) -> str:
+        return self.matrix.get(f"GPU{a}", {}).get(f"GPU{b}", "N/A")
+
+
+def sysfs_bdf(bus_id: str) -> str:
+    """NVML's 00000000:06:00.0 as sysfs spells it: 0000:06:00.0."""
+    parts = bus_id.strip().lower().split(":")
+    if len(parts) != 3:
+        return bus_id.lower()
+    domain, bus, devfn = parts
+    try:
+        return f"{int(domain, 16):04x}:{bus}:{devfn}"
+    except ValueError:
+        return bus_id.lower()
+
+
+def _read_int(path: str) -> int | None:
+    try:
+        with open(path, encoding="ascii") as handle:
+            value = int(handle.read().strip())
+    except (OSError, ValueError):
+        return None
+    return value if value >= 0 else None
+
+
+def _pci_path(sysfs_root: str, device_dir: str) -> list[str] | None:
+    real = os.path.realpath(device_dir)
+    devices = os.path.realpath(os.path.join(sysfs_root, "devices"))
+    if not real.startswith(devices + os.sep):
+        return None
+    parts = real[len(devices) + 1 :].split(os.sep)
+    return parts if parts and parts[0].startswith("pci") else None
+
+
+def pci_device(sysfs_root: str, name: str, bdf: str | None) -> PciDevice:
+    if bdf is None:
+        return PciDevice(name, None, None, None)
+    device_dir = os.path.join(sysfs_root, "bus", "pci", "devices", bdf)
+    return PciDevice(name, bdf, _pci_path(sysfs_root, device_dir), _read_int(os.path.join(device_dir, "numa_node")))
+
+
+def list_nics(sysfs_root: str) -> list[PciDevice]:
+    """RDMA devices (what NCCL uses between nodes), in name order."""
+    base = os.path.join(sysfs_root, "class", "infiniband")
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return []
+    nics = []
+    for name in sorted(names, key=_natural_key):
+        device_dir = os.path.join(base, name, "device")
+        path = _pci_path(sysfs_root, device_dir)
+        bdf = path[-1] if path else None
+        nics.append(PciDevice(name, bdf, path, _read_int(os.path.join(device_dir, "numa_node"))))
+    return nics
+
+
+def _natural_key(name: str) -> list[Any]:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def pci_link(a: PciDevice, b: PciDevice) -> str:
+    """PIX/PXB/PHB/NODE/SYS between two PCIe devices from their sysfs paths."""
+    if a.path is None or b.path is None:
+        return "N/A"
+    if a.path == b.path:
+        return "X"
+    if a.path[0] != b.path[0]:  # different host bridges
+        if a.numa is not None and b.numa is not None and a.numa != b.numa:
+            return "SYS"
+        return "NODE"
+    bridges_a, bridges_b = a.path[1:-1], b.path[1:-1]
+    common = 0
+    for x, y in zip(bridges_a, bridges_b):
+        if x != y:
+            break
+        common += 1
+    if common == 0:
+        return "PHB"
+    # Below the deepest shared bridge each side crosses its own downstream port; one each = one switch.
+    if len(bridges_a) - common <= 1 and len(bridges_b) - common <= 1:
+        return "PIX"
+    return "PXB"
+
+
+def cpu_ranges(cpus: list[int]) -> str:
+    """[0, 1, 2, 5] -> "0-2,5"."""
+    runs: list[str] = []
+    start = previous = None
+    for cpu in sorted(cpus):
+        if start is None:
+            start = previous = cpu
+        elif cpu == previous + 1:
+            previous = cpu
+        else:
+            runs.append(f"{start}-{previous}" if previous != start else f"{start}")
+            start = previous = cpu
+    if start is not None:
+        runs.append(f"{start}-{previous}" if previous != start else f"{start}")
+    return ",".join(runs)
+
+
+def _affinity(nvml: Any, handle: Any) -> str:
+    words = nv.call(nvml, "nvmlDeviceGetCpuAffinity", handle, CPU_SET_WORDS)
+    if isinstance(words, nv.Unavailable):
+        return "N/A"
+    cpus = [w * 64 + bit for w, word in enumerate(list(words)) for bit in range(64) if int(word) >> bit & 1]
+    return cpu_ranges(cpus) or "N/A"
+
+
+def _nvml_ancestor(nvml: Any, first: Any, second: Any) -> str | None:
+    level = nv.call(nvml, "nvmlDeviceGetTopologyCommonAncestor", first, second)
+    if isinstance(level, nv.Unavailable):
+        return None
+    names = {
+        nvml.NVML_TOPOLOGY_INTERNAL: "PIX",  # two GPUs on one board (K80): behind the board's own switch
+        nvml.NVML_TOPOLOGY_SINGLE: "PIX",
+        nvml.NVML_TOPOLOGY_MULTIPLE: "PXB",
+        nvml.NVML_TOPOLOGY_HOSTBRIDGE: "PHB",
+        nvml.NVML_TOPOLOGY_NODE: "NODE",
+        nvml.NVML_TOPOLOGY_SYSTEM: "SYS",
+    }
+    return names.get(int(level))
+
+
+def _nvlinks(nvml: Any, handles: list[Any], bus_ids: list[str]) -> tuple[dict[tuple[int, int], int], list[int]]:
+    """Links per GPU pair, and per GPU the links that end at an NVSwitch (or anything not a GPU)."""
+    by_bus = {bdf: i for i, bdf in enumerate(bus_ids)}
+    pairs: dict[tuple[int, int], int] = {}
+    to_switch = [0] * len(handles)
+    max_links = int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))
+    for i, handle in enumerate(handles):
+        for link in range(max_links):
+            state = nv.call(nvml, "nvmlDeviceGetNvLinkState", handle, link)
+            if isinstance(state, nv.Unavailable):
+                if state.lost or state.reason.startswith("not in"):
+                    break  # no NVLink queries at all on this GPU / driver
+                continue  # links past the GPU's count answer InvalidArgument
+            if int(state) != nvml.NVML_FEATURE_ENABLED:
+                continue
+            remote = nv.call(nvml, "nvmlDeviceGetNvLinkRemotePciInfo", handle, link)
+            if isinstance(remote, nv.Unavailable):
+                continue
+            peer = by_bus.get(sysfs_bdf(nv.text(remote.busId)))
+            if peer is None:
+                to_switch[i] += 1
+            elif peer != i:
+                pairs[(i, peer)] = pairs.get((i, peer), 0) + 1
+    return pairs, to_switch
+
+
+def read_topology(nvml_module: Any | None = None, sysfs_root: str | None = None) -> Topology:
+    topo = Topology()
+    handles: list[Any] = []
+    bus_ids: list[str] = []
+    nvml = None
+    try:
+        nvml, topo.fake = nv.load(nvml_module)
+        nv.init(nvml)
+    except nv.NvmlUnavailable as exc:
+        topo.problem = str(exc)
+        nvml = None
+    root = sysfs_root or (getattr(nvml, "DDPTOP_SYSFS_ROOT", None) if nvml is not None else None) or "/sys"
+    try:
+        if nvml is not None:
+            count = nv.call(nvml, "nvmlDeviceGetCount")
+            if isinstance(count, nv.Unavailable):
+                topo.problem = f"NVML could not count GPUs: {count.reason}"
+                count = 0
+            for index in range(count):
+                handle = nv.call(nvml, "nvmlDeviceGetHandleByIndex", index)
+                pci = nv.call(nvml, "nvmlDeviceGetPciInfo", handle) if not isinstance(handle, nv.Unavailable) else handle
+                if isinstance(pci, nv.Unavailable):
+                    topo.notes.append(f"GPU{index}: {pci.reason}")
+                    handles.append(None)
+                    bus_ids.append("")
+                    continue
+                handles.append(handle)
+                bus_ids.append(sysfs_bdf(nv.text(pci.busId)))
+            _fill_gpus(topo, nvml, handles, bus_ids, root)
+            if count == 0 and topo.problem is None:
+                topo.problem = "NVML sees no GPU"
+        _fill_nics(topo, root, bus_ids)
+    finally:
+        if nvml is not None:
+            nv.shutdown(nvml)
+    return topo
+
+
+def _fill_gpus(topo: Topology, nvml: Any, handles: list[Any], bus_ids: list[str], root: str) -> None:
+    live = [h for h in handles if h is not None]
+    pairs, to_switch = _nvlinks(nvml, live, [b for b, h in zip(bus_ids, handles) if h is not None])
+    index_of_live = [i for i, h in enumerate(handles) if h is not None]
+    links = {(index_of_live[a], index_of_live[b]): n for (a, b), n in pairs.items()}
+    switch_links = {index_of_live[a]: n for a, n in enumerate(to_switch)}
+    devices = [pci_device(root, f"GPU{i}", bus_ids[i] or None) for i in range(len(handles))]
+    topo.gpus = [f"GPU{i}" for i in range(len(handles))]
+    for i, first in enumerate(handles):
+        row = topo.matrix.setdefault(f"GPU{i}", {})
+        for j, second in enumerate(handles):
+            if i == j:
+                row[f"GPU{j}"] = "X"
+            elif first is None or second is None:
+                row[f"GPU{j}"] = "N/A"
+            elif links.get((i, j)):
+                row[f"GPU{j}"] = f"NV{links[(i, j)]}"
+            elif switch_links.get(i) and switch_links.get(j):
+                row[f"GPU{j}"] = f"NV{min(switch_links[i], switch_links[j])}"  # through NVSwitches
+            else:
+                row[f"GPU{j}"] = _nvml_ancestor(nvml, first, second) or pci_link(devices[i], devices[j])
+        if first is None:
+            topo.cpu_affinity[f"GPU{i}"] = topo.numa_affinity[f"GPU{i}"] = "N/A"
+            continue
+        topo.cpu_affinity[f"GPU{i}"] = _affinity(nvml, first)
+        numa = nv.call(nvml, "nvmlDeviceGetNumaNodeId", first)
+        if isinstance(numa, nv.Unavailable) or int(numa) < 0:
+            numa = devices[i].numa
+        topo.numa_affinity[f"GPU{i}"] = "N/A" if numa is None else str(int(numa))
+
+
+def _fill_nics(topo: Topology, root: str, bus_ids: list[str]) -> None:
+    nics = list_nics(root)
+    if not nics:
+        return
+    gpus = [pci_device(root, f"GPU{i}", bdf or None) for i, bdf in enumerate(bus_ids)]
+    topo.nics = [nic.name for nic in nics]
+    for nic in nics:
+        row = topo.matrix.setdefault(nic.name, {})
+        for gpu in gpus:
+            cell = pci_link(gpu, nic)
+            row[gpu.name] = cell
+            topo.matrix.setdefault(gpu.name, {})[nic.name] = cell
+        for other in nics:
+            row[other.name] = "X" if other is nic else pci_link(nic, other)
+
+
+def format_matrix(topo: Topology) -> str:
+    """The matrix and legend, in nvidia-smi's layout."""
+    lines: list[str] = []
+    if topo.fake:
+        lines.append(f"{nv.FAKE_LABEL}: simulated node from {nv.FAKE_ENV}; not this machine's hardware\n")
+    if topo.problem:
+        lines.append(f"GPUs: none shown ({topo.problem})")
+    names = topo.devices
+    if not names:
+        lines.append("No GPU or RDMA NIC found.")
+        return "\n".join(lines) + "\n"
+    width = max(8, max(len(n) for n in names) + 2)
+    header = " " * width + "".join(f"{n:<{width}}" for n in names)
+    if topo.gpus:
+        header += "CPU Affinity    NUMA Affinity"
+    lines.append(header.rstrip())
+    for row_name in names:
+        cells = "".join(f"{topo.matrix.get(row_name, {}).get(col, 'N/A'):<{width}}" for col in names)
+        line = f"{row_name:<{width}}" + cells
+        if row_name in topo.cpu_affinity:
+            line += f"{topo.cpu_affinity[row_name]:<16}{topo.numa_affinity.get(row_name, 'N/A')}"
+        lines.append(line.rstrip())
+    lines.append("")
+    lines.append("Legend:")
+    lines.append("")
+    for key, words in LEGEND:
+        lines.append(f"  {key:<4} = {words}")
+    for note in topo.notes:
+        lines.append(f"Note: {note}")
+    return "\n".join(lines) + "\n"
+
+
+def parse_matrix(text: str) -> dict[tuple[str, str], str]:
+    """The cells of a printed matrix (ours or nvidia-smi's) keyed by (row, column), for comparisons."""
+    rows = [line for line in text.splitlines() if line.strip()]
+    header_index = next(i for i, line in enumerate(rows) if line.split() and line.split()[0] == "GPU0")
+    columns = [c for c in rows[header_index].split() if c not in ("CPU", "Affinity", "NUMA")]
+    cells: dict[tuple[str, str], str] = {}
+    for line in rows[header_index + 1 :]:
+        parts = line.split()
+        if not parts or parts[0].rstrip(":") == "Legend":
+            break
+        for column, value in zip(columns, parts[1 : 1 + len(columns)]):
+            cells[(parts[0], column)] = value
+    return cells

@@ -1,0 +1,386 @@
+"""Telemetry: the NVML sampler, topology, host/rank load and the timeline, against the fake 8-GPU node.
+
+The fake (ddptop/telemetry/fake_nvml.py) answers with pynvml's own constants and error classes, so these
+tests run the same code that reads a real driver; tests marked ``gpu`` repeat the essentials on real NVML.
+"""
+
+import html
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+import psutil
+import pynvml
+import pytest
+
+from ddptop.telemetry import timeline
+from ddptop.telemetry.fake_nvml import FakeNvml
+from ddptop.telemetry.gpu import GpuSampler
+from ddptop.telemetry.host import HostSampler, RankProcess
+from ddptop.telemetry.inventory import read_inventory
+from ddptop.telemetry.monitor import Monitor
+from ddptop.telemetry.topology import PciDevice, format_matrix, parse_matrix, pci_link, read_topology
+
+from .conftest import REPO, ddptop
+
+SEED_001 = os.path.join(REPO, "..", "shared", "seeds", "001_6a810b76499e3c2f.txt")
+
+
+class ManualClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def seed_matrix() -> dict:
+    if not os.path.exists(SEED_001):
+        pytest.skip("seed 001 is not beside the repository")
+    with open(SEED_001, encoding="utf-8") as handle:
+        text = html.unescape(handle.read())
+    block = re.search(r"--- nvidia-smi topo -m ---(.*?)Legend", text, re.S)
+    assert block, "seed 001 no longer holds a topology matrix"
+    return parse_matrix(block.group(1))
+
+
+# -- topology ---------------------------------------------------------------------------------------------
+
+
+def test_fake_dgx1_matrix_equals_seed_001_cell_for_cell():
+    expected = seed_matrix()
+    topo = read_topology(FakeNvml())
+    printed = format_matrix(topo)
+    assert parse_matrix(printed) == expected
+    assert len(expected) == 12 * 12
+    assert topo.cpu_affinity == {f"GPU{i}": "0-19,40-59" for i in range(8)}  # seed 001's CPU Affinity column
+    assert [topo.numa_affinity[f"GPU{i}"] for i in range(8)] == ["0"] * 4 + ["1"] * 4
+    assert printed.startswith("FAKE")
+    for key in ("X ", "SYS", "NODE", "PHB", "PXB", "PIX", "NV#"):
+        assert f"  {key}" in printed  # the legend
+
+
+def test_topo_command_with_fake_env_prints_the_same_matrix_labelled_fake():
+    expected = seed_matrix()
+    done = ddptop("topo", env={"DDPTOP_FAKE_NVML": "dgx1"})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("FAKE: simulated node")
+    assert parse_matrix(done.stdout) == expected
+    as_json = ddptop("topo", "--json", env={"DDPTOP_FAKE_NVML": "dgx1"})
+    data = json.loads(as_json.stdout)
+    assert data["fake"] is True and data["matrix"]["GPU0"]["GPU3"] == "NV2" and data["matrix"]["mlx5_2"]["GPU4"] == "PIX"
+
+
+def test_pcie_paths_classify_like_nvidia_smi():
+    def dev(path, numa=0):
+        return PciDevice("d", path[-1], path, numa)
+
+    root = ["pci0000:00", "0000:00:01.0", "0000:01:00.0"]  # root port, switch upstream port
+    a = dev(root + ["0000:02:08.0", "0000:03:00.0"])
+    b = dev(root + ["0000:02:09.0", "0000:04:00.0"])
+    nested = dev(root + ["0000:02:0a.0", "0000:05:00.0", "0000:06:08.0", "0000:07:00.0"])
+    other_port = dev(["pci0000:00", "0000:00:02.0", "0000:10:00.0", "0000:11:08.0", "0000:12:00.0"])
+    other_bridge_same_node = dev(["pci0000:40", "0000:40:01.0", "0000:41:00.0"], numa=0)
+    other_node = dev(["pci0000:80", "0000:80:01.0", "0000:81:00.0"], numa=1)
+    assert pci_link(a, a) == "X"
+    assert pci_link(a, b) == "PIX"
+    assert pci_link(a, nested) == "PXB"
+    assert pci_link(a, other_port) == "PHB"
+    assert pci_link(a, other_bridge_same_node) == "NODE"
+    assert pci_link(a, other_node) == "SYS"
+    assert pci_link(a, PciDevice("gone", None, None, None)) == "N/A"
+
+
+class NvSwitchNode(FakeNvml):
+    """Every GPU's 12 links end at NVSwitches, as on an HGX board."""
+
+    def nvmlDeviceGetNvLinkState(self, handle, link):
+        self._handle(handle)
+        if link >= 12:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return pynvml.NVML_FEATURE_ENABLED
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, handle, link):
+        self.nvmlDeviceGetNvLinkState(handle, link)
+        from types import SimpleNamespace
+
+        return SimpleNamespace(busId=f"00000000:C{link % 4}:00.0")  # a switch, not a GPU
+
+
+def test_gpus_behind_nvswitches_show_their_link_count():
+    topo = read_topology(NvSwitchNode())
+    assert {topo.link(a, b) for a in range(8) for b in range(8) if a != b} == {"NV12"}
+
+
+def test_topology_without_nvml_is_a_clear_message():
+    topo = read_topology(FakeNvml(library_missing=True))
+    assert topo.gpus == [] and "NVML unavailable" in topo.problem
+    text = format_matrix(topo)
+    assert "NVML unavailable" in text and "Traceback" not in text
+
+
+# -- the GPU sampler -----------------------------------------------------------------------------------------
+
+
+def test_sampler_reads_every_field_and_derives_rates_from_counters():
+    clock = ManualClock()
+    fake = FakeNvml(clock=clock, steady=True)
+    with GpuSampler(fake) as sampler:
+        first = sampler.sample()
+        assert len(first) == 8 and first[0].pcie_tx_bps is None  # a rate needs two readings
+        assert first[0].na["pcie_tx_bps"] == "rate needs two readings"
+        clock.now += 2.0
+        readings = sampler.sample()
+    for reading in readings:
+        i = reading.index
+        assert reading.util == 90 and reading.mem_util == 40
+        assert reading.power_w == pytest.approx(150 + 20 * i) and reading.power_limit_w == 300
+        assert reading.energy_j == pytest.approx((150 + 20 * i) * 2.0, abs=0.01)
+        assert reading.temp_c is not None and reading.sm_clock_mhz and reading.mem_clock_mhz == 877
+        assert reading.pcie_tx_bps == pytest.approx(2.0e9 + 1e8 * i, rel=1e-6)
+        assert reading.pcie_rx_bps == pytest.approx(3.0e9 + 1e8 * i, rel=1e-6)
+        assert reading.nvlink_tx_bps == pytest.approx(40.0e9 + 1e9 * i, rel=1e-5)  # KiB counters, in bytes/s
+        assert reading.throttle == [] and reading.ecc_uncorrected == 0
+        assert reading.na == {}
+    assert sampler.static[0].name.endswith("(FAKE)") and sampler.fake
+
+
+def test_unsupported_fields_are_na_with_reason_and_not_asked_again():
+    fake = FakeNvml(
+        fail={"nvmlDeviceGetPowerUsage": pynvml.NVML_ERROR_NOT_SUPPORTED},
+        missing={"nvmlDeviceGetTotalEnergyConsumption"},
+        absent={"nvmlDeviceGetTotalEccErrors"},
+    )
+    fake.unsupported_fields = {pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES}
+    with GpuSampler(fake) as sampler:
+        for _ in range(3):
+            readings = sampler.sample()
+    gpu = readings[0]
+    assert gpu.power_w is None and gpu.na["power_w"] == "not supported on this GPU"
+    assert gpu.energy_j is None and "not in this driver's NVML" in gpu.na["energy_j"]
+    assert gpu.ecc_uncorrected is None and gpu.na["ecc_uncorrected"] == "not in the installed nvidia-ml-py"
+    assert gpu.pcie_tx_bps is None and gpu.na["pcie_tx_bps"] == "not supported on this GPU"
+    assert gpu.pcie_rx_bps is not None  # the other counters of the same call still work
+    assert gpu.util is not None and gpu.mem_used is not None
+    assert fake.calls["nvmlDeviceGetPowerUsage"] == 8  # once per GPU, then remembered
+    assert fake.calls["nvmlDeviceGetTotalEnergyConsumption"] == 8
+
+
+def test_renamed_function_falls_back_to_the_old_name():
+    fake = FakeNvml(missing={"nvmlDeviceGetCurrentClocksEventReasons"})
+    with GpuSampler(fake) as sampler:
+        gpu = sampler.sample()[0]
+    assert gpu.throttle is not None and "throttle" not in gpu.na
+
+
+def test_lost_gpu_stays_listed_and_the_others_keep_reporting():
+    fake = FakeNvml()
+    with GpuSampler(fake) as sampler:
+        sampler.sample()
+        fake.lose_gpu(3)
+        readings = sampler.sample()
+        again = sampler.sample()
+    assert readings[3].lost and again[3].lost and "GPU lost" in again[3].na["all"]
+    assert all(not r.lost and r.util is not None for r in again if r.index != 3)
+
+
+def test_xid_errors_are_reported_on_their_gpu():
+    fake = FakeNvml()
+    with GpuSampler(fake) as sampler:
+        sampler.sample()
+        fake.xid(2, 79)
+        readings = sampler.sample()
+    assert readings[2].xid == [79] and readings[1].xid == []
+
+
+def test_no_nvml_library_is_a_problem_not_an_exception():
+    with GpuSampler(FakeNvml(library_missing=True)) as sampler:
+        assert sampler.sample() == []
+        assert "NVML unavailable" in sampler.problem
+    inventory = read_inventory(FakeNvml(library_missing=True))
+    assert inventory.gpus == () and "NVML unavailable" in inventory.problem
+
+
+def test_fake_gpus_are_shown_but_never_run_on():
+    inventory = read_inventory(FakeNvml())
+    assert len(inventory.gpus) == 8 and inventory.fake
+    assert inventory.usable_gpus == () and "simulated" in inventory.usable_problem
+
+
+def test_unknown_fake_node_is_bad_input():
+    done = ddptop("gpus", env={"DDPTOP_FAKE_NVML": "dgx9"})
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "ddptop: error: DDPTOP_FAKE_NVML='dgx9' is not a known fake node (known: dgx1)"
+    ]
+
+
+def test_gpus_command_text_and_json():
+    done = ddptop("gpus", "--interval", "0.1", env={"DDPTOP_FAKE_NVML": "dgx1"})
+    assert done.returncode == 0, done.stderr
+    assert "FAKE: simulated GPUs" in done.stdout and done.stdout.count("(FAKE)") == 8
+    assert "Host: " in done.stdout
+    data = json.loads(ddptop("gpus", "--json", "--interval", "0.1", env={"DDPTOP_FAKE_NVML": "dgx1"}).stdout)
+    assert data["fake"] and len(data["gpus"]) == 8
+    assert data["gpus"][7]["nvlink_rx_bps"] > 0 and data["gpus"][0]["memory_total"] > 0
+    assert data["host"]["mem_total"] > 0
+
+
+def test_gpus_command_without_nvml_reports_the_host():
+    done = ddptop("gpus", "--interval", "0.1", env={"DDPTOP_FAKE_NVML": ""})
+    assert done.returncode == 0, done.stderr
+    if "NVML ok" in done.stdout.splitlines()[0]:
+        pytest.skip("this machine has a working NVML")
+    assert "No GPU: NVML" in done.stdout and "Host: " in done.stdout
+
+
+# -- host and ranks -------------------------------------------------------------------------------------------
+
+BUSY = "import time\nend = time.time() + 30\nwhile time.time() < end: pass\n"
+HOLD = (
+    "import threading, time\nblock = bytearray(300 << 20)\n"
+    "for _ in range(4): threading.Thread(target=time.sleep, args=(30,), daemon=True).start()\n"
+    "print('ready', flush=True)\ntime.sleep(30)\n"
+)
+
+
+def test_host_sampler_measures_real_processes():
+    busy = subprocess.Popen([sys.executable, "-c", BUSY])
+    hold = subprocess.Popen([sys.executable, "-c", HOLD], stdout=subprocess.PIPE, text=True)
+    try:
+        assert hold.stdout.readline().strip() == "ready"
+        refs = [RankProcess(busy.pid, 0, "L"), RankProcess(hold.pid, 1, "L")]
+        sampler = HostSampler()
+        first = sampler.ranks(refs)
+        assert [r["cpu"] for r in first] == [None, None]  # no interval to measure over yet
+        time.sleep(1.0)
+        host = sampler.host()
+        by_rank = {r["rank"]: r for r in sampler.ranks(refs)}
+        assert by_rank[0]["cpu"] > 40  # a spinning process, on a 2-core machine that also runs the tests
+        assert by_rank[1]["cpu"] < 20
+        assert by_rank[1]["rss"] >= 300 << 20
+        assert by_rank[1]["threads"] >= 5
+        assert host["mem_total"] > host["mem_used"] > 0 and len(host["per_cpu"]) == psutil.cpu_count()
+        busy.kill()
+        busy.wait()
+        assert [r["rank"] for r in sampler.ranks(refs)] == [1]  # a process that ended drops out
+    finally:
+        for process in (busy, hold):
+            process.kill()
+            process.wait()
+
+
+# -- monitor and timeline ---------------------------------------------------------------------------------------
+
+
+def test_monitor_ties_ranks_to_gpus_and_writes_the_timeline_as_it_goes(tmp_path):
+    fake = FakeNvml()
+    fake.attach_process(5, os.getpid(), 2 << 30)
+    refs = [
+        RankProcess(os.getpid(), 0, "L1", 0, "cuda:0", None),  # NVML lists its PID on GPU 5
+        RankProcess(os.getppid(), 1, "L1", 1, "cuda:1", "4,6"),  # a container: found through CUDA_VISIBLE_DEVICES
+    ]
+    path = tmp_path / "telemetry.jsonl"
+    monitor = Monitor(0.05, str(path), fake, lambda: refs).start()
+    try:
+        deadline = time.time() + 10
+        while len(path.read_text().splitlines()) < 3 and time.time() < deadline:
+            time.sleep(0.02)
+        on_disk, malformed = timeline.read_timeline(str(path))  # while the monitor still runs
+    finally:
+        monitor.stop()
+    assert len(on_disk) >= 3 and malformed == 0
+    assert on_disk[0]["info"]["fake"] and len(on_disk[0]["info"]["gpus"]) == 8
+    last = on_disk[-1]
+    ranks = {r["rank"]: r for r in last["ranks"]}
+    assert ranks[0]["gpu"] == 5 and ranks[1]["gpu"] == 6
+    gpu5 = next(g for g in last["gpus"] if g["index"] == 5)
+    assert gpu5["processes"] == [{"pid": os.getpid(), "gpu_memory": 2 << 30, "rank": 0}]
+    assert monitor.errors == 0
+
+
+def test_energy_per_example_from_the_timeline(tmp_path):
+    fake = FakeNvml(steady=True)  # GPU i draws 150 + 20 i watts, always
+    fake.attach_process(0, os.getpid(), 1 << 30)
+    fake.attach_process(1, os.getppid(), 1 << 30)
+    refs = [RankProcess(os.getpid(), 0, "L"), RankProcess(os.getppid(), 1, "L")]
+    path = tmp_path / "telemetry.jsonl"
+    monitor = Monitor(0.2, str(path), fake, lambda: refs)
+    for _ in range(6):
+        monitor.sample_once()
+        time.sleep(0.2)
+    monitor.stop()
+    records, _ = timeline.read_timeline(str(path))
+    start, end = records[1]["t"] + 0.05, records[4]["t"] - 0.05
+    figures = timeline.window_figures(records, start, end, "L", examples=1000)
+    assert figures["gpus"] == [0, 1] and not figures["coarse"]
+    assert figures["util_mean"] == 90 and figures["util_max"] == 90
+    assert figures["power_mean_w"] == pytest.approx(150 + 170)
+    assert figures["mem_peak_bytes"] == 600 * (1 << 20) + (1 << 30)
+    expected = (150 + 170) * (end - start)
+    assert figures["energy_source"] == "energy counter"
+    assert figures["energy_j"] == pytest.approx(expected, rel=0.02)  # readings and records are ms apart
+    assert figures["energy_per_example_j"] == pytest.approx(expected / 1000, rel=0.02)
+    assert set(figures["ranks"]) == {"0", "1"} and figures["ranks"]["0"]["peak_rss_bytes"] > 0
+
+
+def test_a_window_shorter_than_the_interval_uses_the_next_reading():
+    records = [
+        {"t": 10.0, "gpus": [], "host": {"cpu": 10.0}, "ranks": []},
+        {"t": 11.0, "gpus": [], "host": {"cpu": 70.0}, "ranks": []},
+    ]
+    figures = timeline.window_figures(records, 10.2, 10.6, "L", None)
+    assert figures["coarse"] and figures["host_cpu_mean"] == 70.0 and figures["util_mean"] is None
+    assert timeline.window_figures(records, 11.5, 12.0, "L", None) is None  # nothing measured after it
+
+
+# -- the sweep records telemetry ----------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_sweep_summary_has_load_per_configuration(cpu_sweep):
+    summary = cpu_sweep.summary()
+    records, malformed = timeline.read_timeline(os.path.join(cpu_sweep.run_dir, "telemetry.jsonl"))
+    assert records and malformed == 0 and summary["telemetry"]["readings"] == len(records)
+    hello_pids = set()
+    for path in sorted(os.popen(f"ls {cpu_sweep.run_dir}/launches/*/events/rank-*.jsonl").read().split()):
+        with open(path, encoding="utf-8") as handle:
+            hello_pids.add(json.loads(handle.readline())["pid"])
+    seen = {r["pid"] for record in records for r in record["ranks"]}
+    assert seen and seen <= hello_pids  # only the ranks, identified by their hello
+    for entry in summary["configs"]:
+        load = entry["telemetry"]
+        assert load is not None and load["host_cpu_mean"] is not None
+        assert set(load["ranks"]) == {str(r) for r in range(entry["world_size"])}
+        assert all(r["peak_rss_bytes"] > 50 << 20 for r in load["ranks"].values())  # torch + resnet18
+        if summary["environment"]["nvml"] != "ok":
+            assert load["gpus"] == [] and load["energy_per_example_j"] is None
+    assert summary["topology"] is not None
+    assert "Load during measured steps" in cpu_sweep.stdout
+    with open(os.path.join(cpu_sweep.run_dir, "summary.csv"), encoding="utf-8") as handle:
+        assert "energy_per_example_j" in handle.readline()
+
+
+# -- real NVML ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.gpu
+def test_real_nvml_sampler_and_topology():
+    inventory = read_inventory()
+    if not inventory.gpus or inventory.fake:
+        pytest.skip(f"no GPU: {inventory.problem}")
+    with GpuSampler() as sampler:
+        sampler.sample()
+        time.sleep(0.5)
+        readings = sampler.sample()
+    assert len(readings) == inventory.all_gpu_count
+    for reading in readings:
+        assert reading.mem_used is not None and reading.util is not None, reading.na
+        assert reading.power_w is None or reading.power_w > 0
+    topo = read_topology()
+    assert topo.gpus and all(topo.matrix[g][g] == "X" for g in topo.gpus)
+    print(format_matrix(topo))
+    print(json.dumps([r.to_json() for r in readings], indent=1))
