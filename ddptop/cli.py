@@ -113,6 +113,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     from ddptop import environment
     from ddptop.headless import run_headless
+    from ddptop.live import LiveRun
     from ddptop.plan import build_plan
     from ddptop.report.summary import ENVIRONMENT_FILE, TOPOLOGY_FILE
     from ddptop.rundir import create_run_dir, write_json
@@ -136,7 +137,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     monitor = None
     if args.telemetry_interval > 0:
         monitor = Monitor(args.telemetry_interval, os.path.join(run_dir, TIMELINE_FILE), None, session.rank_processes)
-    return run_headless(plan, session, env, args.fps, Console(), monitor)
+    return run_headless(LiveRun(plan, session, env, monitor), args.fps, Console())
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -8,20 +8,14 @@ from __future__ import annotations
 
 import signal
 import sys
-import threading
-import time
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
-from ddptop.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from ddptop.plan import Plan
-from ddptop.report import summary as summary_mod
+from ddptop.live import LiveRun
 from ddptop.report import tables
 from ddptop.session import ENDED, FAILED, ConfigState, Session
-from ddptop.sweep import SweepRunner
-from ddptop.telemetry.monitor import Monitor
 
 
 def _status_text(state: ConfigState) -> str:
@@ -85,52 +79,32 @@ class HeadlessView:
                     )
 
 
-def run_headless(
-    plan: Plan,
-    session: Session,
-    environment: dict[str, Any],
-    fps: float,
-    console: Console,
-    monitor: Monitor | None = None,
-) -> int:
-    runner = SweepRunner(plan, session)
-    interrupted = threading.Event()
+def run_headless(live: LiveRun, fps: float, console: Console) -> int:
+    session = live.session
 
     def on_signal(signum: int, _frame: Any) -> None:
-        interrupted.set()
-        runner.request_stop()
+        live.stop()
 
     previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
-    worker = threading.Thread(target=runner.run, name="ddptop-sweep", daemon=True)
     console.print(f"ddptop: {len(session.configs)} configurations, results in {session.run_dir}", highlight=False)
     try:
-        if monitor is not None:
-            monitor.start()
         with HeadlessView(session, console) as view:
-            worker.start()
+            live.start()
             period = 1.0 / max(fps, 0.1)
-            while worker.is_alive():
-                worker.join(period)
+            while live.running:
+                live.join(period)
                 view.render()
     finally:
-        worker.join()
-        if monitor is not None:
-            monitor.stop()  # before the summary, which reads the whole timeline
+        code = live.finish()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        session.refresh(final=True)
-        summary = summary_mod.build_summary(session, environment)
-        paths = summary_mod.save_summary(summary, session.run_dir)
-        session.close()
-    # Plain stdout, not rich: the tables must not be re-wrapped to the terminal width, nor styled in logs.
-    console.file.flush()
+    monitor = live.monitor
     if monitor is not None and monitor.errors:
         console.print(f"ddptop: telemetry missed {monitor.errors} readings ({monitor.last_error})", highlight=False)
-    sys.stdout.write("\n" + tables.text_report(summary))
-    sys.stdout.write(f"Summary: {paths['json']}  {paths['md']}  {paths['csv']}\n")
+    # Plain stdout, not rich: the tables must not be re-wrapped to the terminal width, nor styled in logs.
+    console.file.flush()
+    assert live.summary is not None and live.paths is not None
+    sys.stdout.write("\n" + tables.text_report(live.summary))
+    sys.stdout.write(f"Summary: {live.paths['json']}  {live.paths['md']}  {live.paths['csv']}\n")
     sys.stdout.flush()
-    if interrupted.is_set():
-        return EXIT_INTERRUPTED
-    if any(c["status"] in FAILED for c in summary["configs"]):
-        return EXIT_FAILED
-    return EXIT_OK
+    return code

@@ -109,3 +109,56 @@ def scaling_rows(points: Sequence[ScalingPoint], core_weight: float = 1.0, gpu_w
             }
         )
     return rows
+
+
+EFFICIENCY_THRESHOLD = 0.7
+PLATEAU_GAIN = 0.10  # past the plateau, no larger N is 10% faster than it
+
+
+def plateau(rows: Sequence[dict], gain: float = PLATEAU_GAIN) -> dict | None:
+    """The smallest N (below the largest) that no larger N beats by ``gain``; None if speedup keeps growing."""
+    ordered = sorted(rows, key=lambda r: r["world_size"])
+    for position, row in enumerate(ordered[:-1]):
+        best_after = max(r["speedup"] for r in ordered[position + 1 :])
+        if best_after < row["speedup"] * (1 + gain):
+            return row
+    return None
+
+
+def recommendation(rows: Sequence[dict], unit: str = "GPUs", threshold: float = EFFICIENCY_THRESHOLD) -> str:
+    """Where adding devices stops paying, in plain words, from one scaling table's rows."""
+    if len(rows) < 2:
+        return "Only one world size was measured: nothing to compare."
+    ordered = sorted(rows, key=lambda r: r["world_size"])
+    peak = max(ordered, key=lambda r: r["speedup"])
+    good = [r for r in ordered if r["efficiency"] >= threshold]
+    largest = ordered[-1]
+    words = []
+    if not good or good == ordered[:1]:
+        second = ordered[1]
+        words.append(
+            f"Efficiency falls below {threshold:.0%} already at N={second['world_size']} "
+            f"({second['efficiency']:.0%}): scaling out does not pay here; use N={ordered[0]['world_size']}."
+        )
+    elif good[-1] is largest:
+        words.append(
+            f"Efficiency stays at or above {threshold:.0%} up to the largest N measured "
+            f"({largest['world_size']}, {largest['efficiency']:.0%}): adding {unit} still pays."
+        )
+    else:
+        best = good[-1]
+        after = next(r for r in ordered if r["world_size"] > best["world_size"])
+        words.append(
+            f"Efficiency drops below {threshold:.0%} beyond N={best['world_size']} "
+            f"({after['efficiency']:.0%} at N={after['world_size']}): request {best['world_size']} {unit}."
+        )
+    flat = plateau(ordered)
+    if flat is not None:
+        best_after = max(r["speedup"] for r in ordered if r["world_size"] > flat["world_size"])
+        words.append(
+            f"Beyond N={flat['world_size']} speedup grows less than {PLATEAU_GAIN:.0%} "
+            f"({flat['speedup']:.2f} to at most {best_after:.2f}): don't ask for more than {flat['world_size']} {unit}."
+        )
+    if peak["speedup"] > largest["speedup"] * 1.02:
+        words.append(f"Speedup peaks at N={peak['world_size']} ({peak['speedup']:.2f}); more {unit} are slower.")
+    return " ".join(words)

@@ -112,3 +112,24 @@ def test_straggler_flags_the_slow_rank():
     assert not stats.straggler({0: 0.1, 1: 0.101})["flagged"]
     assert stats.straggler({0: 0.1}) is None
     assert math.isfinite(stats.straggler({0: 0.1, 1: 0.1})["ratio"])
+
+
+def test_recommendation_reads_seed_000s_rtx_table_as_the_article_does():
+    rows = list(seed_rows(RTX).values())
+    text = stats.recommendation(rows, "GPUs")
+    # E(3) = 72%, E(4) = 67%; and the article's "don't ask for more than 6 GPUs" plateau.
+    assert "beyond N=3 (67% at N=4): request 3 GPUs" in text
+    assert "don't ask for more than 6 GPUs" in text
+    assert stats.plateau(rows)["world_size"] == 6
+
+
+def test_recommendation_when_scaling_is_perfect_or_bad_or_reverses():
+    def rows(speedups):
+        return [{"world_size": n, "speedup": s, "efficiency": s / n} for n, s in speedups.items()]
+
+    assert "still pays" in stats.recommendation(rows({1: 1.0, 2: 2.0, 4: 3.9}), "GPUs")
+    bad = stats.recommendation(rows({1: 1.0, 2: 1.1}), "ranks")
+    assert "already at N=2 (55%)" in bad and "use N=1" in bad
+    reversed_ = stats.recommendation(rows({1: 1.0, 2: 1.9, 4: 3.0, 8: 2.0}), "GPUs")
+    assert "Speedup peaks at N=4 (3.00)" in reversed_
+    assert stats.recommendation(rows({1: 1.0}), "GPUs").startswith("Only one world size")

@@ -102,8 +102,10 @@ def _scaling(session: Session, entries: list[dict[str, Any]]) -> list[dict[str, 
         ddp_overhead = None
         if baseline and reference and reference["world_size"] == 1:
             ddp_overhead = reference["sec_iter"] / baseline["stats"]["sec_iter"]["p50"] - 1
+        unit = "GPUs" if plan.device == "cuda" else "ranks"
         tables.append(
             {
+                "recommendation": stats.recommendation(rows, unit),
                 "model": model,
                 "batch_size": batch,
                 "batch_meaning": "per rank" if plan.scaling == "weak" else "global",

@@ -106,6 +106,8 @@ def scaling_text(summary: dict[str, Any]) -> str:
         widths = [max(len(r[i]) for r in rows) for i in range(len(SCALING_HEADER))]
         for cells in rows:
             out.append("  " + "  ".join(c.rjust(w) for c, w in zip(cells, widths)))
+        if table.get("recommendation"):
+            out.append("  " + table["recommendation"])
         out.append("")
     return "\n".join(out)
 
@@ -254,6 +256,8 @@ def markdown(summary: dict[str, Any]) -> str:
         for row in table["rows"]:
             lines.append("| " + " | ".join(_scaling_cells(row)) + " |")
         lines.append("")
+        if table.get("recommendation"):
+            lines += [table["recommendation"], ""]
     rows = load_rows(summary)
     if rows:
         lines += ["## Load during measured steps", "", "| " + " | ".join(LOAD_HEADER) + " |"]
