@@ -41,7 +41,9 @@ def _list_of(kind: type):
 
 
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--headless", action="store_true", help="no TUI: progress bars, then the tables")
+    parser.add_argument("--headless", action="store_true",
+                        help="no TUI: progress bars, then the tables (the default when stdout is not a terminal)")
+    parser.add_argument("--no-mouse", action="store_true", help="TUI: leave the mouse to the terminal")
     what = parser.add_argument_group("what to run")
     what.add_argument("--models", type=_list_of(str), help="torchvision names or package.module:factory")
     what.add_argument("--batch-sizes", type=_list_of(int), help="per rank (weak) or global (strong)")
@@ -137,7 +139,36 @@ def cmd_run(args: argparse.Namespace) -> int:
     monitor = None
     if args.telemetry_interval > 0:
         monitor = Monitor(args.telemetry_interval, os.path.join(run_dir, TIMELINE_FILE), None, session.rank_processes)
-    return run_headless(LiveRun(plan, session, env, monitor), args.fps, Console())
+    live = LiveRun(plan, session, env, monitor)
+    if args.headless or not (sys.stdout.isatty() and sys.stdin.isatty()):
+        return run_headless(live, args.fps, Console())
+    return run_tui(live, monitor, args)
+
+
+def run_tui(live: Any, monitor: Any, args: argparse.Namespace) -> int:
+    from ddptop.report import tables
+    from ddptop.report.summary import read_topology
+    from ddptop.telemetry.monitor import TIMELINE_FILE
+    from ddptop.telemetry.timeline import TimelineFollower
+    from ddptop.telemetry.topology import Topology
+    from ddptop.tui.app import DdptopApp
+
+    run_dir = live.session.run_dir
+    telemetry = monitor if monitor is not None else TimelineFollower(os.path.join(run_dir, TIMELINE_FILE))
+    topology = read_topology(run_dir)
+    app = DdptopApp(live.session, telemetry, live, Topology.from_json(topology) if topology else None, args.fps)
+    try:
+        app.run(mouse=not args.no_mouse)
+    finally:
+        code = live.finish()  # whatever ended the app: save what was measured
+    try:
+        if live.summary is not None and live.paths is not None:
+            sys.stdout.write(tables.text_report(live.summary))
+            sys.stdout.write(f"Summary: {live.paths['json']}  {live.paths['md']}  {live.paths['csv']}\n")
+            sys.stdout.flush()
+    except OSError:  # the terminal went away (SIGHUP): the files are written, nothing to show
+        pass
+    return code
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -45,6 +45,7 @@ class ConfigState:
     ended_t: float | None = None
     launch: str | None = None
     revision: int = 0  # bumped on every change, for cached summaries
+    _summary_cache: tuple[int, Any] | None = field(default=None, repr=False, compare=False)
 
     def sample_count(self) -> int:
         return sum(len(s) for s in self.samples.values())
@@ -70,6 +71,13 @@ class ConfigState:
 
     def summary(self) -> dict[str, Any] | None:
         """Percentiles (pooled over ranks) and per-rank medians; None until a sample exists."""
+        if self._summary_cache is not None and self._summary_cache[0] == self.revision:
+            return self._summary_cache[1]
+        result = self._compute_summary()
+        self._summary_cache = (self.revision, result)
+        return result
+
+    def _compute_summary(self) -> dict[str, Any] | None:
         pooled = self.pooled()
         if not pooled:
             return None

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from ddptop import rundir, stats
-from ddptop.session import Session
+from ddptop.session import FAILED, Session
 from ddptop.telemetry import timeline
 from ddptop.telemetry.monitor import TIMELINE_FILE
 
@@ -118,6 +118,19 @@ def _scaling(session: Session, entries: list[dict[str, Any]]) -> list[dict[str, 
             }
         )
     return tables
+
+
+def live_scaling(session: Session) -> dict[str, dict[str, Any]]:
+    """Speedup and efficiency so far, per configuration id, from the configurations with samples."""
+    with session.lock:
+        entries = []
+        for state in session.ordered_states():
+            if state.status in FAILED:
+                continue
+            entry = state.spec.to_json()
+            entry.update({"config_id": state.spec.config_id, "label": state.spec.label, "stats": state.summary()})
+            entries.append(entry)
+    return {row["config_id"]: row for table in _scaling(session, entries) for row in table["rows"]}
 
 
 def _step_seconds(entry: dict[str, Any]) -> float:

@@ -147,6 +147,9 @@ class Monitor:
             if 0 <= local < len(visible):
                 rank["gpu"] = visible[local].index
 
+    def refresh(self) -> None:
+        """Nothing to read: the thread fills ``records`` (the same interface as TimelineFollower)."""
+
     def latest(self) -> dict[str, Any] | None:
         with self._lock:
             return self.records[-1] if self.records else None

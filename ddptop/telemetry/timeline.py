@@ -167,3 +167,33 @@ def _rank_figures(records: list[dict[str, Any]], launch: str | None) -> dict[str
     for key, entry in ranks.items():
         entry["cpu_mean"] = _mean(cpu.get(key, []))
     return dict(sorted(ranks.items(), key=lambda kv: int(kv[0]) if kv[0].lstrip("-").isdigit() else 0))
+
+
+class TimelineFollower:
+    """Telemetry read back from a run directory's timeline, with the Monitor's reading interface.
+
+    Views that show a run this process is not sampling (a recorded run, or one another process writes)
+    read it through this; ``refresh`` picks up records appended since the last call.
+    """
+
+    def __init__(self, path: str, keep: int = 600) -> None:
+        self.reader = EventFileReader(path)
+        self.records: list[dict[str, Any]] = []
+        self.keep = keep
+        self._info: dict[str, Any] | None = None
+
+    def refresh(self) -> None:
+        new = [e for e in self.reader.read_new() if e["type"] == "telemetry"]
+        for record in new:
+            if self._info is None and isinstance(record.get("info"), dict):
+                self._info = record["info"]
+        self.records = (self.records + new)[-self.keep :]
+
+    def info(self) -> dict[str, Any]:
+        return self._info or {"fake": False, "nvml": "no telemetry recorded", "gpus": []}
+
+    def latest(self) -> dict[str, Any] | None:
+        return self.records[-1] if self.records else None
+
+    def recent(self, count: int | None = None) -> list[dict[str, Any]]:
+        return list(self.records if count is None else self.records[-count:])

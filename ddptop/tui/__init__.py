@@ -1,0 +1,1 @@
+"""The Textual frontend: a thin view over the core (session, telemetry, LiveRun)."""

@@ -1,0 +1,173 @@
+"""The TUI: snapshots of a recorded run (deterministic), Pilot driving real sweeps, and tmux as a person."""
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from textual.widgets import DataTable
+
+from ddptop.cli import EXIT_INTERRUPTED, EXIT_OK
+from ddptop.live import LiveRun
+from ddptop.plan import PlanOptions, build_plan
+from ddptop.rundir import create_run_dir
+from ddptop.session import Session
+from ddptop.telemetry.inventory import read_inventory
+from ddptop.telemetry.monitor import TIMELINE_FILE, Monitor
+from ddptop.tui.app import DdptopApp, SummaryScreen
+
+from .conftest import REPO, processes_mentioning
+
+RECORDED = os.path.join("tests", "data", "recorded-run")  # relative: paths on screen stay the same anywhere
+
+
+@pytest.fixture
+def in_repo(monkeypatch):
+    monkeypatch.chdir(REPO)
+
+
+# -- snapshots of a recorded run (8 fake GPUs, 3 configurations) ---------------------------------------------
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)])
+def test_main_screen_snapshot(snap_compare, in_repo, size):
+    assert snap_compare(DdptopApp.for_recorded(RECORDED), terminal_size=size)
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)])
+def test_summary_screen_snapshot(snap_compare, in_repo, size):
+    assert snap_compare(DdptopApp.for_recorded(RECORDED), terminal_size=size, press=["r"])
+
+
+def test_recorded_run_fills_every_panel(in_repo):
+    asyncio.run(recorded_run_fills_every_panel())
+
+
+async def recorded_run_fills_every_panel():
+    app = DdptopApp.for_recorded(RECORDED)
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        gpus = app.query_one("#gpus", DataTable)
+        configs = app.query_one("#configs", DataTable)
+        assert gpus.row_count == 8 and "(FAKE)" in str(gpus.get_cell("0", "name"))
+        assert [str(configs.get_cell(k, "status")) for k in configs.rows] == ["ok", "ok", "ok"]
+        assert str(configs.get_cell("resnet18/ddp/bs4/n1/gloo", "speedup")) == "1.00"
+        assert "FAKE GPUs" in str(app.query_one("#status-line").render())
+        await pilot.press("3")
+        assert "NV2" in str(app.query_one("#topology").render())
+        await pilot.press("question_mark")
+        assert "command palette" in str(app.screen.query_one("#help").render())
+        await pilot.press("escape", "r")
+        assert isinstance(app.screen, SummaryScreen)
+        text = str(app.screen.query_one("#summary-tables").render())
+        assert "Scaling: resnet18" in text and "Load during measured steps" in text
+
+
+# -- Pilot driving real sweeps ---------------------------------------------------------------------------------
+
+TINY = PlanOptions(
+    models=["resnet18"], batch_sizes=[4], world_sizes=[1, 2], image_size=32, num_classes=10, warmup=2, iters=6
+)
+
+
+def live_run(tmp_path, options=TINY) -> LiveRun:
+    plan = build_plan(options, read_inventory())
+    run_dir = create_run_dir(str(tmp_path / "run"), plan.name)
+    session = Session.create(plan, run_dir)
+    monitor = Monitor(0.25, os.path.join(run_dir, TIMELINE_FILE), None, session.rank_processes)
+    return LiveRun(plan, session, {}, monitor)
+
+
+async def wait_for(pilot, condition, timeout=240.0):
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting for the TUI"
+        await pilot.pause(0.2)
+
+
+@pytest.mark.slow
+def test_tui_runs_a_real_sweep_to_the_summary_screen(tmp_path):
+    asyncio.run(tui_runs_a_real_sweep_to_the_summary_screen(tmp_path))
+
+
+async def tui_runs_a_real_sweep_to_the_summary_screen(tmp_path):
+    live = live_run(tmp_path)
+    app = DdptopApp(live.session, live.monitor, live, None, fps=8)
+    async with app.run_test(size=(120, 40)) as pilot:
+        table = app.query_one("#configs", DataTable)
+        await wait_for(pilot, lambda: any(str(table.get_cell(k, "status")) == "running" for k in table.rows))
+        await wait_for(pilot, lambda: isinstance(app.screen, SummaryScreen))
+        statuses = [str(table.get_cell(k, "status")) for k in table.rows]
+        assert statuses == ["ok", "ok", "ok"]
+        assert str(table.get_cell("resnet18/ddp/bs4/n2/gloo", "speedup")) != "-"
+        text = str(app.screen.query_one("#summary-tables").render())
+        assert "Sweep complete" in text and "ranks" in text and "Saved:" in text
+        host = str(app.query_one("#host").render())
+        assert "Host CPU" in host
+        await pilot.press("q")
+    assert app.return_value == EXIT_OK
+    assert os.path.exists(os.path.join(live.session.run_dir, "summary.json"))
+
+
+@pytest.mark.slow
+def test_quit_while_running_stops_the_ranks_and_saves(tmp_path):
+    asyncio.run(quit_while_running_stops_the_ranks_and_saves(tmp_path))
+
+
+async def quit_while_running_stops_the_ranks_and_saves(tmp_path):
+    live = live_run(tmp_path, PlanOptions(**{**TINY.__dict__, "iters": 400, "baseline": False}))
+    app = DdptopApp(live.session, live.monitor, live, None, fps=8)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: live.session.ordered_states()[0].sample_count() >= 3)
+        await pilot.press("q")
+        await wait_for(pilot, lambda: not app.is_running, timeout=60)
+    assert app.return_value == EXIT_INTERRUPTED
+    summary = live.summary
+    assert summary["configs"][0]["status"] == "stopped" and summary["configs"][0]["stats"]["n"] >= 3
+    assert not processes_mentioning(live.session.run_dir)
+
+
+# -- tmux, as a person -------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+def test_ddptop_in_tmux_shows_gpus_configurations_and_summary(tmp_path):
+    session = f"ddptop-test-{os.getpid()}"
+    run_dir = tmp_path / "run"
+    command = (
+        f"cd {REPO} && DDPTOP_FAKE_NVML=dgx1 PYTHONPATH={REPO} {sys.executable} -m ddptop --out {run_dir} "
+        "--models resnet18 --image-size 32 --num-classes 10 --batch-sizes 4 --warmup 2 --iters 6; "
+        f"echo EXIT=$? > {tmp_path}/exit; sleep 30"
+    )
+    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "50", command], check=True)
+
+    def screen() -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+
+    def wait_screen(text, timeout=180.0):
+        deadline = time.monotonic() + timeout
+        while text not in (shown := screen()):
+            assert time.monotonic() < deadline, f"{text!r} never appeared:\n{shown}"
+            time.sleep(0.5)
+        return shown
+
+    try:
+        first = wait_screen("1M/2P")
+        assert "V100-SXM2-16GB (FAKE)" in first and "Host CPU" in first and "FAKE GPUs" in first
+        assert "resnet18" in first and "no ddp" in first
+        summary = wait_screen("Sweep complete")
+        assert "Scaling: resnet18" in summary and "speedup vs N" in summary and "Saved:" in summary
+        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "exit").exists():
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
+        assert (tmp_path / "exit").read_text().strip() == "EXIT=0"
+        after = screen()
+        assert "Summary: " in after and "Scaling: resnet18" in after  # printed to the terminal on exit
+    finally:
+        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
