@@ -171,3 +171,14 @@ def test_ddptop_in_tmux_shows_gpus_configurations_and_summary(tmp_path):
         assert "Summary: " in after and "Scaling: resnet18" in after  # printed to the terminal on exit
     finally:
         subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+
+
+def test_braille_chart_puts_extremes_on_the_edges():
+    from ddptop.tui.format import braille_chart
+
+    rows, low, high = braille_chart([[1.0, 2.0, 3.0], [2.0, 2.0, 2.0]], width=10, height=3)
+    assert (low, high) == (1.0, 3.0) and len(rows) == 3 and all(len(r.plain) == 10 for r in rows)
+    assert rows[2].plain[0] != " " and rows[0].plain[-1] != " "  # 1.0 bottom left, 3.0 top right
+    assert rows[0].plain[0] == " " and rows[2].plain[-1] == " "
+    empty, _, _ = braille_chart([[]], width=4, height=2)
+    assert [r.plain for r in empty] == ["    ", "    "]

@@ -49,6 +49,7 @@ class Monitor:
         self._lock = threading.Lock()
         self._opened = False
         self._info_written = False
+        self._info: dict[str, Any] | None = None
 
     # -- lifecycle ----------------------------------------------------------------------------------------
     def open(self) -> "Monitor":
@@ -61,8 +62,10 @@ class Monitor:
         return self
 
     def info(self) -> dict[str, Any]:
-        """What does not change during a run: which NVML, which GPUs."""
-        return {
+        """What does not change during a run: which NVML, which GPUs (built once, after open)."""
+        if self._info is not None:
+            return self._info
+        info = {
             "fake": self.gpu.fake,
             "fake_label": nv.FAKE_LABEL if self.gpu.fake else None,
             "nvml": self.gpu.problem or "ok",
@@ -70,6 +73,9 @@ class Monitor:
             "interval": self.interval,
             "gpus": [asdict(s) for s in self.gpu.static],
         }
+        if self._opened:
+            self._info = info
+        return info
 
     def start(self) -> "Monitor":
         self.open()

@@ -61,6 +61,7 @@ RANK_COLUMNS = (
     ("mark", "", 16),
 )
 LOG_LINES = 200
+CHART_PERIOD = 1.0  # seconds between redraws of the sec/iter chart while samples stream in
 
 
 def _display_path(path: str) -> str:
@@ -155,7 +156,7 @@ class DdptopApp(App[int]):
     #gpus { height: auto; max-height: 40%; }
     #host { height: auto; padding: 0 1; }
     #configs { height: auto; max-height: 35%; }
-    #chart { height: 1fr; min-height: 5; }
+    #chart { height: 1fr; min-height: 4; }
     #ranks, #logs-view { height: 1fr; }
     #help { width: 64; height: auto; border: round $accent; padding: 1 2; background: $panel; }
     HelpScreen { align: center middle; }
@@ -200,7 +201,8 @@ class DdptopApp(App[int]):
         self._cells: dict[tuple[str, str, str], Any] = {}
         self._gpu_rows: set[str] = set()
         self._rank_rows: list[str] = []
-        self._chart_key: tuple[str, int] | None = None
+        self._chart_key: tuple[str, int, tuple[int, int]] | None = None
+        self._chart_drawn = 0.0
         self._last_logs = 0.0
         self._log_text: list[str] = []
         self._summary_shown = False
@@ -224,7 +226,7 @@ class DdptopApp(App[int]):
                     yield DataTable(id="gpus", cursor_type="none", zebra_stripes=True)
                     yield Static(id="host")
                     yield DataTable(id="configs", cursor_type="row")
-                    yield PlotextPlot(id="chart")
+                    yield Static(id="chart")
             with TabPane("2 Ranks", id="ranks-tab"):
                 yield DataTable(id="ranks", cursor_type="none")
             with TabPane("3 Topology", id="topology-tab"):
@@ -289,6 +291,13 @@ class DdptopApp(App[int]):
             self._cells[key] = value
             table.update_cell(row, column, value)
 
+    def _update_static(self, widget_id: str, content: Any) -> None:
+        """Static.update re-lays the screen out: only when the content changed."""
+        key = ("static", widget_id, "")
+        if self._cells.get(key) != content:
+            self._cells[key] = content
+            self.query_one(f"#{widget_id}", Static).update(content)
+
     def _render_status(self) -> None:
         states = self.session.ordered_states()
         done = sum(1 for s in states if s.status in ENDED)
@@ -309,7 +318,7 @@ class DdptopApp(App[int]):
         text = Text("  ·  ".join(parts))
         if info.get("fake"):
             text.append("   FAKE GPUs (DDPTOP_FAKE_NVML)", style="bold magenta")
-        self.query_one("#status-line", Static).update(text)
+        self._update_static("status-line", text)
 
     def _render_gpus(self) -> None:
         table = self.query_one("#gpus", DataTable)
@@ -322,7 +331,8 @@ class DdptopApp(App[int]):
         for rank in (latest or {}).get("ranks") or []:
             if rank.get("gpu") is not None:
                 ranks_on.setdefault(rank["gpu"], []).append(str(rank["rank"]))
-        table.display = bool(readings)
+        if table.display != bool(readings):
+            table.display = bool(readings)
         for reading in readings:
             row = str(reading["index"])
             if row not in self._gpu_rows:
@@ -378,7 +388,7 @@ class DdptopApp(App[int]):
             line.append(f"  ddptop {host.get('ddptop_cpu', 0):.0f}%")
         elif not readings:
             line.append("Host: no reading yet")
-        self.query_one("#host", Static).update(line)
+        self._update_static("host", line)
 
     def _render_configs(self) -> None:
         table = self.query_one("#configs", DataTable)
@@ -420,24 +430,37 @@ class DdptopApp(App[int]):
         return next((s for s in reversed(states) if s.sample_count()), None)
 
     def _render_chart(self) -> None:
+        """The current configuration's step times per rank, newest on the right (braille, redrawn ≤ 1/s)."""
         state = self._current_state()
-        if state is None:
+        chart = self.query_one("#chart", Static)
+        size = (chart.size.width, chart.size.height)
+        if state is None or size[0] < 20 or size[1] < 3:
             return
-        key = (state.spec.config_id, state.revision)
-        if key == self._chart_key:
+        key = (state.spec.config_id, state.revision, size)
+        if key == self._chart_key or (
+            self._chart_key is not None
+            and self._chart_key[0] == key[0]
+            and self._chart_key[2] == size
+            and time.monotonic() - self._chart_drawn < CHART_PERIOD
+        ):
             return
         self._chart_key = key
-        plot = self.query_one("#chart", PlotextPlot)
-        plt = plot.plt
-        plt.clear_data()
-        plt.clear_figure()
-        plt.title(f"sec/iter: {state.spec.label} {state.spec.model} bs{state.spec.batch_size} ({state.status})")
-        for rank in sorted(state.samples)[:8]:
-            values = state.samples[rank][-300:]
-            start = len(state.samples[rank]) - len(values)
-            plt.plot(list(range(start, start + len(values))), values, label=f"rank {rank}")
-        plt.xlabel("measured step")
-        plot.refresh()
+        self._chart_drawn = time.monotonic()
+        ranks = sorted(state.samples)[:8]
+        label_width = 9
+        rows, low, high = fmt.braille_chart(
+            [state.samples[r] for r in ranks], size[0] - label_width - 1, size[1] - 1
+        )
+        title = Text(f"sec/iter, {state.spec.label} {state.spec.model} bs{state.spec.batch_size} ({state.status}): ")
+        for position, rank in enumerate(ranks):
+            title.append(f"rank {rank} ", style=fmt.SERIES_STYLES[position % len(fmt.SERIES_STYLES)])
+        lines = [title]
+        for number, row in enumerate(rows):
+            label = f"{high:.4f}s" if number == 0 else f"{low:.4f}s" if number == len(rows) - 1 else ""
+            line = Text(f"{label:>{label_width}}│")
+            line.append_text(row)
+            lines.append(line)
+        chart.update(Text("\n").join(lines))
 
     def _render_ranks(self) -> None:
         table = self.query_one("#ranks", DataTable)

@@ -76,3 +76,47 @@ def duration(value: float) -> str:
     hours, rest = divmod(value, 3600)
     minutes, secs = divmod(rest, 60)
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+BRAILLE_BASE = 0x2800
+# dot bit for (column 0..1, row 0..3 from the top) inside one braille cell
+BRAILLE_DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
+SERIES_STYLES = ("cyan", "magenta", "yellow", "green", "blue", "red", "white", "bright_black")
+
+
+def braille_chart(series: Sequence[Sequence[float]], width: int, height: int) -> tuple[list[Text], float, float]:
+    """The last 2·width points of each series as braille dots on a width×height grid, one colour each.
+
+    Returns the rows (top first) and the y range (low, high) they span. Cheap: one pass over the points.
+    """
+    width, height = max(1, width), max(1, height)
+    tails = [list(values)[-2 * width :] for values in series]
+    points = [v for tail in tails for v in tail]
+    if not points:
+        return [Text(" " * width) for _ in range(height)], 0.0, 0.0
+    low, high = min(points), max(points)
+    if high - low < 1e-12:
+        low, high = low * 0.95, high * 1.05 + 1e-9
+    levels = 4 * height - 1
+    cells = [[0] * width for _ in range(height)]
+    owner = [[-1] * width for _ in range(height)]
+    longest = max(len(tail) for tail in tails)
+    stretch = (2 * width - 1) / (longest - 1) if 1 < longest < 2 * width else 1.0  # few points: spread them
+    for index, tail in enumerate(tails):
+        offset = longest - len(tail)
+        for position, value in enumerate(tail):
+            x = round((position + offset) * stretch) if stretch != 1.0 else position + 2 * width - len(tail)
+            column, half = divmod(min(x, 2 * width - 1), 2)
+            level = round((value - low) / (high - low) * levels)
+            row, dot = divmod(levels - level, 4)
+            cells[row][column] |= BRAILLE_DOTS[half][dot]
+            owner[row][column] = index
+    rows = []
+    for row in range(height):
+        text = Text()
+        for column in range(width):
+            bits = cells[row][column]
+            style = SERIES_STYLES[owner[row][column] % len(SERIES_STYLES)] if bits else ""
+            text.append(chr(BRAILLE_BASE + bits) if bits else " ", style=style)
+        rows.append(text)
+    return rows, low, high
