@@ -13,6 +13,7 @@ def test_core_imports_neither_torch_nor_textual():
         "import sys, ddptop.cli, ddptop.headless, ddptop.session, ddptop.sweep, ddptop.launcher, ddptop.plan, "
         "ddptop.stats, ddptop.report.summary, ddptop.report.tables, ddptop.telemetry.inventory, ddptop.wire, "
         "ddptop.telemetry.monitor, ddptop.telemetry.topology, ddptop.telemetry.snapshot, ddptop.telemetry.fake_nvml, "
+        "ddptop.live, "
         "bench_kernels.catalog; "
         "bad = [m for m in ('torch', 'torchvision', 'textual') if m in sys.modules]; "
         "assert not bad, bad"

@@ -1,6 +1,7 @@
 """The TUI: snapshots of a recorded run (deterministic), Pilot driving real sweeps, and tmux as a person."""
 
 import asyncio
+import json
 import os
 import shutil
 import subprocess
@@ -133,44 +134,91 @@ async def quit_while_running_stops_the_ranks_and_saves(tmp_path):
 # -- tmux, as a person -------------------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
-def test_ddptop_in_tmux_shows_gpus_configurations_and_summary(tmp_path):
-    session = f"ddptop-test-{os.getpid()}"
-    run_dir = tmp_path / "run"
-    command = (
-        f"cd {REPO} && DDPTOP_FAKE_NVML=dgx1 PYTHONPATH={REPO} {sys.executable} -m ddptop --out {run_dir} "
-        "--models resnet18 --image-size 32 --num-classes 10 --batch-sizes 4 --warmup 2 --iters 6; "
-        f"echo EXIT=$? > {tmp_path}/exit; sleep 30"
-    )
-    subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "50", command], check=True)
+class Tmux:
+    """One detached tmux session running a command; the screen read as text, keys sent, the session killed."""
 
-    def screen() -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", session], capture_output=True, text=True).stdout
+    def __init__(self, command: str, size=(160, 50)) -> None:
+        self.name = f"ddptop-test-{os.getpid()}-{time.monotonic_ns()}"
+        subprocess.run(
+            ["tmux", "new-session", "-d", "-s", self.name, "-x", str(size[0]), "-y", str(size[1]), command], check=True
+        )
 
-    def wait_screen(text, timeout=180.0):
+    def screen(self) -> str:
+        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True).stdout
+
+    def wait_for(self, text: str, timeout: float = 180.0) -> str:
         deadline = time.monotonic() + timeout
-        while text not in (shown := screen()):
+        while text not in (shown := self.screen()):
             assert time.monotonic() < deadline, f"{text!r} never appeared:\n{shown}"
-            time.sleep(0.5)
+            time.sleep(0.3)
         return shown
 
+    def keys(self, *keys: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+
+    def kill(self) -> None:
+        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+
+
+def ddptop_command(run_dir, *args: str, then: str = "") -> str:
+    return (
+        f"cd {REPO} && DDPTOP_FAKE_NVML=dgx1 PYTHONPATH={REPO} {sys.executable} -m ddptop --out {run_dir} "
+        f"--models resnet18 --image-size 32 --num-classes 10 --batch-sizes 4 --warmup 2 {' '.join(args)}{then}"
+    )
+
+
+def wait_path(path, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.2)
+
+
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+@pytest.mark.slow
+@needs_tmux
+def test_ddptop_in_tmux_shows_gpus_configurations_and_summary(tmp_path):
+    tmux = Tmux(ddptop_command(tmp_path / "run", "--iters", "6", then=f"; echo EXIT=$? > {tmp_path}/exit; sleep 30"))
     try:
-        first = wait_screen("1M/2P")
+        first = tmux.wait_for("Host CPU")  # the first telemetry reading is on screen
         assert "V100-SXM2-16GB (FAKE)" in first and "Host CPU" in first and "FAKE GPUs" in first
         assert "resnet18" in first and "no ddp" in first
-        summary = wait_screen("Sweep complete")
+        summary = tmux.wait_for("Sweep complete")
         assert "Scaling: resnet18" in summary and "speedup vs N" in summary and "Saved:" in summary
-        subprocess.run(["tmux", "send-keys", "-t", session, "q"], check=True)
-        deadline = time.monotonic() + 30
-        while not (tmp_path / "exit").exists():
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
+        tmux.keys("q")
+        wait_path(tmp_path / "exit")
         assert (tmp_path / "exit").read_text().strip() == "EXIT=0"
-        after = screen()
+        after = tmux.screen()
         assert "Summary: " in after and "Scaling: resnet18" in after  # printed to the terminal on exit
     finally:
-        subprocess.run(["tmux", "kill-session", "-t", session], capture_output=True)
+        tmux.kill()
+
+
+@pytest.mark.slow
+@needs_tmux
+def test_terminal_going_away_stops_the_ranks_and_saves_what_was_measured(tmp_path):
+    run_dir = tmp_path / "run"
+    tmux = Tmux(ddptop_command(run_dir, "--iters", "400", "--no-baseline"), size=(100, 30))
+    try:
+        tmux.wait_for("running 1M/1P")
+        events = run_dir / "launches" / "01-n1-gloo" / "events" / "rank-0.jsonl"
+        deadline = time.monotonic() + 120
+        while not (events.exists() and '"phase":"measure"' in events.read_text()):
+            assert time.monotonic() < deadline, "no measured step"
+            time.sleep(0.3)
+    finally:
+        tmux.kill()  # the terminal goes away: ddptop gets SIGHUP
+    wait_path(run_dir / "summary.json")
+    with open(run_dir / "summary.json", encoding="utf-8") as handle:
+        configs = json.load(handle)["configs"]
+    assert configs[0]["status"] == "stopped" and configs[0]["stats"]["n"] > 0
+    assert configs[1]["status"] == "not_run"
+    deadline = time.monotonic() + 15
+    while processes_mentioning(str(run_dir)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not processes_mentioning(str(run_dir))
 
 
 def test_braille_chart_puts_extremes_on_the_edges():
