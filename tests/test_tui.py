@@ -67,6 +67,23 @@ async def recorded_run_fills_every_panel():
         assert "Scaling: resnet18" in text and "Load during measured steps" in text
 
 
+def test_screenshot_key_and_palette_commands(in_repo, tmp_path):
+    async def drive():
+        app = DdptopApp.for_recorded(RECORDED)
+        app.screenshot_dir = str(tmp_path)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await pilot.press("t")
+            await pilot.pause()
+            titles = [command.title for command in app.get_system_commands(app.screen)]
+        return titles
+
+    titles = asyncio.run(drive())
+    shots = list(tmp_path.glob("*.svg"))
+    assert len(shots) == 1 and "<svg" in shots[0].read_text()[:2000]
+    for title in ("Stop and quit", "Save summary now", "Skip configuration", "SVG screenshot", "Show logs panel"):
+        assert title in titles
+
+
 # -- Pilot driving real sweeps ---------------------------------------------------------------------------------
 
 TINY = PlanOptions(

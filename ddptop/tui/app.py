@@ -11,11 +11,11 @@ import asyncio
 import os
 import signal
 import time
-from typing import Any
+from typing import Any, Iterable
 
 from rich.text import Text
 from textual import work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer, Vertical
 from textual.screen import ModalScreen, Screen
@@ -531,6 +531,20 @@ class DdptopApp(App[int]):
         self._summary_shown = True
         self.render_frame()
         self.push_screen(SummaryScreen(self.live.summary, self.live.paths))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Every key's action, by name, in the command palette (ctrl+p)."""
+        yield from super().get_system_commands(screen)
+        yield SystemCommand("Stop and quit", "Stop the ranks, save the summary, exit", self.action_quit_run)
+        yield SystemCommand("Save summary now", "Write summary.json/.md/.csv of what is measured so far", self.action_save)
+        yield SystemCommand("Skip configuration", "End the running configuration and go on", self.action_skip)
+        yield SystemCommand("Pause or resume the display", "The sweep goes on either way", self.action_pause)
+        yield SystemCommand("Summary screen", "Scaling tables, speedup chart, recommendation", self.action_results)
+        yield SystemCommand("SVG screenshot", "Save the screen as SVG in the run directory", self.action_screenshot)
+        for number, panel in enumerate(PANELS, 1):
+            yield SystemCommand(
+                f"Show {panel} panel", f"Key {number}", lambda panel=panel: self.action_panel(panel)
+            )
 
     # -- actions ----------------------------------------------------------------------------------------------
     def action_quit_run(self) -> None:
