@@ -134,7 +134,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     run_dir = create_run_dir(args.out, plan.name)
     env = environment.collect(inventory)
     write_json(os.path.join(run_dir, ENVIRONMENT_FILE), env)
-    write_json(os.path.join(run_dir, TOPOLOGY_FILE), read_topology().to_json())
+    topology = read_topology()
+    write_json(os.path.join(run_dir, TOPOLOGY_FILE), topology.to_json())
     session = Session.create(plan, run_dir)
     monitor = None
     if args.telemetry_interval > 0:
@@ -142,29 +143,25 @@ def cmd_run(args: argparse.Namespace) -> int:
     live = LiveRun(plan, session, env, monitor)
     if args.headless or not (sys.stdout.isatty() and sys.stdin.isatty()):
         return run_headless(live, args.fps, Console())
-    return run_tui(live, monitor, args)
+    return run_tui(live, monitor, topology, args)
 
 
-def run_tui(live: Any, monitor: Any, args: argparse.Namespace) -> int:
+def run_tui(live: Any, monitor: Any, topology: Any, args: argparse.Namespace) -> int:
     from ddptop.report import tables
-    from ddptop.report.summary import read_topology
     from ddptop.telemetry.monitor import TIMELINE_FILE
     from ddptop.telemetry.timeline import TimelineFollower
-    from ddptop.telemetry.topology import Topology
     from ddptop.tui.app import DdptopApp
 
     run_dir = live.session.run_dir
     telemetry = monitor if monitor is not None else TimelineFollower(os.path.join(run_dir, TIMELINE_FILE))
-    topology = read_topology(run_dir)
-    app = DdptopApp(live.session, telemetry, live, Topology.from_json(topology) if topology else None, args.fps)
+    app = DdptopApp(live.session, telemetry, live, topology, args.fps)
     try:
         app.run(mouse=not args.no_mouse)
     finally:
         code = live.finish()  # whatever ended the app: save what was measured
     try:
         if live.summary is not None and live.paths is not None:
-            sys.stdout.write(tables.text_report(live.summary))
-            sys.stdout.write(f"Summary: {live.paths['json']}  {live.paths['md']}  {live.paths['csv']}\n")
+            sys.stdout.write(tables.closing_text(live.summary, live.paths))
             sys.stdout.flush()
     except OSError:  # the terminal went away (SIGHUP): the files are written, nothing to show
         pass

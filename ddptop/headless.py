@@ -104,7 +104,6 @@ def run_headless(live: LiveRun, fps: float, console: Console) -> int:
     # Plain stdout, not rich: the tables must not be re-wrapped to the terminal width, nor styled in logs.
     console.file.flush()
     assert live.summary is not None and live.paths is not None
-    sys.stdout.write("\n" + tables.text_report(live.summary))
-    sys.stdout.write(f"Summary: {live.paths['json']}  {live.paths['md']}  {live.paths['csv']}\n")
+    sys.stdout.write("\n" + tables.closing_text(live.summary, live.paths))
     sys.stdout.flush()
     return code

@@ -105,7 +105,11 @@ class EventWriter:
         self.last_flush = time.monotonic()
 
     def emit(self, event_type: str, **fields: Any) -> None:
-        self._pending.append(encode(make_event(event_type, self.rank, **fields)))
+        self.emit_event(make_event(event_type, self.rank, **fields))
+
+    def emit_event(self, event: dict[str, Any]) -> None:
+        """Queue an event already made (``make_event``), e.g. one the caller also keeps in memory."""
+        self._pending.append(encode(event))
 
     def flush(self, durable: bool = False) -> None:
         if self._pending:

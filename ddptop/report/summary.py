@@ -199,7 +199,7 @@ def _add_telemetry(session: Session, states: list[Any], entries: list[dict[str, 
     }
 
 
-def read_topology(run_dir: str) -> dict[str, Any] | None:
+def load_saved_topology(run_dir: str) -> dict[str, Any] | None:
     try:
         with open(os.path.join(run_dir, TOPOLOGY_FILE), encoding="utf-8") as handle:
             data = json.load(handle)
@@ -232,7 +232,7 @@ def build_summary(session: Session, environment: dict[str, Any] | None = None) -
             "scaling": _scaling(session, entries),
             "overhead": _overhead(session, entries),
             "telemetry": telemetry,
-            "topology": read_topology(session.run_dir),
+            "topology": load_saved_topology(session.run_dir),
             "malformed_event_lines": session.malformed_lines(),
         }
 

@@ -208,6 +208,11 @@ def text_report(summary: dict[str, Any]) -> str:
     return "\n".join(parts).rstrip() + "\n"
 
 
+def closing_text(summary: dict[str, Any], paths: dict[str, str]) -> str:
+    """What a run prints when it ends: the report, then where the summary files are."""
+    return text_report(summary) + f"Summary: {paths['json']}  {paths['md']}  {paths['csv']}\n"
+
+
 def markdown(summary: dict[str, Any]) -> str:
     env = summary["environment"]
     versions = env.get("versions") or {}

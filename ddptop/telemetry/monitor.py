@@ -123,11 +123,11 @@ class Monitor:
         if not self._info_written:
             fields["info"] = self.info()  # the first record says which NVML and GPUs the rest are about
             self._info_written = True
-        record = make_event("telemetry", -1, **fields)
+        record = make_event("telemetry", -1, **fields)  # the same record in memory and on disk
         with self._lock:
             self.records.append(record)
         if self._writer is not None:
-            self._writer.emit("telemetry", **fields)
+            self._writer.emit_event(record)
             self._writer.flush()
         self.sample_cpu_s.append(time.thread_time() - cpu_before)
         return record

@@ -195,12 +195,17 @@ def _nvml_ancestor(nvml: Any, first: Any, second: Any) -> str | None:
 
 
 def _nvlinks(nvml: Any, handles: list[Any], bus_ids: list[str]) -> tuple[dict[tuple[int, int], int], list[int]]:
-    """Links per GPU pair, and per GPU the links that end at an NVSwitch (or anything not a GPU)."""
-    by_bus = {bdf: i for i, bdf in enumerate(bus_ids)}
+    """Links per GPU pair, and per GPU the links that end at an NVSwitch (or anything not a GPU).
+
+    ``handles`` holds None for a GPU NVML could not open; it is skipped, and indices stay NVML's.
+    """
+    by_bus = {bdf: i for i, bdf in enumerate(bus_ids) if bdf}
     pairs: dict[tuple[int, int], int] = {}
     to_switch = [0] * len(handles)
     max_links = int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))
     for i, handle in enumerate(handles):
+        if handle is None:
+            continue
         for link in range(max_links):
             state = nv.call(nvml, "nvmlDeviceGetNvLinkState", handle, link)
             if isinstance(state, nv.Unavailable):
@@ -259,11 +264,7 @@ def read_topology(nvml_module: Any | None = None, sysfs_root: str | None = None)
 
 
 def _fill_gpus(topo: Topology, nvml: Any, handles: list[Any], bus_ids: list[str], root: str) -> None:
-    live = [h for h in handles if h is not None]
-    pairs, to_switch = _nvlinks(nvml, live, [b for b, h in zip(bus_ids, handles) if h is not None])
-    index_of_live = [i for i, h in enumerate(handles) if h is not None]
-    links = {(index_of_live[a], index_of_live[b]): n for (a, b), n in pairs.items()}
-    switch_links = {index_of_live[a]: n for a, n in enumerate(to_switch)}
+    links, switch_links = _nvlinks(nvml, handles, bus_ids)
     devices = [pci_device(root, f"GPU{i}", bus_ids[i] or None) for i in range(len(handles))]
     topo.gpus = [f"GPU{i}" for i in range(len(handles))]
     for i, first in enumerate(handles):
@@ -275,7 +276,7 @@ def _fill_gpus(topo: Topology, nvml: Any, handles: list[Any], bus_ids: list[str]
                 row[f"GPU{j}"] = "N/A"
             elif links.get((i, j)):
                 row[f"GPU{j}"] = f"NV{links[(i, j)]}"
-            elif switch_links.get(i) and switch_links.get(j):
+            elif switch_links[i] and switch_links[j]:
                 row[f"GPU{j}"] = f"NV{min(switch_links[i], switch_links[j])}"  # through NVSwitches
             else:
                 row[f"GPU{j}"] = _nvml_ancestor(nvml, first, second) or pci_link(devices[i], devices[j])

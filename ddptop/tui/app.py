@@ -212,7 +212,7 @@ class DdptopApp(App[int]):
     def for_recorded(cls, run_dir: str, fps: float = 4.0) -> "DdptopApp":
         """A view of a run directory as it is on disk (a finished run, or one another process writes)."""
         session = Session.load(run_dir)
-        topology = summary_mod.read_topology(run_dir)
+        topology = summary_mod.load_saved_topology(run_dir)
         telemetry = TimelineFollower(os.path.join(run_dir, TIMELINE_FILE))
         return cls(session, telemetry, None, Topology.from_json(topology) if topology else None, fps)
 
