@@ -9,6 +9,12 @@ the ``no_ddp`` baseline), and times ``warmup`` + ``iters`` training steps on one
 zero_grad, forward, loss, backward (DDP's gradient allreduce happens here), optimizer step, and on GPU
 ``torch.cuda.synchronize()``; ``time.perf_counter()`` around exactly that. Samples stream to the rank's
 events file between steps, never inside one.
+
+After the measured steps of a DDP configuration come two short analysis phases (``comm_iters`` steps each):
+the same step inside ``no_sync()`` (no gradient allreduce: what remains is compute), and the same step with a
+comm hook that timestamps every bucket's allreduce from launch to completion. DDP's own averages
+(``_get_ddp_logging_data()``) are read first, from the measured steps. At the end of the launch the
+collective benchmark (bench_kernels.collectives) runs in the same process group when the spec asks for it.
 """
 
 from __future__ import annotations
@@ -125,6 +131,10 @@ class Worker:
         }
         if self.device.type == "cuda":
             kwargs["device_id"] = self.device  # binds NCCL to this GPU eagerly
+            cap = self.spec.get("memory_cap_mb")
+            if cap:  # a smaller GPU, for real: the caching allocator refuses past this share
+                total = torch.cuda.get_device_properties(self.device).total_memory
+                torch.cuda.set_per_process_memory_fraction(min(1.0, cap * 2**20 / total), self.device)
         dist.init_process_group(**kwargs)
         cuda = self.device.type == "cuda"
         self.writer.emit(
@@ -155,6 +165,7 @@ class Worker:
         torch = self.torch
         from bench_kernels.models import build_model
 
+        self.net = None
         config_id = cfg["config_id"]
         if cfg["mode"] == "no_ddp" and self.world_size != 1:
             raise ValueError("the no_ddp baseline runs at world size 1 only")
@@ -189,6 +200,7 @@ class Worker:
         scaler = torch.amp.GradScaler("cuda") if amp == "fp16" else None
         synchronize = torch.cuda.synchronize if self.device.type == "cuda" else None
         device = self.device
+        self.net = net  # the analysis phases swap in a DDP wrapper with a timing hook
 
         def step() -> None:
             optimizer.zero_grad(set_to_none=True)
@@ -196,7 +208,7 @@ class Worker:
                 torch.autocast(device_type="cuda", dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
             )
             with autocast:
-                loss = loss_fn(net(inputs), targets)
+                loss = loss_fn(self.net(inputs), targets)
             if scaler is not None:
                 scaler.scale(loss).backward()
                 scaler.step(optimizer)
@@ -225,9 +237,19 @@ class Worker:
         )
         self.writer.flush()
 
+        cap = self.spec.get("memory_cap_mb")
+        if cap and self.device.type == "cpu":
+            check_memory_cap(torch, model, inputs, params, cap)
+
         warmup_s = self._timed_loop(step, config_id, "warmup", warmup)
         iters = self._measured_iterations(cfg)
         measure_s = self._timed_loop(step, config_id, "measure", iters)
+        comm_iters = int(cfg.get("comm_iters") or 0)
+        analysis_s = None
+        if cfg["mode"] == "ddp" and comm_iters > 0:
+            analysis_start = time.perf_counter()
+            self._communication_phases(model, step, cfg, comm_iters)
+            analysis_s = time.perf_counter() - analysis_start
 
         peak_memory = torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None
         self.writer.emit(
@@ -237,16 +259,65 @@ class Worker:
             iters=iters,
             warmup_s=warmup_s,
             measure_s=measure_s,
+            analysis_s=analysis_s,
             peak_memory_bytes=peak_memory,
             max_rss_bytes=_max_rss_bytes(),
         )
         self.writer.flush()
         del net, model, optimizer, inputs, targets, params
+        self.net = None
         gc.collect()
         if self.device.type == "cuda":
             torch.cuda.empty_cache()
         if self.world_size > 1:
             self.dist.barrier()  # configurations start together on every rank
+
+    def _communication_phases(self, model: Any, step: Any, cfg: dict[str, Any], iters: int) -> None:
+        """Compute alone (no_sync), then every bucket's allreduce timed through a comm hook."""
+        config_id = cfg["config_id"]
+        logging_data = ddp_logging_times(self.net)
+        ddp = self.net
+
+        def step_without_sync() -> None:
+            with ddp.no_sync():
+                step()
+
+        self._timed_loop(step_without_sync, config_id, "nosync", iters)
+        # A second wrapper carries the hook, so the measured steps above ran exactly as a user's would.
+        # Dropping the first one removes its autograd hooks before the second registers its own.
+        self.net = ddp = None
+        gc.collect()
+        from torch.nn.parallel import DistributedDataParallel
+
+        timer = BucketTimer(self.dist, self.torch, self.device)
+        ddp = DistributedDataParallel(
+            model,
+            device_ids=[self.local_rank] if self.device.type == "cuda" else None,
+            bucket_cap_mb=cfg["bucket_cap_mb"],
+        )
+        ddp.register_comm_hook(None, timer.hook)
+        self.net = ddp
+        for _ in range(max(2, cfg.get("warmup", 0))):  # the first steps rebuild buckets; not representative
+            step()
+        timer.intervals, timer.steps = [], []
+        hooked = []
+        for _ in range(iters):
+            timer.begin_step()
+            start = time.perf_counter()
+            step()
+            hooked.append(time.perf_counter() - start)
+        timer.finish()
+        self.writer.emit(
+            "comm",
+            config_id=config_id,
+            ddp_logging=logging_data,
+            bucket_comm_s=[s["busy_s"] for s in timer.steps],
+            bucket_sum_s=[s["sum_s"] for s in timer.steps],
+            buckets=[s["buckets"] for s in timer.steps],
+            bucket_bytes=[s["bytes"] for s in timer.steps],
+            hooked_step_s=hooked,
+        )
+        self.writer.flush()
 
     def _timed_loop(self, step: Any, config_id: str, phase: str, count: int) -> float:
         """Run ``count`` steps, each timed alone; return the phase's wall time."""
@@ -295,6 +366,133 @@ class Worker:
         self.writer.flush(durable=True)
 
 
+class BucketTimer:
+    """A DDP comm hook that allreduces each bucket (averaging, as DDP's default does) and records when it
+    was handed over and when its result arrived. Per step: the time any bucket was in flight (intervals
+    merged), their sum, the bucket count and the bytes reduced."""
+
+    def __init__(self, dist: Any, torch: Any, device: Any) -> None:
+        self.dist, self.torch, self.device = dist, torch, device
+        self.intervals: list[tuple[float, float, int]] = []
+        self.steps: list[dict[str, Any]] = []
+
+    def begin_step(self) -> None:
+        if self.intervals:
+            self.steps.append(_merge(self.intervals))
+        self.intervals = []
+
+    def finish(self) -> None:
+        self.begin_step()
+
+    def hook(self, _state, bucket):  # no annotations: DDP insists that a present one is dist.GradBucket
+        buffer = bucket.buffer()
+        nbytes = buffer.numel() * buffer.element_size()
+        cuda = self.device.type == "cuda"
+        start = time.perf_counter()
+        future = self.dist.all_reduce(buffer.div_(self.dist.get_world_size()), async_op=True).get_future()
+
+        def done(fut: Any) -> Any:
+            if cuda:  # a CUDA future completes when the work is queued; the stream says when it ran
+                self.torch.cuda.current_stream().synchronize()
+            self.intervals.append((start, time.perf_counter(), nbytes))
+            return fut.value()[0]
+
+        return future.then(done)
+
+
+def _merge(intervals: list[tuple[float, float, int]]) -> dict[str, Any]:
+    ordered = sorted(intervals)
+    busy, current_start, current_end = 0.0, ordered[0][0], ordered[0][1]
+    for start, end, _ in ordered[1:]:
+        if start > current_end:
+            busy += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    busy += current_end - current_start
+    return {
+        "busy_s": busy,
+        "sum_s": sum(end - start for start, end, _ in ordered),
+        "buckets": len(ordered),
+        "bytes": sum(nbytes for *_, nbytes in ordered),
+    }
+
+
+DDP_LOGGING_TIMES = (
+    "avg_forward_compute_time",
+    "avg_backward_compute_time",
+    "avg_backward_comm_time",
+    "avg_backward_compute_comm_overlap_time",
+)
+
+
+def ddp_logging_times(net: Any) -> dict[str, Any] | None:
+    """DDP's own per-iteration averages (nanoseconds in torch, seconds here), where this torch has them."""
+    getter = getattr(net, "_get_ddp_logging_data", None)
+    if getter is None:
+        return None
+    try:
+        data = getter()
+    except Exception:  # noqa: BLE001 - a private API: absent or changed means "not available"
+        return None
+    result: dict[str, Any] = {}
+    for key in DDP_LOGGING_TIMES:
+        value = data.get(key)
+        if isinstance(value, (int, float)) and value > 0:
+            result[key.removeprefix("avg_").removesuffix("_time") + "_s"] = value / 1e9
+    for key in ("bucket_cap_bytes", "num_buckets_reduced", "iteration"):
+        if isinstance(data.get(key), int):
+            result[key] = data[key]
+    sizes = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes")
+    if isinstance(sizes, str) and sizes.strip():
+        try:
+            result["bucket_sizes"] = [int(v) for v in sizes.split(",")]
+        except ValueError:
+            pass
+    return result or None
+
+
+def check_memory_cap(torch: Any, model: Any, inputs: Any, params: list[Any], cap_mb: float) -> None:
+    """CPU stand-in for a device with ``cap_mb`` of memory, so out-of-memory is reachable and repeatable.
+
+    The CPU allocator gives no reliable per-step peak, so the need is counted instead: weights, gradients and
+    momentum (3x the parameter bytes), the input batch, and every layer's output for the whole batch (what
+    autograd keeps for the backward pass). The outputs are counted on a two-example forward pass and scaled,
+    so a batch far past the cap is refused without being allocated. Past the cap this raises the same
+    OutOfMemoryError a GPU would, and the configuration ends as "oom".
+    """
+    per_probe = 0
+
+    def count(_module: Any, _inputs: Any, output: Any) -> None:
+        nonlocal per_probe
+        outputs = output if isinstance(output, (tuple, list)) else (output,)
+        for tensor in outputs:
+            if isinstance(tensor, torch.Tensor):
+                per_probe += tensor.numel() * tensor.element_size()
+
+    probe = inputs[:2]
+    leaves = [m for m in model.modules() if not list(m.children())]
+    handles = [m.register_forward_hook(count) for m in leaves]
+    was_training = model.training
+    try:
+        model.eval()
+        with torch.no_grad():
+            model(probe)
+    finally:
+        model.train(was_training)
+        for handle in handles:
+            handle.remove()
+    batch = inputs.shape[0]
+    activations = per_probe * batch / probe.shape[0]
+    need = 3 * sum(p.numel() * p.element_size() for p in params) + inputs.numel() * inputs.element_size() + activations
+    if need > cap_mb * 2**20:
+        error = getattr(torch, "OutOfMemoryError", MemoryError)
+        raise error(
+            f"out of memory under the memory cap: a step needs about {need / 2**20:.0f} MiB, "
+            f"the cap is {cap_mb:g} MiB"
+        )
+
+
 def _is_oom(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError):
         return True
@@ -330,6 +528,15 @@ def main(argv: list[str] | None = None) -> int:
             config_id = cfg["config_id"]
             worker.run_config(cfg)
             config_id = None
+        collectives = spec.get("collectives")
+        if collectives and worker.world_size > 1:
+            from bench_kernels.collectives import run_collectives
+
+            def emit(**fields: Any) -> None:
+                worker.writer.emit("collective", **fields)
+                worker.writer.flush()
+
+            run_collectives(worker.torch, worker.dist, worker.device, collectives, emit)
     except Terminated:
         if worker.stream is not None:
             worker.stream.send()

@@ -40,6 +40,8 @@ class ConfigState:
     info: dict[str, Any] = field(default_factory=dict)  # rank 0's config_start fields
     end: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> config_end fields
     errors: list[dict[str, Any]] = field(default_factory=list)
+    nosync: dict[int, list[float]] = field(default_factory=dict)  # rank -> step times inside no_sync()
+    comm: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> comm event (DDP logging, hook)
     log_tail: list[str] = field(default_factory=list)  # last lines of the ranks' stderr, when it failed
     started_t: float | None = None
     ended_t: float | None = None
@@ -109,6 +111,7 @@ class Session:
         self.order = list(self.configs)
         self.launches: dict[str, LaunchRecord] = {}
         self.hellos: dict[tuple[str, int], dict[str, Any]] = {}  # (launch, rank) -> hello event
+        self.collectives: list[dict[str, Any]] = []  # collective benchmark events, with their launch
         self.readers: dict[str, EventFileReader] = {}
         self.runner_reader = EventFileReader(os.path.join(run_dir, rundir.RUNNER_FILE))
         self.lock = threading.RLock()
@@ -170,6 +173,9 @@ class Session:
         if kind == "hello":
             self.hellos[(launch, event["rank"])] = event
             return
+        if kind == "collective":
+            self.collectives.append(dict(event, launch=launch))
+            return
         state = self.configs.get(event.get("config_id") or "")
         if state is None:
             return  # an error outside any configuration; kept in the launch's logs
@@ -191,8 +197,12 @@ class Session:
                 state.samples.setdefault(event["rank"], []).extend(event["sec"])
                 if event.get("of") is not None:
                     state.planned_iters = event["of"]
+            elif event["phase"] == "nosync":
+                state.nosync.setdefault(event["rank"], []).extend(event["sec"])
             else:
                 state.warmup_seen[event["rank"]] = state.warmup_seen.get(event["rank"], 0) + len(event["sec"])
+        elif kind == "comm":
+            state.comm[event["rank"]] = event
         elif kind == "config_end":
             state.end[event["rank"]] = event
             status = event["status"]

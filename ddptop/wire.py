@@ -27,12 +27,16 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     "config_end": ("config_id", "status"),
     "error": ("error_type", "message", "traceback", "oom"),
     "bye": (),
+    # the analysis phases of a DDP configuration: DDP's own averages and the comm hook's bucket timings
+    "comm": ("config_id",),
+    # one collective benchmark result (bench_kernels.collectives): op, size, placement, per-op seconds
+    "collective": ("op", "bytes", "inplace", "sec"),
     # ddptop's own records in runner.jsonl (rank -1): launches started/ended, configurations it ended
     "mark": ("data",),
     # ddptop's telemetry timeline (telemetry.jsonl, rank -1): one record per sampler tick
     "telemetry": ("gpus", "host", "ranks"),
 }
-PHASES = ("warmup", "measure")
+PHASES = ("warmup", "measure", "nosync")  # nosync: the step inside no_sync(), no gradient allreduce
 
 
 class MalformedEvent(ValueError):
@@ -72,12 +76,15 @@ def decode(line: bytes | str) -> dict[str, Any]:
             raise MalformedEvent(f"{event_type} event without {name!r}")
     if not isinstance(event["rank"], int) or isinstance(event["rank"], bool):
         raise MalformedEvent("rank is not an integer")
-    if event_type == "samples":
+    if event_type in ("samples", "collective"):
         samples = event["sec"]
         if not isinstance(samples, list) or not all(
             isinstance(s, (int, float)) and not isinstance(s, bool) and s >= 0 for s in samples
         ):
-            raise MalformedEvent("samples.sec is not a list of non-negative numbers")
+            raise MalformedEvent(f"{event_type}.sec is not a list of non-negative numbers")
+        if event_type == "collective" and not (isinstance(event["bytes"], int) and event["bytes"] > 0):
+            raise MalformedEvent("collective.bytes is not a positive integer")
+    if event_type == "samples":
         if event["phase"] not in PHASES:
             raise MalformedEvent(f"unknown phase {event['phase']!r}")
     return event
