@@ -74,12 +74,15 @@ class LiveRun:
                 self.session.refresh(final=True)
                 self.summary = summary_mod.build_summary(self.session, self.environment)
                 self.paths = summary_mod.save_summary(self.summary, self.session.run_dir)
+                self.paths.update(summary_mod.save_plots_safely(self.summary, self.session.run_dir))
             self.session.close()
         return self.exit_code()
 
     def exit_code(self) -> int:
         if self.interrupted:
             return EXIT_INTERRUPTED
-        if self.summary and any(c["status"] in FAILED for c in self.summary["configs"]):
+        # A batch sweep runs until out of memory on purpose: there "oom" is the answer, not a fault.
+        faults = ("failed",) if self.plan.batch_sweep else FAILED
+        if self.summary and any(c["status"] in faults for c in self.summary["configs"]):
             return EXIT_FAILED
         return EXIT_OK

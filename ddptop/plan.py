@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from bench_kernels.catalog import check_model
+from bench_kernels.collectives import OPS as COLLECTIVE_OPS
+from bench_kernels.collectives import parse_size
 from ddptop.telemetry.inventory import Inventory
 
 SCALINGS = ("weak", "strong")
@@ -45,7 +47,7 @@ class PlanOptions:
     warmup: int | None = None
     iters: int | None = None
     time_budget: float | None = None
-    bucket_cap_mb: float = 25.0
+    bucket_cap_mb: list[float] | float = field(default_factory=lambda: [25.0])
     baseline: bool = True
     amp: str | None = None
     channels_last: bool = False
@@ -54,6 +56,17 @@ class PlanOptions:
     su_core_weight: float = 1.0
     su_gpu_weight: float = 2.0
     name: str | None = None
+    comm_iters: int | None = None
+    collectives: list[str] | None = None
+    coll_min_bytes: str = "1KiB"
+    coll_max_bytes: str | None = None
+    coll_iters: int | None = None
+    batch_sweep: bool = False
+    max_batch: int | None = None
+    memory_cap_mb: float | None = None
+    efficiency_threshold: float = 0.7
+    price_per_gpu_hour: float | None = None
+    epoch_examples: int = 1_281_167  # ImageNet-1k's training set
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -82,6 +95,7 @@ class ConfigSpec:
     bucket_cap_mb: float
     amp: str | None
     channels_last: bool
+    comm_iters: int = 0
 
     @property
     def label(self) -> str:
@@ -97,16 +111,16 @@ class ConfigSpec:
         return self.batch_size if self.scaling == "weak" else self.global_batch
 
     @property
-    def group(self) -> tuple[str, int, str]:
+    def group(self) -> tuple[str, int, str, float]:
         """Configurations of one scaling table share this key."""
-        return (self.model, self.scaling_batch, self.backend)
+        return (self.model, self.scaling_batch, self.backend, self.bucket_cap_mb)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "ConfigSpec":
-        return cls(**{f.name: data[f.name] for f in fields(cls)})
+        return cls(**{f.name: data[f.name] for f in fields(cls) if f.name in data})
 
 
 @dataclass(frozen=True)
@@ -136,7 +150,7 @@ class Plan:
     warmup: int
     iters: int
     time_budget: float | None
-    bucket_cap_mb: float
+    bucket_cap_mb: tuple[float, ...]
     baseline: bool
     amp: str | None
     channels_last: bool
@@ -146,6 +160,23 @@ class Plan:
     su_gpu_weight: float
     name: str
     nnodes: int = 1
+    comm_iters: int = 0
+    collectives: tuple[str, ...] = ()
+    coll_min_bytes: int = 1024
+    coll_max_bytes: int = 16 * 2**20
+    coll_iters: int = 10
+    batch_sweep: bool = False
+    memory_cap_mb: float | None = None
+    efficiency_threshold: float = 0.7
+    price_per_gpu_hour: float | None = None
+    epoch_examples: int = 1_281_167
+
+    def collective_spec(self) -> dict[str, Any] | None:
+        """What the collective benchmark runs at the end of each launch with N >= 2 (None: nothing)."""
+        if not self.collectives:
+            return None
+        return {"ops": list(self.collectives), "min_bytes": self.coll_min_bytes, "max_bytes": self.coll_max_bytes,
+                "iters": self.coll_iters, "warmup": max(1, self.coll_iters // 4), "dtype": "float32"}
 
     def launches(self) -> list[Launch]:
         result = []
@@ -156,16 +187,20 @@ class Plan:
                     for batch in self.batch_sizes:
                         modes = ["no_ddp", "ddp"] if (world_size == 1 and self.baseline) else ["ddp"]
                         for mode in modes:
-                            configs.append(self._config(model, batch, world_size, backend, mode))
+                            caps = self.bucket_cap_mb if mode == "ddp" else self.bucket_cap_mb[:1]
+                            for cap in caps:
+                                configs.append(self._config(model, batch, world_size, backend, mode, cap))
                 result.append(Launch(world_size, backend, tuple(configs)))
         return result
 
     def configs(self) -> list[ConfigSpec]:
         return [c for launch in self.launches() for c in launch.configs]
 
-    def _config(self, model: str, batch: int, world_size: int, backend: str, mode: str) -> ConfigSpec:
+    def _config(self, model: str, batch: int, world_size: int, backend: str, mode: str, cap: float) -> ConfigSpec:
         per_rank = batch if self.scaling == "weak" else batch // world_size
         config_id = f"{model}/{mode}/bs{per_rank}/n{world_size}/{backend}"
+        if len(self.bucket_cap_mb) > 1 and mode == "ddp":  # ids stay comparable across runs of one cap
+            config_id += f"/bucket{cap:g}"
         return ConfigSpec(
             config_id=config_id,
             model=model,
@@ -182,9 +217,10 @@ class Plan:
             warmup=self.warmup,
             iters=self.iters,
             time_budget=self.time_budget,
-            bucket_cap_mb=self.bucket_cap_mb,
+            bucket_cap_mb=cap,
             amp=self.amp,
             channels_last=self.channels_last,
+            comm_iters=self.comm_iters if mode == "ddp" else 0,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -197,6 +233,9 @@ class Plan:
         values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
         for key in ("models", "batch_sizes", "world_sizes", "backends"):
             values[key] = tuple(values[key])
+        cap = values.get("bucket_cap_mb", 25.0)
+        values["bucket_cap_mb"] = tuple(cap) if isinstance(cap, (list, tuple)) else (float(cap),)
+        values["collectives"] = tuple(values.get("collectives", ()))
         if values.get("gpus") is not None:
             values["gpus"] = tuple(values["gpus"])
         values["threads_per_rank"] = {int(k): int(v) for k, v in data["threads_per_rank"].items()}
@@ -299,8 +338,42 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
             raise PlanError("--time-budget needs at least one warm-up iteration to size the measurement")
     elif iters < 1:
         raise PlanError(f"--iters must be at least 1 (got {iters})")
-    if options.bucket_cap_mb <= 0:
-        raise PlanError(f"--bucket-cap-mb must be positive (got {options.bucket_cap_mb})")
+    caps = options.bucket_cap_mb if isinstance(options.bucket_cap_mb, list) else [options.bucket_cap_mb]
+    caps = [float(c) for c in _unique(caps)]
+    if not caps:
+        raise PlanError("--bucket-cap-mb is empty")
+    for cap in caps:
+        if cap <= 0:
+            raise PlanError(f"--bucket-cap-mb must be positive (got {cap:g})")
+    if options.batch_sweep:
+        batch_sizes = _batch_ladder(batch_sizes, options.max_batch or (4096 if on_gpu else 256), options.scaling)
+    elif options.max_batch is not None:
+        raise PlanError("--max-batch only applies with --batch-sweep")
+    if options.memory_cap_mb is not None and options.memory_cap_mb <= 0:
+        raise PlanError(f"--memory-cap-mb must be positive (got {options.memory_cap_mb:g})")
+    comm_iters = options.comm_iters if options.comm_iters is not None else max(5, iters // 4)
+    if comm_iters < 0:
+        raise PlanError(f"--comm-iters cannot be negative (got {comm_iters})")
+    collectives = _unique(options.collectives if options.collectives is not None else ["allreduce"])
+    for op in collectives:
+        if op not in COLLECTIVE_OPS:
+            raise PlanError(f"unknown collective {op!r}; known: {', '.join(COLLECTIVE_OPS)}")
+    try:
+        coll_min = parse_size(options.coll_min_bytes)
+        coll_max = parse_size(options.coll_max_bytes or ("1GiB" if on_gpu else "16MiB"))
+    except ValueError as exc:
+        raise PlanError(f"--coll-min-bytes/--coll-max-bytes: {exc}") from None
+    if not 0 < coll_min <= coll_max:
+        raise PlanError(f"collective sizes must satisfy 0 < min <= max (got {coll_min} and {coll_max} bytes)")
+    coll_iters = options.coll_iters if options.coll_iters is not None else (20 if on_gpu else 10)
+    if coll_iters < 1:
+        raise PlanError(f"--coll-iters must be at least 1 (got {coll_iters})")
+    if not 0 < options.efficiency_threshold <= 1:
+        raise PlanError(f"--efficiency-threshold must be in (0, 1] (got {options.efficiency_threshold:g})")
+    if options.price_per_gpu_hour is not None and options.price_per_gpu_hour < 0:
+        raise PlanError("--price-per-gpu-hour cannot be negative")
+    if options.epoch_examples < 1:
+        raise PlanError(f"--epoch-examples must be positive (got {options.epoch_examples})")
     if options.amp is not None:
         if options.amp not in AMP_DTYPES:
             raise PlanError(f"--amp must be bf16 or fp16 (got {options.amp!r})")
@@ -333,7 +406,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         warmup=warmup,
         iters=iters,
         time_budget=options.time_budget,
-        bucket_cap_mb=options.bucket_cap_mb,
+        bucket_cap_mb=tuple(caps),
         baseline=options.baseline,
         amp=options.amp,
         channels_last=options.channels_last,
@@ -342,7 +415,28 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         su_core_weight=options.su_core_weight,
         su_gpu_weight=options.su_gpu_weight,
         name=name,
+        comm_iters=comm_iters,
+        collectives=collectives,
+        coll_min_bytes=coll_min,
+        coll_max_bytes=coll_max,
+        coll_iters=coll_iters,
+        batch_sweep=options.batch_sweep,
+        memory_cap_mb=options.memory_cap_mb,
+        efficiency_threshold=options.efficiency_threshold,
+        price_per_gpu_hour=options.price_per_gpu_hour,
+        epoch_examples=options.epoch_examples,
     )
+
+
+def _batch_ladder(batch_sizes: tuple[int, ...], max_batch: int, scaling: str) -> tuple[int, ...]:
+    """The batch-size sweep: the smallest given batch, doubled until ``max_batch`` (or out of memory)."""
+    start = min(batch_sizes)
+    if max_batch < start:
+        raise PlanError(f"--max-batch {max_batch} is smaller than the first batch size {start}")
+    ladder = [start]
+    while ladder[-1] * 2 <= max_batch:
+        ladder.append(ladder[-1] * 2)
+    return tuple(ladder)
 
 
 _TOML_TYPES: dict[str, tuple[type, ...]] = {
@@ -358,7 +452,7 @@ _TOML_TYPES: dict[str, tuple[type, ...]] = {
     "warmup": (int,),
     "iters": (int,),
     "time_budget": (float, int),
-    "bucket_cap_mb": (float, int),
+    "bucket_cap_mb": (list, float),
     "baseline": (bool,),
     "amp": (str,),
     "channels_last": (bool,),
@@ -367,6 +461,17 @@ _TOML_TYPES: dict[str, tuple[type, ...]] = {
     "su_core_weight": (float, int),
     "su_gpu_weight": (float, int),
     "name": (str,),
+    "comm_iters": (int,),
+    "collectives": (list, str),
+    "coll_min_bytes": (str,),
+    "coll_max_bytes": (str,),
+    "coll_iters": (int,),
+    "batch_sweep": (bool,),
+    "max_batch": (int,),
+    "memory_cap_mb": (float, int),
+    "efficiency_threshold": (float, int),
+    "price_per_gpu_hour": (float, int),
+    "epoch_examples": (int,),
 }
 
 
@@ -391,12 +496,15 @@ def read_plan_file(path: str) -> dict[str, Any]:
             raise PlanError(f"plan file {path}: unknown key {key!r} (known: {', '.join(_TOML_TYPES)})")
         if expected[0] is list:
             item_type = expected[1]
-            if isinstance(value, (str, int)) and not isinstance(value, bool):
+            accepted = (float, int) if item_type is float else (item_type,)
+            if isinstance(value, (str, int, float)) and not isinstance(value, bool):
                 value = [value]
             if not isinstance(value, list) or not all(
-                isinstance(v, item_type) and not isinstance(v, bool) for v in value
+                isinstance(v, accepted) and not isinstance(v, bool) for v in value
             ):
                 raise PlanError(f"plan file {path}: {key} must be a list of {item_type.__name__}")
+            if item_type is float:
+                value = [float(v) for v in value]
         elif not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
             raise PlanError(f"plan file {path}: {key} must be {' or '.join(t.__name__ for t in expected)}")
         values[key_name] = value

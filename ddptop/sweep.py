@@ -86,6 +86,8 @@ class SweepRunner:
                 "backend": launch.backend,
                 "threads_per_rank": threads,
                 "flush_interval": self.flush_interval,
+                "memory_cap_mb": self.plan.memory_cap_mb,
+                "collectives": self.plan.collective_spec() if launch.world_size > 1 else None,
                 "configs": [c.to_json() for c in remaining],
             }
             env = {"OMP_NUM_THREADS": str(threads)}
@@ -132,6 +134,8 @@ class SweepRunner:
                 reason=outcome.reason,
                 wall_s=outcome.wall_s,
             )
+            if self.plan.batch_sweep:
+                self._skip_past_oom(remaining)
             before = len(remaining)
             remaining = [c for c in remaining if self.session.configs[c.config_id].status not in ENDED]
             if remaining and outcome.status == "failed" and len(remaining) == before:
@@ -143,6 +147,23 @@ class SweepRunner:
                     )
                 remaining = []
             attempt += 1
+
+    def _skip_past_oom(self, configs: list) -> None:
+        """Batch sweep: once a batch ran out of memory, larger batches of the same kind cannot fit either."""
+        for oom in configs:
+            if self.session.configs[oom.config_id].status != "oom":
+                continue
+            for config in configs:
+                same_kind = (config.model, config.mode, config.world_size, config.backend, config.bucket_cap_mb) == (
+                    oom.model, oom.mode, oom.world_size, oom.backend, oom.bucket_cap_mb)
+                if same_kind and config.batch_size > oom.batch_size:
+                    if self.session.configs[config.config_id].status not in ENDED:
+                        self.session.mark(
+                            what="config",
+                            config_id=config.config_id,
+                            status="not_run",
+                            reason=f"batch {oom.batch_size} already ran out of memory",
+                        )
 
     def _supervise(self, torchrun: TorchrunLaunch) -> str | None:
         """Wait for the launch while honouring stop and skip; return the id of a skipped configuration."""

@@ -11,7 +11,8 @@ import os
 import time
 from typing import Any
 
-from ddptop import rundir, stats
+from ddptop import analysis, rundir, stats
+from ddptop.report import communication
 from ddptop.session import FAILED, Session
 from ddptop.telemetry import timeline
 from ddptop.telemetry.monitor import TIMELINE_FILE
@@ -51,6 +52,7 @@ def _config_entry(session: Session, state: Any) -> dict[str, Any]:
             "setup_s": state.info.get("setup_s"),
             "warmup_s": end.get("warmup_s"),
             "measure_s": end.get("measure_s"),
+            "analysis_s": end.get("analysis_s"),
             "measured_iters": end.get("iters"),
             "peak_memory_bytes": max(peaks) if peaks else None,
             "max_rss_bytes": max(rss) if rss else None,
@@ -58,6 +60,7 @@ def _config_entry(session: Session, state: Any) -> dict[str, Any]:
             "samples": {str(rank): values for rank, values in sorted(state.samples.items())},
         }
     )
+    entry["communication"] = communication.config_communication(state, entry) if entry["stats"] else None
     return entry
 
 
@@ -73,9 +76,9 @@ def _scaling(session: Session, entries: list[dict[str, Any]]) -> list[dict[str, 
         if entry["mode"] == "no_ddp":
             baselines[key] = entry
         else:
-            groups.setdefault(key, []).append(entry)
+            groups.setdefault(key + (entry["bucket_cap_mb"],), []).append(entry)
     tables = []
-    for (model, batch, backend), members in groups.items():
+    for (model, batch, backend, bucket_cap_mb), members in groups.items():
         points = []
         by_size = {}
         for entry in members:
@@ -92,22 +95,27 @@ def _scaling(session: Session, entries: list[dict[str, Any]]) -> list[dict[str, 
             )
             by_size[n] = entry
         rows = stats.scaling_rows(points, plan.su_core_weight, plan.su_gpu_weight)
+        baseline = baselines.get((model, batch, backend))
+        reference = rows[0] if rows else None
         for row in rows:
             entry = by_size[row["world_size"]]
             row["config_id"] = entry["config_id"]
             row["label"] = entry["label"]
             row["cores"] = next(p.cores for p in points if p.world_size == row["world_size"])
-        baseline = baselines.get((model, batch, backend))
-        reference = rows[0] if rows else None
+            _add_model_figures(row, entry, by_size[reference["world_size"]], baseline, plan)
+        unit = "GPUs" if plan.device == "cuda" else "ranks"
+        fit = analysis.amdahl_fit([(r["world_size"], r["speedup"]) for r in rows])
         ddp_overhead = None
         if baseline and reference and reference["world_size"] == 1:
             ddp_overhead = reference["sec_iter"] / baseline["stats"]["sec_iter"]["p50"] - 1
-        unit = "GPUs" if plan.device == "cuda" else "ranks"
         tables.append(
             {
-                "recommendation": stats.recommendation(rows, unit),
+                "recommendation": stats.recommendation(rows, unit, plan.efficiency_threshold),
+                "efficiency_threshold": plan.efficiency_threshold,
+                "amdahl": fit,
                 "model": model,
                 "batch_size": batch,
+                "bucket_cap_mb": bucket_cap_mb,
                 "batch_meaning": "per rank" if plan.scaling == "weak" else "global",
                 "scaling": plan.scaling,
                 "backend": backend,
@@ -120,6 +128,105 @@ def _scaling(session: Session, entries: list[dict[str, Any]]) -> list[dict[str, 
     return tables
 
 
+def _add_model_figures(
+    row: dict[str, Any], entry: dict[str, Any], reference: dict[str, Any], baseline: dict[str, Any] | None, plan: Any
+) -> None:
+    """Karp-Flatt, cost per million examples, data moved per epoch and the compute/communication split."""
+    n = row["world_size"]
+    row["karp_flatt"] = analysis.karp_flatt(row["speedup"], n) if row["reference_world_size"] == 1 else None
+    row["cost_per_million"] = (  # one GPU per rank; on the CPU the price is per rank-hour
+        analysis.cost_per_million(n, row["ex_sec_total"], plan.price_per_gpu_hour)
+        if plan.price_per_gpu_hour is not None
+        else None
+    )
+    grad_bytes, params = entry.get("grad_bytes"), entry.get("params")
+    row["epoch"] = (
+        analysis.epoch_transfer(grad_bytes, params, plan.epoch_examples, entry["global_batch"], n)
+        if grad_bytes and params
+        else None
+    )
+    comm = entry.get("communication") or {}
+    row["compute_s"] = comm.get("compute_s")
+    row["exposed_comm_s"] = comm.get("exposed_comm_s")
+    row["exposed_comm_fraction"] = comm.get("exposed_comm_fraction")
+    buckets = comm.get("buckets") or {}
+    row["bucket_comm_s"] = buckets.get("in_flight_s")
+    # Seed 002 takes the single-device time without DDP as the compute of every N; so do we when we have it.
+    single = baseline if baseline is not None else (reference if reference["world_size"] == 1 else None)
+    row["seed002_comm_estimate_s"] = (
+        analysis.seed002_comm_estimate(
+            row["sec_iter"], single["stats"]["sec_iter"]["p50"], entry["batch_size"], single["batch_size"]
+        )
+        if single is not None and n > 1
+        else None
+    )
+    allreduce = comm.get("allreduce_bytes_per_rank")
+    row["seed002_bandwidth_gbs"] = (
+        allreduce / analysis.GIB / row["seed002_comm_estimate_s"]
+        if allreduce and row["seed002_comm_estimate_s"] and row["seed002_comm_estimate_s"] > 0
+        else None
+    )
+
+
+def _batch_throughput(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Throughput per batch size for each model/N/backend with more than one batch (seed 002's sweep)."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for entry in entries:
+        if entry["mode"] != "ddp":
+            continue
+        key = (entry["model"], entry["world_size"], entry["backend"], entry["bucket_cap_mb"])
+        groups.setdefault(key, []).append(entry)
+    tables = []
+    for (model, world_size, backend, cap), members in groups.items():
+        if len({e["batch_size"] for e in members}) < 2:
+            continue
+        rows = []
+        for entry in sorted(members, key=lambda e: e["batch_size"]):
+            p50 = entry["stats"]["sec_iter"]["p50"] if entry["stats"] else None
+            rows.append(
+                {
+                    "batch_size": entry["batch_size"],
+                    "global_batch": entry["global_batch"],
+                    "status": entry["status"],
+                    "reason": entry["reason"],
+                    "sec_iter": p50,
+                    "ex_sec_total": entry["global_batch"] / p50 if p50 and entry["status"] == "ok" else None,
+                    "peak_memory_bytes": entry["peak_memory_bytes"],
+                }
+            )
+        measured = [r for r in rows if r["ex_sec_total"]]
+        best = max(measured, key=lambda r: r["ex_sec_total"]) if measured else None
+        oom = next((r for r in rows if r["status"] == "oom"), None)
+        tables.append(
+            {
+                "model": model,
+                "world_size": world_size,
+                "backend": backend,
+                "bucket_cap_mb": cap,
+                "rows": rows,
+                "best_batch": best["batch_size"] if best else None,
+                "best_ex_sec_total": best["ex_sec_total"] if best else None,
+                "first_oom_batch": oom["batch_size"] if oom else None,
+            }
+        )
+    return tables
+
+
+def _compare_with_collectives(entries: list[dict[str, Any]], collectives: list[dict[str, Any]]) -> None:
+    """Put the collective kernel's allreduce bandwidth at DDP's bucket size next to what DDP achieved."""
+    for entry in entries:
+        buckets = (entry.get("communication") or {}).get("buckets") or {}
+        achieved = buckets.get("achieved")
+        if not achieved or not buckets.get("mean_bucket_bytes"):
+            continue
+        row = communication.busbw_at(collectives, entry["world_size"], entry["backend"], buckets["mean_bucket_bytes"])
+        if row is None:
+            continue
+        achieved["collective_bytes"] = row["bytes"]
+        achieved["collective_busbw_gbs"] = row["busbw_gbs"]
+        achieved["share_of_collective"] = achieved["busbw_gbs"] / row["busbw_gbs"] if row["busbw_gbs"] else None
+
+
 def live_scaling(session: Session) -> dict[str, dict[str, Any]]:
     """Speedup and efficiency so far, per configuration id, from the configurations with samples."""
     with session.lock:
@@ -128,7 +235,10 @@ def live_scaling(session: Session) -> dict[str, dict[str, Any]]:
             if state.status in FAILED:
                 continue
             entry = state.spec.to_json()
-            entry.update({"config_id": state.spec.config_id, "label": state.spec.label, "stats": state.summary()})
+            entry.update({"config_id": state.spec.config_id, "label": state.spec.label, "stats": state.summary(),
+                          "grad_bytes": state.info.get("grad_bytes"), "params": state.info.get("params")})
+            if entry["stats"] is not None:
+                entry["communication"] = communication.config_communication(state, entry)
             entries.append(entry)
     return {row["config_id"]: row for table in _scaling(session, entries) for row in table["rows"]}
 
@@ -143,6 +253,8 @@ def _step_seconds(entry: dict[str, Any]) -> float:
 def _overhead(session: Session, entries: list[dict[str, Any]]) -> dict[str, Any]:
     """How much of the sweep's wall time went to anything but warm-up and measured steps."""
     iterations = sum(_step_seconds(e) for e in entries)
+    analysis_s = sum(e.get("analysis_s") or 0 for e in entries)
+    analysis_s += sum(c.get("wall_s") or 0 for c in session.collectives if c["rank"] == 0)
     launches = [
         {
             "launch": record.name,
@@ -163,7 +275,9 @@ def _overhead(session: Session, entries: list[dict[str, Any]]) -> dict[str, Any]
         "sweep_wall_s": wall,
         "launch_wall_s": launch_wall,
         "iterations_s": iterations,
+        "analysis_s": analysis_s,  # no_sync and comm-hook phases, collective benchmark
         "fraction_outside_iterations": (1 - iterations / wall) if wall > 0 else None,
+        "fraction_setup": (1 - (iterations + analysis_s) / wall) if wall > 0 else None,
         "launches": launches,
     }
 
@@ -218,6 +332,8 @@ def build_summary(session: Session, environment: dict[str, Any] | None = None) -
         counts: dict[str, int] = {}
         for entry in entries:
             counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+        collectives = communication.collective_tables(session.collectives, session.launches)
+        _compare_with_collectives(entries, collectives)
         return {
             "schema": SCHEMA,
             "schema_version": SCHEMA_VERSION,
@@ -230,6 +346,8 @@ def build_summary(session: Session, environment: dict[str, Any] | None = None) -
             "status_counts": counts,
             "configs": entries,
             "scaling": _scaling(session, entries),
+            "batch_throughput": _batch_throughput(entries),
+            "collectives": collectives,
             "overhead": _overhead(session, entries),
             "telemetry": telemetry,
             "topology": load_saved_topology(session.run_dir),
@@ -257,6 +375,17 @@ def save_summary(summary: dict[str, Any], run_dir: str) -> dict[str, str]:
     rundir.write_atomic(paths["md"], tables.markdown(summary))
     rundir.write_atomic(paths["csv"], tables.csv_text(summary))
     return paths
+
+
+def save_plots_safely(summary: dict[str, Any], run_dir: str) -> dict[str, str]:
+    """Draw the plots; a plotting fault is reported in the paths, never allowed to lose the summary."""
+    try:
+        from ddptop.report import plots
+
+        written = plots.save_plots(summary, run_dir)
+    except Exception as exc:  # noqa: BLE001 - the numbers are saved already; say why the pictures are not
+        return {"plots_error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+    return {"plots": os.path.join(run_dir, "plots")} if written else {}
 
 
 def load_summary(path: str) -> dict[str, Any]:

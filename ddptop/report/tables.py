@@ -73,11 +73,22 @@ def _num(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-SCALING_HEADER = ("N", "sec/iter (p50)", "ex/sec (all ranks)", "speedup", "efficiency", "relative cost", "relative SU")
+SCALING_HEADER = (
+    "N", "sec/iter (p50)", "ex/sec (all ranks)", "speedup", "efficiency", "relative cost", "relative SU", "Karp-Flatt",
+)
+COST_HEADER = "cost / 1M examples"
 
 
-def _scaling_cells(row: dict[str, Any]) -> tuple[str, ...]:
-    return (
+def _priced(summary: dict[str, Any]) -> bool:
+    return summary["plan"].get("price_per_gpu_hour") is not None
+
+
+def _scaling_header(summary: dict[str, Any]) -> tuple[str, ...]:
+    return SCALING_HEADER + ((COST_HEADER,) if _priced(summary) else ())
+
+
+def _scaling_cells(row: dict[str, Any], priced: bool = False) -> tuple[str, ...]:
+    cells = (
         row["label"],
         f"{row['sec_iter']:.4f}",
         f"{row['ex_sec_total']:.1f}",
@@ -85,7 +96,170 @@ def _scaling_cells(row: dict[str, Any]) -> tuple[str, ...]:
         _pct(row["efficiency"]),
         _num(row["relative_cost"]),
         _num(row["relative_su"]),
+        _num(row.get("karp_flatt"), 3),
     )
+    return cells + ((_num(row.get("cost_per_million")),) if priced else ())
+
+
+def aligned(header: tuple[str, ...], rows: list[tuple[str, ...]], first_left: bool = False) -> list[str]:
+    table = [header] + rows
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+    return [
+        "  " + "  ".join(c.ljust(w) if (first_left and i == 0) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+        for r in table
+    ]
+
+
+def markdown_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(cells) + " |" for cells in rows]
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.1f} ms"
+
+
+def _gbs(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g} GB/s"
+
+
+def model_lines(table: dict[str, Any]) -> list[str]:
+    """The scaling model under a scaling table: Amdahl's fit and the data moved per epoch."""
+    lines = []
+    fit = table.get("amdahl")
+    if fit:
+        limit = f", so speedup can never pass {fit['max_speedup']:.1f}" if fit.get("max_speedup") else ""
+        lines.append(
+            f"Amdahl fit over {fit['points']} N>1: serial fraction {100 * fit['serial_fraction']:.1f}%{limit} "
+            f"(fit error {fit['rmse_speedup']:.2f} in speedup)."
+        )
+    largest = table["rows"][-1] if table["rows"] else None
+    epoch = largest.get("epoch") if largest else None
+    if epoch and largest["world_size"] > 1:
+        lines.append(
+            f"Per epoch of {epoch['epoch_examples']:,} examples at N={largest['world_size']}: "
+            f"{epoch['steps_per_epoch']:,} steps; gradients synchronised "
+            f"{_bytes(epoch['seed004_bytes_per_epoch'])} (seed 004's count), "
+            f"{_bytes(epoch['ring_bytes_per_rank_per_epoch'])} sent by each rank in a ring allreduce."
+        )
+    return lines
+
+
+COMM_HEADER = (
+    "config", "step p50", "no_sync p50", "exposed comm", "DDP fwd", "DDP bwd", "DDP comm", "DDP overlap",
+    "buckets in flight", "seed 002 est.", "allreduce/rank", "DDP busbw", "kernel busbw",
+)
+
+
+def communication_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
+    estimates = {row["config_id"]: row for table in summary["scaling"] for row in table["rows"]}
+    rows = []
+    for entry in summary["configs"]:
+        comm = entry.get("communication")
+        if not comm:
+            continue
+        logging = comm.get("ddp_logging") or {}
+        buckets = comm.get("buckets") or {}
+        achieved = buckets.get("achieved") or {}
+        exposed = _ms(comm.get("exposed_comm_s"))
+        if comm.get("exposed_comm_fraction") is not None:
+            exposed += f" ({_pct(comm['exposed_comm_fraction'])})"
+        rows.append(
+            (
+                f"{entry['label']} {entry['model']} bs{entry['batch_size']}"
+                + (f" bucket {entry['bucket_cap_mb']:g}" if len(_caps(summary["plan"])) > 1 else ""),
+                _ms(comm.get("step_s")),
+                _ms(comm.get("compute_s")),
+                exposed,
+                _ms(logging.get("forward_compute_s")),
+                _ms(logging.get("backward_compute_s")),
+                _ms(logging.get("backward_comm_s")),
+                _ms(logging.get("backward_compute_comm_overlap_s")),
+                _ms(buckets.get("in_flight_s")),
+                _ms((estimates.get(entry["config_id"]) or {}).get("seed002_comm_estimate_s")),
+                _bytes(comm.get("allreduce_bytes_per_rank")) if entry["world_size"] > 1 else "-",
+                _gbs(achieved.get("busbw_gbs")),
+                _gbs(achieved.get("collective_busbw_gbs")),
+            )
+        )
+    return rows
+
+
+COMM_NOTE = (
+    "exposed comm = step - no_sync step; DDP columns are DDP's own averages; buckets in flight = time any "
+    "gradient bucket's allreduce was running (comm hook); seed 002 est. = t(N) - t(1) scaled to the rank's "
+    "work; busbw = bytes x 2(N-1)/N / time, the kernel's at DDP's bucket size."
+)
+
+BATCH_HEADER = ("batch", "global batch", "sec/iter (p50)", "ex/sec (all ranks)", "status")
+
+
+def _batch_rows(table: dict[str, Any]) -> list[tuple[str, ...]]:
+    return [
+        (
+            str(r["batch_size"]),
+            str(r["global_batch"]),
+            "-" if r["sec_iter"] is None else f"{r['sec_iter']:.4f}",
+            _num(r["ex_sec_total"], 1),
+            r["status"] + (" <- best" if r["batch_size"] == table["best_batch"] and r["status"] == "ok" else ""),
+        )
+        for r in table["rows"]
+    ]
+
+
+def _batch_title(table: dict[str, Any]) -> str:
+    title = f"Throughput per batch size: {table['model']} at N={table['world_size']} ({table['backend']})"
+    if table["best_batch"] is not None:
+        title += f"; best {table['best_batch']} per rank ({table['best_ex_sec_total']:.1f} ex/s)"
+    if table["first_oom_batch"] is not None:
+        title += f"; out of memory from {table['first_oom_batch']}"
+    return title
+
+
+COLLECTIVE_HEADER = ("size", "placement", "time p50", "algbw", "busbw")
+
+
+def _collective_rows(table: dict[str, Any]) -> list[tuple[str, ...]]:
+    return [
+        (
+            _bytes(r["bytes"]),
+            "in place" if r["inplace"] else "out of place",
+            "-" if r["time_s"] is None else f"{r['time_s'] * 1e6:.1f} us",
+            _gbs(r["algbw_gbs"]),
+            _gbs(r["busbw_gbs"]),
+        )
+        for r in table["rows"]
+    ]
+
+
+def _collective_title(table: dict[str, Any]) -> str:
+    peak = ""
+    if table.get("peak_busbw_gbs"):
+        peak = f"; peak busbw {table['peak_busbw_gbs']:.3g} GB/s at {_bytes(table['peak_at_bytes'])}"
+    return (
+        f"Collective {table['op']} at N={table['world_size']} ({table['backend']}), "
+        f"busbw = algbw x {table['busbw_factor']:.3g}{peak}"
+    )
+
+
+def analysis_text(summary: dict[str, Any]) -> str:
+    """Compute vs communication, throughput per batch size and the collective benchmark, as text."""
+    out = []
+    rows = communication_rows(summary)
+    if rows:
+        out.append("Compute vs communication (per step)")
+        out += aligned(COMM_HEADER, rows, first_left=True)
+        out.append("  " + COMM_NOTE)
+        out.append("")
+    for table in summary.get("batch_throughput") or ():
+        out.append(_batch_title(table))
+        out += aligned(BATCH_HEADER, _batch_rows(table))
+        out.append("")
+    for table in summary.get("collectives") or ():
+        out.append(_collective_title(table))
+        out += aligned(COLLECTIVE_HEADER, _collective_rows(table))
+        out.append("")
+    return "\n".join(out)
 
 
 def _scaling_title(table: dict[str, Any]) -> str:
@@ -100,14 +274,13 @@ def _scaling_title(table: dict[str, Any]) -> str:
 
 def scaling_text(summary: dict[str, Any]) -> str:
     out = []
+    priced = _priced(summary)
     for table in summary["scaling"]:
         out.append(_scaling_title(table))
-        rows = [SCALING_HEADER] + [_scaling_cells(r) for r in table["rows"]]
-        widths = [max(len(r[i]) for r in rows) for i in range(len(SCALING_HEADER))]
-        for cells in rows:
-            out.append("  " + "  ".join(c.rjust(w) for c, w in zip(cells, widths)))
+        out += aligned(_scaling_header(summary), [_scaling_cells(r, priced) for r in table["rows"]])
         if table.get("recommendation"):
             out.append("  " + table["recommendation"])
+        out += ["  " + line for line in model_lines(table)]
         out.append("")
     return "\n".join(out)
 
@@ -122,10 +295,12 @@ def problems_text(summary: dict[str, Any]) -> str:
 
 def overhead_line(summary: dict[str, Any]) -> str:
     overhead = summary["overhead"]
-    fraction = overhead["fraction_outside_iterations"]
+    analysis_s = overhead.get("analysis_s") or 0
+    setup = overhead.get("fraction_setup", overhead["fraction_outside_iterations"])
+    extra = f", {analysis_s:.1f} s in communication analysis and collectives" if analysis_s else ""
     return (
         f"Sweep wall time {overhead['sweep_wall_s']:.1f} s, of which {overhead['iterations_s']:.1f} s in warm-up and "
-        f"measured steps; {_pct(fraction)} went to launching, initialising and tearing down."
+        f"measured steps{extra}; {_pct(setup)} went to launching, initialising and tearing down."
     )
 
 
@@ -188,16 +363,14 @@ def load_text(summary: dict[str, Any]) -> str:
     info = (summary.get("telemetry") or {}).get("info") or {}
     title = "Load during measured steps (telemetry"
     title += f", {info['fake_label']} GPUs)" if info.get("fake") else ")"
-    table = [LOAD_HEADER] + rows
-    widths = [max(len(r[i]) for r in table) for i in range(len(LOAD_HEADER))]
-    out = [title]
-    for cells in table:
-        out.append("  " + "  ".join(c.rjust(w) if i else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))))
-    return "\n".join(out) + "\n"
+    return "\n".join([title] + aligned(LOAD_HEADER, rows, first_left=True)) + "\n"
 
 
 def text_report(summary: dict[str, Any]) -> str:
     parts = [topology_text(summary), benchmark_text(summary), scaling_text(summary)]
+    deeper = analysis_text(summary)
+    if deeper:
+        parts.append(deeper)
     load = load_text(summary)
     if load:
         parts.append(load)
@@ -210,7 +383,17 @@ def text_report(summary: dict[str, Any]) -> str:
 
 def closing_text(summary: dict[str, Any], paths: dict[str, str]) -> str:
     """What a run prints when it ends: the report, then where the summary files are."""
-    return text_report(summary) + f"Summary: {paths['json']}  {paths['md']}  {paths['csv']}\n"
+    text = text_report(summary) + f"Summary: {paths['json']}  {paths['md']}  {paths['csv']}\n"
+    if paths.get("plots"):
+        text += f"Plots: {paths['plots']}/ (PNG and SVG)\n"
+    elif paths.get("plots_error"):
+        text += f"Plots not drawn: {paths['plots_error']}\n"
+    return text
+
+
+def _caps(plan: dict[str, Any]) -> list[float]:
+    caps = plan.get("bucket_cap_mb")
+    return list(caps) if isinstance(caps, (list, tuple)) else [caps]
 
 
 def markdown(summary: dict[str, Any]) -> str:
@@ -240,7 +423,7 @@ def markdown(summary: dict[str, Any]) -> str:
         f"backends: {', '.join(plan['backends'])}",
         f"- image {plan['image_size']} px, {plan['num_classes']} classes, warm-up {plan['warmup']}, "
         + (f"time budget {plan['time_budget']} s" if plan.get("time_budget") else f"{plan['iters']} measured steps")
-        + f", bucket_cap_mb {plan['bucket_cap_mb']}"
+        + f", bucket_cap_mb {', '.join(f'{c:g}' for c in _caps(plan))}"
         + (f", AMP {plan['amp']}" if plan.get("amp") else "")
         + (", channels_last" if plan.get("channels_last") else ""),
         "",
@@ -253,22 +436,31 @@ def markdown(summary: dict[str, Any]) -> str:
         "## Scaling",
         "",
     ]
+    priced = _priced(summary)
     for table in summary["scaling"]:
-        lines.append(_scaling_title(table))
-        lines.append("")
-        lines.append("| " + " | ".join(SCALING_HEADER) + " |")
-        lines.append("|" + "---|" * len(SCALING_HEADER))
-        for row in table["rows"]:
-            lines.append("| " + " | ".join(_scaling_cells(row)) + " |")
+        lines += [_scaling_title(table), ""]
+        lines += markdown_table(_scaling_header(summary), [_scaling_cells(r, priced) for r in table["rows"]])
         lines.append("")
         if table.get("recommendation"):
             lines += [table["recommendation"], ""]
+        lines += [line + "\n" for line in model_lines(table)]
+    comm_rows = communication_rows(summary)
+    if comm_rows:
+        lines += ["## Compute vs communication", ""] + markdown_table(COMM_HEADER, comm_rows) + ["", COMM_NOTE, ""]
+    batch_tables = summary.get("batch_throughput") or ()
+    if batch_tables:
+        lines += ["## Throughput per batch size", ""]
+        for table in batch_tables:
+            lines += [_batch_title(table), ""] + markdown_table(BATCH_HEADER, _batch_rows(table)) + [""]
+    collective_tables = summary.get("collectives") or ()
+    if collective_tables:
+        lines += ["## Collective bandwidth", ""]
+        for table in collective_tables:
+            lines += [_collective_title(table), ""] + markdown_table(COLLECTIVE_HEADER, _collective_rows(table))
+            lines.append("")
     rows = load_rows(summary)
     if rows:
-        lines += ["## Load during measured steps", "", "| " + " | ".join(LOAD_HEADER) + " |"]
-        lines.append("|" + "---|" * len(LOAD_HEADER))
-        lines += ["| " + " | ".join(cells) + " |" for cells in rows]
-        lines.append("")
+        lines += ["## Load during measured steps", ""] + markdown_table(LOAD_HEADER, rows) + [""]
     lines += ["## Topology", "", "```", topology_text(summary).rstrip(), "```", ""]
     problems = problems_text(summary)
     if problems:
@@ -288,13 +480,17 @@ CSV_LOAD_FIELDS = (
 )
 
 
+CSV_COMM_FIELDS = ("compute_s", "exposed_comm_s", "exposed_comm_fraction", "allreduce_bytes_per_rank")
+
+
 def csv_text(summary: dict[str, Any]) -> str:
     scaling_by_config = {row["config_id"]: row for table in summary["scaling"] for row in table["rows"]}
     header = list(CSV_SPEC_FIELDS) + ["samples", "mean_s", "std_s"]
     header += [f"sec_iter_p{q}" for q in PERCENTILES]
     header += [f"ex_sec_replica_p{q}" for q in PERCENTILES]
     header += [f"ex_sec_total_p{q}" for q in PERCENTILES]
-    header += ["speedup", "efficiency", "relative_cost", "relative_su"]
+    header += ["speedup", "efficiency", "relative_cost", "relative_su", "karp_flatt", "cost_per_million"]
+    header += list(CSV_COMM_FIELDS) + ["seed002_comm_estimate_s", "ddp_busbw_gbs"]
     header += list(CSV_LOAD_FIELDS) + ["rank_peak_rss_bytes"]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -306,7 +502,12 @@ def csv_text(summary: dict[str, Any]) -> str:
         for key in ("sec_iter", "ex_sec_replica", "ex_sec_total"):
             row += [(stats.get(key) or {}).get(f"p{q}") for q in PERCENTILES]
         scale = scaling_by_config.get(entry["config_id"], {})
-        row += [scale.get(k) for k in ("speedup", "efficiency", "relative_cost", "relative_su")]
+        row += [scale.get(k) for k in ("speedup", "efficiency", "relative_cost", "relative_su", "karp_flatt")]
+        row.append(scale.get("cost_per_million"))
+        comm = entry.get("communication") or {}
+        row += [comm.get(k) for k in CSV_COMM_FIELDS]
+        row.append(scale.get("seed002_comm_estimate_s"))
+        row.append(((comm.get("buckets") or {}).get("achieved") or {}).get("busbw_gbs"))
         load = entry.get("telemetry") or {}
         row += [load.get(k) for k in CSV_LOAD_FIELDS]
         ranks = (load.get("ranks") or {}).values()

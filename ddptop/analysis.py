@@ -1,0 +1,172 @@
+"""Formulas that turn measured step times into explanations. Pure functions on plain numbers; no I/O.
+
+- Communication volume: a ring allreduce of K bytes sends and receives 2(N-1)/N * K bytes per rank (seed
+  002, after Gibiansky), which is also nccl-tests' "bus bandwidth" factor for allreduce.
+- Bus bandwidth factors of each collective, as nccl-tests defines them, so figures compare with its tables.
+- Scaling model: Amdahl's serial fraction fitted over all N, and the Karp-Flatt metric at each N.
+- Significance: a two-sided Mann-Whitney U test and a bootstrap interval of the change in medians, to say
+  whether two runs differ by more than their own noise.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Sequence
+
+GIB = 2**30
+
+# nccl-tests (doc/PERFORMANCE.md): busbw = algbw * factor(N). Sizes follow its convention: allgather and
+# reduce_scatter count the whole (gathered) buffer, the others the buffer each rank passes in.
+BUSBW_FACTORS = {
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "reduce_scatter": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+}
+COLLECTIVES = tuple(BUSBW_FACTORS)
+
+
+def ring_factor(world_size: int) -> float:
+    """Bytes a rank moves in a ring allreduce per byte of the reduced buffer: 2(N-1)/N."""
+    return BUSBW_FACTORS["allreduce"](world_size)
+
+
+def busbw_factor(collective: str, world_size: int) -> float:
+    return BUSBW_FACTORS[collective](world_size)
+
+
+def allreduce_bytes(grad_bytes: float, world_size: int) -> float:
+    """Bytes each rank sends (and receives) to allreduce ``grad_bytes`` of gradients once."""
+    return grad_bytes * ring_factor(world_size)
+
+
+def epoch_transfer(grad_bytes: float, params: int, epoch_examples: int, global_batch: int, world_size: int) -> dict:
+    """Data moved per epoch: seed 004's count (steps x parameters) and the ring-allreduce bytes per rank."""
+    steps = math.ceil(epoch_examples / global_batch)
+    return {
+        "epoch_examples": epoch_examples,
+        "steps_per_epoch": steps,
+        "seed004_parameters_per_epoch": steps * params,
+        "seed004_bytes_per_epoch": steps * grad_bytes,
+        "ring_bytes_per_rank_per_epoch": steps * allreduce_bytes(grad_bytes, world_size),
+    }
+
+
+def seed002_comm_estimate(sec_iter: float, ref_sec_iter: float, batch_per_rank: int, ref_batch_per_rank: int) -> float:
+    """Seed 002's guess: communication = t(N) - compute, where compute is the N=1 time scaled to this rank's
+    share of the work (t1/N for strong scaling, t1 for weak). It assumes compute scales perfectly."""
+    compute = ref_sec_iter * batch_per_rank / ref_batch_per_rank
+    return sec_iter - compute
+
+
+# -- scaling model ------------------------------------------------------------------------------------------
+
+
+def karp_flatt(speedup: float, world_size: int) -> float | None:
+    """The experimentally determined serial fraction e = (1/S - 1/N) / (1 - 1/N); undefined at N=1."""
+    if world_size <= 1 or speedup <= 0:
+        return None
+    return (1 / speedup - 1 / world_size) / (1 - 1 / world_size)
+
+
+def amdahl_speedup(serial_fraction: float, world_size: float) -> float:
+    return 1 / (serial_fraction + (1 - serial_fraction) / world_size)
+
+
+def amdahl_fit(points: Sequence[tuple[int, float]]) -> dict | None:
+    """Least-squares serial fraction f of Amdahl's law over (N, speedup) points with N > 1.
+
+    1/S = f + (1-f)/N is linear in f: 1/S - 1/N = f (1 - 1/N), so f has a closed form. Returns f, the
+    speedup it predicts as N grows without bound (1/f), and the fit's root-mean-square error in speedup.
+    """
+    usable = [(n, s) for n, s in points if n > 1 and s > 0]
+    if not usable:
+        return None
+    numerator = sum((1 / s - 1 / n) * (1 - 1 / n) for n, s in usable)
+    denominator = sum((1 - 1 / n) ** 2 for n, _ in usable)
+    fraction = numerator / denominator
+    bounded = min(max(fraction, 0.0), 1.0)  # negative means superlinear: no serial part to speak of
+    residuals = [amdahl_speedup(bounded, n) - s for n, s in usable]
+    rmse = math.sqrt(sum(r * r for r in residuals) / len(residuals))
+    return {
+        "serial_fraction": bounded,
+        "raw_serial_fraction": fraction,
+        "max_speedup": (1 / bounded) if bounded > 0 else None,
+        "rmse_speedup": rmse,
+        "points": len(usable),
+    }
+
+
+def cost_per_million(device_count: int, examples_per_sec: float, price_per_device_hour: float) -> float | None:
+    """Price of training on a million examples at this throughput with ``device_count`` devices."""
+    if examples_per_sec <= 0:
+        return None
+    hours = 1e6 / examples_per_sec / 3600
+    return hours * device_count * price_per_device_hour
+
+
+# -- significance -------------------------------------------------------------------------------------------
+
+
+def mann_whitney(a: Sequence[float], b: Sequence[float]) -> dict | None:
+    """Two-sided Mann-Whitney U test (normal approximation with tie and continuity corrections).
+
+    Returns U of ``a``, the p-value, and the common-language effect size P(a > b) + P(a = b)/2.
+    """
+    n1, n2 = len(a), len(b)
+    if n1 == 0 or n2 == 0:
+        return None
+    pooled = sorted([(v, 0) for v in a] + [(v, 1) for v in b])
+    ranks = [0.0] * len(pooled)
+    tie_term = 0.0
+    i = 0
+    while i < len(pooled):
+        j = i
+        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
+            j += 1
+        average = (i + j) / 2 + 1
+        for k in range(i, j + 1):
+            ranks[k] = average
+        ties = j - i + 1
+        tie_term += ties**3 - ties
+        i = j + 1
+    rank_sum_a = sum(r for r, (_, group) in zip(ranks, pooled) if group == 0)
+    u_a = rank_sum_a - n1 * (n1 + 1) / 2
+    mean_u = n1 * n2 / 2
+    n = n1 + n2
+    variance = n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1))) if n > 1 else 0.0
+    if variance <= 0:
+        p_value = 1.0
+    else:
+        z = (abs(u_a - mean_u) - 0.5) / math.sqrt(variance)
+        p_value = min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
+    return {"u": u_a, "p_value": p_value, "effect": u_a / (n1 * n2)}
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    middle = len(ordered) // 2
+    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+
+
+def bootstrap_median_change(
+    a: Sequence[float], b: Sequence[float], resamples: int = 1000, confidence: float = 0.95, seed: int = 0
+) -> tuple[float, float] | None:
+    """Percentile bootstrap interval of median(b)/median(a) - 1, resampling each side independently."""
+    if not a or not b:
+        return None
+    rng = random.Random(seed)
+    changes = []
+    for _ in range(resamples):
+        median_a = _median(rng.choices(a, k=len(a)))
+        median_b = _median(rng.choices(b, k=len(b)))
+        if median_a > 0:
+            changes.append(median_b / median_a - 1)
+    if not changes:
+        return None
+    changes.sort()
+    tail = (1 - confidence) / 2
+    low = changes[int(tail * (len(changes) - 1))]
+    high = changes[int(math.ceil((1 - tail) * (len(changes) - 1)))]
+    return low, high
