@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 from ddptop import __version__
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
-COMMANDS = ("run", "report", "gpus", "topo", "kernels")
+COMMANDS = ("run", "report", "diff", "plot", "gpus", "topo", "kernels")
 
 
 class UsageError(Exception):
@@ -57,12 +57,37 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--warmup", type=int, help="warm-up steps, not measured (default 5 GPU, 3 CPU)")
     what.add_argument("--iters", type=int, help="measured steps (default 50 GPU, 20 CPU)")
     what.add_argument("--time-budget", type=float, help="measure for about this many seconds instead of --iters")
-    what.add_argument("--bucket-cap-mb", type=float, help="DDP gradient bucket size (default 25)")
+    what.add_argument("--bucket-cap-mb", type=_list_of(float),
+                      help="DDP gradient bucket size in MiB (default 25; a list sweeps them, e.g. 25,1)")
     what.add_argument("--no-baseline", dest="baseline", action="store_false", default=None,
                       help="skip the no-DDP row at N=1")
     what.add_argument("--amp", nargs="?", const="bf16", choices=("bf16", "fp16"), help="autocast on GPU (bf16)")
     what.add_argument("--channels-last", action="store_true", default=None)
     what.add_argument("--threads-per-rank", type=int, help="CPU threads per rank (default: usable cores / N)")
+    deeper = parser.add_argument_group("analysis")
+    deeper.add_argument("--comm-iters", type=int,
+                        help="steps of each communication phase per DDP configuration: no_sync() and timed "
+                             "buckets (default max(5, iters/4); 0 skips both)")
+    deeper.add_argument("--collectives", type=_list_of(str),
+                        help="collective benchmark at the end of each launch with N>=2: allreduce, allgather, "
+                             "reduce_scatter, broadcast (default allreduce)")
+    deeper.add_argument("--no-collectives", dest="collectives", action="store_const", const=[],
+                        help="skip the collective benchmark")
+    deeper.add_argument("--coll-min-bytes", help="smallest collective message (default 1KiB)")
+    deeper.add_argument("--coll-max-bytes", help="largest collective message (default 1GiB GPU, 16MiB CPU)")
+    deeper.add_argument("--coll-iters", type=int, help="timed operations per message size (default 20 GPU, 10 CPU)")
+    deeper.add_argument("--batch-sweep", action="store_true", default=None,
+                        help="double the batch from the first --batch-sizes value until out of memory")
+    deeper.add_argument("--max-batch", type=int, help="largest batch of --batch-sweep (default 4096 GPU, 256 CPU)")
+    deeper.add_argument("--memory-cap-mb", type=float,
+                        help="per-rank memory cap, as if the device were smaller (GPU: allocator limit; "
+                             "CPU: counted weights+gradients+momentum+layer outputs)")
+    deeper.add_argument("--efficiency-threshold", type=float,
+                        help="efficiency below which adding devices stops paying (default 0.7)")
+    deeper.add_argument("--price-per-gpu-hour", type=float,
+                        help="price of one GPU-hour (one rank-hour on CPU) for the cost per million examples")
+    deeper.add_argument("--epoch-examples", type=int,
+                        help="examples per epoch for the data-moved-per-epoch figure (default 1281167, ImageNet)")
     cost = parser.add_argument_group("cost (seed 000's SU = (w_core*cores + w_gpu*gpus) * walltime)")
     cost.add_argument("--cores-per-rank", type=float, help="cores charged per rank (default: its threads)")
     cost.add_argument("--su-core-weight", type=float)
@@ -90,6 +115,14 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("target", metavar="RUN_DIR|summary.json")
     report.add_argument("--format", choices=("text", "md", "csv", "json"), default="text")
     report.add_argument("--rebuild", action="store_true", help="rebuild the summary from the raw events")
+    diff = commands.add_parser("diff", help="compare two runs: differing settings, step times, noise test")
+    diff.add_argument("a", metavar="A", help="run directory or summary.json (the baseline)")
+    diff.add_argument("b", metavar="B", help="run directory or summary.json (the candidate)")
+    diff.add_argument("--format", choices=("text", "md", "json"), default="text")
+    diff.add_argument("--alpha", type=float, default=0.05, help="significance level of the noise test (0.05)")
+    plot = commands.add_parser("plot", help="(re)draw a run's plots as PNG and SVG")
+    plot.add_argument("target", metavar="RUN_DIR|summary.json")
+    plot.add_argument("--out", metavar="DIR", help="where to write them (default: beside the summary)")
     gpus = commands.add_parser("gpus", help="one telemetry snapshot: GPUs, their processes, the host")
     gpus.add_argument("--json", action="store_true", help="machine-readable output")
     gpus.add_argument("--interval", type=float, default=0.5, help="seconds between the two readings (rates)")
@@ -181,6 +214,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             session.refresh(final=True)
             data = summary_mod.build_summary(session)
             summary_mod.save_summary(data, target)
+            summary_mod.save_plots_safely(data, target)
         else:
             data = summary_mod.load_summary(path)
     elif os.path.isfile(target):
@@ -194,6 +228,32 @@ def cmd_report(args: argparse.Namespace) -> int:
         "json": lambda d: json.dumps(d, indent=2) + "\n",
     }
     sys.stdout.write(renderers[args.format](data))
+    return EXIT_OK
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from ddptop.report import diff as diff_mod
+
+    if not 0 < args.alpha < 1:
+        raise UsageError("--alpha must be between 0 and 1")
+    result = diff_mod.diff_summaries(diff_mod.load_any(args.a), diff_mod.load_any(args.b), args.alpha)
+    if args.format == "json":
+        sys.stdout.write(json.dumps(result, indent=2) + "\n")
+    else:
+        sys.stdout.write(diff_mod.diff_text(result, markdown=args.format == "md"))
+    return EXIT_OK
+
+
+def cmd_plot(args: argparse.Namespace) -> int:
+    from ddptop.report import plots
+    from ddptop.report.diff import load_any
+
+    data = load_any(args.target)
+    out = args.out or (args.target if os.path.isdir(args.target) else os.path.dirname(os.path.abspath(args.target)))
+    if not os.path.isdir(out):
+        raise UsageError(f"--out {out} is not a directory")
+    for path in plots.save_plots(data, out):
+        print(path)
     return EXIT_OK
 
 
@@ -250,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         _check_fake_nvml()
-        handlers = {"run": cmd_run, "report": cmd_report, "gpus": cmd_gpus, "topo": cmd_topo, "kernels": cmd_kernels}
+        handlers = {"run": cmd_run, "report": cmd_report, "diff": cmd_diff, "plot": cmd_plot, "gpus": cmd_gpus,
+                    "topo": cmd_topo, "kernels": cmd_kernels}
         handler = handlers[args.command]
         return handler(args)
     except (UsageError, PlanError, RunDirError, SummaryError) as exc:

@@ -87,3 +87,13 @@ def test_kernels_lists_the_models_and_help_works():
     help_text = ddptop("run", "--help").stdout
     for flag in ("--headless", "--models", "--world-sizes", "--scaling", "--bucket-cap-mb", "--no-baseline"):
         assert flag in help_text
+
+
+def test_diff_bad_input_is_one_line(tmp_path):
+    missing = ddptop("diff", str(tmp_path / "nope"), str(tmp_path / "nope2"))
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1 and "neither a run directory" in missing.stderr
+    future = tmp_path / "summary.json"
+    future.write_text(json.dumps({"schema": "ddptop.summary", "schema_version": 99}))
+    done = ddptop("diff", str(future), str(future))
+    assert done.returncode == 2 and "schema version 99" in done.stderr and "Traceback" not in done.stderr
+    assert ddptop("diff", str(future), str(future), "--alpha", "2").returncode == 2

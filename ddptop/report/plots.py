@@ -1,0 +1,173 @@
+"""The summary's plots, each saved as PNG and SVG in ``<run dir>/plots``: matplotlib with its Agg backend.
+
+- speedup.*: speedup against N for every scaling table, the perfect-scaling line (seed 000) and Amdahl's fit;
+- efficiency.*: efficiency against N with the recommendation threshold;
+- batch_throughput.*: examples/s against the batch size, out-of-memory batches marked (seed 002);
+- comm_split.*: per DDP configuration, compute (no_sync step) and exposed communication stacked;
+- busbw.*: the collective benchmark's bus bandwidth against message size, with what DDP's buckets reached.
+
+A plot with nothing to draw is not written. matplotlib is imported here only, after a run, never by the TUI
+while it draws.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ddptop import analysis
+
+PLOTS_DIR = "plots"
+FORMATS = ("png", "svg")
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg", force=True)
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _table_label(table: dict[str, Any], many_caps: bool) -> str:
+    label = f"{table['model']} bs{table['batch_size']} {table['backend']}"
+    return label + (f" bucket {table['bucket_cap_mb']:g}" if many_caps else "")
+
+
+def _save(fig: Any, out_dir: str, name: str) -> list[str]:
+    paths = []
+    for fmt in FORMATS:
+        path = os.path.join(out_dir, f"{name}.{fmt}")
+        fig.savefig(path, format=fmt, dpi=110, bbox_inches="tight")
+        os.chmod(path, 0o600)  # like every file of a run directory: the user's only
+        paths.append(path)
+    return paths
+
+
+def _unit(summary: dict[str, Any]) -> str:
+    return "GPUs" if summary["plan"]["device"] == "cuda" else "ranks"
+
+
+def _speedup(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
+    tables = [t for t in summary["scaling"] if t["rows"]]
+    if not tables:
+        return []
+    many_caps = len({t.get("bucket_cap_mb") for t in tables}) > 1
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    largest = max(r["world_size"] for t in tables for r in t["rows"])
+    sizes = list(range(1, largest + 1))
+    left.plot(sizes, sizes, linestyle="--", color="grey", label="perfect scaling")
+    for table in tables:
+        ns = [r["world_size"] for r in table["rows"]]
+        line = left.plot(ns, [r["speedup"] for r in table["rows"]], marker="o", label=_table_label(table, many_caps))
+        fit = table.get("amdahl")
+        if fit and fit["points"] >= 1:
+            left.plot(sizes, [analysis.amdahl_speedup(fit["serial_fraction"], n) for n in sizes], linestyle=":",
+                      color=line[0].get_color(), label=f"Amdahl, serial {100 * fit['serial_fraction']:.1f}%")
+        right.plot(ns, [100 * r["efficiency"] for r in table["rows"]], marker="o", label=_table_label(table, many_caps))
+    threshold = 100 * tables[0].get("efficiency_threshold", 0.7)
+    right.axhline(threshold, linestyle="--", color="grey", label=f"threshold {threshold:.0f}%")
+    left.set(xlabel=f"N ({_unit(summary)})", ylabel="speedup", title="Speedup")
+    right.set(xlabel=f"N ({_unit(summary)})", ylabel="efficiency (%)", title="Efficiency", ylim=(0, 110))
+    for axis in (left, right):
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=8)
+    fig.suptitle(summary.get("name") or "")
+    paths = _save(fig, out_dir, "speedup")
+    plt.close(fig)
+    # efficiency alone as well, for documents that want one chart per figure
+    fig, axis = plt.subplots(figsize=(6, 4))
+    for table in tables:
+        axis.plot([r["world_size"] for r in table["rows"]], [100 * r["efficiency"] for r in table["rows"]],
+                  marker="o", label=_table_label(table, many_caps))
+    axis.axhline(threshold, linestyle="--", color="grey", label=f"threshold {threshold:.0f}%")
+    axis.set(xlabel=f"N ({_unit(summary)})", ylabel="efficiency (%)", title="Efficiency", ylim=(0, 110))
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    paths += _save(fig, out_dir, "efficiency")
+    plt.close(fig)
+    return paths
+
+
+def _batch_throughput(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
+    tables = summary.get("batch_throughput") or []
+    if not tables:
+        return []
+    fig, axis = plt.subplots(figsize=(6.5, 4.2))
+    for table in tables:
+        measured = [r for r in table["rows"] if r["ex_sec_total"]]
+        label = f"{table['model']} N={table['world_size']}"
+        line = axis.plot([r["batch_size"] for r in measured], [r["ex_sec_total"] for r in measured], marker="o",
+                         label=label)
+        ooms = [r["batch_size"] for r in table["rows"] if r["status"] == "oom"]
+        if ooms and measured:
+            axis.scatter(ooms, [measured[-1]["ex_sec_total"]] * len(ooms), marker="x", s=80,
+                         color=line[0].get_color(), label=f"{label}: out of memory")
+    axis.set_xscale("log", base=2)
+    axis.set(xlabel="batch per rank", ylabel="examples/s (all ranks)", title="Throughput per batch size")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=8)
+    paths = _save(fig, out_dir, "batch_throughput")
+    plt.close(fig)
+    return paths
+
+
+def _comm_split(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
+    entries = [e for e in summary["configs"] if (e.get("communication") or {}).get("compute_s") is not None]
+    if not entries:
+        return []
+    labels = [f"{e['label']}\n{e['model']} bs{e['batch_size']}" for e in entries]
+    compute = [1e3 * e["communication"]["compute_s"] for e in entries]
+    exposed = [1e3 * (e["communication"]["exposed_comm_s"] or 0) for e in entries]
+    fig, axis = plt.subplots(figsize=(max(5, 1.3 * len(entries) + 2), 4.2))
+    positions = range(len(entries))
+    axis.bar(positions, compute, label="compute (step inside no_sync)")
+    axis.bar(positions, exposed, bottom=compute, label="exposed communication")
+    steps = [1e3 * e["communication"]["step_s"] for e in entries]
+    axis.scatter(positions, steps, color="black", marker="_", s=300, zorder=3, label="measured step (p50)")
+    axis.set_xticks(list(positions), labels, fontsize=8)
+    axis.set(ylabel="ms per step", title="Compute vs communication")
+    axis.grid(axis="y", alpha=0.3)
+    axis.legend(fontsize=8)
+    paths = _save(fig, out_dir, "comm_split")
+    plt.close(fig)
+    return paths
+
+
+def _busbw(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
+    tables = summary.get("collectives") or []
+    if not tables:
+        return []
+    fig, axis = plt.subplots(figsize=(7, 4.4))
+    for table in tables:
+        for inplace in (True, False):
+            rows = [r for r in table["rows"] if r["inplace"] is inplace and r["busbw_gbs"]]
+            if rows:
+                place = "" if table["op"] in ("allreduce", "broadcast") else (" in place" if inplace else " out of place")
+                axis.plot([r["bytes"] for r in rows], [r["busbw_gbs"] for r in rows], marker=".",
+                          label=f"{table['op']}{place} N={table['world_size']} {table['backend']}")
+    for entry in summary["configs"]:
+        buckets = (entry.get("communication") or {}).get("buckets") or {}
+        achieved = buckets.get("achieved")
+        if achieved and buckets.get("mean_bucket_bytes"):
+            axis.scatter([buckets["mean_bucket_bytes"]], [achieved["busbw_gbs"]], marker="*", s=120, zorder=3,
+                         label=f"DDP buckets: {entry['model']} N={entry['world_size']}")
+    axis.set_xscale("log", base=2)
+    axis.set(xlabel="message size (bytes)", ylabel="bus bandwidth (GB/s)", title="Collective bus bandwidth")
+    axis.grid(alpha=0.3)
+    axis.legend(fontsize=7)
+    paths = _save(fig, out_dir, "busbw")
+    plt.close(fig)
+    return paths
+
+
+def save_plots(summary: dict[str, Any], run_dir: str) -> list[str]:
+    """Draw every plot the summary has data for into ``run_dir/plots``; return the files written."""
+    out_dir = os.path.join(run_dir, PLOTS_DIR)
+    os.makedirs(out_dir, mode=0o700, exist_ok=True)
+    plt = _pyplot()
+    paths: list[str] = []
+    for draw in (_speedup, _batch_throughput, _comm_split, _busbw):
+        paths += draw(plt, summary, out_dir)
+    return paths
