@@ -54,6 +54,7 @@ CONFIG_COLUMNS = (
     ("label", "N", 6), ("model", "model", 12), ("bs", "batch", 5), ("backend", "backend", 7),
     ("status", "status", 10), ("progress", "progress", 13), ("p50", "p50 s", 7), ("p75", "p75 s", 7),
     ("p90", "p90 s", 7), ("p95", "p95 s", 7), ("exs", "ex/s", 7), ("speedup", "speedup", 7), ("eff", "eff", 5),
+    ("comm", "comm", 5),
 )
 RANK_COLUMNS = (
     ("rank", "rank", 4), ("pid", "PID", 8), ("host", "host", 16), ("gpu", "GPU", 3), ("cpu", "CPU %", 5),
@@ -108,9 +109,19 @@ class SummaryScreen(Screen[None]):
     def _text(self) -> Text:
         out = Text()
         status = "complete" if self.summary.get("complete") else "incomplete (stopped before the end)"
-        out.append(f"Sweep {status}\n\n", style="bold")
+        out.append(f"Sweep {status}\n", style="bold")
+        if self.paths:
+            out.append("Saved: ", style="bold")
+            shown = [self.paths[k] for k in ("json", "md", "csv", "plots") if self.paths.get(k)]
+            out.append("  ".join(_display_path(p) for p in shown) + "\n")
+            if self.paths.get("plots_error"):
+                out.append(f"Plots not drawn: {self.paths['plots_error']}\n", style="yellow")
+        out.append("\n")
         body = tables.scaling_text(self.summary).rstrip() or "No scaling table: no configuration finished."
         out.append(body + "\n\n")
+        deeper = tables.analysis_text(self.summary)
+        if deeper:
+            out.append(deeper + "\n")
         load = tables.load_text(self.summary)
         if load:
             out.append(load + "\n")
@@ -119,9 +130,6 @@ class SummaryScreen(Screen[None]):
             out.append("Not measured in full:\n", style="bold yellow")
             out.append(problems + "\n\n")
         out.append(tables.overhead_line(self.summary) + "\n\n")
-        if self.paths:
-            out.append("Saved: ", style="bold")
-            out.append("  ".join(_display_path(p) for p in self.paths.values()) + "\n")
         return out
 
     def on_mount(self) -> None:
@@ -418,6 +426,10 @@ class DdptopApp(App[int]):
             "exs": fmt.rate(stats["ex_sec_total"]["p50"]) if stats else "-",
             "speedup": f"{scale['speedup']:.2f}" if scale else "-",
             "eff": f"{100 * scale['efficiency']:.0f}%" if scale else "-",
+            # the share of the step that synchronisation adds (step vs no_sync step), once measured
+            "comm": f"{100 * scale['exposed_comm_fraction']:.0f}%"
+            if scale and scale.get("exposed_comm_fraction") is not None
+            else "-",
         }
         for column, value in cells.items():
             self._set(table, spec.config_id, column, value)
