@@ -167,8 +167,8 @@ class Worker:
 
         self.net = None
         config_id = cfg["config_id"]
-        if cfg["mode"] == "no_ddp" and self.world_size != 1:
-            raise ValueError("the no_ddp baseline runs at world size 1 only")
+        if cfg["mode"] in ("no_ddp", "dp") and self.world_size != 1:
+            raise ValueError(f"the {cfg['mode']} configuration runs in a single process")
         setup_start = time.perf_counter()
         torch.manual_seed(1234 + self.rank)
         if self.device.type == "cuda":
@@ -187,10 +187,16 @@ class Worker:
                 device_ids=[self.local_rank] if self.device.type == "cuda" else None,
                 bucket_cap_mb=cfg["bucket_cap_mb"],
             )
+        elif cfg["mode"] == "dp":
+            # One process scatters the batch over N devices, replicates the model every step and gathers the
+            # outputs (seeds 002 and 004). Without CUDA, DataParallel is a pass-through: one process does the
+            # N ranks' work on the cores they would have shared.
+            devices = list(range(cfg["world_size"])) if self.device.type == "cuda" else None
+            net = torch.nn.DataParallel(model, device_ids=devices)
         else:
             net = model
         optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-        batch = cfg["batch_size"]
+        batch = cfg["global_batch"] if cfg["mode"] == "dp" else cfg["batch_size"]
         size = cfg["image_size"]
         inputs = torch.randn(batch, 3, size, size, device=self.device).contiguous(memory_format=memory_format)
         targets = torch.randint(0, cfg["num_classes"], (batch,), device=self.device)

@@ -82,6 +82,8 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     deeper.add_argument("--memory-cap-mb", type=float,
                         help="per-rank memory cap, as if the device were smaller (GPU: allocator limit; "
                              "CPU: counted weights+gradients+momentum+layer outputs)")
+    deeper.add_argument("--compare-dp", action="store_true", default=None,
+                        help="also run torch.nn.DataParallel (one process, N devices) at every N > 1")
     deeper.add_argument("--efficiency-threshold", type=float,
                         help="efficiency below which adding devices stops paying (default 0.7)")
     deeper.add_argument("--price-per-gpu-hour", type=float,

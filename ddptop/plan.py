@@ -24,7 +24,7 @@ SCALINGS = ("weak", "strong")
 BACKENDS = ("auto", "nccl", "gloo")
 DEVICES = ("auto", "cuda", "cpu")
 AMP_DTYPES = ("bf16", "fp16")
-MODES = ("ddp", "no_ddp")
+MODES = ("ddp", "no_ddp", "dp")  # dp: torch.nn.DataParallel, one process driving N devices
 
 
 class PlanError(ValueError):
@@ -67,6 +67,7 @@ class PlanOptions:
     efficiency_threshold: float = 0.7
     price_per_gpu_hour: float | None = None
     epoch_examples: int = 1_281_167  # ImageNet-1k's training set
+    compare_dp: bool = False
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -103,7 +104,14 @@ class ConfigSpec:
         if self.mode == "no_ddp":
             return "no ddp"
         unit = "G" if self.device == "cuda" else "P"
+        if self.mode == "dp":
+            return f"DP/{self.world_size}{unit}"
         return f"{self.nnodes}M/{self.world_size // self.nnodes}{unit}"
+
+    @property
+    def processes(self) -> int:
+        """Ranks that report samples: one for the no-DDP baseline and for DataParallel, else N."""
+        return 1 if self.mode in ("no_ddp", "dp") else self.world_size
 
     @property
     def scaling_batch(self) -> int:
@@ -170,16 +178,21 @@ class Plan:
     efficiency_threshold: float = 0.7
     price_per_gpu_hour: float | None = None
     epoch_examples: int = 1_281_167
+    compare_dp: bool = False
 
     def collective_spec(self) -> dict[str, Any] | None:
         """What the collective benchmark runs at the end of each launch with N >= 2 (None: nothing)."""
         if not self.collectives:
             return None
         return {"ops": list(self.collectives), "min_bytes": self.coll_min_bytes, "max_bytes": self.coll_max_bytes,
-                "iters": self.coll_iters, "warmup": max(1, self.coll_iters // 4), "dtype": "float32"}
+                "iters": self.coll_iters, "warmup": max(5, self.coll_iters // 4), "dtype": "float32"}
 
     def launches(self) -> list[Launch]:
         result = []
+        data_parallel = self._data_parallel_configs()
+        if data_parallel and 1 not in self.world_sizes:  # DataParallel is one process: it needs an N=1 launch
+            result.append(Launch(1, self.backends[0], tuple(data_parallel)))
+            data_parallel = []
         for world_size in self.world_sizes:
             for backend in self.backends:
                 configs = []
@@ -190,8 +203,22 @@ class Plan:
                             caps = self.bucket_cap_mb if mode == "ddp" else self.bucket_cap_mb[:1]
                             for cap in caps:
                                 configs.append(self._config(model, batch, world_size, backend, mode, cap))
+                if world_size == 1 and backend == self.backends[0]:
+                    configs += data_parallel
                 result.append(Launch(world_size, backend, tuple(configs)))
         return result
+
+    def _data_parallel_configs(self) -> list[ConfigSpec]:
+        """torch.nn.DataParallel at every N > 1, run by a single process (seeds 002 and 004 compare it to DDP)."""
+        if not self.compare_dp:
+            return []
+        return [
+            self._config(model, batch, n, self.backends[0], "dp", self.bucket_cap_mb[0])
+            for model in self.models
+            for batch in self.batch_sizes
+            for n in self.world_sizes
+            if n > 1
+        ]
 
     def configs(self) -> list[ConfigSpec]:
         return [c for launch in self.launches() for c in launch.configs]
@@ -390,8 +417,10 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     # Each rank gets an equal share of the cores this process may use, so N ranks never oversubscribe the node
     # and N=1 is not starved (torchrun's own default is one thread per rank).
     threads = {
-        n: options.threads_per_rank or max(1, cpu_count // n) for n in world_sizes
+        n: options.threads_per_rank or max(1, cpu_count // n) for n in (*world_sizes, 1)
     }
+    if options.compare_dp and not any(n > 1 for n in world_sizes):
+        raise PlanError("--compare-dp needs a world size above 1 to compare at")
     name = options.name or f"{'-'.join(m.split(':')[-1] for m in models)}-{options.scaling}"
     return Plan(
         models=models,
@@ -425,6 +454,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         efficiency_threshold=options.efficiency_threshold,
         price_per_gpu_hour=options.price_per_gpu_hour,
         epoch_examples=options.epoch_examples,
+        compare_dp=options.compare_dp,
     )
 
 
@@ -472,6 +502,7 @@ _TOML_TYPES: dict[str, tuple[type, ...]] = {
     "efficiency_threshold": (float, int),
     "price_per_gpu_hour": (float, int),
     "epoch_examples": (int,),
+    "compare_dp": (bool,),
 }
 
 

@@ -64,7 +64,7 @@ class ConfigState:
         total = warmup + iters
         if total <= 0:
             return 0.0
-        ranks = range(self.spec.world_size)
+        ranks = range(self.spec.processes)
         done = min(self.warmup_seen.get(r, 0) + len(self.samples.get(r, ())) for r in ranks)
         return min(1.0, done / total)
 
@@ -208,7 +208,7 @@ class Session:
             status = event["status"]
             if status != "ok":
                 self._end(state, status, state.reason or _error_reason(state), event["t"])
-            elif len(state.end) >= state.spec.world_size and all(
+            elif len(state.end) >= state.spec.processes and all(
                 e["status"] == "ok" for e in state.end.values()
             ):
                 self._end(state, "ok", None, event["t"])

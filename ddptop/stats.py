@@ -153,7 +153,7 @@ def recommendation(rows: Sequence[dict], unit: str = "GPUs", threshold: float = 
             f"({after['efficiency']:.0%} at N={after['world_size']}): request {best['world_size']} {unit}."
         )
     flat = plateau(ordered)
-    if flat is not None:
+    if flat is not None and flat is not ordered[0]:  # a plateau from the start is said by the first sentence
         best_after = max(r["speedup"] for r in ordered if r["world_size"] > flat["world_size"])
         words.append(
             f"Beyond N={flat['world_size']} speedup grows less than {PLATEAU_GAIN:.0%} "

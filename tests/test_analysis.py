@@ -146,3 +146,15 @@ def test_plan_sweeps_buckets_and_batches():
 def test_bad_analysis_options_are_one_line_errors(options, message):
     with pytest.raises(PlanError, match=message):
         build_plan(options, CPU, cpu_count=2)
+
+
+def test_data_parallel_runs_in_a_single_process_launch():
+    plan = build_plan(PlanOptions(world_sizes=[2, 4], compare_dp=True, batch_sizes=[8]), CPU, cpu_count=4)
+    launches = plan.launches()
+    assert [(l.world_size, [c.config_id for c in l.configs]) for l in launches][0] == (
+        1, ["resnet18/dp/bs8/n2/gloo", "resnet18/dp/bs8/n4/gloo"])
+    dp = launches[0].configs[1]
+    assert dp.processes == 1 and dp.global_batch == 32 and dp.label == "DP/4P"
+    assert plan.threads_per_rank[1] == 4  # the one process gets the cores the N ranks would share
+    with pytest.raises(PlanError, match="--compare-dp needs a world size above 1"):
+        build_plan(PlanOptions(world_sizes=[1], compare_dp=True), CPU, cpu_count=2)

@@ -28,9 +28,9 @@ def run_a(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def run_b(tmp_path_factory):
-    """B with 1 MiB buckets, no collective benchmark."""
+    """B with 1 MiB buckets, no collective benchmark, and DataParallel beside DDP."""
     run_dir = str(tmp_path_factory.mktemp("deeper") / "b")
-    return run_sweep(run_dir, *SMALL, "--bucket-cap-mb", "1", "--no-collectives")
+    return run_sweep(run_dir, *SMALL, "--bucket-cap-mb", "1", "--no-collectives", "--compare-dp")
 
 
 def _config(summary, config_id):
@@ -97,6 +97,19 @@ def test_bucket_cap_changes_the_buckets(run_a, run_b):
     assert run_b.summary()["collectives"] == []
 
 
+def test_data_parallel_runs_beside_ddp(run_b):
+    summary = run_b.summary()
+    dp = _config(summary, "resnet18/dp/bs4/n2/gloo")
+    assert dp["status"] == "ok" and dp["label"] == "DP/2P" and dp["launch"].startswith("01-n1")  # one process
+    assert dp["stats"]["n"] == 8  # one rank reports, driving both "devices"
+    assert dp["global_batch"] == 8 and dp["communication"] is None
+    (row,) = summary["dp_vs_ddp"]
+    ddp = _config(summary, "resnet18/ddp/bs4/n2/gloo")["stats"]["sec_iter"]["p50"]
+    assert row["ddp_speedup_over_dp"] == pytest.approx(dp["stats"]["sec_iter"]["p50"] / ddp)
+    assert all(r["config_id"] != dp["config_id"] for t in summary["scaling"] for r in t["rows"])
+    assert "DataParallel vs DDP" in run_b.stdout
+
+
 def _png_size(path):
     with open(path, "rb") as handle:
         head = handle.read(24)
@@ -138,6 +151,7 @@ def test_diff_of_two_real_runs(run_a, run_b):
     text = ddptop("diff", run_a.run_dir, os.path.join(run_b.run_dir, "summary.json")).stdout
     assert "bucket_cap_mb" in text and "p50 change" in text and "verdict" in text
     # a run against itself: every change is zero and within noise
+    assert result["only_b"] == ["resnet18/dp/bs4/n2/gloo"] and result["only_a"] == []
     same = json.loads(ddptop("diff", run_a.run_dir, run_a.run_dir, "--format", "json").stdout)
     assert same["plan"] == [] and all(r["verdict"] == "within noise" and r["p_value"] == 1 for r in same["configs"])
 

@@ -98,3 +98,23 @@ def test_reader_never_raises_on_arbitrary_bytes(tmp_path_factory, data):
     events = reader.read_rest()
     lines = [l for l in data.split(b"\n") if l.strip()]
     assert len(events) + reader.malformed == len(lines)
+
+
+def test_every_example_in_the_format_document_is_a_valid_event():
+    import re
+
+    from ddptop import wire
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "wire-format.md")
+    with open(path, encoding="utf-8") as handle:
+        blocks = re.findall(r"```json\n(.*?)```", handle.read(), re.S)
+    decoder, types = json.JSONDecoder(), set()
+    for block in blocks:  # a block holds one event or several, an event may wrap over lines
+        text, position = " ".join(block.split("\n")).strip(), 0
+        while position < len(text):
+            _, end = decoder.raw_decode(text, position)
+            types.add(wire.decode(text[position:end])["type"])
+            position = end
+            while position < len(text) and text[position] == " ":
+                position += 1
+    assert types == set(wire.REQUIRED_FIELDS)  # one example per event type, each accepted by the reader

@@ -75,7 +75,7 @@ def _scaling(session: Session, entries: list[dict[str, Any]]) -> list[dict[str, 
             continue
         if entry["mode"] == "no_ddp":
             baselines[key] = entry
-        else:
+        elif entry["mode"] == "ddp":
             groups.setdefault(key + (entry["bucket_cap_mb"],), []).append(entry)
     tables = []
     for (model, batch, backend, bucket_cap_mb), members in groups.items():
@@ -210,6 +210,32 @@ def _batch_throughput(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
             }
         )
     return tables
+
+
+def _data_parallel_vs_ddp(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """DataParallel against DDP at the same N, model and batch (seeds 002 and 004)."""
+    ddp = {(e["model"], e["batch_size"], e["world_size"]): e for e in entries if e["mode"] == "ddp" and e["stats"]}
+    rows = []
+    for entry in entries:
+        if entry["mode"] != "dp":
+            continue
+        other = ddp.get((entry["model"], entry["batch_size"], entry["world_size"]))
+        dp_p50 = entry["stats"]["sec_iter"]["p50"] if entry["stats"] else None
+        ddp_p50 = other["stats"]["sec_iter"]["p50"] if other else None
+        rows.append(
+            {
+                "model": entry["model"],
+                "batch_size": entry["batch_size"],
+                "world_size": entry["world_size"],
+                "dp_status": entry["status"],
+                "dp_sec_iter": dp_p50,
+                "ddp_sec_iter": ddp_p50,
+                "dp_ex_sec_total": entry["global_batch"] / dp_p50 if dp_p50 else None,
+                "ddp_ex_sec_total": other["global_batch"] / ddp_p50 if ddp_p50 else None,
+                "ddp_speedup_over_dp": dp_p50 / ddp_p50 if dp_p50 and ddp_p50 else None,
+            }
+        )
+    return rows
 
 
 def _compare_with_collectives(entries: list[dict[str, Any]], collectives: list[dict[str, Any]]) -> None:
@@ -347,6 +373,7 @@ def build_summary(session: Session, environment: dict[str, Any] | None = None) -
             "configs": entries,
             "scaling": _scaling(session, entries),
             "batch_throughput": _batch_throughput(entries),
+            "dp_vs_ddp": _data_parallel_vs_ddp(entries),
             "collectives": collectives,
             "overhead": _overhead(session, entries),
             "telemetry": telemetry,

@@ -23,7 +23,7 @@ def _benchmark_groups(summary: dict[str, Any]) -> dict[tuple, list[dict[str, Any
         batch = entry["batch_size"] if entry["scaling"] == "weak" else entry["global_batch"]
         groups.setdefault((entry["model"], batch, entry["scaling"], entry["backend"]), []).append(entry)
     for members in groups.values():
-        members.sort(key=lambda e: (e["mode"] != "no_ddp", e["world_size"]))
+        members.sort(key=lambda e: (e["mode"] != "no_ddp", e["world_size"], e["mode"] == "dp"))
     return groups
 
 
@@ -130,7 +130,7 @@ def model_lines(table: dict[str, Any]) -> list[str]:
     if fit:
         limit = f", so speedup can never pass {fit['max_speedup']:.1f}" if fit.get("max_speedup") else ""
         lines.append(
-            f"Amdahl fit over {fit['points']} N>1: serial fraction {100 * fit['serial_fraction']:.1f}%{limit} "
+            f"Amdahl fit over {fit['points']} world size{'s' if fit['points'] > 1 else ''} above 1: serial fraction {100 * fit['serial_fraction']:.1f}%{limit} "
             f"(fit error {fit['rmse_speedup']:.2f} in speedup)."
         )
     largest = table["rows"][-1] if table["rows"] else None
@@ -242,6 +242,22 @@ def _collective_title(table: dict[str, Any]) -> str:
     )
 
 
+DP_HEADER = ("model", "batch/device", "N", "DataParallel sec/iter", "DDP sec/iter", "DP ex/s", "DDP ex/s",
+             "DDP speedup over DP")
+
+
+def dp_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
+    return [
+        (
+            r["model"], str(r["batch_size"]), str(r["world_size"]),
+            _num(r["dp_sec_iter"], 4) if r["dp_status"] == "ok" else r["dp_status"],
+            _num(r["ddp_sec_iter"], 4), _num(r["dp_ex_sec_total"], 1), _num(r["ddp_ex_sec_total"], 1),
+            "-" if r["ddp_speedup_over_dp"] is None else f"{r['ddp_speedup_over_dp']:.2f}x",
+        )
+        for r in summary.get("dp_vs_ddp") or ()
+    ]
+
+
 def analysis_text(summary: dict[str, Any]) -> str:
     """Compute vs communication, throughput per batch size and the collective benchmark, as text."""
     out = []
@@ -250,6 +266,11 @@ def analysis_text(summary: dict[str, Any]) -> str:
         out.append("Compute vs communication (per step)")
         out += aligned(COMM_HEADER, rows, first_left=True)
         out.append("  " + COMM_NOTE)
+        out.append("")
+    rows = dp_rows(summary)
+    if rows:
+        out.append("DataParallel vs DDP")
+        out += aligned(DP_HEADER, rows, first_left=True)
         out.append("")
     for table in summary.get("batch_throughput") or ():
         out.append(_batch_title(table))
@@ -447,6 +468,8 @@ def markdown(summary: dict[str, Any]) -> str:
     comm_rows = communication_rows(summary)
     if comm_rows:
         lines += ["## Compute vs communication", ""] + markdown_table(COMM_HEADER, comm_rows) + ["", COMM_NOTE, ""]
+    if dp_rows(summary):
+        lines += ["## DataParallel vs DDP", ""] + markdown_table(DP_HEADER, dp_rows(summary)) + [""]
     batch_tables = summary.get("batch_throughput") or ()
     if batch_tables:
         lines += ["## Throughput per batch size", ""]
