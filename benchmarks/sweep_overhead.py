@@ -1,9 +1,11 @@
 """Sweep overhead: wall time of real `ddptop run --headless` sweeps and the share spent outside steps.
 
-Runs, side by side in one process, the default CPU plan and the same plan with three batch sizes (3x the
-configurations, still one launch per world size), and prints for each the wall time, the seconds inside
-warm-up + measured steps, and the share outside them (launching, importing torch, forming the process
-group, building models, tearing down). Amortising launches means the share falls as configurations grow.
+Runs, side by side in one process, the default CPU plan, the same plan without the analysis phases
+(no_sync/comm-hook steps and the collective benchmark), and the default plan with three batch sizes (3x the
+configurations, still one launch per world size). Prints for each the wall time, the seconds inside
+warm-up + measured steps, the seconds of analysis, and the share left for setup (launching, importing
+torch, forming the process group, building models, tearing down). Amortising launches means that share
+falls as configurations grow.
 
     python benchmarks/sweep_overhead.py [--models resnet18] [--extra-args ...]
 """
@@ -39,7 +41,8 @@ def sweep(out: str, args: list[str]) -> dict:
         "process_wall_s": wall,
         "sweep_wall_s": overhead["sweep_wall_s"],
         "iterations_s": overhead["iterations_s"],
-        "outside": overhead["fraction_outside_iterations"],
+        "analysis_s": overhead.get("analysis_s") or 0.0,
+        "setup": overhead.get("fraction_setup", overhead["fraction_outside_iterations"]),
     }
 
 
@@ -49,23 +52,31 @@ def main() -> None:
     args = parser.parse_args()
     cases = {
         "default plan": [],
+        "no analysis": ["--comm-iters", "0", "--no-collectives"],
         "3 batch sizes": ["--batch-sizes", "8,16,32"],
     }
     rows = {}
     with tempfile.TemporaryDirectory() as tmp:
         for index, (name, extra) in enumerate(cases.items()):
             rows[name] = sweep(os.path.join(tmp, f"run{index}"), extra + args.extra_args)
-    print(f"{'case':16s} {'configs':>7s} {'launches':>8s} {'wall s':>8s} {'steps s':>8s} {'outside':>8s}")
+    print(f"{'case':16s} {'configs':>7s} {'launches':>8s} {'wall s':>8s} {'steps s':>8s} {'analysis s':>10s} "
+          f"{'setup':>6s}")
     for name, row in rows.items():
         print(
             f"{name:16s} {row['configs']:7d} {row['launches']:8d} {row['process_wall_s']:8.1f} "
-            f"{row['iterations_s']:8.1f} {100 * row['outside']:7.0f}%"
+            f"{row['iterations_s']:8.1f} {row['analysis_s']:10.1f} {100 * row['setup']:5.0f}%"
         )
-    base, more = rows["default plan"], rows["3 batch sizes"]
+
+    def setup_seconds(row: dict) -> float:
+        return row["sweep_wall_s"] - row["iterations_s"] - row["analysis_s"]
+
+    base, bare, more = rows["default plan"], rows["no analysis"], rows["3 batch sizes"]
+    print(f"analysis: the default plan takes {base['process_wall_s'] / bare['process_wall_s']:.2f}x the wall time "
+          f"of the same plan without it")
     print(
         f"ratio: {more['configs'] / base['configs']:.1f}x the configurations cost "
-        f"{more['process_wall_s'] / base['process_wall_s']:.2f}x the wall time; overhead seconds "
-        f"{(more['sweep_wall_s'] - more['iterations_s']) / (base['sweep_wall_s'] - base['iterations_s']):.2f}x"
+        f"{more['process_wall_s'] / base['process_wall_s']:.2f}x the wall time; setup seconds "
+        f"{setup_seconds(more) / setup_seconds(base):.2f}x"
     )
 
 
