@@ -49,6 +49,24 @@ def _unit(summary: dict[str, Any]) -> str:
     return "GPUs" if summary["plan"]["device"] == "cuda" else "ranks"
 
 
+def _finish(plt: Any, fig: Any, axes: list[Any], out_dir: str, name: str, legend_size: int = 8) -> list[str]:
+    for axis in axes:
+        axis.grid(alpha=0.3)
+        axis.legend(fontsize=legend_size)
+    paths = _save(fig, out_dir, name)
+    plt.close(fig)
+    return paths
+
+
+def _draw_efficiency(axis: Any, summary: dict[str, Any], tables: list[dict[str, Any]], many_caps: bool) -> None:
+    for table in tables:
+        axis.plot([r["world_size"] for r in table["rows"]], [100 * r["efficiency"] for r in table["rows"]],
+                  marker="o", label=_table_label(table, many_caps))
+    threshold = 100 * tables[0].get("efficiency_threshold", 0.7)
+    axis.axhline(threshold, linestyle="--", color="grey", label=f"threshold {threshold:.0f}%")
+    axis.set(xlabel=f"N ({_unit(summary)})", ylabel="efficiency (%)", title="Efficiency", ylim=(0, 110))
+
+
 def _speedup(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
     tables = [t for t in summary["scaling"] if t["rows"]]
     if not tables:
@@ -62,32 +80,17 @@ def _speedup(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
         ns = [r["world_size"] for r in table["rows"]]
         line = left.plot(ns, [r["speedup"] for r in table["rows"]], marker="o", label=_table_label(table, many_caps))
         fit = table.get("amdahl")
-        if fit and fit["points"] >= 1:
+        if fit:
             left.plot(sizes, [analysis.amdahl_speedup(fit["serial_fraction"], n) for n in sizes], linestyle=":",
                       color=line[0].get_color(), label=f"Amdahl, serial {100 * fit['serial_fraction']:.1f}%")
-        right.plot(ns, [100 * r["efficiency"] for r in table["rows"]], marker="o", label=_table_label(table, many_caps))
-    threshold = 100 * tables[0].get("efficiency_threshold", 0.7)
-    right.axhline(threshold, linestyle="--", color="grey", label=f"threshold {threshold:.0f}%")
     left.set(xlabel=f"N ({_unit(summary)})", ylabel="speedup", title="Speedup")
-    right.set(xlabel=f"N ({_unit(summary)})", ylabel="efficiency (%)", title="Efficiency", ylim=(0, 110))
-    for axis in (left, right):
-        axis.grid(alpha=0.3)
-        axis.legend(fontsize=8)
+    _draw_efficiency(right, summary, tables, many_caps)
     fig.suptitle(summary.get("name") or "")
-    paths = _save(fig, out_dir, "speedup")
-    plt.close(fig)
+    paths = _finish(plt, fig, [left, right], out_dir, "speedup")
     # efficiency alone as well, for documents that want one chart per figure
     fig, axis = plt.subplots(figsize=(6, 4))
-    for table in tables:
-        axis.plot([r["world_size"] for r in table["rows"]], [100 * r["efficiency"] for r in table["rows"]],
-                  marker="o", label=_table_label(table, many_caps))
-    axis.axhline(threshold, linestyle="--", color="grey", label=f"threshold {threshold:.0f}%")
-    axis.set(xlabel=f"N ({_unit(summary)})", ylabel="efficiency (%)", title="Efficiency", ylim=(0, 110))
-    axis.grid(alpha=0.3)
-    axis.legend(fontsize=8)
-    paths += _save(fig, out_dir, "efficiency")
-    plt.close(fig)
-    return paths
+    _draw_efficiency(axis, summary, tables, many_caps)
+    return paths + _finish(plt, fig, [axis], out_dir, "efficiency")
 
 
 def _batch_throughput(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
@@ -106,11 +109,7 @@ def _batch_throughput(plt: Any, summary: dict[str, Any], out_dir: str) -> list[s
                          color=line[0].get_color(), label=f"{label}: out of memory")
     axis.set_xscale("log", base=2)
     axis.set(xlabel="batch per rank", ylabel="examples/s (all ranks)", title="Throughput per batch size")
-    axis.grid(alpha=0.3)
-    axis.legend(fontsize=8)
-    paths = _save(fig, out_dir, "batch_throughput")
-    plt.close(fig)
-    return paths
+    return _finish(plt, fig, [axis], out_dir, "batch_throughput")
 
 
 def _comm_split(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
@@ -128,11 +127,7 @@ def _comm_split(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
     axis.scatter(positions, steps, color="black", marker="_", s=300, zorder=3, label="measured step (p50)")
     axis.set_xticks(list(positions), labels, fontsize=8)
     axis.set(ylabel="ms per step", title="Compute vs communication")
-    axis.grid(axis="y", alpha=0.3)
-    axis.legend(fontsize=8)
-    paths = _save(fig, out_dir, "comm_split")
-    plt.close(fig)
-    return paths
+    return _finish(plt, fig, [axis], out_dir, "comm_split")
 
 
 def _busbw(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
@@ -155,11 +150,7 @@ def _busbw(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
                          label=f"DDP buckets: {entry['model']} N={entry['world_size']}")
     axis.set_xscale("log", base=2)
     axis.set(xlabel="message size (bytes)", ylabel="bus bandwidth (GB/s)", title="Collective bus bandwidth")
-    axis.grid(alpha=0.3)
-    axis.legend(fontsize=7)
-    paths = _save(fig, out_dir, "busbw")
-    plt.close(fig)
-    return paths
+    return _finish(plt, fig, [axis], out_dir, "busbw", legend_size=7)
 
 
 def save_plots(summary: dict[str, Any], run_dir: str) -> list[str]:
