@@ -35,6 +35,7 @@ import traceback
 from importlib import metadata
 from typing import Any
 
+from bench_kernels.faults import fire, parse_fault
 from ddptop.wire import EventWriter
 
 MAX_BUDGET_ITERS = 1_000_000
@@ -107,6 +108,7 @@ class Worker:
         path = os.path.join(spec["events_dir"], f"rank-{self.rank}.jsonl")
         self.writer = EventWriter(path, self.rank, float(spec.get("flush_interval", 0.1)))
         self.stream: SampleStream | None = None
+        self.faults = [parse_fault(text) for text in spec.get("inject") or ()]
 
     # -- setup -------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -325,12 +327,24 @@ class Worker:
         )
         self.writer.flush()
 
+    def _fault_for(self, config_id: str) -> Any:
+        """The injected fault (a testing aid, --inject) this rank should suffer in this configuration."""
+        for fault in self.faults:
+            if fault.matches(config_id, self.rank):
+                return fault
+        return None
+
     def _timed_loop(self, step: Any, config_id: str, phase: str, count: int) -> float:
         """Run ``count`` steps, each timed alone; return the phase's wall time."""
         stream = self.stream = SampleStream(self.writer, config_id, phase, count)
         clock = time.perf_counter
+        fault = self._fault_for(config_id) if phase == "measure" else None
         phase_start = clock()
-        for _ in range(count):
+        for index in range(count):
+            if fault is not None and index == fault.iteration:
+                stream.send()  # what was measured before the fault is kept
+                self.writer.flush()
+                fire(fault, self.torch)
             start = clock()
             step()
             stream.add(clock() - start)  # streaming happens here, after the step's clock stopped

@@ -90,6 +90,14 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="price of one GPU-hour (one rank-hour on CPU) for the cost per million examples")
     deeper.add_argument("--epoch-examples", type=int,
                         help="examples per epoch for the data-moved-per-epoch figure (default 1281167, ImageNet)")
+    faults = parser.add_argument_group("faults")
+    faults.add_argument("--hang-timeout", type=float, metavar="SECONDS",
+                        help="a configuration with no event from any rank this long is hung: stopped, marked "
+                             "failed, the sweep goes on (default 300)")
+    faults.add_argument("--on-failure", choices=("continue", "stop"),
+                        help="after a failed configuration: go on with the next (default) or stop the sweep")
+    faults.add_argument("--inject", action="append", metavar="KIND:rank=R:iter=I",
+                        help="testing aid: make a rank crash, oom, hang, kill or exit at a step (repeatable)")
     cost = parser.add_argument_group("cost (seed 000's SU = (w_core*cores + w_gpu*gpus) * walltime)")
     cost.add_argument("--cores-per-rank", type=float, help="cores charged per rank (default: its threads)")
     cost.add_argument("--su-core-weight", type=float)
@@ -229,8 +237,18 @@ def cmd_report(args: argparse.Namespace) -> int:
         "csv": tables.csv_text,
         "json": lambda d: json.dumps(d, indent=2) + "\n",
     }
-    sys.stdout.write(renderers[args.format](data))
+    sys.stdout.write(_render_saved(target, lambda: renderers[args.format](data)))
     return EXIT_OK
+
+
+def _render_saved(source: str, render: Any) -> Any:
+    """Render a saved summary; one that passed the schema check but lacks inner fields is "damaged"."""
+    from ddptop.report.summary import SummaryError
+
+    try:
+        return render()
+    except (KeyError, TypeError, AttributeError, IndexError) as exc:
+        raise SummaryError(f"{source} is damaged: {type(exc).__name__}: {exc}") from None
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -238,7 +256,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     if not 0 < args.alpha < 1:
         raise UsageError("--alpha must be between 0 and 1")
-    result = diff_mod.diff_summaries(diff_mod.load_any(args.a), diff_mod.load_any(args.b), args.alpha)
+    a, b = diff_mod.load_any(args.a), diff_mod.load_any(args.b)
+    result = _render_saved(f"{args.a} or {args.b}", lambda: diff_mod.diff_summaries(a, b, args.alpha))
     if args.format == "json":
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
     else:
@@ -254,7 +273,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
     out = args.out or (args.target if os.path.isdir(args.target) else os.path.dirname(os.path.abspath(args.target)))
     if not os.path.isdir(out):
         raise UsageError(f"--out {out} is not a directory")
-    for path in plots.save_plots(data, out):
+    for path in _render_saved(args.target, lambda: plots.save_plots(data, out)):
         print(path)
     return EXIT_OK
 

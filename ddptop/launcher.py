@@ -32,6 +32,27 @@ class LaunchOutcome:
     reason: str | None
 
 
+def _load_prctl() -> Any:
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        import ctypes
+
+        return ctypes.CDLL("libc.so.6", use_errno=True).prctl
+    except OSError:
+        return None
+
+
+_PRCTL = _load_prctl()  # looked up here: the child between fork and exec must not import or load anything
+
+
+def _die_with_ddptop() -> None:
+    """In the agent, before exec: SIGTERM it when ddptop dies, even by SIGKILL, so it stops its ranks (which
+    in turn die with it) and nothing keeps a GPU busy for a ddptop that is gone."""
+    if _PRCTL is not None:
+        _PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
 def free_loopback_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -102,6 +123,11 @@ class TorchrunLaunch:
         paths = [source_root, os.getcwd(), env.get("PYTHONPATH")]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
         env["PYTHONUNBUFFERED"] = "1"
+        # One node: gloo's connections between ranks stay on loopback instead of the interface the host name
+        # resolves to (a user's own setting wins). torch's TCPStore in the agent listens on every interface
+        # whatever it is told; it gets a fresh random port for the launch only (README, Security).
+        if "GLOO_SOCKET_IFNAME" not in env and os.path.exists("/sys/class/net/lo"):
+            env["GLOO_SOCKET_IFNAME"] = "lo"
         env.update(self.extra_env)
         return env
 
@@ -118,6 +144,7 @@ class TorchrunLaunch:
                 env=self.environment(),
                 start_new_session=True,
                 cwd=self.path,
+                preexec_fn=_die_with_ddptop,
             )
         finally:
             os.close(log)

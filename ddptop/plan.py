@@ -18,12 +18,14 @@ from typing import Any
 from bench_kernels.catalog import check_model
 from bench_kernels.collectives import OPS as COLLECTIVE_OPS
 from bench_kernels.collectives import parse_size
+from bench_kernels.faults import FaultSpecError, parse_fault
 from ddptop.telemetry.inventory import Inventory
 
 SCALINGS = ("weak", "strong")
 BACKENDS = ("auto", "nccl", "gloo")
 DEVICES = ("auto", "cuda", "cpu")
 AMP_DTYPES = ("bf16", "fp16")
+ON_FAILURE = ("continue", "stop")
 MODES = ("ddp", "no_ddp", "dp")  # dp: torch.nn.DataParallel, one process driving N devices
 
 
@@ -68,6 +70,9 @@ class PlanOptions:
     price_per_gpu_hour: float | None = None
     epoch_examples: int = 1_281_167  # ImageNet-1k's training set
     compare_dp: bool = False
+    inject: list[str] | None = None
+    hang_timeout: float = 300.0
+    on_failure: str = "continue"
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -179,6 +184,9 @@ class Plan:
     price_per_gpu_hour: float | None = None
     epoch_examples: int = 1_281_167
     compare_dp: bool = False
+    inject: tuple[str, ...] = ()  # fault injection specs (bench_kernels.faults), a testing aid
+    hang_timeout: float = 300.0  # seconds without any rank event before a configuration counts as hung
+    on_failure: str = "continue"  # or "stop": end the sweep at the first failed configuration
 
     def collective_spec(self) -> dict[str, Any] | None:
         """What the collective benchmark runs at the end of each launch with N >= 2 (None: nothing)."""
@@ -263,6 +271,7 @@ class Plan:
         cap = values.get("bucket_cap_mb", 25.0)
         values["bucket_cap_mb"] = tuple(cap) if isinstance(cap, (list, tuple)) else (float(cap),)
         values["collectives"] = tuple(values.get("collectives", ()))
+        values["inject"] = tuple(values.get("inject", ()))
         if values.get("gpus") is not None:
             values["gpus"] = tuple(values["gpus"])
         values["threads_per_rank"] = {int(k): int(v) for k, v in data["threads_per_rank"].items()}
@@ -419,6 +428,15 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     threads = {
         n: options.threads_per_rank or max(1, cpu_count // n) for n in (*world_sizes, 1)
     }
+    for text in options.inject or ():
+        try:
+            parse_fault(text)
+        except FaultSpecError as exc:
+            raise PlanError(str(exc)) from None
+    if options.hang_timeout <= 0:
+        raise PlanError(f"--hang-timeout must be positive seconds (got {options.hang_timeout:g})")
+    if options.on_failure not in ON_FAILURE:
+        raise PlanError(f"--on-failure must be continue or stop (got {options.on_failure!r})")
     if options.compare_dp and not any(n > 1 for n in world_sizes):
         raise PlanError("--compare-dp needs a world size above 1 to compare at")
     name = options.name or f"{'-'.join(m.split(':')[-1] for m in models)}-{options.scaling}"
@@ -455,6 +473,9 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         price_per_gpu_hour=options.price_per_gpu_hour,
         epoch_examples=options.epoch_examples,
         compare_dp=options.compare_dp,
+        inject=tuple(options.inject or ()),
+        hang_timeout=float(options.hang_timeout),
+        on_failure=options.on_failure,
     )
 
 
@@ -503,6 +524,9 @@ _TOML_TYPES: dict[str, tuple[type, ...]] = {
     "price_per_gpu_hour": (float, int),
     "epoch_examples": (int,),
     "compare_dp": (bool,),
+    "inject": (list, str),
+    "hang_timeout": (float, int),
+    "on_failure": (str,),
 }
 
 

@@ -20,6 +20,7 @@ import glob
 import json
 import os
 import re
+import signal
 import time
 from typing import Any
 
@@ -122,3 +123,25 @@ def tail_lines(path: str, lines: int = 20, max_bytes: int = 64 * 1024) -> list[s
     except OSError:
         return []
     return [line for line in text.splitlines() if line.strip()][-lines:]
+
+
+_ROOT_CAUSE_RE = re.compile(
+    r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.S
+)
+
+
+def root_cause(launch_path: str) -> tuple[int, str] | None:
+    """torchrun's "Root Cause (first observed failure)" from agent.log: the rank and what ended it."""
+    text = "\n".join(tail_lines(os.path.join(launch_path, "agent.log"), 200))
+    match = _ROOT_CAUSE_RE.search(text)
+    if not match:
+        return None
+    rank, code = int(match.group(1)), int(match.group(2))
+    if code < 0:
+        try:
+            how = f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"was killed by signal {-code}"
+    else:
+        how = f"exited with code {code}"
+    return rank, how

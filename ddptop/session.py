@@ -243,7 +243,13 @@ class Session:
             if state is not None:
                 if data.get("log_tail") and not state.log_tail:
                     state.log_tail = list(data["log_tail"])
-                self._end(state, data["status"], data.get("reason"), event["t"])
+                reason = data.get("reason")
+                if data.get("cause"):
+                    reason = f"{data['cause']}; then {reason}" if reason else data["cause"]
+                    if state.status in ENDED:  # a rank's report ended it first: put the cause in front
+                        state.reason = f"{data['cause']}; then {state.reason}" if state.reason else data["cause"]
+                        state.revision += 1
+                self._end(state, data["status"], reason, event["t"])
         elif what == "sweep_end":
             self.ended_t = event["t"]
 

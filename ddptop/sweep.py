@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from typing import Any
 
 from ddptop import rundir
 from ddptop.launcher import TorchrunLaunch
@@ -18,6 +19,41 @@ from ddptop.plan import Launch, Plan
 from ddptop.session import ENDED, FAILED, Session
 
 LOG_TAIL_LINES = 12
+
+
+class HangWatch:
+    """A launch is hung when no rank has written an event for ``timeout`` seconds (ranks flush between steps,
+    so a stuck collective or a step longer than the timeout looks the same: say both)."""
+
+    def __init__(self, events_dir: str, timeout: float) -> None:
+        self.events_dir = events_dir
+        self.timeout = timeout
+        self.started = time.time()
+        self.last: dict[str, float] = {}
+
+    def silent_for(self) -> float | None:
+        latest = self.started
+        try:
+            names = [n for n in os.listdir(self.events_dir) if n.endswith(".jsonl")]
+        except FileNotFoundError:
+            names = []
+        for name in names:
+            try:
+                self.last[name] = os.stat(os.path.join(self.events_dir, name)).st_mtime
+            except FileNotFoundError:
+                continue
+            latest = max(latest, self.last[name])
+        silent = time.time() - latest
+        return silent if silent >= self.timeout else None
+
+    def reason(self, silent: float) -> str:
+        heard = ", ".join(
+            f"{name.removesuffix('.jsonl')} {time.time() - t:.0f} s ago" for name, t in sorted(self.last.items())
+        )
+        return (
+            f"hang: no event from any rank for {silent:.0f} s (--hang-timeout {self.timeout:g}); last heard: "
+            f"{heard or 'nothing'}. A rank is stuck (in a collective?) or one step takes longer than the timeout"
+        )
 
 
 class SweepRunner:
@@ -39,6 +75,7 @@ class SweepRunner:
         self._stop = threading.Event()
         self._skip = threading.Event()
         self._launch_index = 0
+        self.stop_reason = "sweep stopped"
 
     # -- commands from frontends (any thread) ---------------------------------------------------------------
     def request_stop(self) -> None:
@@ -65,7 +102,7 @@ class SweepRunner:
             for state in self.session.ordered_states():
                 if state.status not in ENDED:
                     self.session.mark(
-                        what="config", config_id=state.spec.config_id, status="not_run", reason="sweep stopped"
+                        what="config", config_id=state.spec.config_id, status="not_run", reason=self.stop_reason
                     )
             self.status = "stopped" if self._stop.is_set() else "done"
             self.session.mark(what="sweep_end", status=self.status)
@@ -87,6 +124,7 @@ class SweepRunner:
                 "threads_per_rank": threads,
                 "flush_interval": self.flush_interval,
                 "memory_cap_mb": self.plan.memory_cap_mb,
+                "inject": list(self.plan.inject),
                 "collectives": self.plan.collective_spec() if launch.world_size > 1 else None,
                 "configs": [c.to_json() for c in remaining],
             }
@@ -101,7 +139,7 @@ class SweepRunner:
                 configs=[c.config_id for c in remaining],
             )
             torchrun = TorchrunLaunch(path, spec, launch.world_size, env)
-            skipped = self._supervise(torchrun)
+            ended_by, ended_config, hang_reason = self._supervise(torchrun, path)
             outcome = torchrun.outcome()
             self.current = None
             self.session.refresh(final=True)
@@ -109,8 +147,10 @@ class SweepRunner:
             for config in remaining:
                 state = self.session.configs[config.config_id]
                 if state.status == "running":
-                    if skipped == config.config_id:
+                    if ended_by == "skip" and ended_config == config.config_id:
                         status, reason = "skipped", "skipped by the user"
+                    elif ended_by == "hang" and ended_config == config.config_id:
+                        status, reason = "failed", hang_reason
                     elif self._stop.is_set():
                         status, reason = "stopped", "stopped by the user"
                     else:
@@ -119,11 +159,13 @@ class SweepRunner:
                     status, reason = state.status, state.reason  # a rank reported it; add what its log says
                 else:
                     continue
+                cause = self._silent_death(path, state) if status in FAILED else None
                 self.session.mark(
                     what="config",
                     config_id=config.config_id,
                     status=status,
                     reason=reason,
+                    cause=cause,
                     log_tail=self._log_tail(path) if status in FAILED else None,
                 )
             self.session.mark(
@@ -136,10 +178,17 @@ class SweepRunner:
             )
             if self.plan.batch_sweep:
                 self._skip_past_oom(remaining)
+            if self.plan.on_failure == "stop" and any(
+                self.session.configs[c.config_id].status == "failed" for c in remaining
+            ):
+                self.stop_reason = "sweep stopped after a failed configuration (--on-failure stop)"
+                self._stop.set()
             before = len(remaining)
             remaining = [c for c in remaining if self.session.configs[c.config_id].status not in ENDED]
-            if remaining and outcome.status == "failed" and len(remaining) == before:
-                reason = f"launch failed before any configuration ran: {outcome.reason}"
+            hung_early = ended_by == "hang" and ended_config is None
+            if remaining and (outcome.status == "failed" or hung_early) and len(remaining) == before:
+                cause = hang_reason if hung_early else outcome.reason
+                reason = f"launch failed before any configuration ran: {cause}"
                 tail = self._log_tail(path)
                 for config in remaining:
                     self.session.mark(
@@ -165,26 +214,48 @@ class SweepRunner:
                             reason=f"batch {oom.batch_size} already ran out of memory",
                         )
 
-    def _supervise(self, torchrun: TorchrunLaunch) -> str | None:
-        """Wait for the launch while honouring stop and skip; return the id of a skipped configuration."""
+    def _supervise(self, torchrun: TorchrunLaunch, path: str) -> tuple[str | None, str | None, str | None]:
+        """Wait for the launch while honouring stop and skip and watching for a hang.
+
+        Returns what ended it early: ("skip", config id, None), ("hang", config id, reason) or (None, ...).
+        """
         self.current = torchrun
         torchrun.start()
-        skipped = None
+        ended: tuple[str | None, str | None, str | None] = (None, None, None)
+        watch = HangWatch(os.path.join(path, "events"), self.plan.hang_timeout)
         while torchrun.poll() is None:
             if self._stop.is_set():
                 torchrun.stop(self.stop_grace)
                 break
             if self._skip.is_set():
                 self._skip.clear()
-                self.session.refresh()
-                running = [s for s in self.session.ordered_states() if s.status == "running"]
-                if running:
-                    skipped = running[0].spec.config_id
+                running = self._running_config()
+                if running is not None:
+                    ended = ("skip", running, None)
                     torchrun.stop(self.stop_grace)
                     break
+            silent = watch.silent_for()
+            if silent is not None:
+                running = self._running_config()
+                ended = ("hang", running, watch.reason(silent))
+                torchrun.stop(self.stop_grace)
+                break
             time.sleep(self.poll_interval)
         torchrun.kill_tree()  # ranks can outlive a dead agent; make sure none does
-        return skipped
+        return ended
+
+    def _running_config(self) -> str | None:
+        self.session.refresh()
+        running = [s for s in self.session.ordered_states() if s.status == "running"]
+        return running[0].spec.config_id if running else None
+
+    @staticmethod
+    def _silent_death(path: str, state: Any) -> str | None:
+        """A rank that died without reporting (SIGKILL, os._exit) is the cause; the others' errors are echoes."""
+        found = rundir.root_cause(path)
+        if found is None or any(e["rank"] == found[0] for e in state.errors):
+            return None
+        return f"rank {found[0]} {found[1]}"
 
     @staticmethod
     def _log_tail(path: str) -> list[str]:

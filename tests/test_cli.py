@@ -44,6 +44,14 @@ def test_wire_is_standard_library_only():
         (["--models", "resnet18", "--scaling", "strong", "--batch-sizes", "3"], "must divide evenly"),
         (["report", "/nonexistent/run"], "is neither a run directory nor a summary file"),
         (["run", "--plan", "/nonexistent/plan.toml"], "does not exist"),
+        (["run", "--out", "/etc/passwd/run"], "cannot create run directory /etc/passwd/run"),
+        (["run", "--inject", "boom"], "unknown fault 'boom'"),
+        (["run", "--inject", "crash:iter=soon"], "iter must be a non-negative integer"),
+        (["run", "--hang-timeout", "0"], "--hang-timeout must be positive"),
+        (["run", "--coll-max-bytes", "5XB"], "is not a size"),
+        (["run", "--memory-cap-mb", "-5"], "--memory-cap-mb must be positive"),
+        (["run", "--max-batch", "64"], "--max-batch only applies with --batch-sweep"),
+        (["plot", "/nonexistent/run"], "is neither a run directory nor a summary file"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(args, message):
@@ -97,3 +105,21 @@ def test_diff_bad_input_is_one_line(tmp_path):
     done = ddptop("diff", str(future), str(future))
     assert done.returncode == 2 and "schema version 99" in done.stderr and "Traceback" not in done.stderr
     assert ddptop("diff", str(future), str(future), "--alpha", "2").returncode == 2
+
+
+def test_damaged_summary_and_corrupt_events(tmp_path):
+    import shutil
+
+    damaged = tmp_path / "summary.json"
+    damaged.write_text(json.dumps({"schema": "ddptop.summary", "schema_version": 1, "configs": {}}))
+    done = ddptop("report", str(damaged))
+    assert done.returncode == 2 and "is damaged" in done.stderr and "Traceback" not in done.stderr
+    # a run whose events file took garbage (a disk hiccup, a killed writer): the readers skip and count it
+    run = tmp_path / "run"
+    shutil.copytree(os.path.join(REPO, "tests", "data", "recorded-run"), run)
+    events = next(run.glob("launches/*/events/rank-0.jsonl"))
+    with open(events, "ab") as handle:
+        handle.write(b"\x00\xff not json\n{\"v\": 99}\n")
+    done = ddptop("report", str(run), "--rebuild", "--format", "json")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["malformed_event_lines"] == 2

@@ -118,3 +118,27 @@ def test_every_example_in_the_format_document_is_a_valid_event():
             while position < len(text) and text[position] == " ":
                 position += 1
     assert types == set(wire.REQUIRED_FIELDS)  # one example per event type, each accepted by the reader
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(st.binary(max_size=600), st.builds(lambda d: json.dumps(d).encode(), st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=20,
+))))
+def test_summary_loader_refuses_arbitrary_bytes_with_one_error(tmp_path_factory, data):
+    from ddptop.report.summary import SummaryError, load_summary
+
+    path = tmp_path_factory.mktemp("summary") / "summary.json"
+    path.write_bytes(data)
+    with pytest.raises(SummaryError):
+        load_summary(str(path))
+
+
+def test_summary_loader_survives_deep_nesting(tmp_path):
+    from ddptop.report.summary import SummaryError, load_summary
+
+    path = tmp_path / "summary.json"
+    path.write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(SummaryError, match="not a readable JSON summary"):
+        load_summary(str(path))

@@ -415,17 +415,26 @@ def save_plots_safely(summary: dict[str, Any], run_dir: str) -> dict[str, str]:
     return {"plots": os.path.join(run_dir, "plots")} if written else {}
 
 
+# Top-level keys every reader relies on, and their JSON types; anything else may be missing.
+REQUIRED_KEYS = {"environment": dict, "plan": dict, "configs": list, "scaling": list, "overhead": dict}
+
+
 def load_summary(path: str) -> dict[str, Any]:
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
     except FileNotFoundError:
         raise SummaryError(f"{path} does not exist") from None
-    except (OSError, ValueError) as exc:
-        raise SummaryError(f"{path} is not a readable JSON summary: {exc}") from None
+    except IsADirectoryError:
+        raise SummaryError(f"{path} is a directory, not a summary file") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise SummaryError(f"{path} is not a readable JSON summary: {str(exc)[:200]}") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise SummaryError(f"{path} is not a ddptop summary")
     version = data.get("schema_version")
     if version != SCHEMA_VERSION:
         raise SummaryError(f"{path} has summary schema version {version!r}; this ddptop reads {SCHEMA_VERSION}")
+    for key, kind in REQUIRED_KEYS.items():
+        if not isinstance(data.get(key), kind):
+            raise SummaryError(f"{path} is damaged: {key!r} is missing or not a JSON {kind.__name__}")
     return data

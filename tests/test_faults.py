@@ -1,0 +1,140 @@
+"""Faults injected into real gloo runs, and signals sent to a real `ddptop run`: nothing measured is lost,
+nothing started is left running."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from ddptop.report.summary import load_summary
+from tests.conftest import REPO, ddptop, processes_mentioning, run_sweep
+
+pytestmark = pytest.mark.slow
+
+# two configurations at N=2 (tiny CNN, then resnet18 at 32 px), so a fault in the first leaves one to run
+TWO = ("--models", "tests.tiny_models:tiny_cnn,resnet18", "--batch-sizes", "2", "--world-sizes", "2",
+       "--image-size", "32", "--num-classes", "10", "--warmup", "1", "--iters", "6", "--comm-iters", "0",
+       "--no-collectives", "--telemetry-interval", "0")
+FIRST, SECOND = "tests.tiny_models:tiny_cnn/ddp/bs2/n2/gloo", "resnet18/ddp/bs2/n2/gloo"
+
+
+def _statuses(summary):
+    return {c["config_id"]: c for c in summary["configs"]}
+
+
+def _assert_nothing_left(run_dir):
+    deadline = time.monotonic() + 10
+    while processes_mentioning(run_dir) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert processes_mentioning(run_dir) == []
+
+
+@pytest.mark.parametrize(
+    "fault, status, words",
+    [
+        ("hang:rank=1:iter=3:config=tiny", "failed", "hang: no event from any rank"),
+        ("kill:rank=1:iter=3:config=tiny", "failed", "SIGKILL"),
+        ("oom:rank=0:iter=3:config=tiny", "oom", "injected out of memory"),
+    ],
+)
+def test_a_rank_fault_ends_its_configuration_and_the_sweep_goes_on(tmp_path, fault, status, words):
+    done = run_sweep(str(tmp_path / "run"), *TWO, "--inject", fault, "--hang-timeout", "4")
+    assert done.returncode == 1, done.stderr + done.stdout
+    configs = _statuses(done.summary())
+    broken = configs[FIRST]
+    assert broken["status"] == status, broken
+    assert words in broken["reason"] + "".join(broken["log_tail"] or ()), broken
+    assert broken["stats"]["n"] >= 3  # the steps before the fault, from the rank that lived at least
+    assert configs[SECOND]["status"] == "ok" and configs[SECOND]["stats"]["n"] == 12
+    _assert_nothing_left(done.run_dir)
+
+
+def test_on_failure_stop_ends_the_sweep_at_the_first_failure(tmp_path):
+    done = run_sweep(str(tmp_path / "run"), *TWO, "--inject", "crash:rank=1:iter=2:config=tiny",
+                     "--on-failure", "stop")
+    assert done.returncode == 1
+    configs = _statuses(done.summary())
+    assert configs[FIRST]["status"] == "failed" and "injected crash" in configs[FIRST]["reason"]
+    assert configs[SECOND]["status"] == "not_run" and "--on-failure stop" in configs[SECOND]["reason"]
+    _assert_nothing_left(done.run_dir)
+
+
+def _start(run_dir, iters):
+    env = dict(os.environ, PYTHONPATH=REPO)
+    args = [sys.executable, "-m", "ddptop", "run", "--headless", "--out", run_dir, *TWO, "--iters", str(iters)]
+    return subprocess.Popen(args, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _wait_for_samples(run_dir, config_id, timeout=90):
+    """Until ``config_id`` has streamed measured steps from rank 0."""
+    wanted = f'"config_id":"{config_id}","phase":"measure"'
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for root, _dirs, files in os.walk(run_dir):
+            if "rank-0.jsonl" in files:
+                with open(os.path.join(root, "rank-0.jsonl"), encoding="utf-8") as handle:
+                    if wanted in handle.read():
+                        return
+        time.sleep(0.2)
+    raise AssertionError(f"no measured step of {config_id} within {timeout} s")
+
+
+def _rank_pids(run_dir):
+    """The ranks' process ids, from the hello each wrote to its events file."""
+    pids = []
+    for root, _dirs, files in os.walk(run_dir):
+        for name in files:
+            if name.startswith("rank-") and name.endswith(".jsonl"):
+                with open(os.path.join(root, name), encoding="utf-8") as handle:
+                    pids += [json.loads(line)["pid"] for line in handle if '"type":"hello"' in line]
+    return pids
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_stops_everything_and_keeps_the_measurements(tmp_path, signum):
+    run_dir = str(tmp_path / "run")
+    proc = _start(run_dir, iters=100_000)
+    _wait_for_samples(run_dir, FIRST)
+    if signum == signal.SIGINT:  # while it runs: the ranks' own sockets listen on loopback only
+        ranks = [psutil.Process(pid) for pid in _rank_pids(run_dir)]
+        listening = {c.laddr.ip for p in ranks for c in p.net_connections("inet") if c.status == "LISTEN"}
+        assert len(ranks) == 2 and listening == {"127.0.0.1"}
+    sent = time.monotonic()
+    proc.send_signal(signum)
+    _out, err = proc.communicate(timeout=30)
+    assert time.monotonic() - sent < 15  # the ranks are stopped within the grace period
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    summary = load_summary(os.path.join(run_dir, "summary.json"))
+    configs = _statuses(summary)
+    assert summary["complete"] is True  # the sweep ended (stopped), and said so
+    assert configs[FIRST]["status"] == "stopped" and configs[FIRST]["stats"]["n"] > 0
+    assert configs[SECOND]["status"] == "not_run"
+    _assert_nothing_left(run_dir)
+
+
+def test_sigkill_of_ddptop_leaves_no_rank_and_report_rebuilds_the_summary(tmp_path):
+    run_dir = str(tmp_path / "run")
+    iters = 300  # the tiny model's steps finish in seconds; resnet18's take long enough to be cut
+    proc = _start(run_dir, iters=iters)
+    _wait_for_samples(run_dir, SECOND)
+    proc.kill()
+    proc.wait(timeout=10)
+    # the torchrun agent was told to die with ddptop (PDEATHSIG), and its ranks die with the agent
+    _assert_nothing_left(run_dir)
+    assert not os.path.exists(os.path.join(run_dir, "summary.json"))
+    done = ddptop("report", run_dir)
+    assert done.returncode == 0, done.stderr
+    summary = load_summary(os.path.join(run_dir, "summary.json"))
+    configs = _statuses(summary)
+    assert summary["complete"] is False
+    assert configs[FIRST]["status"] == "ok" and configs[FIRST]["stats"]["n"] == 2 * iters
+    assert configs[SECOND]["status"] == "running" and 0 < configs[SECOND]["stats"]["n"] < 2 * iters
+    with open(os.path.join(run_dir, "summary.md"), encoding="utf-8") as handle:
+        assert "Incomplete" in handle.read()
