@@ -21,9 +21,14 @@ from ddptop.session import ENDED, FAILED, Session
 LOG_TAIL_LINES = 12
 
 
+STARTUP_GRACE = 120.0  # seconds a launch may take to start (import torch, form the group) before a hang
+
+
 class HangWatch:
     """A launch is hung when no rank has written an event for ``timeout`` seconds (ranks flush between steps,
-    so a stuck collective or a step longer than the timeout looks the same: say both)."""
+    so a stuck collective or a step longer than the timeout looks the same: say both). Until the first event
+    the launch is starting (importing torch on a busy node, forming the group) and gets at least
+    STARTUP_GRACE seconds."""
 
     def __init__(self, events_dir: str, timeout: float) -> None:
         self.events_dir = events_dir
@@ -32,27 +37,32 @@ class HangWatch:
         self.last: dict[str, float] = {}
 
     def silent_for(self) -> float | None:
-        latest = self.started
         try:
             names = [n for n in os.listdir(self.events_dir) if n.endswith(".jsonl")]
         except FileNotFoundError:
             names = []
         for name in names:
             try:
-                self.last[name] = os.stat(os.path.join(self.events_dir, name)).st_mtime
+                info = os.stat(os.path.join(self.events_dir, name))
             except FileNotFoundError:
                 continue
-            latest = max(latest, self.last[name])
-        silent = time.time() - latest
-        return silent if silent >= self.timeout else None
+            if info.st_size > 0:  # the file exists from the rank's start; its first event comes later
+                self.last[name] = info.st_mtime
+        if not self.last:
+            silent, limit = time.time() - self.started, max(self.timeout, STARTUP_GRACE)
+        else:
+            silent, limit = time.time() - max(self.last.values()), self.timeout
+        return silent if silent >= limit else None
 
     def reason(self, silent: float) -> str:
+        if not self.last:
+            return f"hang: no rank started within {silent:.0f} s (stuck importing torch or forming the group?)"
         heard = ", ".join(
             f"{name.removesuffix('.jsonl')} {time.time() - t:.0f} s ago" for name, t in sorted(self.last.items())
         )
         return (
             f"hang: no event from any rank for {silent:.0f} s (--hang-timeout {self.timeout:g}); last heard: "
-            f"{heard or 'nothing'}. A rank is stuck (in a collective?) or one step takes longer than the timeout"
+            f"{heard}. A rank is stuck (in a collective?) or one step takes longer than the timeout"
         )
 
 

@@ -1,6 +1,7 @@
 """Faults injected into real gloo runs, and signals sent to a real `ddptop run`: nothing measured is lost,
 nothing started is left running."""
 
+import contextlib
 import json
 import os
 import signal
@@ -64,11 +65,21 @@ def test_on_failure_stop_ends_the_sweep_at_the_first_failure(tmp_path):
     _assert_nothing_left(done.run_dir)
 
 
-def _start(run_dir, iters):
+@contextlib.contextmanager
+def _running(run_dir, iters):
+    """A real `ddptop run` in the background; killed (and its agent with it) if the test fails first."""
     env = dict(os.environ, PYTHONPATH=REPO)
     args = [sys.executable, "-m", "ddptop", "run", "--headless", "--out", run_dir, *TWO, "--iters", str(iters)]
-    return subprocess.Popen(args, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+    proc = subprocess.Popen(args, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        yield proc
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        for leftover in processes_mentioning(run_dir):
+            leftover.kill()
 
 
 def _wait_for_samples(run_dir, config_id, timeout=90):
@@ -99,7 +110,11 @@ def _rank_pids(run_dir):
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
 def test_a_signal_stops_everything_and_keeps_the_measurements(tmp_path, signum):
     run_dir = str(tmp_path / "run")
-    proc = _start(run_dir, iters=100_000)
+    with _running(run_dir, iters=100_000) as proc:
+        _stop_with_signal(proc, run_dir, signum)
+
+
+def _stop_with_signal(proc, run_dir, signum):
     _wait_for_samples(run_dir, FIRST)
     if signum == signal.SIGINT:  # while it runs: the ranks' own sockets listen on loopback only
         ranks = [psutil.Process(pid) for pid in _rank_pids(run_dir)]
@@ -122,10 +137,10 @@ def test_a_signal_stops_everything_and_keeps_the_measurements(tmp_path, signum):
 def test_sigkill_of_ddptop_leaves_no_rank_and_report_rebuilds_the_summary(tmp_path):
     run_dir = str(tmp_path / "run")
     iters = 300  # the tiny model's steps finish in seconds; resnet18's take long enough to be cut
-    proc = _start(run_dir, iters=iters)
-    _wait_for_samples(run_dir, SECOND)
-    proc.kill()
-    proc.wait(timeout=10)
+    with _running(run_dir, iters=iters) as proc:
+        _wait_for_samples(run_dir, SECOND)
+        proc.kill()
+        proc.wait(timeout=10)
     # the torchrun agent was told to die with ddptop (PDEATHSIG), and its ranks die with the agent
     _assert_nothing_left(run_dir)
     assert not os.path.exists(os.path.join(run_dir, "summary.json"))
