@@ -87,6 +87,10 @@ class HelpScreen(ModalScreen[None]):
 class SummaryScreen(Screen[None]):
     """The scaling tables, speedup against perfect scaling, the recommendation, and where files went."""
 
+    # A class default, not set on mount: a title changed after mount schedules a Header update that can
+    # land after a quick "q" has already torn the Header down.
+    TITLE = "ddptop: summary"
+
     BINDINGS = [
         Binding("escape", "back", "Back to the sweep"),
         Binding("q", "app.quit_run", "Quit"),
@@ -133,7 +137,6 @@ class SummaryScreen(Screen[None]):
         return out
 
     def on_mount(self) -> None:
-        self.title = "ddptop: summary"
         plot = self.query_one("#speedup-chart", PlotextPlot)
         plt = plot.plt
         plt.title("speedup vs N")
