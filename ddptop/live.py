@@ -33,6 +33,7 @@ class LiveRun:
         self._worker = threading.Thread(target=self.runner.run, name="ddptop-sweep", daemon=True)
         self._finished = False
         self._save_lock = threading.Lock()
+        self._finish_lock = threading.Lock()  # finish may be called from a signal's thread and the main one
 
     def start(self) -> "LiveRun":
         if self.monitor is not None:
@@ -65,18 +66,22 @@ class LiveRun:
 
     def finish(self) -> int:
         """Wait for the sweep, write the final summary; the exit code (0 ok, 1 a failure, 130 stopped)."""
-        if not self._finished:
-            self._finished = True
-            self._worker.join()
-            if self.monitor is not None:
-                self.monitor.stop()  # before the summary, which reads the whole timeline
-            with self._save_lock:
-                self.session.refresh(final=True)
-                self.summary = summary_mod.build_summary(self.session, self.environment)
-                self.paths = summary_mod.save_summary(self.summary, self.session.run_dir)
-                self.paths.update(summary_mod.save_plots_safely(self.summary, self.session.run_dir))
-            self.session.close()
+        with self._finish_lock:
+            if not self._finished:
+                self._finish_once()
         return self.exit_code()
+
+    def _finish_once(self) -> None:
+        self._finished = True
+        self._worker.join()
+        if self.monitor is not None:
+            self.monitor.stop()  # before the summary, which reads the whole timeline
+        with self._save_lock:
+            self.session.refresh(final=True)
+            self.summary = summary_mod.build_summary(self.session, self.environment)
+            self.paths = summary_mod.save_summary(self.summary, self.session.run_dir)
+            self.paths.update(summary_mod.save_plots_safely(self.summary, self.session.run_dir))
+        self.session.close()
 
     def exit_code(self) -> int:
         if self.interrupted:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import threading
 import time
 from typing import Any, Iterable
 
@@ -82,6 +83,9 @@ class HelpScreen(ModalScreen[None]):
             "Esc closes this help.",
             id="help",
         )
+
+
+SHUTDOWN_GRACE = 10.0  # seconds Textual gets to restore the terminal after a signal, once the summary is saved
 
 
 class SummaryScreen(Screen[None]):
@@ -218,6 +222,8 @@ class DdptopApp(App[int]):
         self._log_text: list[str] = []
         self._summary_shown = False
         self._finishing = False
+        self._signalled = False
+        self._quitting = False
 
     @classmethod
     def for_recorded(cls, run_dir: str, fps: float = 4.0) -> "DdptopApp":
@@ -271,12 +277,26 @@ class DdptopApp(App[int]):
         loop = asyncio.get_running_loop()
 
         def on_signal(signum: int, _frame: Any) -> None:
-            if self.live is not None:
+            self._quitting = True
+            if self.live is not None and not self._signalled:
+                self._signalled = True
                 self.live.stop()
+                threading.Thread(target=self._save_then_leave, name="ddptop-signal-save", daemon=True).start()
             loop.call_soon_threadsafe(self.exit, 130)
 
         for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
             signal.signal(sig, on_signal)
+
+    def _save_then_leave(self) -> None:
+        """Write the summary whatever the terminal does next; leave if Textual's shutdown is stuck.
+
+        Seen once: after the terminal went away, Textual's driver waited forever on an output queue nobody
+        read. The summary no longer depends on that shutdown, and the process ends regardless.
+        """
+        assert self.live is not None
+        code = self.live.finish()
+        time.sleep(SHUTDOWN_GRACE)
+        os._exit(code)  # reached only if the normal exit has not happened in the meantime
 
     # -- frames ------------------------------------------------------------------------------------------------
     def render_frame(self) -> None:
@@ -541,8 +561,8 @@ class DdptopApp(App[int]):
         self.call_from_thread(self._show_summary)
 
     def _show_summary(self) -> None:
-        if self._summary_shown or self.live is None or self.live.summary is None:
-            return
+        if self._summary_shown or self._quitting or self.live is None or self.live.summary is None:
+            return  # not while quitting: the screen would mount into an app that is tearing down
         self._summary_shown = True
         self.render_frame()
         self.push_screen(SummaryScreen(self.live.summary, self.live.paths))
@@ -564,6 +584,7 @@ class DdptopApp(App[int]):
     # -- actions ----------------------------------------------------------------------------------------------
     def action_quit_run(self) -> None:
         if self.live is not None and self.live.running:
+            self._quitting = True
             self.notify("Stopping the ranks and saving the summary…", timeout=10)
             self.live.stop()
             self._quit_when_finished()
