@@ -14,6 +14,8 @@ import math
 import random
 from collections.abc import Sequence
 
+from ddptop.stats import median
+
 GIB = 2**30
 
 # nccl-tests (doc/PERFORMANCE.md): busbw = algbw * factor(N). Sizes follow its convention: allgather and
@@ -144,12 +146,6 @@ def mann_whitney(a: Sequence[float], b: Sequence[float]) -> dict | None:
     return {"u": u_a, "p_value": p_value, "effect": u_a / (n1 * n2)}
 
 
-def _median(values: Sequence[float]) -> float:
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-
-
 def bootstrap_median_change(
     a: Sequence[float], b: Sequence[float], resamples: int = 1000, confidence: float = 0.95, seed: int = 0
 ) -> tuple[float, float] | None:
@@ -159,8 +155,8 @@ def bootstrap_median_change(
     rng = random.Random(seed)
     changes = []
     for _ in range(resamples):
-        median_a = _median(rng.choices(a, k=len(a)))
-        median_b = _median(rng.choices(b, k=len(b)))
+        median_a = median(rng.choices(a, k=len(a)))
+        median_b = median(rng.choices(b, k=len(b)))
         if median_a > 0:
             changes.append(median_b / median_a - 1)
     if not changes:

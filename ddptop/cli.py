@@ -214,23 +214,12 @@ def run_tui(live: Any, monitor: Any, topology: Any, args: argparse.Namespace) ->
 def cmd_report(args: argparse.Namespace) -> int:
     from ddptop.report import summary as summary_mod
     from ddptop.report import tables
-    from ddptop.session import Session
 
     target = args.target
-    if os.path.isdir(target):
-        path = os.path.join(target, summary_mod.SUMMARY_JSON)
-        if args.rebuild or not os.path.exists(path):
-            session = Session.load(target)
-            session.refresh(final=True)
-            data = summary_mod.build_summary(session)
-            summary_mod.save_summary(data, target)
-            summary_mod.save_plots_safely(data, target)
-        else:
-            data = summary_mod.load_summary(path)
-    elif os.path.isfile(target):
-        data = summary_mod.load_summary(target)
-    else:
-        raise UsageError(f"{target} is neither a run directory nor a summary file")
+    data, rebuilt = summary_mod.load_target(target, args.rebuild)
+    if rebuilt:  # a run whose ddptop died, or an asked-for rebuild: keep the result beside the events
+        summary_mod.save_summary(data, target)
+        summary_mod.save_plots_safely(data, target)
     renderers = {
         "text": tables.text_report,
         "md": tables.markdown,
@@ -253,10 +242,11 @@ def _render_saved(source: str, render: Any) -> Any:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from ddptop.report import diff as diff_mod
+    from ddptop.report.summary import load_target
 
     if not 0 < args.alpha < 1:
         raise UsageError("--alpha must be between 0 and 1")
-    a, b = diff_mod.load_any(args.a), diff_mod.load_any(args.b)
+    (a, _), (b, _) = load_target(args.a), load_target(args.b)
     result = _render_saved(f"{args.a} or {args.b}", lambda: diff_mod.diff_summaries(a, b, args.alpha))
     if args.format == "json":
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
@@ -267,9 +257,9 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from ddptop.report import plots
-    from ddptop.report.diff import load_any
+    from ddptop.report.summary import load_target
 
-    data = load_any(args.target)
+    data, _ = load_target(args.target)
     out = args.out or (args.target if os.path.isdir(args.target) else os.path.dirname(os.path.abspath(args.target)))
     if not os.path.isdir(out):
         raise UsageError(f"--out {out} is not a directory")

@@ -20,7 +20,6 @@ import glob
 import json
 import os
 import re
-import signal
 import time
 from typing import Any
 
@@ -130,18 +129,8 @@ _ROOT_CAUSE_RE = re.compile(
 )
 
 
-def root_cause(launch_path: str) -> tuple[int, str] | None:
-    """torchrun's "Root Cause (first observed failure)" from agent.log: the rank and what ended it."""
+def root_cause(launch_path: str) -> tuple[int, int] | None:
+    """torchrun's "Root Cause (first observed failure)" from agent.log: the rank and its exit code."""
     text = "\n".join(tail_lines(os.path.join(launch_path, "agent.log"), 200))
     match = _ROOT_CAUSE_RE.search(text)
-    if not match:
-        return None
-    rank, code = int(match.group(1)), int(match.group(2))
-    if code < 0:
-        try:
-            how = f"was killed by {signal.Signals(-code).name}"
-        except ValueError:
-            how = f"was killed by signal {-code}"
-    else:
-        how = f"exited with code {code}"
-    return rank, how
+    return (int(match.group(1)), int(match.group(2))) if match else None

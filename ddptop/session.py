@@ -243,12 +243,11 @@ class Session:
             if state is not None:
                 if data.get("log_tail") and not state.log_tail:
                     state.log_tail = list(data["log_tail"])
-                reason = data.get("reason")
-                if data.get("cause"):
-                    reason = f"{data['cause']}; then {reason}" if reason else data["cause"]
-                    if state.status in ENDED:  # a rank's report ended it first: put the cause in front
-                        state.reason = f"{data['cause']}; then {state.reason}" if state.reason else data["cause"]
-                        state.revision += 1
+                cause = data.get("cause")
+                if cause and state.status in ENDED:  # a rank's report ended it first: put the cause in front
+                    state.reason = _caused(cause, state.reason)
+                    state.revision += 1
+                reason = _caused(cause, data.get("reason")) if cause else data.get("reason")
                 self._end(state, data["status"], reason, event["t"])
         elif what == "sweep_end":
             self.ended_t = event["t"]
@@ -306,6 +305,11 @@ class Session:
             if rank == 0:
                 return dict(hello.get("versions") or {})
         return {}
+
+
+def _caused(cause: str, reason: str | None) -> str:
+    """A rank that died silently comes first; what the other ranks said follows as its echo."""
+    return f"{cause}; then {reason}" if reason else cause
 
 
 def _error_reason(state: ConfigState) -> str | None:

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 from ddptop import rundir
-from ddptop.launcher import TorchrunLaunch
+from ddptop.launcher import TorchrunLaunch, describe_exit
 from ddptop.plan import Launch, Plan
 from ddptop.session import ENDED, FAILED, Session
 
@@ -265,7 +265,7 @@ class SweepRunner:
         found = rundir.root_cause(path)
         if found is None or any(e["rank"] == found[0] for e in state.errors):
             return None
-        return f"rank {found[0]} {found[1]}"
+        return f"rank {found[0]} {describe_exit(found[1])}"
 
     @staticmethod
     def _log_tail(path: str) -> list[str]:

@@ -9,31 +9,13 @@ only when the test rejects at ``alpha`` and the interval excludes zero; otherwis
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from ddptop import analysis
-from ddptop.report import summary as summary_mod
 
 DIFF_PERCENTILES = ("p50", "p75", "p95")
 IGNORED_ENVIRONMENT_KEYS = ("collected", "pid")
 IGNORED_PLAN_KEYS = ("name",)
-
-
-def load_any(target: str) -> dict[str, Any]:
-    """A summary from summary.json or a run directory (rebuilt from its events when it has no summary yet)."""
-    if os.path.isdir(target):
-        path = os.path.join(target, summary_mod.SUMMARY_JSON)
-        if os.path.exists(path):
-            return summary_mod.load_summary(path)
-        from ddptop.session import Session
-
-        session = Session.load(target)
-        session.refresh(final=True)
-        return summary_mod.build_summary(session)
-    if os.path.isfile(target):
-        return summary_mod.load_summary(target)
-    raise summary_mod.SummaryError(f"{target} is neither a run directory nor a summary file")
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:

@@ -404,6 +404,21 @@ def save_summary(summary: dict[str, Any], run_dir: str) -> dict[str, str]:
     return paths
 
 
+def load_target(target: str, rebuild: bool = False) -> tuple[dict[str, Any], bool]:
+    """The summary of a run directory or a summary.json, and whether it had to be rebuilt from the events
+    (a directory without a summary yet, or ``rebuild``); rebuilding does not write it."""
+    if os.path.isdir(target):
+        path = os.path.join(target, SUMMARY_JSON)
+        if os.path.exists(path) and not rebuild:
+            return load_summary(path), False
+        session = Session.load(target)
+        session.refresh(final=True)
+        return build_summary(session), True
+    if os.path.isfile(target):
+        return load_summary(target), False
+    raise SummaryError(f"{target} is neither a run directory nor a summary file")
+
+
 def save_plots_safely(summary: dict[str, Any], run_dir: str) -> dict[str, str]:
     """Draw the plots; a plotting fault is reported in the paths, never allowed to lose the summary."""
     try:
