@@ -152,16 +152,23 @@ async def quit_while_running_stops_the_ranks_and_saves(tmp_path):
 
 
 class Tmux:
-    """One detached tmux session running a command; the screen read as text, keys sent, the session killed."""
+    """One detached tmux session on a server of its own (``-L``): the screen read as text, keys sent, killed.
+
+    A server per session, so that one test's server shutting down (its last session killed) can never take
+    the next test's new session with it.
+    """
 
     def __init__(self, command: str, size=(160, 50)) -> None:
         self.name = f"ddptop-test-{os.getpid()}-{time.monotonic_ns()}"
+        self.base = ["tmux", "-L", self.name]
         subprocess.run(
-            ["tmux", "new-session", "-d", "-s", self.name, "-x", str(size[0]), "-y", str(size[1]), command], check=True
+            [*self.base, "new-session", "-d", "-s", self.name, "-x", str(size[0]), "-y", str(size[1]), command],
+            check=True,
         )
 
     def screen(self) -> str:
-        return subprocess.run(["tmux", "capture-pane", "-p", "-t", self.name], capture_output=True, text=True).stdout
+        shown = subprocess.run([*self.base, "capture-pane", "-p", "-t", self.name], capture_output=True, text=True)
+        return shown.stdout if shown.returncode == 0 else f"(tmux capture-pane failed: {shown.stderr.strip()})"
 
     def wait_for(self, text: str, timeout: float = 180.0) -> str:
         deadline = time.monotonic() + timeout
@@ -171,10 +178,10 @@ class Tmux:
         return shown
 
     def keys(self, *keys: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+        subprocess.run([*self.base, "send-keys", "-t", self.name, *keys], check=True)
 
     def kill(self) -> None:
-        subprocess.run(["tmux", "kill-session", "-t", self.name], capture_output=True)
+        subprocess.run([*self.base, "kill-server"], capture_output=True)
 
 
 def ddptop_command(run_dir, *args: str, then: str = "") -> str:
