@@ -1,4 +1,5 @@
-"""Command line: ``ddptop [run] ...``, ``ddptop report``, ``ddptop gpus``, ``ddptop topo``, ``ddptop kernels``.
+"""Command line: ``ddptop [run] ...``, ``watch``, ``view``, ``report``, ``diff``, ``plot``, ``gpus``, ``topo``,
+``kernels``.
 
 Exit codes: 0 success, 1 a configuration failed, 2 bad input, 130 interrupted.
 Bad input is one line on stderr (``ddptop: error: ...``), never a traceback.
@@ -15,7 +16,7 @@ from typing import Any, NoReturn
 from ddptop import __version__
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
-COMMANDS = ("run", "report", "diff", "plot", "gpus", "topo", "kernels")
+COMMANDS = ("run", "watch", "view", "report", "diff", "plot", "gpus", "topo", "kernels")
 
 
 class UsageError(Exception):
@@ -121,6 +122,13 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", parser_class=OneLineParser)
     run = commands.add_parser("run", help="run a scaling sweep")
     _add_run_arguments(run)
+    watch = commands.add_parser("watch", help="the TUI following a run another ddptop is writing (e.g. in sbatch)")
+    watch.add_argument("run_dir", metavar="RUN_DIR")
+    view = commands.add_parser("view", help="browse a saved run in the TUI: summary, tables, charts, topology")
+    view.add_argument("target", metavar="RUN_DIR|summary.json")
+    for viewer in (watch, view):
+        viewer.add_argument("--fps", type=float, default=4.0, help="display refresh rate (default 4)")
+        viewer.add_argument("--no-mouse", action="store_true", help="leave the mouse to the terminal")
     report = commands.add_parser("report", help="print the tables of a saved run")
     report.add_argument("target", metavar="RUN_DIR|summary.json")
     report.add_argument("--format", choices=("text", "md", "csv", "json"), default="text")
@@ -209,6 +217,44 @@ def run_tui(live: Any, monitor: Any, topology: Any, args: argparse.Namespace) ->
     except OSError:  # the terminal went away (SIGHUP): the files are written, nothing to show
         pass
     return code
+
+
+def _need_terminal(command: str, target: str) -> None:
+    if not (sys.stdout.isatty() and sys.stdin.isatty()):
+        raise UsageError(f"{command} needs a terminal; for text, run: ddptop report {target}")
+
+
+def cmd_watch(args: argparse.Namespace) -> int:
+    from ddptop.tui.app import DdptopApp
+
+    if args.fps <= 0:
+        raise UsageError("--fps must be positive")
+    if not os.path.isdir(args.run_dir):
+        raise UsageError(f"{args.run_dir} is not a directory")
+    app = DdptopApp.for_recorded(args.run_dir, args.fps, open_summary="when_done")  # one-line error if not a run
+    _need_terminal("watch", args.run_dir)
+    app.run(mouse=not args.no_mouse)
+    return EXIT_OK
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    from ddptop.report import summary as summary_mod
+    from ddptop.rundir import PLAN_FILE
+    from ddptop.tui.app import DdptopApp, SummaryApp
+
+    if args.fps <= 0:
+        raise UsageError("--fps must be positive")
+    target = args.target
+    if os.path.isfile(target) and os.path.exists(os.path.join(os.path.dirname(os.path.abspath(target)), PLAN_FILE)):
+        target = os.path.dirname(os.path.abspath(target))  # the summary of a run directory: open the whole run
+    if os.path.isdir(target):
+        app: Any = DdptopApp.for_recorded(target, args.fps, open_summary="now")
+    else:
+        summary, _ = summary_mod.load_target(target)
+        app = SummaryApp(summary, {"json": target})
+    _need_terminal("view", args.target)
+    app.run(mouse=not args.no_mouse)
+    return EXIT_OK
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -321,7 +367,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         _check_fake_nvml()
-        handlers = {"run": cmd_run, "report": cmd_report, "diff": cmd_diff, "plot": cmd_plot, "gpus": cmd_gpus,
+        handlers = {"run": cmd_run, "watch": cmd_watch, "view": cmd_view, "report": cmd_report, "diff": cmd_diff, "plot": cmd_plot, "gpus": cmd_gpus,
                     "topo": cmd_topo, "kernels": cmd_kernels}
         handler = handlers[args.command]
         return handler(args)

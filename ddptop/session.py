@@ -117,6 +117,8 @@ class Session:
         self.lock = threading.RLock()
         self.started_t = time.time()
         self.ended_t: float | None = None
+        self.last_event_t: float | None = None  # the newest event of any file: a stalled run's "elapsed"
+        self.writer: dict[str, Any] | None = None  # the hello of the ddptop process that runs the sweep
         self.events_applied = 0
         self._runner_writer: EventWriter | None = None
 
@@ -167,6 +169,8 @@ class Session:
 
     def _apply(self, event: dict[str, Any], launch: str | None) -> None:
         kind = event["type"]
+        if self.last_event_t is None or event["t"] > self.last_event_t:
+            self.last_event_t = event["t"]
         if launch is None:  # ddptop's own runner events
             self._apply_runner(event)
             return
@@ -220,6 +224,9 @@ class Session:
     def _apply_runner(self, event: dict[str, Any]) -> None:
         kind = event["type"]
         data = event.get("data") or {}
+        if kind == "hello" and self.writer is None:
+            self.writer = event
+            self.started_t = event["t"]
         if kind != "mark":
             return
         what = data.get("what")
@@ -281,8 +288,8 @@ class Session:
         readers = [self.runner_reader, *self.readers.values()]
         return sum(r.malformed for r in readers)
 
-    def rank_processes(self) -> list[RankProcess]:
-        """The ranks of launches still running on this host, for the telemetry sampler."""
+    def rank_processes(self, local_only: bool = True) -> list[RankProcess]:
+        """The ranks of launches still running (on this host only, for the telemetry sampler)."""
         host = os.uname().nodename
         with self.lock:
             running = {name for name, record in self.launches.items() if record.ended_t is None}
@@ -294,9 +301,12 @@ class Session:
                     local_rank=hello.get("local_rank"),
                     device=hello.get("device"),
                     cuda_visible_devices=hello.get("cuda_visible_devices"),
+                    host=str(hello.get("host") or ""),
                 )
                 for (launch, rank), hello in sorted(self.hellos.items())
-                if launch in running and hello.get("host") == host and isinstance(hello.get("pid"), int)
+                if launch in running
+                and (hello.get("host") == host or not local_only)
+                and isinstance(hello.get("pid"), int)
             ]
 
     def versions(self) -> dict[str, Any]:

@@ -24,6 +24,7 @@ class RankProcess:
     local_rank: int | None = None
     device: str | None = None  # "cuda:<local rank>" or "cpu"
     cuda_visible_devices: str | None = None  # as the rank saw it, to find its GPU without NVML's PID list
+    host: str = ""
 
 
 class HostSampler:

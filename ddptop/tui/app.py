@@ -32,6 +32,7 @@ from ddptop.telemetry.monitor import TIMELINE_FILE
 from ddptop.telemetry.timeline import TimelineFollower
 from ddptop.telemetry.topology import Topology, format_matrix
 from ddptop.tui import format as fmt
+from ddptop.watch import FINISHED, RUNNING, WRITER_GONE, RecordedRun
 
 PANELS = ("overview", "ranks", "topology", "logs")
 STATUS_STYLE = {
@@ -94,6 +95,11 @@ class SummaryScreen(Screen[None]):
     # A class default, not set on mount: a title changed after mount schedules a Header update that can
     # land after a quick "q" has already torn the Header down.
     TITLE = "ddptop: summary"
+    DEFAULT_CSS = """
+    #summary-text { width: 1fr; }
+    #summary-tables { width: auto; }
+    #speedup-chart { width: 40%; min-width: 30; }
+    """
 
     BINDINGS = [
         Binding("escape", "back", "Back to the sweep"),
@@ -101,10 +107,15 @@ class SummaryScreen(Screen[None]):
         Binding("t", "app.screenshot", "Screenshot"),
     ]
 
-    def __init__(self, summary: dict[str, Any], paths: dict[str, str] | None) -> None:
+    def __init__(
+        self, summary: dict[str, Any], paths: dict[str, str] | None, note: str | None = None,
+        with_topology: bool = False,
+    ) -> None:
         super().__init__()
         self.summary = summary
         self.paths = paths
+        self.note = note
+        self.with_topology = with_topology  # a lone summary.json has no Topology panel to show it
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
@@ -118,6 +129,8 @@ class SummaryScreen(Screen[None]):
         out = Text()
         status = "complete" if self.summary.get("complete") else "incomplete (stopped before the end)"
         out.append(f"Sweep {status}\n", style="bold")
+        if self.note:
+            out.append(self.note + "\n", style="yellow")
         if self.paths:
             out.append("Saved: ", style="bold")
             shown = [self.paths[k] for k in ("json", "md", "csv", "plots") if self.paths.get(k)]
@@ -138,6 +151,8 @@ class SummaryScreen(Screen[None]):
             out.append("Not measured in full:\n", style="bold yellow")
             out.append(problems + "\n\n")
         out.append(tables.overhead_line(self.summary) + "\n\n")
+        if self.with_topology:
+            out.append(tables.topology_text(self.summary))
         return out
 
     def on_mount(self) -> None:
@@ -159,7 +174,30 @@ class SummaryScreen(Screen[None]):
         plt.xlim(0.5, largest + 0.5)
 
     def action_back(self) -> None:
+        if len(self.app.screen_stack) <= 2 and isinstance(self.app, SummaryApp):
+            self.app.exit(0)  # nothing behind it
+            return
         self.app.pop_screen()
+
+
+class SummaryApp(App[int]):
+    """``ddptop view summary.json`` for a summary without its run directory: the summary screen alone."""
+
+    TITLE = "ddptop: summary"
+    def __init__(self, summary: dict[str, Any], paths: dict[str, str] | None) -> None:
+        super().__init__()
+        self.summary = summary
+        self.paths = paths
+
+    def on_mount(self) -> None:
+        self.push_screen(SummaryScreen(self.summary, self.paths, with_topology=True))
+
+    def action_quit_run(self) -> None:
+        self.exit(0)
+
+    def action_screenshot(self) -> None:
+        path = self.save_screenshot(path=os.path.dirname(os.path.abspath(self.paths["json"])) if self.paths else None)
+        self.notify(f"Screenshot: {_display_path(path)}")
 
 
 class DdptopApp(App[int]):
@@ -175,9 +213,6 @@ class DdptopApp(App[int]):
     #ranks, #logs-view { height: 1fr; }
     #help { width: 64; height: auto; border: round $accent; padding: 1 2; background: $panel; }
     HelpScreen { align: center middle; }
-    #summary-text { width: 1fr; }
-    #summary-tables { width: auto; }
-    #speedup-chart { width: 40%; min-width: 30; }
     #status-line { height: 1; padding: 0 1; background: $boost; }
     """
     BINDINGS = [
@@ -203,9 +238,13 @@ class DdptopApp(App[int]):
         topology: Topology | None = None,
         fps: float = 4.0,
         screenshot_dir: str | None = None,
+        recorded: RecordedRun | None = None,
+        open_summary: str | None = None,
     ) -> None:
         super().__init__()
         self.session = session
+        self.recorded = recorded  # a run another process writes (watch) or wrote (view)
+        self.open_summary = open_summary  # recorded runs: "now" (view), "when_done" (watch) or never
         self.telemetry = telemetry
         self.live = live
         self.topology = topology
@@ -226,12 +265,15 @@ class DdptopApp(App[int]):
         self._quitting = False
 
     @classmethod
-    def for_recorded(cls, run_dir: str, fps: float = 4.0) -> "DdptopApp":
-        """A view of a run directory as it is on disk (a finished run, or one another process writes)."""
-        session = Session.load(run_dir)
+    def for_recorded(cls, run_dir: str, fps: float = 4.0, open_summary: str | None = None) -> "DdptopApp":
+        """A view of a run directory from its files: a finished run, or one another process is writing."""
+        recorded = RecordedRun(run_dir)
         topology = summary_mod.load_saved_topology(run_dir)
         telemetry = TimelineFollower(os.path.join(run_dir, TIMELINE_FILE))
-        return cls(session, telemetry, None, Topology.from_json(topology) if topology else None, fps)
+        return cls(
+            recorded.session, telemetry, None, Topology.from_json(topology) if topology else None, fps,
+            recorded=recorded, open_summary=open_summary,
+        )
 
     # -- layout ------------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -314,6 +356,23 @@ class DdptopApp(App[int]):
         if self.live is not None and not self.live.running and not self._finishing:
             self._finishing = True
             self._finish_in_background()
+        if self.recorded is not None and self.open_summary and not self._summary_shown:
+            self._open_recorded_summary()
+
+    def _open_recorded_summary(self) -> None:
+        """watch: the summary once the run has a final one; view: at once, built from the events if need be."""
+        assert self.recorded is not None
+        summary = self.recorded.final_summary()
+        note = None
+        if summary is None and self.open_summary == "now":
+            summary = summary_mod.build_summary(self.session)
+            note = f"The run is not finished ({self.recorded.state()}): what is measured so far."
+        if summary is None:
+            return
+        if self.recorded.summary_rebuilt:
+            note = f"Built here from the events: {self.recorded.writer} saved no final summary."
+        self._summary_shown = True
+        self.push_screen(SummaryScreen(summary, self.recorded.paths, note))
 
     def _set(self, table: DataTable, row: str, column: str, value: Any) -> None:
         """Update a cell only when its content changed: tables are edited in place, never rebuilt."""
@@ -333,17 +392,27 @@ class DdptopApp(App[int]):
         states = self.session.ordered_states()
         done = sum(1 for s in states if s.status in ENDED)
         running = next((s for s in states if s.status == "running"), None)
-        elapsed = (self.session.ended_t or time.time()) - self.session.started_t
-        if self.live is None:
-            first = min((s.started_t for s in states if s.started_t), default=None)
-            last = max((s.ended_t for s in states if s.ended_t), default=None)
-            elapsed = (last - first) if first and last else 0.0
+        recorded_state = self.recorded.state() if self.recorded is not None else None
+        if self.session.ended_t is not None:
+            end = self.session.ended_t
+        elif self.live is not None or recorded_state not in (WRITER_GONE,):
+            end = time.time()
+        else:  # nothing more will come: the run stopped at its last event
+            end = self.session.last_event_t or self.session.started_t
+        elapsed = max(0.0, end - self.session.started_t)
         info = self.telemetry.info()
         parts = [f"{done}/{len(states)} configurations", f"elapsed {fmt.duration(elapsed)}"]
         if running is not None:
             parts.append(f"running {running.spec.label} {running.spec.model} bs{running.spec.batch_size}")
         elif self.live is not None and not self.live.running:
             parts.append("finished")
+        if self.recorded is not None:
+            if recorded_state == FINISHED:
+                parts.append("finished")
+            elif recorded_state == WRITER_GONE:
+                parts.append(f"the ddptop running this sweep ({self.recorded.writer}) is gone: no more data")
+            else:
+                parts.append(f"watching {self.recorded.writer}")
         if self.paused:
             parts.append("PAUSED (display only; the sweep goes on)")
         text = Text("  ·  ".join(parts))
@@ -505,7 +574,8 @@ class DdptopApp(App[int]):
         stats = state.summary() if state is not None else None
         medians = (stats or {}).get("rank_medians") or {}
         straggler = (stats or {}).get("straggler")
-        processes = self.session.rank_processes()
+        processes = self.session.rank_processes(local_only=False)  # other nodes' ranks too, without readings
+        sampled_host = (self.session.writer or {}).get("host") or os.uname().nodename
         wanted = [str(p.rank) for p in processes]
         if wanted != self._rank_rows:
             table.clear()
@@ -516,7 +586,7 @@ class DdptopApp(App[int]):
         hosts = {(launch, rank): hello.get("host") for (launch, rank), hello in self.session.hellos.items()}
         for process in processes:
             row = str(process.rank)
-            reading = by_pid.get(process.pid, {})
+            reading = by_pid.get(process.pid, {}) if process.host in ("", sampled_host) else {}
             samples = state.samples.get(process.rank, []) if state is not None else []
             flagged = bool(straggler and straggler["flagged"] and straggler["rank"] == process.rank)
             cells = {
@@ -599,13 +669,20 @@ class DdptopApp(App[int]):
 
     def action_save(self) -> None:
         if self.live is None:
-            self.notify("Viewing a recorded run: nothing new to save.")
+            self.notify(self._not_yours())
             return
         paths = self.live.save_now()
         self.notify(f"Saved {_display_path(paths['json'])}")
 
+    def _not_yours(self) -> str:
+        who = self.recorded.writer if self.recorded is not None else "the ddptop that ran it"
+        return f"Only looking: saving, skipping and stopping belong to the ddptop running the sweep ({who})."
+
     def action_skip(self) -> None:
-        if self.live is None or not self.live.running:
+        if self.live is None:
+            self.notify(self._not_yours())
+            return
+        if not self.live.running:
             self.notify("No configuration is running.")
             return
         self.live.skip()
@@ -622,6 +699,8 @@ class DdptopApp(App[int]):
     def action_results(self) -> None:
         if self.live is not None and self.live.summary is not None:
             summary, paths = self.live.summary, self.live.paths
+        elif self.recorded is not None and self.recorded.final_summary() is not None:
+            summary, paths = self.recorded.summary, self.recorded.paths
         else:
             self.session.refresh()
             summary, paths = summary_mod.build_summary(self.session), None

@@ -1,0 +1,105 @@
+"""A run directory seen from outside the ddptop that writes it: ``ddptop watch`` and ``ddptop view``.
+
+The session is rebuilt from the files and refreshed from them; who writes the run comes from the hello
+at the top of runner.jsonl. Once the sweep has ended, the writer's final summary.json is shown; if the
+writer died first (or never saves one), the summary is built here from the events, and not written: the
+run directory belongs to its writer (``ddptop report RUN_DIR`` saves a rebuilt one).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import psutil
+
+from ddptop.report import summary as summary_mod
+from ddptop.session import Session
+
+RUNNING, FINISHED, WRITER_GONE, UNKNOWN = "running", "finished", "writer gone", "unknown"
+SAVE_GRACE = 30.0  # seconds the writer gets after the sweep's end to save summary.json
+CHECK_PERIOD = 2.0  # seconds between checks that the writer is alive
+
+
+class RecordedRun:
+    def __init__(self, run_dir: str) -> None:
+        self.run_dir = run_dir
+        self.session = Session.load(run_dir)
+        self.summary: dict[str, Any] | None = None
+        self.paths: dict[str, str] | None = None
+        self.summary_rebuilt = False
+        self._alive: bool | None = None
+        self._checked = 0.0
+        self._ended_seen: float | None = None
+
+    @property
+    def writer(self) -> str:
+        hello = self.session.writer or {}
+        return f"pid {hello.get('pid', '?')} on {hello.get('host', '?')}"
+
+    def writer_alive(self) -> bool | None:
+        """Whether the writing ddptop still runs; None when it runs on another host (or is not known)."""
+        hello = self.session.writer
+        if not hello or hello.get("host") != os.uname().nodename or not isinstance(hello.get("pid"), int):
+            return None
+        now = time.monotonic()
+        if now - self._checked >= CHECK_PERIOD:
+            self._checked = now
+            self._alive = _is_ddptop(hello["pid"], hello.get("t"))
+        return self._alive
+
+    def state(self) -> str:
+        if self.session.ended_t is not None:
+            return FINISHED
+        alive = self.writer_alive()
+        return WRITER_GONE if alive is False else RUNNING if alive else UNKNOWN
+
+    def final_summary(self) -> dict[str, Any] | None:
+        """The summary once there is a final one: the writer's, or one built here when it cannot come."""
+        if self.summary is not None:
+            return self.summary
+        state = self.state()
+        if state not in (FINISHED, WRITER_GONE):
+            return None
+        if state == FINISHED and self._ended_seen is None:
+            self._ended_seen = time.monotonic()
+        saved = self._saved_final()
+        if saved is not None:
+            self.summary, self.paths = saved, self._saved_paths()
+        elif (
+            state == WRITER_GONE
+            or self.writer_alive() is False  # ended, but died before saving
+            or time.monotonic() - (self._ended_seen or 0) > SAVE_GRACE
+        ):
+            self.session.refresh(final=True)
+            self.summary, self.summary_rebuilt = summary_mod.build_summary(self.session), True
+        return self.summary
+
+    def _saved_final(self) -> dict[str, Any] | None:
+        path = os.path.join(self.run_dir, summary_mod.SUMMARY_JSON)
+        if not os.path.exists(path):
+            return None
+        try:
+            data = summary_mod.load_summary(path)
+        except summary_mod.SummaryError:
+            return None  # being replaced right now, or damaged: the next frame looks again
+        # a summary saved mid-run ("s") is not the final one
+        return data if data.get("complete") or self.state() == WRITER_GONE else None
+
+    def _saved_paths(self) -> dict[str, str]:
+        names = {"json": summary_mod.SUMMARY_JSON, "md": summary_mod.SUMMARY_MD, "csv": summary_mod.SUMMARY_CSV,
+                 "plots": "plots"}
+        paths = {key: os.path.join(self.run_dir, name) for key, name in names.items()}
+        return {key: path for key, path in paths.items() if os.path.exists(path)}
+
+
+def _is_ddptop(pid: int, started: float | None) -> bool:
+    """The pid is alive and is the same process (not a later one that reused the number)."""
+    try:
+        process = psutil.Process(pid)
+        if started is not None and process.create_time() > started + 1.0:
+            return False
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False

@@ -1,0 +1,195 @@
+"""watch and view: the TUI over a run directory that another process writes, or wrote."""
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+import pytest
+from textual.widgets import DataTable
+
+from ddptop.tui.app import DdptopApp, SummaryApp, SummaryScreen
+from ddptop.watch import FINISHED, WRITER_GONE, RecordedRun
+
+from .conftest import REPO, ddptop
+
+RECORDED = os.path.join(REPO, "tests", "data", "recorded-run")
+
+
+def wait_path(path, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.1)
+
+
+def statuses(app) -> list[str]:
+    table = app.query_one("#configs", DataTable)
+    return [str(table.get_cell(key, "status")) for key in table.rows]
+
+
+@pytest.mark.slow
+def test_watch_follows_a_headless_run_to_its_final_summary(tmp_path):
+    run_dir = tmp_path / "run"
+    writer = subprocess.Popen(
+        [sys.executable, "-m", "ddptop", "run", "--headless", "--out", str(run_dir), "--models", "resnet18",
+         "--image-size", "32", "--num-classes", "10", "--batch-sizes", "4", "--warmup", "2", "--iters", "40",
+         "--no-baseline", "--comm-iters", "0", "--no-collectives"],
+        cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO, DDPTOP_FAKE_NVML="dgx1"),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+    )
+    try:
+        wait_path(run_dir / "plan.json")
+        seen_lines, seen_statuses, shown = asyncio.run(follow(str(run_dir)))
+        output, _ = writer.communicate(timeout=300)
+    finally:
+        writer.kill()
+    assert writer.returncode == 0, output
+    # it followed the run while it ran, not only its end
+    assert any(f"watching pid {writer.pid}" in line for line in seen_lines)
+    assert any("running 1M/1P" in line for line in seen_lines)
+    assert ["running", "pending"] in seen_statuses
+    # and at the end shows the writer's own final summary, the one on disk
+    with open(run_dir / "summary.json", encoding="utf-8") as handle:
+        assert shown == json.load(handle)
+    assert shown["complete"] and [c["status"] for c in shown["configs"]] == ["ok", "ok"]
+
+
+async def follow(run_dir: str):
+    app = DdptopApp.for_recorded(run_dir, fps=8, open_summary="when_done")
+    seen_lines, seen_statuses = [], []
+    async with app.run_test(size=(120, 40)) as pilot:
+        deadline = time.monotonic() + 300
+        while not isinstance(app.screen, SummaryScreen):
+            assert time.monotonic() < deadline, "the summary never opened"
+            seen_lines.append(str(app.query_one("#status-line").render()))
+            seen_statuses.append(statuses(app))
+            await pilot.pause(0.2)
+        text = str(app.screen.query_one("#summary-tables").render())
+        assert "Sweep complete" in text and "Saved:" in text
+        shown = app.screen.summary
+        await pilot.press("escape")
+        assert statuses(app) == ["ok", "ok"] and "finished" in str(app.query_one("#status-line").render())
+        await pilot.press("n")  # only the writer may skip: said, not done
+        await pilot.pause()
+        assert any("Only looking" in str(n.message) for n in app._notifications)
+        await pilot.press("q")
+    return seen_lines, seen_statuses, shown
+
+
+def test_view_of_a_recorded_run_opens_on_its_summary_and_goes_back_to_the_tables():
+    async def drive():
+        app = DdptopApp.for_recorded(RECORDED, open_summary="now")
+        async with app.run_test(size=(140, 40)) as pilot:
+            await pilot.pause()
+            assert isinstance(app.screen, SummaryScreen)
+            text = str(app.screen.query_one("#summary-tables").render())
+            await pilot.press("escape")
+            table_statuses = statuses(app)
+            await pilot.press("3")
+            topology = str(app.query_one("#topology").render())
+            await pilot.press("q")
+        return text, table_statuses, topology
+
+    text, table_statuses, topology = asyncio.run(drive())
+    # the recorded run has no summary.json: built from its events, and said so
+    assert "Sweep complete" in text and "Scaling: resnet18" in text and "saved no final summary" in text
+    assert table_statuses == ["ok", "ok", "ok"] and "NV2" in topology
+    assert not os.path.exists(os.path.join(RECORDED, "summary.json"))  # a viewer writes nothing
+
+
+def test_view_of_a_lone_summary_shows_tables_chart_and_topology(tmp_path):
+    done = ddptop("report", RECORDED, "--format", "json")
+    summary = json.loads(done.stdout)
+    for name in ("summary.json", "summary.md", "summary.csv", "plots"):  # report saved its rebuild there
+        path = os.path.join(RECORDED, name)
+        shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+
+    async def drive():
+        app = SummaryApp(summary, {"json": str(tmp_path / "summary.json")})
+        async with app.run_test(size=(140, 60)) as pilot:
+            await pilot.pause()
+            text = str(app.screen.query_one("#summary-tables").render())
+            await pilot.press("escape")  # nothing behind it: leaves
+            await pilot.pause()
+        return text, app.return_value
+
+    text, code = asyncio.run(drive())
+    assert "Scaling: resnet18" in text and "GPU0" in text and "NV1" in text and code == 0
+
+
+def stalled_copy(tmp_path) -> str:
+    """The recorded run as it would be if its ddptop had died mid-sweep: no sweep_end, its pid gone."""
+    run_dir = str(tmp_path / "stalled")
+    shutil.copytree(RECORDED, run_dir)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    path = os.path.join(run_dir, "runner.jsonl")
+    with open(path, encoding="utf-8") as handle:
+        events = [json.loads(line) for line in handle]
+    events = [e for e in events if (e.get("data") or {}).get("what") != "sweep_end"]
+    events[0].update(pid=dead.pid, host=os.uname().nodename)
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(e) + "\n" for e in events)
+    return run_dir
+
+
+def test_watch_of_a_run_whose_writer_died_says_so_and_shows_what_was_measured(tmp_path):
+    run_dir = stalled_copy(tmp_path)
+    recorded = RecordedRun(run_dir)
+    assert recorded.state() == WRITER_GONE
+
+    async def drive():
+        app = DdptopApp.for_recorded(run_dir, open_summary="when_done")
+        async with app.run_test(size=(140, 40)) as pilot:
+            await pilot.pause()
+            assert isinstance(app.screen, SummaryScreen)
+            text = str(app.screen.query_one("#summary-tables").render())
+            await pilot.press("escape")
+            line = str(app.query_one("#status-line").render())
+            await pilot.press("q")
+        return text, line
+
+    text, line = asyncio.run(drive())
+    assert "Sweep incomplete" in text and "saved no final summary" in text and "Scaling: resnet18" in text
+    assert "is gone: no more data" in line
+    assert not os.path.exists(os.path.join(run_dir, "summary.json"))
+
+
+def test_a_summary_saved_mid_run_is_not_taken_for_the_final_one(tmp_path):
+    run_dir = str(tmp_path / "run")
+    shutil.copytree(RECORDED, run_dir)
+    path = os.path.join(run_dir, "runner.jsonl")
+    with open(path, encoding="utf-8") as handle:
+        events = [json.loads(line) for line in handle]
+    events[0].update(pid=os.getpid(), host=os.uname().nodename, t=time.time())  # its writer: alive, this process
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(e) + "\n" for e in events)
+    recorded = RecordedRun(run_dir)
+    assert recorded.state() == FINISHED and recorded.writer_alive() is True
+    interim = ddptop("report", run_dir, "--format", "json")  # saves a rebuilt (complete) summary; make it interim
+    data = json.loads(interim.stdout)
+    data["complete"] = False
+    with open(os.path.join(run_dir, "summary.json"), "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+    assert recorded.final_summary() is None  # the writer is still saving: wait for its final summary
+    data["complete"] = True
+    with open(os.path.join(run_dir, "summary.json"), "w", encoding="utf-8") as handle:
+        json.dump(data, handle)
+    assert recorded.final_summary() == data and recorded.paths["json"].endswith("summary.json")
+
+
+def test_watch_and_view_need_a_run_and_a_terminal(tmp_path):
+    for args, message in (
+        (("watch", str(tmp_path)), "is not a ddptop run directory"),
+        (("watch", str(tmp_path / "nothing")), "is not a directory"),
+        (("view", str(tmp_path / "nothing.json")), "neither a run directory nor a summary file"),
+        (("watch", RECORDED), "watch needs a terminal; for text, run: ddptop report"),
+        (("view", RECORDED), "view needs a terminal"),
+        (("watch", RECORDED, "--fps", "0"), "--fps must be positive"),
+    ):
+        done = ddptop(*args)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and message in done.stderr, (args, done.stderr)
