@@ -99,6 +99,17 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="after a failed configuration: go on with the next (default) or stop the sweep")
     faults.add_argument("--inject", action="append", metavar="KIND:rank=R:iter=I",
                         help="testing aid: make a rank crash, oom, hang, kill or exit at a step (repeatable)")
+    nodes = parser.add_argument_group(
+        "several nodes (torchrun's rendezvous; start the same command on every node, --out on a shared filesystem)")
+    nodes.add_argument("--nnodes", type=int, help="nodes in the sweep (default 1)")
+    nodes.add_argument("--nproc-per-node", type=int,
+                       help="ranks per node; world sizes above it span nodes (default: the node's GPUs, 2 on CPU)")
+    nodes.add_argument("--node-rank", type=int, help="this node's rank: 0 runs the sweep, the others follow it")
+    nodes.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="node 0's address and a free port")
+    nodes.add_argument("--join-timeout", type=float, default=600.0, metavar="SECONDS",
+                       help="how long a launch waits for every node to join (default 600)")
+    nodes.add_argument("--slurm", action="store_true",
+                       help="read nodes, node rank and endpoint from SLURM (srun --ntasks-per-node=1 ddptop ...)")
     cost = parser.add_argument_group("cost (seed 000's SU = (w_core*cores + w_gpu*gpus) * walltime)")
     cost.add_argument("--cores-per-rank", type=float, help="cores charged per rank (default: its threads)")
     cost.add_argument("--su-core-weight", type=float)
@@ -179,9 +190,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         raise UsageError("--fps must be positive")
     if args.telemetry_interval < 0:
         raise UsageError("--telemetry-interval must be 0 (off) or positive")
+    cluster = _cluster(args)
+    if cluster is not None and not cluster.leader:
+        return run_follower(args, cluster)
     options = _plan_options(args)
+    if cluster is not None:
+        options.nnodes = cluster.nnodes
     inventory = read_inventory()
-    plan = build_plan(options, inventory)
+    cores = None
+    if cluster is not None and cluster.loopback:  # every "node" on this machine: they share its cores
+        from ddptop.plan import usable_cpu_count
+
+        cores = max(1, usable_cpu_count() // cluster.nnodes)
+    plan = build_plan(options, inventory, cores)
     run_dir = create_run_dir(args.out, plan.name)
     env = environment.collect(inventory)
     write_json(os.path.join(run_dir, ENVIRONMENT_FILE), env)
@@ -191,10 +212,55 @@ def cmd_run(args: argparse.Namespace) -> int:
     monitor = None
     if args.telemetry_interval > 0:
         monitor = Monitor(args.telemetry_interval, os.path.join(run_dir, TIMELINE_FILE), None, session.rank_processes)
-    live = LiveRun(plan, session, env, monitor)
+    live = LiveRun(plan, session, env, monitor, cluster)
     if args.headless or not (sys.stdout.isatty() and sys.stdin.isatty()):
         return run_headless(live, args.fps, Console())
     return run_tui(live, monitor, topology, args)
+
+
+def _cluster(args: argparse.Namespace) -> Any:
+    """The multi-node settings (None for one node); a multi-node run needs one shared --out for every node."""
+    from ddptop import cluster as cluster_mod
+
+    if args.slurm:
+        found = cluster_mod.from_slurm(dict(os.environ), args.rdzv_endpoint, args.join_timeout)
+        args.out = args.out or cluster_mod.slurm_run_dir(dict(os.environ))
+    else:
+        found = cluster_mod.from_flags(args.nnodes or 1, args.node_rank, args.rdzv_endpoint, args.join_timeout)
+    if found is not None and not args.out:
+        raise UsageError("a sweep on several nodes needs --out DIR, the same directory on a filesystem every node shares")
+    if found is not None and args.nnodes is not None and args.nnodes != found.nnodes:
+        raise UsageError(f"--nnodes {args.nnodes}, but SLURM gives {found.nnodes} nodes")
+    return found
+
+
+def run_follower(args: argparse.Namespace, cluster: Any) -> int:
+    """Node rank > 0: follow node 0's run directory, one torchrun agent per launch that spans this node."""
+    import signal
+
+    from ddptop.follower import Follower, node_file
+    from ddptop.telemetry.monitor import TIMELINE_FILE, Monitor
+
+    follower = Follower(os.path.abspath(args.out), cluster, say=lambda line: print(line, flush=True))
+    previous = {sig: signal.signal(sig, lambda *_: follower.request_stop())
+                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
+    monitor = None
+    try:
+        plan = follower.wait_for_plan()
+        if args.telemetry_interval > 0:  # this node's GPUs and host, beside the leader's
+            monitor = Monitor(args.telemetry_interval, os.path.join(follower.run_dir, node_file(TIMELINE_FILE,
+                              cluster.node_rank)))
+            monitor.start()
+        status = follower.run(plan)
+    finally:
+        if monitor is not None:
+            monitor.stop()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    print(f"ddptop: node {cluster.node_rank}: the sweep ended ({status})", flush=True)
+    if status == "stopped":
+        return EXIT_INTERRUPTED
+    return EXIT_FAILED if follower.failed_launches else EXIT_OK
 
 
 def run_tui(live: Any, monitor: Any, topology: Any, args: argparse.Namespace) -> int:
@@ -360,6 +426,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv.insert(0, "run")
+    from ddptop.cluster import ClusterError
     from ddptop.plan import PlanError
     from ddptop.report.summary import SummaryError
     from ddptop.rundir import RunDirError
@@ -371,7 +438,7 @@ def main(argv: list[str] | None = None) -> int:
                     "topo": cmd_topo, "kernels": cmd_kernels}
         handler = handlers[args.command]
         return handler(args)
-    except (UsageError, PlanError, RunDirError, SummaryError) as exc:
+    except (UsageError, PlanError, RunDirError, SummaryError, ClusterError) as exc:
         print(f"ddptop: error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except KeyboardInterrupt:

@@ -4,7 +4,8 @@ The torchrun agent is started in a session of its own (so a Ctrl-C meant for ddp
 ranks first) with its output in ``agent.log`` and each worker's in torchrun's ``--log-dir``. torchrun starts
 its workers in sessions of their own too, so stopping signals the agent and then, after a grace period,
 kills every process of the tree as it was seen (psutil), grandchildren included. Single-node launches use a
-free loopback port for the rendezvous.
+free loopback port for the rendezvous; a launch that spans nodes uses torchrun's static rendezvous at the
+leader's endpoint, one agent per node, each with its own agent log and worker log directory.
 """
 
 from __future__ import annotations
@@ -22,6 +23,23 @@ import psutil
 
 import bench_kernels
 from ddptop import rundir
+
+
+@dataclass(frozen=True)
+class NodePlacement:
+    """Where this agent stands in a launch that spans nodes."""
+
+    nnodes: int
+    node_rank: int
+    host: str
+    port: int
+    join_timeout: float
+    loopback: bool  # every node on this machine
+
+    @property
+    def suffix(self) -> str:
+        """Files of node 0 keep the single-node names; the others' carry their node rank."""
+        return f"-node{self.node_rank}" if self.node_rank else ""
 
 
 @dataclass
@@ -79,9 +97,11 @@ class TorchrunLaunch:
         env: dict[str, str] | None = None,
         kernel: str = "bench_kernels.ddp",
         python: str = sys.executable,
+        placement: NodePlacement | None = None,
     ) -> None:
         self.path = path
-        self.spec = spec
+        self.spec = spec  # None: a follower node reads the leader's launch.json
+        self.placement = placement
         self.nproc_per_node = nproc_per_node
         self.kernel = kernel
         self.python = python
@@ -96,18 +116,27 @@ class TorchrunLaunch:
     def spec_path(self) -> str:
         return os.path.join(self.path, "launch.json")
 
+    @property
+    def agent_log(self) -> str:
+        return os.path.join(self.path, f"agent{self.placement.suffix if self.placement else ''}.log")
+
     def command(self, port: int) -> list[str]:
+        where = self.placement
+        if where is None:
+            nodes = ["--nnodes=1", "--master-addr=127.0.0.1", f"--master-port={port}"]
+        else:
+            nodes = [f"--nnodes={where.nnodes}", f"--node-rank={where.node_rank}", f"--master-addr={where.host}",
+                     f"--master-port={where.port}", f"--rdzv-conf=timeout={int(where.join_timeout)}"]
+        logs = "logs" + (where.suffix if where else "")
         return [
             self.python,
             "-m",
             "torch.distributed.run",
-            "--nnodes=1",
+            *nodes,
             f"--nproc-per-node={self.nproc_per_node}",
-            "--master-addr=127.0.0.1",
-            f"--master-port={port}",
             "--max-restarts=0",
             "--monitor-interval=0.2",
-            f"--log-dir={os.path.join(self.path, 'logs')}",
+            f"--log-dir={os.path.join(self.path, logs)}",
             "--redirects=3",
             "-m",
             self.kernel,
@@ -126,14 +155,16 @@ class TorchrunLaunch:
         # One node: gloo's connections between ranks stay on loopback instead of the interface the host name
         # resolves to (a user's own setting wins). torch's TCPStore in the agent listens on every interface
         # whatever it is told; it gets a fresh random port for the launch only (README, Security).
-        if "GLOO_SOCKET_IFNAME" not in env and os.path.exists("/sys/class/net/lo"):
+        one_machine = self.placement is None or self.placement.loopback
+        if one_machine and "GLOO_SOCKET_IFNAME" not in env and os.path.exists("/sys/class/net/lo"):
             env["GLOO_SOCKET_IFNAME"] = "lo"
         env.update(self.extra_env)
         return env
 
     def start(self) -> None:
-        rundir.write_json(self.spec_path, self.spec)
-        log = os.open(os.path.join(self.path, "agent.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        if self.spec is not None:
+            rundir.write_json(self.spec_path, self.spec)
+        log = os.open(self.agent_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             self.started = time.monotonic()
             self.process = subprocess.Popen(

@@ -11,6 +11,7 @@ import threading
 from typing import Any
 
 from ddptop.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
+from ddptop.cluster import Cluster
 from ddptop.plan import Plan
 from ddptop.report import summary as summary_mod
 from ddptop.session import FAILED, Session
@@ -20,13 +21,18 @@ from ddptop.telemetry.monitor import Monitor
 
 class LiveRun:
     def __init__(
-        self, plan: Plan, session: Session, environment: dict[str, Any], monitor: Monitor | None = None
+        self,
+        plan: Plan,
+        session: Session,
+        environment: dict[str, Any],
+        monitor: Monitor | None = None,
+        cluster: Cluster | None = None,
     ) -> None:
         self.plan = plan
         self.session = session
         self.environment = environment
         self.monitor = monitor
-        self.runner = SweepRunner(plan, session)
+        self.runner = SweepRunner(plan, session, cluster=cluster)
         self.interrupted = False
         self.summary: dict[str, Any] | None = None
         self.paths: dict[str, str] | None = None

@@ -73,6 +73,8 @@ class PlanOptions:
     inject: list[str] | None = None
     hang_timeout: float = 300.0
     on_failure: str = "continue"
+    nnodes: int = 1
+    nproc_per_node: int | None = None
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -138,15 +140,21 @@ class ConfigSpec:
 
 @dataclass(frozen=True)
 class Launch:
-    """Configurations run inside one torchrun launch (one world size, one backend)."""
+    """Configurations run inside one torchrun launch (one world size, one backend, on ``nodes`` nodes)."""
 
     world_size: int
     backend: str
     configs: tuple[ConfigSpec, ...]
+    nodes: int = 1
 
     @property
     def launch_key(self) -> str:
-        return f"n{self.world_size}-{self.backend}"
+        return f"n{self.world_size}-{self.nodes}nodes-{self.backend}" if self.nodes > 1 else (
+            f"n{self.world_size}-{self.backend}")
+
+    @property
+    def nproc_per_node(self) -> int:
+        return self.world_size // self.nodes
 
 
 @dataclass(frozen=True)
@@ -187,6 +195,13 @@ class Plan:
     inject: tuple[str, ...] = ()  # fault injection specs (bench_kernels.faults), a testing aid
     hang_timeout: float = 300.0  # seconds without any rank event before a configuration counts as hung
     on_failure: str = "continue"  # or "stop": end the sweep at the first failed configuration
+    nproc_per_node: int = 0  # ranks per node of a multi-node plan; world sizes above it span nodes
+
+    def nodes_for(self, world_size: int) -> int:
+        """Nodes a world size runs on: one while it fits a node, else full nodes of nproc_per_node ranks."""
+        if self.nnodes <= 1 or not self.nproc_per_node or world_size <= self.nproc_per_node:
+            return 1
+        return world_size // self.nproc_per_node
 
     def collective_spec(self) -> dict[str, Any] | None:
         """What the collective benchmark runs at the end of each launch with N >= 2 (None: nothing)."""
@@ -213,7 +228,7 @@ class Plan:
                                 configs.append(self._config(model, batch, world_size, backend, mode, cap))
                 if world_size == 1 and backend == self.backends[0]:
                     configs += data_parallel
-                result.append(Launch(world_size, backend, tuple(configs)))
+                result.append(Launch(world_size, backend, tuple(configs), self.nodes_for(world_size)))
         return result
 
     def _data_parallel_configs(self) -> list[ConfigSpec]:
@@ -233,7 +248,9 @@ class Plan:
 
     def _config(self, model: str, batch: int, world_size: int, backend: str, mode: str, cap: float) -> ConfigSpec:
         per_rank = batch if self.scaling == "weak" else batch // world_size
-        config_id = f"{model}/{mode}/bs{per_rank}/n{world_size}/{backend}"
+        nodes = 1 if mode == "dp" else self.nodes_for(world_size)
+        spread = f"/{nodes}nodes" if nodes > 1 else ""
+        config_id = f"{model}/{mode}/bs{per_rank}/n{world_size}{spread}/{backend}"
         if len(self.bucket_cap_mb) > 1 and mode == "ddp":  # ids stay comparable across runs of one cap
             config_id += f"/bucket{cap:g}"
         return ConfigSpec(
@@ -243,7 +260,7 @@ class Plan:
             batch_size=per_rank,
             global_batch=per_rank * world_size,
             world_size=world_size,
-            nnodes=self.nnodes,
+            nnodes=nodes,
             backend=backend,
             device=self.device,
             scaling=self.scaling,
@@ -289,6 +306,21 @@ def default_world_sizes(device_count: int) -> list[int]:
     return sizes
 
 
+def _spanning_world_sizes(one_node: list[int], per_node: int, nnodes: int) -> list[int]:
+    """One node's sizes up to its ranks per node, then whole nodes: 2, 4, ... and all of them (seed 001's
+    1M/1G ... 1M/8G, 2M/8G rows)."""
+    sizes = [n for n in one_node if n <= per_node]
+    if per_node not in sizes:
+        sizes.append(per_node)
+    nodes = 2
+    while nodes < nnodes:
+        sizes.append(nodes * per_node)
+        nodes *= 2
+    if nnodes > 1:
+        sizes.append(nnodes * per_node)
+    return sizes
+
+
 def usable_cpu_count() -> int:
     try:
         return len(os.sched_getaffinity(0))
@@ -326,7 +358,19 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     on_gpu = device == "cuda"
     models = _unique(options.models or (["resnet50"] if on_gpu else ["resnet18"]))
     batch_sizes = _unique(options.batch_sizes or ([32] if on_gpu else [16]))
-    world_sizes = _unique(options.world_sizes or (default_world_sizes(devices_per_node) if on_gpu else [1, 2]))
+    one_node_sizes = default_world_sizes(devices_per_node) if on_gpu else [1, 2]
+    nnodes, per_node = options.nnodes, options.nproc_per_node
+    if nnodes < 1:
+        raise PlanError(f"--nnodes must be at least 1 (got {nnodes})")
+    if per_node is not None:
+        if per_node < 1:
+            raise PlanError(f"--nproc-per-node must be at least 1 (got {per_node})")
+        if on_gpu and per_node > devices_per_node:
+            raise PlanError(f"--nproc-per-node {per_node}: only {devices_per_node} GPUs are usable on this node")
+        if nnodes == 1:
+            raise PlanError("--nproc-per-node only applies with --nnodes above 1")
+    per_node = per_node or max(one_node_sizes)
+    world_sizes = _unique(options.world_sizes or _spanning_world_sizes(one_node_sizes, per_node, nnodes))
     image_size = options.image_size or (224 if on_gpu else 64)
     warmup = options.warmup if options.warmup is not None else (5 if on_gpu else 3)
     iters = options.iters if options.iters is not None else (50 if on_gpu else 20)
@@ -356,7 +400,13 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     for world_size in world_sizes:
         if world_size < 1:
             raise PlanError(f"world size must be at least 1 (got {world_size})")
-        if on_gpu and world_size > devices_per_node:
+        if nnodes > 1 and world_size > per_node:
+            if world_size % per_node or world_size // per_node > nnodes:
+                raise PlanError(
+                    f"world size {world_size} spans nodes: it must be a multiple of {per_node} ranks per node "
+                    f"(--nproc-per-node), on at most --nnodes {nnodes}"
+                )
+        elif on_gpu and world_size > devices_per_node:
             raise PlanError(f"world size {world_size} needs {world_size} GPUs, but {devices_per_node} are usable")
         if options.scaling == "strong":
             for batch in batch_sizes:
@@ -426,7 +476,8 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     # Each rank gets an equal share of the cores this process may use, so N ranks never oversubscribe the node
     # and N=1 is not starved (torchrun's own default is one thread per rank).
     threads = {
-        n: options.threads_per_rank or max(1, cpu_count // n) for n in (*world_sizes, 1)
+        n: options.threads_per_rank or max(1, cpu_count // min(n, per_node if nnodes > 1 else n))
+        for n in (*world_sizes, 1)
     }
     for text in options.inject or ():
         try:
@@ -476,6 +527,8 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         inject=tuple(options.inject or ()),
         hang_timeout=float(options.hang_timeout),
         on_failure=options.on_failure,
+        nnodes=nnodes,
+        nproc_per_node=per_node if nnodes > 1 else 0,
     )
 
 
@@ -527,6 +580,8 @@ _TOML_TYPES: dict[str, tuple[type, ...]] = {
     "inject": (list, str),
     "hang_timeout": (float, int),
     "on_failure": (str,),
+    "nnodes": (int,),
+    "nproc_per_node": (int,),
 }
 
 

@@ -5,9 +5,11 @@
       runner.jsonl                   ddptop's own events: launches started/ended, configurations marked
       launches/01-n2-gloo/
         launch.json                  what the ranks were told to run
-        agent.log                    torchrun's own output
-        events/rank-<R>.jsonl        each rank's events (wire format)
-        logs/.../<local rank>/stdout.log, stderr.log   each worker's output (torchrun --log-dir)
+        agent.log                    torchrun's own output (agent-node<K>.log: node K's, multi-node)
+        events/rank-<R>.jsonl        each rank's events (wire format), R the global rank
+        logs/.../<local rank>/stdout.log, stderr.log   each worker's output (torchrun --log-dir;
+                                     logs-node<K>/ for node K's workers)
+      runner-node<K>.jsonl, telemetry-node<K>.jsonl   what follower node K did and measured (multi-node)
       summary.json, summary.md, summary.csv
 
 Directories are created user-only (0700) and files 0600; a run directory is never reused, and summaries are
@@ -101,15 +103,25 @@ def event_files(run_dir: str) -> list[str]:
     return sorted(glob.glob(os.path.join(run_dir, LAUNCHES_DIR, "*", "events", "rank-*.jsonl")))
 
 
-def worker_logs(launch_path: str) -> dict[int, dict[str, str]]:
+def worker_logs(launch_path: str, logs_dir: str = "logs") -> dict[int, dict[str, str]]:
     """Map local rank -> {'stdout': path, 'stderr': path} from torchrun's --log-dir layout."""
     logs: dict[int, dict[str, str]] = {}
-    for path in glob.glob(os.path.join(launch_path, "logs", "*", "attempt_*", "*", "std*.log")):
+    for path in glob.glob(os.path.join(launch_path, logs_dir, "*", "attempt_*", "*", "std*.log")):
         local_rank = os.path.basename(os.path.dirname(path))
         if local_rank.isdigit():
             stream = os.path.basename(path).split(".")[0]
             logs.setdefault(int(local_rank), {})[stream] = path
     return logs
+
+
+def node_log_dirs(launch_path: str) -> list[tuple[int, str]]:
+    """(node rank, worker log directory) of every node's agent in a launch: logs, logs-node1, ..."""
+    found = [(0, "logs")] if os.path.isdir(os.path.join(launch_path, "logs")) else []
+    for path in glob.glob(os.path.join(launch_path, "logs-node*")):
+        suffix = os.path.basename(path).removeprefix("logs-node")
+        if suffix.isdigit():
+            found.append((int(suffix), os.path.basename(path)))
+    return sorted(found)
 
 
 def tail_lines(path: str, lines: int = 20, max_bytes: int = 64 * 1024) -> list[str]:

@@ -14,7 +14,8 @@ import time
 from typing import Any
 
 from ddptop import rundir
-from ddptop.launcher import TorchrunLaunch, describe_exit
+from ddptop.cluster import Cluster
+from ddptop.launcher import NodePlacement, TorchrunLaunch, describe_exit
 from ddptop.plan import Launch, Plan
 from ddptop.session import ENDED, FAILED, Session
 
@@ -30,9 +31,10 @@ class HangWatch:
     the launch is starting (importing torch on a busy node, forming the group) and gets at least
     STARTUP_GRACE seconds."""
 
-    def __init__(self, events_dir: str, timeout: float) -> None:
+    def __init__(self, events_dir: str, timeout: float, startup: float = STARTUP_GRACE) -> None:
         self.events_dir = events_dir
         self.timeout = timeout
+        self.startup = startup
         self.started = time.time()
         self.last: dict[str, float] = {}
 
@@ -49,14 +51,17 @@ class HangWatch:
             if info.st_size > 0:  # the file exists from the rank's start; its first event comes later
                 self.last[name] = info.st_mtime
         if not self.last:
-            silent, limit = time.time() - self.started, max(self.timeout, STARTUP_GRACE)
+            silent, limit = time.time() - self.started, max(self.timeout, self.startup)
         else:
             silent, limit = time.time() - max(self.last.values()), self.timeout
         return silent if silent >= limit else None
 
     def reason(self, silent: float) -> str:
         if not self.last:
-            return f"hang: no rank started within {silent:.0f} s (stuck importing torch or forming the group?)"
+            return (
+                f"hang: no rank started within {silent:.0f} s (stuck importing torch or forming the group? "
+                "on several nodes: did every node start ddptop?)"
+            )
         heard = ", ".join(
             f"{name.removesuffix('.jsonl')} {time.time() - t:.0f} s ago" for name, t in sorted(self.last.items())
         )
@@ -74,9 +79,11 @@ class SweepRunner:
         poll_interval: float = 0.1,
         stop_grace: float = 5.0,
         flush_interval: float = 0.1,
+        cluster: Cluster | None = None,
     ) -> None:
         self.plan = plan
         self.session = session
+        self.cluster = cluster  # set when launches may span nodes; this runner is node 0
         self.poll_interval = poll_interval
         self.stop_grace = stop_grace
         self.flush_interval = flush_interval
@@ -141,15 +148,19 @@ class SweepRunner:
             env = {"OMP_NUM_THREADS": str(threads)}
             if self.plan.gpus is not None:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self.plan.gpus))
+            placement = self._placement(launch.nodes)
             self.session.mark(
                 what="launch_start",
                 launch=name,
                 world_size=launch.world_size,
                 backend=launch.backend,
                 configs=[c.config_id for c in remaining],
+                nodes=launch.nodes,
+                nproc_per_node=launch.nproc_per_node,
             )
-            torchrun = TorchrunLaunch(path, spec, launch.world_size, env)
-            ended_by, ended_config, hang_reason = self._supervise(torchrun, path)
+            torchrun = TorchrunLaunch(path, spec, launch.nproc_per_node, env, placement=placement)
+            startup = max(STARTUP_GRACE, placement.join_timeout) if placement else STARTUP_GRACE
+            ended_by, ended_config, hang_reason = self._supervise(torchrun, path, startup)
             outcome = torchrun.outcome()
             self.current = None
             self.session.refresh(final=True)
@@ -224,7 +235,17 @@ class SweepRunner:
                             reason=f"batch {oom.batch_size} already ran out of memory",
                         )
 
-    def _supervise(self, torchrun: TorchrunLaunch, path: str) -> tuple[str | None, str | None, str | None]:
+    def _placement(self, nodes: int) -> NodePlacement | None:
+        if nodes <= 1:
+            return None
+        if self.cluster is None:
+            raise RuntimeError(f"a launch on {nodes} nodes needs the rendezvous settings (--rdzv-endpoint, --slurm)")
+        return NodePlacement(nodes, 0, self.cluster.host, self.cluster.port, self.cluster.join_timeout,
+                             self.cluster.loopback)
+
+    def _supervise(
+        self, torchrun: TorchrunLaunch, path: str, startup: float = STARTUP_GRACE
+    ) -> tuple[str | None, str | None, str | None]:
         """Wait for the launch while honouring stop and skip and watching for a hang.
 
         Returns what ended it early: ("skip", config id, None), ("hang", config id, reason) or (None, ...).
@@ -232,7 +253,7 @@ class SweepRunner:
         self.current = torchrun
         torchrun.start()
         ended: tuple[str | None, str | None, str | None] = (None, None, None)
-        watch = HangWatch(os.path.join(path, "events"), self.plan.hang_timeout)
+        watch = HangWatch(os.path.join(path, "events"), self.plan.hang_timeout, startup)
         while torchrun.poll() is None:
             if self._stop.is_set():
                 torchrun.stop(self.stop_grace)
@@ -271,8 +292,10 @@ class SweepRunner:
     def _log_tail(path: str) -> list[str]:
         """The last lines the ranks wrote to stderr (the traceback, usually), else torchrun's own."""
         lines: list[str] = []
-        for local_rank, streams in sorted(rundir.worker_logs(path).items()):
-            tail = rundir.tail_lines(streams.get("stderr", ""), LOG_TAIL_LINES)
-            if tail:
-                lines.extend(f"[rank {local_rank}] {line}" for line in tail)
+        for node, logs_dir in rundir.node_log_dirs(path):
+            where = f"node {node} " if node else ""
+            for local_rank, streams in sorted(rundir.worker_logs(path, logs_dir).items()):
+                tail = rundir.tail_lines(streams.get("stderr", ""), LOG_TAIL_LINES)
+                if tail:
+                    lines.extend(f"[{where}rank {local_rank}] {line}" for line in tail)
         return lines[-LOG_TAIL_LINES * 2 :] or rundir.tail_lines(os.path.join(path, "agent.log"), LOG_TAIL_LINES)

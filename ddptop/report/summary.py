@@ -16,6 +16,7 @@ from ddptop.report import communication
 from ddptop.session import FAILED, Session
 from ddptop.telemetry import timeline
 from ddptop.telemetry.monitor import TIMELINE_FILE
+from ddptop.wire import EventFileReader
 
 SCHEMA = "ddptop.summary"
 SCHEMA_VERSION = 1
@@ -378,8 +379,41 @@ def build_summary(session: Session, environment: dict[str, Any] | None = None) -
             "overhead": _overhead(session, entries),
             "telemetry": telemetry,
             "topology": load_saved_topology(session.run_dir),
+            "nodes": _nodes(session),
             "malformed_event_lines": session.malformed_lines(),
         }
+
+
+def _nodes(session: Session) -> list[dict[str, Any]]:
+    """Who ran what in a multi-node sweep: node 0 from runner.jsonl, each follower from its runner-node<K>."""
+    if session.plan.nnodes <= 1:
+        return []
+    writer = session.writer or {}
+    nodes = [{
+        "node_rank": 0, "host": writer.get("host"), "pid": writer.get("pid"), "role": "leader",
+        "launches": [{"launch": r.name, "status": r.status, "exit_code": r.exit_code}
+                     for r in session.launches.values()],
+        "files": {"runner": rundir.RUNNER_FILE, "telemetry": "telemetry.jsonl"},
+    }]
+    for rank in range(1, session.plan.nnodes):
+        runner = os.path.join(session.run_dir, f"runner-node{rank}.jsonl")
+        if not os.path.exists(runner):
+            nodes.append({"node_rank": rank, "host": None, "pid": None, "role": "follower", "launches": [],
+                          "files": {}, "problem": "never joined (no runner-node file)"})
+            continue
+        hello: dict[str, Any] = {}
+        launches = []
+        for event in EventFileReader(runner).read_rest():
+            data = event.get("data") or {}
+            if event["type"] == "hello":
+                hello = event
+            elif data.get("what") == "launch_end":
+                launches.append({"launch": data["launch"], "status": data.get("status"),
+                                 "exit_code": data.get("exit_code")})
+        nodes.append({"node_rank": rank, "host": hello.get("host"), "pid": hello.get("pid"), "role": "follower",
+                      "launches": launches,
+                      "files": {"runner": os.path.basename(runner), "telemetry": f"telemetry-node{rank}.jsonl"}})
+    return nodes
 
 
 def read_environment(run_dir: str) -> dict[str, Any]:

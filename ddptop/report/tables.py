@@ -398,8 +398,27 @@ def text_report(summary: dict[str, Any]) -> str:
     problems = problems_text(summary)
     if problems:
         parts.append("Not measured in full:\n" + problems + "\n")
+    nodes = nodes_text(summary)
+    if nodes:
+        parts.append(nodes)
     parts.append(overhead_line(summary))
     return "\n".join(parts).rstrip() + "\n"
+
+
+def nodes_text(summary: dict[str, Any]) -> str:
+    """A multi-node sweep: each node, its process and what its torchrun agents did."""
+    nodes = summary.get("nodes") or []
+    if not nodes:
+        return ""
+    lines = [f"Nodes ({len(nodes)}; launches on one node ran on node 0)"]
+    for node in nodes:
+        where = f"{node.get('host') or '?'} pid {node.get('pid') or '?'}"
+        if node.get("problem"):
+            lines.append(f"  node {node['node_rank']}  {where}: {node['problem']}")
+            continue
+        done = ", ".join(f"{l['launch']} {l['status']}" for l in node["launches"]) or "no launch"
+        lines.append(f"  node {node['node_rank']}  {where} ({node['role']}): {done}")
+    return "\n".join(lines) + "\n"
 
 
 def closing_text(summary: dict[str, Any], paths: dict[str, str]) -> str:
@@ -488,6 +507,8 @@ def markdown(summary: dict[str, Any]) -> str:
     problems = problems_text(summary)
     if problems:
         lines += ["## Not measured in full", ""] + [f"- {p}" for p in problems.splitlines()] + [""]
+    if summary.get("nodes"):
+        lines += ["## Nodes", "", "```", nodes_text(summary).rstrip(), "```", ""]
     lines += ["## Overhead", "", overhead_line(summary), ""]
     return "\n".join(lines)
 

@@ -1,0 +1,157 @@
+"""A node other than node 0 in a multi-node sweep: it follows the leader's run directory.
+
+The leader (node rank 0) decides everything and writes it down before acting: the plan, each launch's
+``launch_start`` mark in runner.jsonl, then its launch.json. A follower reads those files on the shared
+filesystem and, for each launch that spans it, starts its own torchrun agent with the same launch.json and
+the leader's rendezvous endpoint; torchrun's rendezvous joins the agents. When the leader ends a launch
+(finished, failed, skipped, stopped) the follower's agent is given a moment and then stopped too. What the
+follower did goes to runner-node<K>.jsonl and its node's telemetry to telemetry-node<K>.jsonl.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from typing import Any, Callable
+
+from ddptop import rundir
+from ddptop.cluster import Cluster, ClusterError
+from ddptop.launcher import NodePlacement, TorchrunLaunch, describe_exit
+from ddptop.wire import EventFileReader, EventWriter
+
+END_GRACE = 10.0  # seconds a follower's agent gets to end by itself once the leader's launch has ended
+POLL = 0.2
+
+
+def node_file(name: str, node_rank: int) -> str:
+    """runner.jsonl -> runner-node1.jsonl: a node's own copy of a run-level file."""
+    stem, ext = os.path.splitext(name)
+    return f"{stem}-node{node_rank}{ext}"
+
+
+class Follower:
+    def __init__(self, run_dir: str, cluster: Cluster, say: Callable[[str], None] = print) -> None:
+        assert not cluster.leader
+        self.run_dir = run_dir
+        self.cluster = cluster
+        self.say = say
+        self.current: TorchrunLaunch | None = None
+        self.failed_launches: list[str] = []
+        self.leader_status: str | None = None
+        self._stop = threading.Event()
+        self._writer: EventWriter | None = None
+        self._runner = EventFileReader(os.path.join(run_dir, rundir.RUNNER_FILE))
+        self._started: dict[str, dict[str, Any]] = {}
+        self._ended: set[str] = set()
+
+    def request_stop(self) -> None:
+        self._stop.set()
+
+    # -- the run ------------------------------------------------------------------------------------------
+    def run(self, plan: dict[str, Any] | None = None) -> str:
+        """Follow until the leader's sweep ends (its status), or until stopped ("stopped")."""
+        plan = plan if plan is not None else self.wait_for_plan()
+        self._writer = EventWriter(os.path.join(self.run_dir, node_file(rundir.RUNNER_FILE, self.cluster.node_rank)),
+                                   -1, 0.0)
+        self._writer.emit("hello", world_size=0, host=os.uname().nodename, pid=os.getpid(), device="-",
+                          node_rank=self.cluster.node_rank)
+        self._writer.flush(durable=True)
+        self.say(f"ddptop: node {self.cluster.node_rank} of {self.cluster.nnodes} following {self.run_dir} "
+                 f"(rendezvous {self.cluster.endpoint})")
+        try:
+            while not self._stop.is_set():
+                self._read_leader()
+                waiting = [d for name, d in self._started.items() if name not in self._ended and self._spans_me(d)]
+                if waiting:
+                    name = waiting[0]["launch"]
+                    self._join(waiting[0], plan, lambda: self._read_leader() or name in self._ended)
+                    self._ended.add(name)  # never joined twice, whatever the leader writes next
+                    continue
+                if self.leader_status is not None:
+                    return self.leader_status
+                time.sleep(POLL)
+            return "stopped"
+        finally:
+            self._writer.emit("mark", data={"what": "follower_end", "leader_status": self.leader_status})
+            self._writer.close()
+
+    def _read_leader(self) -> None:
+        """Apply the leader's new marks: launches started and ended, the sweep's end (which ends them all)."""
+        for event in self._runner.read_new():
+            data = event.get("data") or {}
+            what = data.get("what")
+            if what == "launch_start":
+                self._started[data["launch"]] = data
+            elif what == "launch_end":
+                self._ended.add(data["launch"])
+            elif what == "sweep_end":
+                self.leader_status = data.get("status", "done")
+                self._ended.update(self._started)
+
+    def _spans_me(self, launch: dict[str, Any]) -> bool:
+        return int(launch.get("nodes", 1)) > self.cluster.node_rank
+
+    def wait_for_plan(self) -> dict[str, Any]:
+        path = os.path.join(self.run_dir, rundir.PLAN_FILE)
+        deadline = time.monotonic() + self.cluster.join_timeout
+        while not os.path.exists(path):
+            if self._stop.is_set():
+                raise ClusterError(f"stopped while waiting for node 0's {rundir.PLAN_FILE} in {self.run_dir}")
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"node 0 wrote no {rundir.PLAN_FILE} in {self.run_dir} within {self.cluster.join_timeout:g} s: "
+                    "is it started with the same --out, on a filesystem both nodes share?"
+                )
+            time.sleep(POLL)
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+
+    def _join(self, launch: dict[str, Any], plan: dict[str, Any], leader_ended: Callable[[], bool]) -> None:
+        name = launch["launch"]
+        path = os.path.join(self.run_dir, rundir.LAUNCHES_DIR, name)
+        spec_path = os.path.join(path, "launch.json")
+        deadline = time.monotonic() + 60
+        while not os.path.exists(spec_path):  # the leader writes it right after its launch_start mark
+            if self._stop.is_set() or leader_ended() or time.monotonic() > deadline:
+                return
+            time.sleep(POLL)
+        with open(spec_path, encoding="utf-8") as handle:
+            spec = json.load(handle)
+        nodes, per_node = int(launch["nodes"]), int(launch["nproc_per_node"])
+        placement = NodePlacement(nodes, self.cluster.node_rank, self.cluster.host, self.cluster.port,
+                                  self.cluster.join_timeout, self.cluster.loopback)
+        env = {"OMP_NUM_THREADS": str(spec.get("threads_per_rank", 1))}
+        if plan.get("gpus") is not None:
+            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, plan["gpus"]))
+        agent = TorchrunLaunch(path, None, per_node, env, placement=placement)
+        self.say(f"ddptop: node {self.cluster.node_rank}: joining {name} ({nodes} nodes x {per_node} ranks)")
+        self._mark("launch_join", launch=name)
+        self.current = agent
+        agent.start()
+        leader_done_at: float | None = None
+        while agent.poll() is None:
+            if self._stop.is_set():
+                break
+            if leader_done_at is None and leader_ended():
+                leader_done_at = time.monotonic()
+            if leader_done_at is not None and time.monotonic() - leader_done_at > END_GRACE:
+                break
+            time.sleep(POLL)
+        if agent.poll() is None:
+            agent.stop()
+        agent.kill_tree()
+        self.current = None
+        outcome = agent.outcome()
+        if outcome.status == "failed" and leader_done_at is None:
+            self.failed_launches.append(name)
+        self._mark("launch_end", launch=name, exit_code=outcome.exit_code, status=outcome.status,
+                   reason=outcome.reason, wall_s=outcome.wall_s)
+        self.say(f"ddptop: node {self.cluster.node_rank}: {name} ended, {outcome.status}"
+                 + (f" (torchrun {describe_exit(outcome.exit_code)})" if outcome.status == "failed" else ""))
+
+    def _mark(self, what: str, **data: Any) -> None:
+        assert self._writer is not None
+        self._writer.emit("mark", data={"what": what, "node_rank": self.cluster.node_rank, **data})
+        self._writer.flush(durable=True)
