@@ -80,21 +80,30 @@ async def follow(run_dir: str):
     return seen_lines, seen_statuses, shown
 
 
-def test_view_of_a_recorded_run_opens_on_its_summary_and_goes_back_to_the_tables():
+def opened_on_summary(run_dir: str, open_summary: str, then) -> tuple[str, object]:
+    """The app over a run directory opens on its summary screen: its text, and what ``then`` reads after Esc."""
+
     async def drive():
-        app = DdptopApp.for_recorded(RECORDED, open_summary="now")
+        app = DdptopApp.for_recorded(run_dir, open_summary=open_summary)
         async with app.run_test(size=(140, 40)) as pilot:
             await pilot.pause()
             assert isinstance(app.screen, SummaryScreen)
             text = str(app.screen.query_one("#summary-tables").render())
             await pilot.press("escape")
-            table_statuses = statuses(app)
-            await pilot.press("3")
-            topology = str(app.query_one("#topology").render())
+            after = await then(app, pilot)
             await pilot.press("q")
-        return text, table_statuses, topology
+        return text, after
 
-    text, table_statuses, topology = asyncio.run(drive())
+    return asyncio.run(drive())
+
+
+def test_view_of_a_recorded_run_opens_on_its_summary_and_goes_back_to_the_tables():
+    async def tables_and_topology(app, pilot):
+        table_statuses = statuses(app)
+        await pilot.press("3")
+        return table_statuses, str(app.query_one("#topology").render())
+
+    text, (table_statuses, topology) = opened_on_summary(RECORDED, "now", tables_and_topology)
     # the recorded run has no summary.json: built from its events, and said so
     assert "Sweep complete" in text and "Scaling: resnet18" in text and "saved no final summary" in text
     assert table_statuses == ["ok", "ok", "ok"] and "NV2" in topology
@@ -121,19 +130,27 @@ def test_view_of_a_lone_summary_shows_tables_chart_and_topology(tmp_path):
     assert "Scaling: resnet18" in text and "GPU0" in text and "NV1" in text and code == 0
 
 
+def rewrite_runner(run_dir: str, edit) -> None:
+    """Edit the list of runner.jsonl events of a copied run in place."""
+    path = os.path.join(run_dir, "runner.jsonl")
+    with open(path, encoding="utf-8") as handle:
+        events = edit([json.loads(line) for line in handle])
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(e) + "\n" for e in events)
+
+
 def stalled_copy(tmp_path) -> str:
     """The recorded run as it would be if its ddptop had died mid-sweep: no sweep_end, its pid gone."""
     run_dir = str(tmp_path / "stalled")
     shutil.copytree(RECORDED, run_dir)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    path = os.path.join(run_dir, "runner.jsonl")
-    with open(path, encoding="utf-8") as handle:
-        events = [json.loads(line) for line in handle]
-    events = [e for e in events if (e.get("data") or {}).get("what") != "sweep_end"]
-    events[0].update(pid=dead.pid, host=os.uname().nodename)
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.writelines(json.dumps(e) + "\n" for e in events)
+
+    def died(events):
+        events[0].update(pid=dead.pid, host=os.uname().nodename)
+        return [e for e in events if (e.get("data") or {}).get("what") != "sweep_end"]
+
+    rewrite_runner(run_dir, died)
     return run_dir
 
 
@@ -142,18 +159,10 @@ def test_watch_of_a_run_whose_writer_died_says_so_and_shows_what_was_measured(tm
     recorded = RecordedRun(run_dir)
     assert recorded.state() == WRITER_GONE
 
-    async def drive():
-        app = DdptopApp.for_recorded(run_dir, open_summary="when_done")
-        async with app.run_test(size=(140, 40)) as pilot:
-            await pilot.pause()
-            assert isinstance(app.screen, SummaryScreen)
-            text = str(app.screen.query_one("#summary-tables").render())
-            await pilot.press("escape")
-            line = str(app.query_one("#status-line").render())
-            await pilot.press("q")
-        return text, line
+    async def status_line(app, _pilot):
+        return str(app.query_one("#status-line").render())
 
-    text, line = asyncio.run(drive())
+    text, line = opened_on_summary(run_dir, "when_done", status_line)
     assert "Sweep incomplete" in text and "saved no final summary" in text and "Scaling: resnet18" in text
     assert "is gone: no more data" in line
     assert not os.path.exists(os.path.join(run_dir, "summary.json"))
@@ -162,12 +171,9 @@ def test_watch_of_a_run_whose_writer_died_says_so_and_shows_what_was_measured(tm
 def test_a_summary_saved_mid_run_is_not_taken_for_the_final_one(tmp_path):
     run_dir = str(tmp_path / "run")
     shutil.copytree(RECORDED, run_dir)
-    path = os.path.join(run_dir, "runner.jsonl")
-    with open(path, encoding="utf-8") as handle:
-        events = [json.loads(line) for line in handle]
-    events[0].update(pid=os.getpid(), host=os.uname().nodename, t=time.time())  # its writer: alive, this process
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.writelines(json.dumps(e) + "\n" for e in events)
+    # its writer: alive (this very process)
+    rewrite_runner(run_dir, lambda events: [dict(events[0], pid=os.getpid(), host=os.uname().nodename,
+                                                 t=time.time()), *events[1:]])
     recorded = RecordedRun(run_dir)
     assert recorded.state() == FINISHED and recorded.writer_alive() is True
     interim = ddptop("report", run_dir, "--format", "json")  # saves a rebuilt (complete) summary; make it interim

@@ -342,7 +342,7 @@ class DdptopApp(App[int]):
 
     # -- frames ------------------------------------------------------------------------------------------------
     def render_frame(self) -> None:
-        if self.paused:
+        if self.paused or not self.is_running:  # not while shutting down: the widgets are being removed
             return
         self.session.refresh()
         self.telemetry.refresh()
