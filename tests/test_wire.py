@@ -71,6 +71,10 @@ def test_read_rest_takes_an_unterminated_last_event(tmp_path):
             ).encode(),
             "non-negative numbers",
         ),
+        (b'{"v":1,"type":"samples","t":0,"rank":0,"config_id":"c","phase":"measure","first_iter":0,"sec":[NaN]}',
+         "NaN is not JSON"),
+        (b'{"v":1,"type":"bye","t":0,"rank":0},{"v":1,"type":"bye","t":0,"rank":0}', "not JSON"),  # two on a line
+        (b'{"v":1,"type":"bye","t":0,"rank":true}', "rank is not an integer"),
     ],
 )
 def test_malformed_lines_are_skipped_and_counted(tmp_path, line, reason):

@@ -1,0 +1,103 @@
+"""Startup: `ddptop --help`, and the live view's first frame in a real pseudo-terminal, without torch.
+
+  --help        wall seconds of `python -m ddptop --help` (median of --repeat fresh interpreters)
+  first frame   wall seconds from spawning `ddptop run` in a pty until its status line is on the screen
+                (median of --repeat); then the TUI process's memory map is read: torch must not be loaded
+                (the ranks import it, ddptop never does)
+
+    python benchmarks/startup.py [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import pty
+import select
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def help_seconds() -> float:
+    start = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "ddptop", "--help"], cwd=REPO, check=True, capture_output=True)
+    return time.perf_counter() - start
+
+
+def torch_loaded(pid: int) -> bool:
+    with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as handle:
+        return any("libtorch" in line or "/torch/_C" in line for line in handle)
+
+
+def first_frame(out: str, timeout: float = 30.0) -> tuple[float, bool]:
+    """Seconds until the status line is drawn, and whether the TUI process had torch loaded then."""
+    master, slave = pty.openpty()
+    env = dict(os.environ, PYTHONPATH=REPO, TERM="xterm-256color", COLUMNS="160", LINES="50",
+               DDPTOP_FAKE_NVML="dgx1")
+    start = time.perf_counter()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ddptop", "run", "--out", out, "--models", "resnet18", "--image-size", "32",
+         "--num-classes", "10", "--batch-sizes", "4", "--iters", "2", "--warmup", "1"],
+        cwd=REPO, env=env, stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+    )
+    os.close(slave)
+    seen = b""
+    shown = None
+    try:
+        while time.perf_counter() - start < timeout:
+            ready, _, _ = select.select([master], [], [], 0.05)
+            if ready:
+                try:
+                    seen += os.read(master, 65536)
+                except OSError:
+                    break
+                if b"configurations" in seen:
+                    shown = time.perf_counter() - start
+                    break
+        if shown is None:
+            raise SystemExit(f"no frame within {timeout:g} s; the screen said: {seen[-500:]!r}")
+        loaded = torch_loaded(process.pid)
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)  # the TUI stops its ranks and saves, as on a dropped SSH link
+        try:
+            while select.select([master], [], [], 0.5)[0] and os.read(master, 65536):
+                pass  # keep draining so that the app can finish writing and exit
+        except OSError:
+            pass
+        process.wait(timeout=60)
+        os.close(master)
+    return shown, loaded
+
+
+def measure(repeat: int) -> dict[str, float | bool]:
+    helps, frames, loaded = [], [], False
+    with tempfile.TemporaryDirectory() as tmp:
+        for index in range(repeat):  # interleaved, so that a slow moment of the machine hits both
+            helps.append(help_seconds())
+            seconds, torch_in = first_frame(os.path.join(tmp, f"run{index}"))
+            frames.append(seconds)
+            loaded = loaded or torch_in
+    return {"help_s": statistics.median(helps), "first_frame_s": statistics.median(frames),
+            "first_frame_max_s": max(frames), "torch_in_tui": loaded}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+    result = measure(args.repeat)
+    print(f"ddptop --help: {result['help_s']:.2f} s (median of {args.repeat})")
+    print(f"first frame of the live view in a pty: {result['first_frame_s']:.2f} s median, "
+          f"{result['first_frame_max_s']:.2f} s max; torch loaded in the TUI process: {result['torch_in_tui']}")
+    if result["torch_in_tui"]:
+        sys.exit("the TUI process loaded torch")
+
+
+if __name__ == "__main__":
+    main()
