@@ -15,13 +15,18 @@ from typing import Any
 
 from ddptop import rundir
 from ddptop.cluster import Cluster
+from ddptop.follower import END_GRACE, node_file
 from ddptop.launcher import NodePlacement, TorchrunLaunch, describe_exit
 from ddptop.plan import Launch, Plan
 from ddptop.session import ENDED, FAILED, Session
+from ddptop.wire import EventFileReader
 
 LOG_TAIL_LINES = 12
 
 
+# seconds node 0 waits for the other nodes to report the end of a launch (they stop their agent END_GRACE
+# after node 0's has ended)
+FOLLOWER_END_WAIT = END_GRACE + 15.0
 STARTUP_GRACE = 120.0  # seconds a launch may take to start (import torch, form the group) before a hang
 
 
@@ -163,6 +168,8 @@ class SweepRunner:
             ended_by, ended_config, hang_reason = self._supervise(torchrun, path, startup)
             outcome = torchrun.outcome()
             self.current = None
+            if placement is not None:
+                self._wait_for_followers(name, launch.nodes)
             self.session.refresh(final=True)
 
             for config in remaining:
@@ -234,6 +241,19 @@ class SweepRunner:
                             status="not_run",
                             reason=f"batch {oom.batch_size} already ran out of memory",
                         )
+
+    def _wait_for_followers(self, launch: str, nodes: int) -> None:
+        """Let the other nodes' agents end before going on: the next launch must not meet one still running,
+        and the summary should hold every node's report of this one."""
+        readers = {k: EventFileReader(os.path.join(self.session.run_dir, node_file(rundir.RUNNER_FILE, k)))
+                   for k in range(1, nodes)}
+        deadline = time.monotonic() + FOLLOWER_END_WAIT
+        while readers and time.monotonic() < deadline:
+            for node, reader in list(readers.items()):
+                if any((e.get("data") or {}).get("what") == "launch_end" and e["data"].get("launch") == launch
+                       for e in reader.read_new()):
+                    del readers[node]
+            time.sleep(self.poll_interval)
 
     def _placement(self, nodes: int) -> NodePlacement | None:
         if nodes <= 1:
