@@ -186,8 +186,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ddptop.telemetry.monitor import TIMELINE_FILE, Monitor
     from ddptop.telemetry.topology import read_topology
 
-    if args.fps <= 0:
-        raise UsageError("--fps must be positive")
     if args.telemetry_interval < 0:
         raise UsageError("--telemetry-interval must be 0 (off) or positive")
     cluster = _cluster(args)
@@ -213,7 +211,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.telemetry_interval > 0:
         monitor = Monitor(args.telemetry_interval, os.path.join(run_dir, TIMELINE_FILE), None, session.rank_processes)
     live = LiveRun(plan, session, env, monitor, cluster)
-    if args.headless or not (sys.stdout.isatty() and sys.stdin.isatty()):
+    if args.headless or not _on_terminal():
         return run_headless(live, args.fps, Console())
     return run_tui(live, monitor, topology, args)
 
@@ -238,7 +236,8 @@ def run_follower(args: argparse.Namespace, cluster: Any) -> int:
     """Node rank > 0: follow node 0's run directory, one torchrun agent per launch that spans this node."""
     import signal
 
-    from ddptop.follower import Follower, node_file
+    from ddptop.follower import Follower
+    from ddptop.rundir import node_file
     from ddptop.telemetry.monitor import TIMELINE_FILE, Monitor
 
     follower = Follower(os.path.abspath(args.out), cluster, say=lambda line: print(line, flush=True))
@@ -285,16 +284,18 @@ def run_tui(live: Any, monitor: Any, topology: Any, args: argparse.Namespace) ->
     return code
 
 
+def _on_terminal() -> bool:
+    return sys.stdout.isatty() and sys.stdin.isatty()
+
+
 def _need_terminal(command: str, target: str) -> None:
-    if not (sys.stdout.isatty() and sys.stdin.isatty()):
+    if not _on_terminal():
         raise UsageError(f"{command} needs a terminal; for text, run: ddptop report {target}")
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
     from ddptop.tui.app import DdptopApp
 
-    if args.fps <= 0:
-        raise UsageError("--fps must be positive")
     if not os.path.isdir(args.run_dir):
         raise UsageError(f"{args.run_dir} is not a directory")
     app = DdptopApp.for_recorded(args.run_dir, args.fps, open_summary="when_done")  # one-line error if not a run
@@ -308,8 +309,6 @@ def cmd_view(args: argparse.Namespace) -> int:
     from ddptop.rundir import PLAN_FILE
     from ddptop.tui.app import DdptopApp, SummaryApp
 
-    if args.fps <= 0:
-        raise UsageError("--fps must be positive")
     target = args.target
     if os.path.isfile(target) and os.path.exists(os.path.join(os.path.dirname(os.path.abspath(target)), PLAN_FILE)):
         target = os.path.dirname(os.path.abspath(target))  # the summary of a run directory: open the whole run
@@ -433,6 +432,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         args = build_parser().parse_args(argv)
+        if getattr(args, "fps", 1.0) <= 0:  # run, watch and view draw frames
+            raise UsageError("--fps must be positive")
         _check_fake_nvml()
         handlers = {"run": cmd_run, "watch": cmd_watch, "view": cmd_view, "report": cmd_report, "diff": cmd_diff, "plot": cmd_plot, "gpus": cmd_gpus,
                     "topo": cmd_topo, "kernels": cmd_kernels}

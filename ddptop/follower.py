@@ -18,17 +18,11 @@ from typing import Any, Callable
 
 from ddptop import rundir
 from ddptop.cluster import Cluster, ClusterError
-from ddptop.launcher import NodePlacement, TorchrunLaunch, describe_exit
+from ddptop.launcher import SPEC_FILE, NodePlacement, TorchrunLaunch, describe_exit
 from ddptop.wire import EventFileReader, EventWriter
 
 END_GRACE = 10.0  # seconds a follower's agent gets to end by itself once the leader's launch has ended
 POLL = 0.2
-
-
-def node_file(name: str, node_rank: int) -> str:
-    """runner.jsonl -> runner-node1.jsonl: a node's own copy of a run-level file."""
-    stem, ext = os.path.splitext(name)
-    return f"{stem}-node{node_rank}{ext}"
 
 
 class Follower:
@@ -53,8 +47,8 @@ class Follower:
     def run(self, plan: dict[str, Any] | None = None) -> str:
         """Follow until the leader's sweep ends (its status), or until stopped ("stopped")."""
         plan = plan if plan is not None else self.wait_for_plan()
-        self._writer = EventWriter(os.path.join(self.run_dir, node_file(rundir.RUNNER_FILE, self.cluster.node_rank)),
-                                   -1, 0.0)
+        runner_file = rundir.node_file(rundir.RUNNER_FILE, self.cluster.node_rank)
+        self._writer = EventWriter(os.path.join(self.run_dir, runner_file), -1, 0.0)
         self._writer.emit("hello", world_size=0, host=os.uname().nodename, pid=os.getpid(), device="-",
                           node_rank=self.cluster.node_rank)
         self._writer.flush(durable=True)
@@ -74,7 +68,7 @@ class Follower:
                 time.sleep(POLL)
             return "stopped"
         finally:
-            self._writer.emit("mark", data={"what": "follower_end", "leader_status": self.leader_status})
+            self._mark("follower_end", leader_status=self.leader_status)
             self._writer.close()
 
     def _read_leader(self) -> None:
@@ -111,7 +105,7 @@ class Follower:
     def _join(self, launch: dict[str, Any], plan: dict[str, Any], leader_ended: Callable[[], bool]) -> None:
         name = launch["launch"]
         path = os.path.join(self.run_dir, rundir.LAUNCHES_DIR, name)
-        spec_path = os.path.join(path, "launch.json")
+        spec_path = os.path.join(path, SPEC_FILE)
         deadline = time.monotonic() + 60
         while not os.path.exists(spec_path):  # the leader writes it right after its launch_start mark
             if self._stop.is_set() or leader_ended() or time.monotonic() > deadline:
@@ -120,8 +114,7 @@ class Follower:
         with open(spec_path, encoding="utf-8") as handle:
             spec = json.load(handle)
         nodes, per_node = int(launch["nodes"]), int(launch["nproc_per_node"])
-        placement = NodePlacement(nodes, self.cluster.node_rank, self.cluster.host, self.cluster.port,
-                                  self.cluster.join_timeout, self.cluster.loopback)
+        placement = NodePlacement.on(self.cluster, nodes)
         env = {"OMP_NUM_THREADS": str(spec.get("threads_per_rank", 1))}
         if plan.get("gpus") is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, plan["gpus"]))

@@ -23,6 +23,9 @@ import psutil
 
 import bench_kernels
 from ddptop import rundir
+from ddptop.cluster import Cluster
+
+SPEC_FILE = "launch.json"  # what every rank of a launch runs (every node's agent reads the same one)
 
 
 @dataclass(frozen=True)
@@ -36,10 +39,10 @@ class NodePlacement:
     join_timeout: float
     loopback: bool  # every node on this machine
 
-    @property
-    def suffix(self) -> str:
-        """Files of node 0 keep the single-node names; the others' carry their node rank."""
-        return f"-node{self.node_rank}" if self.node_rank else ""
+    @classmethod
+    def on(cls, cluster: Cluster, nodes: int) -> "NodePlacement":
+        """This node's place in a launch over the first ``nodes`` nodes of the cluster."""
+        return cls(nodes, cluster.node_rank, cluster.host, cluster.port, cluster.join_timeout, cluster.loopback)
 
 
 @dataclass
@@ -114,11 +117,11 @@ class TorchrunLaunch:
 
     @property
     def spec_path(self) -> str:
-        return os.path.join(self.path, "launch.json")
+        return os.path.join(self.path, SPEC_FILE)
 
     @property
     def agent_log(self) -> str:
-        return os.path.join(self.path, f"agent{self.placement.suffix if self.placement else ''}.log")
+        return os.path.join(self.path, rundir.node_file("agent.log", self.placement.node_rank if self.placement else 0))
 
     def command(self, port: int) -> list[str]:
         where = self.placement
@@ -127,7 +130,7 @@ class TorchrunLaunch:
         else:
             nodes = [f"--nnodes={where.nnodes}", f"--node-rank={where.node_rank}", f"--master-addr={where.host}",
                      f"--master-port={where.port}", f"--rdzv-conf=timeout={int(where.join_timeout)}"]
-        logs = "logs" + (where.suffix if where else "")
+        logs = rundir.node_file("logs", where.node_rank if where else 0)
         return [
             self.python,
             "-m",

@@ -114,6 +114,15 @@ def worker_logs(launch_path: str, logs_dir: str = "logs") -> dict[int, dict[str,
     return logs
 
 
+def node_file(name: str, node_rank: int) -> str:
+    """Node K's own copy of a run or launch file (runner.jsonl -> runner-node1.jsonl, logs -> logs-node1);
+    node 0 keeps the single-node name."""
+    if not node_rank:
+        return name
+    stem, ext = os.path.splitext(name)
+    return f"{stem}-node{node_rank}{ext}"
+
+
 def node_log_dirs(launch_path: str) -> list[tuple[int, str]]:
     """(node rank, worker log directory) of every node's agent in a launch: logs, logs-node1, ..."""
     found = [(0, "logs")] if os.path.isdir(os.path.join(launch_path, "logs")) else []

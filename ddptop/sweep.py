@@ -15,7 +15,7 @@ from typing import Any
 
 from ddptop import rundir
 from ddptop.cluster import Cluster
-from ddptop.follower import END_GRACE, node_file
+from ddptop.follower import END_GRACE
 from ddptop.launcher import NodePlacement, TorchrunLaunch, describe_exit
 from ddptop.plan import Launch, Plan
 from ddptop.session import ENDED, FAILED, Session
@@ -245,7 +245,7 @@ class SweepRunner:
     def _wait_for_followers(self, launch: str, nodes: int) -> None:
         """Let the other nodes' agents end before going on: the next launch must not meet one still running,
         and the summary should hold every node's report of this one."""
-        readers = {k: EventFileReader(os.path.join(self.session.run_dir, node_file(rundir.RUNNER_FILE, k)))
+        readers = {k: EventFileReader(os.path.join(self.session.run_dir, rundir.node_file(rundir.RUNNER_FILE, k)))
                    for k in range(1, nodes)}
         deadline = time.monotonic() + FOLLOWER_END_WAIT
         while readers and time.monotonic() < deadline:
@@ -260,8 +260,7 @@ class SweepRunner:
             return None
         if self.cluster is None:
             raise RuntimeError(f"a launch on {nodes} nodes needs the rendezvous settings (--rdzv-endpoint, --slurm)")
-        return NodePlacement(nodes, 0, self.cluster.host, self.cluster.port, self.cluster.join_timeout,
-                             self.cluster.loopback)
+        return NodePlacement.on(self.cluster, nodes)
 
     def _supervise(
         self, torchrun: TorchrunLaunch, path: str, startup: float = STARTUP_GRACE

@@ -15,6 +15,7 @@ from typing import Any
 import psutil
 
 from ddptop.report import summary as summary_mod
+from ddptop.report.plots import PLOTS_DIR
 from ddptop.session import Session
 
 RUNNING, FINISHED, WRITER_GONE, UNKNOWN = "running", "finished", "writer gone", "unknown"
@@ -64,7 +65,7 @@ class RecordedRun:
             return None
         if state == FINISHED and self._ended_seen is None:
             self._ended_seen = time.monotonic()
-        saved = self._saved_final()
+        saved = self._saved_final(state)
         if saved is not None:
             self.summary, self.paths = saved, self._saved_paths()
         elif (
@@ -76,7 +77,7 @@ class RecordedRun:
             self.summary, self.summary_rebuilt = summary_mod.build_summary(self.session), True
         return self.summary
 
-    def _saved_final(self) -> dict[str, Any] | None:
+    def _saved_final(self, state: str) -> dict[str, Any] | None:
         path = os.path.join(self.run_dir, summary_mod.SUMMARY_JSON)
         if not os.path.exists(path):
             return None
@@ -85,12 +86,10 @@ class RecordedRun:
         except summary_mod.SummaryError:
             return None  # being replaced right now, or damaged: the next frame looks again
         # a summary saved mid-run ("s") is not the final one
-        return data if data.get("complete") or self.state() == WRITER_GONE else None
+        return data if data.get("complete") or state == WRITER_GONE else None
 
     def _saved_paths(self) -> dict[str, str]:
-        names = {"json": summary_mod.SUMMARY_JSON, "md": summary_mod.SUMMARY_MD, "csv": summary_mod.SUMMARY_CSV,
-                 "plots": "plots"}
-        paths = {key: os.path.join(self.run_dir, name) for key, name in names.items()}
+        paths = dict(summary_mod.summary_paths(self.run_dir), plots=os.path.join(self.run_dir, PLOTS_DIR))
         return {key: path for key, path in paths.items() if os.path.exists(path)}
 
 

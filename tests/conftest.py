@@ -2,6 +2,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 
 import psutil
@@ -22,18 +23,41 @@ class Finished:
             return json.load(handle)
 
 
+def _ddptop_env(env: dict | None) -> dict:
+    return dict(os.environ, PYTHONPATH=REPO, COLUMNS="200", **(env or {}))
+
+
 def ddptop(*args: str, timeout: float = 300, cwd: str = REPO, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run the real command line in a fresh interpreter, as a user would (``env`` adds variables)."""
-    env = dict(os.environ, PYTHONPATH=REPO, COLUMNS="200", **(env or {}))
     return subprocess.run(
         [sys.executable, "-m", "ddptop", *args],
         cwd=cwd,
-        env=env,
+        env=_ddptop_env(env),
         capture_output=True,
         text=True,
         timeout=timeout,
         stdin=subprocess.DEVNULL,
     )
+
+
+def ddptop_process(*args: str, env: dict | None = None) -> subprocess.Popen:
+    """The same, started in the background: its output (stdout and stderr together) comes with communicate()."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ddptop", *args],
+        cwd=REPO,
+        env=_ddptop_env(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+
+
+def wait_path(path, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not os.path.exists(path):
+        assert time.monotonic() < deadline, f"{path} never appeared"
+        time.sleep(0.1)
 
 
 def run_sweep(run_dir: str, *args: str) -> Finished:

@@ -2,8 +2,6 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -12,7 +10,7 @@ from ddptop.launcher import free_loopback_port
 from ddptop.plan import PlanError, PlanOptions, build_plan
 from ddptop.telemetry.inventory import read_inventory
 
-from .conftest import REPO, ddptop, processes_mentioning
+from .conftest import ddptop, ddptop_process, processes_mentioning
 
 SLURM_STEP = {"SLURM_JOB_ID": "4242", "SLURM_NODEID": "1", "SLURM_NNODES": "2", "SLURM_NTASKS": "2",
               "SLURM_JOB_NODELIST": "gpu[07-08]"}
@@ -83,14 +81,9 @@ def test_two_agents_on_loopback_form_a_two_node_sweep(tmp_path):
     run_dir = str(tmp_path / "shared")
     port = free_loopback_port()
     endpoint = f"127.0.0.1:{port}"
-    env = dict(os.environ, PYTHONPATH=REPO)
     # node 1 comes first, from SLURM's variables, and waits for node 0's plan
-    follower = subprocess.Popen(
-        [sys.executable, "-m", "ddptop", "run", "--slurm", "--rdzv-endpoint", endpoint, "--out", run_dir,
-         "--telemetry-interval", "0.5"],
-        cwd=REPO, env={**env, **SLURM_STEP}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        stdin=subprocess.DEVNULL,
-    )
+    follower = ddptop_process("run", "--slurm", "--rdzv-endpoint", endpoint, "--out", run_dir,
+                              "--telemetry-interval", "0.5", env=SLURM_STEP)
     try:
         leader = ddptop("run", "--headless", "--nnodes", "2", "--node-rank", "0", "--rdzv-endpoint", endpoint,
                         "--nproc-per-node", "1", "--out", run_dir, "--models", "resnet18", "--image-size", "32",

@@ -20,7 +20,7 @@ from ddptop.telemetry.inventory import read_inventory
 from ddptop.telemetry.monitor import TIMELINE_FILE, Monitor
 from ddptop.tui.app import DdptopApp, SummaryScreen
 
-from .conftest import REPO, processes_mentioning
+from .conftest import REPO, processes_mentioning, wait_path
 
 RECORDED = os.path.join("tests", "data", "recorded-run")  # relative: paths on screen stay the same anywhere
 
@@ -189,13 +189,6 @@ def ddptop_command(run_dir, *args: str, then: str = "") -> str:
         f"cd {REPO} && DDPTOP_FAKE_NVML=dgx1 PYTHONPATH={REPO} {sys.executable} -m ddptop --out {run_dir} "
         f"--models resnet18 --image-size 32 --num-classes 10 --batch-sizes 4 --warmup 2 {' '.join(args)}{then}"
     )
-
-
-def wait_path(path, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(path):
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.2)
 
 
 needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")

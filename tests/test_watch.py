@@ -14,16 +14,9 @@ from textual.widgets import DataTable
 from ddptop.tui.app import DdptopApp, SummaryApp, SummaryScreen
 from ddptop.watch import FINISHED, WRITER_GONE, RecordedRun
 
-from .conftest import REPO, ddptop
+from .conftest import REPO, ddptop, ddptop_process, wait_path
 
 RECORDED = os.path.join(REPO, "tests", "data", "recorded-run")
-
-
-def wait_path(path, timeout: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(path):
-        assert time.monotonic() < deadline, f"{path} never appeared"
-        time.sleep(0.1)
 
 
 def statuses(app) -> list[str]:
@@ -34,15 +27,13 @@ def statuses(app) -> list[str]:
 @pytest.mark.slow
 def test_watch_follows_a_headless_run_to_its_final_summary(tmp_path):
     run_dir = tmp_path / "run"
-    writer = subprocess.Popen(
-        [sys.executable, "-m", "ddptop", "run", "--headless", "--out", str(run_dir), "--models", "resnet18",
-         "--image-size", "32", "--num-classes", "10", "--batch-sizes", "4", "--warmup", "2", "--iters", "40",
-         "--no-baseline", "--comm-iters", "0", "--no-collectives"],
-        cwd=REPO, env=dict(os.environ, PYTHONPATH=REPO, DDPTOP_FAKE_NVML="dgx1"),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, text=True,
+    writer = ddptop_process(
+        "run", "--headless", "--out", str(run_dir), "--models", "resnet18", "--image-size", "32",
+        "--num-classes", "10", "--batch-sizes", "4", "--warmup", "2", "--iters", "40", "--no-baseline",
+        "--comm-iters", "0", "--no-collectives", env={"DDPTOP_FAKE_NVML": "dgx1"},
     )
     try:
-        wait_path(run_dir / "plan.json")
+        wait_path(run_dir / "plan.json", timeout=120)
         seen_lines, seen_statuses, shown = asyncio.run(follow(str(run_dir)))
         output, _ = writer.communicate(timeout=300)
     finally:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ddptop import analysis, rundir, stats
 from ddptop.report import communication
+from ddptop.report.plots import PLOTS_DIR
 from ddptop.session import FAILED, Session
 from ddptop.telemetry import timeline
 from ddptop.telemetry.monitor import TIMELINE_FILE
@@ -393,10 +394,10 @@ def _nodes(session: Session) -> list[dict[str, Any]]:
         "node_rank": 0, "host": writer.get("host"), "pid": writer.get("pid"), "role": "leader",
         "launches": [{"launch": r.name, "status": r.status, "exit_code": r.exit_code}
                      for r in session.launches.values()],
-        "files": {"runner": rundir.RUNNER_FILE, "telemetry": "telemetry.jsonl"},
+        "files": {"runner": rundir.RUNNER_FILE, "telemetry": TIMELINE_FILE},
     }]
     for rank in range(1, session.plan.nnodes):
-        runner = os.path.join(session.run_dir, f"runner-node{rank}.jsonl")
+        runner = os.path.join(session.run_dir, rundir.node_file(rundir.RUNNER_FILE, rank))
         if not os.path.exists(runner):
             nodes.append({"node_rank": rank, "host": None, "pid": None, "role": "follower", "launches": [],
                           "files": {}, "problem": "never joined (no runner-node file)"})
@@ -412,7 +413,8 @@ def _nodes(session: Session) -> list[dict[str, Any]]:
                                  "exit_code": data.get("exit_code")})
         nodes.append({"node_rank": rank, "host": hello.get("host"), "pid": hello.get("pid"), "role": "follower",
                       "launches": launches,
-                      "files": {"runner": os.path.basename(runner), "telemetry": f"telemetry-node{rank}.jsonl"}})
+                      "files": {"runner": os.path.basename(runner),
+                                "telemetry": rundir.node_file(TIMELINE_FILE, rank)}})
     return nodes
 
 
@@ -424,14 +426,16 @@ def read_environment(run_dir: str) -> dict[str, Any]:
         return {}
 
 
+def summary_paths(run_dir: str) -> dict[str, str]:
+    """Where a run's summary files go: json, md, csv."""
+    return {key: os.path.join(run_dir, name) for key, name in
+            (("json", SUMMARY_JSON), ("md", SUMMARY_MD), ("csv", SUMMARY_CSV))}
+
+
 def save_summary(summary: dict[str, Any], run_dir: str) -> dict[str, str]:
     from ddptop.report import tables
 
-    paths = {
-        "json": os.path.join(run_dir, SUMMARY_JSON),
-        "md": os.path.join(run_dir, SUMMARY_MD),
-        "csv": os.path.join(run_dir, SUMMARY_CSV),
-    }
+    paths = summary_paths(run_dir)
     rundir.write_json(paths["json"], summary)
     rundir.write_atomic(paths["md"], tables.markdown(summary))
     rundir.write_atomic(paths["csv"], tables.csv_text(summary))
@@ -461,7 +465,7 @@ def save_plots_safely(summary: dict[str, Any], run_dir: str) -> dict[str, str]:
         written = plots.save_plots(summary, run_dir)
     except Exception as exc:  # noqa: BLE001 - the numbers are saved already; say why the pictures are not
         return {"plots_error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
-    return {"plots": os.path.join(run_dir, "plots")} if written else {}
+    return {"plots": os.path.join(run_dir, PLOTS_DIR)} if written else {}
 
 
 # Top-level keys every reader relies on, and their JSON types; anything else may be missing.

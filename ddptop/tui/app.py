@@ -32,7 +32,7 @@ from ddptop.telemetry.monitor import TIMELINE_FILE
 from ddptop.telemetry.timeline import TimelineFollower
 from ddptop.telemetry.topology import Topology, format_matrix
 from ddptop.tui import format as fmt
-from ddptop.watch import FINISHED, RUNNING, WRITER_GONE, RecordedRun
+from ddptop.watch import FINISHED, WRITER_GONE, RecordedRun
 
 PANELS = ("overview", "ranks", "topology", "logs")
 STATUS_STYLE = {
@@ -395,10 +395,10 @@ class DdptopApp(App[int]):
         recorded_state = self.recorded.state() if self.recorded is not None else None
         if self.session.ended_t is not None:
             end = self.session.ended_t
-        elif self.live is not None or recorded_state not in (WRITER_GONE,):
-            end = time.time()
-        else:  # nothing more will come: the run stopped at its last event
+        elif recorded_state == WRITER_GONE:  # nothing more will come: the run stopped at its last event
             end = self.session.last_event_t or self.session.started_t
+        else:
+            end = time.time()
         elapsed = max(0.0, end - self.session.started_t)
         info = self.telemetry.info()
         parts = [f"{done}/{len(states)} configurations", f"elapsed {fmt.duration(elapsed)}"]
