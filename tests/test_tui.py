@@ -21,6 +21,7 @@ from ddptop.telemetry.monitor import TIMELINE_FILE, Monitor
 from ddptop.tui.app import DdptopApp, SummaryScreen
 
 from .conftest import REPO, processes_mentioning, wait_path
+from .tui_helpers import screen_text, summary_text, wait_for
 
 RECORDED = os.path.join("tests", "data", "recorded-run")  # relative: paths on screen stay the same anywhere
 
@@ -60,10 +61,10 @@ async def recorded_run_fills_every_panel():
         await pilot.press("3")
         assert "NV2" in str(app.query_one("#topology").render())
         await pilot.press("question_mark")
-        assert "command palette" in str(app.screen.query_one("#help").render())
+        assert "command palette" in await screen_text(app, pilot, "#help")
         await pilot.press("escape", "r")
         assert isinstance(app.screen, SummaryScreen)
-        text = str(app.screen.query_one("#summary-tables").render())
+        text = await summary_text(app, pilot)
         assert "Scaling: resnet18" in text and "Load during measured steps" in text
 
 
@@ -99,13 +100,6 @@ def live_run(tmp_path, options=TINY) -> LiveRun:
     return LiveRun(plan, session, {}, monitor)
 
 
-async def wait_for(pilot, condition, timeout=240.0):
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "timed out waiting for the TUI"
-        await pilot.pause(0.2)
-
-
 @pytest.mark.slow
 def test_tui_runs_a_real_sweep_to_the_summary_screen(tmp_path):
     asyncio.run(tui_runs_a_real_sweep_to_the_summary_screen(tmp_path))
@@ -121,7 +115,7 @@ async def tui_runs_a_real_sweep_to_the_summary_screen(tmp_path):
         statuses = [str(table.get_cell(k, "status")) for k in table.rows]
         assert statuses == ["ok", "ok", "ok"]
         assert str(table.get_cell("resnet18/ddp/bs4/n2/gloo", "speedup")) != "-"
-        text = str(app.screen.query_one("#summary-tables").render())
+        text = await summary_text(app, pilot)
         assert "Sweep complete" in text and "ranks" in text and "Saved:" in text
         host = str(app.query_one("#host").render())
         assert "Host CPU" in host

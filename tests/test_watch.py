@@ -15,6 +15,7 @@ from ddptop.tui.app import DdptopApp, SummaryApp, SummaryScreen
 from ddptop.watch import FINISHED, WRITER_GONE, RecordedRun
 
 from .conftest import REPO, ddptop, ddptop_process, wait_path
+from .tui_helpers import summary_text
 
 RECORDED = os.path.join(REPO, "tests", "data", "recorded-run")
 
@@ -59,7 +60,7 @@ async def follow(run_dir: str):
             seen_lines.append(str(app.query_one("#status-line").render()))
             seen_statuses.append(statuses(app))
             await pilot.pause(0.2)
-        text = str(app.screen.query_one("#summary-tables").render())
+        text = await summary_text(app, pilot)
         assert "Sweep complete" in text and "Saved:" in text
         shown = app.screen.summary
         await pilot.press("escape")
@@ -79,7 +80,7 @@ def opened_on_summary(run_dir: str, open_summary: str, then) -> tuple[str, objec
         async with app.run_test(size=(140, 40)) as pilot:
             await pilot.pause()
             assert isinstance(app.screen, SummaryScreen)
-            text = str(app.screen.query_one("#summary-tables").render())
+            text = await summary_text(app, pilot)
             await pilot.press("escape")
             after = await then(app, pilot)
             await pilot.press("q")
@@ -111,8 +112,7 @@ def test_view_of_a_lone_summary_shows_tables_chart_and_topology(tmp_path):
     async def drive():
         app = SummaryApp(summary, {"json": str(tmp_path / "summary.json")})
         async with app.run_test(size=(140, 60)) as pilot:
-            await pilot.pause()
-            text = str(app.screen.query_one("#summary-tables").render())
+            text = await summary_text(app, pilot)
             await pilot.press("escape")  # nothing behind it: leaves
             await pilot.pause()
         return text, app.return_value

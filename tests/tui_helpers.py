@@ -1,0 +1,20 @@
+"""Waiting on a Textual app under Pilot: conditions are polled, never slept on blindly."""
+
+import time
+
+
+async def wait_for(pilot, condition, timeout: float = 240.0, step: float = 0.2) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "timed out waiting for the TUI"
+        await pilot.pause(step)
+
+
+async def screen_text(app, pilot, selector: str, timeout: float = 30.0) -> str:
+    """A widget's text on the current screen once mounted: a pushed screen composes a moment later."""
+    await wait_for(pilot, lambda: bool(app.screen.query(selector)), timeout, step=0.05)
+    return str(app.screen.query_one(selector).render())
+
+
+async def summary_text(app, pilot) -> str:
+    return await screen_text(app, pilot, "#summary-tables")
