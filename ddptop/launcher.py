@@ -26,6 +26,7 @@ from ddptop import rundir
 from ddptop.cluster import Cluster
 
 SPEC_FILE = "launch.json"  # what every rank of a launch runs (every node's agent reads the same one)
+TREE_SCAN_INTERVAL = 1.0  # seconds between looks for the launch's processes while it runs
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,7 @@ class TorchrunLaunch:
         self.ended: float | None = None
         self.stop_requested = False
         self._tree: dict[int, psutil.Process] = {}
+        self._next_tree_scan = 0.0
 
     @property
     def spec_path(self) -> str:
@@ -187,7 +189,10 @@ class TorchrunLaunch:
         assert self.process is not None
         code = self.process.poll()
         if code is None:
-            self._remember_tree()
+            now = time.monotonic()
+            if now >= self._next_tree_scan:  # a scan reads every /proc/<pid>/stat: not ten times a second
+                self._remember_tree()
+                self._next_tree_scan = now + TREE_SCAN_INTERVAL
         elif self.ended is None:
             self.ended = time.monotonic()
         return code
