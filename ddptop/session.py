@@ -33,7 +33,7 @@ class ConfigState:
     spec: ConfigSpec
     status: str = "pending"
     reason: str | None = None
-    samples: dict[int, list[float]] = field(default_factory=dict)  # rank -> measured step times
+    samples: dict[int, list[float]] = field(default_factory=dict)  # rank -> measured step times, in order
     warmup_seen: dict[int, int] = field(default_factory=dict)
     planned_iters: int | None = None
     warmup: int | None = None
@@ -48,6 +48,14 @@ class ConfigState:
     launch: str | None = None
     revision: int = 0  # bumped on every change, for cached summaries
     _summary_cache: tuple[int, Any] | None = field(default=None, repr=False, compare=False)
+    _pooled: stats.SampleSet = field(default_factory=stats.SampleSet, repr=False, compare=False)
+    _by_rank: dict[int, stats.SampleSet] = field(default_factory=dict, repr=False, compare=False)
+
+    def add_samples(self, rank: int, seconds: list[float]) -> None:
+        """Measured step times of one rank, in the order it ran them."""
+        self.samples.setdefault(rank, []).extend(seconds)
+        self._by_rank.setdefault(rank, stats.SampleSet()).extend(seconds)
+        self._pooled.extend(seconds)
 
     def sample_count(self) -> int:
         return sum(len(s) for s in self.samples.values())
@@ -71,20 +79,25 @@ class ConfigState:
     def pooled(self) -> list[float]:
         return [s for rank in sorted(self.samples) for s in self.samples[rank]]
 
-    def summary(self) -> dict[str, Any] | None:
-        """Percentiles (pooled over ranks) and per-rank medians; None until a sample exists."""
+    def summary(self, exact: bool = False) -> dict[str, Any] | None:
+        """Percentiles (pooled over ranks) and per-rank medians; None until a sample exists.
+
+        A view's look is cached per revision and takes mean and std from running moments; ``exact`` (the
+        saved summary) computes them in two passes, the same whatever order the events were read in.
+        """
+        if exact:
+            return self._compute_summary(exact=True)
         if self._summary_cache is not None and self._summary_cache[0] == self.revision:
             return self._summary_cache[1]
-        result = self._compute_summary()
+        result = self._compute_summary(exact=False)
         self._summary_cache = (self.revision, result)
         return result
 
-    def _compute_summary(self) -> dict[str, Any] | None:
-        pooled = self.pooled()
-        if not pooled:
+    def _compute_summary(self, exact: bool) -> dict[str, Any] | None:
+        if not self._pooled.n:
             return None
-        result = stats.sample_summary(pooled, self.spec.batch_size, self.spec.world_size)
-        medians = stats.rank_medians(self.samples)
+        result = stats.sample_summary(self._pooled, self.spec.batch_size, self.spec.world_size, exact=exact)
+        medians = stats.rank_medians(self._by_rank)
         result["rank_medians"] = {str(rank): value for rank, value in medians.items()}
         result["straggler"] = stats.straggler(medians)
         return result
@@ -198,7 +211,7 @@ class Session:
             if state.status == "pending":
                 state.status = "running"
             if event["phase"] == "measure":
-                state.samples.setdefault(event["rank"], []).extend(event["sec"])
+                state.add_samples(event["rank"], event["sec"])
                 if event.get("of") is not None:
                     state.planned_iters = event["of"]
             elif event["phase"] == "nosync":

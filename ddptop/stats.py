@@ -37,17 +37,79 @@ def median(values: Sequence[float]) -> float:
     return percentile(sorted(values), 50)
 
 
-def sample_summary(samples: Sequence[float], batch_per_replica: int, world_size: int) -> dict:
-    """Pooled percentiles of sec/iter with the matching per-replica and aggregate ex/sec."""
-    ordered = sorted(samples)
-    n = len(ordered)
-    mean = sum(ordered) / n
-    variance = sum((s - mean) ** 2 for s in ordered) / (n - 1) if n > 1 else 0.0
+class SampleSet:
+    """Step times arriving in batches, kept sorted and with running moments for cheap repeated summaries.
+
+    A live view asks for percentiles several times a second while samples stream in: sorting everything
+    each time is O(n log n) per look. Here new values wait in a batch; a look sorts the batch alone and
+    appends it, and Timsort merges the two sorted runs in linear time. Mean and variance are combined per
+    batch (Chan, Golub and LeVeque), so they cost nothing at a look.
+    """
+
+    def __init__(self, values: Sequence[float] = ()) -> None:
+        self._ordered: list[float] = []
+        self._pending: list[float] = []
+        self.n = 0
+        self.mean = 0.0
+        self._m2 = 0.0  # sum of squared deviations from the mean
+        self.extend(values)
+
+    def __len__(self) -> int:
+        return self.n
+
+    def extend(self, values: Sequence[float]) -> None:
+        k = len(values)
+        if not k:
+            return
+        batch_mean = sum(values) / k
+        batch_m2 = sum((v - batch_mean) ** 2 for v in values)
+        delta = batch_mean - self.mean
+        total = self.n + k
+        self.mean += delta * k / total
+        self._m2 += batch_m2 + delta * delta * self.n * k / total
+        self.n = total
+        self._pending.extend(values)
+
+    def ordered(self) -> list[float]:
+        """Every value, ascending (the list is the set's own: do not change it)."""
+        if self._pending:
+            self._pending.sort()
+            self._ordered += self._pending
+            self._ordered.sort()  # two ascending runs: one linear merge
+            self._pending = []
+        return self._ordered
+
+    def std(self) -> float:
+        return math.sqrt(self._m2 / (self.n - 1)) if self.n > 1 else 0.0
+
+    def exact_moments(self) -> tuple[float, float]:
+        """Mean and standard deviation by two passes over the sorted values: the same bits whatever order
+        the batches came in (a report rebuilt from the files equals the one saved live). O(n)."""
+        ordered = self.ordered()
+        mean = sum(ordered) / self.n
+        variance = sum((v - mean) ** 2 for v in ordered) / (self.n - 1) if self.n > 1 else 0.0
+        return mean, math.sqrt(variance)
+
+    def median(self) -> float:
+        return percentile(self.ordered(), 50)
+
+
+def sample_summary(
+    samples: Sequence[float] | SampleSet, batch_per_replica: int, world_size: int, exact: bool = True
+) -> dict:
+    """Pooled percentiles of sec/iter with the matching per-replica and aggregate ex/sec.
+
+    Percentiles are always exact. ``exact=False`` takes mean and std from the running moments (a live
+    view's many looks); they differ from the two-pass figures in the last bits only.
+    """
+    values = samples if isinstance(samples, SampleSet) else SampleSet(samples)
+    ordered = values.ordered()
     sec_iter = {f"p{q}": percentile(ordered, q) for q in PERCENTILES}
+    mean, std = values.exact_moments() if exact else (values.mean, values.std())
     return {
-        "n": n,
+        "n": values.n,
         "mean": mean,
-        "std": math.sqrt(variance),
+        "std": std,
         "min": ordered[0],
         "max": ordered[-1],
         "sec_iter": sec_iter,
@@ -60,8 +122,12 @@ def _rate(examples: float, seconds: float) -> float | None:
     return examples / seconds if seconds > 0 else None
 
 
-def rank_medians(samples_by_rank: Mapping[int, Sequence[float]]) -> dict[int, float]:
-    return {rank: median(samples) for rank, samples in sorted(samples_by_rank.items()) if samples}
+def rank_medians(samples_by_rank: Mapping[int, Sequence[float] | SampleSet]) -> dict[int, float]:
+    return {
+        rank: samples.median() if isinstance(samples, SampleSet) else median(samples)
+        for rank, samples in sorted(samples_by_rank.items())
+        if len(samples)
+    }
 
 
 def straggler(medians: Mapping[int, float]) -> dict | None:

@@ -3,6 +3,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from ddptop import stats
 from ddptop.stats import ScalingPoint
@@ -102,6 +104,31 @@ def test_sample_summary_rates_and_order():
     assert summary["ex_sec_replica"]["p50"] == pytest.approx(16 / p50)
     assert summary["ex_sec_total"]["p50"] == pytest.approx(64 / p50)
     assert summary["std"] == pytest.approx(float(np.std(samples, ddof=1)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.lists(st.floats(1e-6, 10.0), max_size=40), min_size=1, max_size=12))
+def test_sample_set_fed_in_batches_matches_numpy_on_everything(batches):
+    """Batches arrive between looks, as a live view sees them: each look equals the whole list's figures."""
+    incremental = stats.SampleSet()
+    seen: list[float] = []
+    for batch in batches:
+        incremental.extend(batch)
+        seen += batch
+        if not seen:
+            continue
+        running = stats.sample_summary(incremental, batch_per_replica=8, world_size=2, exact=False)
+        exact = stats.sample_summary(incremental, batch_per_replica=8, world_size=2)
+        assert incremental.ordered() == sorted(seen)
+        # the saved figures do not depend on the order the batches came in; the live ones agree closely
+        assert exact == stats.sample_summary(list(reversed(seen)), batch_per_replica=8, world_size=2)
+        for q in stats.PERCENTILES:
+            assert running["sec_iter"][f"p{q}"] == pytest.approx(float(np.percentile(seen, q)), rel=1e-12)
+        expected_std = float(np.std(seen, ddof=1)) if len(seen) > 1 else 0.0
+        for summary in (running, exact):
+            assert summary["mean"] == pytest.approx(float(np.mean(seen)), rel=1e-9)
+            assert summary["std"] == pytest.approx(expected_std, rel=1e-6, abs=1e-12)
+        assert running["n"] == len(seen) and incremental.median() == pytest.approx(float(np.median(seen)))
 
 
 def test_straggler_flags_the_slow_rank():

@@ -58,7 +58,7 @@ def _config_entry(session: Session, state: Any) -> dict[str, Any]:
             "measured_iters": end.get("iters"),
             "peak_memory_bytes": max(peaks) if peaks else None,
             "max_rss_bytes": max(rss) if rss else None,
-            "stats": state.summary(),
+            "stats": state.summary(exact=True),
             "samples": {str(rank): values for rank, values in sorted(state.samples.items())},
         }
     )
