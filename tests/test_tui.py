@@ -9,6 +9,7 @@ import sys
 import time
 
 import pytest
+from rich.console import Console
 from textual.widgets import DataTable
 
 from ddptop.cli import EXIT_INTERRUPTED, EXIT_OK
@@ -52,7 +53,7 @@ async def recorded_run_fills_every_panel():
     app = DdptopApp.for_recorded(RECORDED)
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.pause()
-        gpus = app.query_one("#gpus", DataTable)
+        gpus = app.query_one("#gpus")
         configs = app.query_one("#configs", DataTable)
         assert gpus.row_count == 8 and "(FAKE)" in str(gpus.get_cell("0", "name"))
         assert [str(configs.get_cell(k, "status")) for k in configs.rows] == ["ok", "ok", "ok"]
@@ -241,3 +242,17 @@ def test_braille_chart_puts_extremes_on_the_edges():
     assert rows[0].plain[0] == " " and rows[2].plain[-1] == " "
     empty, _, _ = braille_chart([[]], width=4, height=2)
     assert [r.plain for r in empty] == ["    ", "    "]
+
+
+def test_braille_chart_colours_every_dot_by_its_series_and_nothing_else():
+    from ddptop.tui.format import SERIES_STYLES, braille_chart
+
+    # series 0 high and series 1 low, interleaved in time: every dot of the top row is series 0's colour
+    fast = [1.0 + 0.01 * (i % 3) for i in range(40)]
+    slow = [2.0 - 0.01 * (i % 2) for i in range(40)]
+    rows, _, _ = braille_chart([fast, slow], width=12, height=4)
+    for row, colour in ((rows[0], SERIES_STYLES[1]), (rows[-1], SERIES_STYLES[0])):
+        for offset, char in enumerate(row.plain):
+            style = str(row.get_style_at_offset(Console(), offset))
+            assert (colour in style) == (char != " "), (offset, char, style)
+    assert not any(r.plain.strip() for r in rows[1:-1])  # nothing between the two bands

@@ -32,6 +32,7 @@ from ddptop.telemetry.monitor import TIMELINE_FILE
 from ddptop.telemetry.timeline import TimelineFollower
 from ddptop.telemetry.topology import Topology, format_matrix
 from ddptop.tui import format as fmt
+from ddptop.tui.lines import LineTable, TextLines
 from ddptop.watch import FINISHED, WRITER_GONE, RecordedRun
 
 PANELS = ("overview", "ranks", "topology", "logs")
@@ -253,10 +254,10 @@ class DdptopApp(App[int]):
         self.paused = False
         self.exit_code = 0
         self._cells: dict[tuple[str, str, str], Any] = {}
-        self._gpu_rows: set[str] = set()
-        self._rank_rows: list[str] = []
         self._chart_key: tuple[str, int, tuple[int, int]] | None = None
         self._chart_drawn = 0.0
+        self._gpus_from: dict[str, Any] | None = None  # the telemetry record the GPU table shows
+        self._ranks_from: tuple[Any, ...] | None = None  # what the ranks table was drawn from
         self._last_logs = 0.0
         self._log_text: list[str] = []
         self._summary_shown = False
@@ -282,12 +283,12 @@ class DdptopApp(App[int]):
         with TabbedContent(initial="overview"):
             with TabPane("1 Overview", id="overview"):
                 with Vertical(id="overview-body"):
-                    yield DataTable(id="gpus", cursor_type="none", zebra_stripes=True)
+                    yield LineTable(GPU_COLUMNS, id="gpus", zebra_stripes=True)
                     yield Static(id="host")
                     yield DataTable(id="configs", cursor_type="row")
-                    yield Static(id="chart")
+                    yield TextLines(id="chart")
             with TabPane("2 Ranks", id="ranks-tab"):
-                yield DataTable(id="ranks", cursor_type="none")
+                yield LineTable(RANK_COLUMNS, id="ranks")
             with TabPane("3 Topology", id="topology-tab"):
                 with ScrollableContainer():
                     yield Static(id="topology")
@@ -298,11 +299,9 @@ class DdptopApp(App[int]):
     def on_mount(self) -> None:
         self.title = "ddptop"
         self.sub_title = self.session.plan.name
-        for table_id, columns in (("gpus", GPU_COLUMNS), ("configs", CONFIG_COLUMNS), ("ranks", RANK_COLUMNS)):
-            table = self.query_one(f"#{table_id}", DataTable)
-            for key, label, width in columns:
-                table.add_column(label, key=key, width=width)
         configs = self.query_one("#configs", DataTable)
+        for key, label, width in CONFIG_COLUMNS:
+            configs.add_column(label, key=key, width=width)
         for state in self.session.ordered_states():
             configs.add_row(*("" for _ in CONFIG_COLUMNS), key=state.spec.config_id)
         self.query_one("#topology", Static).update(
@@ -382,11 +381,14 @@ class DdptopApp(App[int]):
             table.update_cell(row, column, value)
 
     def _update_static(self, widget_id: str, content: Any) -> None:
-        """Static.update re-lays the screen out: only when the content changed."""
+        """Redraw a Static only when its content changed, and lay the screen out again only when its number
+        of lines did (a layout pass costs more than the redraw itself)."""
         key = ("static", widget_id, "")
-        if self._cells.get(key) != content:
+        previous = self._cells.get(key)
+        if previous != content:
             self._cells[key] = content
-            self.query_one(f"#{widget_id}", Static).update(content)
+            relayout = previous is None or str(previous).count("\n") != str(content).count("\n")
+            self.query_one(f"#{widget_id}", Static).update(content, layout=relayout)
 
     def _render_status(self) -> None:
         states = self.session.ordered_states()
@@ -421,8 +423,11 @@ class DdptopApp(App[int]):
         self._update_static("status-line", text)
 
     def _render_gpus(self) -> None:
-        table = self.query_one("#gpus", DataTable)
         latest = self.telemetry.latest()
+        if latest is not None and latest is self._gpus_from:
+            return  # telemetry comes once a second; frames come more often
+        self._gpus_from = latest
+        table = self.query_one("#gpus", LineTable)
         info = self.telemetry.info()
         names = {g["index"]: g.get("name", "") for g in info.get("gpus") or []}
         readings = (latest or {}).get("gpus") or []
@@ -435,9 +440,6 @@ class DdptopApp(App[int]):
             table.display = bool(readings)
         for reading in readings:
             row = str(reading["index"])
-            if row not in self._gpu_rows:
-                table.add_row(*("" for _ in GPU_COLUMNS), key=row)
-                self._gpu_rows.add(row)
             util_history = [
                 next((g.get("util") for g in r.get("gpus") or [] if g.get("index") == reading["index"]), None)
                 for r in history
@@ -471,8 +473,7 @@ class DdptopApp(App[int]):
                 "rank": ",".join(ranks_on.get(reading["index"], [])) or "-",
                 "notes": Text(", ".join(notes), style="bold red" if reading.get("lost") else "yellow"),
             }
-            for column, value in cells.items():
-                self._set(table, row, column, value)
+            table.set_row(row, cells)
         host = (latest or {}).get("host")
         line = Text()
         if not readings:
@@ -536,7 +537,7 @@ class DdptopApp(App[int]):
     def _render_chart(self) -> None:
         """The current configuration's step times per rank, newest on the right (braille, redrawn ≤ 1/s)."""
         state = self._current_state()
-        chart = self.query_one("#chart", Static)
+        chart = self.query_one("#chart", TextLines)
         size = (chart.size.width, chart.size.height)
         if state is None or size[0] < 20 or size[1] < 3:
             return
@@ -564,25 +565,25 @@ class DdptopApp(App[int]):
             line = Text(f"{label:>{label_width}}│")
             line.append_text(row)
             lines.append(line)
-        chart.update(Text("\n").join(lines))
+        chart.show(lines)
 
     def _render_ranks(self) -> None:
-        table = self.query_one("#ranks", DataTable)
         latest = self.telemetry.latest() or {}
-        by_pid = {r["pid"]: r for r in latest.get("ranks") or []}
         state = self._current_state()
+        drawn_from = (latest.get("t"), state and state.spec.config_id, state and state.revision, len(self.session.hellos))
+        if drawn_from == self._ranks_from:
+            return
+        self._ranks_from = drawn_from
+        table = self.query_one("#ranks", LineTable)
+        by_pid = {r["pid"]: r for r in latest.get("ranks") or []}
         stats = state.summary() if state is not None else None
         medians = (stats or {}).get("rank_medians") or {}
         straggler = (stats or {}).get("straggler")
         processes = self.session.rank_processes(local_only=False)  # other nodes' ranks too, without readings
         sampled_host = (self.session.writer or {}).get("host") or os.uname().nodename
         wanted = [str(p.rank) for p in processes]
-        if wanted != self._rank_rows:
+        if wanted != table.rows:
             table.clear()
-            self._cells = {k: v for k, v in self._cells.items() if k[0] != "ranks"}
-            for row in wanted:
-                table.add_row(*("" for _ in RANK_COLUMNS), key=row)
-            self._rank_rows = wanted
         hosts = {(launch, rank): hello.get("host") for (launch, rank), hello in self.session.hellos.items()}
         for process in processes:
             row = str(process.rank)
@@ -601,8 +602,7 @@ class DdptopApp(App[int]):
                 "median": fmt.seconds(medians.get(row)),
                 "mark": Text(f"straggler x{straggler['ratio']:.2f}", style="bold red") if flagged else "",
             }
-            for column, value in cells.items():
-                self._set(table, row, column, value)
+            table.set_row(row, cells)
 
     def _render_logs(self) -> None:
         self._last_logs = time.monotonic()

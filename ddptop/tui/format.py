@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from rich.text import Text
+from rich.text import Span, Text
 
 SPARK = "▁▂▃▄▅▆▇█"
 # nvitop's load thresholds: below the first is light (green), below the second moderate (yellow), else heavy.
@@ -90,7 +90,7 @@ def braille_chart(series: Sequence[Sequence[float]], width: int, height: int) ->
     Returns the rows (top first) and the y range (low, high) they span. Cheap: one pass over the points.
     """
     width, height = max(1, width), max(1, height)
-    tails = [list(values)[-2 * width :] for values in series]
+    tails = [list(values[-2 * width :]) for values in series]  # the tail only: a series may be millions long
     points = [v for tail in tails for v in tail]
     if not points:
         return [Text(" " * width) for _ in range(height)], 0.0, 0.0
@@ -113,10 +113,15 @@ def braille_chart(series: Sequence[Sequence[float]], width: int, height: int) ->
             owner[row][column] = index
     rows = []
     for row in range(height):
-        text = Text()
-        for column in range(width):
-            bits = cells[row][column]
-            style = SERIES_STYLES[owner[row][column] % len(SERIES_STYLES)] if bits else ""
-            text.append(chr(BRAILLE_BASE + bits) if bits else " ", style=style)
-        rows.append(text)
+        # one span per run of cells of the same series, not one per cell: far fewer segments to draw
+        plain = "".join(chr(BRAILLE_BASE + bits) if bits else " " for bits in cells[row])
+        spans, start = [], 0
+        for column in range(1, width + 1):
+            here = owner[row][start] if cells[row][start] else -1
+            if column < width and (owner[row][column] if cells[row][column] else -1) == here:
+                continue
+            if here >= 0:
+                spans.append(Span(start, column, SERIES_STYLES[here % len(SERIES_STYLES)]))
+            start = column
+        rows.append(Text(plain, spans=spans))
     return rows, low, high

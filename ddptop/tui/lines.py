@@ -1,0 +1,179 @@
+"""Widgets drawn through Textual's line API: the streaming chart and the tables refreshed every second.
+
+On a slow core, Textual's general pipeline costs: a Static redraw goes Text -> Content -> strips (about
+35 ms for a 150x20 braille chart), and any DataTable.update_cell re-renders every cell of the table (about
+30 ms for 8 GPUs x 13 columns), each once a second. Here a line is one Strip of a few segments, one per
+styled run, built when its content changes and handed to the compositor as is: benchmarks/tui_cost.py
+measured the view's CPU fall from 8.8% to under 3% of a core with both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual.geometry import Region, Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widget import Widget
+
+_CONSOLE = Console(width=10_000, color_system="truecolor", legacy_windows=False)  # for overlapping spans
+
+
+def text_segments(text: Text) -> list[Segment]:
+    """The segments of a one-line Text; runs of one style stay one segment."""
+    spans = sorted(text.spans, key=lambda s: s.start)
+    if text.style or any(a.end > b.start for a, b in zip(spans, spans[1:])):
+        return list(text.render(_CONSOLE, end=""))  # nested styles: let rich combine them
+    plain = text.plain
+    segments, position = [], 0
+    for span in spans:
+        if span.start > position:
+            segments.append(Segment(plain[position : span.start]))
+        style = span.style if isinstance(span.style, Style) else Style.parse(span.style)
+        segments.append(Segment(plain[span.start : span.end], style))
+        position = max(position, span.end)
+    if position < len(plain):
+        segments.append(Segment(plain[position:]))
+    return segments
+
+
+class TextLines(Widget):
+    """Lines of styled text, cropped or padded to the widget's width; nothing is wrapped."""
+
+    def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's own keyword
+        super().__init__(id=id)
+        self._lines: list[list[Segment]] = []
+        self._plain: list[str] = []
+        self._pass: tuple[int, Style] | None = None
+
+    def show(self, lines: list[Text]) -> None:
+        self._lines = [text_segments(line) for line in lines]
+        self._plain = [line.plain for line in lines]
+        self.refresh()
+
+    @property
+    def plain(self) -> str:
+        """What is shown, without styles."""
+        return "\n".join(self._plain)
+
+    def _lookups(self) -> tuple[int, Style]:
+        return self.size.width, self.rich_style
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._pass = self._lookups()  # once per redraw, not once per line
+        return super().render_lines(crop)
+
+    def render_line(self, y: int) -> Strip:
+        width, base = self._pass or self._lookups()
+        if y >= len(self._lines):
+            return Strip.blank(width, base)
+        return Strip(self._lines[y]).apply_style(base).crop_extend(0, width, base)
+
+
+class LineTable(ScrollView, can_focus=False):
+    """A read-only table with fixed column widths: rows keyed, cells str or Text, header always on top.
+
+    Only rows whose cells changed are drawn again. It scrolls sideways in a narrow window.
+    """
+
+    COMPONENT_CLASSES = {"line-table--header", "line-table--even-row"}
+    DEFAULT_CSS = """
+    LineTable {
+        height: auto;
+        max-height: 100%;
+        background: $surface;
+        color: $foreground;
+        & > .line-table--header { text-style: bold; background: $panel; color: $foreground; }
+        & > .line-table--even-row { background: $surface-lighten-1 50%; }
+        &:dark > .line-table--even-row { background: $surface-darken-1 40%; }
+    }
+    """
+
+    def __init__(self, columns: Sequence[tuple[str, str, int]], *, zebra_stripes: bool = False,
+                 id: str | None = None) -> None:  # noqa: A002 - Textual's own keyword
+        super().__init__(id=id)
+        self.columns = [(key, label, width) for key, label, width in columns]
+        self.zebra_stripes = zebra_stripes
+        self._keys: list[str] = []
+        self._cells: dict[str, dict[str, Any]] = {}
+        self._strips: dict[str, Strip] = {}  # row key -> its drawn line, before row and scroll styles
+        self._pass: tuple[Any, ...] | None = None
+        self._width = sum(width + 2 for _, _, width in self.columns)
+
+    # -- data ---------------------------------------------------------------------------------------------
+    @property
+    def row_count(self) -> int:
+        return len(self._keys)
+
+    @property
+    def rows(self) -> list[str]:
+        return list(self._keys)
+
+    def get_cell(self, row: str, column: str) -> Any:
+        return self._cells[row][column]
+
+    def set_row(self, key: str, cells: Mapping[str, Any]) -> None:
+        """Add the row or change its cells; nothing is drawn again when nothing changed."""
+        if key not in self._cells:
+            self._keys.append(key)
+            self._cells[key] = {}
+            self.virtual_size = Size(self._width, len(self._keys) + 1)
+        row = self._cells[key]
+        changed = {c: v for c, v in cells.items() if row.get(c) != v}
+        if changed or key not in self._strips:
+            row.update(changed)
+            self._strips.pop(key, None)
+            self.refresh()
+
+    def clear(self) -> None:
+        self._keys, self._cells, self._strips = [], {}, {}
+        self.virtual_size = Size(self._width, 1)
+        self.refresh()
+
+    # -- drawing ------------------------------------------------------------------------------------------
+    def _line(self, cells: Mapping[str, Any]) -> Strip:
+        segments = []
+        for key, _label, width in self.columns:  # one space either side of a cell, as DataTable pads
+            value = cells.get(key, "")
+            text = value.copy() if isinstance(value, Text) else Text(str(value))
+            text.truncate(width, overflow="ellipsis", pad=True)
+            segments.append(Segment(" "))
+            segments += text_segments(text)
+            segments.append(Segment(" "))
+        return Strip(segments)
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._strips.clear()  # a theme change: draw again with the new styles
+
+    def _lookups(self) -> tuple[Any, ...]:
+        base = self.rich_style
+        return (
+            self.scroll_offset, self.size.width, base,
+            base + self.get_component_rich_style("line-table--header"),
+            base + self.get_component_rich_style("line-table--even-row"),
+        )
+
+    def render_lines(self, crop: Region) -> list[Strip]:
+        self._pass = self._lookups()  # once per redraw, not once per line
+        return super().render_lines(crop)
+
+    def render_line(self, y: int) -> Strip:
+        (scroll_x, scroll_y), width, base, header_style, even_style = self._pass or self._lookups()
+        if y == 0:
+            header = self._line({key: label for key, label, _ in self.columns})
+            return header.apply_style(header_style).crop_extend(scroll_x, scroll_x + width, header_style)
+        index = y - 1 + scroll_y
+        if index >= len(self._keys):
+            return Strip.blank(width, base)
+        key = self._keys[index]
+        strip = self._strips.get(key)
+        if strip is None:
+            strip = self._strips[key] = self._line(self._cells[key])
+        style = even_style if self.zebra_stripes and index % 2 == 0 else base
+        return strip.apply_style(style).crop_extend(scroll_x, scroll_x + width, style)
