@@ -19,22 +19,44 @@ from typing import Any
 
 WIRE_VERSION = 1
 
-# Fields each event type must carry beyond v/type/t/rank. Readers reject lines without them.
-REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
-    "hello": ("world_size", "host", "pid", "device"),
-    "config_start": ("config_id",),
-    "samples": ("config_id", "phase", "first_iter", "sec"),
-    "config_end": ("config_id", "status"),
-    "error": ("error_type", "message", "traceback", "oom"),
-    "bye": (),
+_NUMBERS = frozenset((int, float))  # bool is not one: type(True) is bool
+_INT, _STR, _LIST, _DICT = frozenset((int,)), frozenset((str,)), frozenset((list,)), frozenset((dict,))
+_NONE = frozenset((type(None),))
+_COMMON = (("t", _NUMBERS, True), ("rank", _INT, True))
+# Per event type beyond v/type: (field, the JSON types it may hold or None for any, required). Readers
+# reject a line without a required field, or with a field the reader acts on of another type: nothing
+# downstream should meet a list where it compares a time or looks a configuration up.
+EVENT_FIELDS: dict[str, tuple[tuple[str, frozenset | None, bool], ...]] = {
+    "hello": _COMMON + (("world_size", _INT, True), ("host", _STR, True), ("pid", _INT, True),
+                        ("device", _STR, True)),
+    "config_start": _COMMON + (("config_id", _STR, True), ("warmup", _INT | _NONE, False),
+                               ("iters", _INT | _NONE, False), ("time_budget", _NUMBERS | _NONE, False)),
+    "samples": _COMMON + (("config_id", _STR, True), ("phase", _STR, True), ("first_iter", _INT, True),
+                          ("sec", _LIST, True), ("of", _INT | _NONE, False)),
+    "config_end": _COMMON + (("config_id", _STR, True), ("status", _STR, True)),
+    "error": _COMMON + (("error_type", None, True), ("message", None, True), ("traceback", None, True),
+                        ("oom", None, True), ("config_id", _STR | _NONE, False)),
+    "bye": _COMMON,
     # the analysis phases of a DDP configuration: DDP's own averages and the comm hook's bucket timings
-    "comm": ("config_id",),
+    "comm": _COMMON + (("config_id", _STR, True),),
     # one collective benchmark result (bench_kernels.collectives): op, size, placement, per-op seconds
-    "collective": ("op", "bytes", "inplace", "sec"),
+    "collective": _COMMON + (("op", _STR, True), ("bytes", _INT, True), ("inplace", None, True),
+                             ("sec", _LIST, True)),
     # ddptop's own records in runner.jsonl (rank -1): launches started/ended, configurations it ended
-    "mark": ("data",),
+    "mark": _COMMON + (("data", _DICT, True),),
     # ddptop's telemetry timeline (telemetry.jsonl, rank -1): one record per sampler tick
-    "telemetry": ("gpus", "host", "ranks"),
+    "telemetry": _COMMON + (("gpus", None, True), ("host", None, True), ("ranks", None, True)),
+}
+# Any event may name its configuration, and the session looks that name up: a string, or null.
+EVENT_FIELDS = {
+    event_type: fields if any(name == "config_id" for name, _, _ in fields)
+    else fields + (("config_id", _STR | _NONE, False),)
+    for event_type, fields in EVENT_FIELDS.items()
+}
+# Fields each event type must carry beyond v/type/t/rank.
+REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
+    event_type: tuple(name for name, _, required in fields[2:] if required)
+    for event_type, fields in EVENT_FIELDS.items()
 }
 PHASES = ("warmup", "measure", "nosync")  # nosync: the step inside no_sync(), no gradient allreduce
 
@@ -60,54 +82,79 @@ def _no_constants(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")  # NaN and Infinity: Python's json would accept them
 
 
-def decode(line: bytes | str) -> dict[str, Any]:
-    """Parse and validate one line; raise MalformedEvent with the reason otherwise."""
+try:  # a faster parser when present (a dependency of ddptop; the kernels only write, with json)
+    import orjson as _orjson
+except ImportError:
+    _orjson = None
+
+
+def _stdlib_loads(data: bytes | str) -> Any:
+    return json.loads(data, parse_constant=_no_constants)
+
+
+def _orjson_loads(data: bytes | str) -> Any:
     try:
-        event = json.loads(line, parse_constant=_no_constants)
+        return _orjson.loads(data)  # strict RFC 8259: NaN and Infinity are refused as they should be
+    except _orjson.JSONDecodeError as exc:
+        raise ValueError(str(exc)) from None
+
+
+loads = _orjson_loads if _orjson is not None else _stdlib_loads
+
+
+def decode(line: bytes | str) -> dict[str, Any]:
+    """Parse and validate one line; raise MalformedEvent with the reason otherwise. The standard parser is
+    the reference here: it accepts what the faster one may not (integers past 64 bits) and says why not."""
+    try:
+        event = _stdlib_loads(line)
     except (ValueError, UnicodeDecodeError) as exc:
         raise MalformedEvent(f"not JSON: {exc}") from None
     return validate(event)
 
 
 def decode_many(lines: list[bytes]) -> list[Any] | None:
-    """Parse many lines with one JSON call (as an array); None when any line is not one JSON value, and the
-    caller falls back to line by line to find which. Ranks write thousands of small lines: one call each
-    was most of a reader's time."""
+    """Parse many lines with one JSON call (as an array), with the faster parser when there is one; None
+    when any line is not one JSON value, and the caller goes line by line (``decode``) to find which. Ranks
+    write thousands of small lines: one call each was most of a reader's time."""
     try:
-        values = json.loads(b"[" + b",".join(lines) + b"]", parse_constant=_no_constants)
+        values = loads(b"[" + b",".join(lines) + b"]")
     except (ValueError, UnicodeDecodeError):
         return None
     return values if len(values) == len(lines) else None
 
 
-_NUMBERS = frozenset((int, float))  # bool is not one: type(True) is bool
+_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", list: "a list", dict: "an object",
+               type(None): "null"}
+_MISSING = object()
 
 
 def validate(event: Any) -> dict[str, Any]:
     """Check one parsed event; raise MalformedEvent with the reason otherwise."""
-    if not isinstance(event, dict):
+    if type(event) is not dict:
         raise MalformedEvent("not a JSON object")
     version = event.get("v")
     if version != WIRE_VERSION:
         raise MalformedEvent(f"unsupported wire version {version!r} (this ddptop reads {WIRE_VERSION})")
     event_type = event.get("type")
-    required = REQUIRED_FIELDS.get(event_type)  # type: ignore[arg-type]
-    if required is None:
+    checks = EVENT_FIELDS.get(event_type) if type(event_type) is str else None
+    if checks is None:
         raise MalformedEvent(f"unknown event type {event_type!r}")
-    for name in ("t", "rank", *required):
-        if name not in event:
-            raise MalformedEvent(f"{event_type} event without {name!r}")
-    if type(event["rank"]) is not int:
-        raise MalformedEvent("rank is not an integer")
+    for name, allowed, required in checks:
+        value = event.get(name, _MISSING)
+        if value is _MISSING:
+            if required:
+                raise MalformedEvent(f"{event_type} event without {name!r}")
+        elif allowed is not None and type(value) not in allowed:
+            wanted = " or ".join(sorted(_TYPE_NAMES[t] for t in allowed))
+            raise MalformedEvent(f"{event_type}.{name} is not {wanted}")
     if event_type in ("samples", "collective"):
         samples = event["sec"]
-        if not isinstance(samples, list) or (samples and (not set(map(type, samples)) <= _NUMBERS or min(samples) < 0)):
+        if samples and (not set(map(type, samples)) <= _NUMBERS or min(samples) < 0):
             raise MalformedEvent(f"{event_type}.sec is not a list of non-negative numbers")
-        if event_type == "collective" and not (type(event["bytes"]) is int and event["bytes"] > 0):
+        if event_type == "collective" and event["bytes"] <= 0:
             raise MalformedEvent("collective.bytes is not a positive integer")
-    if event_type == "samples":
-        if event["phase"] not in PHASES:
-            raise MalformedEvent(f"unknown phase {event['phase']!r}")
+    if event_type == "samples" and event["phase"] not in PHASES:
+        raise MalformedEvent(f"unknown phase {event['phase']!r}")
     return event
 
 
@@ -201,6 +248,11 @@ class EventFileReader:
     def _decode_lines(self, lines: list[bytes]) -> list[dict[str, Any]]:
         lines = [line for line in lines if line.strip()]
         parsed = decode_many(lines)
+        if parsed is not None:
+            try:
+                return [validate(event) for event in parsed]  # the usual case: every line is an event
+            except MalformedEvent:
+                pass  # go one by one, to keep the good ones and count the others
         events = []
         for index, line in enumerate(lines):
             try:

@@ -9,6 +9,17 @@ from hypothesis import strategies as st
 from ddptop import wire
 
 
+@pytest.fixture(autouse=True, scope="module", params=["fast parser", "standard parser"])
+def parser(request):
+    """Every test here runs with the parser ddptop uses when orjson is installed, and without it."""
+    chosen = wire.loads if request.param == "fast parser" else wire._stdlib_loads
+    if request.param == "fast parser" and wire._orjson is None:
+        pytest.skip("orjson is not installed")
+    saved, wire.loads = wire.loads, chosen
+    yield request.param
+    wire.loads = saved
+
+
 def test_round_trip_of_every_event_type(tmp_path):
     path = str(tmp_path / "rank-0.jsonl")
     writer = wire.EventWriter(path, rank=0)
@@ -74,7 +85,12 @@ def test_read_rest_takes_an_unterminated_last_event(tmp_path):
         (b'{"v":1,"type":"samples","t":0,"rank":0,"config_id":"c","phase":"measure","first_iter":0,"sec":[NaN]}',
          "NaN is not JSON"),
         (b'{"v":1,"type":"bye","t":0,"rank":0},{"v":1,"type":"bye","t":0,"rank":0}', "not JSON"),  # two on a line
-        (b'{"v":1,"type":"bye","t":0,"rank":true}', "rank is not an integer"),
+        (b'{"v":1,"type":"bye","t":0,"rank":true}', "bye.rank is not an integer"),
+        (b'{"v":1,"type":[],"t":0,"rank":0}', "unknown event type"),
+        (b'{"v":1,"type":"bye","t":"noon","rank":0}', "bye.t is not a number or an integer"),
+        (b'{"v":1,"type":"config_start","t":0,"rank":0,"config_id":["a"]}', "config_start.config_id is not a string"),
+        (b'{"v":1,"type":"config_start","t":0,"rank":0,"config_id":"c","iters":"many"}', "iters is not an integer or null"),
+        (b'{"v":1,"type":"hello","t":0,"rank":0,"world_size":2,"host":"h","pid":"1","device":"cpu"}', "hello.pid"),
     ],
 )
 def test_malformed_lines_are_skipped_and_counted(tmp_path, line, reason):
@@ -146,3 +162,48 @@ def test_summary_loader_survives_deep_nesting(tmp_path):
     path.write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(SummaryError, match="not a readable JSON summary"):
         load_summary(str(path))
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-2, 2**40) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+    max_leaves=6,
+)
+FIELD_NAMES = sorted({name for fields in wire.EVENT_FIELDS.values() for name, _, _ in fields})
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    st.sampled_from(sorted(wire.EVENT_FIELDS)),
+    st.dictionaries(st.sampled_from(FIELD_NAMES), JSON_VALUES, max_size=8),
+    st.sampled_from(["resnet18/ddp/bs4/n1/gloo", None]),
+)
+def test_a_session_survives_any_event_the_reader_lets_through(tmp_path_factory, event_type, fields, config_id):
+    """Lines of the right shape with values of any JSON type: each is refused by the reader (MalformedEvent)
+    or applied by the session without an error."""
+    from ddptop import rundir
+    from ddptop.plan import PlanOptions, build_plan
+    from ddptop.session import Session
+    from ddptop.telemetry.inventory import Inventory
+
+    event = {"v": 1, "type": event_type, "t": 1.0, "rank": 0, **fields}
+    if config_id is not None and "config_id" not in fields:
+        event["config_id"] = config_id
+    try:
+        line = json.dumps(event).encode()
+    except ValueError:
+        return
+    run_dir = str(tmp_path_factory.mktemp("session") / "run")
+    plan = build_plan(PlanOptions(models=["resnet18"], world_sizes=[1], batch_sizes=[4], baseline=False),
+                      Inventory(problem="test"), cpu_count=2)
+    session = Session.create(plan, rundir.create_run_dir(run_dir, "fuzz"))
+    events_dir = os.path.join(rundir.launch_dir(run_dir, 1, "n1-gloo", 0), "events")
+    with open(os.path.join(events_dir, "rank-0.jsonl"), "wb") as handle:
+        handle.write(line + b"\n")
+    session.refresh()
+    session.refresh(final=True)
+    for state in session.ordered_states():
+        state.summary()
+        state.progress()
+    session.close()
