@@ -48,14 +48,29 @@ class ConfigState:
     launch: str | None = None
     revision: int = 0  # bumped on every change, for cached summaries
     _summary_cache: tuple[int, Any] | None = field(default=None, repr=False, compare=False)
+    # sorted views of ``samples`` for percentiles, caught up at a look rather than at every event
     _pooled: stats.SampleSet = field(default_factory=stats.SampleSet, repr=False, compare=False)
     _by_rank: dict[int, stats.SampleSet] = field(default_factory=dict, repr=False, compare=False)
 
     def add_samples(self, rank: int, seconds: list[float]) -> None:
-        """Measured step times of one rank, in the order it ran them."""
-        self.samples.setdefault(rank, []).extend(seconds)
-        self._by_rank.setdefault(rank, stats.SampleSet()).extend(seconds)
-        self._pooled.extend(seconds)
+        """Measured step times of one rank, in the order it ran them (ingest: one list append)."""
+        known = self.samples.get(rank)
+        if known is None:
+            self.samples[rank] = list(seconds)
+        else:
+            known += seconds
+
+    def _catch_up(self) -> None:
+        """Bring the sorted views up to ``samples``: each rank's new steps sorted once, then merged into
+        that rank's view and into the pooled one."""
+        for rank, values in self.samples.items():
+            view = self._by_rank.get(rank)
+            if view is None:
+                view = self._by_rank[rank] = stats.SampleSet()
+            if len(view) < len(values):
+                new = sorted(values[len(view):])
+                view.extend_sorted(new)
+                self._pooled.extend_sorted(new)
 
     def sample_count(self) -> int:
         return sum(len(s) for s in self.samples.values())
@@ -94,6 +109,7 @@ class ConfigState:
         return result
 
     def _compute_summary(self, exact: bool) -> dict[str, Any] | None:
+        self._catch_up()
         if not self._pooled.n:
             return None
         result = stats.sample_summary(self._pooled, self.spec.batch_size, self.spec.world_size, exact=exact)

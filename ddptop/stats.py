@@ -15,6 +15,7 @@ Definitions (also in README "Measurement semantics"):
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -41,53 +42,71 @@ class SampleSet:
     """Step times arriving in batches, kept sorted and with running moments for cheap repeated summaries.
 
     A live view asks for percentiles several times a second while samples stream in: sorting everything
-    each time is O(n log n) per look. Here new values wait in a batch; a look sorts the batch alone and
-    appends it, and Timsort merges the two sorted runs in linear time. Mean and variance are combined per
-    batch (Chan, Golub and LeVeque), so they cost nothing at a look.
+    each time is O(n log n) per look. Here new values wait until a look; then each batch is sorted alone
+    and Timsort merges the sorted runs in linear time. Mean and variance are combined per batch (Chan,
+    Golub and LeVeque) from exactly rounded sums (``math.fsum``), at the same moment.
     """
 
     def __init__(self, values: Sequence[float] = ()) -> None:
         self._ordered: list[float] = []
-        self._pending: list[float] = []
-        self.n = 0
-        self.mean = 0.0
+        self._pending: list[list[float]] = [list(values)] if len(values) else []
+        self._mean = 0.0
         self._m2 = 0.0  # sum of squared deviations from the mean
-        self.extend(values)
 
     def __len__(self) -> int:
-        return self.n
+        return len(self._ordered) + sum(len(batch) for batch in self._pending)
+
+    @property
+    def n(self) -> int:
+        return len(self)
 
     def extend(self, values: Sequence[float]) -> None:
-        k = len(values)
-        if not k:
+        if len(values):
+            self._pending.append(list(values))
+
+    def extend_sorted(self, values: list[float]) -> None:
+        """Add values already in ascending order (not copied: the caller must not change them)."""
+        if values:
+            self._pending.append(values)
+
+    def _absorb(self) -> None:
+        if not self._pending:
             return
-        batch_mean = sum(values) / k
-        batch_m2 = sum((v - batch_mean) ** 2 for v in values)
-        delta = batch_mean - self.mean
-        total = self.n + k
-        self.mean += delta * k / total
-        self._m2 += batch_m2 + delta * delta * self.n * k / total
-        self.n = total
-        self._pending.extend(values)
+        seen = len(self._ordered)
+        for batch in self._pending:
+            k = len(batch)
+            batch_mean = math.fsum(batch) / k
+            batch_m2 = max(0.0, math.fsum(map(operator.mul, batch, batch)) - k * batch_mean * batch_mean)
+            delta = batch_mean - self._mean
+            total = seen + k
+            self._mean += delta * k / total
+            self._m2 += batch_m2 + delta * delta * seen * k / total
+            seen = total
+            batch.sort()  # sorted input stays as it is: one pass to see it
+            self._ordered += batch
+        self._ordered.sort()  # ascending runs: merged in linear time per run
+        self._pending = []
 
     def ordered(self) -> list[float]:
         """Every value, ascending (the list is the set's own: do not change it)."""
-        if self._pending:
-            self._pending.sort()
-            self._ordered += self._pending
-            self._ordered.sort()  # two ascending runs: one linear merge
-            self._pending = []
+        self._absorb()
         return self._ordered
 
+    @property
+    def mean(self) -> float:
+        self._absorb()
+        return self._mean
+
     def std(self) -> float:
-        return math.sqrt(self._m2 / (self.n - 1)) if self.n > 1 else 0.0
+        self._absorb()
+        return math.sqrt(self._m2 / (len(self._ordered) - 1)) if len(self._ordered) > 1 else 0.0
 
     def exact_moments(self) -> tuple[float, float]:
         """Mean and standard deviation by two passes over the sorted values: the same bits whatever order
         the batches came in (a report rebuilt from the files equals the one saved live). O(n)."""
         ordered = self.ordered()
-        mean = sum(ordered) / self.n
-        variance = sum((v - mean) ** 2 for v in ordered) / (self.n - 1) if self.n > 1 else 0.0
+        mean = sum(ordered) / len(ordered)
+        variance = sum((v - mean) ** 2 for v in ordered) / (len(ordered) - 1) if len(ordered) > 1 else 0.0
         return mean, math.sqrt(variance)
 
     def median(self) -> float:
