@@ -5,7 +5,7 @@ steps each, as ranks flush them, plus hello/config_start), then a fresh Session 
 (one refresh over every file) and asks for the configuration's percentiles, as a frame does. Reported: events per second and
 steps per second of that refresh (best of --repeat fresh sessions, each reading the same files).
 
-    python benchmarks/ingest.py [--events 200000] [--steps-per-event 10]
+    python benchmarks/ingest.py [--events 200000] [--steps-per-event 1 10]
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks.common import add_json_option, row, write_rows  # noqa: E402
 from ddptop import rundir  # noqa: E402
 from ddptop.plan import PlanOptions, build_plan  # noqa: E402
 from ddptop.session import Session  # noqa: E402
@@ -55,17 +56,22 @@ def measure(events: int, steps: int, repeat: int) -> dict[str, float]:
         Session.create(plan, run_dir).close()
         total = write_events(run_dir, config_id, events, steps)
         files = rundir.event_files(run_dir)
-        line_by_line, batched = float("inf"), float("inf")
-        for _ in range(repeat):  # the parsing alone, both ways, side by side
+        parse = {"line by line, json": float("inf"), "batched, json": float("inf"), "batched, fast": float("inf")}
+        for _ in range(repeat):  # the parsing and checking alone, three ways, side by side
             start = time.perf_counter()
             for path in files:
                 with open(path, "rb") as handle:
                     [wire.decode(line) for line in handle.read().split(b"\n") if line]
-            line_by_line = min(line_by_line, time.perf_counter() - start)
-            start = time.perf_counter()
-            for path in files:
-                wire.EventFileReader(path).read_new()
-            batched = min(batched, time.perf_counter() - start)
+            parse["line by line, json"] = min(parse["line by line, json"], time.perf_counter() - start)
+            for name, loads in (("batched, json", wire._stdlib_loads), ("batched, fast", wire.loads)):
+                chosen, wire.loads = wire.loads, loads
+                try:
+                    start = time.perf_counter()
+                    for path in files:
+                        wire.EventFileReader(path).read_new()
+                    parse[name] = min(parse[name], time.perf_counter() - start)
+                finally:
+                    wire.loads = chosen
         for _ in range(repeat):
             start = time.perf_counter()
             session = Session.load(run_dir)  # one refresh: reads and applies every file from the start
@@ -74,21 +80,29 @@ def measure(events: int, steps: int, repeat: int) -> dict[str, float]:
             applied = session.events_applied - 1  # less the runner's own hello
             assert applied == total and summary is not None and summary["n"] == (events // RANKS) * RANKS * steps
     return {"events": total, "seconds": best, "events_per_s": total / best, "steps_per_s": total * steps / best,
-            "parse_line_by_line_s": line_by_line, "parse_batched_s": batched}
+            "parse_s": parse, "fast_parser": wire._orjson is not None}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=200_000)
-    parser.add_argument("--steps-per-event", type=int, default=10)
+    parser.add_argument("--steps-per-event", type=int, nargs="+", default=[1, 10])
     parser.add_argument("--repeat", type=int, default=3)
+    add_json_option(parser)
     args = parser.parse_args()
-    result = measure(args.events, args.steps_per_event, args.repeat)
-    print(f"ingest: {result['events']:,} events from {RANKS} rank files in {result['seconds']:.2f} s = "
-          f"{result['events_per_s']:,.0f} events/s ({result['steps_per_s']:,.0f} steps/s)")
-    print(f"  parsing alone: one json.loads per line {result['parse_line_by_line_s']:.2f} s, the reader's batched "
-          f"parse {result['parse_batched_s']:.2f} s "
-          f"({result['parse_line_by_line_s'] / result['parse_batched_s']:.2f}x faster)")
+    rows = []
+    for steps in args.steps_per_event:
+        result = measure(args.events, steps, args.repeat)
+        print(f"ingest, {steps} step(s) per event: {result['events']:,} events from {RANKS} rank files in "
+              f"{result['seconds']:.2f} s = {result['events_per_s']:,.0f} events/s ({result['steps_per_s']:,.0f} steps/s)")
+        base = result["parse_s"]["line by line, json"]
+        print("  parsing and checking alone: " + ", ".join(
+            f"{name} {seconds:.2f} s ({base / seconds:.2f}x)" for name, seconds in result["parse_s"].items()))
+        if not result["fast_parser"]:
+            print("  (orjson is not installed: 'fast' is json here)")
+        rows.append(row(f"ingest, {steps} step(s) per event", f"{result['events_per_s']:,.0f} events/s",
+                        ">= 200,000 events/s", result["events_per_s"] >= 200_000))
+    write_rows(args.json, rows)
 
 
 if __name__ == "__main__":
