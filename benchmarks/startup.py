@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import pty
-import select
 import signal
 import statistics
 import subprocess
@@ -21,7 +19,9 @@ import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.common import REPO, PtyProgram, add_json_option, ddptop_env, row, write_rows  # noqa: E402
 
 
 def help_seconds() -> float:
@@ -37,41 +37,17 @@ def torch_loaded(pid: int) -> bool:
 
 def first_frame(out: str, timeout: float = 30.0) -> tuple[float, bool]:
     """Seconds until the status line is drawn, and whether the TUI process had torch loaded then."""
-    master, slave = pty.openpty()
-    env = dict(os.environ, PYTHONPATH=REPO, TERM="xterm-256color", COLUMNS="160", LINES="50",
-               DDPTOP_FAKE_NVML="dgx1")
-    start = time.perf_counter()
-    process = subprocess.Popen(
+    screen = PtyProgram(
         [sys.executable, "-m", "ddptop", "run", "--out", out, "--models", "resnet18", "--image-size", "32",
          "--num-classes", "10", "--batch-sizes", "4", "--iters", "2", "--warmup", "1"],
-        cwd=REPO, env=env, stdin=slave, stdout=slave, stderr=slave, start_new_session=True,
+        ddptop_env(DDPTOP_FAKE_NVML="dgx1"),
     )
-    os.close(slave)
-    seen = b""
-    shown = None
     try:
-        while time.perf_counter() - start < timeout:
-            ready, _, _ = select.select([master], [], [], 0.05)
-            if ready:
-                try:
-                    seen += os.read(master, 65536)
-                except OSError:
-                    break
-                if b"configurations" in seen:
-                    shown = time.perf_counter() - start
-                    break
-        if shown is None:
-            raise SystemExit(f"no frame within {timeout:g} s; the screen said: {seen[-500:]!r}")
-        loaded = torch_loaded(process.pid)
+        shown = screen.wait_for(b"configurations", timeout)
+        loaded = torch_loaded(screen.process.pid)
     finally:
-        os.killpg(process.pid, signal.SIGTERM)  # the TUI stops its ranks and saves, as on a dropped SSH link
-        try:
-            while select.select([master], [], [], 0.5)[0] and os.read(master, 65536):
-                pass  # keep draining so that the app can finish writing and exit
-        except OSError:
-            pass
-        process.wait(timeout=60)
-        os.close(master)
+        os.killpg(screen.process.pid, signal.SIGTERM)  # the TUI stops its ranks and saves, as on a dropped link
+        screen.close()
     return shown, loaded
 
 
@@ -90,11 +66,19 @@ def measure(repeat: int) -> dict[str, float | bool]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=5)
+    add_json_option(parser)
     args = parser.parse_args()
     result = measure(args.repeat)
     print(f"ddptop --help: {result['help_s']:.2f} s (median of {args.repeat})")
     print(f"first frame of the live view in a pty: {result['first_frame_s']:.2f} s median, "
           f"{result['first_frame_max_s']:.2f} s max; torch loaded in the TUI process: {result['torch_in_tui']}")
+    write_rows(args.json, [
+        row("ddptop --help", f"{result['help_s']:.2f} s", "<= 0.3 s", result["help_s"] <= 0.3),
+        row("first frame of the live view in a pty", f"{result['first_frame_s']:.2f} s "
+            f"(max {result['first_frame_max_s']:.2f} s)", "<= 1 s", result["first_frame_s"] <= 1.0),
+        row("torch loaded in the TUI process", "yes" if result["torch_in_tui"] else "no", "no",
+            not result["torch_in_tui"]),
+    ])
     if result["torch_in_tui"]:
         sys.exit("the TUI process loaded torch")
 

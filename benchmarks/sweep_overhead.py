@@ -20,7 +20,9 @@ import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from benchmarks.common import REPO, add_json_option, row, write_rows  # noqa: E402
 
 
 def sweep(out: str, args: list[str]) -> dict:
@@ -48,6 +50,7 @@ def sweep(out: str, args: list[str]) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_json_option(parser)
     parser.add_argument("--extra-args", nargs=argparse.REMAINDER, default=[])
     args = parser.parse_args()
     cases = {
@@ -55,22 +58,22 @@ def main() -> None:
         "no analysis": ["--comm-iters", "0", "--no-collectives"],
         "3 batch sizes": ["--batch-sizes", "8,16,32"],
     }
-    rows = {}
+    results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for index, (name, extra) in enumerate(cases.items()):
-            rows[name] = sweep(os.path.join(tmp, f"run{index}"), extra + args.extra_args)
+            results[name] = sweep(os.path.join(tmp, f"run{index}"), extra + args.extra_args)
     print(f"{'case':16s} {'configs':>7s} {'launches':>8s} {'wall s':>8s} {'steps s':>8s} {'analysis s':>10s} "
           f"{'setup':>6s}")
-    for name, row in rows.items():
+    for name, result in results.items():
         print(
-            f"{name:16s} {row['configs']:7d} {row['launches']:8d} {row['process_wall_s']:8.1f} "
-            f"{row['iterations_s']:8.1f} {row['analysis_s']:10.1f} {100 * row['setup']:5.0f}%"
+            f"{name:16s} {result['configs']:7d} {result['launches']:8d} {result['process_wall_s']:8.1f} "
+            f"{result['iterations_s']:8.1f} {result['analysis_s']:10.1f} {100 * result['setup']:5.0f}%"
         )
 
-    def setup_seconds(row: dict) -> float:
-        return row["sweep_wall_s"] - row["iterations_s"] - row["analysis_s"]
+    def setup_seconds(result: dict) -> float:
+        return result["sweep_wall_s"] - result["iterations_s"] - result["analysis_s"]
 
-    base, bare, more = rows["default plan"], rows["no analysis"], rows["3 batch sizes"]
+    base, bare, more = results["default plan"], results["no analysis"], results["3 batch sizes"]
     print(f"analysis: the default plan takes {base['process_wall_s'] / bare['process_wall_s']:.2f}x the wall time "
           f"of the same plan without it")
     print(
@@ -78,6 +81,14 @@ def main() -> None:
         f"{more['process_wall_s'] / base['process_wall_s']:.2f}x the wall time; setup seconds "
         f"{setup_seconds(more) / setup_seconds(base):.2f}x"
     )
+    write_rows(args.json, [
+        row("sweep overhead: default plan, share of wall time outside steps and analysis",
+            f"{100 * base['setup']:.0f}% of {base['process_wall_s']:.0f} s"),
+        row("sweep overhead: 3x the configurations (still one launch per world size)",
+            f"{setup_seconds(more) / setup_seconds(base):.2f}x the setup seconds"),
+        row("analysis phases: default plan vs the same without them",
+            f"{base['process_wall_s'] / bare['process_wall_s']:.2f}x the wall time"),
+    ])
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pynvml  # noqa: E402
 
+from benchmarks.common import add_json_option, row, write_rows  # noqa: E402
 from ddptop.telemetry.fake_nvml import FakeNvml  # noqa: E402
 from ddptop.telemetry.gpu import GpuSampler  # noqa: E402
 from ddptop.telemetry.host import RankProcess  # noqa: E402
@@ -66,6 +67,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ticks", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=5)
+    add_json_option(parser)
     args = parser.parse_args()
 
     sleepers = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"]) for _ in range(4)]
@@ -97,6 +99,11 @@ def main() -> None:
         ms = 1000 * median[key]
         print(f"{key:<10}{ms:>12.2f}{100 * median[key]:>19.2f}%{median[key] / median['bare']:>8.2f}x")
     print(f"timeline: {size:.0f} bytes per tick ({size * 3600 / 1e6:.1f} MB per hour at 1 s)")
+    write_rows(args.json, [
+        row("telemetry tick, 8 fake GPUs + host + 4 ranks", f"{1000 * median['monitor']:.2f} ms CPU = "
+            f"{100 * median['monitor']:.2f}% of a core at 1 s; sampler {median['sampler'] / median['bare']:.2f}x "
+            "the bare NVML calls"),
+    ])
 
 
 if __name__ == "__main__":

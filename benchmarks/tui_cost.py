@@ -7,7 +7,7 @@ cost of writing escape codes to one is not included). Reported:
   view CPU     CPU seconds per wall second of the process, minus the writer thread's own CPU
   delay        per flush: first frame whose session holds that flush's steps, minus the write time
 
-    python benchmarks/tui_cost.py [--seconds 20] [--rate 1000] [--fps 4]
+    python benchmarks/tui_cost.py [--rounds 3] [--seconds 10] [--rate 1000] [--fps 4]
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from benchmarks.common import add_json_option, row, write_rows  # noqa: E402
 from ddptop import rundir  # noqa: E402
 from ddptop.plan import PlanOptions, build_plan  # noqa: E402
 from ddptop.session import Session  # noqa: E402
@@ -85,9 +86,13 @@ async def measure(args: argparse.Namespace, run_dir: str) -> dict[str, float]:
         monitor.start()
         ranks.start()
         await pilot.pause(2.0)  # warm up: first layouts, first telemetry
-        cpu0, wall0, writer0 = time.process_time(), time.monotonic(), ranks.cpu_s
-        await pilot.pause(args.seconds)
-        cpu, wall, writer_cpu = time.process_time() - cpu0, time.monotonic() - wall0, ranks.cpu_s - writer0
+        shares, writer_shares = [], []
+        for _ in range(args.rounds):
+            cpu0, wall0, writer0 = time.process_time(), time.monotonic(), ranks.cpu_s
+            await pilot.pause(args.seconds)
+            cpu, wall, writer_cpu = time.process_time() - cpu0, time.monotonic() - wall0, ranks.cpu_s - writer0
+            shares.append((cpu - writer_cpu) / wall)
+            writer_shares.append(writer_cpu / wall)
         stop.set()
         ranks.join()
         monitor.stop()
@@ -98,8 +103,10 @@ async def measure(args: argparse.Namespace, run_dir: str) -> dict[str, float]:
             delays.append(shown - written_t)
     delays.sort()
     return {
-        "view_cpu": (cpu - writer_cpu) / wall,
-        "writer_cpu": writer_cpu / wall,
+        "view_cpu": statistics.median(shares),
+        "view_cpu_low": min(shares),
+        "view_cpu_high": max(shares),
+        "writer_cpu": statistics.median(writer_shares),
         "steps_per_s": ranks.written[-1][1] / (ranks.written[-1][0] - ranks.written[0][0]),
         "delay_p50": statistics.median(delays),
         "delay_p95": delays[int(0.95 * (len(delays) - 1))],
@@ -110,16 +117,28 @@ async def measure(args: argparse.Namespace, run_dir: str) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of one measured round")
+    parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rate", type=float, default=1000.0, help="steps per second, both ranks together")
     parser.add_argument("--fps", type=float, default=4.0)
+    add_json_option(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         result = asyncio.run(measure(args, rundir.create_run_dir(os.path.join(tmp, "run"), "bench")))
-    print(f"TUI at {args.fps:g} fps, 8 fake GPUs, {result['steps_per_s']:.0f} steps/s streamed, {args.seconds:g} s")
-    print(f"  view CPU: {100 * result['view_cpu']:.1f}% of one core (writer thread {100 * result['writer_cpu']:.1f}%, excluded)")
+    print(f"TUI at {args.fps:g} fps, 8 fake GPUs, {result['steps_per_s']:.0f} steps/s streamed, "
+          f"{args.rounds} rounds of {args.seconds:g} s")
+    print(f"  view CPU: {100 * result['view_cpu']:.1f}% of one core, median (rounds "
+          f"{100 * result['view_cpu_low']:.1f}–{100 * result['view_cpu_high']:.1f}%; writer thread "
+          f"{100 * result['writer_cpu']:.1f}%, excluded)")
     print(f"  write-to-screen delay: p50 {1000 * result['delay_p50']:.0f} ms, p95 {1000 * result['delay_p95']:.0f} ms, "
           f"max {1000 * result['delay_max']:.0f} ms over {result['frames']} frames")
+    write_rows(args.json, [
+        row(f"TUI CPU, 8 fake GPUs, {result['steps_per_s']:.0f} steps/s streamed, {args.fps:g} fps",
+            f"{100 * result['view_cpu']:.1f}% of a core", "< 5%", result["view_cpu"] < 0.05),
+        row("delay from a step written to a frame that has it",
+            f"p50 {1000 * result['delay_p50']:.0f} ms, p95 {1000 * result['delay_p95']:.0f} ms, "
+            f"max {1000 * result['delay_max']:.0f} ms", "<= 250 ms (p95)", result["delay_p95"] <= 0.25),
+    ])
 
 
 if __name__ == "__main__":
