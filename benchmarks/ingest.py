@@ -63,15 +63,15 @@ def measure(events: int, steps: int, repeat: int) -> dict[str, float]:
                 with open(path, "rb") as handle:
                     [wire.decode(line) for line in handle.read().split(b"\n") if line]
             parse["line by line, json"] = min(parse["line by line, json"], time.perf_counter() - start)
-            for name, loads in (("batched, json", wire._stdlib_loads), ("batched, fast", wire.loads)):
-                chosen, wire.loads = wire.loads, loads
+            for name, loads in (("batched, json", wire._stdlib_loads), ("batched, fast", wire.batch_loads)):
+                chosen, wire.batch_loads = wire.batch_loads, loads
                 try:
                     start = time.perf_counter()
                     for path in files:
                         wire.EventFileReader(path).read_new()
                     parse[name] = min(parse[name], time.perf_counter() - start)
                 finally:
-                    wire.loads = chosen
+                    wire.batch_loads = chosen
         for _ in range(repeat):
             start = time.perf_counter()
             session = Session.load(run_dir)  # one refresh: reads and applies every file from the start
@@ -80,7 +80,7 @@ def measure(events: int, steps: int, repeat: int) -> dict[str, float]:
             applied = session.events_applied - 1  # less the runner's own hello
             assert applied == total and summary is not None and summary["n"] == (events // RANKS) * RANKS * steps
     return {"events": total, "seconds": best, "events_per_s": total / best, "steps_per_s": total * steps / best,
-            "parse_s": parse, "fast_parser": wire._orjson is not None}
+            "parse_s": parse, "fast_parser": wire.fast_loads() is not None}
 
 
 def main() -> None:

@@ -12,12 +12,12 @@ from ddptop import wire
 @pytest.fixture(autouse=True, scope="module", params=["fast parser", "standard parser"])
 def parser(request):
     """Every test here runs with the parser ddptop uses when orjson is installed, and without it."""
-    chosen = wire.loads if request.param == "fast parser" else wire._stdlib_loads
-    if request.param == "fast parser" and wire._orjson is None:
+    chosen = wire.fast_loads() if request.param == "fast parser" else wire._stdlib_loads
+    if chosen is None:
         pytest.skip("orjson is not installed")
-    saved, wire.loads = wire.loads, chosen
+    saved, wire.batch_loads = wire.batch_loads, chosen
     yield request.param
-    wire.loads = saved
+    wire.batch_loads = saved
 
 
 def test_round_trip_of_every_event_type(tmp_path):
