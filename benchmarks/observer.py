@@ -62,7 +62,7 @@ class Case:
 
     def run(self, mode: str, out: str) -> tuple[list[float], float | None]:
         """The run's step times, pooled over ranks, and the ddptop process's own CPU share (None for the
-        reference): CPU seconds of that process alone, not its children, per wall second it ran."""
+        reference): CPU seconds of that process alone, not its children, per wall second of the steps."""
         if mode == "reference":
             return self.reference(out), None
         argv = self.ddptop_args(out)
@@ -86,7 +86,7 @@ class Case:
 
     def reference(self, out: str) -> list[float]:
         a = self.args
-        result = os.path.join(out + ".json")
+        result = out + ".json"
         done = subprocess.run(
             [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
              str(a.world_size), os.path.join(REPO, "benchmarks", "reference_ddp.py"), "--model", a.model,

@@ -25,35 +25,30 @@ _NUMBERS = frozenset((int, float))  # bool is not one: type(True) is bool
 _INT, _STR, _LIST, _DICT = frozenset((int,)), frozenset((str,)), frozenset((list,)), frozenset((dict,))
 _NONE = frozenset((type(None),))
 _COMMON = (("t", _NUMBERS, True), ("rank", _INT, True))
+_ANY_CONFIG = (("config_id", _STR | _NONE, False),)  # any event may name its configuration; it is looked up
 # Per event type beyond v/type: (field, the JSON types it may hold or None for any, required). Readers
 # reject a line without a required field, or with a field the reader acts on of another type: nothing
 # downstream should meet a list where it compares a time or looks a configuration up.
 EVENT_FIELDS: dict[str, tuple[tuple[str, frozenset | None, bool], ...]] = {
     "hello": _COMMON + (("world_size", _INT, True), ("host", _STR, True), ("pid", _INT, True),
-                        ("device", _STR, True)),
+                        ("device", _STR, True)) + _ANY_CONFIG,
     "config_start": _COMMON + (("config_id", _STR, True), ("warmup", _INT | _NONE, False),
                                ("iters", _INT | _NONE, False), ("time_budget", _NUMBERS | _NONE, False)),
     "samples": _COMMON + (("config_id", _STR, True), ("phase", _STR, True), ("first_iter", _INT, True),
                           ("sec", _LIST, True), ("of", _INT | _NONE, False)),
     "config_end": _COMMON + (("config_id", _STR, True), ("status", _STR, True)),
     "error": _COMMON + (("error_type", None, True), ("message", None, True), ("traceback", None, True),
-                        ("oom", None, True), ("config_id", _STR | _NONE, False)),
-    "bye": _COMMON,
+                        ("oom", None, True)) + _ANY_CONFIG,
+    "bye": _COMMON + _ANY_CONFIG,
     # the analysis phases of a DDP configuration: DDP's own averages and the comm hook's bucket timings
     "comm": _COMMON + (("config_id", _STR, True),),
     # one collective benchmark result (bench_kernels.collectives): op, size, placement, per-op seconds
     "collective": _COMMON + (("op", _STR, True), ("bytes", _INT, True), ("inplace", None, True),
-                             ("sec", _LIST, True)),
+                             ("sec", _LIST, True)) + _ANY_CONFIG,
     # ddptop's own records in runner.jsonl (rank -1): launches started/ended, configurations it ended
-    "mark": _COMMON + (("data", _DICT, True),),
+    "mark": _COMMON + (("data", _DICT, True),) + _ANY_CONFIG,
     # ddptop's telemetry timeline (telemetry.jsonl, rank -1): one record per sampler tick
-    "telemetry": _COMMON + (("gpus", None, True), ("host", None, True), ("ranks", None, True)),
-}
-# Any event may name its configuration, and the session looks that name up: a string, or null.
-EVENT_FIELDS = {
-    event_type: fields if any(name == "config_id" for name, _, _ in fields)
-    else fields + (("config_id", _STR | _NONE, False),)
-    for event_type, fields in EVENT_FIELDS.items()
+    "telemetry": _COMMON + (("gpus", None, True), ("host", None, True), ("ranks", None, True)) + _ANY_CONFIG,
 }
 # Fields each event type must carry beyond v/type/t/rank.
 REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
