@@ -15,12 +15,9 @@ from typing import Any, NoReturn
 
 from ddptop import __version__
 
-EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT, EXIT_INTERRUPTED = 0, 1, 2, 130
+from ddptop.errors import EXIT_INTERRUPTED, EXIT_OK, DdptopError, UsageError
+
 COMMANDS = ("run", "watch", "view", "report", "diff", "plot", "gpus", "topo", "kernels")
-
-
-class UsageError(Exception):
-    """Bad input from the user: printed as one line, exit code 2."""
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -425,11 +422,6 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv.insert(0, "run")
-    from ddptop.cluster import ClusterError
-    from ddptop.plan import PlanError
-    from ddptop.report.summary import SummaryError
-    from ddptop.rundir import RunDirError
-
     try:
         args = build_parser().parse_args(argv)
         if getattr(args, "fps", 1.0) <= 0:  # run, watch and view draw frames
@@ -439,9 +431,9 @@ def main(argv: list[str] | None = None) -> int:
                     "topo": cmd_topo, "kernels": cmd_kernels}
         handler = handlers[args.command]
         return handler(args)
-    except (UsageError, PlanError, RunDirError, SummaryError, ClusterError) as exc:
+    except DdptopError as exc:
         print(f"ddptop: error: {exc}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return exc.exit_code
     except KeyboardInterrupt:
         print("ddptop: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -14,11 +14,13 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 
+from ddptop.errors import DdptopError
+
 DEFAULT_PORT = 29400
 DEFAULT_JOIN_TIMEOUT = 600.0
 
 
-class ClusterError(ValueError):
+class ClusterError(DdptopError):
     """Multi-node settings that cannot work; one line for the user."""
 
 

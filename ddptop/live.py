@@ -10,8 +10,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from ddptop.cli import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from ddptop.cluster import Cluster
+from ddptop.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from ddptop.plan import Plan
 from ddptop.report import summary as summary_mod
 from ddptop.session import FAILED, Session

@@ -19,6 +19,7 @@ from bench_kernels.catalog import check_model
 from bench_kernels.collectives import OPS as COLLECTIVE_OPS
 from bench_kernels.collectives import parse_size
 from bench_kernels.faults import FaultSpecError, parse_fault
+from ddptop.errors import DdptopError
 from ddptop.telemetry.inventory import Inventory
 
 SCALINGS = ("weak", "strong")
@@ -29,7 +30,7 @@ ON_FAILURE = ("continue", "stop")
 MODES = ("ddp", "no_ddp", "dp")  # dp: torch.nn.DataParallel, one process driving N devices
 
 
-class PlanError(ValueError):
+class PlanError(DdptopError):
     """An invalid plan; the message is one line for the user."""
 
 

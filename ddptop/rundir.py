@@ -25,12 +25,14 @@ import re
 import time
 from typing import Any
 
+from ddptop.errors import DdptopError
+
 PLAN_FILE = "plan.json"
 RUNNER_FILE = "runner.jsonl"
 LAUNCHES_DIR = "launches"
 
 
-class RunDirError(ValueError):
+class RunDirError(DdptopError):
     """A run directory that cannot be created or read; one line for the user."""
 
 

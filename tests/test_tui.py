@@ -12,7 +12,7 @@ import pytest
 from rich.console import Console
 from textual.widgets import DataTable
 
-from ddptop.cli import EXIT_INTERRUPTED, EXIT_OK
+from ddptop.errors import EXIT_INTERRUPTED, EXIT_OK
 from ddptop.live import LiveRun
 from ddptop.plan import PlanOptions, build_plan
 from ddptop.rundir import create_run_dir

@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from ddptop import analysis, rundir, stats
+from ddptop.errors import DdptopError
 from ddptop.report import communication
 from ddptop.report.plots import PLOTS_DIR
 from ddptop.session import FAILED, Session
@@ -28,7 +29,7 @@ SUMMARY_CSV = "summary.csv"
 TOPOLOGY_FILE = "topology.json"
 
 
-class SummaryError(ValueError):
+class SummaryError(DdptopError):
     """A summary that cannot be read; one line for the user."""
 
 
