@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from ddptop import __version__
 
-from ddptop.errors import EXIT_INTERRUPTED, EXIT_OK, DdptopError, UsageError
+from ddptop.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, DdptopError, UsageError
 
 COMMANDS = ("run", "watch", "view", "report", "diff", "plot", "gpus", "topo", "kernels")
 
