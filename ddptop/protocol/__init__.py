@@ -1,0 +1,5 @@
+"""What ddptop and its benchmark kernels share, standard library only.
+
+The kernels (``bench_kernels``) import nothing of ddptop but this package: the event format, the launch
+spec a rank is started with, the run directory's names and the vocabularies both sides write.
+"""
