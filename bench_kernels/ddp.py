@@ -36,7 +36,7 @@ from importlib import metadata
 from typing import Any
 
 from bench_kernels.faults import fire, parse_fault
-from ddptop.wire import EventWriter
+from ddptop.protocol.wire import EventWriter
 
 MAX_BUDGET_ITERS = 1_000_000
 

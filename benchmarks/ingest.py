@@ -23,8 +23,8 @@ from ddptop import rundir  # noqa: E402
 from ddptop.plan import PlanOptions, build_plan  # noqa: E402
 from ddptop.session import Session  # noqa: E402
 from ddptop.telemetry.inventory import Inventory  # noqa: E402
-from ddptop import wire  # noqa: E402
-from ddptop.wire import EventWriter  # noqa: E402
+from ddptop.protocol import wire  # noqa: E402
+from ddptop.protocol.wire import EventWriter  # noqa: E402
 
 RANKS = 8
 

@@ -31,7 +31,7 @@ from ddptop.telemetry.fake_nvml import FakeNvml  # noqa: E402
 from ddptop.telemetry.inventory import Inventory  # noqa: E402
 from ddptop.telemetry.monitor import TIMELINE_FILE, Monitor  # noqa: E402
 from ddptop.tui.app import DdptopApp  # noqa: E402
-from ddptop.wire import EventWriter  # noqa: E402
+from ddptop.protocol.wire import EventWriter  # noqa: E402
 
 
 class StreamingRanks(threading.Thread):

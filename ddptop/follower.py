@@ -19,7 +19,7 @@ from typing import Any, Callable
 from ddptop import rundir
 from ddptop.cluster import Cluster, ClusterError
 from ddptop.launcher import SPEC_FILE, NodePlacement, TorchrunLaunch, describe_exit
-from ddptop.wire import EventFileReader, EventWriter
+from ddptop.protocol.wire import EventFileReader, EventWriter
 
 END_GRACE = 10.0  # seconds a follower's agent gets to end by itself once the leader's launch has ended
 POLL = 0.2

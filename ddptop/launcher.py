@@ -151,7 +151,7 @@ class TorchrunLaunch:
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
-        # The workers import bench_kernels and ddptop.wire from this very checkout, installed or not, and a
+        # The workers import bench_kernels and ddptop.protocol from this very checkout, installed or not, and a
         # user's package.module:factory from where ddptop was started (they run in the launch directory).
         source_root = os.path.dirname(os.path.dirname(os.path.abspath(bench_kernels.__file__)))
         paths = [source_root, os.getcwd(), env.get("PYTHONPATH")]

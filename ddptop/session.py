@@ -3,8 +3,9 @@
 The session tails every rank's events file and ddptop's own ``runner.jsonl``; it never talks to a rank
 directly. So the same code follows a sweep this process runs, one another process is writing
 (``ddptop watch``), and one that ended or died long ago (``ddptop report``). Frontends call ``refresh()``
-at their frame rate and read ``snapshot()``; the sweep runner calls ``mark()`` for what only it knows (a
-launch died, a configuration was skipped or stopped), and that too is written to disk first.
+and read ``snapshot()``, a frozen copy taken under the lock (``ddptop.snapshot``), never the live state; the
+sweep runner calls ``mark()`` for what only it knows (a launch died, a configuration was skipped or stopped),
+and that too is written to disk first.
 """
 
 from __future__ import annotations
@@ -14,12 +15,14 @@ import os
 import threading
 import time
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from ddptop import rundir, stats
 from ddptop.plan import ConfigSpec, Plan
+from ddptop.snapshot import CHART_TAIL, ConfigSnapshot, LaunchSnapshot, SessionSnapshot, StepStats
 from ddptop.telemetry.host import RankProcess
-from ddptop.wire import EventFileReader, EventWriter
+from ddptop.protocol.wire import EventFileReader, EventWriter
 
 # pending: not started; running: config_start seen; ok/failed/oom: ended by the ranks;
 # skipped/stopped: ended by the user; not_run: the sweep ended before reaching it.
@@ -90,9 +93,6 @@ class ConfigState:
         ranks = range(self.spec.processes)
         done = min(self.warmup_seen.get(r, 0) + len(self.samples.get(r, ())) for r in ranks)
         return min(1.0, done / total)
-
-    def pooled(self) -> list[float]:
-        return [s for rank in sorted(self.samples) for s in self.samples[rank]]
 
     def summary(self, exact: bool = False) -> dict[str, Any] | None:
         """Percentiles (pooled over ranks) and per-rank medians; None until a sample exists.
@@ -310,6 +310,22 @@ class Session:
             self._runner_writer.close()
 
     # -- reading ----------------------------------------------------------------------------------------
+    def snapshot(self) -> SessionSnapshot:
+        """What views show, copied under the lock: they never iterate the live state."""
+        with self.lock:
+            return SessionSnapshot(
+                run_dir=self.run_dir,
+                plan_name=self.plan.name,
+                configs=tuple(_config_snapshot(state) for state in self.ordered_states()),
+                launches=tuple(LaunchSnapshot(r.name, r.ended_t is not None) for r in self.launches.values()),
+                ranks=tuple(self.rank_processes(local_only=False)),
+                started_t=self.started_t,
+                ended_t=self.ended_t,
+                last_event_t=self.last_event_t,
+                writer=MappingProxyType(dict(self.writer)) if self.writer is not None else None,
+                events_applied=self.events_applied,
+            )
+
     def ordered_states(self) -> list[ConfigState]:
         return [self.configs[c] for c in self.order]
 
@@ -344,6 +360,25 @@ class Session:
             if rank == 0:
                 return dict(hello.get("versions") or {})
         return {}
+
+
+def _config_snapshot(state: ConfigState) -> ConfigSnapshot:
+    spec = state.spec
+    summary = state.summary()  # cached per revision: a frame with no new steps costs nothing here
+    return ConfigSnapshot(
+        config_id=spec.config_id,
+        label=spec.label,
+        model=spec.model,
+        batch_size=spec.batch_size,
+        backend=spec.backend,
+        status=state.status,
+        reason=state.reason,
+        progress=state.progress(),
+        sample_count=state.sample_count(),
+        revision=state.revision,
+        stats=StepStats.from_summary(summary) if summary else None,
+        tails=MappingProxyType({rank: tuple(values[-CHART_TAIL:]) for rank, values in sorted(state.samples.items())}),
+    )
 
 
 def _caused(cause: str, reason: str | None) -> str:

@@ -19,7 +19,7 @@ from ddptop.follower import END_GRACE
 from ddptop.launcher import NodePlacement, TorchrunLaunch, describe_exit
 from ddptop.plan import Launch, Plan
 from ddptop.session import ENDED, FAILED, Session
-from ddptop.wire import EventFileReader
+from ddptop.protocol.wire import EventFileReader
 
 LOG_TAIL_LINES = 12
 

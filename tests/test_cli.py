@@ -11,7 +11,7 @@ from tests.conftest import REPO, ddptop
 def test_core_imports_neither_torch_nor_textual():
     code = (
         "import sys, ddptop.cli, ddptop.headless, ddptop.session, ddptop.sweep, ddptop.launcher, ddptop.plan, "
-        "ddptop.stats, ddptop.report.summary, ddptop.report.tables, ddptop.telemetry.inventory, ddptop.wire, "
+        "ddptop.stats, ddptop.report.summary, ddptop.report.tables, ddptop.telemetry.inventory, ddptop.protocol.wire, "
         "ddptop.telemetry.monitor, ddptop.telemetry.topology, ddptop.telemetry.snapshot, ddptop.telemetry.fake_nvml, "
         "ddptop.live, "
         "bench_kernels.catalog; "
@@ -23,7 +23,7 @@ def test_core_imports_neither_torch_nor_textual():
 
 def test_wire_is_standard_library_only():
     code = (
-        "import sys; before = set(sys.modules); import ddptop.wire; "
+        "import sys; before = set(sys.modules); import ddptop.protocol.wire; "
         "new = {m.split('.')[0] for m in set(sys.modules) - before}; "
         "assert new <= {'ddptop'} | set(sys.stdlib_module_names), new"
     )

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddptop import wire
+from ddptop.protocol import wire
 
 
 @pytest.fixture(autouse=True, scope="module", params=["fast parser", "standard parser"])
@@ -123,7 +123,7 @@ def test_reader_never_raises_on_arbitrary_bytes(tmp_path_factory, data):
 def test_every_example_in_the_format_document_is_a_valid_event():
     import re
 
-    from ddptop import wire
+    from ddptop.protocol import wire
 
     path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs", "wire-format.md")
     with open(path, encoding="utf-8") as handle:

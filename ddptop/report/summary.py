@@ -18,7 +18,7 @@ from ddptop.report.plots import PLOTS_DIR
 from ddptop.session import FAILED, Session
 from ddptop.telemetry import timeline
 from ddptop.telemetry.monitor import TIMELINE_FILE
-from ddptop.wire import EventFileReader
+from ddptop.protocol.wire import EventFileReader
 
 SCHEMA = "ddptop.summary"
 SCHEMA_VERSION = 1

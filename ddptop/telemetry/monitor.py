@@ -19,7 +19,7 @@ from ddptop.telemetry import nvml as nv
 from ddptop.telemetry.gpu import GpuReading, GpuSampler
 from ddptop.telemetry.host import HostSampler, RankProcess
 from ddptop.telemetry.inventory import filter_visible
-from ddptop.wire import EventWriter, make_event
+from ddptop.protocol.wire import EventWriter, make_event
 
 TIMELINE_FILE = "telemetry.jsonl"
 DEFAULT_INTERVAL = 1.0

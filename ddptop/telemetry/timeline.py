@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ddptop.wire import EventFileReader
+from ddptop.protocol.wire import EventFileReader
 
 
 def read_timeline(path: str) -> tuple[list[dict[str, Any]], int]:
