@@ -25,99 +25,11 @@ class OneLineParser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def _list_of(kind: type):
-    def parse(text: str) -> list[Any]:
-        items = [t.strip() for t in text.split(",") if t.strip()]
-        if not items:
-            raise argparse.ArgumentTypeError("empty list")
-        try:
-            return [kind(t) for t in items]
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of {kind.__name__}") from None
-
-    return parse
-
-
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--headless", action="store_true",
-                        help="no TUI: progress bars, then the tables (the default when stdout is not a terminal)")
-    parser.add_argument("--no-mouse", action="store_true", help="TUI: leave the mouse to the terminal")
-    what = parser.add_argument_group("what to run")
-    what.add_argument("--models", type=_list_of(str), help="torchvision names or package.module:factory")
-    what.add_argument("--batch-sizes", type=_list_of(int), help="per rank (weak) or global (strong)")
-    what.add_argument("--world-sizes", type=_list_of(int), help="default 1,2,4,... up to the GPUs")
-    what.add_argument("--scaling", choices=("weak", "strong"), help="weak: fixed per-rank batch (default)")
-    what.add_argument("--backend", type=_list_of(str), help="auto, nccl, gloo (a list sweeps them)")
-    what.add_argument("--device", choices=("auto", "cuda", "cpu"))
-    what.add_argument("--gpus", type=_list_of(int), help="GPU indices to use (sets CUDA_VISIBLE_DEVICES)")
-    what.add_argument("--image-size", type=int, help="square input size in pixels (default 224 GPU, 64 CPU)")
-    what.add_argument("--num-classes", type=int)
-    what.add_argument("--warmup", type=int, help="warm-up steps, not measured (default 5 GPU, 3 CPU)")
-    what.add_argument("--iters", type=int, help="measured steps (default 50 GPU, 20 CPU)")
-    what.add_argument("--time-budget", type=float, help="measure for about this many seconds instead of --iters")
-    what.add_argument("--bucket-cap-mb", type=_list_of(float),
-                      help="DDP gradient bucket size in MiB (default 25; a list sweeps them, e.g. 25,1)")
-    what.add_argument("--no-baseline", dest="baseline", action="store_false", default=None,
-                      help="skip the no-DDP row at N=1")
-    what.add_argument("--amp", nargs="?", const="bf16", choices=("bf16", "fp16"), help="autocast on GPU (bf16)")
-    what.add_argument("--channels-last", action="store_true", default=None)
-    what.add_argument("--threads-per-rank", type=int, help="CPU threads per rank (default: usable cores / N)")
-    deeper = parser.add_argument_group("analysis")
-    deeper.add_argument("--comm-iters", type=int,
-                        help="steps of each communication phase per DDP configuration: no_sync() and timed "
-                             "buckets (default max(5, iters/4); 0 skips both)")
-    deeper.add_argument("--collectives", type=_list_of(str),
-                        help="collective benchmark at the end of each launch with N>=2: allreduce, allgather, "
-                             "reduce_scatter, broadcast (default allreduce)")
-    deeper.add_argument("--no-collectives", dest="collectives", action="store_const", const=[],
-                        help="skip the collective benchmark")
-    deeper.add_argument("--coll-min-bytes", help="smallest collective message (default 1KiB)")
-    deeper.add_argument("--coll-max-bytes", help="largest collective message (default 1GiB GPU, 16MiB CPU)")
-    deeper.add_argument("--coll-iters", type=int, help="timed operations per message size (default 20 GPU, 10 CPU)")
-    deeper.add_argument("--batch-sweep", action="store_true", default=None,
-                        help="double the batch from the first --batch-sizes value until out of memory")
-    deeper.add_argument("--max-batch", type=int, help="largest batch of --batch-sweep (default 4096 GPU, 256 CPU)")
-    deeper.add_argument("--memory-cap-mb", type=float,
-                        help="per-rank memory cap, as if the device were smaller (GPU: allocator limit; "
-                             "CPU: counted weights+gradients+momentum+layer outputs)")
-    deeper.add_argument("--compare-dp", action="store_true", default=None,
-                        help="also run torch.nn.DataParallel (one process, N devices) at every N > 1")
-    deeper.add_argument("--efficiency-threshold", type=float,
-                        help="efficiency below which adding devices stops paying (default 0.7)")
-    deeper.add_argument("--price-per-gpu-hour", type=float,
-                        help="price of one GPU-hour (one rank-hour on CPU) for the cost per million examples")
-    deeper.add_argument("--epoch-examples", type=int,
-                        help="examples per epoch for the data-moved-per-epoch figure (default 1281167, ImageNet)")
-    faults = parser.add_argument_group("faults")
-    faults.add_argument("--hang-timeout", type=float, metavar="SECONDS",
-                        help="a configuration with no event from any rank this long is hung: stopped, marked "
-                             "failed, the sweep goes on (default 300)")
-    faults.add_argument("--on-failure", choices=("continue", "stop"),
-                        help="after a failed configuration: go on with the next (default) or stop the sweep")
-    faults.add_argument("--inject", action="append", metavar="KIND:rank=R:iter=I",
-                        help="testing aid: make a rank crash, oom, hang, kill or exit at a step (repeatable)")
-    nodes = parser.add_argument_group(
-        "several nodes (torchrun's rendezvous; start the same command on every node, --out on a shared filesystem)")
-    nodes.add_argument("--nnodes", type=int, help="nodes in the sweep (default 1)")
-    nodes.add_argument("--nproc-per-node", type=int,
-                       help="ranks per node; world sizes above it span nodes (default: the node's GPUs, 2 on CPU)")
-    nodes.add_argument("--node-rank", type=int, help="this node's rank: 0 runs the sweep, the others follow it")
-    nodes.add_argument("--rdzv-endpoint", metavar="HOST:PORT", help="node 0's address and a free port")
-    nodes.add_argument("--join-timeout", type=float, default=600.0, metavar="SECONDS",
-                       help="how long a launch waits for every node to join (default 600)")
-    nodes.add_argument("--slurm", action="store_true",
-                       help="read nodes, node rank and endpoint from SLURM (srun --ntasks-per-node=1 ddptop ...)")
-    cost = parser.add_argument_group("cost (seed 000's SU = (w_core*cores + w_gpu*gpus) * walltime)")
-    cost.add_argument("--cores-per-rank", type=float, help="cores charged per rank (default: its threads)")
-    cost.add_argument("--su-core-weight", type=float)
-    cost.add_argument("--su-gpu-weight", type=float)
-    out = parser.add_argument_group("output")
-    out.add_argument("--plan", metavar="PLAN.toml", help="read the plan from TOML (flags override it)")
-    out.add_argument("--out", metavar="DIR", help="run directory (default runs/<time>-<name>)")
-    out.add_argument("--name", help="name of the run")
-    out.add_argument("--fps", type=float, default=4.0, help="display refresh rate (default 4)")
-    out.add_argument("--telemetry-interval", type=float, default=1.0, metavar="SECONDS",
-                     help="GPU/host sampling period (default 1; 0 turns telemetry off)")
+    """The ``ddptop run`` flags, generated from the one option table (``ddptop.options``)."""
+    from ddptop.options import add_run_arguments
+
+    add_run_arguments(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -159,14 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _plan_options(args: argparse.Namespace):
-    from ddptop.plan import PlanOptions, read_plan_file
+    """The plan file's options (--plan) with the flags given on top."""
+    from ddptop.options import merge_plan_options
+    from ddptop.plan import read_plan_file
 
-    values: dict[str, Any] = read_plan_file(args.plan) if args.plan else {}
-    for key in PlanOptions.keys():
-        value = getattr(args, key, None)
-        if value is not None:
-            values[key] = value
-    return PlanOptions(**values)
+    return merge_plan_options(read_plan_file(args.plan) if args.plan else {}, args)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -102,7 +102,7 @@ def test_toml_plan_and_its_errors(tmp_path):
 
 
 def test_plan_json_round_trip():
-    from ddptop.plan import Plan
+    from ddptop.model import Plan
 
     plan = build_plan(PlanOptions(models=["resnet18"], world_sizes=[1, 2]), NO_GPU, cpu_count=2)
     again = Plan.from_json(plan.to_json())

@@ -1,0 +1,225 @@
+"""The plan as data: the whole sweep (``Plan``), its torchrun launches (``Launch``) and the configurations
+measured in them (``ConfigSpec``).
+
+``ddptop.plan`` builds a ``Plan`` from the user's options; the runner, the session and the reports only
+read these frozen records, and a run directory keeps them as JSON (``to_json``/``from_json``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from ddptop.protocol.vocab import Mode, OnFailure, Scaling
+
+
+@dataclass(frozen=True)
+class ConfigSpec:
+    """One measured configuration: one model at one batch on one world size, DDP or the no-DDP baseline."""
+
+    config_id: str
+    model: str
+    mode: Mode
+    batch_size: int  # per rank
+    global_batch: int
+    world_size: int
+    nnodes: int
+    backend: str
+    device: str
+    scaling: Scaling
+    image_size: int
+    num_classes: int
+    warmup: int
+    iters: int
+    time_budget: float | None
+    bucket_cap_mb: float
+    amp: str | None
+    channels_last: bool
+    comm_iters: int = 0
+
+    @property
+    def label(self) -> str:
+        """The row label of PyTorch's DDP benchmark: machines/devices per machine, e.g. 1M/2G (P for CPU
+        processes)."""
+        if self.mode == Mode.NO_DDP:
+            return "no ddp"
+        unit = "G" if self.device == "cuda" else "P"
+        if self.mode == Mode.DP:
+            return f"DP/{self.world_size}{unit}"
+        return f"{self.nnodes}M/{self.world_size // self.nnodes}{unit}"
+
+    @property
+    def processes(self) -> int:
+        """Ranks that report samples: one for the no-DDP baseline and for DataParallel, else N."""
+        return 1 if self.mode in (Mode.NO_DDP, Mode.DP) else self.world_size
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "ConfigSpec":
+        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        values["mode"], values["scaling"] = Mode(values["mode"]), Scaling(values["scaling"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Configurations run inside one torchrun launch (one world size, one backend, on ``nodes`` nodes)."""
+
+    world_size: int
+    backend: str
+    configs: tuple[ConfigSpec, ...]
+    nodes: int = 1
+
+    @property
+    def launch_key(self) -> str:
+        return f"n{self.world_size}-{self.nodes}nodes-{self.backend}" if self.nodes > 1 else (
+            f"n{self.world_size}-{self.backend}")
+
+    @property
+    def nproc_per_node(self) -> int:
+        return self.world_size // self.nodes
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A validated sweep, every default resolved for the machine it runs on."""
+
+    models: tuple[str, ...]
+    batch_sizes: tuple[int, ...]
+    world_sizes: tuple[int, ...]
+    scaling: Scaling
+    backends: tuple[str, ...]
+    device: str
+    gpus: tuple[int, ...] | None
+    image_size: int
+    num_classes: int
+    warmup: int
+    iters: int
+    time_budget: float | None
+    bucket_cap_mb: tuple[float, ...]
+    baseline: bool
+    amp: str | None
+    channels_last: bool
+    threads_per_rank: dict[int, int]  # world size -> CPU threads given to each rank
+    cores_per_rank: float | None
+    su_core_weight: float
+    su_gpu_weight: float
+    name: str
+    nnodes: int = 1
+    comm_iters: int = 0
+    collectives: tuple[str, ...] = ()
+    coll_min_bytes: int = 1024
+    coll_max_bytes: int = 16 * 2**20
+    coll_iters: int = 10
+    batch_sweep: bool = False
+    memory_cap_mb: float | None = None
+    efficiency_threshold: float = 0.7
+    price_per_gpu_hour: float | None = None
+    epoch_examples: int = 1_281_167
+    compare_dp: bool = False
+    inject: tuple[str, ...] = ()  # fault injection specs (bench_kernels.faults), a testing aid
+    hang_timeout: float = 300.0  # seconds without any rank event before a configuration counts as hung
+    on_failure: OnFailure = OnFailure.CONTINUE  # or STOP: end the sweep at the first failed configuration
+    nproc_per_node: int = 0  # ranks per node of a multi-node plan; world sizes above it span nodes
+
+    def nodes_for(self, world_size: int) -> int:
+        """Nodes a world size runs on: one while it fits a node, else full nodes of nproc_per_node ranks."""
+        if self.nnodes <= 1 or not self.nproc_per_node or world_size <= self.nproc_per_node:
+            return 1
+        return world_size // self.nproc_per_node
+
+    def collective_spec(self) -> dict[str, Any] | None:
+        """What the collective benchmark runs at the end of each launch with N >= 2 (None: nothing)."""
+        if not self.collectives:
+            return None
+        return {"ops": list(self.collectives), "min_bytes": self.coll_min_bytes, "max_bytes": self.coll_max_bytes,
+                "iters": self.coll_iters, "warmup": max(5, self.coll_iters // 4), "dtype": "float32"}
+
+    def launches(self) -> list[Launch]:
+        result = []
+        data_parallel = self._data_parallel_configs()
+        if data_parallel and 1 not in self.world_sizes:  # DataParallel is one process: it needs an N=1 launch
+            result.append(Launch(1, self.backends[0], tuple(data_parallel)))
+            data_parallel = []
+        for world_size in self.world_sizes:
+            for backend in self.backends:
+                configs = []
+                for model in self.models:
+                    for batch in self.batch_sizes:
+                        modes = [Mode.NO_DDP, Mode.DDP] if (world_size == 1 and self.baseline) else [Mode.DDP]
+                        for mode in modes:
+                            caps = self.bucket_cap_mb if mode == Mode.DDP else self.bucket_cap_mb[:1]
+                            for cap in caps:
+                                configs.append(self._config(model, batch, world_size, backend, mode, cap))
+                if world_size == 1 and backend == self.backends[0]:
+                    configs += data_parallel
+                result.append(Launch(world_size, backend, tuple(configs), self.nodes_for(world_size)))
+        return result
+
+    def _data_parallel_configs(self) -> list[ConfigSpec]:
+        """torch.nn.DataParallel at every N > 1, run by a single process: the classic comparison with DDP."""
+        if not self.compare_dp:
+            return []
+        return [
+            self._config(model, batch, n, self.backends[0], Mode.DP, self.bucket_cap_mb[0])
+            for model in self.models
+            for batch in self.batch_sizes
+            for n in self.world_sizes
+            if n > 1
+        ]
+
+    def configs(self) -> list[ConfigSpec]:
+        return [c for launch in self.launches() for c in launch.configs]
+
+    def _config(self, model: str, batch: int, world_size: int, backend: str, mode: Mode, cap: float) -> ConfigSpec:
+        per_rank = batch if self.scaling == Scaling.WEAK else batch // world_size
+        nodes = 1 if mode == Mode.DP else self.nodes_for(world_size)
+        spread = f"/{nodes}nodes" if nodes > 1 else ""
+        config_id = f"{model}/{mode}/bs{per_rank}/n{world_size}{spread}/{backend}"
+        if len(self.bucket_cap_mb) > 1 and mode == Mode.DDP:  # ids stay comparable across runs of one cap
+            config_id += f"/bucket{cap:g}"
+        return ConfigSpec(
+            config_id=config_id,
+            model=model,
+            mode=mode,
+            batch_size=per_rank,
+            global_batch=per_rank * world_size,
+            world_size=world_size,
+            nnodes=nodes,
+            backend=backend,
+            device=self.device,
+            scaling=self.scaling,
+            image_size=self.image_size,
+            num_classes=self.num_classes,
+            warmup=self.warmup,
+            iters=self.iters,
+            time_budget=self.time_budget,
+            bucket_cap_mb=cap,
+            amp=self.amp,
+            channels_last=self.channels_last,
+            comm_iters=self.comm_iters if mode == Mode.DDP else 0,
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["threads_per_rank"] = {str(k): v for k, v in self.threads_per_rank.items()}
+        return data
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Plan":
+        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
+        for key in ("models", "batch_sizes", "world_sizes", "backends"):
+            values[key] = tuple(values[key])
+        cap = values.get("bucket_cap_mb", 25.0)
+        values["bucket_cap_mb"] = tuple(cap) if isinstance(cap, (list, tuple)) else (float(cap),)
+        values["collectives"] = tuple(values.get("collectives", ()))
+        values["inject"] = tuple(values.get("inject", ()))
+        if values.get("gpus") is not None:
+            values["gpus"] = tuple(values["gpus"])
+        values["threads_per_rank"] = {int(k): int(v) for k, v in data["threads_per_rank"].items()}
+        values["scaling"] = Scaling(values["scaling"])
+        if "on_failure" in values:
+            values["on_failure"] = OnFailure(values["on_failure"])
+        return cls(**values)

@@ -1,0 +1,258 @@
+"""Every option of ``ddptop run``, defined once.
+
+Each ``Option`` record says what the option is (name, type, default, list or not) and how the command line
+spells it. From the one table ``RUN_OPTIONS`` come the ``ddptop run`` flags (``add_run_arguments``), the
+keys and value types a TOML plan file accepts (``toml_types``), the ``PlanOptions`` dataclass and the merge
+of a plan file with the flags (``merge_plan_options``), so adding an option is one line here plus its use
+in ``ddptop.plan``. Options with ``in_plan=False`` (--headless, --out, ...) steer one run and are flags only.
+
+Standard library only: the command line imports this before it knows whether torch or Textual is needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from ddptop.protocol.vocab import OnFailure, Scaling
+
+# argparse group titles, in the order ``ddptop run --help`` shows them
+WHAT = "what to run"
+ANALYSIS = "analysis"
+FAULTS = "faults"
+NODES = ("several nodes (torchrun's rendezvous; start the same command on every node, --out on a shared "
+         "filesystem)")
+COST = "cost (service units: SU = (w_core*cores + w_gpu*gpus) * walltime)"
+OUTPUT = "output"
+
+DEVICES = ("auto", "cuda", "cpu")
+BACKENDS = ("auto", "nccl", "gloo")
+AMP_DTYPES = ("bf16", "fp16")
+
+
+@dataclass(frozen=True)
+class Flag:
+    """A second flag writing a fixed value into an option, e.g. ``--no-collectives``."""
+
+    spelling: str
+    action: str
+    const: Any = None
+    help: str | None = None
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option: the value it holds and how the command line spells it.
+
+    ``default`` is the ``PlanOptions`` default, where ``None`` means "decided for this machine" by
+    ``build_plan``. The flag's own default is ``cli_default`` (``None``: not given, so the plan file or
+    ``default`` decides); only options that are not part of the plan have another.
+    """
+
+    name: str
+    type: type  # of the value, or of each item of a list
+    default: Any = None
+    is_list: bool = False
+    group: str | None = None  # argparse group title; None: the run parser itself
+    help: str | None = None
+    flag: str | None = None  # spelling, when not --name-with-dashes
+    action: str | None = None  # argparse action; None parses a value (a comma-separated list for lists)
+    const: Any = None
+    nargs: str | None = None
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    cli_default: Any = None
+    in_plan: bool = True  # a PlanOptions field and a TOML key
+    also: tuple[Flag, ...] = ()
+
+    @property
+    def spelling(self) -> str:
+        return self.flag or "--" + self.name.replace("_", "-")
+
+    @property
+    def annotation(self) -> str:
+        kind = f"list[{self.type.__name__}]" if self.is_list else self.type.__name__
+        return kind if self.default is not None else f"{kind} | None"
+
+    @property
+    def toml_types(self) -> tuple[type, ...]:
+        """What a plan file may hold: ``(list, item type)`` for a list, else the types accepted as the value."""
+        if self.is_list:
+            return (list, self.type)
+        return (float, int) if self.type is float else (self.type,)
+
+
+def _values(enum: Any) -> tuple[str, ...]:
+    return tuple(member.value for member in enum)
+
+
+RUN_OPTIONS: tuple[Option, ...] = (
+    Option("headless", bool, action="store_true", cli_default=False, in_plan=False,
+           help="no TUI: progress bars, then the tables (the default when stdout is not a terminal)"),
+    Option("no_mouse", bool, action="store_true", cli_default=False, in_plan=False,
+           help="TUI: leave the mouse to the terminal"),
+    # -- what to run
+    Option("models", str, is_list=True, group=WHAT, help="torchvision names or package.module:factory"),
+    Option("batch_sizes", int, is_list=True, group=WHAT, help="per rank (weak) or global (strong)"),
+    Option("world_sizes", int, is_list=True, group=WHAT, help="default 1,2,4,... up to the GPUs"),
+    Option("scaling", str, Scaling.WEAK, group=WHAT, choices=_values(Scaling),
+           help="weak: fixed per-rank batch (default)"),
+    Option("backend", str, ("auto",), is_list=True, group=WHAT, help="auto, nccl, gloo (a list sweeps them)"),
+    Option("device", str, "auto", group=WHAT, choices=DEVICES),
+    Option("gpus", int, is_list=True, group=WHAT, help="GPU indices to use (sets CUDA_VISIBLE_DEVICES)"),
+    Option("image_size", int, group=WHAT, help="square input size in pixels (default 224 GPU, 64 CPU)"),
+    Option("num_classes", int, 1000, group=WHAT),
+    Option("warmup", int, group=WHAT, help="warm-up steps, not measured (default 5 GPU, 3 CPU)"),
+    Option("iters", int, group=WHAT, help="measured steps (default 50 GPU, 20 CPU)"),
+    Option("time_budget", float, group=WHAT, help="measure for about this many seconds instead of --iters"),
+    Option("bucket_cap_mb", float, (25.0,), is_list=True, group=WHAT,
+           help="DDP gradient bucket size in MiB (default 25; a list sweeps them, e.g. 25,1)"),
+    Option("baseline", bool, True, group=WHAT, flag="--no-baseline", action="store_false",
+           help="skip the no-DDP row at N=1"),
+    Option("amp", str, group=WHAT, nargs="?", const="bf16", choices=AMP_DTYPES, help="autocast on GPU (bf16)"),
+    Option("channels_last", bool, False, group=WHAT, action="store_true"),
+    Option("threads_per_rank", int, group=WHAT, help="CPU threads per rank (default: usable cores / N)"),
+    # -- analysis
+    Option("comm_iters", int, group=ANALYSIS,
+           help="steps of each communication phase per DDP configuration: no_sync() and timed buckets "
+                "(default max(5, iters/4); 0 skips both)"),
+    Option("collectives", str, is_list=True, group=ANALYSIS,
+           help="collective benchmark at the end of each launch with N>=2: allreduce, allgather, reduce_scatter, "
+                "broadcast (default allreduce)",
+           also=(Flag("--no-collectives", "store_const", const=[], help="skip the collective benchmark"),)),
+    Option("coll_min_bytes", str, "1KiB", group=ANALYSIS, help="smallest collective message (default 1KiB)"),
+    Option("coll_max_bytes", str, group=ANALYSIS, help="largest collective message (default 1GiB GPU, 16MiB CPU)"),
+    Option("coll_iters", int, group=ANALYSIS, help="timed operations per message size (default 20 GPU, 10 CPU)"),
+    Option("batch_sweep", bool, False, group=ANALYSIS, action="store_true",
+           help="double the batch from the first --batch-sizes value until out of memory"),
+    Option("max_batch", int, group=ANALYSIS, help="largest batch of --batch-sweep (default 4096 GPU, 256 CPU)"),
+    Option("memory_cap_mb", float, group=ANALYSIS,
+           help="per-rank memory cap, as if the device were smaller (GPU: allocator limit; CPU: counted "
+                "weights+gradients+momentum+layer outputs)"),
+    Option("compare_dp", bool, False, group=ANALYSIS, action="store_true",
+           help="also run torch.nn.DataParallel (one process, N devices) at every N > 1"),
+    Option("efficiency_threshold", float, 0.7, group=ANALYSIS,
+           help="efficiency below which adding devices stops paying (default 0.7)"),
+    Option("price_per_gpu_hour", float, group=ANALYSIS,
+           help="price of one GPU-hour (one rank-hour on CPU) for the cost per million examples"),
+    Option("epoch_examples", int, 1_281_167, group=ANALYSIS,  # ImageNet-1k's training set
+           help="examples per epoch for the data-moved-per-epoch figure (default 1281167, ImageNet)"),
+    # -- faults
+    Option("hang_timeout", float, 300.0, group=FAULTS, metavar="SECONDS",
+           help="a configuration with no event from any rank this long is hung: stopped, marked failed, the "
+                "sweep goes on (default 300)"),
+    Option("on_failure", str, OnFailure.CONTINUE, group=FAULTS, choices=_values(OnFailure),
+           help="after a failed configuration: go on with the next (default) or stop the sweep"),
+    Option("inject", str, is_list=True, group=FAULTS, action="append", metavar="KIND:rank=R:iter=I",
+           help="testing aid: make a rank crash, oom, hang, kill or exit at a step (repeatable)"),
+    # -- several nodes
+    Option("nnodes", int, 1, group=NODES, help="nodes in the sweep (default 1)"),
+    Option("nproc_per_node", int, group=NODES,
+           help="ranks per node; world sizes above it span nodes (default: the node's GPUs, 2 on CPU)"),
+    Option("node_rank", int, group=NODES, in_plan=False,
+           help="this node's rank: 0 runs the sweep, the others follow it"),
+    Option("rdzv_endpoint", str, group=NODES, metavar="HOST:PORT", in_plan=False,
+           help="node 0's address and a free port"),
+    Option("join_timeout", float, group=NODES, metavar="SECONDS", cli_default=600.0, in_plan=False,
+           help="how long a launch waits for every node to join (default 600)"),
+    Option("slurm", bool, group=NODES, action="store_true", cli_default=False, in_plan=False,
+           help="read nodes, node rank and endpoint from SLURM (srun --ntasks-per-node=1 ddptop ...)"),
+    # -- cost
+    Option("cores_per_rank", float, group=COST, help="cores charged per rank (default: its threads)"),
+    Option("su_core_weight", float, 1.0, group=COST),
+    Option("su_gpu_weight", float, 2.0, group=COST),
+    # -- output
+    Option("plan", str, group=OUTPUT, metavar="PLAN.toml", in_plan=False,
+           help="read the plan from TOML (flags override it)"),
+    Option("out", str, group=OUTPUT, metavar="DIR", in_plan=False,
+           help="run directory (default runs/<time>-<name>)"),
+    Option("name", str, group=OUTPUT, help="name of the run"),
+    Option("fps", float, group=OUTPUT, cli_default=4.0, in_plan=False, help="display refresh rate (default 4)"),
+    Option("telemetry_interval", float, group=OUTPUT, metavar="SECONDS", cli_default=1.0, in_plan=False,
+           help="GPU/host sampling period (default 1; 0 turns telemetry off)"),
+)
+
+PLAN_OPTIONS: tuple[Option, ...] = tuple(o for o in RUN_OPTIONS if o.in_plan)
+OPTIONS_BY_NAME: dict[str, Option] = {o.name: o for o in PLAN_OPTIONS}
+
+
+def comma_list(kind: type) -> Callable[[str], list[Any]]:
+    """An argparse type for "a,b,c": a non-empty list of ``kind``."""
+
+    def parse(text: str) -> list[Any]:
+        items = [t.strip() for t in text.split(",") if t.strip()]
+        if not items:
+            raise argparse.ArgumentTypeError("empty list")
+        try:
+            return [kind(t) for t in items]
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of {kind.__name__}") from None
+
+    return parse
+
+
+def _argparse_settings(option: Option) -> dict[str, Any]:
+    settings: dict[str, Any] = {"dest": option.name, "default": option.cli_default}
+    if option.action is not None:
+        settings["action"] = option.action
+    elif option.is_list:
+        settings["type"] = comma_list(option.type)
+    elif option.type is not str:
+        settings["type"] = option.type
+    for key in ("const", "nargs", "choices", "metavar", "help"):
+        if getattr(option, key) is not None:
+            settings[key] = getattr(option, key)
+    return settings
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """Every ``ddptop run`` flag, grouped as ``--help`` shows them."""
+    groups: dict[str | None, Any] = {None: parser}
+    for option in RUN_OPTIONS:
+        if option.group not in groups:
+            groups[option.group] = parser.add_argument_group(option.group)
+        target = groups[option.group]
+        target.add_argument(option.spelling, **_argparse_settings(option))
+        for flag in option.also:
+            target.add_argument(flag.spelling, dest=option.name, action=flag.action, const=flag.const, help=flag.help)
+
+
+def toml_types() -> dict[str, tuple[type, ...]]:
+    """The keys of a plan file (PlanOptions' field names) and the types each accepts."""
+    return {o.name: o.toml_types for o in PLAN_OPTIONS}
+
+
+def _field(option: Option) -> tuple[str, str, dataclasses.Field]:
+    if isinstance(option.default, (list, tuple)):  # each PlanOptions gets its own list
+        default = dataclasses.field(default_factory=functools.partial(list, option.default))
+    else:
+        default = dataclasses.field(default=option.default)
+    return option.name, option.annotation, default
+
+
+def _keys(cls: type) -> list[str]:
+    return [f.name for f in dataclasses.fields(cls)]
+
+
+PlanOptions = dataclasses.make_dataclass(
+    "PlanOptions",
+    [_field(o) for o in PLAN_OPTIONS],
+    namespace={"keys": classmethod(_keys)},
+)
+PlanOptions.__module__ = __name__
+PlanOptions.__doc__ = """The user's choices for a plan, unresolved. ``None`` means "the default for this machine".
+
+Generated from ``PLAN_OPTIONS``: one field per option, with its default."""
+
+
+def merge_plan_options(file_values: dict[str, Any], flags: argparse.Namespace | dict[str, Any]) -> Any:
+    """A ``PlanOptions`` from a plan file's values with the flags given on top (a flag left out is None)."""
+    given = vars(flags) if isinstance(flags, argparse.Namespace) else flags
+    values = dict(file_values)
+    for option in PLAN_OPTIONS:
+        if given.get(option.name) is not None:
+            values[option.name] = given[option.name]
+    return PlanOptions(**values)
