@@ -36,6 +36,7 @@ from importlib import metadata
 from typing import Any
 
 from bench_kernels.faults import fire, parse_fault
+from ddptop.protocol.vocab import Mode, Status
 from ddptop.protocol.wire import EventWriter
 
 MAX_BUDGET_ITERS = 1_000_000
@@ -169,7 +170,7 @@ class Worker:
 
         self.net = None
         config_id = cfg["config_id"]
-        if cfg["mode"] in ("no_ddp", "dp") and self.world_size != 1:
+        if cfg["mode"] in (Mode.NO_DDP, Mode.DP) and self.world_size != 1:
             raise ValueError(f"the {cfg['mode']} configuration runs in a single process")
         setup_start = time.perf_counter()
         torch.manual_seed(1234 + self.rank)
@@ -181,7 +182,7 @@ class Worker:
         params = [p for p in model.parameters() if p.requires_grad]
         n_params = sum(p.numel() for p in params)
         grad_bytes = sum(p.numel() * p.element_size() for p in params)
-        if cfg["mode"] == "ddp":
+        if cfg["mode"] == Mode.DDP:
             from torch.nn.parallel import DistributedDataParallel
 
             net = DistributedDataParallel(
@@ -189,7 +190,7 @@ class Worker:
                 device_ids=[self.local_rank] if self.device.type == "cuda" else None,
                 bucket_cap_mb=cfg["bucket_cap_mb"],
             )
-        elif cfg["mode"] == "dp":
+        elif cfg["mode"] == Mode.DP:
             # One process scatters the batch over N devices, replicates the model every step and gathers the
             # outputs (seeds 002 and 004). Without CUDA, DataParallel is a pass-through: one process does the
             # N ranks' work on the cores they would have shared.
@@ -198,7 +199,7 @@ class Worker:
         else:
             net = model
         optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-        batch = cfg["global_batch"] if cfg["mode"] == "dp" else cfg["batch_size"]
+        batch = cfg["global_batch"] if cfg["mode"] == Mode.DP else cfg["batch_size"]
         size = cfg["image_size"]
         inputs = torch.randn(batch, 3, size, size, device=self.device).contiguous(memory_format=memory_format)
         targets = torch.randint(0, cfg["num_classes"], (batch,), device=self.device)
@@ -254,7 +255,7 @@ class Worker:
         measure_s = self._timed_loop(step, config_id, "measure", iters)
         comm_iters = int(cfg.get("comm_iters") or 0)
         analysis_s = None
-        if cfg["mode"] == "ddp" and comm_iters > 0:
+        if cfg["mode"] == Mode.DDP and comm_iters > 0:
             analysis_start = time.perf_counter()
             self._communication_phases(model, step, cfg, comm_iters)
             analysis_s = time.perf_counter() - analysis_start
@@ -263,7 +264,7 @@ class Worker:
         self.writer.emit(
             "config_end",
             config_id=config_id,
-            status="ok",
+            status=Status.OK,
             iters=iters,
             warmup_s=warmup_s,
             measure_s=measure_s,
@@ -382,7 +383,7 @@ class Worker:
             oom=oom,
         )
         if config_id is not None:
-            self.writer.emit("config_end", config_id=config_id, status="oom" if oom else "failed")
+            self.writer.emit("config_end", config_id=config_id, status=Status.OOM if oom else Status.FAILED)
         self.writer.flush(durable=True)
 
 

@@ -19,6 +19,7 @@ from typing import Any, Callable
 from ddptop import rundir
 from ddptop.cluster import Cluster, ClusterError
 from ddptop.launcher import SPEC_FILE, NodePlacement, TorchrunLaunch, describe_exit
+from ddptop.protocol.vocab import Status, SweepStatus
 from ddptop.protocol.wire import EventFileReader, EventWriter
 
 END_GRACE = 10.0  # seconds a follower's agent gets to end by itself once the leader's launch has ended
@@ -66,7 +67,7 @@ class Follower:
                 if self.leader_status is not None:
                     return self.leader_status
                 time.sleep(POLL)
-            return "stopped"
+            return SweepStatus.STOPPED
         finally:
             self._mark("follower_end", leader_status=self.leader_status)
             self._writer.close()
@@ -137,12 +138,12 @@ class Follower:
         agent.kill_tree()
         self.current = None
         outcome = agent.outcome()
-        if outcome.status == "failed" and leader_done_at is None:
+        if outcome.status == Status.FAILED and leader_done_at is None:
             self.failed_launches.append(name)
         self._mark("launch_end", launch=name, exit_code=outcome.exit_code, status=outcome.status,
                    reason=outcome.reason, wall_s=outcome.wall_s)
         self.say(f"ddptop: node {self.cluster.node_rank}: {name} ended, {outcome.status}"
-                 + (f" (torchrun {describe_exit(outcome.exit_code)})" if outcome.status == "failed" else ""))
+                 + (f" (torchrun {describe_exit(outcome.exit_code)})" if outcome.status == Status.FAILED else ""))
 
     def _mark(self, what: str, **data: Any) -> None:
         assert self._writer is not None

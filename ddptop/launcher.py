@@ -24,6 +24,7 @@ import psutil
 import bench_kernels
 from ddptop import rundir
 from ddptop.cluster import Cluster
+from ddptop.protocol.vocab import Status
 
 SPEC_FILE = "launch.json"  # what every rank of a launch runs (every node's agent reads the same one)
 TREE_SCAN_INTERVAL = 1.0  # seconds between looks for the launch's processes while it runs
@@ -260,7 +261,7 @@ class TorchrunLaunch:
         code = self.process.poll()
         wall = (self.ended or time.monotonic()) - self.started
         if self.stop_requested:
-            return LaunchOutcome(code, "stopped", wall, "stopped by ddptop")
+            return LaunchOutcome(code, Status.STOPPED, wall, "stopped by ddptop")
         if code == 0:
-            return LaunchOutcome(code, "ok", wall, None)
-        return LaunchOutcome(code, "failed", wall, f"torchrun {describe_exit(code)}")
+            return LaunchOutcome(code, Status.OK, wall, None)
+        return LaunchOutcome(code, Status.FAILED, wall, f"torchrun {describe_exit(code)}")

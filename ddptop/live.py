@@ -12,9 +12,10 @@ from typing import Any
 
 from ddptop.cluster import Cluster
 from ddptop.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from ddptop.plan import Plan
+from ddptop.model import Plan
+from ddptop.protocol.vocab import FAILED, Status
 from ddptop.report import summary as summary_mod
-from ddptop.session import FAILED, Session
+from ddptop.session import Session
 from ddptop.sweep import SweepRunner
 from ddptop.telemetry.monitor import Monitor
 
@@ -93,7 +94,7 @@ class LiveRun:
         if self.interrupted:
             return EXIT_INTERRUPTED
         # A batch sweep runs until out of memory on purpose: there "oom" is the answer, not a fault.
-        faults = ("failed",) if self.plan.batch_sweep else FAILED
+        faults = {Status.FAILED} if self.plan.batch_sweep else FAILED
         if self.summary and any(c["status"] in faults for c in self.summary["configs"]):
             return EXIT_FAILED
         return EXIT_OK

@@ -17,8 +17,9 @@ from ddptop import rundir
 from ddptop.cluster import Cluster
 from ddptop.follower import END_GRACE
 from ddptop.launcher import NodePlacement, TorchrunLaunch, describe_exit
-from ddptop.plan import Launch, Plan
-from ddptop.session import ENDED, FAILED, Session
+from ddptop.model import Launch, Plan
+from ddptop.protocol.vocab import ENDED, FAILED, OnFailure, Status, SweepStatus
+from ddptop.session import Session
 from ddptop.protocol.wire import EventFileReader
 
 LOG_TAIL_LINES = 12
@@ -93,7 +94,7 @@ class SweepRunner:
         self.stop_grace = stop_grace
         self.flush_interval = flush_interval
         self.current: TorchrunLaunch | None = None
-        self.status = "pending"  # pending | running | done | stopped
+        self.status = SweepStatus.PENDING
         self._stop = threading.Event()
         self._skip = threading.Event()
         self._launch_index = 0
@@ -112,7 +113,7 @@ class SweepRunner:
 
     # -- the sweep ----------------------------------------------------------------------------------------
     def run(self) -> str:
-        self.status = "running"
+        self.status = SweepStatus.RUNNING
         try:
             for launch in self.plan.launches():
                 if self._stop.is_set():
@@ -124,9 +125,9 @@ class SweepRunner:
             for state in self.session.ordered_states():
                 if state.status not in ENDED:
                     self.session.mark(
-                        what="config", config_id=state.spec.config_id, status="not_run", reason=self.stop_reason
+                        what="config", config_id=state.spec.config_id, status=Status.NOT_RUN, reason=self.stop_reason
                     )
-            self.status = "stopped" if self._stop.is_set() else "done"
+            self.status = SweepStatus.STOPPED if self._stop.is_set() else SweepStatus.DONE
             self.session.mark(what="sweep_end", status=self.status)
         return self.status
 
@@ -174,15 +175,15 @@ class SweepRunner:
 
             for config in remaining:
                 state = self.session.configs[config.config_id]
-                if state.status == "running":
+                if state.status == Status.RUNNING:
                     if ended_by == "skip" and ended_config == config.config_id:
-                        status, reason = "skipped", "skipped by the user"
+                        status, reason = Status.SKIPPED, "skipped by the user"
                     elif ended_by == "hang" and ended_config == config.config_id:
-                        status, reason = "failed", hang_reason
+                        status, reason = Status.FAILED, hang_reason
                     elif self._stop.is_set():
-                        status, reason = "stopped", "stopped by the user"
+                        status, reason = Status.STOPPED, "stopped by the user"
                     else:
-                        status, reason = "failed", state.reason or outcome.reason
+                        status, reason = Status.FAILED, state.reason or outcome.reason
                 elif state.status in FAILED and not state.log_tail:
                     status, reason = state.status, state.reason  # a rank reported it; add what its log says
                 else:
@@ -206,21 +207,21 @@ class SweepRunner:
             )
             if self.plan.batch_sweep:
                 self._skip_past_oom(remaining)
-            if self.plan.on_failure == "stop" and any(
-                self.session.configs[c.config_id].status == "failed" for c in remaining
+            if self.plan.on_failure == OnFailure.STOP and any(
+                self.session.configs[c.config_id].status == Status.FAILED for c in remaining
             ):
                 self.stop_reason = "sweep stopped after a failed configuration (--on-failure stop)"
                 self._stop.set()
             before = len(remaining)
             remaining = [c for c in remaining if self.session.configs[c.config_id].status not in ENDED]
             hung_early = ended_by == "hang" and ended_config is None
-            if remaining and (outcome.status == "failed" or hung_early) and len(remaining) == before:
+            if remaining and (outcome.status == Status.FAILED or hung_early) and len(remaining) == before:
                 cause = hang_reason if hung_early else outcome.reason
                 reason = f"launch failed before any configuration ran: {cause}"
                 tail = self._log_tail(path)
                 for config in remaining:
                     self.session.mark(
-                        what="config", config_id=config.config_id, status="failed", reason=reason, log_tail=tail
+                        what="config", config_id=config.config_id, status=Status.FAILED, reason=reason, log_tail=tail
                     )
                 remaining = []
             attempt += 1
@@ -228,7 +229,7 @@ class SweepRunner:
     def _skip_past_oom(self, configs: list) -> None:
         """Batch sweep: once a batch ran out of memory, larger batches of the same kind cannot fit either."""
         for oom in configs:
-            if self.session.configs[oom.config_id].status != "oom":
+            if self.session.configs[oom.config_id].status != Status.OOM:
                 continue
             for config in configs:
                 same_kind = (config.model, config.mode, config.world_size, config.backend, config.bucket_cap_mb) == (
@@ -238,7 +239,7 @@ class SweepRunner:
                         self.session.mark(
                             what="config",
                             config_id=config.config_id,
-                            status="not_run",
+                            status=Status.NOT_RUN,
                             reason=f"batch {oom.batch_size} already ran out of memory",
                         )
 
@@ -296,7 +297,7 @@ class SweepRunner:
 
     def _running_config(self) -> str | None:
         self.session.refresh()
-        running = [s for s in self.session.ordered_states() if s.status == "running"]
+        running = [s for s in self.session.ordered_states() if s.status == Status.RUNNING]
         return running[0].spec.config_id if running else None
 
     @staticmethod
