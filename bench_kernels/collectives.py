@@ -6,7 +6,7 @@ Run by ddptop at the end of every launch with N >= 2 (its events land beside the
 
 Sizes follow nccl-tests: for allgather and reduce-scatter the size is the whole gathered buffer (each rank
 contributes size/N), for allreduce and broadcast the buffer each rank passes in. algbw = size / time and
-busbw = algbw * factor(N) with nccl-tests' factors (ddptop.analysis.BUSBW_FACTORS). "In place" means what it
+busbw = algbw * factor(N) with nccl-tests' factors (ddptop.protocol.bandwidth). "In place" means what it
 means in nccl-tests: the input is a slice of the output (allgather) or the output a slice of the input
 (reduce-scatter); torch's allreduce and broadcast are always in place.
 
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
     import torch.distributed as dist
 
-    from ddptop.analysis import busbw_factor
+    from ddptop.protocol.bandwidth import busbw_factor
 
     cuda = torch.cuda.is_available() and args.backend != "gloo"
     device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if cuda else torch.device("cpu")

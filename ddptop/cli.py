@@ -85,11 +85,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     from ddptop.headless import run_headless
     from ddptop.live import LiveRun
     from ddptop.plan import build_plan
-    from ddptop.report.summary import ENVIRONMENT_FILE, TOPOLOGY_FILE
+    from ddptop.protocol.layout import ENVIRONMENT_FILE, TIMELINE_FILE, TOPOLOGY_FILE
     from ddptop.rundir import create_run_dir, write_json
     from ddptop.session import Session
     from ddptop.telemetry.inventory import read_inventory
-    from ddptop.telemetry.monitor import TIMELINE_FILE, Monitor
+    from ddptop.telemetry.monitor import Monitor
     from ddptop.telemetry.topology import read_topology
 
     if args.telemetry_interval < 0:
@@ -140,28 +140,23 @@ def _cluster(args: argparse.Namespace) -> Any:
 
 def run_follower(args: argparse.Namespace, cluster: Any) -> int:
     """Node rank > 0: follow node 0's run directory, one torchrun agent per launch that spans this node."""
-    import signal
-
     from ddptop.follower import Follower
-    from ddptop.rundir import node_file
-    from ddptop.telemetry.monitor import TIMELINE_FILE, Monitor
+    from ddptop.protocol.layout import TIMELINE_FILE, run_file
+    from ddptop.signals import handle_stop_signals
+    from ddptop.telemetry.monitor import Monitor
 
     follower = Follower(os.path.abspath(args.out), cluster, say=lambda line: print(line, flush=True))
-    previous = {sig: signal.signal(sig, lambda *_: follower.request_stop())
-                for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     monitor = None
-    try:
-        plan = follower.wait_for_plan()
-        if args.telemetry_interval > 0:  # this node's GPUs and host, beside the leader's
-            monitor = Monitor(args.telemetry_interval, os.path.join(follower.run_dir, node_file(TIMELINE_FILE,
-                              cluster.node_rank)))
-            monitor.start()
-        status = follower.run(plan)
-    finally:
-        if monitor is not None:
-            monitor.stop()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with handle_stop_signals(lambda *_: follower.request_stop()):
+        try:
+            plan = follower.wait_for_plan()
+            if args.telemetry_interval > 0:  # this node's GPUs and host, beside the leader's
+                monitor = Monitor(args.telemetry_interval, run_file(follower.run_dir, TIMELINE_FILE, cluster.node_rank))
+                monitor.start()
+            status = follower.run(plan)
+        finally:
+            if monitor is not None:
+                monitor.stop()
     print(f"ddptop: node {cluster.node_rank}: the sweep ended ({status})", flush=True)
     if status == "stopped":
         return EXIT_INTERRUPTED
@@ -170,7 +165,7 @@ def run_follower(args: argparse.Namespace, cluster: Any) -> int:
 
 def run_tui(live: Any, monitor: Any, topology: Any, args: argparse.Namespace) -> int:
     from ddptop.report import tables
-    from ddptop.telemetry.monitor import TIMELINE_FILE
+    from ddptop.protocol.layout import TIMELINE_FILE
     from ddptop.telemetry.timeline import TimelineFollower
     from ddptop.tui.app import DdptopApp
 
@@ -212,7 +207,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 def cmd_view(args: argparse.Namespace) -> int:
     from ddptop.report import summary as summary_mod
-    from ddptop.rundir import PLAN_FILE
+    from ddptop.protocol.layout import PLAN_FILE
     from ddptop.tui.app import DdptopApp, SummaryApp
 
     target = args.target

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from ddptop import rundir, stats
+from ddptop import rundir
+from ddptop.analysis import stats
 from ddptop.plan import ConfigSpec, Plan
 from ddptop.snapshot import CHART_TAIL, ConfigSnapshot, LaunchSnapshot, SessionSnapshot, StepStats
 from ddptop.telemetry.host import RankProcess

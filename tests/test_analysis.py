@@ -1,4 +1,5 @@
-"""The analysis formulas against the seeds' own figures and against synthetic data with a known answer."""
+"""The analysis formulas against the figures of the documents they come from and against synthetic data with a
+known answer."""
 
 import math
 import random
@@ -6,44 +7,48 @@ import random
 import pytest
 
 from bench_kernels.collectives import message_sizes, parse_size
-from ddptop import analysis
+from ddptop.analysis import formulas
 from ddptop.plan import PlanError, PlanOptions, build_plan
+from ddptop.protocol.bandwidth import busbw_factor
 from ddptop.telemetry.inventory import Inventory
 
-RESNET18_PARAMS = 11_689_512  # seed 002, torchvision's resnet18 with 1000 classes
+# torchvision's resnet18 with 1000 classes, as in the course notebook "Problem 2 - Data Parallelism in Pytorch"
+RESNET18_PARAMS = 11_689_512
 
 
-def test_allreduce_volume_matches_seed_002():
+def test_ring_allreduce_volume_matches_the_notebooks_figures():
     grad_bytes = RESNET18_PARAMS * 4
-    # seed 002: 2(N-1)K/N parameters, times 4 bytes, over 2^30: 0.044 GB at N=2 and 0.065 GB at N=4
-    assert round(analysis.allreduce_bytes(grad_bytes, 2) / analysis.GIB, 3) == 0.044
-    assert round(analysis.allreduce_bytes(grad_bytes, 4) / analysis.GIB, 3) == 0.065
-    assert analysis.allreduce_bytes(grad_bytes, 1) == 0  # nothing to exchange alone
+    # the notebook: 2(N-1)K/N parameters, times 4 bytes, over 2^30: 0.044 GB at N=2 and 0.065 GB at N=4
+    assert round(formulas.allreduce_bytes(grad_bytes, 2) / formulas.GIB, 3) == 0.044
+    assert round(formulas.allreduce_bytes(grad_bytes, 4) / formulas.GIB, 3) == 0.065
+    assert formulas.allreduce_bytes(grad_bytes, 1) == 0  # nothing to exchange alone
 
 
 def test_busbw_factors_are_nccl_tests_factors():
-    assert analysis.busbw_factor("allreduce", 8) == pytest.approx(1.75)
-    assert analysis.busbw_factor("allgather", 8) == pytest.approx(0.875)
-    assert analysis.busbw_factor("reduce_scatter", 4) == pytest.approx(0.75)
-    assert analysis.busbw_factor("broadcast", 8) == 1.0
-    assert analysis.ring_factor(2) == 1.0
+    assert busbw_factor("allreduce", 8) == pytest.approx(1.75)
+    assert busbw_factor("allgather", 8) == pytest.approx(0.875)
+    assert busbw_factor("reduce_scatter", 4) == pytest.approx(0.75)
+    assert busbw_factor("broadcast", 8) == 1.0
+    assert formulas.ring_factor(2) == 1.0
 
 
-def test_seed_002_estimate_reproduces_its_table():
-    # Seed 002 (2.3): batch 32 per GPU, 1 GPU 16.10 s per epoch, 2 GPUs 41.32 s -> communication 33.27 s.
+def test_comm_estimate_from_t1_reproduces_the_notebooks_table():
+    # The notebook (2.3): batch 32 per GPU, 1 GPU 16.10 s per epoch, 2 GPUs 41.32 s -> communication 33.27 s.
     # Per step, with S1 steps per epoch at N=1 and S1/2 at N=2 (weak scaling):
     steps_1 = 1563
-    per_step = analysis.seed002_comm_estimate(41.32 / (steps_1 / 2), 16.10 / steps_1, 32, 32)
+    per_step = formulas.comm_estimate_from_t1(41.32 / (steps_1 / 2), 16.10 / steps_1, 32, 32)
     assert per_step * steps_1 / 2 == pytest.approx(33.27, abs=0.01)
     # strong scaling: each rank does half the work, so compute is t1/2
-    assert analysis.seed002_comm_estimate(0.6, 1.0, 16, 32) == pytest.approx(0.1)
+    assert formulas.comm_estimate_from_t1(0.6, 1.0, 16, 32) == pytest.approx(0.1)
 
 
-def test_epoch_transfer_follows_seed_004():
-    # seed 004: N / (B * k) synchronisations per epoch, each of every trainable parameter
-    result = analysis.epoch_transfer(RESNET18_PARAMS * 4, RESNET18_PARAMS, 50_000, 32 * 2, 2)
+def test_epoch_transfer_counts_every_gradient_value_per_step():
+    # "Benchmarking Distributed Training and Inference on NVIDIA's A6000 GPUs": N / (B * k) synchronisations
+    # per epoch, each of every trainable parameter
+    result = formulas.epoch_transfer(RESNET18_PARAMS * 4, RESNET18_PARAMS, 50_000, 32 * 2, 2)
     assert result["steps_per_epoch"] == math.ceil(50_000 / 64)
-    assert result["seed004_parameters_per_epoch"] == 782 * RESNET18_PARAMS
+    assert result["grad_values_per_epoch"] == 782 * RESNET18_PARAMS
+    assert result["grad_bytes_per_epoch"] == 782 * RESNET18_PARAMS * 4
     assert result["ring_bytes_per_rank_per_epoch"] == 782 * RESNET18_PARAMS * 4 * 1.0
 
 
@@ -54,44 +59,44 @@ def test_amdahl_fit_recovers_a_known_serial_fraction(serial):
     for n in (1, 2, 3, 4, 6, 8):
         time_n = compute * (serial + (1 - serial) / n)  # strong scaling under Amdahl's law
         points.append((n, compute / time_n))
-    fit = analysis.amdahl_fit(points)
+    fit = formulas.amdahl_fit(points)
     assert fit["serial_fraction"] == pytest.approx(serial, abs=1e-12)
     assert fit["rmse_speedup"] == pytest.approx(0, abs=1e-9)
     for n, speedup in points[1:]:
-        assert analysis.karp_flatt(speedup, n) == pytest.approx(serial, abs=1e-12)
+        assert formulas.karp_flatt(speedup, n) == pytest.approx(serial, abs=1e-12)
 
 
 def test_amdahl_fit_with_noise_stays_close():
     rng = random.Random(3)
-    points = [(n, analysis.amdahl_speedup(0.08, n) * rng.uniform(0.98, 1.02)) for n in (2, 4, 8, 16)]
-    fit = analysis.amdahl_fit(points)
+    points = [(n, formulas.amdahl_speedup(0.08, n) * rng.uniform(0.98, 1.02)) for n in (2, 4, 8, 16)]
+    fit = formulas.amdahl_fit(points)
     assert abs(fit["serial_fraction"] - 0.08) < 0.01
     assert fit["max_speedup"] == pytest.approx(1 / fit["serial_fraction"])
 
 
 def test_amdahl_fit_needs_more_than_one_rank():
-    assert analysis.amdahl_fit([(1, 1.0)]) is None
-    assert analysis.karp_flatt(1.0, 1) is None
-    superlinear = analysis.amdahl_fit([(2, 2.2), (4, 4.5)])
+    assert formulas.amdahl_fit([(1, 1.0)]) is None
+    assert formulas.karp_flatt(1.0, 1) is None
+    superlinear = formulas.amdahl_fit([(2, 2.2), (4, 4.5)])
     assert superlinear["serial_fraction"] == 0.0 and superlinear["raw_serial_fraction"] < 0
 
 
 def test_cost_per_million_examples():
     # 4 GPUs at 1000 examples/s: a million examples take 1000 s = 0.2778 h, times 4 GPUs at 2.50 per GPU-hour
-    assert analysis.cost_per_million(4, 1000.0, 2.5) == pytest.approx(1000 / 3600 * 4 * 2.5)
-    assert analysis.cost_per_million(4, 0.0, 2.5) is None
+    assert formulas.cost_per_million(4, 1000.0, 2.5) == pytest.approx(1000 / 3600 * 4 * 2.5)
+    assert formulas.cost_per_million(4, 0.0, 2.5) is None
 
 
 def test_mann_whitney_matches_the_textbook_value():
     # fully separated samples of 5: U = 0; normal approximation with continuity correction:
     # z = (12.5 - 0.5) / sqrt(5*5*11/12) = 2.5067 -> two-sided p = 0.01219
-    result = analysis.mann_whitney([1, 2, 3, 4, 5], [6, 7, 8, 9, 10])
+    result = formulas.mann_whitney([1, 2, 3, 4, 5], [6, 7, 8, 9, 10])
     assert result["u"] == 0
     assert result["p_value"] == pytest.approx(0.01219, abs=5e-5)
     assert result["effect"] == 0
-    same = analysis.mann_whitney([1.0] * 8, [1.0] * 8)
+    same = formulas.mann_whitney([1.0] * 8, [1.0] * 8)
     assert same["p_value"] == 1.0
-    assert analysis.mann_whitney([], [1.0]) is None
+    assert formulas.mann_whitney([], [1.0]) is None
 
 
 def test_noise_test_tells_a_shift_from_noise():
@@ -99,11 +104,11 @@ def test_noise_test_tells_a_shift_from_noise():
     base = [rng.gauss(0.100, 0.004) for _ in range(60)]
     again = [rng.gauss(0.100, 0.004) for _ in range(60)]
     slower = [rng.gauss(0.106, 0.004) for _ in range(60)]
-    assert analysis.mann_whitney(base, slower)["p_value"] < 1e-6
-    low, high = analysis.bootstrap_median_change(base, slower)
+    assert formulas.mann_whitney(base, slower)["p_value"] < 1e-6
+    low, high = formulas.bootstrap_median_change(base, slower)
     assert 0 < low < 0.06 < high
-    assert analysis.mann_whitney(base, again)["p_value"] > 0.05
-    low, high = analysis.bootstrap_median_change(base, again)
+    assert formulas.mann_whitney(base, again)["p_value"] > 0.05
+    low, high = formulas.bootstrap_median_change(base, again)
     assert low < 0 < high
 
 

@@ -6,10 +6,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ddptop import stats
-from ddptop.stats import ScalingPoint
+from ddptop.analysis import stats
+from ddptop.analysis.stats import ScalingPoint
 
-# Seed 000's tables: N -> walltime (s) of one fixed job, with the speedup and relative SU it prints.
+# The tables of "Benchmarking Parallel Programs": N -> walltime (s) of one fixed job, with the speedup and
+# relative SU it prints.
 K80 = {1: (226, 1.00, 1.00), 2: (134, 1.69, 1.18), 3: (95, 2.38, 1.26), 4: (76, 2.97, 1.35)}
 RTX = {
     1: (171, 1.00, 1.00), 2: (108, 1.58, 1.26), 3: (79, 2.16, 1.39), 4: (64, 2.67, 1.50), 5: (57, 3.00, 1.67),
@@ -17,7 +18,7 @@ RTX = {
 }
 
 
-def seed_rows(table, seconds=None):
+def article_rows(table, seconds=None):
     """A fixed job split over N GPUs is strong scaling: the same global work (here 1 'batch') at every N."""
     points = [
         ScalingPoint(world_size=n, sec_iter=(seconds or {}).get(n, t), global_batch=1, cores=n, gpus=n)
@@ -27,7 +28,7 @@ def seed_rows(table, seconds=None):
 
 
 def test_rtx_table_reproduced_to_two_decimals():
-    rows = seed_rows(RTX)
+    rows = article_rows(RTX)
     for n, (_t, speedup, rel_su) in RTX.items():
         assert round(rows[n]["speedup"], 2) == speedup, n
         assert round(rows[n]["relative_su"], 2) == rel_su, n
@@ -35,16 +36,16 @@ def test_rtx_table_reproduced_to_two_decimals():
 
 
 def test_k80_table_within_rounding_of_whole_second_times():
-    rows = seed_rows(K80)
+    rows = article_rows(K80)
     assert round(rows[2]["speedup"], 2) == 1.69
     assert round(rows[3]["relative_su"], 2) == 1.26
     assert round(rows[4]["relative_su"], 2) == 1.35
-    # The seed prints times rounded to the second: 134 s stands for anything in [133.5, 134.5). Its 1.18 for
+    # The article prints times rounded to the second: 134 s stands for anything in [133.5, 134.5). Its 1.18 for
     # N=2 is what some of those times give (133.5 s -> 1.181), though 134.0 s exactly gives 1.186 -> 1.19.
-    low = seed_rows(K80, {2: 133.5})[2]["relative_su"]
-    high = seed_rows(K80, {2: 134.49})[2]["relative_su"]
+    low = article_rows(K80, {2: 133.5})[2]["relative_su"]
+    high = article_rows(K80, {2: 134.49})[2]["relative_su"]
     assert round(low, 2) <= 1.18 <= round(high, 2)
-    assert round(seed_rows(K80, {2: 133.5})[2]["speedup"], 2) == 1.69
+    assert round(article_rows(K80, {2: 133.5})[2]["speedup"], 2) == 1.69
     assert rows[2]["relative_su"] == pytest.approx(2 * 134 / 226)
 
 
@@ -113,7 +114,7 @@ def test_sample_set_fed_in_batches_matches_numpy_on_everything(batches):
     incremental = stats.SampleSet()
     seen: list[float] = []
     for batch in batches:
-        incremental.extend(batch)
+        incremental.extend_sorted(sorted(batch))
         seen += batch
         if not seen:
             continue
@@ -141,8 +142,8 @@ def test_straggler_flags_the_slow_rank():
     assert math.isfinite(stats.straggler({0: 0.1, 1: 0.1})["ratio"])
 
 
-def test_recommendation_reads_seed_000s_rtx_table_as_the_article_does():
-    rows = list(seed_rows(RTX).values())
+def test_recommendation_reads_the_articles_rtx_table_as_the_article_does():
+    rows = list(article_rows(RTX).values())
     text = stats.recommendation(rows, "GPUs")
     # E(3) = 72%, E(4) = 67%; and the article's "don't ask for more than 6 GPUs" plateau.
     assert "beyond N=3 (67% at N=4): request 3 GPUs" in text

@@ -9,7 +9,7 @@ import stat
 import numpy as np
 import pytest
 
-from ddptop.stats import PERCENTILES
+from ddptop.analysis.stats import PERCENTILES
 from tests.conftest import ddptop, processes_mentioning, run_sweep
 
 pytestmark = pytest.mark.slow
@@ -33,7 +33,7 @@ def raw_samples(run_dir: str, config_id: str) -> dict[int, list[float]]:
 def test_sweep_completes_with_every_configuration(cpu_sweep):
     assert cpu_sweep.returncode == 0, cpu_sweep.stderr + cpu_sweep.stdout
     summary = cpu_sweep.summary()
-    assert summary["schema"] == "ddptop.summary" and summary["schema_version"] == 1
+    assert summary["schema"] == "ddptop.summary" and summary["schema_version"] == 2
     assert summary["complete"] is True
     ids = [c["config_id"] for c in summary["configs"]]
     assert ids == ["resnet18/no_ddp/bs4/n1/gloo", "resnet18/ddp/bs4/n1/gloo", "resnet18/ddp/bs4/n2/gloo"]

@@ -18,7 +18,8 @@ from ddptop.plan import PlanOptions, build_plan
 from ddptop.rundir import create_run_dir
 from ddptop.session import Session
 from ddptop.telemetry.inventory import read_inventory
-from ddptop.telemetry.monitor import TIMELINE_FILE, Monitor
+from ddptop.protocol.layout import TIMELINE_FILE
+from ddptop.telemetry.monitor import Monitor
 from ddptop.tui.app import DdptopApp, SummaryScreen
 
 from .conftest import REPO, processes_mentioning, wait_path

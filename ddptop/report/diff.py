@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ddptop import analysis
+from ddptop.analysis import formulas as analysis
 
 DIFF_PERCENTILES = ("p50", "p75", "p95")
 IGNORED_ENVIRONMENT_KEYS = ("collected", "pid")

@@ -16,8 +16,8 @@ import os
 from typing import Any
 
 from ddptop import analysis
+from ddptop.protocol.layout import PLOTS_DIR
 
-PLOTS_DIR = "plots"
 FORMATS = ("png", "svg")
 
 

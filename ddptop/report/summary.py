@@ -1,7 +1,9 @@
 """The scaling summary: one schema-versioned JSON document per run, plus its Markdown and CSV renderings.
 
-``build_summary`` is a pure function of a session (its files) and the environment; ``save_summary`` writes
-summary.json/.md/.csv atomically; ``load_summary`` refuses documents of an unknown schema or version.
+``build_summary`` gathers a session's configurations, the scaling tables (``ddptop.analysis.scaling``), the
+sweep's overhead and the run directory's telemetry timeline, topology and follower files into that document;
+it reads those files but writes nothing. ``save_summary`` writes summary.json/.md/.csv atomically;
+``load_summary`` refuses documents of an unknown schema or version and upgrades older versions it knows.
 """
 
 from __future__ import annotations
@@ -11,17 +13,27 @@ import os
 import time
 from typing import Any
 
-from ddptop import analysis, rundir, stats
+from ddptop import rundir
+from ddptop.analysis import communication, scaling
+from ddptop.analysis.scaling import live_scaling  # noqa: F401 - the live view's figures, for callers of this module
 from ddptop.errors import DdptopError
-from ddptop.report import communication
 from ddptop.report.plots import PLOTS_DIR
-from ddptop.session import FAILED, Session
+from ddptop.session import Session
 from ddptop.telemetry import timeline
 from ddptop.telemetry.monitor import TIMELINE_FILE
 from ddptop.protocol.wire import EventFileReader
 
 SCHEMA = "ddptop.summary"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+# Keys renamed in version 2 (where they are: old -> new); ``load_summary`` renames them in a version 1 document.
+V1_ROW_KEYS = {
+    "seed002_comm_estimate_s": "comm_estimate_from_t1_s",
+    "seed002_bandwidth_gbs": "bandwidth_from_t1_gbs",
+}
+V1_EPOCH_KEYS = {
+    "seed004_bytes_per_epoch": "grad_bytes_per_epoch",
+    "seed004_parameters_per_epoch": "grad_values_per_epoch",
+}
 ENVIRONMENT_FILE = "environment.json"
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
@@ -65,211 +77,6 @@ def _config_entry(session: Session, state: Any) -> dict[str, Any]:
     )
     entry["communication"] = communication.config_communication(state, entry) if entry["stats"] else None
     return entry
-
-
-def _scaling(session: Session, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    plan = session.plan
-    groups: dict[tuple, list[dict[str, Any]]] = {}
-    baselines: dict[tuple, dict[str, Any]] = {}
-    for entry in entries:
-        batch = entry["batch_size"] if entry["scaling"] == "weak" else entry["global_batch"]
-        key = (entry["model"], batch, entry["backend"])
-        if entry["stats"] is None:
-            continue
-        if entry["mode"] == "no_ddp":
-            baselines[key] = entry
-        elif entry["mode"] == "ddp":
-            groups.setdefault(key + (entry["bucket_cap_mb"],), []).append(entry)
-    tables = []
-    for (model, batch, backend, bucket_cap_mb), members in groups.items():
-        points = []
-        by_size = {}
-        for entry in members:
-            n = entry["world_size"]
-            cores_per_rank = plan.cores_per_rank if plan.cores_per_rank is not None else plan.threads_per_rank[n]
-            points.append(
-                stats.ScalingPoint(
-                    world_size=n,
-                    sec_iter=entry["stats"]["sec_iter"]["p50"],
-                    global_batch=entry["global_batch"],
-                    cores=cores_per_rank * n,
-                    gpus=n if plan.device == "cuda" else 0,
-                )
-            )
-            by_size[n] = entry
-        rows = stats.scaling_rows(points, plan.su_core_weight, plan.su_gpu_weight)
-        baseline = baselines.get((model, batch, backend))
-        reference = rows[0] if rows else None
-        for row in rows:
-            entry = by_size[row["world_size"]]
-            row["config_id"] = entry["config_id"]
-            row["label"] = entry["label"]
-            row["cores"] = next(p.cores for p in points if p.world_size == row["world_size"])
-            _add_model_figures(row, entry, by_size[reference["world_size"]], baseline, plan)
-        unit = "GPUs" if plan.device == "cuda" else "ranks"
-        fit = analysis.amdahl_fit([(r["world_size"], r["speedup"]) for r in rows])
-        ddp_overhead = None
-        if baseline and reference and reference["world_size"] == 1:
-            ddp_overhead = reference["sec_iter"] / baseline["stats"]["sec_iter"]["p50"] - 1
-        tables.append(
-            {
-                "recommendation": stats.recommendation(rows, unit, plan.efficiency_threshold),
-                "efficiency_threshold": plan.efficiency_threshold,
-                "amdahl": fit,
-                "model": model,
-                "batch_size": batch,
-                "bucket_cap_mb": bucket_cap_mb,
-                "batch_meaning": "per rank" if plan.scaling == "weak" else "global",
-                "scaling": plan.scaling,
-                "backend": backend,
-                "reference_world_size": reference["world_size"] if reference else None,
-                "no_ddp_sec_iter": baseline["stats"]["sec_iter"]["p50"] if baseline else None,
-                "ddp_overhead_at_reference": ddp_overhead,
-                "rows": rows,
-            }
-        )
-    return tables
-
-
-def _add_model_figures(
-    row: dict[str, Any], entry: dict[str, Any], reference: dict[str, Any], baseline: dict[str, Any] | None, plan: Any
-) -> None:
-    """Karp-Flatt, cost per million examples, data moved per epoch and the compute/communication split."""
-    n = row["world_size"]
-    row["karp_flatt"] = analysis.karp_flatt(row["speedup"], n) if row["reference_world_size"] == 1 else None
-    row["cost_per_million"] = (  # one GPU per rank; on the CPU the price is per rank-hour
-        analysis.cost_per_million(n, row["ex_sec_total"], plan.price_per_gpu_hour)
-        if plan.price_per_gpu_hour is not None
-        else None
-    )
-    grad_bytes, params = entry.get("grad_bytes"), entry.get("params")
-    row["epoch"] = (
-        analysis.epoch_transfer(grad_bytes, params, plan.epoch_examples, entry["global_batch"], n)
-        if grad_bytes and params
-        else None
-    )
-    comm = entry.get("communication") or {}
-    row["compute_s"] = comm.get("compute_s")
-    row["exposed_comm_s"] = comm.get("exposed_comm_s")
-    row["exposed_comm_fraction"] = comm.get("exposed_comm_fraction")
-    buckets = comm.get("buckets") or {}
-    row["bucket_comm_s"] = buckets.get("in_flight_s")
-    # Seed 002 takes the single-device time without DDP as the compute of every N; so do we when we have it.
-    single = baseline if baseline is not None else (reference if reference["world_size"] == 1 else None)
-    row["seed002_comm_estimate_s"] = (
-        analysis.seed002_comm_estimate(
-            row["sec_iter"], single["stats"]["sec_iter"]["p50"], entry["batch_size"], single["batch_size"]
-        )
-        if single is not None and n > 1
-        else None
-    )
-    allreduce = comm.get("allreduce_bytes_per_rank")
-    row["seed002_bandwidth_gbs"] = (
-        allreduce / analysis.GIB / row["seed002_comm_estimate_s"]
-        if allreduce and row["seed002_comm_estimate_s"] and row["seed002_comm_estimate_s"] > 0
-        else None
-    )
-
-
-def _batch_throughput(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Throughput per batch size for each model/N/backend with more than one batch (seed 002's sweep)."""
-    groups: dict[tuple, list[dict[str, Any]]] = {}
-    for entry in entries:
-        if entry["mode"] != "ddp":
-            continue
-        key = (entry["model"], entry["world_size"], entry["backend"], entry["bucket_cap_mb"])
-        groups.setdefault(key, []).append(entry)
-    tables = []
-    for (model, world_size, backend, cap), members in groups.items():
-        if len({e["batch_size"] for e in members}) < 2:
-            continue
-        rows = []
-        for entry in sorted(members, key=lambda e: e["batch_size"]):
-            p50 = entry["stats"]["sec_iter"]["p50"] if entry["stats"] else None
-            rows.append(
-                {
-                    "batch_size": entry["batch_size"],
-                    "global_batch": entry["global_batch"],
-                    "status": entry["status"],
-                    "reason": entry["reason"],
-                    "sec_iter": p50,
-                    "ex_sec_total": entry["global_batch"] / p50 if p50 and entry["status"] == "ok" else None,
-                    "peak_memory_bytes": entry["peak_memory_bytes"],
-                }
-            )
-        measured = [r for r in rows if r["ex_sec_total"]]
-        best = max(measured, key=lambda r: r["ex_sec_total"]) if measured else None
-        oom = next((r for r in rows if r["status"] == "oom"), None)
-        tables.append(
-            {
-                "model": model,
-                "world_size": world_size,
-                "backend": backend,
-                "bucket_cap_mb": cap,
-                "rows": rows,
-                "best_batch": best["batch_size"] if best else None,
-                "best_ex_sec_total": best["ex_sec_total"] if best else None,
-                "first_oom_batch": oom["batch_size"] if oom else None,
-            }
-        )
-    return tables
-
-
-def _data_parallel_vs_ddp(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """DataParallel against DDP at the same N, model and batch (seeds 002 and 004)."""
-    ddp = {(e["model"], e["batch_size"], e["world_size"]): e for e in entries if e["mode"] == "ddp" and e["stats"]}
-    rows = []
-    for entry in entries:
-        if entry["mode"] != "dp":
-            continue
-        other = ddp.get((entry["model"], entry["batch_size"], entry["world_size"]))
-        dp_p50 = entry["stats"]["sec_iter"]["p50"] if entry["stats"] else None
-        ddp_p50 = other["stats"]["sec_iter"]["p50"] if other else None
-        rows.append(
-            {
-                "model": entry["model"],
-                "batch_size": entry["batch_size"],
-                "world_size": entry["world_size"],
-                "dp_status": entry["status"],
-                "dp_sec_iter": dp_p50,
-                "ddp_sec_iter": ddp_p50,
-                "dp_ex_sec_total": entry["global_batch"] / dp_p50 if dp_p50 else None,
-                "ddp_ex_sec_total": other["global_batch"] / ddp_p50 if ddp_p50 else None,
-                "ddp_speedup_over_dp": dp_p50 / ddp_p50 if dp_p50 and ddp_p50 else None,
-            }
-        )
-    return rows
-
-
-def _compare_with_collectives(entries: list[dict[str, Any]], collectives: list[dict[str, Any]]) -> None:
-    """Put the collective kernel's allreduce bandwidth at DDP's bucket size next to what DDP achieved."""
-    for entry in entries:
-        buckets = (entry.get("communication") or {}).get("buckets") or {}
-        achieved = buckets.get("achieved")
-        if not achieved or not buckets.get("mean_bucket_bytes"):
-            continue
-        row = communication.busbw_at(collectives, entry["world_size"], entry["backend"], buckets["mean_bucket_bytes"])
-        if row is None:
-            continue
-        achieved["collective_bytes"] = row["bytes"]
-        achieved["collective_busbw_gbs"] = row["busbw_gbs"]
-        achieved["share_of_collective"] = achieved["busbw_gbs"] / row["busbw_gbs"] if row["busbw_gbs"] else None
-
-
-def live_scaling(session: Session) -> dict[str, dict[str, Any]]:
-    """Speedup and efficiency so far, per configuration id, from the configurations with samples."""
-    with session.lock:
-        entries = []
-        for state in session.ordered_states():
-            if state.status in FAILED:
-                continue
-            entry = state.spec.to_json()
-            entry.update({"config_id": state.spec.config_id, "label": state.spec.label, "stats": state.summary(),
-                          "grad_bytes": state.info.get("grad_bytes"), "params": state.info.get("params")})
-            if entry["stats"] is not None:
-                entry["communication"] = communication.config_communication(state, entry)
-            entries.append(entry)
-    return {row["config_id"]: row for table in _scaling(session, entries) for row in table["rows"]}
 
 
 def _step_seconds(entry: dict[str, Any]) -> float:
@@ -362,7 +169,7 @@ def build_summary(session: Session, environment: dict[str, Any] | None = None) -
         for entry in entries:
             counts[entry["status"]] = counts.get(entry["status"], 0) + 1
         collectives = communication.collective_tables(session.collectives, session.launches)
-        _compare_with_collectives(entries, collectives)
+        scaling.compare_with_collectives(entries, collectives)
         return {
             "schema": SCHEMA,
             "schema_version": SCHEMA_VERSION,
@@ -374,9 +181,9 @@ def build_summary(session: Session, environment: dict[str, Any] | None = None) -
             "plan": session.plan.to_json(),
             "status_counts": counts,
             "configs": entries,
-            "scaling": _scaling(session, entries),
-            "batch_throughput": _batch_throughput(entries),
-            "dp_vs_ddp": _data_parallel_vs_ddp(entries),
+            "scaling": scaling.scaling_tables(entries, session.plan),
+            "batch_throughput": scaling.batch_throughput(entries),
+            "dp_vs_ddp": scaling.data_parallel_vs_ddp(entries),
             "collectives": collectives,
             "overhead": _overhead(session, entries),
             "telemetry": telemetry,
@@ -474,6 +281,7 @@ REQUIRED_KEYS = {"environment": dict, "plan": dict, "configs": list, "scaling": 
 
 
 def load_summary(path: str) -> dict[str, Any]:
+    """A saved summary, checked and upgraded to this schema version; a ``SummaryError`` says why not."""
     try:
         with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
@@ -486,9 +294,30 @@ def load_summary(path: str) -> dict[str, Any]:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise SummaryError(f"{path} is not a ddptop summary")
     version = data.get("schema_version")
-    if version != SCHEMA_VERSION:
-        raise SummaryError(f"{path} has summary schema version {version!r}; this ddptop reads {SCHEMA_VERSION}")
+    if version not in (1, SCHEMA_VERSION):
+        raise SummaryError(f"{path} has summary schema version {version!r}; this ddptop reads 1 to {SCHEMA_VERSION}")
     for key, kind in REQUIRED_KEYS.items():
         if not isinstance(data.get(key), kind):
             raise SummaryError(f"{path} is damaged: {key!r} is missing or not a JSON {kind.__name__}")
+    if version == 1:
+        upgrade_v1(data)
     return data
+
+
+def _rename(record: Any, names: dict[str, str]) -> None:
+    if isinstance(record, dict):
+        for old, new in names.items():
+            if old in record:
+                record[new] = record.pop(old)
+
+
+def upgrade_v1(data: dict[str, Any]) -> None:
+    """Make a version 1 document read as version 2, in place: only key names changed between them, so
+    every reader asks for the current names alone. Parts of the wrong shape are left for the readers."""
+    for table in data["scaling"]:
+        rows = table.get("rows") if isinstance(table, dict) else None
+        for row in rows if isinstance(rows, list) else ():
+            if isinstance(row, dict):
+                _rename(row, V1_ROW_KEYS)
+                _rename(row.get("epoch"), V1_EPOCH_KEYS)
+    data["schema_version"] = SCHEMA_VERSION

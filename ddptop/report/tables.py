@@ -11,7 +11,7 @@ import csv
 import io
 from typing import Any
 
-from ddptop.stats import PERCENTILES
+from ddptop.analysis.stats import PERCENTILES
 from ddptop.telemetry.topology import Topology, format_matrix
 
 SHOWN_PERCENTILES = ("p50", "p75", "p90", "p95")

@@ -28,7 +28,8 @@ from ddptop.live import LiveRun
 from ddptop.report import summary as summary_mod
 from ddptop.report import tables
 from ddptop.session import ENDED, FAILED, ConfigState, Session
-from ddptop.telemetry.monitor import TIMELINE_FILE
+from ddptop.protocol import layout
+from ddptop.protocol.layout import TIMELINE_FILE
 from ddptop.telemetry.timeline import TimelineFollower
 from ddptop.telemetry.topology import Topology, format_matrix
 from ddptop.tui import format as fmt
@@ -610,9 +611,9 @@ class DdptopApp(App[int]):
         if not launches:
             return
         launch = next((l for l in reversed(launches) if l.ended_t is None), launches[-1])
-        path = os.path.join(self.session.run_dir, rundir.LAUNCHES_DIR, launch.name)
+        path = layout.launch_path(self.session.run_dir, launch.name)
         lines = [f"--- {launch.name} (torchrun agent.log and each local rank's stderr, last lines)"]
-        lines += [f"[agent] {line}" for line in rundir.tail_lines(os.path.join(path, "agent.log"), 20)]
+        lines += [f"[agent] {line}" for line in rundir.tail_lines(layout.agent_log(path), 20)]
         for local_rank, streams in sorted(rundir.worker_logs(path).items()):
             if "stderr" in streams:
                 lines += [f"[{local_rank}] {line}" for line in rundir.tail_lines(streams["stderr"], 40)]

@@ -7,7 +7,8 @@ Three measurements of the same thing, kept side by side because each misleads in
   their overlap, sampled by DDP on some iterations);
 - the comm hook's bucket timings: the time any bucket's allreduce was in flight per step, and the bandwidth
   that implies for the gradient bytes reduced.
-Seed 002's estimate (t(N) minus the N=1 time scaled to this rank's work) is added by the scaling tables.
+The estimate from the single-device time (t(N) minus t1 scaled to this rank's work) is added by the scaling
+tables (``ddptop.analysis.scaling``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from ddptop import analysis, stats
+from ddptop.analysis import formulas, stats
+from ddptop.protocol.bandwidth import busbw_factor
 
 
 def _median_of(values: list[float]) -> float | None:
@@ -37,8 +39,8 @@ def config_communication(state: Any, entry: dict[str, Any]) -> dict[str, Any] | 
         "compute_s": nosync,
         "exposed_comm_s": max(0.0, sync - nosync) if sync is not None and nosync is not None else None,
         "exposed_comm_fraction": None,
-        "allreduce_bytes_per_rank": analysis.allreduce_bytes(grad_bytes, world_size) if grad_bytes else None,
-        "allreduce_gib_per_rank": analysis.allreduce_bytes(grad_bytes, world_size) / analysis.GIB
+        "allreduce_bytes_per_rank": formulas.allreduce_bytes(grad_bytes, world_size) if grad_bytes else None,
+        "allreduce_gib_per_rank": formulas.allreduce_bytes(grad_bytes, world_size) / formulas.GIB
         if grad_bytes
         else None,
         "ddp_logging": None,
@@ -59,7 +61,7 @@ def config_communication(state: Any, entry: dict[str, Any]) -> dict[str, Any] | 
         achieved = None
         if busy_s and bytes_per_step and world_size > 1:
             algbw = bytes_per_step / busy_s / 1e9
-            achieved = {"algbw_gbs": algbw, "busbw_gbs": algbw * analysis.ring_factor(world_size)}
+            achieved = {"algbw_gbs": algbw, "busbw_gbs": algbw * formulas.ring_factor(world_size)}
         result["buckets"] = {
             "steps": len(busy),
             "in_flight_s": busy_s,
@@ -96,7 +98,7 @@ def collective_tables(events: list[dict[str, Any]], launches: dict[str, Any]) ->
         table = tables.setdefault(
             (world_size, backend, op),
             {"world_size": world_size, "backend": backend, "op": op,
-             "busbw_factor": analysis.busbw_factor(op, world_size), "rows": []},
+             "busbw_factor": busbw_factor(op, world_size), "rows": []},
         )
         table["rows"].append(
             {

@@ -1,9 +1,10 @@
 """Formulas that turn measured step times into explanations. Pure functions on plain numbers; no I/O.
 
-- Communication volume: a ring allreduce of K bytes sends and receives 2(N-1)/N * K bytes per rank (seed
-  002, after Gibiansky), which is also nccl-tests' "bus bandwidth" factor for allreduce.
-- Bus bandwidth factors of each collective, as nccl-tests defines them, so figures compare with its tables.
+- Communication volume: a ring allreduce of K bytes sends and receives 2(N-1)/N * K bytes per rank ("Problem 2 -
+  Data Parallelism in Pytorch", after Gibiansky's "Bringing HPC Techniques to Deep Learning"), which is
+  also nccl-tests' bus bandwidth factor for allreduce (``ddptop.protocol.bandwidth``).
 - Scaling model: Amdahl's serial fraction fitted over all N, and the Karp-Flatt metric at each N.
+- Cost: the price of a million examples at a measured throughput; data moved per training epoch.
 - Significance: a two-sided Mann-Whitney U test and a bootstrap interval of the change in medians, to say
   whether two runs differ by more than their own noise.
 """
@@ -14,28 +15,15 @@ import math
 import random
 from collections.abc import Sequence
 
-from ddptop.stats import median
+from ddptop.analysis.stats import median
+from ddptop.protocol.bandwidth import busbw_factor
 
 GIB = 2**30
-
-# nccl-tests (doc/PERFORMANCE.md): busbw = algbw * factor(N). Sizes follow its convention: allgather and
-# reduce_scatter count the whole (gathered) buffer, the others the buffer each rank passes in.
-BUSBW_FACTORS = {
-    "allreduce": lambda n: 2 * (n - 1) / n,
-    "allgather": lambda n: (n - 1) / n,
-    "reduce_scatter": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-}
-COLLECTIVES = tuple(BUSBW_FACTORS)
 
 
 def ring_factor(world_size: int) -> float:
     """Bytes a rank moves in a ring allreduce per byte of the reduced buffer: 2(N-1)/N."""
-    return BUSBW_FACTORS["allreduce"](world_size)
-
-
-def busbw_factor(collective: str, world_size: int) -> float:
-    return BUSBW_FACTORS[collective](world_size)
+    return busbw_factor("allreduce", world_size)
 
 
 def allreduce_bytes(grad_bytes: float, world_size: int) -> float:
@@ -44,20 +32,22 @@ def allreduce_bytes(grad_bytes: float, world_size: int) -> float:
 
 
 def epoch_transfer(grad_bytes: float, params: int, epoch_examples: int, global_batch: int, world_size: int) -> dict:
-    """Data moved per epoch: seed 004's count (steps x parameters) and the ring-allreduce bytes per rank."""
+    """Data moved per epoch: every gradient value once per step (steps x parameters, the count of
+    "Benchmarking Distributed Training and Inference on NVIDIA's A6000 GPUs") and the ring-allreduce bytes per rank."""
     steps = math.ceil(epoch_examples / global_batch)
     return {
         "epoch_examples": epoch_examples,
         "steps_per_epoch": steps,
-        "seed004_parameters_per_epoch": steps * params,
-        "seed004_bytes_per_epoch": steps * grad_bytes,
+        "grad_values_per_epoch": steps * params,
+        "grad_bytes_per_epoch": steps * grad_bytes,
         "ring_bytes_per_rank_per_epoch": steps * allreduce_bytes(grad_bytes, world_size),
     }
 
 
-def seed002_comm_estimate(sec_iter: float, ref_sec_iter: float, batch_per_rank: int, ref_batch_per_rank: int) -> float:
-    """Seed 002's guess: communication = t(N) - compute, where compute is the N=1 time scaled to this rank's
-    share of the work (t1/N for strong scaling, t1 for weak). It assumes compute scales perfectly."""
+def comm_estimate_from_t1(sec_iter: float, ref_sec_iter: float, batch_per_rank: int, ref_batch_per_rank: int) -> float:
+    """Communication estimated as t(N) - compute, where compute is the single-device time scaled to this
+    rank's share of the work (t1/N for strong scaling, t1 for weak), as "Problem 2 - Data Parallelism in
+    Pytorch" splits its epoch times. It assumes compute scales perfectly."""
     compute = ref_sec_iter * batch_per_rank / ref_batch_per_rank
     return sec_iter - compute
 

@@ -7,8 +7,8 @@ Definitions (also in README "Measurement semantics"):
 - Throughput X(N) = global batch / sec_iter(N). Speedup against the reference run (the smallest N measured,
   normally N=1) is S(N) = N_ref * X(N) / X(N_ref). For weak scaling (fixed per-rank batch b) this is
   N * t_ref / t(N) when N_ref = 1; for strong scaling (fixed global batch B) it is t_ref / t(N).
-- Efficiency E = S / N. Relative cost (GPU-only, seed 000's N/s) = N / S.
-- Relative SU (seed 000's service units, SU = (w_core * cores + w_gpu * gpus) * walltime) compares the
+- Efficiency E = S / N. Relative cost (GPU-only, the N/s of "Benchmarking Parallel Programs") = N / S.
+- Relative SU (that article's service units, SU = (w_core * cores + w_gpu * gpus) * walltime) compares the
   charge for the same amount of work: rate(N) * (t(N) / global batch(N)) over the same for the reference.
 """
 
@@ -59,10 +59,6 @@ class SampleSet:
     @property
     def n(self) -> int:
         return len(self)
-
-    def extend(self, values: Sequence[float]) -> None:
-        if len(values):
-            self._pending.append(list(values))
 
     def extend_sorted(self, values: list[float]) -> None:
         """Add values already in ascending order (not copied: the caller must not change them)."""

@@ -1,0 +1,320 @@
+"""The scaling tables, for the saved summary and for the live view alike.
+
+``scaling_tables`` turns configuration entries (a summary's ``configs``: spec fields, ``stats``,
+``grad_bytes``, ``params``, ``communication``) and the plan into one table per model, batch, backend and
+bucket size: speedup, efficiency, relative cost and SU, Karp-Flatt, cost, data per epoch, the
+compute/communication split, Amdahl's fit and a recommendation in words. The batch sweep, DataParallel
+against DDP and the collective kernel's bandwidth beside DDP's are here too.
+
+The live view asks for the same rows several times a second while only a few inputs change between looks.
+``LiveScaling`` keeps the last tables and rebuilds them only when a configuration's inputs (its p50 step
+time, gradient size and communication figures) changed, so a frame with nothing new costs a key comparison.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ddptop.analysis import communication, formulas, stats
+from ddptop.session import FAILED
+
+if TYPE_CHECKING:
+    from ddptop.plan import Plan
+    from ddptop.session import ConfigState, Session
+
+
+def scaling_tables(entries: Sequence[dict[str, Any]], plan: Plan) -> list[dict[str, Any]]:
+    """One table per (model, batch, backend, bucket size) of the DDP entries with samples, against the
+    smallest world size measured and, where there is one, the plain model without DDP."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    baselines: dict[tuple, dict[str, Any]] = {}
+    for entry in entries:
+        batch = entry["batch_size"] if entry["scaling"] == "weak" else entry["global_batch"]
+        key = (entry["model"], batch, entry["backend"])
+        if entry["stats"] is None:
+            continue
+        if entry["mode"] == "no_ddp":
+            baselines[key] = entry
+        elif entry["mode"] == "ddp":
+            groups.setdefault(key + (entry["bucket_cap_mb"],), []).append(entry)
+    tables = []
+    for (model, batch, backend, bucket_cap_mb), members in groups.items():
+        points = []
+        by_size = {}
+        for entry in members:
+            n = entry["world_size"]
+            cores_per_rank = plan.cores_per_rank if plan.cores_per_rank is not None else plan.threads_per_rank[n]
+            points.append(
+                stats.ScalingPoint(
+                    world_size=n,
+                    sec_iter=entry["stats"]["sec_iter"]["p50"],
+                    global_batch=entry["global_batch"],
+                    cores=cores_per_rank * n,
+                    gpus=n if plan.device == "cuda" else 0,
+                )
+            )
+            by_size[n] = entry
+        rows = stats.scaling_rows(points, plan.su_core_weight, plan.su_gpu_weight)
+        baseline = baselines.get((model, batch, backend))
+        reference = rows[0] if rows else None
+        for row in rows:
+            entry = by_size[row["world_size"]]
+            row["config_id"] = entry["config_id"]
+            row["label"] = entry["label"]
+            row["cores"] = next(p.cores for p in points if p.world_size == row["world_size"])
+            _add_model_figures(row, entry, by_size[reference["world_size"]], baseline, plan)
+        unit = "GPUs" if plan.device == "cuda" else "ranks"
+        fit = formulas.amdahl_fit([(r["world_size"], r["speedup"]) for r in rows])
+        ddp_overhead = None
+        if baseline and reference and reference["world_size"] == 1:
+            ddp_overhead = reference["sec_iter"] / baseline["stats"]["sec_iter"]["p50"] - 1
+        tables.append(
+            {
+                "recommendation": stats.recommendation(rows, unit, plan.efficiency_threshold),
+                "efficiency_threshold": plan.efficiency_threshold,
+                "amdahl": fit,
+                "model": model,
+                "batch_size": batch,
+                "bucket_cap_mb": bucket_cap_mb,
+                "batch_meaning": "per rank" if plan.scaling == "weak" else "global",
+                "scaling": plan.scaling,
+                "backend": backend,
+                "reference_world_size": reference["world_size"] if reference else None,
+                "no_ddp_sec_iter": baseline["stats"]["sec_iter"]["p50"] if baseline else None,
+                "ddp_overhead_at_reference": ddp_overhead,
+                "rows": rows,
+            }
+        )
+    return tables
+
+
+def _add_model_figures(
+    row: dict[str, Any], entry: dict[str, Any], reference: dict[str, Any], baseline: dict[str, Any] | None, plan: Plan
+) -> None:
+    """Karp-Flatt, cost per million examples, data moved per epoch and the compute/communication split."""
+    n = row["world_size"]
+    row["karp_flatt"] = formulas.karp_flatt(row["speedup"], n) if row["reference_world_size"] == 1 else None
+    row["cost_per_million"] = (  # one GPU per rank; on the CPU the price is per rank-hour
+        formulas.cost_per_million(n, row["ex_sec_total"], plan.price_per_gpu_hour)
+        if plan.price_per_gpu_hour is not None
+        else None
+    )
+    grad_bytes, params = entry.get("grad_bytes"), entry.get("params")
+    row["epoch"] = (
+        formulas.epoch_transfer(grad_bytes, params, plan.epoch_examples, entry["global_batch"], n)
+        if grad_bytes and params
+        else None
+    )
+    comm = entry.get("communication") or {}
+    row["compute_s"] = comm.get("compute_s")
+    row["exposed_comm_s"] = comm.get("exposed_comm_s")
+    row["exposed_comm_fraction"] = comm.get("exposed_comm_fraction")
+    buckets = comm.get("buckets") or {}
+    row["bucket_comm_s"] = buckets.get("in_flight_s")
+    # The estimate from t1 takes the single-device time as the compute of every N ("Problem 2 - Data
+    # Parallelism in Pytorch" uses one GPU without DDP); the plain model's time when we have it.
+    single = baseline if baseline is not None else (reference if reference["world_size"] == 1 else None)
+    row["comm_estimate_from_t1_s"] = (
+        formulas.comm_estimate_from_t1(
+            row["sec_iter"], single["stats"]["sec_iter"]["p50"], entry["batch_size"], single["batch_size"]
+        )
+        if single is not None and n > 1
+        else None
+    )
+    allreduce = comm.get("allreduce_bytes_per_rank")
+    estimate = row["comm_estimate_from_t1_s"]
+    row["bandwidth_from_t1_gbs"] = (
+        allreduce / formulas.GIB / estimate if allreduce and estimate and estimate > 0 else None
+    )
+
+
+def rows_by_config(tables: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Every table's rows by configuration id (a configuration is in one table at most)."""
+    return {row["config_id"]: row for table in tables for row in table["rows"]}
+
+
+def batch_throughput(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Throughput per batch size for each model/N/backend with more than one batch: the batch-size sweep
+    up to out-of-memory of "Problem 2 - Data Parallelism in Pytorch"."""
+    groups: dict[tuple, list[dict[str, Any]]] = {}
+    for entry in entries:
+        if entry["mode"] != "ddp":
+            continue
+        key = (entry["model"], entry["world_size"], entry["backend"], entry["bucket_cap_mb"])
+        groups.setdefault(key, []).append(entry)
+    tables = []
+    for (model, world_size, backend, cap), members in groups.items():
+        if len({e["batch_size"] for e in members}) < 2:
+            continue
+        rows = []
+        for entry in sorted(members, key=lambda e: e["batch_size"]):
+            p50 = entry["stats"]["sec_iter"]["p50"] if entry["stats"] else None
+            rows.append(
+                {
+                    "batch_size": entry["batch_size"],
+                    "global_batch": entry["global_batch"],
+                    "status": entry["status"],
+                    "reason": entry["reason"],
+                    "sec_iter": p50,
+                    "ex_sec_total": entry["global_batch"] / p50 if p50 and entry["status"] == "ok" else None,
+                    "peak_memory_bytes": entry["peak_memory_bytes"],
+                }
+            )
+        measured = [r for r in rows if r["ex_sec_total"]]
+        best = max(measured, key=lambda r: r["ex_sec_total"]) if measured else None
+        oom = next((r for r in rows if r["status"] == "oom"), None)
+        tables.append(
+            {
+                "model": model,
+                "world_size": world_size,
+                "backend": backend,
+                "bucket_cap_mb": cap,
+                "rows": rows,
+                "best_batch": best["batch_size"] if best else None,
+                "best_ex_sec_total": best["ex_sec_total"] if best else None,
+                "first_oom_batch": oom["batch_size"] if oom else None,
+            }
+        )
+    return tables
+
+
+def data_parallel_vs_ddp(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """DataParallel against DDP at the same N, model and batch, the comparison of "Problem 2 - Data
+    Parallelism in Pytorch" and of "Benchmarking Distributed Training and Inference on NVIDIA's A6000 GPUs"."""
+    ddp = {(e["model"], e["batch_size"], e["world_size"]): e for e in entries if e["mode"] == "ddp" and e["stats"]}
+    rows = []
+    for entry in entries:
+        if entry["mode"] != "dp":
+            continue
+        other = ddp.get((entry["model"], entry["batch_size"], entry["world_size"]))
+        dp_p50 = entry["stats"]["sec_iter"]["p50"] if entry["stats"] else None
+        ddp_p50 = other["stats"]["sec_iter"]["p50"] if other else None
+        rows.append(
+            {
+                "model": entry["model"],
+                "batch_size": entry["batch_size"],
+                "world_size": entry["world_size"],
+                "dp_status": entry["status"],
+                "dp_sec_iter": dp_p50,
+                "ddp_sec_iter": ddp_p50,
+                "dp_ex_sec_total": entry["global_batch"] / dp_p50 if dp_p50 else None,
+                "ddp_ex_sec_total": other["global_batch"] / ddp_p50 if ddp_p50 else None,
+                "ddp_speedup_over_dp": dp_p50 / ddp_p50 if dp_p50 and ddp_p50 else None,
+            }
+        )
+    return rows
+
+
+def compare_with_collectives(entries: Sequence[dict[str, Any]], collectives: list[dict[str, Any]]) -> None:
+    """Put the collective kernel's allreduce bandwidth at DDP's bucket size next to what DDP achieved
+    (written into each entry's ``communication.buckets.achieved``)."""
+    for entry in entries:
+        buckets = (entry.get("communication") or {}).get("buckets") or {}
+        achieved = buckets.get("achieved")
+        if not achieved or not buckets.get("mean_bucket_bytes"):
+            continue
+        row = communication.busbw_at(collectives, entry["world_size"], entry["backend"], buckets["mean_bucket_bytes"])
+        if row is None:
+            continue
+        achieved["collective_bytes"] = row["bytes"]
+        achieved["collective_busbw_gbs"] = row["busbw_gbs"]
+        achieved["share_of_collective"] = achieved["busbw_gbs"] / row["busbw_gbs"] if row["busbw_gbs"] else None
+
+
+# -- the live view ------------------------------------------------------------------------------------------
+
+
+def live_entry(state: ConfigState) -> dict[str, Any]:
+    """What the scaling tables read of one configuration while it runs: its spec, running percentiles
+    (p50 is exact, as in the saved summary), gradient size and communication figures."""
+    entry = state.spec.to_json()
+    entry.update(
+        {
+            "config_id": state.spec.config_id,
+            "label": state.spec.label,
+            "stats": state.summary(),
+            "grad_bytes": state.info.get("grad_bytes"),
+            "params": state.info.get("params"),
+        }
+    )
+    if entry["stats"] is not None:
+        entry["communication"] = communication.config_communication(state, entry)
+    return entry
+
+
+# What the tables read of an entry besides its p50 and communication figures.
+_ENTRY_INPUTS = (
+    "config_id", "label", "mode", "model", "scaling", "batch_size", "global_batch", "world_size", "backend",
+    "bucket_cap_mb", "grad_bytes", "params",
+)
+_COMM_INPUTS = ("compute_s", "exposed_comm_s", "exposed_comm_fraction", "allreduce_bytes_per_rank")
+
+
+def _inputs_key(entry: dict[str, Any]) -> tuple:
+    """Everything of ``entry`` that the tables depend on, as one comparable value."""
+    summary = entry.get("stats")
+    comm = entry.get("communication") or {}
+    return (
+        tuple(entry.get(name) for name in _ENTRY_INPUTS),
+        summary["sec_iter"]["p50"] if summary is not None else None,
+        tuple(comm.get(name) for name in _COMM_INPUTS),
+        (comm.get("buckets") or {}).get("in_flight_s"),
+    )
+
+
+class LiveScaling:
+    """The scaling tables of a run in progress, rebuilt only when their inputs changed.
+
+    ``rows(entries)`` returns the rows by configuration id; ``tables`` the tables they came from (with the
+    Amdahl fit and the recommendation). Both are the cache's own objects, shared between calls that saw the
+    same inputs: read them, do not change them. One thread at a time may call a given instance; the result
+    of a call is never changed afterwards, so it may be handed to another thread.
+    """
+
+    def __init__(self, plan: Plan) -> None:
+        self.plan = plan
+        self.tables: list[dict[str, Any]] = []
+        self._key: tuple | None = None
+        self._rows: dict[str, dict[str, Any]] = {}
+        self._entries: dict[str, tuple[int, str, dict[str, Any]]] = {}  # config id -> (revision, status, entry)
+
+    def rows(self, entries: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Speedup, efficiency, exposed communication and the rest of each row, by configuration id."""
+        key = tuple(_inputs_key(entry) for entry in entries)
+        if key != self._key:
+            tables = scaling_tables(entries, self.plan)
+            self.tables, self._rows, self._key = tables, rows_by_config(tables), key
+        return self._rows
+
+    def session_rows(self, session: Session) -> dict[str, dict[str, Any]]:
+        """The rows of the configurations of ``session`` that have not failed, read under its lock; a
+        configuration's entry is rebuilt only when its revision or status moved."""
+        with session.lock:
+            entries = [self._entry(state) for state in session.ordered_states() if state.status not in FAILED]
+        return self.rows(entries)
+
+    def _entry(self, state: ConfigState) -> dict[str, Any]:
+        config_id = state.spec.config_id
+        known = self._entries.get(config_id)
+        if known is not None and known[0] == state.revision and known[1] == state.status:
+            return known[2]
+        entry = live_entry(state)
+        self._entries[config_id] = (state.revision, state.status, entry)
+        return entry
+
+
+_LIVE: weakref.WeakKeyDictionary[Session, LiveScaling] = weakref.WeakKeyDictionary()
+
+
+def live_scaling(session: Session) -> dict[str, dict[str, Any]]:
+    """Speedup and efficiency so far, per configuration id, from the configurations with samples.
+
+    Each session has one ``LiveScaling``, kept as long as the session lives: repeated looks at an unchanged
+    run return the same dict without recomputing. Call it from one thread at a time.
+    """
+    cache = _LIVE.get(session)
+    if cache is None or cache.plan is not session.plan:
+        cache = _LIVE[session] = LiveScaling(session.plan)
+    return cache.session_rows(session)
