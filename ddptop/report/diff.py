@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from ddptop import units
 from ddptop.analysis import formulas as analysis
 
 DIFF_PERCENTILES = ("p50", "p75", "p95")
@@ -100,12 +101,8 @@ def _value(value: Any) -> str:
     return text if len(text) <= 40 else text[:37] + "..."
 
 
-def _seconds(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4f}"
-
-
 def _change(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:+.1f}%"
+    return units.percent(value, 1, signed=True)
 
 
 CONFIG_HEADER = ("config", *(f"{p} A" for p in DIFF_PERCENTILES), *(f"{p} B" for p in DIFF_PERCENTILES),
@@ -116,10 +113,10 @@ def _config_cells(row: dict[str, Any]) -> tuple[str, ...]:
     interval = row["median_change_interval"]
     return (
         row["config_id"],
-        *(_seconds(row[f"{p}_a"]) for p in DIFF_PERCENTILES),
-        *(_seconds(row[f"{p}_b"]) for p in DIFF_PERCENTILES),
+        *(units.seconds(row[f"{p}_a"]) for p in DIFF_PERCENTILES),
+        *(units.seconds(row[f"{p}_b"]) for p in DIFF_PERCENTILES),
         *(_change(row[f"{p}_change"]) for p in DIFF_PERCENTILES),
-        "-" if row["p_value"] is None else f"{row['p_value']:.3g}",
+        units.significant(row["p_value"]),
         "-" if interval is None else f"{_change(interval[0])} .. {_change(interval[1])}",
         row["verdict"] + ("" if row["status_a"] == row["status_b"] == "ok" else f" ({row['status_a']}/{row['status_b']})"),
     )
@@ -147,7 +144,7 @@ def diff_text(diff: dict[str, Any], markdown: bool = False) -> str:
         out += ["", "Scaling"]
         out += render(
             ("config", "speedup A", "speedup B", "efficiency A", "efficiency B"),
-            [(r["config_id"], f"{r['speedup_a']:.2f}", f"{r['speedup_b']:.2f}", f"{100 * r['efficiency_a']:.0f}%",
-              f"{100 * r['efficiency_b']:.0f}%") for r in diff["scaling"]],
+            [(r["config_id"], units.number(r["speedup_a"]), units.number(r["speedup_b"]),
+              units.percent(r["efficiency_a"]), units.percent(r["efficiency_b"])) for r in diff["scaling"]],
         )
     return "\n".join(out).rstrip() + "\n"

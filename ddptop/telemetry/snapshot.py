@@ -12,6 +12,7 @@ from typing import Any
 
 import psutil
 
+from ddptop import units
 from ddptop.telemetry import nvml as nv
 from ddptop.telemetry.gpu import GpuSampler
 from ddptop.telemetry.host import HostSampler
@@ -56,18 +57,8 @@ def take_snapshot(interval: float = 0.5, nvml_module: Any | None = None) -> dict
         }
 
 
-def _gib(value: float | None) -> str:
-    return "-" if value is None else f"{value / (1 << 30):.1f}"
-
-
-def _rate(value: float | None) -> str:
-    return "N/A" if value is None else f"{value / 1e9:.1f}"
-
-
-def _pair(a: float | None, b: float | None, fmt: Any) -> str:
-    if a is None and b is None:
-        return "N/A"
-    return f"{fmt(a)}/{fmt(b)}"
+def _bandwidth(value: float | None) -> str:
+    return units.gbps(value, from_bytes=True, compact=True, missing=units.NA)
 
 
 def snapshot_text(snap: dict[str, Any]) -> str:
@@ -89,16 +80,16 @@ def snapshot_text(snap: dict[str, Any]) -> str:
                 notes.append(f"{gpu['ecc_uncorrected']} uncorrected ECC")
             if gpu.get("xid"):
                 notes.append("Xid " + ",".join(map(str, gpu["xid"])))
-            util = "N/A" if gpu.get("util") is None else f"{gpu['util']}%"
-            mem_util = "N/A" if gpu.get("mem_util") is None else f"{gpu['mem_util']}%"
-            power = _pair(gpu.get("power_w"), gpu.get("power_limit_w"), lambda v: "-" if v is None else f"{v:.0f}")
-            clocks = _pair(gpu.get("sm_clock_mhz"), gpu.get("mem_clock_mhz"), lambda v: "-" if v is None else str(v))
-            temp = "N/A" if gpu.get("temp_c") is None else f"{gpu['temp_c']}C"
+            util = units.percent(gpu.get("util"), fraction=False, missing=units.NA)
+            mem_util = units.percent(gpu.get("mem_util"), fraction=False, missing=units.NA)
+            power = units.pair(gpu.get("power_w"), gpu.get("power_limit_w"), lambda v: units.number(v, 0))
+            clocks = units.pair(gpu.get("sm_clock_mhz"), gpu.get("mem_clock_mhz"), lambda v: units.number(v, 0))
+            temp = units.number(gpu.get("temp_c"), 0, "C", missing=units.NA)
             lines.append(
                 f"{gpu['index']:>3}  {gpu['name'][:27]:<28}{util:>5}{mem_util:>5}  "
-                f"{_pair(gpu.get('mem_used'), gpu.get('mem_total'), _gib):>11}  {power:>9}  {temp:>4}  "
-                f"{clocks:>10}  {_pair(gpu.get('pcie_tx_bps'), gpu.get('pcie_rx_bps'), _rate):>9}  "
-                f"{_pair(gpu.get('nvlink_tx_bps'), gpu.get('nvlink_rx_bps'), _rate):>11}  {', '.join(notes)}"
+                f"{units.pair(gpu.get('mem_used'), gpu.get('mem_total'), units.gib):>11}  {power:>9}  {temp:>4}  "
+                f"{clocks:>10}  {units.pair(gpu.get('pcie_tx_bps'), gpu.get('pcie_rx_bps'), _bandwidth):>9}  "
+                f"{units.pair(gpu.get('nvlink_tx_bps'), gpu.get('nvlink_rx_bps'), _bandwidth):>11}  {', '.join(notes)}"
             )
         unavailable: dict[str, list[int]] = {}
         for gpu in snap["gpus"]:
@@ -112,7 +103,8 @@ def snapshot_text(snap: dict[str, Any]) -> str:
         if snap["processes"]:
             lines.append(f"  {'GPU':>3}  {'PID':>8}  {'GPU mem':>8}  {'user':<10}  command")
             for process in snap["processes"]:
-                mem = _gib(process.get("gpu_memory")) + " GiB" if process.get("gpu_memory") is not None else "N/A"
+                memory = process.get("gpu_memory")
+                mem = units.NA if memory is None else units.gib(memory) + " GiB"
                 lines.append(
                     f"  {process['gpu']:>3}  {process['pid']:>8}  {mem:>8}  {(process.get('user') or '-')[:10]:<10}  "
                     f"{(process.get('command') or '')[:80]}"
@@ -127,6 +119,6 @@ def snapshot_text(snap: dict[str, Any]) -> str:
     lines += [
         "",
         f"Host: {len(host.get('per_cpu') or [])} CPUs at {host.get('cpu', 0):.0f}% (per core: {per_cpu}), "
-        f"memory {_gib(host.get('mem_used'))}/{_gib(host.get('mem_total'))} GiB, load {load}",
+        f"memory {units.gib(host.get('mem_used'))}/{units.gib(host.get('mem_total'))} GiB, load {load}",
     ]
     return "\n".join(line.rstrip() for line in lines) + "\n"

@@ -1,10 +1,13 @@
-"""Cell text for the TUI: bars, sparklines and units, with nvitop-like load colours. Rich only, no Textual."""
+"""Cell text for the TUI: bars, sparklines and the braille chart, with nvitop-like load colours. Rich only, no
+Textual. Numbers are written by ``ddptop.units``; the names below keep the screen's choices among its options."""
 
 from __future__ import annotations
 
 from typing import Sequence
 
 from rich.text import Span, Text
+
+from ddptop import units
 
 SPARK = "▁▂▃▄▅▆▇█"
 # nvitop's load thresholds: below the first is light (green), below the second moderate (yellow), else heavy.
@@ -52,30 +55,29 @@ def sparkline(values: Sequence[float | None], width: int = 12, top: float | None
 
 
 def gib(value: float | None) -> str:
-    return "-" if value is None else f"{value / (1 << 30):.1f}"
+    return units.gib(value)
 
 
 def gbps(value: float | None) -> str:
-    return "N/A" if value is None else f"{value / 1e9:.1f}"
+    """NVML's bytes/s as GB/s in a column whose header names the unit."""
+    return units.gbps(value, from_bytes=True, compact=True, missing=units.NA)
 
 
 def pair(a: str, b: str) -> str:
-    return "N/A" if a == b == "N/A" else f"{a}/{b}"
+    return units.pair(a, b)
 
 
 def seconds(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4f}"
+    return units.seconds(value)
 
 
 def rate(value: float | None) -> str:
-    return "-" if value is None else (f"{value:.0f}" if value >= 100 else f"{value:.1f}")
+    """Examples/s: one decimal below 100, where a slow CPU run would otherwise read 0 or 1."""
+    return units.rate(value, digits_below_100=1)
 
 
 def duration(value: float) -> str:
-    value = int(max(0, value))
-    hours, rest = divmod(value, 3600)
-    minutes, secs = divmod(rest, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+    return units.duration(value)
 
 
 BRAILLE_BASE = 0x2800

@@ -1,0 +1,113 @@
+"""Numbers as text, one way each: the report, the diff, ``ddptop gpus`` and the TUI all write through here.
+
+Standard library only. Every function takes ``None`` for "not known" and writes ``missing`` for it: ``DASH``
+in the report's tables, ``NA`` where a reading could not be taken (NVML said not supported). Where two
+places wrote the same quantity differently (a table cell with its unit against a narrow column whose header
+carries the unit), a parameter keeps both, so no output changed when they were merged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+DASH = "-"
+NA = "N/A"
+
+KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
+
+
+def number(value: float | None, digits: int = 2, unit: str = "", missing: str = DASH) -> str:
+    """A plain number with ``digits`` decimals and an optional unit written right after it (``" W"``)."""
+    return missing if value is None else f"{value:.{digits}f}{unit}"
+
+
+def significant(value: float | None, digits: int = 3, missing: str = DASH) -> str:
+    """``digits`` significant digits: for figures whose size varies by orders of magnitude (J/example)."""
+    return missing if value is None else f"{value:.{digits}g}"
+
+
+def seconds(value: float | None, digits: int = 4, unit: bool = False, missing: str = DASH) -> str:
+    """Seconds: four decimals for step times (``0.1234``); ``unit`` adds `` s`` for wall times."""
+    return missing if value is None else f"{value:.{digits}f}" + (" s" if unit else "")
+
+
+def milliseconds(value: float | None, missing: str = DASH) -> str:
+    """Seconds written as ``12.3 ms``: the scale of one step's parts."""
+    return missing if value is None else f"{value * 1e3:.1f} ms"
+
+
+def microseconds(value: float | None, missing: str = DASH) -> str:
+    """Seconds written as ``12.3 us``: the scale of one small collective."""
+    return missing if value is None else f"{value * 1e6:.1f} us"
+
+
+def binary_bytes(value: float | None, missing: str = DASH) -> str:
+    """Bytes in the largest binary unit they fill, one decimal (``1.5 GiB``); below 1 KiB whole bytes."""
+    if value is None:
+        return missing
+    for unit, size in (("GiB", GIB), ("MiB", MIB), ("KiB", KIB)):
+        if value >= size:
+            return f"{value / size:.1f} {unit}"
+    return f"{value:.0f} B"
+
+
+def gib(value: float | None, missing: str = DASH) -> str:
+    """Bytes as GiB with one decimal and no unit, for columns whose header names it (``memory GiB``)."""
+    return missing if value is None else f"{value / GIB:.1f}"
+
+
+def gbps(value: float | None, *, from_bytes: bool = False, compact: bool = False, missing: str = DASH) -> str:
+    """Bandwidth in GB/s (10^9 bytes a second).
+
+    ``from_bytes``: the value is bytes/s (NVML's counters) rather than GB/s (the report's figures).
+    ``compact``: one decimal and no unit, for a narrow column whose header says GB/s; otherwise three
+    significant digits and the unit, since bandwidths in one table span several orders of magnitude.
+    """
+    if value is None:
+        return missing
+    if from_bytes:
+        value = value / 1e9
+    return f"{value:.1f}" if compact else f"{value:.3g} GB/s"
+
+
+def rate(value: float | None, digits_below_100: int = 0, missing: str = DASH) -> str:
+    """Examples a second: whole numbers, or ``digits_below_100`` decimals under 100 where slow runs matter."""
+    if value is None:
+        return missing
+    return f"{value:.0f}" if value >= 100 else f"{value:.{digits_below_100}f}"
+
+
+def percent(
+    value: float | None, digits: int = 0, *, signed: bool = False, fraction: bool = True, missing: str = DASH,
+) -> str:
+    """A percentage: ``value`` is a fraction (0.42 -> ``42%``) or, with ``fraction=False``, already in percent.
+
+    ``signed`` writes the sign of a change (``+3.1%``, ``-0.4%``).
+    """
+    if value is None:
+        return missing
+    shown = 100 * value if fraction else value
+    return f"{shown:{'+' if signed else ''}.{digits}f}%"
+
+
+def duration(value: float | None, missing: str = DASH) -> str:
+    """Elapsed time as ``M:SS`` or ``H:MM:SS`` (negative counts as 0, fractions of a second dropped)."""
+    if value is None:
+        return missing
+    whole = int(max(0, value))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def pair(a: Any, b: Any, fmt: Callable[[Any], str] | None = None, missing: str = NA) -> str:
+    """Two readings as ``a/b`` (used/total, transmit/receive), or ``missing`` alone when neither is known.
+
+    With ``fmt``, ``a`` and ``b`` are values (``None`` unknown) and ``fmt`` writes each. Without it they are
+    text already written, and text equal to ``missing`` counts as unknown.
+    """
+    if fmt is None:
+        return missing if a == b == missing else f"{a}/{b}"
+    if a is None and b is None:
+        return missing
+    return f"{fmt(a)}/{fmt(b)}"
