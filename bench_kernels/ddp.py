@@ -2,13 +2,13 @@
 
     python -m torch.distributed.run --nproc-per-node N -m bench_kernels.ddp --spec launch.json
 
-``launch.json`` (written by ddptop's launcher) lists the configurations to run in this one process group, so
-the cost of starting Python, importing torch and forming the group is paid once per world size. For each
-configuration every rank builds the model (random weights), wraps it in DistributedDataParallel (or not, for
-the ``no_ddp`` baseline), and times ``warmup`` + ``iters`` training steps on one fixed synthetic batch:
-zero_grad, forward, loss, backward (DDP's gradient allreduce happens here), optimizer step, and on GPU
-``torch.cuda.synchronize()``; ``time.perf_counter()`` around exactly that. Samples stream to the rank's
-events file between steps, never inside one.
+``launch.json`` (written by ddptop's sweep; ``ddptop.protocol.launchspec`` defines it) lists the
+configurations to run in this one process group, so the cost of starting Python, importing torch and forming
+the group is paid once per world size. For each configuration every rank builds the model (random weights),
+wraps it in DistributedDataParallel (or not, for the ``no_ddp`` baseline), and times ``warmup`` + ``iters``
+training steps on one fixed synthetic batch: zero_grad, forward, loss, backward (DDP's gradient allreduce
+happens here), optimizer step, and on GPU ``torch.cuda.synchronize()``; ``time.perf_counter()`` around exactly
+that. Samples stream to the rank's events file between steps, never inside one.
 
 After the measured steps of a DDP configuration come two short analysis phases (``comm_iters`` steps each):
 the same step inside ``no_sync()`` (no gradient allreduce: what remains is compute), and the same step with a
@@ -23,7 +23,6 @@ import argparse
 import contextlib
 import ctypes
 import gc
-import json
 import math
 import os
 import platform
@@ -36,6 +35,8 @@ from importlib import metadata
 from typing import Any
 
 from bench_kernels.faults import fire, parse_fault
+from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError, RunConfig
+from ddptop.protocol.layout import events_name
 from ddptop.protocol.vocab import Mode, Status
 from ddptop.protocol.wire import EventWriter
 
@@ -101,15 +102,15 @@ class SampleStream:
 
 
 class Worker:
-    def __init__(self, spec: dict[str, Any]) -> None:
+    def __init__(self, spec: LaunchSpec) -> None:
         self.spec = spec
         self.rank = int(os.environ.get("RANK", "0"))
         self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        path = os.path.join(spec["events_dir"], f"rank-{self.rank}.jsonl")
-        self.writer = EventWriter(path, self.rank, float(spec.get("flush_interval", 0.1)))
+        path = os.path.join(spec.events_dir, events_name(self.rank))
+        self.writer = EventWriter(path, self.rank, spec.flush_interval)
         self.stream: SampleStream | None = None
-        self.faults = [parse_fault(text) for text in spec.get("inject") or ()]
+        self.faults = [parse_fault(text) for text in spec.inject]
 
     # -- setup -------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -118,10 +119,10 @@ class Worker:
 
         self.torch = torch
         self.dist = dist
-        threads = int(self.spec.get("threads_per_rank") or 0)
+        threads = self.spec.threads_per_rank
         if threads:
             torch.set_num_threads(threads)
-        if self.spec["device"] == "cuda":
+        if self.spec.device == "cuda":
             torch.cuda.set_device(self.local_rank)
             self.device = torch.device("cuda", self.local_rank)
         else:
@@ -129,12 +130,12 @@ class Worker:
         from datetime import timedelta
 
         kwargs: dict[str, Any] = {
-            "backend": self.spec["backend"],
-            "timeout": timedelta(seconds=float(self.spec.get("collective_timeout", 600))),
+            "backend": self.spec.backend,
+            "timeout": timedelta(seconds=self.spec.collective_timeout),
         }
         if self.device.type == "cuda":
             kwargs["device_id"] = self.device  # binds NCCL to this GPU eagerly
-            cap = self.spec.get("memory_cap_mb")
+            cap = self.spec.memory_cap_mb
             if cap:  # a smaller GPU, for real: the caching allocator refuses past this share
                 total = torch.cuda.get_device_properties(self.device).total_memory
                 torch.cuda.set_per_process_memory_fraction(min(1.0, cap * 2**20 / total), self.device)
@@ -144,12 +145,12 @@ class Worker:
             "hello",
             world_size=self.world_size,
             local_rank=self.local_rank,
-            launch=self.spec.get("launch_id"),
+            launch=self.spec.launch_id,
             host=socket.gethostname(),
             pid=os.getpid(),
             device=str(self.device),
             device_name=torch.cuda.get_device_name(self.device) if cuda else platform.processor() or "cpu",
-            backend=self.spec["backend"],
+            backend=self.spec.backend,
             threads=torch.get_num_threads(),
             cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
             versions={
@@ -164,47 +165,47 @@ class Worker:
         self.writer.flush()
 
     # -- one configuration ---------------------------------------------------------------------------------
-    def run_config(self, cfg: dict[str, Any]) -> None:
+    def run_config(self, cfg: RunConfig) -> None:
         torch = self.torch
         from bench_kernels.models import build_model
 
         self.net = None
-        config_id = cfg["config_id"]
-        if cfg["mode"] in (Mode.NO_DDP, Mode.DP) and self.world_size != 1:
-            raise ValueError(f"the {cfg['mode']} configuration runs in a single process")
+        config_id = cfg.config_id
+        if cfg.mode in (Mode.NO_DDP, Mode.DP) and self.world_size != 1:
+            raise ValueError(f"the {cfg.mode} configuration runs in a single process")
         setup_start = time.perf_counter()
         torch.manual_seed(1234 + self.rank)
         if self.device.type == "cuda":
             torch.cuda.reset_peak_memory_stats(self.device)
-        model = build_model(cfg["model"], cfg["num_classes"], cfg["image_size"]).to(self.device)
-        memory_format = torch.channels_last if cfg["channels_last"] else torch.contiguous_format
+        model = build_model(cfg.model, cfg.num_classes, cfg.image_size).to(self.device)
+        memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
         model = model.to(memory_format=memory_format)
         params = [p for p in model.parameters() if p.requires_grad]
         n_params = sum(p.numel() for p in params)
         grad_bytes = sum(p.numel() * p.element_size() for p in params)
-        if cfg["mode"] == Mode.DDP:
+        if cfg.mode == Mode.DDP:
             from torch.nn.parallel import DistributedDataParallel
 
             net = DistributedDataParallel(
                 model,
                 device_ids=[self.local_rank] if self.device.type == "cuda" else None,
-                bucket_cap_mb=cfg["bucket_cap_mb"],
+                bucket_cap_mb=cfg.bucket_cap_mb,
             )
-        elif cfg["mode"] == Mode.DP:
+        elif cfg.mode == Mode.DP:
             # One process scatters the batch over N devices, replicates the model every step and gathers the
             # outputs (seeds 002 and 004). Without CUDA, DataParallel is a pass-through: one process does the
             # N ranks' work on the cores they would have shared.
-            devices = list(range(cfg["world_size"])) if self.device.type == "cuda" else None
+            devices = list(range(cfg.world_size)) if self.device.type == "cuda" else None
             net = torch.nn.DataParallel(model, device_ids=devices)
         else:
             net = model
         optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-        batch = cfg["global_batch"] if cfg["mode"] == Mode.DP else cfg["batch_size"]
-        size = cfg["image_size"]
+        batch = cfg.global_batch if cfg.mode == Mode.DP else cfg.batch_size
+        size = cfg.image_size
         inputs = torch.randn(batch, 3, size, size, device=self.device).contiguous(memory_format=memory_format)
-        targets = torch.randint(0, cfg["num_classes"], (batch,), device=self.device)
+        targets = torch.randint(0, cfg.num_classes, (batch,), device=self.device)
         loss_fn = torch.nn.CrossEntropyLoss()
-        amp = cfg.get("amp")
+        amp = cfg.amp
         amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp) if amp else None
         scaler = torch.amp.GradScaler("cuda") if amp == "fp16" else None
         synchronize = torch.cuda.synchronize if self.device.type == "cuda" else None
@@ -229,33 +230,33 @@ class Worker:
                 synchronize(device)
 
         setup_s = time.perf_counter() - setup_start
-        warmup = int(cfg["warmup"])
+        warmup = int(cfg.warmup)
         self.writer.emit(
             "config_start",
             config_id=config_id,
-            model=cfg["model"],
-            mode=cfg["mode"],
+            model=cfg.model,
+            mode=cfg.mode,
             batch_size=batch,
             world_size=self.world_size,
             params=n_params,
             grad_bytes=grad_bytes,
             warmup=warmup,
-            iters=cfg["iters"],
-            time_budget=cfg.get("time_budget"),
+            iters=cfg.iters,
+            time_budget=cfg.time_budget,
             setup_s=setup_s,
         )
         self.writer.flush()
 
-        cap = self.spec.get("memory_cap_mb")
+        cap = self.spec.memory_cap_mb
         if cap and self.device.type == "cpu":
             check_memory_cap(torch, model, inputs, params, cap)
 
         warmup_s = self._timed_loop(step, config_id, "warmup", warmup)
         iters = self._measured_iterations(cfg)
         measure_s = self._timed_loop(step, config_id, "measure", iters)
-        comm_iters = int(cfg.get("comm_iters") or 0)
+        comm_iters = int(cfg.comm_iters or 0)
         analysis_s = None
-        if cfg["mode"] == Mode.DDP and comm_iters > 0:
+        if cfg.mode == Mode.DDP and comm_iters > 0:
             analysis_start = time.perf_counter()
             self._communication_phases(model, step, cfg, comm_iters)
             analysis_s = time.perf_counter() - analysis_start
@@ -281,9 +282,9 @@ class Worker:
         if self.world_size > 1:
             self.dist.barrier()  # configurations start together on every rank
 
-    def _communication_phases(self, model: Any, step: Any, cfg: dict[str, Any], iters: int) -> None:
+    def _communication_phases(self, model: Any, step: Any, cfg: RunConfig, iters: int) -> None:
         """Compute alone (no_sync), then every bucket's allreduce timed through a comm hook."""
-        config_id = cfg["config_id"]
+        config_id = cfg.config_id
         logging_data = ddp_logging_times(self.net)
         ddp = self.net
 
@@ -302,11 +303,11 @@ class Worker:
         ddp = DistributedDataParallel(
             model,
             device_ids=[self.local_rank] if self.device.type == "cuda" else None,
-            bucket_cap_mb=cfg["bucket_cap_mb"],
+            bucket_cap_mb=cfg.bucket_cap_mb,
         )
         ddp.register_comm_hook(None, timer.hook)
         self.net = ddp
-        for _ in range(max(2, cfg.get("warmup", 0))):  # the first steps rebuild buckets; not representative
+        for _ in range(max(2, cfg.warmup)):  # the first steps rebuild buckets; not representative
             step()
         timer.intervals, timer.steps = [], []
         hooked = []
@@ -356,10 +357,10 @@ class Worker:
         self.stream = None
         return elapsed
 
-    def _measured_iterations(self, cfg: dict[str, Any]) -> int:
-        budget = cfg.get("time_budget")
+    def _measured_iterations(self, cfg: RunConfig) -> int:
+        budget = cfg.time_budget
         if not budget:
-            return int(cfg["iters"])
+            return int(cfg.iters)
         samples = sorted(self.warmup_samples)
         typical = samples[len(samples) // 2] if samples else 1.0
         iters = min(MAX_BUDGET_ITERS, max(1, math.ceil(budget / max(typical, 1e-6))))
@@ -535,8 +536,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench_kernels.ddp", description=__doc__.splitlines()[0])
     parser.add_argument("--spec", required=True, help="launch spec JSON written by ddptop")
     args = parser.parse_args(argv)
-    with open(args.spec, encoding="utf-8") as handle:
-        spec = json.load(handle)
+    try:
+        spec = LaunchSpec.read(args.spec)
+    except LaunchSpecError as exc:  # before any event file exists: torchrun's log is where this shows
+        print(f"bench_kernels.ddp: {exc}", file=sys.stderr)
+        return 2
     _die_with_parent()
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
@@ -545,11 +549,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     try:
         worker.start()
-        for cfg in spec["configs"]:
-            config_id = cfg["config_id"]
+        for cfg in spec.configs:
+            config_id = cfg.config_id
             worker.run_config(cfg)
             config_id = None
-        collectives = spec.get("collectives")
+        collectives = spec.collectives.to_json() if spec.collectives else None
         if collectives and worker.world_size > 1:
             from bench_kernels.collectives import run_collectives
 

@@ -29,7 +29,8 @@ from ddptop.plan import PlanOptions, build_plan  # noqa: E402
 from ddptop.session import Session  # noqa: E402
 from ddptop.telemetry.fake_nvml import FakeNvml  # noqa: E402
 from ddptop.telemetry.inventory import Inventory  # noqa: E402
-from ddptop.telemetry.monitor import TIMELINE_FILE, Monitor  # noqa: E402
+from ddptop.protocol.layout import TIMELINE_FILE  # noqa: E402
+from ddptop.telemetry.monitor import Monitor  # noqa: E402
 from ddptop.tui.app import DdptopApp  # noqa: E402
 from ddptop.protocol.wire import EventWriter  # noqa: E402
 

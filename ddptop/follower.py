@@ -10,15 +10,18 @@ follower did goes to runner-node<K>.jsonl and its node's telemetry to telemetry-
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
 import time
 from typing import Any, Callable
 
-from ddptop import rundir
 from ddptop.cluster import Cluster, ClusterError
-from ddptop.launcher import SPEC_FILE, NodePlacement, TorchrunLaunch, describe_exit
+from ddptop.launcher import NodePlacement, TorchrunLaunch, describe_exit
+from ddptop.protocol import layout
+from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError
+from ddptop.protocol.marks import FollowerEnd, LaunchEnd, LaunchJoin, LaunchStart, SweepEnd, parse_mark
 from ddptop.protocol.vocab import Status, SweepStatus
 from ddptop.protocol.wire import EventFileReader, EventWriter
 
@@ -37,8 +40,8 @@ class Follower:
         self.leader_status: str | None = None
         self._stop = threading.Event()
         self._writer: EventWriter | None = None
-        self._runner = EventFileReader(os.path.join(run_dir, rundir.RUNNER_FILE))
-        self._started: dict[str, dict[str, Any]] = {}
+        self._runner = EventFileReader(layout.run_file(run_dir, layout.RUNNER_FILE))
+        self._started: dict[str, LaunchStart] = {}
         self._ended: set[str] = set()
 
     def request_stop(self) -> None:
@@ -48,8 +51,8 @@ class Follower:
     def run(self, plan: dict[str, Any] | None = None) -> str:
         """Follow until the leader's sweep ends (its status), or until stopped ("stopped")."""
         plan = plan if plan is not None else self.wait_for_plan()
-        runner_file = rundir.node_file(rundir.RUNNER_FILE, self.cluster.node_rank)
-        self._writer = EventWriter(os.path.join(self.run_dir, runner_file), -1, 0.0)
+        runner_file = layout.run_file(self.run_dir, layout.RUNNER_FILE, self.cluster.node_rank)
+        self._writer = EventWriter(runner_file, -1, 0.0)
         self._writer.emit("hello", world_size=0, host=os.uname().nodename, pid=os.getpid(), device="-",
                           node_rank=self.cluster.node_rank)
         self._writer.flush(durable=True)
@@ -60,7 +63,7 @@ class Follower:
                 self._read_leader()
                 waiting = [d for name, d in self._started.items() if name not in self._ended and self._spans_me(d)]
                 if waiting:
-                    name = waiting[0]["launch"]
+                    name = waiting[0].launch
                     self._join(waiting[0], plan, lambda: self._read_leader() or name in self._ended)
                     self._ended.add(name)  # never joined twice, whatever the leader writes next
                     continue
@@ -69,59 +72,62 @@ class Follower:
                 time.sleep(POLL)
             return SweepStatus.STOPPED
         finally:
-            self._mark("follower_end", leader_status=self.leader_status)
+            self._mark(FollowerEnd(self.leader_status))
             self._writer.close()
 
     def _read_leader(self) -> None:
         """Apply the leader's new marks: launches started and ended, the sweep's end (which ends them all)."""
-        for event in self._runner.read_new():
-            data = event.get("data") or {}
-            what = data.get("what")
-            if what == "launch_start":
-                self._started[data["launch"]] = data
-            elif what == "launch_end":
-                self._ended.add(data["launch"])
-            elif what == "sweep_end":
-                self.leader_status = data.get("status", "done")
+        for mark in map(parse_mark, self._runner.read_new()):
+            if isinstance(mark, LaunchStart):
+                self._started[mark.launch] = mark
+            elif isinstance(mark, LaunchEnd):
+                self._ended.add(mark.launch)
+            elif isinstance(mark, SweepEnd):
+                self.leader_status = mark.status
                 self._ended.update(self._started)
 
-    def _spans_me(self, launch: dict[str, Any]) -> bool:
-        return int(launch.get("nodes", 1)) > self.cluster.node_rank
+    def _spans_me(self, launch: LaunchStart) -> bool:
+        return int(launch.nodes) > self.cluster.node_rank
 
     def wait_for_plan(self) -> dict[str, Any]:
-        path = os.path.join(self.run_dir, rundir.PLAN_FILE)
+        path = layout.run_file(self.run_dir, layout.PLAN_FILE)
         deadline = time.monotonic() + self.cluster.join_timeout
         while not os.path.exists(path):
             if self._stop.is_set():
-                raise ClusterError(f"stopped while waiting for node 0's {rundir.PLAN_FILE} in {self.run_dir}")
+                raise ClusterError(f"stopped while waiting for node 0's {layout.PLAN_FILE} in {self.run_dir}")
             if time.monotonic() > deadline:
                 raise ClusterError(
-                    f"node 0 wrote no {rundir.PLAN_FILE} in {self.run_dir} within {self.cluster.join_timeout:g} s: "
+                    f"node 0 wrote no {layout.PLAN_FILE} in {self.run_dir} within {self.cluster.join_timeout:g} s: "
                     "is it started with the same --out, on a filesystem both nodes share?"
                 )
             time.sleep(POLL)
         with open(path, encoding="utf-8") as handle:
             return json.load(handle)
 
-    def _join(self, launch: dict[str, Any], plan: dict[str, Any], leader_ended: Callable[[], bool]) -> None:
-        name = launch["launch"]
-        path = os.path.join(self.run_dir, rundir.LAUNCHES_DIR, name)
-        spec_path = os.path.join(path, SPEC_FILE)
+    def _join(self, launch: LaunchStart, plan: dict[str, Any], leader_ended: Callable[[], bool]) -> None:
+        name = launch.launch
+        path = layout.launch_path(self.run_dir, name)
+        spec_path = layout.spec_path(path)
         deadline = time.monotonic() + 60
         while not os.path.exists(spec_path):  # the leader writes it right after its launch_start mark
             if self._stop.is_set() or leader_ended() or time.monotonic() > deadline:
                 return
             time.sleep(POLL)
-        with open(spec_path, encoding="utf-8") as handle:
-            spec = json.load(handle)
-        nodes, per_node = int(launch["nodes"]), int(launch["nproc_per_node"])
+        try:
+            spec = LaunchSpec.read(spec_path)
+        except LaunchSpecError as exc:  # the ranks would refuse it too: say so here, and let the leader time out
+            self.say(f"ddptop: node {self.cluster.node_rank}: not joining {name}: {exc}")
+            self.failed_launches.append(name)
+            self._mark(LaunchEnd(name, None, Status.FAILED, str(exc), 0.0))
+            return
+        nodes, per_node = int(launch.nodes), int(launch.nproc_per_node or 0)
         placement = NodePlacement.on(self.cluster, nodes)
-        env = {"OMP_NUM_THREADS": str(spec.get("threads_per_rank", 1))}
+        env = {"OMP_NUM_THREADS": str(spec.threads_per_rank)}
         if plan.get("gpus") is not None:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, plan["gpus"]))
         agent = TorchrunLaunch(path, None, per_node, env, placement=placement)
         self.say(f"ddptop: node {self.cluster.node_rank}: joining {name} ({nodes} nodes x {per_node} ranks)")
-        self._mark("launch_join", launch=name)
+        self._mark(LaunchJoin(name))
         self.current = agent
         agent.start()
         leader_done_at: float | None = None
@@ -140,12 +146,12 @@ class Follower:
         outcome = agent.outcome()
         if outcome.status == Status.FAILED and leader_done_at is None:
             self.failed_launches.append(name)
-        self._mark("launch_end", launch=name, exit_code=outcome.exit_code, status=outcome.status,
-                   reason=outcome.reason, wall_s=outcome.wall_s)
+        self._mark(LaunchEnd(name, outcome.exit_code, outcome.status, outcome.reason, outcome.wall_s))
         self.say(f"ddptop: node {self.cluster.node_rank}: {name} ended, {outcome.status}"
                  + (f" (torchrun {describe_exit(outcome.exit_code)})" if outcome.status == Status.FAILED else ""))
 
-    def _mark(self, what: str, **data: Any) -> None:
+    def _mark(self, mark: FollowerEnd | LaunchEnd | LaunchJoin) -> None:
+        """Write one of this node's marks (with its node rank) to runner-node<K>.jsonl, durably."""
         assert self._writer is not None
-        self._writer.emit("mark", data={"what": what, "node_rank": self.cluster.node_rank, **data})
+        self._writer.emit("mark", data=dataclasses.replace(mark, node_rank=self.cluster.node_rank).to_data())
         self._writer.flush(durable=True)

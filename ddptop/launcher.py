@@ -24,9 +24,10 @@ import psutil
 import bench_kernels
 from ddptop import rundir
 from ddptop.cluster import Cluster
+from ddptop.protocol import layout
+from ddptop.protocol.launchspec import LaunchSpec
 from ddptop.protocol.vocab import Status
 
-SPEC_FILE = "launch.json"  # what every rank of a launch runs (every node's agent reads the same one)
 TREE_SCAN_INTERVAL = 1.0  # seconds between looks for the launch's processes while it runs
 
 
@@ -97,7 +98,7 @@ class TorchrunLaunch:
     def __init__(
         self,
         path: str,
-        spec: dict[str, Any],
+        spec: LaunchSpec | None,
         nproc_per_node: int,
         env: dict[str, str] | None = None,
         kernel: str = "bench_kernels.ddp",
@@ -105,7 +106,7 @@ class TorchrunLaunch:
         placement: NodePlacement | None = None,
     ) -> None:
         self.path = path
-        self.spec = spec  # None: a follower node reads the leader's launch.json
+        self.spec = spec  # None: a follower node's agent runs the leader's launch.json
         self.placement = placement
         self.nproc_per_node = nproc_per_node
         self.kernel = kernel
@@ -119,12 +120,16 @@ class TorchrunLaunch:
         self._next_tree_scan = 0.0
 
     @property
+    def node_rank(self) -> int:
+        return self.placement.node_rank if self.placement else 0
+
+    @property
     def spec_path(self) -> str:
-        return os.path.join(self.path, SPEC_FILE)
+        return layout.spec_path(self.path)
 
     @property
     def agent_log(self) -> str:
-        return os.path.join(self.path, rundir.node_file("agent.log", self.placement.node_rank if self.placement else 0))
+        return layout.agent_log(self.path, self.node_rank)
 
     def command(self, port: int) -> list[str]:
         where = self.placement
@@ -133,7 +138,6 @@ class TorchrunLaunch:
         else:
             nodes = [f"--nnodes={where.nnodes}", f"--node-rank={where.node_rank}", f"--master-addr={where.host}",
                      f"--master-port={where.port}", f"--rdzv-conf=timeout={int(where.join_timeout)}"]
-        logs = rundir.node_file("logs", where.node_rank if where else 0)
         return [
             self.python,
             "-m",
@@ -142,7 +146,7 @@ class TorchrunLaunch:
             f"--nproc-per-node={self.nproc_per_node}",
             "--max-restarts=0",
             "--monitor-interval=0.2",
-            f"--log-dir={os.path.join(self.path, logs)}",
+            f"--log-dir={layout.logs_dir(self.path, self.node_rank)}",
             "--redirects=3",
             "-m",
             self.kernel,
@@ -169,7 +173,7 @@ class TorchrunLaunch:
 
     def start(self) -> None:
         if self.spec is not None:
-            rundir.write_json(self.spec_path, self.spec)
+            rundir.write_atomic(self.spec_path, self.spec.dumps())
         log = os.open(self.agent_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             self.started = time.monotonic()
@@ -251,10 +255,6 @@ class TorchrunLaunch:
         if self.process is not None:
             self.process.poll()  # reap the agent so it is not counted as a zombie forever
         return alive
-
-    def pids(self) -> list[int]:
-        self._remember_tree()
-        return sorted(p.pid for p in self._alive())
 
     def outcome(self) -> LaunchOutcome:
         assert self.process is not None and self.started is not None

@@ -3,19 +3,22 @@
     runs/20261121-101500-resnet50-weak/
       plan.json                      the resolved plan (written first)
       runner.jsonl                   ddptop's own events: launches started/ended, configurations marked
+      environment.json, topology.json   the node ddptop ran on (versions, GPUs; the GPU/NIC/CPU matrix)
+      telemetry.jsonl                the telemetry sampler's records, one per tick
       launches/01-n2-gloo/
-        launch.json                  what the ranks were told to run
+        launch.json                  what the ranks were told to run (ddptop.protocol.launchspec)
         agent.log                    torchrun's own output (agent-node<K>.log: node K's, multi-node)
         events/rank-<R>.jsonl        each rank's events (wire format), R the global rank
         logs/.../<local rank>/stdout.log, stderr.log   each worker's output (torchrun --log-dir;
                                      logs-node<K>/ for node K's workers)
       runner-node<K>.jsonl, telemetry-node<K>.jsonl   what follower node K did and measured (multi-node)
-      summary.json, summary.md, summary.csv
+      summary.json, summary.md, summary.csv           the saved summary (at the end, or on demand)
+      plots/                         the summary's figures (PNG)
 
-Directories are created user-only (0700) and files 0600; a run directory is never reused, and summaries are
-replaced atomically (temporary file, fsync, rename), so a reader never sees half a summary.
+The names are defined once, in ``ddptop.protocol.layout``; this module does the I/O. Directories are created
+user-only (0700) and files 0600; a run directory is never reused, and summaries are replaced atomically
+(temporary file, fsync, rename), so a reader never sees half a summary.
 """
-
 from __future__ import annotations
 
 import glob
@@ -26,10 +29,7 @@ import time
 from typing import Any
 
 from ddptop.errors import DdptopError
-
-PLAN_FILE = "plan.json"
-RUNNER_FILE = "runner.jsonl"
-LAUNCHES_DIR = "launches"
+from ddptop.protocol import layout
 
 
 class RunDirError(DdptopError):
@@ -93,19 +93,19 @@ def write_json(path: str, data: Any) -> None:
 
 
 def launch_dir(run_dir: str, index: int, launch_key: str, attempt: int) -> str:
-    name = f"{index:02d}-{launch_key}" + (f"-retry{attempt}" if attempt else "")
-    path = os.path.join(run_dir, LAUNCHES_DIR, name)
-    for directory in (os.path.dirname(path), path, os.path.join(path, "events")):
+    """Create a launch's directory and its events folder (user-only); return its path."""
+    path = layout.launch_path(run_dir, layout.launch_name(index, launch_key, attempt))
+    for directory in (os.path.dirname(path), path, layout.events_dir(path)):
         os.makedirs(directory, mode=0o700, exist_ok=True)
         os.chmod(directory, 0o700)  # makedirs applies the mode only to the last level, and through the umask
     return path
 
 
 def event_files(run_dir: str) -> list[str]:
-    return sorted(glob.glob(os.path.join(run_dir, LAUNCHES_DIR, "*", "events", "rank-*.jsonl")))
+    return sorted(glob.glob(layout.events_glob(run_dir)))
 
 
-def worker_logs(launch_path: str, logs_dir: str = "logs") -> dict[int, dict[str, str]]:
+def worker_logs(launch_path: str, logs_dir: str = layout.LOGS_DIR) -> dict[int, dict[str, str]]:
     """Map local rank -> {'stdout': path, 'stderr': path} from torchrun's --log-dir layout."""
     logs: dict[int, dict[str, str]] = {}
     for path in glob.glob(os.path.join(launch_path, logs_dir, "*", "attempt_*", "*", "std*.log")):
@@ -116,22 +116,13 @@ def worker_logs(launch_path: str, logs_dir: str = "logs") -> dict[int, dict[str,
     return logs
 
 
-def node_file(name: str, node_rank: int) -> str:
-    """Node K's own copy of a run or launch file (runner.jsonl -> runner-node1.jsonl, logs -> logs-node1);
-    node 0 keeps the single-node name."""
-    if not node_rank:
-        return name
-    stem, ext = os.path.splitext(name)
-    return f"{stem}-node{node_rank}{ext}"
-
-
 def node_log_dirs(launch_path: str) -> list[tuple[int, str]]:
     """(node rank, worker log directory) of every node's agent in a launch: logs, logs-node1, ..."""
-    found = [(0, "logs")] if os.path.isdir(os.path.join(launch_path, "logs")) else []
-    for path in glob.glob(os.path.join(launch_path, "logs-node*")):
-        suffix = os.path.basename(path).removeprefix("logs-node")
-        if suffix.isdigit():
-            found.append((int(suffix), os.path.basename(path)))
+    found = []
+    for path in glob.glob(os.path.join(launch_path, layout.LOGS_DIR + "*")):
+        node = layout.node_of(os.path.basename(path), layout.LOGS_DIR)
+        if node is not None and os.path.isdir(path):
+            found.append((node, os.path.basename(path)))
     return sorted(found)
 
 
@@ -154,6 +145,6 @@ _ROOT_CAUSE_RE = re.compile(
 
 def root_cause(launch_path: str) -> tuple[int, int] | None:
     """torchrun's "Root Cause (first observed failure)" from agent.log: the rank and its exit code."""
-    text = "\n".join(tail_lines(os.path.join(launch_path, "agent.log"), 200))
+    text = "\n".join(tail_lines(layout.agent_log(launch_path), 200))
     match = _ROOT_CAUSE_RE.search(text)
     return (int(match.group(1)), int(match.group(2))) if match else None

@@ -23,6 +23,8 @@ from ddptop.analysis import stats
 from ddptop.plan import ConfigSpec, Plan
 from ddptop.snapshot import CHART_TAIL, ConfigSnapshot, LaunchSnapshot, SessionSnapshot, StepStats
 from ddptop.telemetry.host import RankProcess
+from ddptop.protocol import layout
+from ddptop.protocol.marks import ConfigEnd, LaunchEnd, LaunchStart, SweepEnd, parse_mark
 from ddptop.protocol.wire import EventFileReader, EventWriter
 
 # pending: not started; running: config_start seen; ok/failed/oom: ended by the ranks;
@@ -143,7 +145,7 @@ class Session:
         self.hellos: dict[tuple[str, int], dict[str, Any]] = {}  # (launch, rank) -> hello event
         self.collectives: list[dict[str, Any]] = []  # collective benchmark events, with their launch
         self.readers: dict[str, EventFileReader] = {}
-        self.runner_reader = EventFileReader(os.path.join(run_dir, rundir.RUNNER_FILE))
+        self.runner_reader = EventFileReader(os.path.join(run_dir, layout.RUNNER_FILE))
         self.lock = threading.RLock()
         self.started_t = time.time()
         self.ended_t: float | None = None
@@ -155,9 +157,9 @@ class Session:
     # -- construction ----------------------------------------------------------------------------------
     @classmethod
     def create(cls, plan: Plan, run_dir: str) -> "Session":
-        rundir.write_json(os.path.join(run_dir, rundir.PLAN_FILE), plan.to_json())
+        rundir.write_json(os.path.join(run_dir, layout.PLAN_FILE), plan.to_json())
         session = cls(plan, run_dir)
-        session._runner_writer = EventWriter(os.path.join(run_dir, rundir.RUNNER_FILE), RUNNER_RANK, 0.0)
+        session._runner_writer = EventWriter(os.path.join(run_dir, layout.RUNNER_FILE), RUNNER_RANK, 0.0)
         session._runner_writer.emit("hello", world_size=0, host=os.uname().nodename, pid=os.getpid(), device="-")
         session._runner_writer.flush(durable=True)
         return session
@@ -165,12 +167,12 @@ class Session:
     @classmethod
     def load(cls, run_dir: str) -> "Session":
         """Rebuild the state of a run directory from its files (for report, watch and view)."""
-        path = os.path.join(run_dir, rundir.PLAN_FILE)
+        path = os.path.join(run_dir, layout.PLAN_FILE)
         try:
             with open(path, encoding="utf-8") as handle:
                 plan = Plan.from_json(json.load(handle))
         except FileNotFoundError:
-            raise rundir.RunDirError(f"{run_dir} is not a ddptop run directory (no {rundir.PLAN_FILE})") from None
+            raise rundir.RunDirError(f"{run_dir} is not a ddptop run directory (no {layout.PLAN_FILE})") from None
         except (ValueError, KeyError, TypeError) as exc:
             raise rundir.RunDirError(f"{path} is damaged: {exc}") from None
         session = cls(plan, run_dir)
@@ -186,7 +188,7 @@ class Session:
                 if path not in self.readers:
                     self.readers[path] = EventFileReader(path)
             sources = [(self.runner_reader, None)] + [
-                (reader, os.path.basename(os.path.dirname(os.path.dirname(path))))
+                (reader, layout.launch_of_events_file(path))
                 for path, reader in self.readers.items()
             ]
             for reader, launch in sources:
@@ -252,41 +254,37 @@ class Session:
                 state.reason = _error_reason(state)
 
     def _apply_runner(self, event: dict[str, Any]) -> None:
-        kind = event["type"]
-        data = event.get("data") or {}
-        if kind == "hello" and self.writer is None:
+        if event["type"] == "hello" and self.writer is None:
             self.writer = event
             self.started_t = event["t"]
-        if kind != "mark":
-            return
-        what = data.get("what")
-        if what == "launch_start":
-            self.launches[data["launch"]] = LaunchRecord(
-                name=data["launch"],
-                world_size=data["world_size"],
-                backend=data["backend"],
-                configs=list(data["configs"]),
+        mark = parse_mark(event)
+        if isinstance(mark, LaunchStart):
+            self.launches[mark.launch] = LaunchRecord(
+                name=mark.launch,
+                world_size=mark.world_size,
+                backend=mark.backend,
+                configs=list(mark.configs),
                 started_t=event["t"],
             )
-        elif what == "launch_end":
-            record = self.launches.get(data["launch"])
+        elif isinstance(mark, LaunchEnd):
+            record = self.launches.get(mark.launch)
             if record:
                 record.ended_t = event["t"]
-                record.exit_code = data.get("exit_code")
-                record.status = data.get("status", "ended")
-                record.reason = data.get("reason")
-        elif what == "config":
-            state = self.configs.get(data.get("config_id", ""))
+                record.exit_code = mark.exit_code
+                record.status = mark.status
+                record.reason = mark.reason
+        elif isinstance(mark, ConfigEnd):
+            state = self.configs.get(mark.config_id)
             if state is not None:
-                if data.get("log_tail") and not state.log_tail:
-                    state.log_tail = list(data["log_tail"])
-                cause = data.get("cause")
+                if mark.log_tail and not state.log_tail:
+                    state.log_tail = list(mark.log_tail)
+                cause = mark.cause
                 if cause and state.status in ENDED:  # a rank's report ended it first: put the cause in front
                     state.reason = _caused(cause, state.reason)
                     state.revision += 1
-                reason = _caused(cause, data.get("reason")) if cause else data.get("reason")
-                self._end(state, data["status"], reason, event["t"])
-        elif what == "sweep_end":
+                reason = _caused(cause, mark.reason) if cause else mark.reason
+                self._end(state, mark.status, reason, event["t"])
+        elif isinstance(mark, SweepEnd):
             self.ended_t = event["t"]
 
     def _end(self, state: ConfigState, status: str, reason: str | None, when: float) -> None:

@@ -18,9 +18,12 @@ from ddptop.cluster import Cluster
 from ddptop.follower import END_GRACE
 from ddptop.launcher import NodePlacement, TorchrunLaunch, describe_exit
 from ddptop.model import Launch, Plan
+from ddptop.protocol import layout
+from ddptop.protocol.launchspec import CollectiveSpec, LaunchSpec, RunConfig
+from ddptop.protocol.marks import ConfigEnd, LaunchEnd, LaunchStart, SweepEnd, parse_mark
 from ddptop.protocol.vocab import ENDED, FAILED, OnFailure, Status, SweepStatus
-from ddptop.session import Session
 from ddptop.protocol.wire import EventFileReader
+from ddptop.session import Session
 
 LOG_TAIL_LINES = 12
 
@@ -46,7 +49,7 @@ class HangWatch:
 
     def silent_for(self) -> float | None:
         try:
-            names = [n for n in os.listdir(self.events_dir) if n.endswith(".jsonl")]
+            names = [n for n in os.listdir(self.events_dir) if layout.rank_of_events_file(n) is not None]
         except FileNotFoundError:
             names = []
         for name in names:
@@ -69,7 +72,8 @@ class HangWatch:
                 "on several nodes: did every node start ddptop?)"
             )
         heard = ", ".join(
-            f"{name.removesuffix('.jsonl')} {time.time() - t:.0f} s ago" for name, t in sorted(self.last.items())
+            f"{name.removesuffix(layout.EVENTS_SUFFIX)} {time.time() - t:.0f} s ago"
+            for name, t in sorted(self.last.items())
         )
         return (
             f"hang: no event from any rank for {silent:.0f} s (--hang-timeout {self.timeout:g}); last heard: "
@@ -124,11 +128,9 @@ class SweepRunner:
                 self.current.stop(self.stop_grace)
             for state in self.session.ordered_states():
                 if state.status not in ENDED:
-                    self.session.mark(
-                        what="config", config_id=state.spec.config_id, status=Status.NOT_RUN, reason=self.stop_reason
-                    )
+                    self._mark(ConfigEnd(state.spec.config_id, Status.NOT_RUN, self.stop_reason))
             self.status = SweepStatus.STOPPED if self._stop.is_set() else SweepStatus.DONE
-            self.session.mark(what="sweep_end", status=self.status)
+            self._mark(SweepEnd(self.status))
         return self.status
 
     def _run_launch(self, launch: Launch) -> None:
@@ -139,31 +141,25 @@ class SweepRunner:
             path = rundir.launch_dir(self.session.run_dir, self._launch_index, launch.launch_key, attempt)
             name = os.path.basename(path)
             threads = self.plan.threads_per_rank[launch.world_size]
-            spec = {
-                "launch_id": name,
-                "events_dir": os.path.join(path, "events"),
-                "device": self.plan.device,
-                "backend": launch.backend,
-                "threads_per_rank": threads,
-                "flush_interval": self.flush_interval,
-                "memory_cap_mb": self.plan.memory_cap_mb,
-                "inject": list(self.plan.inject),
-                "collectives": self.plan.collective_spec() if launch.world_size > 1 else None,
-                "configs": [c.to_json() for c in remaining],
-            }
+            collectives = self.plan.collective_spec() if launch.world_size > 1 else None
+            spec = LaunchSpec(
+                launch_id=name,
+                events_dir=layout.events_dir(path),
+                device=self.plan.device,
+                backend=launch.backend,
+                threads_per_rank=threads,
+                flush_interval=self.flush_interval,
+                memory_cap_mb=self.plan.memory_cap_mb,
+                inject=tuple(self.plan.inject),
+                collectives=CollectiveSpec.from_json(collectives) if collectives else None,
+                configs=tuple(RunConfig.from_json(c.to_json()) for c in remaining),
+            )
             env = {"OMP_NUM_THREADS": str(threads)}
             if self.plan.gpus is not None:
                 env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self.plan.gpus))
             placement = self._placement(launch.nodes)
-            self.session.mark(
-                what="launch_start",
-                launch=name,
-                world_size=launch.world_size,
-                backend=launch.backend,
-                configs=[c.config_id for c in remaining],
-                nodes=launch.nodes,
-                nproc_per_node=launch.nproc_per_node,
-            )
+            self._mark(LaunchStart(name, launch.world_size, launch.backend, tuple(c.config_id for c in remaining),
+                                   nodes=launch.nodes, nproc_per_node=launch.nproc_per_node))
             torchrun = TorchrunLaunch(path, spec, launch.nproc_per_node, env, placement=placement)
             startup = max(STARTUP_GRACE, placement.join_timeout) if placement else STARTUP_GRACE
             ended_by, ended_config, hang_reason = self._supervise(torchrun, path, startup)
@@ -189,22 +185,9 @@ class SweepRunner:
                 else:
                     continue
                 cause = self._silent_death(path, state) if status in FAILED else None
-                self.session.mark(
-                    what="config",
-                    config_id=config.config_id,
-                    status=status,
-                    reason=reason,
-                    cause=cause,
-                    log_tail=self._log_tail(path) if status in FAILED else None,
-                )
-            self.session.mark(
-                what="launch_end",
-                launch=name,
-                exit_code=outcome.exit_code,
-                status=outcome.status,
-                reason=outcome.reason,
-                wall_s=outcome.wall_s,
-            )
+                tail = tuple(self._log_tail(path)) if status in FAILED else None
+                self._mark(ConfigEnd(config.config_id, status, reason, cause=cause, log_tail=tail))
+            self._mark(LaunchEnd(name, outcome.exit_code, outcome.status, outcome.reason, outcome.wall_s))
             if self.plan.batch_sweep:
                 self._skip_past_oom(remaining)
             if self.plan.on_failure == OnFailure.STOP and any(
@@ -218,11 +201,9 @@ class SweepRunner:
             if remaining and (outcome.status == Status.FAILED or hung_early) and len(remaining) == before:
                 cause = hang_reason if hung_early else outcome.reason
                 reason = f"launch failed before any configuration ran: {cause}"
-                tail = self._log_tail(path)
+                tail = tuple(self._log_tail(path))
                 for config in remaining:
-                    self.session.mark(
-                        what="config", config_id=config.config_id, status=Status.FAILED, reason=reason, log_tail=tail
-                    )
+                    self._mark(ConfigEnd(config.config_id, Status.FAILED, reason, log_tail=tail))
                 remaining = []
             attempt += 1
 
@@ -236,23 +217,19 @@ class SweepRunner:
                     oom.model, oom.mode, oom.world_size, oom.backend, oom.bucket_cap_mb)
                 if same_kind and config.batch_size > oom.batch_size:
                     if self.session.configs[config.config_id].status not in ENDED:
-                        self.session.mark(
-                            what="config",
-                            config_id=config.config_id,
-                            status=Status.NOT_RUN,
-                            reason=f"batch {oom.batch_size} already ran out of memory",
-                        )
+                        self._mark(ConfigEnd(config.config_id, Status.NOT_RUN,
+                                             f"batch {oom.batch_size} already ran out of memory"))
 
     def _wait_for_followers(self, launch: str, nodes: int) -> None:
         """Let the other nodes' agents end before going on: the next launch must not meet one still running,
         and the summary should hold every node's report of this one."""
-        readers = {k: EventFileReader(os.path.join(self.session.run_dir, rundir.node_file(rundir.RUNNER_FILE, k)))
+        readers = {k: EventFileReader(layout.run_file(self.session.run_dir, layout.RUNNER_FILE, k))
                    for k in range(1, nodes)}
         deadline = time.monotonic() + FOLLOWER_END_WAIT
         while readers and time.monotonic() < deadline:
             for node, reader in list(readers.items()):
-                if any((e.get("data") or {}).get("what") == "launch_end" and e["data"].get("launch") == launch
-                       for e in reader.read_new()):
+                marks = map(parse_mark, reader.read_new())
+                if any(isinstance(m, LaunchEnd) and m.launch == launch for m in marks):
                     del readers[node]
             time.sleep(self.poll_interval)
 
@@ -273,7 +250,7 @@ class SweepRunner:
         self.current = torchrun
         torchrun.start()
         ended: tuple[str | None, str | None, str | None] = (None, None, None)
-        watch = HangWatch(os.path.join(path, "events"), self.plan.hang_timeout, startup)
+        watch = HangWatch(layout.events_dir(path), self.plan.hang_timeout, startup)
         while torchrun.poll() is None:
             if self._stop.is_set():
                 torchrun.stop(self.stop_grace)
@@ -294,6 +271,9 @@ class SweepRunner:
             time.sleep(self.poll_interval)
         torchrun.kill_tree()  # ranks can outlive a dead agent; make sure none does
         return ended
+
+    def _mark(self, mark: ConfigEnd | LaunchEnd | LaunchStart | SweepEnd) -> None:
+        self.session.mark(**mark.to_data())
 
     def _running_config(self) -> str | None:
         self.session.refresh()
@@ -318,4 +298,4 @@ class SweepRunner:
                 tail = rundir.tail_lines(streams.get("stderr", ""), LOG_TAIL_LINES)
                 if tail:
                     lines.extend(f"[{where}rank {local_rank}] {line}" for line in tail)
-        return lines[-LOG_TAIL_LINES * 2 :] or rundir.tail_lines(os.path.join(path, "agent.log"), LOG_TAIL_LINES)
+        return lines[-LOG_TAIL_LINES * 2 :] or rundir.tail_lines(layout.agent_log(path), LOG_TAIL_LINES)

@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 
 from ddptop.report import summary as summary_mod
-from ddptop.report.plots import PLOTS_DIR
+from ddptop.protocol.layout import PLOTS_DIR, SUMMARY_JSON
 from ddptop.session import Session
 
 RUNNING, FINISHED, WRITER_GONE, UNKNOWN = "running", "finished", "writer gone", "unknown"
@@ -78,7 +78,7 @@ class RecordedRun:
         return self.summary
 
     def _saved_final(self, state: str) -> dict[str, Any] | None:
-        path = os.path.join(self.run_dir, summary_mod.SUMMARY_JSON)
+        path = os.path.join(self.run_dir, SUMMARY_JSON)
         if not os.path.exists(path):
             return None
         try:

@@ -17,10 +17,11 @@ from ddptop import rundir
 from ddptop.analysis import communication, scaling
 from ddptop.analysis.scaling import live_scaling  # noqa: F401 - the live view's figures, for callers of this module
 from ddptop.errors import DdptopError
-from ddptop.report.plots import PLOTS_DIR
 from ddptop.session import Session
 from ddptop.telemetry import timeline
-from ddptop.telemetry.monitor import TIMELINE_FILE
+from ddptop.protocol.layout import (ENVIRONMENT_FILE, PLOTS_DIR, RUNNER_FILE, SUMMARY_CSV, SUMMARY_JSON,
+                                    SUMMARY_MD, TIMELINE_FILE, TOPOLOGY_FILE, node_file)
+from ddptop.protocol.marks import LaunchEnd, parse_mark
 from ddptop.protocol.wire import EventFileReader
 
 SCHEMA = "ddptop.summary"
@@ -34,11 +35,6 @@ V1_EPOCH_KEYS = {
     "seed004_bytes_per_epoch": "grad_bytes_per_epoch",
     "seed004_parameters_per_epoch": "grad_values_per_epoch",
 }
-ENVIRONMENT_FILE = "environment.json"
-SUMMARY_JSON = "summary.json"
-SUMMARY_MD = "summary.md"
-SUMMARY_CSV = "summary.csv"
-TOPOLOGY_FILE = "topology.json"
 
 
 class SummaryError(DdptopError):
@@ -202,10 +198,10 @@ def _nodes(session: Session) -> list[dict[str, Any]]:
         "node_rank": 0, "host": writer.get("host"), "pid": writer.get("pid"), "role": "leader",
         "launches": [{"launch": r.name, "status": r.status, "exit_code": r.exit_code}
                      for r in session.launches.values()],
-        "files": {"runner": rundir.RUNNER_FILE, "telemetry": TIMELINE_FILE},
+        "files": {"runner": RUNNER_FILE, "telemetry": TIMELINE_FILE},
     }]
     for rank in range(1, session.plan.nnodes):
-        runner = os.path.join(session.run_dir, rundir.node_file(rundir.RUNNER_FILE, rank))
+        runner = os.path.join(session.run_dir, node_file(RUNNER_FILE, rank))
         if not os.path.exists(runner):
             nodes.append({"node_rank": rank, "host": None, "pid": None, "role": "follower", "launches": [],
                           "files": {}, "problem": "never joined (no runner-node file)"})
@@ -213,16 +209,15 @@ def _nodes(session: Session) -> list[dict[str, Any]]:
         hello: dict[str, Any] = {}
         launches = []
         for event in EventFileReader(runner).read_rest():
-            data = event.get("data") or {}
+            mark = parse_mark(event)
             if event["type"] == "hello":
                 hello = event
-            elif data.get("what") == "launch_end":
-                launches.append({"launch": data["launch"], "status": data.get("status"),
-                                 "exit_code": data.get("exit_code")})
+            elif isinstance(mark, LaunchEnd):
+                launches.append({"launch": mark.launch, "status": mark.status, "exit_code": mark.exit_code})
         nodes.append({"node_rank": rank, "host": hello.get("host"), "pid": hello.get("pid"), "role": "follower",
                       "launches": launches,
                       "files": {"runner": os.path.basename(runner),
-                                "telemetry": rundir.node_file(TIMELINE_FILE, rank)}})
+                                "telemetry": node_file(TIMELINE_FILE, rank)}})
     return nodes
 
 

@@ -21,7 +21,6 @@ from ddptop.telemetry.host import HostSampler, RankProcess
 from ddptop.telemetry.inventory import filter_visible
 from ddptop.protocol.wire import EventWriter, make_event
 
-TIMELINE_FILE = "telemetry.jsonl"
 DEFAULT_INTERVAL = 1.0
 
 

@@ -1,0 +1,198 @@
+"""The launch spec: what every rank of one torchrun launch is told to run (``launch.json``).
+
+ddptop's sweep writes it into the launch directory before starting torchrun; each rank
+(``bench_kernels.ddp --spec launch.json``) and each follower node's agent reads the same file. The classes
+are frozen, and ``from_json`` checks every field's JSON type, so a rank fails at once with one line naming the
+field instead of deep inside a model build; a spec of another ``version`` is refused the same way, because
+the kernels and ddptop come from the same checkout and a mismatch means a stale or foreign file.
+
+Standard library only (the kernels import it inside torchrun workers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass
+from typing import Any
+
+LAUNCH_SPEC_VERSION = 1
+DEFAULT_FLUSH_INTERVAL = 0.1  # seconds between a rank's writes of its events
+DEFAULT_COLLECTIVE_TIMEOUT = 600.0  # seconds a collective may block before the process group gives up
+
+
+class LaunchSpecError(ValueError):
+    """A launch.json this version cannot read: the message names the file's problem in one line."""
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """One configuration as a rank runs it: the fields of ``ddptop.plan.ConfigSpec``, in the same JSON shape."""
+
+    config_id: str
+    model: str
+    mode: str  # ddp | no_ddp | dp
+    batch_size: int  # per rank
+    global_batch: int
+    world_size: int
+    nnodes: int
+    backend: str
+    device: str
+    scaling: str
+    image_size: int
+    num_classes: int
+    warmup: int
+    iters: int
+    time_budget: float | None
+    bucket_cap_mb: float
+    amp: str | None
+    channels_last: bool
+    comm_iters: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return _to_json(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> RunConfig:
+        return _from_json(cls, data, "configs[]")
+
+
+@dataclass(frozen=True)
+class CollectiveSpec:
+    """The collective benchmark run at the end of a launch (``bench_kernels.collectives``)."""
+
+    ops: tuple[str, ...]
+    min_bytes: int
+    max_bytes: int
+    iters: int = 20
+    warmup: int = 5
+    dtype: str = "float32"
+
+    def to_json(self) -> dict[str, Any]:
+        return _to_json(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> CollectiveSpec:
+        return _from_json(cls, data, "collectives")
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything one launch's ranks need beyond torchrun's environment (RANK, WORLD_SIZE, ...)."""
+
+    launch_id: str  # the launch directory's name, e.g. 02-n2-gloo
+    events_dir: str  # where each rank appends events/rank-<R>.jsonl
+    device: str  # cuda | cpu
+    backend: str  # nccl | gloo
+    threads_per_rank: int  # torch.set_num_threads in each rank; 0: torch's default
+    configs: tuple[RunConfig, ...]
+    flush_interval: float = DEFAULT_FLUSH_INTERVAL
+    memory_cap_mb: float | None = None  # per-process GPU memory cap (a smaller GPU, for real)
+    inject: tuple[str, ...] = ()  # fault injection specs (bench_kernels.faults), a testing aid
+    collectives: CollectiveSpec | None = None
+    collective_timeout: float = DEFAULT_COLLECTIVE_TIMEOUT
+    version: int = LAUNCH_SPEC_VERSION
+
+    def to_json(self) -> dict[str, Any]:
+        return _to_json(self)
+
+    @classmethod
+    def from_json(cls, data: Any) -> LaunchSpec:
+        if not isinstance(data, dict):
+            raise LaunchSpecError("a launch spec is a JSON object")
+        version = data.get("version")
+        if version != LAUNCH_SPEC_VERSION:
+            raise LaunchSpecError(
+                f"launch spec version {version!r}, but this ddptop reads version {LAUNCH_SPEC_VERSION} "
+                "(a launch.json written by another ddptop?)"
+            )
+        return _from_json(cls, data, "")
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=2) + "\n"
+
+    @classmethod
+    def loads(cls, text: str | bytes) -> LaunchSpec:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise LaunchSpecError(f"not JSON: {exc}") from None
+        return cls.from_json(data)
+
+    @classmethod
+    def read(cls, path: str) -> LaunchSpec:
+        """Load a launch.json; any problem is a LaunchSpecError that names the file."""
+        try:
+            with open(path, "rb") as handle:
+                return cls.loads(handle.read())
+        except OSError as exc:
+            raise LaunchSpecError(f"cannot read launch spec {path}: {exc.strerror}") from None
+        except LaunchSpecError as exc:
+            raise LaunchSpecError(f"{path}: {exc}") from None
+
+
+# -- the JSON mapping: one generic pass over the dataclass fields, so a new field needs no new code ---------
+
+def _to_json(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, tuple):
+        return [_to_json(item) for item in obj]
+    return obj
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+_TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", bool: "true or false", type(None): "null"}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _from_json(cls: type, data: Any, where: str) -> Any:
+    if not isinstance(data, dict):
+        raise LaunchSpecError(f"{where or 'the spec'} is not a JSON object")
+    hints = _hints(cls)
+    values = {}
+    for f in dataclasses.fields(cls):
+        name = f"{where}.{f.name}" if where else f.name
+        if f.name not in data:
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise LaunchSpecError(f"{name} is missing")
+            continue
+        values[f.name] = _value(hints[f.name], data[f.name], name)
+    return cls(**values)  # fields it does not know are ignored: only the version says what must be there
+
+
+def _value(hint: Any, value: Any, name: str) -> Any:
+    """``value`` as the annotated type, or LaunchSpecError naming the field and what it should be."""
+    origin = typing.get_origin(hint)
+    if origin is types.UnionType or origin is typing.Union:
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        (inner,) = [t for t in options if t is not type(None)]
+        return _value(inner, value, name)
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise LaunchSpecError(f"{name} is not a list")
+        item = typing.get_args(hint)[0]
+        return tuple(_value(item, v, f"{name}[{i}]") for i, v in enumerate(value))
+    if dataclasses.is_dataclass(hint):
+        return _from_json(hint, value, name)
+    if isinstance(value, hint) and (hint is bool or not isinstance(value, bool)):  # true is not an integer
+        return hint(value)  # plain str/int: a StrEnum member (the plan's) is written as its string
+    if hint is float and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    raise LaunchSpecError(f"{name} is {_describe(value)}, not {_TYPE_NAMES.get(hint, hint.__name__)}")
+
+
+def _describe(value: Any) -> str:
+    for kind in (bool, int, float, str, type(None)):
+        if isinstance(value, kind):
+            return _TYPE_NAMES[kind]
+    return "a list" if isinstance(value, list) else "an object"
