@@ -1,8 +1,10 @@
 """The summary's plots, each saved as PNG and SVG in ``<run dir>/plots``: matplotlib with its Agg backend.
 
-- speedup.*: speedup against N for every scaling table, the perfect-scaling line (seed 000) and Amdahl's fit;
+- speedup.*: speedup against N for every scaling table, the perfect-scaling line (as the HPC article
+  "Benchmarking Parallel Programs" draws it) and Amdahl's fit;
 - efficiency.*: efficiency against N with the recommendation threshold;
-- batch_throughput.*: examples/s against the batch size, out-of-memory batches marked (seed 002);
+- batch_throughput.*: examples/s against the batch size, out-of-memory batches marked (the batch-size sweep
+  until out of memory of a course notebook on data parallelism with ResNet-18 on CIFAR-10);
 - comm_split.*: per DDP configuration, compute (no_sync step) and exposed communication stacked;
 - busbw.*: the collective benchmark's bus bandwidth against message size, with what DDP's buckets reached.
 
@@ -15,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ddptop import analysis
+from ddptop.analysis import formulas as analysis
 from ddptop.protocol.layout import PLOTS_DIR
 
 FORMATS = ("png", "svg")

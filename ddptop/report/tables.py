@@ -1,8 +1,13 @@
 """Render a summary as text (terminal), Markdown and CSV.
 
 The per-configuration block keeps the layout of PyTorch's DDP benchmark (rows ``no ddp``, ``1M/1G``,
-``1M/2G``...; p50/p75/p90/p95 of sec/iter with per-replica ex/sec); the scaling table keeps seed 000's
-(N, time, speedup, relative SU) and adds throughput, efficiency and relative cost.
+``1M/2G``...; p50/p75/p90/p95 of sec/iter with per-replica ex/sec); the scaling table keeps the columns of
+the HPC article "Benchmarking Parallel Programs" (N, time, speedup, relative SU) and adds throughput,
+efficiency and relative cost.
+
+Each part of the report has a function for the terminal (``*_text``) and one for Markdown (``*_markdown``);
+``ddptop.report.sections`` says which parts there are and in what order. Numbers are written by
+``ddptop.units``.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ import io
 from typing import Any
 
 from ddptop.analysis.stats import PERCENTILES
+from ddptop import units
+from ddptop.report import keys
 from ddptop.telemetry.topology import Topology, format_matrix
 
 SHOWN_PERCENTILES = ("p50", "p75", "p90", "p95")
@@ -36,7 +43,7 @@ def _row_prefix(entry: dict[str, Any]) -> str:
 
 
 def benchmark_text(summary: dict[str, Any]) -> str:
-    """Seed 001's per-model block, one row per configuration."""
+    """PyTorch's DDP benchmark's per-model block, one row per configuration."""
     out = []
     for (model, batch, scaling, backend), members in _benchmark_groups(summary).items():
         meaning = "per rank" if scaling == "weak" else "global"
@@ -49,7 +56,7 @@ def benchmark_text(summary: dict[str, Any]) -> str:
             stats = entry["stats"]
             if entry["status"] == "ok" and stats:
                 cells = [
-                    f"  {p}: {stats['sec_iter'][p]:6.3f}s{_fmt_rate(stats['ex_sec_replica'][p]):>8s}/s"
+                    f"  {p}: {units.seconds(stats['sec_iter'][p], 3):>6}s{units.rate(stats['ex_sec_replica'][p]):>8s}/s"
                     for p in SHOWN_PERCENTILES
                 ]
                 out.append(prefix + "".join(cells))
@@ -59,18 +66,6 @@ def benchmark_text(summary: dict[str, Any]) -> str:
                 out.append(f"{prefix}  {entry['status']}{partial}{reason}")
         out.append("")
     return "\n".join(out)
-
-
-def _fmt_rate(value: float | None) -> str:
-    return "-" if value is None else f"{value:.0f}"
-
-
-def _pct(value: float | None) -> str:
-    return "-" if value is None else f"{100 * value:.0f}%"
-
-
-def _num(value: float | None, digits: int = 2) -> str:
-    return "-" if value is None else f"{value:.{digits}f}"
 
 
 SCALING_HEADER = (
@@ -90,15 +85,15 @@ def _scaling_header(summary: dict[str, Any]) -> tuple[str, ...]:
 def _scaling_cells(row: dict[str, Any], priced: bool = False) -> tuple[str, ...]:
     cells = (
         row["label"],
-        f"{row['sec_iter']:.4f}",
-        f"{row['ex_sec_total']:.1f}",
-        _num(row["speedup"]),
-        _pct(row["efficiency"]),
-        _num(row["relative_cost"]),
-        _num(row["relative_su"]),
-        _num(row.get("karp_flatt"), 3),
+        units.seconds(row["sec_iter"]),
+        units.number(row["ex_sec_total"], 1),
+        units.number(row["speedup"]),
+        units.percent(row["efficiency"]),
+        units.number(row["relative_cost"]),
+        units.number(row["relative_su"]),
+        units.number(row.get("karp_flatt"), 3),
     )
-    return cells + ((_num(row.get("cost_per_million")),) if priced else ())
+    return cells + ((units.number(row.get("cost_per_million")),) if priced else ())
 
 
 def aligned(header: tuple[str, ...], rows: list[tuple[str, ...]], first_left: bool = False) -> list[str]:
@@ -115,23 +110,16 @@ def markdown_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list
     return lines + ["| " + " | ".join(cells) + " |" for cells in rows]
 
 
-def _ms(seconds: float | None) -> str:
-    return "-" if seconds is None else f"{seconds * 1e3:.1f} ms"
-
-
-def _gbs(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3g} GB/s"
-
-
 def model_lines(table: dict[str, Any]) -> list[str]:
     """The scaling model under a scaling table: Amdahl's fit and the data moved per epoch."""
     lines = []
     fit = table.get("amdahl")
     if fit:
-        limit = f", so speedup can never pass {fit['max_speedup']:.1f}" if fit.get("max_speedup") else ""
+        limit = f", so speedup can never pass {units.number(fit['max_speedup'], 1)}" if fit.get("max_speedup") else ""
         lines.append(
-            f"Amdahl fit over {fit['points']} world size{'s' if fit['points'] > 1 else ''} above 1: serial fraction {100 * fit['serial_fraction']:.1f}%{limit} "
-            f"(fit error {fit['rmse_speedup']:.2f} in speedup)."
+            f"Amdahl fit over {fit['points']} world size{'s' if fit['points'] > 1 else ''} above 1: "
+            f"serial fraction {units.percent(fit['serial_fraction'], 1)}{limit} "
+            f"(fit error {units.number(fit['rmse_speedup'])} in speedup)."
         )
     largest = table["rows"][-1] if table["rows"] else None
     epoch = largest.get("epoch") if largest else None
@@ -139,15 +127,15 @@ def model_lines(table: dict[str, Any]) -> list[str]:
         lines.append(
             f"Per epoch of {epoch['epoch_examples']:,} examples at N={largest['world_size']}: "
             f"{epoch['steps_per_epoch']:,} steps; gradients synchronised "
-            f"{_bytes(epoch['seed004_bytes_per_epoch'])} (seed 004's count), "
-            f"{_bytes(epoch['ring_bytes_per_rank_per_epoch'])} sent by each rank in a ring allreduce."
+            f"{units.binary_bytes(keys.value(epoch, 'grad_bytes_per_epoch'))} (gradient bytes × steps), "
+            f"{units.binary_bytes(epoch['ring_bytes_per_rank_per_epoch'])} sent by each rank in a ring allreduce."
         )
     return lines
 
 
 COMM_HEADER = (
     "config", "step p50", "no_sync p50", "exposed comm", "DDP fwd", "DDP bwd", "DDP comm", "DDP overlap",
-    "buckets in flight", "seed 002 est.", "allreduce/rank", "DDP busbw", "kernel busbw",
+    "buckets in flight", "t(N)-t(1) est.", "allreduce/rank", "DDP busbw", "kernel busbw",
 )
 
 
@@ -161,25 +149,25 @@ def communication_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
         logging = comm.get("ddp_logging") or {}
         buckets = comm.get("buckets") or {}
         achieved = buckets.get("achieved") or {}
-        exposed = _ms(comm.get("exposed_comm_s"))
+        exposed = units.milliseconds(comm.get("exposed_comm_s"))
         if comm.get("exposed_comm_fraction") is not None:
-            exposed += f" ({_pct(comm['exposed_comm_fraction'])})"
+            exposed += f" ({units.percent(comm['exposed_comm_fraction'])})"
         rows.append(
             (
                 f"{entry['label']} {entry['model']} bs{entry['batch_size']}"
                 + (f" bucket {entry['bucket_cap_mb']:g}" if len(_caps(summary["plan"])) > 1 else ""),
-                _ms(comm.get("step_s")),
-                _ms(comm.get("compute_s")),
+                units.milliseconds(comm.get("step_s")),
+                units.milliseconds(comm.get("compute_s")),
                 exposed,
-                _ms(logging.get("forward_compute_s")),
-                _ms(logging.get("backward_compute_s")),
-                _ms(logging.get("backward_comm_s")),
-                _ms(logging.get("backward_compute_comm_overlap_s")),
-                _ms(buckets.get("in_flight_s")),
-                _ms((estimates.get(entry["config_id"]) or {}).get("seed002_comm_estimate_s")),
-                _bytes(comm.get("allreduce_bytes_per_rank")) if entry["world_size"] > 1 else "-",
-                _gbs(achieved.get("busbw_gbs")),
-                _gbs(achieved.get("collective_busbw_gbs")),
+                units.milliseconds(logging.get("forward_compute_s")),
+                units.milliseconds(logging.get("backward_compute_s")),
+                units.milliseconds(logging.get("backward_comm_s")),
+                units.milliseconds(logging.get("backward_compute_comm_overlap_s")),
+                units.milliseconds(buckets.get("in_flight_s")),
+                units.milliseconds(keys.value(estimates.get(entry["config_id"]), "comm_estimate_from_t1_s")),
+                units.binary_bytes(comm.get("allreduce_bytes_per_rank")) if entry["world_size"] > 1 else units.DASH,
+                units.gbps(achieved.get("busbw_gbs")),
+                units.gbps(achieved.get("collective_busbw_gbs")),
             )
         )
     return rows
@@ -187,8 +175,8 @@ def communication_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
 
 COMM_NOTE = (
     "exposed comm = step - no_sync step; DDP columns are DDP's own averages; buckets in flight = time any "
-    "gradient bucket's allreduce was running (comm hook); seed 002 est. = t(N) - t(1) scaled to the rank's "
-    "work; busbw = bytes x 2(N-1)/N / time, the kernel's at DDP's bucket size."
+    "gradient bucket's allreduce was running (comm hook); t(N)-t(1) est. = t(N) minus the N=1 time scaled to "
+    "the rank's work; busbw = bytes x 2(N-1)/N / time, the kernel's at DDP's bucket size."
 )
 
 BATCH_HEADER = ("batch", "global batch", "sec/iter (p50)", "ex/sec (all ranks)", "status")
@@ -199,8 +187,8 @@ def _batch_rows(table: dict[str, Any]) -> list[tuple[str, ...]]:
         (
             str(r["batch_size"]),
             str(r["global_batch"]),
-            "-" if r["sec_iter"] is None else f"{r['sec_iter']:.4f}",
-            _num(r["ex_sec_total"], 1),
+            units.seconds(r["sec_iter"]),
+            units.number(r["ex_sec_total"], 1),
             r["status"] + (" <- best" if r["batch_size"] == table["best_batch"] and r["status"] == "ok" else ""),
         )
         for r in table["rows"]
@@ -210,7 +198,7 @@ def _batch_rows(table: dict[str, Any]) -> list[tuple[str, ...]]:
 def _batch_title(table: dict[str, Any]) -> str:
     title = f"Throughput per batch size: {table['model']} at N={table['world_size']} ({table['backend']})"
     if table["best_batch"] is not None:
-        title += f"; best {table['best_batch']} per rank ({table['best_ex_sec_total']:.1f} ex/s)"
+        title += f"; best {table['best_batch']} per rank ({units.number(table['best_ex_sec_total'], 1)} ex/s)"
     if table["first_oom_batch"] is not None:
         title += f"; out of memory from {table['first_oom_batch']}"
     return title
@@ -222,11 +210,11 @@ COLLECTIVE_HEADER = ("size", "placement", "time p50", "algbw", "busbw")
 def _collective_rows(table: dict[str, Any]) -> list[tuple[str, ...]]:
     return [
         (
-            _bytes(r["bytes"]),
+            units.binary_bytes(r["bytes"]),
             "in place" if r["inplace"] else "out of place",
-            "-" if r["time_s"] is None else f"{r['time_s'] * 1e6:.1f} us",
-            _gbs(r["algbw_gbs"]),
-            _gbs(r["busbw_gbs"]),
+            units.microseconds(r["time_s"]),
+            units.gbps(r["algbw_gbs"]),
+            units.gbps(r["busbw_gbs"]),
         )
         for r in table["rows"]
     ]
@@ -235,10 +223,10 @@ def _collective_rows(table: dict[str, Any]) -> list[tuple[str, ...]]:
 def _collective_title(table: dict[str, Any]) -> str:
     peak = ""
     if table.get("peak_busbw_gbs"):
-        peak = f"; peak busbw {table['peak_busbw_gbs']:.3g} GB/s at {_bytes(table['peak_at_bytes'])}"
+        peak = f"; peak busbw {units.gbps(table['peak_busbw_gbs'])} at {units.binary_bytes(table['peak_at_bytes'])}"
     return (
         f"Collective {table['op']} at N={table['world_size']} ({table['backend']}), "
-        f"busbw = algbw x {table['busbw_factor']:.3g}{peak}"
+        f"busbw = algbw x {units.significant(table['busbw_factor'])}{peak}"
     )
 
 
@@ -250,37 +238,68 @@ def dp_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
     return [
         (
             r["model"], str(r["batch_size"]), str(r["world_size"]),
-            _num(r["dp_sec_iter"], 4) if r["dp_status"] == "ok" else r["dp_status"],
-            _num(r["ddp_sec_iter"], 4), _num(r["dp_ex_sec_total"], 1), _num(r["ddp_ex_sec_total"], 1),
-            "-" if r["ddp_speedup_over_dp"] is None else f"{r['ddp_speedup_over_dp']:.2f}x",
+            units.seconds(r["dp_sec_iter"]) if r["dp_status"] == "ok" else r["dp_status"],
+            units.seconds(r["ddp_sec_iter"]), units.number(r["dp_ex_sec_total"], 1),
+            units.number(r["ddp_ex_sec_total"], 1), units.number(r["ddp_speedup_over_dp"], 2, "x"),
         )
         for r in summary.get("dp_vs_ddp") or ()
     ]
 
 
-def analysis_text(summary: dict[str, Any]) -> str:
-    """Compute vs communication, throughput per batch size and the collective benchmark, as text."""
-    out = []
+def communication_text(summary: dict[str, Any]) -> str:
     rows = communication_rows(summary)
-    if rows:
-        out.append("Compute vs communication (per step)")
-        out += aligned(COMM_HEADER, rows, first_left=True)
-        out.append("  " + COMM_NOTE)
-        out.append("")
+    if not rows:
+        return ""
+    return "\n".join(["Compute vs communication (per step)", *aligned(COMM_HEADER, rows, first_left=True), "  " + COMM_NOTE, ""])
+
+
+def communication_markdown(summary: dict[str, Any]) -> list[str]:
+    rows = communication_rows(summary)
+    return markdown_table(COMM_HEADER, rows) + ["", COMM_NOTE, ""] if rows else []
+
+
+def dp_text(summary: dict[str, Any]) -> str:
     rows = dp_rows(summary)
-    if rows:
-        out.append("DataParallel vs DDP")
-        out += aligned(DP_HEADER, rows, first_left=True)
-        out.append("")
+    return "\n".join(["DataParallel vs DDP", *aligned(DP_HEADER, rows, first_left=True), ""]) if rows else ""
+
+
+def dp_markdown(summary: dict[str, Any]) -> list[str]:
+    rows = dp_rows(summary)
+    return markdown_table(DP_HEADER, rows) + [""] if rows else []
+
+
+def batch_text(summary: dict[str, Any]) -> str:
+    out = []
     for table in summary.get("batch_throughput") or ():
-        out.append(_batch_title(table))
-        out += aligned(BATCH_HEADER, _batch_rows(table))
-        out.append("")
-    for table in summary.get("collectives") or ():
-        out.append(_collective_title(table))
-        out += aligned(COLLECTIVE_HEADER, _collective_rows(table))
-        out.append("")
+        out += [_batch_title(table), *aligned(BATCH_HEADER, _batch_rows(table)), ""]
     return "\n".join(out)
+
+
+def batch_markdown(summary: dict[str, Any]) -> list[str]:
+    lines = []
+    for table in summary.get("batch_throughput") or ():
+        lines += [_batch_title(table), ""] + markdown_table(BATCH_HEADER, _batch_rows(table)) + [""]
+    return lines
+
+
+def collectives_text(summary: dict[str, Any]) -> str:
+    out = []
+    for table in summary.get("collectives") or ():
+        out += [_collective_title(table), *aligned(COLLECTIVE_HEADER, _collective_rows(table)), ""]
+    return "\n".join(out)
+
+
+def collectives_markdown(summary: dict[str, Any]) -> list[str]:
+    lines = []
+    for table in summary.get("collectives") or ():
+        lines += [_collective_title(table), ""] + markdown_table(COLLECTIVE_HEADER, _collective_rows(table)) + [""]
+    return lines
+
+
+def analysis_text(summary: dict[str, Any]) -> str:
+    """Compute vs communication, DataParallel vs DDP, throughput per batch size and the collective benchmark."""
+    parts = (communication_text(summary), dp_text(summary), batch_text(summary), collectives_text(summary))
+    return "\n".join(part for part in parts if part)
 
 
 def _scaling_title(table: dict[str, Any]) -> str:
@@ -289,7 +308,7 @@ def _scaling_title(table: dict[str, Any]) -> str:
         f"({table['scaling']} scaling, {table['backend']}), against N={table['reference_world_size']}"
     )
     if table.get("ddp_overhead_at_reference") is not None:
-        title += f"; DDP costs {100 * table['ddp_overhead_at_reference']:+.1f}% over no-DDP at N=1"
+        title += f"; DDP costs {units.percent(table['ddp_overhead_at_reference'], 1, signed=True)} over no-DDP at N=1"
     return title
 
 
@@ -306,6 +325,28 @@ def scaling_text(summary: dict[str, Any]) -> str:
     return "\n".join(out)
 
 
+def scaling_markdown(summary: dict[str, Any]) -> list[str]:
+    lines = []
+    priced = _priced(summary)
+    for table in summary["scaling"]:
+        lines += [_scaling_title(table), ""]
+        lines += markdown_table(_scaling_header(summary), [_scaling_cells(r, priced) for r in table["rows"]])
+        lines.append("")
+        if table.get("recommendation"):
+            lines += [table["recommendation"], ""]
+        lines += [line + "\n" for line in model_lines(table)]
+    return lines
+
+
+def benchmark_markdown(summary: dict[str, Any]) -> list[str]:
+    return _fenced(benchmark_text(summary))
+
+
+def _fenced(text: str) -> list[str]:
+    """Terminal text kept as it is in Markdown: its columns line up only in a monospaced block."""
+    return ["```", text.rstrip(), "```", ""]
+
+
 def problems_text(summary: dict[str, Any]) -> str:
     lines = []
     for entry in summary["configs"]:
@@ -314,19 +355,38 @@ def problems_text(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def not_measured_text(summary: dict[str, Any]) -> str:
+    problems = problems_text(summary)
+    return f"Not measured in full:\n{problems}\n" if problems else ""
+
+
+def problems_markdown(summary: dict[str, Any]) -> list[str]:
+    problems = problems_text(summary)
+    return [f"- {p}" for p in problems.splitlines()] + [""] if problems else []
+
+
 def overhead_line(summary: dict[str, Any]) -> str:
     overhead = summary["overhead"]
     analysis_s = overhead.get("analysis_s") or 0
     setup = overhead.get("fraction_setup", overhead["fraction_outside_iterations"])
-    extra = f", {analysis_s:.1f} s in communication analysis and collectives" if analysis_s else ""
+    extra = f", {units.seconds(analysis_s, 1, unit=True)} in communication analysis and collectives" if analysis_s else ""
     return (
-        f"Sweep wall time {overhead['sweep_wall_s']:.1f} s, of which {overhead['iterations_s']:.1f} s in warm-up and "
-        f"measured steps{extra}; {_pct(setup)} went to launching, initialising and tearing down."
+        f"Sweep wall time {units.seconds(overhead['sweep_wall_s'], 1, unit=True)}, of which "
+        f"{units.seconds(overhead['iterations_s'], 1, unit=True)} in warm-up and "
+        f"measured steps{extra}; {units.percent(setup)} went to launching, initialising and tearing down."
     )
 
 
+def overhead_text(summary: dict[str, Any]) -> str:
+    return overhead_line(summary) + "\n"
+
+
+def overhead_markdown(summary: dict[str, Any]) -> list[str]:
+    return [overhead_line(summary), ""]
+
+
 def topology_text(summary: dict[str, Any]) -> str:
-    """The topology matrix the summary saved (seed 001 prints it before its results)."""
+    """The topology matrix the summary saved (PyTorch's DDP benchmark prints it before its results)."""
     data = summary.get("topology")
     if not data:
         return "Topology: not recorded\n"
@@ -336,13 +396,8 @@ def topology_text(summary: dict[str, Any]) -> str:
     return "--- topology (nvidia-smi topo -m) ---\n\n" + format_matrix(topo)
 
 
-def _bytes(value: float | None) -> str:
-    if value is None:
-        return "-"
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if value >= size:
-            return f"{value / size:.1f} {unit}"
-    return f"{value:.0f} B"
+def topology_markdown(summary: dict[str, Any]) -> list[str]:
+    return _fenced(topology_text(summary))
 
 
 LOAD_HEADER = (
@@ -361,15 +416,15 @@ def _load_cells(entry: dict[str, Any]) -> tuple[str, ...] | None:
     joules = load.get("energy_per_example_j")
     return (
         f"{entry['label']} {entry['model']} bs{entry['batch_size']}",
-        ",".join(map(str, load.get("gpus") or [])) or "-",
-        _num(load.get("util_mean"), 0) + ("%" if load.get("util_mean") is not None else ""),
-        _num(load.get("util_max"), 0) + ("%" if load.get("util_max") is not None else ""),
-        _bytes(load.get("mem_peak_bytes")),
-        _num(load.get("power_mean_w"), 0) + (" W" if load.get("power_mean_w") is not None else ""),
-        "-" if joules is None else f"{joules:.3g}",
-        _num(load.get("host_cpu_mean"), 0) + ("%" if load.get("host_cpu_mean") is not None else ""),
-        _bytes(rss if ranks else None),
-        f"{sum(cpus) / len(cpus):.0f}%" if cpus else "-",
+        ",".join(map(str, load.get("gpus") or [])) or units.DASH,
+        units.percent(load.get("util_mean"), fraction=False),
+        units.percent(load.get("util_max"), fraction=False),
+        units.binary_bytes(load.get("mem_peak_bytes")),
+        units.number(load.get("power_mean_w"), 0, " W"),
+        units.significant(joules),
+        units.percent(load.get("host_cpu_mean"), fraction=False),
+        units.binary_bytes(rss if ranks else None),
+        units.percent(sum(cpus) / len(cpus) if cpus else None, fraction=False),
     )
 
 
@@ -387,22 +442,9 @@ def load_text(summary: dict[str, Any]) -> str:
     return "\n".join([title] + aligned(LOAD_HEADER, rows, first_left=True)) + "\n"
 
 
-def text_report(summary: dict[str, Any]) -> str:
-    parts = [topology_text(summary), benchmark_text(summary), scaling_text(summary)]
-    deeper = analysis_text(summary)
-    if deeper:
-        parts.append(deeper)
-    load = load_text(summary)
-    if load:
-        parts.append(load)
-    problems = problems_text(summary)
-    if problems:
-        parts.append("Not measured in full:\n" + problems + "\n")
-    nodes = nodes_text(summary)
-    if nodes:
-        parts.append(nodes)
-    parts.append(overhead_line(summary))
-    return "\n".join(parts).rstrip() + "\n"
+def load_markdown(summary: dict[str, Any]) -> list[str]:
+    rows = load_rows(summary)
+    return markdown_table(LOAD_HEADER, rows) + [""] if rows else []
 
 
 def nodes_text(summary: dict[str, Any]) -> str:
@@ -421,14 +463,8 @@ def nodes_text(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def closing_text(summary: dict[str, Any], paths: dict[str, str]) -> str:
-    """What a run prints when it ends: the report, then where the summary files are."""
-    text = text_report(summary) + f"Summary: {paths['json']}  {paths['md']}  {paths['csv']}\n"
-    if paths.get("plots"):
-        text += f"Plots: {paths['plots']}/ (PNG and SVG)\n"
-    elif paths.get("plots_error"):
-        text += f"Plots not drawn: {paths['plots_error']}\n"
-    return text
+def nodes_markdown(summary: dict[str, Any]) -> list[str]:
+    return _fenced(nodes_text(summary)) if summary.get("nodes") else []
 
 
 def _caps(plan: dict[str, Any]) -> list[float]:
@@ -436,16 +472,10 @@ def _caps(plan: dict[str, Any]) -> list[float]:
     return list(caps) if isinstance(caps, (list, tuple)) else [caps]
 
 
-def markdown(summary: dict[str, Any]) -> str:
+def environment_markdown(summary: dict[str, Any]) -> list[str]:
     env = summary["environment"]
     versions = env.get("versions") or {}
-    plan = summary["plan"]
-    lines = [f"# ddptop summary: {summary['name']}", ""]
-    if not summary.get("complete", True):
-        lines += ["**Incomplete:** the sweep did not finish; these are the configurations measured so far.", ""]
-    lines += [
-        "## Environment",
-        "",
+    return [
         f"- host: {env.get('hostname', '?')} ({env.get('platform', '?')})",
         f"- CPU: {env.get('cpu_model') or '?'}, {env.get('usable_cpus', '?')} usable cores",
         f"- GPUs: {', '.join(g['name'] for g in env.get('gpus', [])) or 'none'}"
@@ -455,8 +485,12 @@ def markdown(summary: dict[str, Any]) -> str:
         f"torch built for CUDA {versions.get('cuda') or '-'}, cuDNN {versions.get('cudnn') or '-'}, NCCL {versions.get('nccl') or '-'}",
         f"- ddptop {env.get('ddptop', '?')}, Python {env.get('python', '?')}",
         "",
-        "## Plan",
-        "",
+    ]
+
+
+def plan_markdown(summary: dict[str, Any]) -> list[str]:
+    plan = summary["plan"]
+    return [
         f"- models: {', '.join(plan['models'])}; batch sizes: {', '.join(map(str, plan['batch_sizes']))} "
         f"({'per rank, weak' if plan['scaling'] == 'weak' else 'global, strong'} scaling)",
         f"- world sizes: {', '.join(map(str, plan['world_sizes']))} on {plan['device']}; "
@@ -467,50 +501,28 @@ def markdown(summary: dict[str, Any]) -> str:
         + (f", AMP {plan['amp']}" if plan.get("amp") else "")
         + (", channels_last" if plan.get("channels_last") else ""),
         "",
-        "## Step time per configuration",
-        "",
-        "```",
-        benchmark_text(summary).rstrip(),
-        "```",
-        "",
-        "## Scaling",
-        "",
     ]
-    priced = _priced(summary)
-    for table in summary["scaling"]:
-        lines += [_scaling_title(table), ""]
-        lines += markdown_table(_scaling_header(summary), [_scaling_cells(r, priced) for r in table["rows"]])
-        lines.append("")
-        if table.get("recommendation"):
-            lines += [table["recommendation"], ""]
-        lines += [line + "\n" for line in model_lines(table)]
-    comm_rows = communication_rows(summary)
-    if comm_rows:
-        lines += ["## Compute vs communication", ""] + markdown_table(COMM_HEADER, comm_rows) + ["", COMM_NOTE, ""]
-    if dp_rows(summary):
-        lines += ["## DataParallel vs DDP", ""] + markdown_table(DP_HEADER, dp_rows(summary)) + [""]
-    batch_tables = summary.get("batch_throughput") or ()
-    if batch_tables:
-        lines += ["## Throughput per batch size", ""]
-        for table in batch_tables:
-            lines += [_batch_title(table), ""] + markdown_table(BATCH_HEADER, _batch_rows(table)) + [""]
-    collective_tables = summary.get("collectives") or ()
-    if collective_tables:
-        lines += ["## Collective bandwidth", ""]
-        for table in collective_tables:
-            lines += [_collective_title(table), ""] + markdown_table(COLLECTIVE_HEADER, _collective_rows(table))
-            lines.append("")
-    rows = load_rows(summary)
-    if rows:
-        lines += ["## Load during measured steps", ""] + markdown_table(LOAD_HEADER, rows) + [""]
-    lines += ["## Topology", "", "```", topology_text(summary).rstrip(), "```", ""]
-    problems = problems_text(summary)
-    if problems:
-        lines += ["## Not measured in full", ""] + [f"- {p}" for p in problems.splitlines()] + [""]
-    if summary.get("nodes"):
-        lines += ["## Nodes", "", "```", nodes_text(summary).rstrip(), "```", ""]
-    lines += ["## Overhead", "", overhead_line(summary), ""]
-    return "\n".join(lines)
+
+
+def text_report(summary: dict[str, Any]) -> str:
+    """The whole report for a terminal: every part ``sections.SECTIONS`` lists, in its order."""
+    from ddptop.report import sections  # it lists this module's parts, so it imports this module
+
+    return sections.text_report(summary)
+
+
+def markdown(summary: dict[str, Any]) -> str:
+    """The whole report as Markdown (summary.md)."""
+    from ddptop.report import sections
+
+    return sections.markdown(summary)
+
+
+def closing_text(summary: dict[str, Any], paths: dict[str, str]) -> str:
+    """What a run prints when it ends: the report, then where the summary files are."""
+    from ddptop.report import sections
+
+    return sections.closing_text(summary, paths)
 
 
 CSV_SPEC_FIELDS = (
@@ -534,7 +546,7 @@ def csv_text(summary: dict[str, Any]) -> str:
     header += [f"ex_sec_replica_p{q}" for q in PERCENTILES]
     header += [f"ex_sec_total_p{q}" for q in PERCENTILES]
     header += ["speedup", "efficiency", "relative_cost", "relative_su", "karp_flatt", "cost_per_million"]
-    header += list(CSV_COMM_FIELDS) + ["seed002_comm_estimate_s", "ddp_busbw_gbs"]
+    header += list(CSV_COMM_FIELDS) + ["comm_estimate_from_t1_s", "ddp_busbw_gbs"]
     header += list(CSV_LOAD_FIELDS) + ["rank_peak_rss_bytes"]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -550,7 +562,7 @@ def csv_text(summary: dict[str, Any]) -> str:
         row.append(scale.get("cost_per_million"))
         comm = entry.get("communication") or {}
         row += [comm.get(k) for k in CSV_COMM_FIELDS]
-        row.append(scale.get("seed002_comm_estimate_s"))
+        row.append(keys.value(scale, "comm_estimate_from_t1_s"))
         row.append(((comm.get("buckets") or {}).get("achieved") or {}).get("busbw_gbs"))
         load = entry.get("telemetry") or {}
         row += [load.get(k) for k in CSV_LOAD_FIELDS]

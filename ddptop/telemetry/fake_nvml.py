@@ -2,7 +2,8 @@
 
 ``FakeNvml`` answers the subset of the ``pynvml`` API that ddptop calls, with pynvml's own constants and
 error classes, so the code that reads it is the code that reads a real driver. The ``dgx1`` node is the
-machine of seed 001's ``nvidia-smi topo -m``: eight Tesla V100-SXM2 in a hybrid cube mesh of NVLinks
+machine whose ``nvidia-smi topo -m`` the README of PyTorch's DDP benchmark (``benchmarks/distributed/ddp``)
+prints as its example output, a DGX-1: eight Tesla V100-SXM2 in a hybrid cube mesh of NVLinks
 (NV1/NV2), two GPUs and one Mellanox NIC behind each of four PCIe switches, two switches per CPU socket,
 NUMA split 0-3 / 4-7. NICs are not NVML's business, so the fake also writes the sysfs tree such a node has
 (``DDPTOP_SYSFS_ROOT``), which the topology reader walks exactly as it walks ``/sys``.
@@ -31,7 +32,7 @@ import pynvml
 IS_FAKE = True
 NODES = ("dgx1",)
 
-# GPU i -> {peer: number of NVLinks}, as in seed 001's matrix.
+# GPU i -> {peer: number of NVLinks}, as in that README's matrix.
 DGX1_NVLINKS: dict[int, dict[int, int]] = {
     0: {1: 1, 2: 1, 3: 2, 4: 2},
     1: {0: 1, 2: 2, 3: 1, 5: 2},
@@ -42,7 +43,7 @@ DGX1_NVLINKS: dict[int, dict[int, int]] = {
     6: {2: 1, 4: 1, 5: 2, 7: 2},
     7: {3: 1, 4: 2, 5: 1, 6: 2},
 }
-DGX1_AFFINITY_CPUS = list(range(0, 20)) + list(range(40, 60))  # seed 001 shows 0-19,40-59 for every GPU
+DGX1_AFFINITY_CPUS = list(range(0, 20)) + list(range(40, 60))  # that README shows 0-19,40-59 for every GPU
 GIB = 1 << 30
 
 

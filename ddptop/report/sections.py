@@ -1,0 +1,114 @@
+"""The report's parts, listed once in order: the terminal report, summary.md, the text a run ends with and
+the summary screen all walk ``SECTIONS``, so a new part is added in one place and keeps its place in each.
+
+The order is Markdown's. One part moves: the terminal prints the topology first (``lead``), as PyTorch's
+DDP benchmark prints its ``nvidia-smi topo -m`` matrix before its results, and the summary screen shows it
+last and only when asked, since the live view beside it has a Topology panel of its own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
+
+from ddptop.report import tables
+
+Summary = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of the report and how each form writes it."""
+
+    key: str
+    title: str  # the Markdown heading; the terminal block writes its own, with details
+    text: Callable[[Summary], str] | None  # a terminal block ending in a newline, "" when empty; None: Markdown only
+    markdown: Callable[[Summary], list[str]]  # the lines under the heading, [] when empty
+    on_screen: bool = False  # the summary screen shows it
+    always: bool = False  # written even when empty, so a reader sees that there was nothing
+    lead: bool = False  # the terminal prints it before every other part
+    screen_style: str = ""  # the style of the block's first line, its heading, on the summary screen
+    screen_empty: str = ""  # what the summary screen says in its place when it is empty
+
+
+SECTIONS: tuple[Section, ...] = (
+    Section("environment", "Environment", None, tables.environment_markdown, always=True),
+    Section("plan", "Plan", None, tables.plan_markdown, always=True),
+    Section("benchmark", "Step time per configuration", tables.benchmark_text, tables.benchmark_markdown,
+            always=True),
+    Section("scaling", "Scaling", tables.scaling_text, tables.scaling_markdown, on_screen=True, always=True,
+            screen_empty="No scaling table: no configuration finished.\n"),
+    Section("communication", "Compute vs communication", tables.communication_text, tables.communication_markdown,
+            on_screen=True),
+    Section("dp_vs_ddp", "DataParallel vs DDP", tables.dp_text, tables.dp_markdown, on_screen=True),
+    Section("batch_throughput", "Throughput per batch size", tables.batch_text, tables.batch_markdown,
+            on_screen=True),
+    Section("collectives", "Collective bandwidth", tables.collectives_text, tables.collectives_markdown,
+            on_screen=True),
+    Section("load", "Load during measured steps", tables.load_text, tables.load_markdown, on_screen=True),
+    Section("topology", "Topology", tables.topology_text, tables.topology_markdown, always=True, lead=True),
+    Section("problems", "Not measured in full", tables.not_measured_text, tables.problems_markdown, on_screen=True,
+            screen_style="bold yellow"),
+    Section("nodes", "Nodes", tables.nodes_text, tables.nodes_markdown),
+    Section("overhead", "Overhead", tables.overhead_text, tables.overhead_markdown, on_screen=True, always=True),
+)
+
+BY_KEY = {section.key: section for section in SECTIONS}
+
+
+def shown(summary: Summary, form: Literal["text", "markdown"]) -> list[tuple[Section, Any]]:
+    """The sections one form writes for this summary, in the order it writes them, each with its content."""
+    if form == "text":
+        ordered = [s for s in SECTIONS if s.lead] + [s for s in SECTIONS if not s.lead]
+        pairs = [(s, s.text(summary)) for s in ordered if s.text is not None]
+    else:
+        pairs = [(s, s.markdown(summary)) for s in SECTIONS]
+    return [(section, content) for section, content in pairs if content or section.always]
+
+
+def text_report(summary: Summary) -> str:
+    """The report for a terminal: the blocks with a blank line between them."""
+    return "\n".join(block for _, block in shown(summary, "text")).rstrip() + "\n"
+
+
+def markdown(summary: Summary) -> str:
+    """summary.md: a title, then one ``##`` heading per section."""
+    lines = [f"# ddptop summary: {summary['name']}", ""]
+    if not summary.get("complete", True):
+        lines += ["**Incomplete:** the sweep did not finish; these are the configurations measured so far.", ""]
+    for section, body in shown(summary, "markdown"):
+        lines += [f"## {section.title}", ""] + body
+    return "\n".join(lines)
+
+
+def closing_text(summary: Summary, paths: dict[str, str]) -> str:
+    """What a run prints when it ends: the report, then where the summary files are."""
+    text = text_report(summary) + f"Summary: {paths['json']}  {paths['md']}  {paths['csv']}\n"
+    if paths.get("plots"):
+        text += f"Plots: {paths['plots']}/ (PNG and SVG)\n"
+    elif paths.get("plots_error"):
+        text += f"Plots not drawn: {paths['plots_error']}\n"
+    return text
+
+
+def screen_sections(summary: Summary, with_topology: bool) -> list[tuple[str | None, str, str]]:
+    """What the summary screen shows, as (heading or None, body, the heading's style) in order.
+
+    Each block is followed by a blank line. The topology comes last, only ``with_topology`` (a summary opened
+    on its own, with no Topology panel beside it).
+    """
+    out: list[tuple[str | None, str, str]] = []
+    for section in SECTIONS:
+        if not section.on_screen or section.text is None:
+            continue
+        block = section.text(summary) or section.screen_empty
+        if not block:
+            continue
+        if section.screen_style:
+            heading, _, body = block.partition("\n")
+            out.append((heading + "\n", body + "\n", section.screen_style))
+        else:
+            out.append((None, block + "\n", ""))
+    if with_topology:
+        out.append((None, tables.topology_text(summary), ""))
+    return out

@@ -1,0 +1,141 @@
+"""ddptop.report.sections: one list of the report's parts for the terminal, Markdown and the summary screen,
+and summaries saved with the earlier key names rendering the same figures."""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import pytest
+from rich.text import Text
+
+from ddptop.report import keys, sections, tables
+from ddptop.report import summary as summary_mod
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECORDED = os.path.join(REPO, "tests", "data", "recorded-run")
+
+
+def _with_new_keys(summary: dict) -> dict:
+    """The recorded run's summary with every section filled and the renamed figures under their new names."""
+    summary = copy.deepcopy(summary)
+    for table in summary["scaling"]:
+        for row in table["rows"]:
+            for new, old in keys.RENAMED.items():
+                row.pop(old, None)
+                if isinstance(row.get("epoch"), dict):
+                    row["epoch"].pop(old, None)
+            row["comm_estimate_from_t1_s"] = 0.0123 if row["world_size"] > 1 else None
+            row["bandwidth_from_t1_gbs"] = 1.5 if row["world_size"] > 1 else None
+            row["epoch"] = {"epoch_examples": 50_000, "steps_per_epoch": 782, "grad_bytes_per_epoch": 3.6e10,
+                            "grad_values_per_epoch": 9e9, "ring_bytes_per_rank_per_epoch": 1.8e10}
+    for entry in summary["configs"]:
+        entry["communication"] = {"step_s": 0.2, "compute_s": 0.15, "exposed_comm_s": 0.05,
+                                  "exposed_comm_fraction": 0.25, "allreduce_bytes_per_rank": 46758048}
+    summary["configs"][-1]["status"], summary["configs"][-1]["reason"] = "failed", "rank 1 exited with 1"
+    summary["nodes"] = [{"node_rank": 0, "host": "a", "pid": 1, "role": "runner", "launches": []}]
+    return summary
+
+
+def _with_old_keys(summary: dict) -> dict:
+    """The same summary as an earlier version saved it."""
+    summary = copy.deepcopy(summary)
+    for table in summary["scaling"]:
+        for row in table["rows"]:
+            for place in (row, row.get("epoch") or {}):
+                for new, old in keys.RENAMED.items():
+                    if new in place:
+                        place[old] = place.pop(new)
+    return summary
+
+
+@pytest.fixture(scope="module")
+def summary() -> dict:
+    built, _ = summary_mod.load_target(RECORDED, rebuild=True)
+    return _with_new_keys(built)
+
+
+def test_text_and_markdown_list_the_same_sections_in_the_same_order(summary):
+    text_keys = [s.key for s, _ in sections.shown(summary, "text")]
+    markdown_keys = [s.key for s, _ in sections.shown(summary, "markdown")]
+    assert {"communication", "load", "problems", "nodes"} <= set(text_keys)
+    # the terminal leads with the topology (as PyTorch's DDP benchmark does); Markdown adds environment and plan
+    assert text_keys[0] == "topology"
+    assert text_keys[1:] == [k for k in markdown_keys if k not in ("environment", "plan", "topology")]
+    # and the documents themselves follow that order
+    markdown = sections.markdown(summary)
+    at = [markdown.index(f"\n## {sections.BY_KEY[k].title}\n") for k in markdown_keys]
+    assert at == sorted(at)
+    text = sections.text_report(summary)
+    at = [text.index(block.strip().splitlines()[0]) for _, block in sections.shown(summary, "text") if block.strip()]
+    assert at == sorted(at)
+
+
+def test_tables_entry_points_render_through_the_list(summary):
+    assert tables.text_report(summary) == sections.text_report(summary)
+    assert tables.markdown(summary) == sections.markdown(summary)
+    paths = {"json": "s.json", "md": "s.md", "csv": "s.csv", "plots": "plots"}
+    closing = tables.closing_text(summary, paths)
+    assert closing == sections.text_report(summary) + "Summary: s.json  s.md  s.csv\nPlots: plots/ (PNG and SVG)\n"
+
+
+def test_a_summary_with_the_earlier_key_names_renders_the_same_figures(summary):
+    old = _with_old_keys(summary)
+    assert "comm_estimate_from_t1_s" not in str(old) and "seed002_comm_estimate_s" in str(old)
+    assert tables.text_report(old) == tables.text_report(summary)
+    assert tables.markdown(old) == tables.markdown(summary)
+    assert tables.csv_text(old) == tables.csv_text(summary)
+    text = tables.text_report(summary)
+    assert "12.3 ms" in text and "t(N)-t(1) est." in text  # the estimate, under the method's name
+    assert "33.5 GiB (gradient bytes × steps)" in text
+    header, *rows = tables.csv_text(old).splitlines()
+    column = header.split(",").index("comm_estimate_from_t1_s")
+    assert "0.0123" in [row.split(",")[column] for row in rows]
+
+
+def test_no_earlier_key_name_is_written(summary):
+    for rendered in (tables.text_report(summary), tables.markdown(summary), tables.csv_text(summary)):
+        assert "seed" not in rendered.lower()
+
+
+def _screen_as_it_was(summary: dict, with_topology: bool) -> Text:
+    """The summary screen's text before it used ``screen_sections``, kept to hold the two to the same bytes."""
+    out = Text()
+    body = tables.scaling_text(summary).rstrip() or "No scaling table: no configuration finished."
+    out.append(body + "\n\n")
+    deeper = tables.analysis_text(summary)
+    if deeper:
+        out.append(deeper + "\n")
+    load = tables.load_text(summary)
+    if load:
+        out.append(load + "\n")
+    problems = tables.problems_text(summary)
+    if problems:
+        out.append("Not measured in full:\n", style="bold yellow")
+        out.append(problems + "\n\n")
+    out.append(tables.overhead_line(summary) + "\n\n")
+    if with_topology:
+        out.append(tables.topology_text(summary))
+    return out
+
+
+def _screen(summary: dict, with_topology: bool) -> Text:
+    out = Text()
+    for heading, body, style in sections.screen_sections(summary, with_topology):
+        if heading is not None:
+            out.append(heading, style=style)
+        out.append(body)
+    return out
+
+
+@pytest.mark.parametrize("with_topology", [False, True])
+def test_screen_sections_draw_what_the_summary_screen_drew(summary, with_topology):
+    empty = copy.deepcopy(summary)
+    empty["scaling"], empty["configs"] = [], []
+    for case in (summary, empty):
+        expected, got = _screen_as_it_was(case, with_topology), _screen(case, with_topology)
+        assert got.plain == expected.plain
+        assert got.spans == expected.spans
+    assert "No scaling table" in _screen(empty, with_topology).plain
+    headings = [(heading, style) for heading, _, style in sections.screen_sections(summary, with_topology) if heading]
+    assert headings == [("Not measured in full:\n", "bold yellow")]
