@@ -81,16 +81,8 @@ def _plan_options(args: argparse.Namespace):
 def cmd_run(args: argparse.Namespace) -> int:
     from rich.console import Console
 
-    from ddptop import environment
     from ddptop.headless import run_headless
-    from ddptop.live import LiveRun
-    from ddptop.plan import build_plan
-    from ddptop.protocol.layout import ENVIRONMENT_FILE, TIMELINE_FILE, TOPOLOGY_FILE
-    from ddptop.rundir import create_run_dir, write_json
-    from ddptop.session import Session
-    from ddptop.telemetry.inventory import read_inventory
-    from ddptop.telemetry.monitor import Monitor
-    from ddptop.telemetry.topology import read_topology
+    from ddptop.live import create_live_run
 
     if args.telemetry_interval < 0:
         raise UsageError("--telemetry-interval must be 0 (off) or positive")
@@ -98,28 +90,19 @@ def cmd_run(args: argparse.Namespace) -> int:
     if cluster is not None and not cluster.leader:
         return run_follower(args, cluster)
     options = _plan_options(args)
+    cores = None
     if cluster is not None:
         options.nnodes = cluster.nnodes
-    inventory = read_inventory()
-    cores = None
-    if cluster is not None and cluster.loopback:  # every "node" on this machine: they share its cores
-        from ddptop.plan import usable_cpu_count
+        if cluster.loopback:  # every "node" on this machine: they share its cores
+            from ddptop.plan import usable_cpu_count
 
-        cores = max(1, usable_cpu_count() // cluster.nnodes)
-    plan = build_plan(options, inventory, cores)
-    run_dir = create_run_dir(args.out, plan.name)
-    env = environment.collect(inventory)
-    write_json(os.path.join(run_dir, ENVIRONMENT_FILE), env)
-    topology = read_topology()
-    write_json(os.path.join(run_dir, TOPOLOGY_FILE), topology.to_json())
-    session = Session.create(plan, run_dir)
-    monitor = None
-    if args.telemetry_interval > 0:
-        monitor = Monitor(args.telemetry_interval, os.path.join(run_dir, TIMELINE_FILE), None, session.rank_processes)
-    live = LiveRun(plan, session, env, monitor, cluster)
+            cores = max(1, usable_cpu_count() // cluster.nnodes)
+    live = create_live_run(options, args.out, args.telemetry_interval, cluster, cpu_count=cores)
     if args.headless or not _on_terminal():
         return run_headless(live, args.fps, Console())
-    return run_tui(live, monitor, topology, args)
+    from ddptop.tui.app import run_tui
+
+    return run_tui(live, args.fps, mouse=not args.no_mouse)
 
 
 def _cluster(args: argparse.Namespace) -> Any:
@@ -161,28 +144,6 @@ def run_follower(args: argparse.Namespace, cluster: Any) -> int:
     if status == "stopped":
         return EXIT_INTERRUPTED
     return EXIT_FAILED if follower.failed_launches else EXIT_OK
-
-
-def run_tui(live: Any, monitor: Any, topology: Any, args: argparse.Namespace) -> int:
-    from ddptop.report import tables
-    from ddptop.protocol.layout import TIMELINE_FILE
-    from ddptop.telemetry.timeline import TimelineFollower
-    from ddptop.tui.app import DdptopApp
-
-    run_dir = live.session.run_dir
-    telemetry = monitor if monitor is not None else TimelineFollower(os.path.join(run_dir, TIMELINE_FILE))
-    app = DdptopApp(live.session, telemetry, live, topology, args.fps)
-    try:
-        app.run(mouse=not args.no_mouse)
-    finally:
-        code = live.finish()  # whatever ended the app: save what was measured
-    try:
-        if live.summary is not None and live.paths is not None:
-            sys.stdout.write(tables.closing_text(live.summary, live.paths))
-            sys.stdout.flush()
-    except OSError:  # the terminal went away (SIGHUP): the files are written, nothing to show
-        pass
-    return code
 
 
 def _on_terminal() -> bool:

@@ -1,23 +1,29 @@
 """A sweep in progress, as every frontend drives it: start, skip, stop, save now, finish.
 
-``LiveRun`` owns the sweep thread and the telemetry monitor. Frontends (the headless progress view and the
-TUI) only read the session and the monitor at their own frame rate and call these methods; ``finish``
-always stops the monitor, reads every event left on disk and writes the summary, whatever ended the run.
+``create_live_run`` is the one place a run is put together (plan, run directory, environment, topology,
+session, telemetry monitor); the CLI, the tests and the benchmarks all start runs through it. ``LiveRun``
+owns the sweep thread and the telemetry monitor. Frontends (the headless progress view and the TUI) read
+snapshots at their own frame rate and call these methods; ``finish`` always stops the monitor, reads every
+event left on disk and writes the summary, whatever ended the run.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from typing import Any
 
 from ddptop.cluster import Cluster
 from ddptop.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from ddptop.model import Plan
+from ddptop.options import PlanOptions
 from ddptop.protocol.vocab import FAILED, Status
 from ddptop.report import summary as summary_mod
 from ddptop.session import Session
 from ddptop.sweep import SweepRunner
+from ddptop.protocol.layout import TIMELINE_FILE
 from ddptop.telemetry.monitor import Monitor
+from ddptop.telemetry.topology import Topology
 
 
 class LiveRun:
@@ -28,11 +34,13 @@ class LiveRun:
         environment: dict[str, Any],
         monitor: Monitor | None = None,
         cluster: Cluster | None = None,
+        topology: Topology | None = None,
     ) -> None:
         self.plan = plan
         self.session = session
         self.environment = environment
         self.monitor = monitor
+        self.topology = topology
         self.runner = SweepRunner(plan, session, cluster=cluster)
         self.interrupted = False
         self.summary: dict[str, Any] | None = None
@@ -98,3 +106,37 @@ class LiveRun:
         if self.summary and any(c["status"] in faults for c in self.summary["configs"]):
             return EXIT_FAILED
         return EXIT_OK
+
+
+def create_live_run(
+    options: PlanOptions,
+    out: str | None = None,
+    telemetry_interval: float = 1.0,
+    cluster: Cluster | None = None,
+    inventory: Any | None = None,
+    cpu_count: int | None = None,
+) -> LiveRun:
+    """Validate the plan, then write the run directory's first files and wire session, monitor and sweep.
+
+    Raises a ``DdptopError`` (one line for the user) before anything is written if the plan is invalid.
+    ``inventory`` defaults to this node's GPUs as NVML reports them.
+    """
+    from ddptop import environment
+    from ddptop.plan import build_plan
+    from ddptop.protocol.layout import ENVIRONMENT_FILE, TOPOLOGY_FILE
+    from ddptop.rundir import create_run_dir, write_json
+    from ddptop.telemetry.inventory import read_inventory
+    from ddptop.telemetry.topology import read_topology
+
+    inventory = inventory if inventory is not None else read_inventory()
+    plan = build_plan(options, inventory, cpu_count)
+    run_dir = create_run_dir(out, plan.name)
+    env = environment.collect(inventory)
+    write_json(os.path.join(run_dir, ENVIRONMENT_FILE), env)
+    topology = read_topology()
+    write_json(os.path.join(run_dir, TOPOLOGY_FILE), topology.to_json())
+    session = Session.create(plan, run_dir)
+    monitor = None
+    if telemetry_interval > 0:
+        monitor = Monitor(telemetry_interval, os.path.join(run_dir, TIMELINE_FILE), None, session.rank_processes)
+    return LiveRun(plan, session, env, monitor, cluster, topology)

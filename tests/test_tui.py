@@ -13,17 +13,12 @@ from rich.console import Console
 from textual.widgets import DataTable
 
 from ddptop.errors import EXIT_INTERRUPTED, EXIT_OK
-from ddptop.live import LiveRun
-from ddptop.plan import PlanOptions, build_plan
-from ddptop.rundir import create_run_dir
-from ddptop.session import Session
-from ddptop.telemetry.inventory import read_inventory
-from ddptop.protocol.layout import TIMELINE_FILE
-from ddptop.telemetry.monitor import Monitor
+from ddptop.live import LiveRun, create_live_run
+from ddptop.plan import PlanOptions
 from ddptop.tui.app import DdptopApp, SummaryScreen
 
 from .conftest import REPO, processes_mentioning, wait_path
-from .tui_helpers import screen_text, summary_text, wait_for
+from .tui_helpers import first_frame, open_summary, screen_text, summary_text, wait_for
 
 RECORDED = os.path.join("tests", "data", "recorded-run")  # relative: paths on screen stay the same anywhere
 
@@ -38,12 +33,12 @@ def in_repo(monkeypatch):
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 50)])
 def test_main_screen_snapshot(snap_compare, in_repo, size):
-    assert snap_compare(DdptopApp.for_recorded(RECORDED), terminal_size=size)
+    assert snap_compare(DdptopApp.for_recorded(RECORDED), terminal_size=size, run_before=first_frame)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 50)])
 def test_summary_screen_snapshot(snap_compare, in_repo, size):
-    assert snap_compare(DdptopApp.for_recorded(RECORDED), terminal_size=size, press=["r"])
+    assert snap_compare(DdptopApp.for_recorded(RECORDED), terminal_size=size, run_before=open_summary)
 
 
 def test_recorded_run_fills_every_panel(in_repo):
@@ -53,7 +48,7 @@ def test_recorded_run_fills_every_panel(in_repo):
 async def recorded_run_fills_every_panel():
     app = DdptopApp.for_recorded(RECORDED)
     async with app.run_test(size=(160, 50)) as pilot:
-        await pilot.pause()
+        await first_frame(pilot)
         gpus = app.query_one("#gpus")
         configs = app.query_one("#configs", DataTable)
         assert gpus.row_count == 8 and "(FAKE)" in str(gpus.get_cell("0", "name"))
@@ -65,8 +60,8 @@ async def recorded_run_fills_every_panel():
         await pilot.press("question_mark")
         assert "command palette" in await screen_text(app, pilot, "#help")
         await pilot.press("escape", "r")
-        assert isinstance(app.screen, SummaryScreen)
         text = await summary_text(app, pilot)
+        assert isinstance(app.screen, SummaryScreen)
         assert "Scaling: resnet18" in text and "Load during measured steps" in text
 
 
@@ -95,11 +90,7 @@ TINY = PlanOptions(
 
 
 def live_run(tmp_path, options=TINY) -> LiveRun:
-    plan = build_plan(options, read_inventory())
-    run_dir = create_run_dir(str(tmp_path / "run"), plan.name)
-    session = Session.create(plan, run_dir)
-    monitor = Monitor(0.25, os.path.join(run_dir, TIMELINE_FILE), None, session.rank_processes)
-    return LiveRun(plan, session, {}, monitor)
+    return create_live_run(options, str(tmp_path / "run"), telemetry_interval=0.25)
 
 
 @pytest.mark.slow
@@ -109,7 +100,7 @@ def test_tui_runs_a_real_sweep_to_the_summary_screen(tmp_path):
 
 async def tui_runs_a_real_sweep_to_the_summary_screen(tmp_path):
     live = live_run(tmp_path)
-    app = DdptopApp(live.session, live.monitor, live, None, fps=8)
+    app = DdptopApp.for_live(live, fps=8)
     async with app.run_test(size=(120, 40)) as pilot:
         table = app.query_one("#configs", DataTable)
         await wait_for(pilot, lambda: any(str(table.get_cell(k, "status")) == "running" for k in table.rows))
@@ -133,7 +124,7 @@ def test_quit_while_running_stops_the_ranks_and_saves(tmp_path):
 
 async def quit_while_running_stops_the_ranks_and_saves(tmp_path):
     live = live_run(tmp_path, PlanOptions(**{**TINY.__dict__, "iters": 400, "baseline": False}))
-    app = DdptopApp(live.session, live.monitor, live, None, fps=8)
+    app = DdptopApp.for_live(live, fps=8)
     async with app.run_test(size=(100, 30)) as pilot:
         await wait_for(pilot, lambda: live.session.ordered_states()[0].sample_count() >= 3)
         await pilot.press("q")

@@ -78,9 +78,8 @@ def opened_on_summary(run_dir: str, open_summary: str, then) -> tuple[str, objec
     async def drive():
         app = DdptopApp.for_recorded(run_dir, open_summary=open_summary)
         async with app.run_test(size=(140, 40)) as pilot:
-            await pilot.pause()
-            assert isinstance(app.screen, SummaryScreen)
             text = await summary_text(app, pilot)
+            assert isinstance(app.screen, SummaryScreen)
             await pilot.press("escape")
             after = await then(app, pilot)
             await pilot.press("q")

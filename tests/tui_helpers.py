@@ -18,3 +18,14 @@ async def screen_text(app, pilot, selector: str, timeout: float = 30.0) -> str:
 
 async def summary_text(app, pilot) -> str:
     return await screen_text(app, pilot, "#summary-tables")
+
+
+async def first_frame(pilot) -> None:
+    """Snapshots are taken off the UI thread and drawn when they arrive: wait for the first one."""
+    await wait_for(pilot, lambda: pilot.app.frames_shown >= 1, timeout=30, step=0.02)
+
+
+async def open_summary(pilot) -> None:
+    await first_frame(pilot)
+    await pilot.press("r")
+    await wait_for(pilot, lambda: bool(pilot.app.screen.query("#summary-tables")), timeout=30, step=0.02)

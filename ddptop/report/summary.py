@@ -15,7 +15,6 @@ from typing import Any
 
 from ddptop import rundir
 from ddptop.analysis import communication, scaling
-from ddptop.analysis.scaling import live_scaling  # noqa: F401 - the live view's figures, for callers of this module
 from ddptop.errors import DdptopError
 from ddptop.session import Session
 from ddptop.telemetry import timeline

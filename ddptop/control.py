@@ -1,0 +1,248 @@
+"""What a view may ask of the run it shows: a snapshot, the final summary, and the commands.
+
+Two kinds of run look the same to a view: one this process runs (``LiveControl`` over a ``LiveRun``) and one
+another process writes or wrote (``RecordedControl`` over a ``RecordedRun``: ``ddptop watch`` and ``view``).
+A recorded run answers skip, stop and save with the reason it cannot, so a view has no branch on which
+kind it shows. ``take_snapshot``, ``final_summary`` and ``summary_for_screen`` read files: a view calls
+them off its UI thread (a slow NFS read must never freeze the keys).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ddptop import rundir
+from ddptop.analysis.scaling import live_scaling
+from ddptop.errors import EXIT_OK
+from ddptop.live import LiveRun
+from ddptop.report import summary as summary_mod
+from ddptop.session import Session
+from ddptop.protocol import layout
+from ddptop.protocol.layout import TIMELINE_FILE
+from ddptop.snapshot import RunSnapshot, ScalingFigures, SessionSnapshot, TelemetrySnapshot
+from ddptop.telemetry.timeline import TimelineFollower
+from ddptop.telemetry.topology import Topology
+from ddptop.watch import FINISHED, RUNNING, WRITER_GONE, RecordedRun
+
+LOG_LINES = 200  # lines of the newest launch's logs a view keeps
+LOG_PERIOD = 1.0  # seconds between reads of the log files
+ENDED = "ended"  # a live sweep whose ranks are done (its summary may still be being written)
+
+
+@dataclass(frozen=True)
+class ScreenSummary:
+    summary: dict[str, Any]
+    paths: dict[str, str] | None  # where it was saved; None when built for the screen only
+    note: str | None = None  # what the reader should know about it (not finished, rebuilt here...)
+
+
+class RunControl:
+    """The common part: snapshots of a session, its telemetry and its newest launch's logs."""
+
+    owns_run = False  # whether this process runs the sweep (and so handles signals, saves, exits 1/130)
+
+    def __init__(self, session: Session, telemetry: Any, topology: Topology | None) -> None:
+        self.session = session
+        self.telemetry = telemetry  # a Monitor or a TimelineFollower
+        self.topology = topology
+        self._logs_read = -LOG_PERIOD
+
+    @property
+    def run_dir(self) -> str:
+        return self.session.run_dir
+
+    # -- reading (off the UI thread) ----------------------------------------------------------------------
+    def take_snapshot(self) -> RunSnapshot:
+        self.session.refresh()
+        self.telemetry.refresh()
+        session = self.session.snapshot()
+        phase, who = self._phase()
+        return RunSnapshot(
+            session=session,
+            telemetry=TelemetrySnapshot.of(self.telemetry),
+            scaling=self._scaling(),
+            logs=self._logs(session),
+            phase=phase,
+            who=who,
+            live=self.owns_run,
+        )
+
+    def _phase(self) -> tuple[str, str | None]:
+        raise NotImplementedError
+
+    def _scaling(self) -> dict[str, ScalingFigures]:
+        rows = live_scaling(self.session)  # recomputed only when a configuration's figures changed
+        return {
+            config_id: ScalingFigures(row["speedup"], row["efficiency"], row.get("exposed_comm_fraction"))
+            for config_id, row in rows.items()
+        }
+
+    def _logs(self, session: SessionSnapshot) -> tuple[str, ...] | None:
+        """The newest running launch's torchrun log and each local rank's stderr, at most once a second."""
+        now = time.monotonic()
+        if now - self._logs_read < LOG_PERIOD or not session.launches:
+            return None
+        self._logs_read = now
+        launch = next((l for l in reversed(session.launches) if not l.ended), session.launches[-1])
+        path = layout.launch_path(self.run_dir, launch.name)
+        lines = [f"--- {launch.name} (torchrun agent.log and each local rank's stderr, last lines)"]
+        lines += [f"[agent] {line}" for line in rundir.tail_lines(layout.agent_log(path), 20)]
+        for local_rank, streams in sorted(rundir.worker_logs(path).items()):
+            if "stderr" in streams:
+                lines += [f"[{local_rank}] {line}" for line in rundir.tail_lines(streams["stderr"], 40)]
+        return tuple(lines[-LOG_LINES:])
+
+    def wants_summary(self, snapshot: RunSnapshot) -> bool:
+        """Whether the view should open the summary screen by itself now."""
+        return False
+
+    def final_summary(self) -> ScreenSummary | None:
+        """The summary the view opens by itself; None if it is not there yet (ask again later)."""
+        return None
+
+    def summary_for_screen(self) -> ScreenSummary:
+        """What the summary key shows: the final summary if there is one, else what is measured so far."""
+        self.session.refresh()
+        return ScreenSummary(summary_mod.build_summary(self.session), None)
+
+    # -- commands ---------------------------------------------------------------------------------------------
+    def start(self) -> None:
+        pass
+
+    @property
+    def running(self) -> bool:
+        """A sweep is in progress that this process can stop."""
+        return False
+
+    def refusal(self) -> str:
+        return "Only looking: saving, skipping and stopping belong to the ddptop running the sweep."
+
+    def skip(self) -> str:
+        return self.refusal()
+
+    def stop(self) -> None:
+        pass
+
+    def save_now(self) -> str:
+        return self.refusal()
+
+    def finish(self) -> int:
+        return EXIT_OK
+
+    def exit_code(self) -> int:
+        return EXIT_OK
+
+
+class LiveControl(RunControl):
+    """A sweep this process runs."""
+
+    owns_run = True
+
+    def __init__(self, live: LiveRun, telemetry: Any | None = None) -> None:
+        if telemetry is None:  # telemetry off: show what the timeline file has (nothing, said plainly)
+            telemetry = live.monitor or TimelineFollower(os.path.join(live.session.run_dir, TIMELINE_FILE))
+        super().__init__(live.session, telemetry, live.topology)
+        self.live = live
+
+    def _phase(self) -> tuple[str, str | None]:
+        return (RUNNING if self.live.running else ENDED), None
+
+    def wants_summary(self, snapshot: RunSnapshot) -> bool:
+        return snapshot.phase == ENDED
+
+    def final_summary(self) -> ScreenSummary | None:
+        self.live.finish()  # waits for the sweep, saves summary and plots (seconds): never on the UI thread
+        assert self.live.summary is not None
+        return ScreenSummary(self.live.summary, self.live.paths)
+
+    def summary_for_screen(self) -> ScreenSummary:
+        if self.live.summary is not None:
+            return ScreenSummary(self.live.summary, self.live.paths)
+        return super().summary_for_screen()
+
+    def start(self) -> None:
+        self.live.start()
+
+    @property
+    def running(self) -> bool:
+        return self.live.running
+
+    def skip(self) -> str:
+        if not self.live.running:
+            return "No configuration is running."
+        self.live.skip()
+        return "Skipping the running configuration…"
+
+    def stop(self) -> None:
+        self.live.stop()
+
+    def save_now(self) -> str:
+        paths = self.live.save_now()
+        return f"Saved {display_path(paths['json'])}"
+
+    def finish(self) -> int:
+        return self.live.finish()
+
+    def exit_code(self) -> int:
+        return self.live.exit_code()
+
+
+class RecordedControl(RunControl):
+    """A run directory another process writes (``watch``) or wrote (``view``): read-only."""
+
+    def __init__(self, recorded: RecordedRun, open_summary: str | None = None) -> None:
+        topology = summary_mod.load_saved_topology(recorded.run_dir)
+        super().__init__(
+            recorded.session,
+            TimelineFollower(os.path.join(recorded.run_dir, TIMELINE_FILE)),
+            Topology.from_json(topology) if topology else None,
+        )
+        self.recorded = recorded
+        self.open_summary = open_summary  # "now" (view), "when_done" (watch) or None
+
+    @classmethod
+    def of(cls, run_dir: str, open_summary: str | None = None) -> "RecordedControl":
+        return cls(RecordedRun(run_dir), open_summary)
+
+    def _phase(self) -> tuple[str, str | None]:
+        return self.recorded.state(), self.recorded.writer
+
+    def refusal(self) -> str:
+        return (
+            "Only looking: saving, skipping and stopping belong to the ddptop running the sweep "
+            f"({self.recorded.writer})."
+        )
+
+    def wants_summary(self, snapshot: RunSnapshot) -> bool:
+        if self.open_summary == "now":
+            return True
+        return self.open_summary == "when_done" and snapshot.phase in (FINISHED, WRITER_GONE)
+
+    def final_summary(self) -> ScreenSummary | None:
+        """watch: the summary once the run has a final one; view: at once, built from the events if need be."""
+        summary = self.recorded.final_summary()
+        note = None
+        if summary is None and self.open_summary == "now":
+            self.session.refresh()
+            summary = summary_mod.build_summary(self.session)
+            note = f"The run is not finished ({self.recorded.state()}): what is measured so far."
+        if summary is None:
+            return None
+        if self.recorded.summary_rebuilt:
+            note = f"Built here from the events: {self.recorded.writer} saved no final summary."
+        return ScreenSummary(summary, self.recorded.paths, note)
+
+    def summary_for_screen(self) -> ScreenSummary:
+        if self.recorded.final_summary() is not None:
+            assert self.recorded.summary is not None
+            return ScreenSummary(self.recorded.summary, self.recorded.paths)
+        return super().summary_for_screen()
+
+
+def display_path(path: str) -> str:
+    """A path as the user would type it from here: relative below the working directory."""
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative

@@ -1,0 +1,145 @@
+"""Frozen pictures of a run, the only thing a view reads.
+
+The session is mutated by the thread that reads the run directory (and by the sweep thread through
+``Session.mark``); a view that iterated its dicts while that happened could crash or show a half-applied
+event. So ``Session.snapshot()`` copies what views need under the session's lock into these frozen
+dataclasses, and a ``RunControl`` (``ddptop.control``) adds telemetry, log tails and the live scaling figures
+to make a ``RunSnapshot``. Building one reads files, so a frontend builds it off its UI thread and renders
+the result; nothing here is shared with the session after it is built.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+from ddptop.telemetry.host import RankProcess
+
+CHART_TAIL = 1024  # last step times kept per rank for the chart: it draws at most 2 points per column
+EMPTY: Mapping[Any, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True)
+class Straggler:
+    rank: int
+    ratio: float  # the slowest rank's median over the ranks' median
+    flagged: bool
+
+
+@dataclass(frozen=True)
+class StepStats:
+    """Pooled step-time percentiles of one configuration so far (seconds), and what they give per second."""
+
+    n: int
+    p50: float
+    p75: float
+    p90: float
+    p95: float
+    p99: float
+    ex_sec_total_p50: float | None  # examples per second over all ranks at the median step
+    rank_medians: Mapping[int, float] = field(default_factory=lambda: EMPTY)
+    straggler: Straggler | None = None
+
+    @classmethod
+    def from_summary(cls, summary: dict[str, Any]) -> "StepStats":
+        sec = summary["sec_iter"]
+        found = summary.get("straggler")
+        return cls(
+            n=summary["n"],
+            p50=sec["p50"],
+            p75=sec["p75"],
+            p90=sec["p90"],
+            p95=sec["p95"],
+            p99=sec["p99"],
+            ex_sec_total_p50=summary["ex_sec_total"]["p50"],
+            rank_medians=MappingProxyType({int(r): v for r, v in (summary.get("rank_medians") or {}).items()}),
+            straggler=Straggler(found["rank"], found["ratio"], found["flagged"]) if found else None,
+        )
+
+
+@dataclass(frozen=True)
+class ConfigSnapshot:
+    config_id: str
+    label: str
+    model: str
+    batch_size: int
+    backend: str
+    status: str
+    reason: str | None
+    progress: float  # 0..1
+    sample_count: int
+    revision: int  # changes whenever the configuration's state does
+    stats: StepStats | None
+    # rank -> its last CHART_TAIL step times, in order
+    tails: Mapping[int, tuple[float, ...]] = field(default_factory=lambda: EMPTY)
+
+    @property
+    def heading(self) -> str:
+        return f"{self.label} {self.model} bs{self.batch_size}"
+
+
+@dataclass(frozen=True)
+class LaunchSnapshot:
+    name: str
+    ended: bool
+
+
+@dataclass(frozen=True)
+class SessionSnapshot:
+    run_dir: str
+    plan_name: str
+    configs: tuple[ConfigSnapshot, ...]
+    launches: tuple[LaunchSnapshot, ...]
+    ranks: tuple[RankProcess, ...]  # the ranks of launches still running, every host
+    started_t: float
+    ended_t: float | None
+    last_event_t: float | None
+    writer: Mapping[str, Any] | None  # the hello of the ddptop process that runs the sweep
+    events_applied: int
+
+    def running(self) -> ConfigSnapshot | None:
+        return next((c for c in self.configs if c.status == "running"), None)
+
+    def current(self) -> ConfigSnapshot | None:
+        """The configuration a view follows: the running one, else the last one that measured anything."""
+        running = self.running()
+        if running is not None:
+            return running
+        return next((c for c in reversed(self.configs) if c.sample_count), None)
+
+
+@dataclass(frozen=True)
+class TelemetrySnapshot:
+    latest: Mapping[str, Any] | None
+    recent: tuple[Mapping[str, Any], ...]  # oldest first, the last HISTORY readings
+    info: Mapping[str, Any]
+
+    HISTORY = 60
+
+    @classmethod
+    def of(cls, source: Any) -> "TelemetrySnapshot":
+        """Read a Monitor or a TimelineFollower (their records are never changed once appended)."""
+        return cls(source.latest(), tuple(source.recent(cls.HISTORY)), source.info())
+
+
+@dataclass(frozen=True)
+class ScalingFigures:
+    speedup: float
+    efficiency: float
+    exposed_comm_fraction: float | None
+
+
+@dataclass(frozen=True)
+class RunSnapshot:
+    """Everything one frame shows; built off the UI thread by a ``RunControl``."""
+
+    session: SessionSnapshot
+    telemetry: TelemetrySnapshot
+    scaling: Mapping[str, ScalingFigures] = field(default_factory=lambda: EMPTY)  # config id -> live scaling figures
+    logs: tuple[str, ...] | None = None  # None: not read for this frame, keep what is shown
+    phase: str = "running"  # see control.RUNNING...; a recorded run's state
+    who: str | None = None  # who writes a recorded run ("pid 12 on host")
+    live: bool = False  # this process runs the sweep
+    taken_t: float = field(default_factory=time.time)

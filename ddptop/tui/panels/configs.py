@@ -1,0 +1,86 @@
+"""One row per configuration: status, progress, live percentiles, ex/s, speedup, efficiency, comm share."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.widgets import DataTable
+
+from ddptop.session import FAILED
+from ddptop.snapshot import ConfigSnapshot, RunSnapshot, ScalingFigures
+from ddptop.tui import format as fmt
+
+STATUS_STYLE = {
+    "pending": "dim",
+    "running": "bold cyan",
+    "ok": "green",
+    "failed": "bold red",
+    "oom": "bold red",
+    "skipped": "yellow",
+    "stopped": "yellow",
+    "not_run": "dim",
+}
+CONFIG_COLUMNS = (
+    ("label", "N", 6), ("model", "model", 12), ("bs", "batch", 5), ("backend", "backend", 7),
+    ("status", "status", 10), ("progress", "progress", 13), ("p50", "p50 s", 7), ("p75", "p75 s", 7),
+    ("p90", "p90 s", 7), ("p95", "p95 s", 7), ("exs", "ex/s", 7), ("speedup", "speedup", 7), ("eff", "eff", 5),
+    ("comm", "comm", 5),
+)
+
+
+class ConfigTable(DataTable):
+    """Edited in place, cell by changed cell: a DataTable re-renders itself on any update."""
+
+    def __init__(self, config_ids: list[str], **kwargs: Any) -> None:
+        super().__init__(cursor_type="row", **kwargs)
+        self._config_ids = config_ids
+        self._cells: dict[tuple[str, str], Any] = {}
+        self._drawn: dict[str, tuple[int, ScalingFigures | None, float]] = {}
+
+    def on_mount(self) -> None:
+        for key, label, width in CONFIG_COLUMNS:
+            self.add_column(label, key=key, width=width)
+        for config_id in self._config_ids:
+            self.add_row(*("" for _ in CONFIG_COLUMNS), key=config_id)
+
+    def update_from(self, snapshot: RunSnapshot) -> None:
+        for config in snapshot.session.configs:
+            scale = snapshot.scaling.get(config.config_id)
+            drawn_from = (config.revision, scale, config.progress)
+            if self._drawn.get(config.config_id) == drawn_from:
+                continue
+            self._drawn[config.config_id] = drawn_from
+            for column, value in _config_cells(config, scale).items():
+                self._set(config.config_id, column, value)
+
+    def _set(self, row: str, column: str, value: Any) -> None:
+        if self._cells.get((row, column)) != value:
+            self._cells[(row, column)] = value
+            self.update_cell(row, column, value)
+
+
+def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None) -> dict[str, Any]:
+    stats = config.stats
+    status = Text(config.status, style=STATUS_STYLE.get(config.status, ""))
+    if config.status in FAILED and config.reason:
+        status.append(f" {config.reason[:60]}", style="red")
+    return {
+        "label": config.label,
+        "model": config.model,
+        "bs": str(config.batch_size),
+        "backend": config.backend,
+        "status": status,
+        "progress": fmt.bar(100 * config.progress, 8, (101, 101)),
+        "p50": fmt.seconds(stats.p50) if stats else "-",
+        "p75": fmt.seconds(stats.p75) if stats else "-",
+        "p90": fmt.seconds(stats.p90) if stats else "-",
+        "p95": fmt.seconds(stats.p95) if stats else "-",
+        "exs": fmt.rate(stats.ex_sec_total_p50) if stats else "-",
+        "speedup": f"{scale.speedup:.2f}" if scale else "-",
+        "eff": f"{100 * scale.efficiency:.0f}%" if scale else "-",
+        # the share of the step that synchronisation adds (step vs no_sync step), once measured
+        "comm": f"{100 * scale.exposed_comm_fraction:.0f}%"
+        if scale and scale.exposed_comm_fraction is not None
+        else "-",
+    }

@@ -1,0 +1,58 @@
+"""Every rank of the running launch: its process's CPU, memory, threads and GPU, its last and median step."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from rich.text import Text
+
+from ddptop.snapshot import RunSnapshot
+from ddptop.tui import format as fmt
+from ddptop.tui.lines import LineTable
+
+RANK_COLUMNS = (
+    ("rank", "rank", 4), ("pid", "PID", 8), ("host", "host", 16), ("gpu", "GPU", 3), ("cpu", "CPU %", 5),
+    ("rss", "RSS GiB", 7), ("threads", "threads", 7), ("last", "last step s", 11), ("median", "median s", 8),
+    ("mark", "", 16),
+)
+
+
+class RankTable(LineTable):
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(RANK_COLUMNS, **kwargs)
+        self._drawn_from: tuple[Any, ...] | None = None
+
+    def update_from(self, snapshot: RunSnapshot) -> None:
+        latest = snapshot.telemetry.latest or {}
+        config = snapshot.session.current()
+        processes = snapshot.session.ranks  # other nodes' ranks too, without readings
+        drawn_from = (latest.get("t"), config and config.config_id, config and config.revision, processes)
+        if drawn_from == self._drawn_from:
+            return
+        self._drawn_from = drawn_from
+        by_pid = {r["pid"]: r for r in latest.get("ranks") or []}
+        stats = config.stats if config is not None else None
+        medians = stats.rank_medians if stats is not None else {}
+        straggler = stats.straggler if stats is not None else None
+        sampled_host = (snapshot.session.writer or {}).get("host") or os.uname().nodename
+        wanted = [str(p.rank) for p in processes]
+        if wanted != self.rows:
+            self.clear()
+        for process in processes:
+            row = str(process.rank)
+            reading = by_pid.get(process.pid, {}) if process.host in ("", sampled_host) else {}
+            samples = config.tails.get(process.rank, ()) if config is not None else ()
+            flagged = bool(straggler and straggler.flagged and straggler.rank == process.rank)
+            self.set_row(row, {
+                "rank": row,
+                "pid": str(process.pid),
+                "host": process.host or "-",
+                "gpu": "-" if reading.get("gpu") is None else str(reading["gpu"]),
+                "cpu": "-" if reading.get("cpu") is None else f"{reading['cpu']:.0f}",
+                "rss": fmt.gib(reading.get("rss")),
+                "threads": str(reading.get("threads", "-")),
+                "last": fmt.seconds(samples[-1]) if samples else "-",
+                "median": fmt.seconds(medians.get(process.rank)),
+                "mark": Text(f"straggler x{straggler.ratio:.2f}", style="bold red") if flagged else "",
+            })

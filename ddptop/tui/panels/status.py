@@ -1,0 +1,47 @@
+"""The one-line status: configurations done, elapsed time, what runs, who writes a watched run."""
+
+from __future__ import annotations
+
+import time
+
+from rich.text import Text
+
+from ddptop.control import ENDED
+from ddptop.session import ENDED as CONFIG_ENDED
+from ddptop.snapshot import RunSnapshot
+from ddptop.tui import format as fmt
+from ddptop.tui.panels.cached import CachedStatic
+from ddptop.watch import FINISHED, WRITER_GONE
+
+
+class StatusLine(CachedStatic):
+    def update_from(self, snapshot: RunSnapshot, paused: bool = False) -> None:
+        session = snapshot.session
+        configs = session.configs
+        done = sum(1 for c in configs if c.status in CONFIG_ENDED)
+        running = session.running()
+        if session.ended_t is not None:
+            end = session.ended_t
+        elif snapshot.phase == WRITER_GONE:  # nothing more will come: the run stopped at its last event
+            end = session.last_event_t or session.started_t
+        else:
+            end = time.time()
+        elapsed = max(0.0, end - session.started_t)
+        parts = [f"{done}/{len(configs)} configurations", f"elapsed {fmt.duration(elapsed)}"]
+        if running is not None:
+            parts.append(f"running {running.heading}")
+        elif snapshot.phase == ENDED:
+            parts.append("finished")
+        if not snapshot.live:
+            if snapshot.phase == FINISHED:
+                parts.append("finished")
+            elif snapshot.phase == WRITER_GONE:
+                parts.append(f"the ddptop running this sweep ({snapshot.who}) is gone: no more data")
+            else:
+                parts.append(f"watching {snapshot.who}")
+        if paused:
+            parts.append("PAUSED (display only; the sweep goes on)")
+        text = Text("  ·  ".join(parts))
+        if snapshot.telemetry.info.get("fake"):
+            text.append("   FAKE GPUs (DDPTOP_FAKE_NVML)", style="bold magenta")
+        self.show_content(text)

@@ -1,0 +1,116 @@
+"""The screens pushed over the live view: the key help and the summary (tables, speedup chart, saved paths)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, ScrollableContainer
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Footer, Header, Static
+from textual_plotext import PlotextPlot
+
+from ddptop.control import display_path
+from ddptop.report import sections
+
+
+class HelpScreen(ModalScreen[None]):
+    BINDINGS = [Binding("escape,q,question_mark,f1", "dismiss", "Close")]
+
+    def __init__(self, keys: list[Any]) -> None:
+        super().__init__()
+        self.app_keys = keys  # the app's bindings, listed as they are
+
+    def compose(self) -> ComposeResult:
+        rows = "\n".join(
+            f"  {b.key_display or b.key:<10} {b.description}" for b in self.app_keys if isinstance(b, Binding)
+        )
+        yield Static(
+            "ddptop keys\n\n" + rows + "\n\n  ctrl+p     command palette (every action by name)\n\n"
+            "Esc closes this help.",
+            id="help",
+        )
+
+
+class SummaryScreen(Screen[None]):
+    """The scaling tables, speedup against perfect scaling, the recommendation, and where files went."""
+
+    # A class default, not set on mount: a title changed after mount schedules a Header update that can
+    # land after a quick "q" has already torn the Header down.
+    TITLE = "ddptop: summary"
+    DEFAULT_CSS = """
+    #summary-text { width: 1fr; }
+    #summary-tables { width: auto; }
+    #speedup-chart { width: 40%; min-width: 30; }
+    """
+
+    BINDINGS = [
+        Binding("escape", "back", "Back to the sweep"),
+        Binding("q", "app.quit_run", "Quit"),
+        Binding("t", "app.screenshot", "Screenshot"),
+    ]
+
+    def __init__(
+        self, summary: dict[str, Any], paths: dict[str, str] | None, note: str | None = None,
+        with_topology: bool = False,
+        alone: bool = False,
+    ) -> None:
+        super().__init__()
+        self.alone = alone  # the app shows nothing else: leaving this screen leaves the app
+        self.summary = summary
+        self.paths = paths
+        self.note = note
+        self.with_topology = with_topology  # a lone summary.json has no Topology panel to show it
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False)
+        with Horizontal(id="summary-body"):
+            with ScrollableContainer(id="summary-text"):
+                yield Static(self._text(), id="summary-tables")
+            yield PlotextPlot(id="speedup-chart")
+        yield Footer()
+
+    def _text(self) -> Text:
+        out = Text()
+        status = "complete" if self.summary.get("complete") else "incomplete (stopped before the end)"
+        out.append(f"Sweep {status}\n", style="bold")
+        if self.note:
+            out.append(self.note + "\n", style="yellow")
+        if self.paths:
+            out.append("Saved: ", style="bold")
+            shown = [self.paths[k] for k in ("json", "md", "csv", "plots") if self.paths.get(k)]
+            out.append("  ".join(display_path(p) for p in shown) + "\n")
+            if self.paths.get("plots_error"):
+                out.append(f"Plots not drawn: {self.paths['plots_error']}\n", style="yellow")
+        out.append("\n")
+        for heading, body, style in sections.screen_sections(self.summary, self.with_topology):
+            if heading is not None:
+                out.append(heading, style=style)
+            out.append(body)
+        return out
+
+    def on_mount(self) -> None:
+        plot = self.query_one("#speedup-chart", PlotextPlot)
+        plt = plot.plt
+        plt.title("speedup vs N")
+        plt.xlabel("N")
+        largest = 1
+        for table in self.summary["scaling"]:
+            rows = table["rows"]
+            if not rows:
+                continue
+            xs = [r["world_size"] for r in rows]
+            largest = max(largest, *xs)
+            plt.plot(xs, [r["speedup"] for r in rows], marker="dot", label=f"{table['model']} bs{table['batch_size']}")
+        plt.plot([1, largest], [1, largest], label="perfect")
+        highest = max([largest] + [r["speedup"] for t in self.summary["scaling"] for r in t["rows"]])
+        plt.ylim(0, highest * 1.1)
+        plt.xlim(0.5, largest + 0.5)
+
+    def action_back(self) -> None:
+        if len(self.app.screen_stack) <= 2 and self.alone:
+            self.app.exit(0)  # nothing behind it
+            return
+        self.app.pop_screen()
