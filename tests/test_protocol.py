@@ -13,7 +13,8 @@ import pytest
 
 from ddptop import rundir
 from ddptop.launcher import TorchrunLaunch
-from ddptop.plan import ConfigSpec, PlanOptions, build_plan
+from ddptop.model import ConfigSpec
+from ddptop.plan import PlanOptions, build_plan
 from ddptop.protocol import layout, marks
 from ddptop.protocol.launchspec import LAUNCH_SPEC_VERSION, CollectiveSpec, LaunchSpec, LaunchSpecError, RunConfig
 from ddptop.protocol.wire import EventFileReader, EventWriter

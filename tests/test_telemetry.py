@@ -22,11 +22,27 @@ from ddptop.telemetry.gpu import GpuSampler
 from ddptop.telemetry.host import HostSampler, RankProcess
 from ddptop.telemetry.inventory import read_inventory
 from ddptop.telemetry.monitor import Monitor
-from ddptop.telemetry.topology import PciDevice, format_matrix, parse_matrix, pci_link, read_topology
+from ddptop.telemetry.topology import PciDevice, format_matrix, pci_link, read_topology
 
 from .conftest import REPO, ddptop
 
 SEED_001 = os.path.join(REPO, "..", "shared", "seeds", "001_6a810b76499e3c2f.txt")
+
+
+def parse_matrix(text: str) -> dict[tuple[str, str], str]:
+    """The cells of a printed matrix (ours or nvidia-smi's) keyed by (row, column): ours must equal the real
+    one cell for cell."""
+    rows = [line for line in text.splitlines() if line.strip()]
+    header_index = next(i for i, line in enumerate(rows) if line.split() and line.split()[0] == "GPU0")
+    columns = [c for c in rows[header_index].split() if c not in ("CPU", "Affinity", "NUMA")]
+    cells: dict[tuple[str, str], str] = {}
+    for line in rows[header_index + 1 :]:
+        parts = line.split()
+        if not parts or parts[0].rstrip(":") == "Legend":
+            break
+        for column, value in zip(columns, parts[1 : 1 + len(columns)]):
+            cells[(parts[0], column)] = value
+    return cells
 
 
 class ManualClock:

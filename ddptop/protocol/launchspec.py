@@ -29,7 +29,7 @@ class LaunchSpecError(ValueError):
 
 @dataclass(frozen=True)
 class RunConfig:
-    """One configuration as a rank runs it: the fields of ``ddptop.plan.ConfigSpec``, in the same JSON shape."""
+    """One configuration as a rank runs it: the fields of ``ddptop.model.ConfigSpec``, in the same JSON shape."""
 
     config_id: str
     model: str

@@ -337,17 +337,3 @@ def format_matrix(topo: Topology) -> str:
         lines.append(f"Note: {note}")
     return "\n".join(lines) + "\n"
 
-
-def parse_matrix(text: str) -> dict[tuple[str, str], str]:
-    """The cells of a printed matrix (ours or nvidia-smi's) keyed by (row, column), for comparisons."""
-    rows = [line for line in text.splitlines() if line.strip()]
-    header_index = next(i for i, line in enumerate(rows) if line.split() and line.split()[0] == "GPU0")
-    columns = [c for c in rows[header_index].split() if c not in ("CPU", "Affinity", "NUMA")]
-    cells: dict[tuple[str, str], str] = {}
-    for line in rows[header_index + 1 :]:
-        parts = line.split()
-        if not parts or parts[0].rstrip(":") == "Legend":
-            break
-        for column, value in zip(columns, parts[1 : 1 + len(columns)]):
-            cells[(parts[0], column)] = value
-    return cells
