@@ -24,6 +24,7 @@ from ddptop.plan import PlanOptions, build_plan  # noqa: E402
 from ddptop.session import Session  # noqa: E402
 from ddptop.telemetry.inventory import Inventory  # noqa: E402
 from ddptop.protocol import wire  # noqa: E402
+from ddptop.protocol.layout import events_path  # noqa: E402
 from ddptop.protocol.wire import EventWriter  # noqa: E402
 
 RANKS = 8
@@ -33,7 +34,7 @@ def write_events(run_dir: str, config_id: str, events: int, steps: int) -> int:
     launch = rundir.launch_dir(run_dir, 1, "n8-gloo", 0)
     written = 0
     for rank in range(RANKS):
-        writer = EventWriter(os.path.join(launch, "events", f"rank-{rank}.jsonl"), rank, 10.0)
+        writer = EventWriter(events_path(launch, rank), rank, 10.0)
         writer.emit("hello", world_size=RANKS, host="bench", pid=1000 + rank, device="cpu")
         writer.emit("config_start", config_id=config_id, warmup=0, iters=10**9)
         for index in range(events // RANKS):

@@ -29,7 +29,7 @@ from ddptop.plan import PlanOptions, build_plan  # noqa: E402
 from ddptop.session import Session  # noqa: E402
 from ddptop.telemetry.fake_nvml import FakeNvml  # noqa: E402
 from ddptop.telemetry.inventory import Inventory  # noqa: E402
-from ddptop.protocol.layout import TIMELINE_FILE  # noqa: E402
+from ddptop.protocol.layout import TIMELINE_FILE, events_path  # noqa: E402
 from ddptop.telemetry.monitor import Monitor  # noqa: E402
 from ddptop.tui.app import DdptopApp  # noqa: E402
 from ddptop.protocol.wire import EventWriter  # noqa: E402
@@ -39,7 +39,7 @@ class StreamingRanks(threading.Thread):
     def __init__(self, run_dir: str, config_id: str, rate: float, stop: threading.Event) -> None:
         super().__init__(daemon=True)
         launch = rundir.launch_dir(run_dir, 1, "n2-gloo", 0)
-        self.writers = [EventWriter(os.path.join(launch, "events", f"rank-{r}.jsonl"), r, 0.1) for r in range(2)]
+        self.writers = [EventWriter(events_path(launch, r), r, 0.1) for r in range(2)]
         self.config_id = config_id
         self.per_flush = max(1, int(rate / 2 / 10))  # per rank, 10 flushes a second
         self.stop = stop
