@@ -155,7 +155,8 @@ def step_times(run_dir: str) -> tuple[list[float], tuple[float, float]]:
     """Step times pooled over ranks, and when the configuration started and ended (its steps)."""
     session = Session.load(run_dir)
     (state,) = session.ordered_states()
-    return state.pooled(), (state.started_t, state.ended_t)
+    pooled = [s for rank in sorted(state.samples) for s in state.samples[rank]]
+    return pooled, (state.started_t, state.ended_t)
 
 
 def measure(args: argparse.Namespace) -> dict[str, dict]:

@@ -2,10 +2,10 @@
 
 A writer thread plays two ranks of one configuration, appending ``samples`` events to their event files at
 ``--rate`` steps per second in total (flushed every 100 ms, as ranks do); the monitor samples the fake 8-GPU
-node every second; the TUI renders at ``--fps`` under Textual's headless Pilot (no real terminal, so the
+node every second; the TUI takes a snapshot ``--fps`` times a second in its worker thread and draws it, under Textual's headless Pilot (no real terminal, so the
 cost of writing escape codes to one is not included). Reported:
   view CPU     CPU seconds per wall second of the process, minus the writer thread's own CPU
-  delay        per flush: first frame whose session holds that flush's steps, minus the write time
+  delay        per flush: first frame drawn from a snapshot that holds that flush's steps, minus the write time
 
     python benchmarks/tui_cost.py [--rounds 3] [--seconds 10] [--rate 1000] [--fps 4]
 """
@@ -31,8 +31,17 @@ from ddptop.telemetry.fake_nvml import FakeNvml  # noqa: E402
 from ddptop.telemetry.inventory import Inventory  # noqa: E402
 from ddptop.protocol.layout import TIMELINE_FILE, events_path  # noqa: E402
 from ddptop.telemetry.monitor import Monitor  # noqa: E402
+from ddptop.control import RunControl  # noqa: E402
 from ddptop.tui.app import DdptopApp  # noqa: E402
+from ddptop.watch import RUNNING  # noqa: E402
 from ddptop.protocol.wire import EventWriter  # noqa: E402
+
+
+class StreamedControl(RunControl):
+    """The view's side of a run the writer thread below plays: read-only, always running."""
+
+    def _phase(self) -> tuple[str, str | None]:
+        return RUNNING, "the benchmark's writer thread"
 
 
 class StreamingRanks(threading.Thread):
@@ -72,15 +81,17 @@ async def measure(args: argparse.Namespace, run_dir: str) -> dict[str, float]:
     session.mark(what="launch_start", launch="01-n2-gloo", world_size=2, backend="gloo",
                  configs=[plan.configs()[0].config_id])
     monitor = Monitor(1.0, os.path.join(run_dir, TIMELINE_FILE), FakeNvml(), session.rank_processes)
-    app = DdptopApp(session, monitor, None, None, fps=args.fps)
+    app = DdptopApp(StreamedControl(session, monitor, None), fps=args.fps)
     seen: list[tuple[float, int]] = []
-    original = app.render_frame
+    original = app.show_snapshot
+    config_id = plan.configs()[0].config_id
 
-    def recording_frame() -> None:
-        original()
-        seen.append((time.monotonic(), session.configs[plan.configs()[0].config_id].sample_count()))
+    def recording_frame(snapshot) -> None:
+        original(snapshot)
+        shown = next(c for c in snapshot.session.configs if c.config_id == config_id)
+        seen.append((time.monotonic(), shown.sample_count))
 
-    app.render_frame = recording_frame  # type: ignore[method-assign]
+    app.show_snapshot = recording_frame  # type: ignore[method-assign]
     stop = threading.Event()
     ranks = StreamingRanks(run_dir, plan.configs()[0].config_id, args.rate, stop)
     async with app.run_test(size=(160, 50)) as pilot:

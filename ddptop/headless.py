@@ -6,7 +6,6 @@ as it ends. Either way the display reads session snapshots at a fixed rate, neve
 
 from __future__ import annotations
 
-import signal
 import sys
 from typing import Any
 
@@ -14,17 +13,18 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 from ddptop.live import LiveRun
+from ddptop.protocol.vocab import ENDED, FAILED, Status
 from ddptop.report import tables
-from ddptop.session import ENDED, FAILED, ConfigState, Session
+from ddptop.session import Session
+from ddptop.signals import handle_stop_signals
+from ddptop.snapshot import ConfigSnapshot
 
 
-def _status_text(state: ConfigState) -> str:
-    summary = state.summary() if state.status in ("running", "ok") else None
-    if summary:
-        p50 = summary["sec_iter"]["p50"]
-        rate = summary["ex_sec_total"]["p50"]
-        return f"{state.status:7s} p50 {p50:.4f} s/iter  {rate:8.1f} ex/s"
-    return state.status + (f": {state.reason}" if state.reason and state.status in FAILED else "")
+def _status_text(config: ConfigSnapshot) -> str:
+    stats = config.stats if config.status in (Status.RUNNING, Status.OK) else None
+    if stats is not None:
+        return f"{config.status:7s} p50 {stats.p50:.4f} s/iter  {stats.ex_sec_total_p50:8.1f} ex/s"
+    return config.status + (f": {config.reason}" if config.reason and config.status in FAILED else "")
 
 
 class HeadlessView:
@@ -47,11 +47,9 @@ class HeadlessView:
     def __enter__(self) -> "HeadlessView":
         if self.live:
             self.progress.start()
-            for state in self.session.ordered_states():
-                self.tasks[state.spec.config_id] = self.progress.add_task(
-                    f"{state.spec.label:>8s} {state.spec.model} bs{state.spec.batch_size}",
-                    total=1.0,
-                    status="pending",
+            for spec in self.session.plan.configs():
+                self.tasks[spec.config_id] = self.progress.add_task(
+                    f"{spec.label:>8s} {spec.model} bs{spec.batch_size}", total=1.0, status="pending"
                 )
         return self
 
@@ -62,42 +60,33 @@ class HeadlessView:
 
     def render(self) -> None:
         self.session.refresh()
-        with self.session.lock:
-            states = self.session.ordered_states()
-            if self.live:
-                for state in states:
-                    self.progress.update(
-                        self.tasks[state.spec.config_id], completed=state.progress(), status=_status_text(state)
-                    )
-                self.progress.refresh()
-                return
-            for state in states:
-                if state.status in ENDED and state.spec.config_id not in self.reported:
-                    self.reported.add(state.spec.config_id)
-                    self.console.print(
-                        f"[{state.spec.config_id}] {_status_text(state)}", highlight=False, markup=False
-                    )
+        configs = self.session.snapshot().configs
+        if self.live:
+            for config in configs:
+                self.progress.update(self.tasks[config.config_id], completed=config.progress,
+                                     status=_status_text(config))
+            self.progress.refresh()
+            return
+        for config in configs:
+            if config.status in ENDED and config.config_id not in self.reported:
+                self.reported.add(config.config_id)
+                self.console.print(f"[{config.config_id}] {_status_text(config)}", highlight=False, markup=False)
 
 
 def run_headless(live: LiveRun, fps: float, console: Console) -> int:
     session = live.session
 
-    def on_signal(signum: int, _frame: Any) -> None:
-        live.stop()
-
-    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     console.print(f"ddptop: {len(session.configs)} configurations, results in {session.run_dir}", highlight=False)
-    try:
-        with HeadlessView(session, console) as view:
-            live.start()
-            period = 1.0 / max(fps, 0.1)
-            while live.running:
-                live.join(period)
-                view.render()
-    finally:
-        code = live.finish()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+    with handle_stop_signals(lambda _signum, _frame: live.stop()):
+        try:
+            with HeadlessView(session, console) as view:
+                live.start()
+                period = 1.0 / max(fps, 0.1)
+                while live.running:
+                    live.join(period)
+                    view.render()
+        finally:
+            code = live.finish()
     monitor = live.monitor
     if monitor is not None and monitor.errors:
         console.print(f"ddptop: telemetry missed {monitor.errors} readings ({monitor.last_error})", highlight=False)

@@ -25,19 +25,16 @@ from ddptop.snapshot import CHART_TAIL, ConfigSnapshot, LaunchSnapshot, SessionS
 from ddptop.telemetry.host import RankProcess
 from ddptop.protocol import layout
 from ddptop.protocol.marks import ConfigEnd, LaunchEnd, LaunchStart, SweepEnd, parse_mark
+from ddptop.protocol.vocab import ENDED, Status
 from ddptop.protocol.wire import EventFileReader, EventWriter
 
-# pending: not started; running: config_start seen; ok/failed/oom: ended by the ranks;
-# skipped/stopped: ended by the user; not_run: the sweep ended before reaching it.
-ENDED = ("ok", "failed", "oom", "skipped", "stopped", "not_run")
-FAILED = ("failed", "oom")  # ended by a fault, not by the user: the sweep exits 1
 RUNNER_RANK = -1  # runner.jsonl events carry this rank
 
 
 @dataclass
 class ConfigState:
     spec: ConfigSpec
-    status: str = "pending"
+    status: str = Status.PENDING
     reason: str | None = None
     samples: dict[int, list[float]] = field(default_factory=dict)  # rank -> measured step times, in order
     warmup_seen: dict[int, int] = field(default_factory=dict)
@@ -84,7 +81,7 @@ class ConfigState:
     def progress(self) -> float:
         """0..1: warm-up and measured steps of the slowest rank, against the plan."""
         if self.status in ENDED:
-            return 1.0 if self.status == "ok" else self._fraction()
+            return 1.0 if self.status == Status.OK else self._fraction()
         return self._fraction()
 
     def _fraction(self) -> float:
@@ -131,7 +128,7 @@ class LaunchRecord:
     started_t: float
     ended_t: float | None = None
     exit_code: int | None = None
-    status: str = "running"
+    status: str = Status.RUNNING
     reason: str | None = None
 
 
@@ -217,8 +214,8 @@ class Session:
             return  # an error outside any configuration; kept in the launch's logs
         state.revision += 1
         if kind == "config_start":
-            if state.status == "pending":
-                state.status = "running"
+            if state.status == Status.PENDING:
+                state.status = Status.RUNNING
                 state.started_t = event["t"]
                 state.launch = launch
             if event["rank"] == 0 or not state.info:
@@ -227,8 +224,8 @@ class Session:
             if event.get("iters") is not None and not event.get("time_budget"):
                 state.planned_iters = event["iters"]
         elif kind == "samples":
-            if state.status == "pending":
-                state.status = "running"
+            if state.status == Status.PENDING:
+                state.status = Status.RUNNING
             if event["phase"] == "measure":
                 state.add_samples(event["rank"], event["sec"])
                 if event.get("of") is not None:
@@ -242,12 +239,12 @@ class Session:
         elif kind == "config_end":
             state.end[event["rank"]] = event
             status = event["status"]
-            if status != "ok":
+            if status != Status.OK:
                 self._end(state, status, state.reason or _error_reason(state), event["t"])
             elif len(state.end) >= state.spec.processes and all(
-                e["status"] == "ok" for e in state.end.values()
+                e["status"] == Status.OK for e in state.end.values()
             ):
-                self._end(state, "ok", None, event["t"])
+                self._end(state, Status.OK, None, event["t"])
         elif kind == "error":
             state.errors.append(event)
             if state.reason is None:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ddptop.analysis import communication, formulas, stats
-from ddptop.session import FAILED
+from ddptop.protocol.vocab import FAILED
 
 if TYPE_CHECKING:
     from ddptop.plan import Plan

@@ -10,8 +10,8 @@ summary screen opens.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
-import signal
 import threading
 import time
 from typing import Any, Iterable
@@ -26,6 +26,7 @@ from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
 
 from ddptop.control import LiveControl, RecordedControl, RunControl, ScreenSummary, display_path
 from ddptop.live import LiveRun
+from ddptop.signals import handle_stop_signals
 from ddptop.snapshot import RunSnapshot
 from ddptop.telemetry.topology import format_matrix
 from ddptop.tui.panels import ConfigTable, GpuTable, HostLine, LogPanel, RankTable, StatusLine, StepChart
@@ -113,6 +114,7 @@ class DdptopApp(App[int]):
         self._summary_shown = False
         self._signalled = False
         self._quitting = False
+        self._signals = contextlib.ExitStack()
 
     @classmethod
     def for_live(cls, live: LiveRun, fps: float = 4.0, telemetry: Any | None = None) -> "DdptopApp":
@@ -168,8 +170,10 @@ class DdptopApp(App[int]):
                 threading.Thread(target=self._save_then_leave, name="ddptop-signal-save", daemon=True).start()
             loop.call_soon_threadsafe(self.exit, 130)
 
-        for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
-            signal.signal(sig, on_signal)
+        self._signals.enter_context(handle_stop_signals(on_signal))
+
+    def on_unmount(self) -> None:
+        self._signals.close()  # the previous handlers back, for whoever runs after the app
 
     def _save_then_leave(self) -> None:
         """Write the summary whatever the terminal does next; leave if Textual's shutdown is stuck.

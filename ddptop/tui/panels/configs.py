@@ -7,7 +7,7 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import DataTable
 
-from ddptop.session import FAILED
+from ddptop.protocol.vocab import FAILED
 from ddptop.snapshot import ConfigSnapshot, RunSnapshot, ScalingFigures
 from ddptop.tui import format as fmt
 

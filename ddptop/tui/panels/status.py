@@ -7,7 +7,7 @@ import time
 from rich.text import Text
 
 from ddptop.control import ENDED
-from ddptop.session import ENDED as CONFIG_ENDED
+from ddptop.protocol.vocab import ENDED as CONFIG_ENDED
 from ddptop.snapshot import RunSnapshot
 from ddptop.tui import format as fmt
 from ddptop.tui.panels.cached import CachedStatic

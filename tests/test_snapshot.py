@@ -1,0 +1,157 @@
+"""Snapshots: what views read while another thread feeds the session, and what they hold."""
+
+import os
+import threading
+import time
+
+import pytest
+
+from ddptop import rundir
+from ddptop.analysis.scaling import live_scaling
+from ddptop.headless import _status_text
+from ddptop.plan import PlanOptions, build_plan
+from ddptop.protocol.wire import EventWriter
+from ddptop.session import Session
+from ddptop.snapshot import CHART_TAIL
+from ddptop.telemetry.inventory import Inventory
+from ddptop.tui.format import braille_chart
+from ddptop.tui.panels.configs import _config_cells
+
+RUN_SECONDS = 10.0
+# paced: 60 events every 10 ms over the ranks' files (6,000/s), read back by the feeder after each write
+SNAPSHOT_PERIOD = 0.01  # 100 snapshots a second, 25 times the default frame rate
+
+
+def _plan():
+    options = PlanOptions(models=["resnet18"], world_sizes=[1, 2], batch_sizes=[4], iters=10**6, warmup=0)
+    return build_plan(options, Inventory(problem="test"), cpu_count=2)
+
+
+class Feeder(threading.Thread):
+    """Plays the ranks of every configuration in turn (hello, start, steps, end) and applies what it wrote
+    to the session as it goes, as the sweep thread and the frame worker do in a real run."""
+
+    def __init__(self, session: Session, seconds: float) -> None:
+        super().__init__(daemon=True)
+        self.session = session
+        self.seconds = seconds
+        self.written = 0
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self._feed()
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            self.error = exc
+
+    def _feed(self) -> None:
+        plan, run_dir = self.session.plan, self.session.run_dir
+        launches = plan.launches()
+        deadline = time.monotonic() + self.seconds
+        share = self.seconds / len(plan.configs())
+        for number, launch in enumerate(launches, 1):
+            name = f"{number:02d}-{launch.launch_key}"
+            self.session.mark(what="launch_start", launch=name, world_size=launch.world_size,
+                              backend=launch.backend, configs=[c.config_id for c in launch.configs])
+            events = os.path.join(rundir.launch_dir(run_dir, number, launch.launch_key, 0), "events")
+            writers = [EventWriter(os.path.join(events, f"rank-{r}.jsonl"), r, 0.0) for r in range(launch.world_size)]
+            for rank, writer in enumerate(writers):
+                writer.emit("hello", world_size=launch.world_size, host=os.uname().nodename, pid=os.getpid(),
+                            device="cpu", local_rank=rank)
+            for config in launch.configs:
+                until = min(deadline, time.monotonic() + share)
+                for writer in writers:
+                    writer.emit("config_start", config_id=config.config_id, warmup=0, iters=10**6)
+                step = 0
+                while time.monotonic() < until:
+                    began = time.monotonic()
+                    per_rank = max(1, 60 // len(writers))
+                    for rank, writer in enumerate(writers):
+                        for i in range(per_rank):
+                            writer.emit("samples", config_id=config.config_id, phase="measure",
+                                        first_iter=step + i, sec=[0.05 + 0.001 * ((step + i + rank) % 7)])
+                        writer.flush()
+                        self.written += per_rank
+                    step += per_rank
+                    self.session.refresh()
+                    time.sleep(max(0.0, 0.01 - (time.monotonic() - began)))
+                for writer in writers:
+                    writer.emit("config_end", config_id=config.config_id, status="ok")
+                    writer.flush()
+                self.session.refresh()
+            for writer in writers:
+                writer.close()
+            self.session.mark(what="launch_end", launch=name, exit_code=0, status="ok")
+        self.session.mark(what="sweep_end")
+
+
+def _render(snapshot) -> int:
+    """What the views do with a snapshot: table cells, headless lines and the chart; the cells drawn."""
+    drawn = 0
+    for config in snapshot.configs:
+        drawn += len(_config_cells(config, None))
+        _status_text(config)
+        if config.tails:
+            braille_chart(list(config.tails.values()), 80, 10)
+    return drawn
+
+
+def test_snapshots_taken_while_another_thread_feeds_the_session_are_whole_and_match_a_rebuild(tmp_path):
+    plan = _plan()
+    session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), plan.name))
+    feeder = Feeder(session, RUN_SECONDS)
+    feeder.start()
+    taken, seen_counts = 0, []
+    started = time.monotonic()
+    while feeder.is_alive():
+        snapshot = session.snapshot()
+        _render(snapshot)
+        live_scaling(session)
+        for config in snapshot.configs:  # a snapshot is one moment: its counts agree with its own tails
+            if config.stats is not None:
+                assert config.stats.n == config.sample_count
+                assert sum(len(t) for t in config.tails.values()) == min(
+                    config.sample_count, sum(min(len(t), CHART_TAIL) for t in config.tails.values()))
+        seen_counts.append(sum(c.sample_count for c in snapshot.configs))
+        taken += 1
+        time.sleep(SNAPSHOT_PERIOD)
+    feeder.join()
+    elapsed = time.monotonic() - started
+    assert feeder.error is None, feeder.error
+    print(f"{feeder.written / elapsed:.0f} events/s fed, {taken / elapsed:.0f} snapshots/s taken and drawn")
+    assert seen_counts == sorted(seen_counts), "a later snapshot showed fewer steps than an earlier one"
+
+    session.refresh(final=True)
+    final = session.snapshot()
+    rebuilt = Session.load(session.run_dir)
+    rebuilt.refresh(final=True)
+    assert rebuilt.snapshot() == final
+    assert sum(c.sample_count for c in final.configs) == feeder.written
+    assert [c.status for c in final.configs] == ["ok"] * len(plan.configs())
+    session.close()
+
+
+def test_a_snapshot_does_not_change_when_the_session_does(tmp_path):
+    plan = _plan()
+    session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), plan.name))
+    config = plan.configs()[0]
+    events = os.path.join(rundir.launch_dir(session.run_dir, 1, "n1-gloo", 0), "events")
+    writer = EventWriter(os.path.join(events, "rank-0.jsonl"), 0, 0.0)
+    writer.emit("config_start", config_id=config.config_id, warmup=0, iters=10)
+    writer.emit("samples", config_id=config.config_id, phase="measure", first_iter=0, sec=[0.1, 0.2])
+    writer.flush()
+    session.refresh()
+    before = session.snapshot()
+    writer.emit("samples", config_id=config.config_id, phase="measure", first_iter=2, sec=[0.3])
+    writer.flush()
+    session.refresh()
+    after = session.snapshot()
+    assert before.configs[0].tails[0] == (0.1, 0.2) and before.configs[0].stats.n == 2
+    assert after.configs[0].tails[0] == (0.1, 0.2, 0.3) and after.configs[0].stats.n == 3
+    assert before.configs[0].revision < after.configs[0].revision
+    with pytest.raises(AttributeError):
+        before.configs[0].status = "ok"  # frozen
+    with pytest.raises(TypeError):
+        before.configs[0].tails[0] = ()  # read-only mapping
+    writer.close()
+    session.close()
