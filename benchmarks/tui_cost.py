@@ -25,16 +25,15 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.common import add_json_option, row, write_rows  # noqa: E402
 from ddptop import rundir  # noqa: E402
-from ddptop.plan import PlanOptions, build_plan  # noqa: E402
-from ddptop.session import Session  # noqa: E402
-from ddptop.telemetry.fake_nvml import FakeNvml  # noqa: E402
-from ddptop.telemetry.inventory import Inventory  # noqa: E402
-from ddptop.protocol.layout import TIMELINE_FILE, events_path  # noqa: E402
-from ddptop.telemetry.monitor import Monitor  # noqa: E402
 from ddptop.control import RunControl  # noqa: E402
+from ddptop.live import create_live_run  # noqa: E402
+from ddptop.plan import PlanOptions  # noqa: E402
+from ddptop.protocol.layout import events_path  # noqa: E402
+from ddptop.protocol.wire import EventWriter  # noqa: E402
+from ddptop.telemetry.inventory import Inventory  # noqa: E402
+from ddptop.telemetry.nvml import FAKE_ENV  # noqa: E402
 from ddptop.tui.app import DdptopApp  # noqa: E402
 from ddptop.watch import RUNNING  # noqa: E402
-from ddptop.protocol.wire import EventWriter  # noqa: E402
 
 
 class StreamedControl(RunControl):
@@ -75,13 +74,15 @@ class StreamingRanks(threading.Thread):
 
 
 async def measure(args: argparse.Namespace, run_dir: str) -> dict[str, float]:
+    os.environ[FAKE_ENV] = "dgx1"  # the monitor samples the fake 8-GPU node through the real code path
     options = PlanOptions(models=["resnet18"], world_sizes=[2], batch_sizes=[16], baseline=False, iters=10**6)
-    plan = build_plan(options, Inventory(problem="benchmark"), cpu_count=2)
-    session = Session.create(plan, run_dir)
+    live = create_live_run(options, run_dir, telemetry_interval=1.0, inventory=Inventory(problem="benchmark"),
+                           cpu_count=2)  # assembled as for a real run; its sweep is never started
+    plan, session, monitor = live.plan, live.session, live.monitor
+    assert monitor is not None
     session.mark(what="launch_start", launch="01-n2-gloo", world_size=2, backend="gloo",
                  configs=[plan.configs()[0].config_id])
-    monitor = Monitor(1.0, os.path.join(run_dir, TIMELINE_FILE), FakeNvml(), session.rank_processes)
-    app = DdptopApp(StreamedControl(session, monitor, None), fps=args.fps)
+    app = DdptopApp(StreamedControl(session, monitor, live.topology), fps=args.fps)
     seen: list[tuple[float, int]] = []
     original = app.show_snapshot
     config_id = plan.configs()[0].config_id
@@ -136,7 +137,7 @@ def main() -> None:
     add_json_option(parser)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        result = asyncio.run(measure(args, rundir.create_run_dir(os.path.join(tmp, "run"), "bench")))
+        result = asyncio.run(measure(args, os.path.join(tmp, "run")))
     print(f"TUI at {args.fps:g} fps, 8 fake GPUs, {result['steps_per_s']:.0f} steps/s streamed, "
           f"{args.rounds} rounds of {args.seconds:g} s")
     print(f"  view CPU: {100 * result['view_cpu']:.1f}% of one core, median (rounds "
