@@ -167,7 +167,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    from ddptop.report import summary as summary_mod
+    from ddptop.report import store
     from ddptop.protocol.layout import PLAN_FILE
     from ddptop.tui.app import DdptopApp, SummaryApp
 
@@ -177,7 +177,7 @@ def cmd_view(args: argparse.Namespace) -> int:
     if os.path.isdir(target):
         app: Any = DdptopApp.for_recorded(target, args.fps, open_summary="now")
     else:
-        summary, _ = summary_mod.load_target(target)
+        summary, _ = store.load_target(target)
         app = SummaryApp(summary, {"json": target})
     _need_terminal("view", args.target)
     app.run(mouse=not args.no_mouse)
@@ -185,14 +185,14 @@ def cmd_view(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ddptop.report import summary as summary_mod
+    from ddptop.report import store
     from ddptop.report import tables
 
     target = args.target
-    data, rebuilt = summary_mod.load_target(target, args.rebuild)
+    data, rebuilt = store.load_target(target, args.rebuild)
     if rebuilt:  # a run whose ddptop died, or an asked-for rebuild: keep the result beside the events
-        summary_mod.save_summary(data, target)
-        summary_mod.save_plots_safely(data, target)
+        store.save_summary(data, target)
+        store.save_plots_safely(data, target)
     renderers = {
         "text": tables.text_report,
         "md": tables.markdown,
@@ -205,7 +205,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _render_saved(source: str, render: Any) -> Any:
     """Render a saved summary; one that passed the schema check but lacks inner fields is "damaged"."""
-    from ddptop.report.summary import SummaryError
+    from ddptop.report.store import SummaryError
 
     try:
         return render()
@@ -215,7 +215,7 @@ def _render_saved(source: str, render: Any) -> Any:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     from ddptop.report import diff as diff_mod
-    from ddptop.report.summary import load_target
+    from ddptop.report.store import load_target
 
     if not 0 < args.alpha < 1:
         raise UsageError("--alpha must be between 0 and 1")
@@ -230,7 +230,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from ddptop.report import plots
-    from ddptop.report.summary import load_target
+    from ddptop.report.store import load_target
 
     data, _ = load_target(args.target)
     out = args.out or (args.target if os.path.isdir(args.target) else os.path.dirname(os.path.abspath(args.target)))

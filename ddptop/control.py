@@ -18,7 +18,7 @@ from ddptop import rundir
 from ddptop.analysis.scaling import live_scaling
 from ddptop.errors import EXIT_OK
 from ddptop.live import LiveRun
-from ddptop.report import summary as summary_mod
+from ddptop.report import build, store
 from ddptop.session import Session
 from ddptop.protocol import layout
 from ddptop.protocol.layout import TIMELINE_FILE
@@ -106,7 +106,7 @@ class RunControl:
     def summary_for_screen(self) -> ScreenSummary:
         """What the summary key shows: the final summary if there is one, else what is measured so far."""
         self.session.refresh()
-        return ScreenSummary(summary_mod.build_summary(self.session), None)
+        return ScreenSummary(build.build_summary(self.session), None)
 
     # -- commands ---------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -194,7 +194,7 @@ class RecordedControl(RunControl):
     """A run directory another process writes (``watch``) or wrote (``view``): read-only."""
 
     def __init__(self, recorded: RecordedRun, open_summary: str | None = None) -> None:
-        topology = summary_mod.load_saved_topology(recorded.run_dir)
+        topology = store.load_saved_topology(recorded.run_dir)
         super().__init__(
             recorded.session,
             TimelineFollower(os.path.join(recorded.run_dir, TIMELINE_FILE)),
@@ -227,7 +227,7 @@ class RecordedControl(RunControl):
         note = None
         if summary is None and self.open_summary == "now":
             self.session.refresh()
-            summary = summary_mod.build_summary(self.session)
+            summary = build.build_summary(self.session)
             note = f"The run is not finished ({self.recorded.state()}): what is measured so far."
         if summary is None:
             return None

@@ -18,7 +18,7 @@ from ddptop.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from ddptop.model import Plan
 from ddptop.options import PlanOptions
 from ddptop.protocol.vocab import FAILED, Status
-from ddptop.report import summary as summary_mod
+from ddptop.report import build, store
 from ddptop.session import Session
 from ddptop.sweep import SweepRunner
 from ddptop.protocol.layout import TIMELINE_FILE
@@ -76,8 +76,8 @@ class LiveRun:
         """Write the summary of what is measured so far, without stopping."""
         with self._save_lock:
             self.session.refresh()
-            summary = summary_mod.build_summary(self.session, self.environment)
-            return summary_mod.save_summary(summary, self.session.run_dir)
+            summary = build.build_summary(self.session, self.environment)
+            return store.save_summary(summary, self.session.run_dir)
 
     def finish(self) -> int:
         """Wait for the sweep, write the final summary; the exit code (0 ok, 1 a failure, 130 stopped)."""
@@ -93,9 +93,9 @@ class LiveRun:
             self.monitor.stop()  # before the summary, which reads the whole timeline
         with self._save_lock:
             self.session.refresh(final=True)
-            self.summary = summary_mod.build_summary(self.session, self.environment)
-            self.paths = summary_mod.save_summary(self.summary, self.session.run_dir)
-            self.paths.update(summary_mod.save_plots_safely(self.summary, self.session.run_dir))
+            self.summary = build.build_summary(self.session, self.environment)
+            self.paths = store.save_summary(self.summary, self.session.run_dir)
+            self.paths.update(store.save_plots_safely(self.summary, self.session.run_dir))
         self.session.close()
 
     def exit_code(self) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 
 import psutil
 
-from ddptop.report import summary as summary_mod
+from ddptop.report import build, store
 from ddptop.protocol.layout import PLOTS_DIR, SUMMARY_JSON
 from ddptop.session import Session
 
@@ -74,7 +74,7 @@ class RecordedRun:
             or time.monotonic() - (self._ended_seen or 0) > SAVE_GRACE
         ):
             self.session.refresh(final=True)
-            self.summary, self.summary_rebuilt = summary_mod.build_summary(self.session), True
+            self.summary, self.summary_rebuilt = build.build_summary(self.session), True
         return self.summary
 
     def _saved_final(self, state: str) -> dict[str, Any] | None:
@@ -82,14 +82,14 @@ class RecordedRun:
         if not os.path.exists(path):
             return None
         try:
-            data = summary_mod.load_summary(path)
-        except summary_mod.SummaryError:
+            data = store.load_summary(path)
+        except store.SummaryError:
             return None  # being replaced right now, or damaged: the next frame looks again
         # a summary saved mid-run ("s") is not the final one
         return data if data.get("complete") or state == WRITER_GONE else None
 
     def _saved_paths(self) -> dict[str, str]:
-        paths = dict(summary_mod.summary_paths(self.run_dir), plots=os.path.join(self.run_dir, PLOTS_DIR))
+        paths = dict(store.summary_paths(self.run_dir), plots=os.path.join(self.run_dir, PLOTS_DIR))
         return {key: path for key, path in paths.items() if os.path.exists(path)}
 
 

@@ -11,8 +11,8 @@ from tests.conftest import REPO, ddptop
 def test_core_imports_neither_torch_nor_textual():
     code = (
         "import sys, ddptop.cli, ddptop.headless, ddptop.session, ddptop.sweep, ddptop.launcher, ddptop.plan, "
-        "ddptop.analysis.stats, ddptop.analysis.scaling, ddptop.report.summary, ddptop.report.tables, "
-        "ddptop.telemetry.inventory, ddptop.protocol.wire, "
+        "ddptop.analysis.stats, ddptop.analysis.scaling, ddptop.report.build, ddptop.report.store, "
+        "ddptop.report.tables, ddptop.telemetry.inventory, ddptop.protocol.wire, "
         "ddptop.telemetry.monitor, ddptop.telemetry.topology, ddptop.telemetry.snapshot, ddptop.telemetry.fake_nvml, "
         "ddptop.live, "
         "bench_kernels.catalog; "

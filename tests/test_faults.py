@@ -12,7 +12,7 @@ import time
 import psutil
 import pytest
 
-from ddptop.report.summary import load_summary
+from ddptop.report.store import load_summary
 from tests.conftest import REPO, ddptop, processes_mentioning, run_sweep
 
 pytestmark = pytest.mark.slow

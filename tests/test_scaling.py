@@ -10,7 +10,7 @@ import shutil
 import pytest
 
 from ddptop.analysis import formulas, scaling
-from ddptop.report import summary as summary_mod
+from ddptop.report import build, keys, store
 from ddptop.session import Session
 from tests.conftest import REPO
 
@@ -38,7 +38,7 @@ def session():
 
 
 def test_live_rows_equal_the_saved_summarys_rows(session):
-    saved = summary_mod.build_summary(session)
+    saved = build.build_summary(session)
     live = scaling.LiveScaling(session.plan)
     rows = live.session_rows(session)
     assert rows == scaling.rows_by_config(saved["scaling"])
@@ -97,34 +97,34 @@ def _as_v1(document: dict) -> dict:
     old["schema_version"] = 1
     for table in old["scaling"]:
         for row in table["rows"]:
-            for v1, v2 in summary_mod.V1_ROW_KEYS.items():
+            for v2, v1 in keys.ROW_RENAMED.items():
                 row[v1] = row.pop(v2)
             if row["epoch"]:
-                for v1, v2 in summary_mod.V1_EPOCH_KEYS.items():
+                for v2, v1 in keys.EPOCH_RENAMED.items():
                     row["epoch"][v1] = row["epoch"].pop(v2)
     return old
 
 
 def test_a_version_1_summary_loads_as_version_2(session, tmp_path):
-    current = json.loads(json.dumps(summary_mod.build_summary(session)))
-    assert current["schema_version"] == summary_mod.SCHEMA_VERSION == 2
+    current = json.loads(json.dumps(build.build_summary(session)))
+    assert current["schema_version"] == store.SCHEMA_VERSION == 2
     row = current["scaling"][0]["rows"][-1]
     assert "comm_estimate_from_t1_s" in row and "grad_bytes_per_epoch" in row["epoch"]
     old = _as_v1(current)
     assert "seed002_comm_estimate_s" in old["scaling"][0]["rows"][-1]
     path = tmp_path / "summary.json"
     path.write_text(json.dumps(old))
-    assert summary_mod.load_summary(str(path)) == current
+    assert store.load_summary(str(path)) == current
     # a run directory holding a version 1 summary reads the same way
     run = tmp_path / "run"
     shutil.copytree(RECORDED, run)
-    (run / summary_mod.SUMMARY_JSON).write_text(json.dumps(old))
-    loaded, rebuilt = summary_mod.load_target(str(run))
+    (run / store.SUMMARY_JSON).write_text(json.dumps(old))
+    loaded, rebuilt = store.load_target(str(run))
     assert not rebuilt and loaded == current
 
 
 def test_an_unknown_summary_version_is_refused(tmp_path):
     path = tmp_path / "summary.json"
-    path.write_text(json.dumps({"schema": summary_mod.SCHEMA, "schema_version": 3}))
-    with pytest.raises(summary_mod.SummaryError, match="schema version 3"):
-        summary_mod.load_summary(str(path))
+    path.write_text(json.dumps({"schema": store.SCHEMA, "schema_version": 3}))
+    with pytest.raises(store.SummaryError, match="schema version 3"):
+        store.load_summary(str(path))

@@ -1,16 +1,16 @@
 """ddptop.report.sections: one list of the report's parts for the terminal, Markdown and the summary screen,
-and summaries saved with the earlier key names rendering the same figures."""
+and a summary saved under schema version 1 (the earlier key names) rendering as its version 2 upgrade."""
 
 from __future__ import annotations
 
 import copy
+import json
 import os
 
 import pytest
 from rich.text import Text
 
-from ddptop.report import keys, sections, tables
-from ddptop.report import summary as summary_mod
+from ddptop.report import keys, sections, store, tables
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECORDED = os.path.join(REPO, "tests", "data", "recorded-run")
@@ -37,9 +37,10 @@ def _with_new_keys(summary: dict) -> dict:
     return summary
 
 
-def _with_old_keys(summary: dict) -> dict:
-    """The same summary as an earlier version saved it."""
+def _as_v1(summary: dict) -> dict:
+    """The same summary as schema version 1 saved it."""
     summary = copy.deepcopy(summary)
+    summary["schema_version"] = 1
     for table in summary["scaling"]:
         for row in table["rows"]:
             for place in (row, row.get("epoch") or {}):
@@ -51,7 +52,7 @@ def _with_old_keys(summary: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def summary() -> dict:
-    built, _ = summary_mod.load_target(RECORDED, rebuild=True)
+    built, _ = store.load_target(RECORDED, rebuild=True)
     return _with_new_keys(built)
 
 
@@ -79,16 +80,22 @@ def test_tables_entry_points_render_through_the_list(summary):
     assert closing == sections.text_report(summary) + "Summary: s.json  s.md  s.csv\nPlots: plots/ (PNG and SVG)\n"
 
 
-def test_a_summary_with_the_earlier_key_names_renders_the_same_figures(summary):
-    old = _with_old_keys(summary)
-    assert "comm_estimate_from_t1_s" not in str(old) and "seed002_comm_estimate_s" in str(old)
-    assert tables.text_report(old) == tables.text_report(summary)
-    assert tables.markdown(old) == tables.markdown(summary)
-    assert tables.csv_text(old) == tables.csv_text(summary)
-    text = tables.text_report(summary)
+def test_a_version_1_summary_and_its_upgrade_render_identical_reports(summary, tmp_path):
+    old = _as_v1(summary)
+    assert "comm_estimate_from_t1_s" not in str(old) and keys.ROW_RENAMED["comm_estimate_from_t1_s"] in str(old)
+    path = tmp_path / "summary.json"
+    path.write_text(json.dumps(old))
+    upgraded = store.load_summary(str(path))
+    assert upgraded["schema_version"] == store.SCHEMA_VERSION == 2
+    current = json.loads(json.dumps(summary))
+    assert upgraded == current
+    assert tables.text_report(upgraded) == tables.text_report(current)
+    assert tables.markdown(upgraded) == tables.markdown(current)
+    assert tables.csv_text(upgraded) == tables.csv_text(current)
+    text = tables.text_report(upgraded)
     assert "12.3 ms" in text and "t(N)-t(1) est." in text  # the estimate, under the method's name
     assert "33.5 GiB (gradient bytes × steps)" in text
-    header, *rows = tables.csv_text(old).splitlines()
+    header, *rows = tables.csv_text(upgraded).splitlines()
     column = header.split(",").index("comm_estimate_from_t1_s")
     assert "0.0123" in [row.split(",")[column] for row in rows]
 

@@ -147,7 +147,7 @@ def test_every_example_in_the_format_document_is_a_valid_event():
     max_leaves=20,
 ))))
 def test_summary_loader_refuses_arbitrary_bytes_with_one_error(tmp_path_factory, data):
-    from ddptop.report.summary import SummaryError, load_summary
+    from ddptop.report.store import SummaryError, load_summary
 
     path = tmp_path_factory.mktemp("summary") / "summary.json"
     path.write_bytes(data)
@@ -156,7 +156,7 @@ def test_summary_loader_refuses_arbitrary_bytes_with_one_error(tmp_path_factory,
 
 
 def test_summary_loader_survives_deep_nesting(tmp_path):
-    from ddptop.report.summary import SummaryError, load_summary
+    from ddptop.report.store import SummaryError, load_summary
 
     path = tmp_path / "summary.json"
     path.write_text("[" * 100_000 + "]" * 100_000)

@@ -1,27 +1,19 @@
-"""Summary keys that were renamed, so that summaries saved by earlier versions still render and diff.
+"""Summary keys renamed in schema version 2, where each lives in the document, and the version 1 names.
 
-The renderers ask for the current name only; ``value`` falls back to the name a summary of schema version 1
-used. Keep old names here and nowhere else.
+``ddptop.report.store.load_summary`` renames them in a version 1 document, so every reader asks for the
+current names alone. Keep the old names here and nowhere else.
 """
 
 from __future__ import annotations
 
-from typing import Any, Mapping
-
-# current name -> the name earlier summaries used for the same figure
-RENAMED = {
-    "comm_estimate_from_t1_s": "seed002_comm_estimate_s",  # scaling row
-    "bandwidth_from_t1_gbs": "seed002_bandwidth_gbs",  # scaling row
-    "grad_bytes_per_epoch": "seed004_bytes_per_epoch",  # scaling row's epoch
-    "grad_values_per_epoch": "seed004_parameters_per_epoch",  # scaling row's epoch
+# current name -> the name a version 1 summary used, for the keys of each scaling row
+ROW_RENAMED = {
+    "comm_estimate_from_t1_s": "seed002_comm_estimate_s",
+    "bandwidth_from_t1_gbs": "seed002_bandwidth_gbs",
 }
-
-
-def value(data: Mapping[str, Any] | None, key: str) -> Any:
-    """``data[key]``, or the same figure under its earlier name; None when neither is there."""
-    if not data:
-        return None
-    if key in data:
-        return data[key]
-    old = RENAMED.get(key)
-    return data.get(old) if old else None
+# ... and for the keys of a scaling row's "epoch"
+EPOCH_RENAMED = {
+    "grad_bytes_per_epoch": "seed004_bytes_per_epoch",
+    "grad_values_per_epoch": "seed004_parameters_per_epoch",
+}
+RENAMED = {**ROW_RENAMED, **EPOCH_RENAMED}

@@ -18,7 +18,6 @@ from typing import Any
 
 from ddptop.analysis.stats import PERCENTILES
 from ddptop import units
-from ddptop.report import keys
 from ddptop.telemetry.topology import Topology, format_matrix
 
 SHOWN_PERCENTILES = ("p50", "p75", "p90", "p95")
@@ -127,7 +126,7 @@ def model_lines(table: dict[str, Any]) -> list[str]:
         lines.append(
             f"Per epoch of {epoch['epoch_examples']:,} examples at N={largest['world_size']}: "
             f"{epoch['steps_per_epoch']:,} steps; gradients synchronised "
-            f"{units.binary_bytes(keys.value(epoch, 'grad_bytes_per_epoch'))} (gradient bytes × steps), "
+            f"{units.binary_bytes(epoch.get('grad_bytes_per_epoch'))} (gradient bytes × steps), "
             f"{units.binary_bytes(epoch['ring_bytes_per_rank_per_epoch'])} sent by each rank in a ring allreduce."
         )
     return lines
@@ -164,7 +163,7 @@ def communication_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
                 units.milliseconds(logging.get("backward_comm_s")),
                 units.milliseconds(logging.get("backward_compute_comm_overlap_s")),
                 units.milliseconds(buckets.get("in_flight_s")),
-                units.milliseconds(keys.value(estimates.get(entry["config_id"]), "comm_estimate_from_t1_s")),
+                units.milliseconds((estimates.get(entry["config_id"]) or {}).get("comm_estimate_from_t1_s")),
                 units.binary_bytes(comm.get("allreduce_bytes_per_rank")) if entry["world_size"] > 1 else units.DASH,
                 units.gbps(achieved.get("busbw_gbs")),
                 units.gbps(achieved.get("collective_busbw_gbs")),
@@ -562,7 +561,7 @@ def csv_text(summary: dict[str, Any]) -> str:
         row.append(scale.get("cost_per_million"))
         comm = entry.get("communication") or {}
         row += [comm.get(k) for k in CSV_COMM_FIELDS]
-        row.append(keys.value(scale, "comm_estimate_from_t1_s"))
+        row.append(scale.get("comm_estimate_from_t1_s"))
         row.append(((comm.get("buckets") or {}).get("achieved") or {}).get("busbw_gbs"))
         load = entry.get("telemetry") or {}
         row += [load.get(k) for k in CSV_LOAD_FIELDS]

@@ -1,43 +1,23 @@
-"""The scaling summary: one schema-versioned JSON document per run, plus its Markdown and CSV renderings.
+"""Build a run's scaling summary: one schema-versioned JSON document, from a session and its run directory.
 
 ``build_summary`` gathers a session's configurations, the scaling tables (``ddptop.analysis.scaling``), the
 sweep's overhead and the run directory's telemetry timeline, topology and follower files into that document;
-it reads those files but writes nothing. ``save_summary`` writes summary.json/.md/.csv atomically;
-``load_summary`` refuses documents of an unknown schema or version and upgrades older versions it knows.
+it reads those files but writes nothing (``ddptop.report.store`` saves and loads it).
 """
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any
 
-from ddptop import rundir
 from ddptop.analysis import communication, scaling
-from ddptop.errors import DdptopError
-from ddptop.session import Session
-from ddptop.telemetry import timeline
-from ddptop.protocol.layout import (ENVIRONMENT_FILE, PLOTS_DIR, RUNNER_FILE, SUMMARY_CSV, SUMMARY_JSON,
-                                    SUMMARY_MD, TIMELINE_FILE, TOPOLOGY_FILE, node_file)
+from ddptop.protocol.layout import RUNNER_FILE, TIMELINE_FILE, node_file
 from ddptop.protocol.marks import LaunchEnd, parse_mark
 from ddptop.protocol.wire import EventFileReader
-
-SCHEMA = "ddptop.summary"
-SCHEMA_VERSION = 2
-# Keys renamed in version 2 (where they are: old -> new); ``load_summary`` renames them in a version 1 document.
-V1_ROW_KEYS = {
-    "seed002_comm_estimate_s": "comm_estimate_from_t1_s",
-    "seed002_bandwidth_gbs": "bandwidth_from_t1_gbs",
-}
-V1_EPOCH_KEYS = {
-    "seed004_bytes_per_epoch": "grad_bytes_per_epoch",
-    "seed004_parameters_per_epoch": "grad_values_per_epoch",
-}
-
-
-class SummaryError(DdptopError):
-    """A summary that cannot be read; one line for the user."""
+from ddptop.report.store import SCHEMA, SCHEMA_VERSION, load_saved_topology, read_environment
+from ddptop.session import Session
+from ddptop.telemetry import timeline
 
 
 def _rank0_end(state: Any) -> dict[str, Any]:
@@ -144,15 +124,6 @@ def _add_telemetry(session: Session, states: list[Any], entries: list[dict[str, 
     }
 
 
-def load_saved_topology(run_dir: str) -> dict[str, Any] | None:
-    try:
-        with open(os.path.join(run_dir, TOPOLOGY_FILE), encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
-
-
 def build_summary(session: Session, environment: dict[str, Any] | None = None) -> dict[str, Any]:
     with session.lock:
         states = session.ordered_states()
@@ -218,100 +189,3 @@ def _nodes(session: Session) -> list[dict[str, Any]]:
                       "files": {"runner": os.path.basename(runner),
                                 "telemetry": node_file(TIMELINE_FILE, rank)}})
     return nodes
-
-
-def read_environment(run_dir: str) -> dict[str, Any]:
-    try:
-        with open(os.path.join(run_dir, ENVIRONMENT_FILE), encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return {}
-
-
-def summary_paths(run_dir: str) -> dict[str, str]:
-    """Where a run's summary files go: json, md, csv."""
-    return {key: os.path.join(run_dir, name) for key, name in
-            (("json", SUMMARY_JSON), ("md", SUMMARY_MD), ("csv", SUMMARY_CSV))}
-
-
-def save_summary(summary: dict[str, Any], run_dir: str) -> dict[str, str]:
-    from ddptop.report import tables
-
-    paths = summary_paths(run_dir)
-    rundir.write_json(paths["json"], summary)
-    rundir.write_atomic(paths["md"], tables.markdown(summary))
-    rundir.write_atomic(paths["csv"], tables.csv_text(summary))
-    return paths
-
-
-def load_target(target: str, rebuild: bool = False) -> tuple[dict[str, Any], bool]:
-    """The summary of a run directory or a summary.json, and whether it had to be rebuilt from the events
-    (a directory without a summary yet, or ``rebuild``); rebuilding does not write it."""
-    if os.path.isdir(target):
-        path = os.path.join(target, SUMMARY_JSON)
-        if os.path.exists(path) and not rebuild:
-            return load_summary(path), False
-        session = Session.load(target)
-        session.refresh(final=True)
-        return build_summary(session), True
-    if os.path.isfile(target):
-        return load_summary(target), False
-    raise SummaryError(f"{target} is neither a run directory nor a summary file")
-
-
-def save_plots_safely(summary: dict[str, Any], run_dir: str) -> dict[str, str]:
-    """Draw the plots; a plotting fault is reported in the paths, never allowed to lose the summary."""
-    try:
-        from ddptop.report import plots
-
-        written = plots.save_plots(summary, run_dir)
-    except Exception as exc:  # noqa: BLE001 - the numbers are saved already; say why the pictures are not
-        return {"plots_error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
-    return {"plots": os.path.join(run_dir, PLOTS_DIR)} if written else {}
-
-
-# Top-level keys every reader relies on, and their JSON types; anything else may be missing.
-REQUIRED_KEYS = {"environment": dict, "plan": dict, "configs": list, "scaling": list, "overhead": dict}
-
-
-def load_summary(path: str) -> dict[str, Any]:
-    """A saved summary, checked and upgraded to this schema version; a ``SummaryError`` says why not."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except FileNotFoundError:
-        raise SummaryError(f"{path} does not exist") from None
-    except IsADirectoryError:
-        raise SummaryError(f"{path} is a directory, not a summary file") from None
-    except (OSError, ValueError, RecursionError) as exc:
-        raise SummaryError(f"{path} is not a readable JSON summary: {str(exc)[:200]}") from None
-    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
-        raise SummaryError(f"{path} is not a ddptop summary")
-    version = data.get("schema_version")
-    if version not in (1, SCHEMA_VERSION):
-        raise SummaryError(f"{path} has summary schema version {version!r}; this ddptop reads 1 to {SCHEMA_VERSION}")
-    for key, kind in REQUIRED_KEYS.items():
-        if not isinstance(data.get(key), kind):
-            raise SummaryError(f"{path} is damaged: {key!r} is missing or not a JSON {kind.__name__}")
-    if version == 1:
-        upgrade_v1(data)
-    return data
-
-
-def _rename(record: Any, names: dict[str, str]) -> None:
-    if isinstance(record, dict):
-        for old, new in names.items():
-            if old in record:
-                record[new] = record.pop(old)
-
-
-def upgrade_v1(data: dict[str, Any]) -> None:
-    """Make a version 1 document read as version 2, in place: only key names changed between them, so
-    every reader asks for the current names alone. Parts of the wrong shape are left for the readers."""
-    for table in data["scaling"]:
-        rows = table.get("rows") if isinstance(table, dict) else None
-        for row in rows if isinstance(rows, list) else ():
-            if isinstance(row, dict):
-                _rename(row, V1_ROW_KEYS)
-                _rename(row.get("epoch"), V1_EPOCH_KEYS)
-    data["schema_version"] = SCHEMA_VERSION

@@ -1,0 +1,135 @@
+"""Store a run's scaling summary: summary.json plus its Markdown and CSV renderings, and read them back.
+
+``save_summary`` writes summary.json/.md/.csv atomically; ``load_summary`` refuses documents of an unknown
+schema or version and upgrades older versions it knows (the renamed keys are in ``ddptop.report.keys``);
+``load_target`` reads a run directory's summary, or builds one from its events (``ddptop.report.build``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any
+
+from ddptop import rundir
+from ddptop.errors import DdptopError
+from ddptop.protocol.layout import (ENVIRONMENT_FILE, PLOTS_DIR, SUMMARY_CSV, SUMMARY_JSON, SUMMARY_MD,
+                                    TOPOLOGY_FILE)
+from ddptop.report import keys
+
+SCHEMA = "ddptop.summary"
+SCHEMA_VERSION = 2
+
+
+class SummaryError(DdptopError):
+    """A summary that cannot be read; one line for the user."""
+
+
+def load_saved_topology(run_dir: str) -> dict[str, Any] | None:
+    try:
+        with open(os.path.join(run_dir, TOPOLOGY_FILE), encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def read_environment(run_dir: str) -> dict[str, Any]:
+    try:
+        with open(os.path.join(run_dir, ENVIRONMENT_FILE), encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return {}
+
+
+def summary_paths(run_dir: str) -> dict[str, str]:
+    """Where a run's summary files go: json, md, csv."""
+    return {key: os.path.join(run_dir, name) for key, name in
+            (("json", SUMMARY_JSON), ("md", SUMMARY_MD), ("csv", SUMMARY_CSV))}
+
+
+def save_summary(summary: dict[str, Any], run_dir: str) -> dict[str, str]:
+    from ddptop.report import tables
+
+    paths = summary_paths(run_dir)
+    rundir.write_json(paths["json"], summary)
+    rundir.write_atomic(paths["md"], tables.markdown(summary))
+    rundir.write_atomic(paths["csv"], tables.csv_text(summary))
+    return paths
+
+
+def load_target(target: str, rebuild: bool = False) -> tuple[dict[str, Any], bool]:
+    """The summary of a run directory or a summary.json, and whether it had to be rebuilt from the events
+    (a directory without a summary yet, or ``rebuild``); rebuilding does not write it."""
+    if os.path.isdir(target):
+        path = os.path.join(target, SUMMARY_JSON)
+        if os.path.exists(path) and not rebuild:
+            return load_summary(path), False
+        from ddptop.report.build import build_summary  # build imports this module
+        from ddptop.session import Session
+
+        session = Session.load(target)
+        session.refresh(final=True)
+        return build_summary(session), True
+    if os.path.isfile(target):
+        return load_summary(target), False
+    raise SummaryError(f"{target} is neither a run directory nor a summary file")
+
+
+def save_plots_safely(summary: dict[str, Any], run_dir: str) -> dict[str, str]:
+    """Draw the plots; a plotting fault is reported in the paths, never allowed to lose the summary."""
+    try:
+        from ddptop.report import plots
+
+        written = plots.save_plots(summary, run_dir)
+    except Exception as exc:  # noqa: BLE001 - the numbers are saved already; say why the pictures are not
+        return {"plots_error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
+    return {"plots": os.path.join(run_dir, PLOTS_DIR)} if written else {}
+
+
+# Top-level keys every reader relies on, and their JSON types; anything else may be missing.
+REQUIRED_KEYS = {"environment": dict, "plan": dict, "configs": list, "scaling": list, "overhead": dict}
+
+
+def load_summary(path: str) -> dict[str, Any]:
+    """A saved summary, checked and upgraded to this schema version; a ``SummaryError`` says why not."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except FileNotFoundError:
+        raise SummaryError(f"{path} does not exist") from None
+    except IsADirectoryError:
+        raise SummaryError(f"{path} is a directory, not a summary file") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise SummaryError(f"{path} is not a readable JSON summary: {str(exc)[:200]}") from None
+    if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+        raise SummaryError(f"{path} is not a ddptop summary")
+    version = data.get("schema_version")
+    if version not in (1, SCHEMA_VERSION):
+        raise SummaryError(f"{path} has summary schema version {version!r}; this ddptop reads 1 to {SCHEMA_VERSION}")
+    for key, kind in REQUIRED_KEYS.items():
+        if not isinstance(data.get(key), kind):
+            raise SummaryError(f"{path} is damaged: {key!r} is missing or not a JSON {kind.__name__}")
+    if version == 1:
+        upgrade_v1(data)
+    return data
+
+
+def _rename(record: Any, renamed: dict[str, str]) -> None:
+    """Give ``record`` the current names of ``renamed`` (current -> version 1 name), in place."""
+    if isinstance(record, dict):
+        for new, old in renamed.items():
+            if old in record:
+                record[new] = record.pop(old)
+
+
+def upgrade_v1(data: dict[str, Any]) -> None:
+    """Make a version 1 document read as version 2, in place: only key names changed between them, so
+    every reader asks for the current names alone. Parts of the wrong shape are left for the readers."""
+    for table in data["scaling"]:
+        rows = table.get("rows") if isinstance(table, dict) else None
+        for row in rows if isinstance(rows, list) else ():
+            if isinstance(row, dict):
+                _rename(row, keys.ROW_RENAMED)
+                _rename(row.get("epoch"), keys.EPOCH_RENAMED)
+    data["schema_version"] = SCHEMA_VERSION
