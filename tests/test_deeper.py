@@ -8,7 +8,7 @@ import xml.etree.ElementTree as ElementTree
 
 import pytest
 
-from ddptop.analysis import formulas as analysis
+from ddptop.analysis import formulas
 from tests.conftest import ddptop, run_sweep
 
 pytestmark = pytest.mark.slow
@@ -45,7 +45,7 @@ def test_compute_and_communication_are_measured_per_configuration(run_a):
     assert comm["nosync_samples"] == 4 * 2  # every rank's no_sync steps
     assert 0 < comm["compute_s"] and comm["step_s"] == n2["stats"]["sec_iter"]["p50"]
     assert comm["exposed_comm_s"] == pytest.approx(max(0.0, comm["step_s"] - comm["compute_s"]))
-    assert comm["allreduce_bytes_per_rank"] == n2["grad_bytes"] * analysis.ring_factor(2)
+    assert comm["allreduce_bytes_per_rank"] == n2["grad_bytes"] * formulas.ring_factor(2)
     logging = comm["ddp_logging"]  # this torch has DDP's logging data: all four averages are there
     for key in ("forward_compute_s", "backward_compute_s", "backward_comm_s"):
         assert 0 < logging[key] < 10
@@ -61,7 +61,7 @@ def test_compute_and_communication_are_measured_per_configuration(run_a):
     row = next(r for t in summary["scaling"] for r in t["rows"] if r["world_size"] == 2)
     baseline = _config(summary, "resnet18/no_ddp/bs4/n1/gloo")["stats"]["sec_iter"]["p50"]
     assert row["comm_estimate_from_t1_s"] == pytest.approx(row["sec_iter"] - baseline)
-    assert row["karp_flatt"] == pytest.approx(analysis.karp_flatt(row["speedup"], 2))
+    assert row["karp_flatt"] == pytest.approx(formulas.karp_flatt(row["speedup"], 2))
     assert summary["scaling"][0]["amdahl"]["points"] == 1
     assert "Compute vs communication" in run_a.stdout and "exposed comm" in run_a.stdout
 
@@ -79,7 +79,7 @@ def test_collective_benchmark_reports_algbw_and_busbw(run_a):
         for row in table["rows"]:
             assert row["ranks"] == 2 and row["samples"] == 8
             assert row["algbw_gbs"] == pytest.approx(row["bytes"] / row["time_s"] / 1e9)
-            assert row["busbw_gbs"] == pytest.approx(row["algbw_gbs"] * analysis.busbw_factor(op, 2))
+            assert row["busbw_gbs"] == pytest.approx(row["algbw_gbs"] * formulas.busbw_factor(op, 2))
     # the kernel's allreduce figure sits next to what DDP's buckets reached
     achieved = _config(summary, "resnet18/ddp/bs4/n2/gloo")["communication"]["buckets"]["achieved"]
     assert achieved["collective_bytes"] == 64 * 1024 and achieved["collective_busbw_gbs"] > 0

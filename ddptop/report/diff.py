@@ -12,7 +12,7 @@ import json
 from typing import Any
 
 from ddptop import units
-from ddptop.analysis import formulas as analysis
+from ddptop.analysis import formulas
 
 DIFF_PERCENTILES = ("p50", "p75", "p95")
 IGNORED_ENVIRONMENT_KEYS = ("collected", "pid")
@@ -56,8 +56,8 @@ def compare_config(a: dict[str, Any], b: dict[str, Any], alpha: float) -> dict[s
         row[f"{p}_change"] = (value_b / value_a - 1) if value_a and value_b is not None else None
     samples_a, samples_b = _pooled(a), _pooled(b)
     row["samples_a"], row["samples_b"] = len(samples_a), len(samples_b)
-    test = analysis.mann_whitney(samples_a, samples_b)
-    interval = analysis.bootstrap_median_change(samples_a, samples_b)
+    test = formulas.mann_whitney(samples_a, samples_b)
+    interval = formulas.bootstrap_median_change(samples_a, samples_b)
     row["p_value"] = test["p_value"] if test else None
     row["median_change_interval"] = list(interval) if interval else None
     if test is None or interval is None:

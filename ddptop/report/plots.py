@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ddptop.analysis import formulas as analysis
+from ddptop.analysis import formulas
 from ddptop.protocol.layout import PLOTS_DIR
 
 FORMATS = ("png", "svg")
@@ -83,7 +83,7 @@ def _speedup(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
         line = left.plot(ns, [r["speedup"] for r in table["rows"]], marker="o", label=_table_label(table, many_caps))
         fit = table.get("amdahl")
         if fit:
-            left.plot(sizes, [analysis.amdahl_speedup(fit["serial_fraction"], n) for n in sizes], linestyle=":",
+            left.plot(sizes, [formulas.amdahl_speedup(fit["serial_fraction"], n) for n in sizes], linestyle=":",
                       color=line[0].get_color(), label=f"Amdahl, serial {100 * fit['serial_fraction']:.1f}%")
     left.set(xlabel=f"N ({_unit(summary)})", ylabel="speedup", title="Speedup")
     _draw_efficiency(right, summary, tables, many_caps)
