@@ -10,32 +10,19 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from ddptop.protocol.launchspec import RunConfig
 from ddptop.protocol.vocab import Mode, OnFailure, Scaling
 
 
 @dataclass(frozen=True)
-class ConfigSpec:
-    """One measured configuration: one model at one batch on one world size, DDP or the no-DDP baseline."""
+class ConfigSpec(RunConfig):
+    """One measured configuration as the core plans, runs and reports it.
 
-    config_id: str
-    model: str
-    mode: Mode
-    batch_size: int  # per rank
-    global_batch: int
-    world_size: int
-    nnodes: int
-    backend: str
-    device: str
-    scaling: Scaling
-    image_size: int
-    num_classes: int
-    warmup: int
-    iters: int
-    time_budget: float | None
-    bucket_cap_mb: float
-    amp: str | None
-    channels_last: bool
-    comm_iters: int = 0
+    Its fields are ``RunConfig``'s (``ddptop.protocol.launchspec``), what a rank reads from launch.json, so
+    the two cannot drift apart; this class only adds what the core derives from them. ``to_json`` and
+    ``from_json`` are RunConfig's: the JSON shape is the one on disk in plan.json, launch.json and
+    summary.json.
+    """
 
     @property
     def label(self) -> str:
@@ -52,15 +39,6 @@ class ConfigSpec:
     def processes(self) -> int:
         """Ranks that report samples: one for the no-DDP baseline and for DataParallel, else N."""
         return 1 if self.mode in (Mode.NO_DDP, Mode.DP) else self.world_size
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_json(cls, data: dict[str, Any]) -> "ConfigSpec":
-        values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
-        values["mode"], values["scaling"] = Mode(values["mode"]), Scaling(values["scaling"])
-        return cls(**values)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from ddptop.model import ConfigSpec
 from ddptop.plan import PlanOptions, build_plan
 from ddptop.protocol import layout, marks
 from ddptop.protocol.launchspec import LAUNCH_SPEC_VERSION, CollectiveSpec, LaunchSpec, LaunchSpecError, RunConfig
+from ddptop.protocol.vocab import Mode, Scaling
 from ddptop.protocol.wire import EventFileReader, EventWriter
 from ddptop.signals import STOP_SIGNALS, handle_stop_signals
 from ddptop.telemetry.inventory import Inventory
@@ -58,11 +59,24 @@ def test_launch_spec_round_trips_through_json():
     assert data["collectives"]["ops"] == ["allreduce"]
 
 
-def test_run_config_carries_every_field_of_the_plan_config():
-    """The kernels read configurations as RunConfig, the plan writes ConfigSpec: one shape on disk."""
-    assert [f.name for f in dataclasses.fields(RunConfig)] == [f.name for f in dataclasses.fields(ConfigSpec)]
-    config = _plan().configs()[0]
-    assert RunConfig.from_json(config.to_json()).to_json() == config.to_json()
+def test_the_plan_config_is_the_run_config_with_core_properties_only():
+    """The kernels read configurations as RunConfig, the plan writes ConfigSpec: one set of fields, one shape
+    on disk, the same types on both sides."""
+    assert issubclass(ConfigSpec, RunConfig)
+    assert dataclasses.fields(ConfigSpec) == dataclasses.fields(RunConfig)
+    for config in _plan().configs():
+        data = json.loads(json.dumps(config.to_json()))
+        read = RunConfig.from_json(data)
+        assert read.to_json() == config.to_json() and dataclasses.astuple(read) == dataclasses.astuple(config)
+        assert type(read.mode) is Mode and type(read.scaling) is Scaling
+        assert ConfigSpec.from_json(data) == config
+
+
+def test_a_config_names_an_unknown_mode_in_one_line():
+    data = _spec().to_json()
+    data["configs"][0]["mode"] = "fsdp"
+    with pytest.raises(LaunchSpecError, match=r"configs\[0\]\.mode is 'fsdp', not one of ddp, no_ddp, dp"):
+        LaunchSpec.from_json(data)
 
 
 @pytest.mark.parametrize(
@@ -75,6 +89,7 @@ def test_run_config_carries_every_field_of_the_plan_config():
         (lambda d: d.update(threads_per_rank=True), "threads_per_rank is true or false, not an integer"),
         (lambda d: d["configs"][0].pop("model"), "configs[0].model is missing"),
         (lambda d: d["configs"][0].update(iters=None), "configs[0].iters is null, not an integer"),
+        (lambda d: d["configs"][0].update(scaling=1), "configs[0].scaling is an integer, not one of weak, strong"),
         (lambda d: d.update(configs={}), "configs is not a list"),
         (lambda d: d["collectives"].update(ops="allreduce"), "collectives.ops is not a list"),
     ],

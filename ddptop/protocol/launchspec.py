@@ -12,11 +12,14 @@ Standard library only (the kernels import it inside torchrun workers).
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import types
 import typing
 from dataclasses import dataclass
 from typing import Any
+
+from ddptop.protocol.vocab import Mode, Scaling
 
 LAUNCH_SPEC_VERSION = 1
 DEFAULT_FLUSH_INTERVAL = 0.1  # seconds between a rank's writes of its events
@@ -29,18 +32,24 @@ class LaunchSpecError(ValueError):
 
 @dataclass(frozen=True)
 class RunConfig:
-    """One configuration as a rank runs it: the fields of ``ddptop.model.ConfigSpec``, in the same JSON shape."""
+    """One measured configuration: one model at one batch on one world size, DDP, DataParallel or the
+    no-DDP baseline.
+
+    The one definition of a configuration's fields: the plan's ``ddptop.model.ConfigSpec`` subclasses it
+    (adding only what the core derives from them), so plan.json, launch.json and summary.json hold one
+    shape, and a rank reads the configuration with the same types the plan wrote.
+    """
 
     config_id: str
     model: str
-    mode: str  # ddp | no_ddp | dp
+    mode: Mode
     batch_size: int  # per rank
     global_batch: int
     world_size: int
     nnodes: int
     backend: str
     device: str
-    scaling: str
+    scaling: Scaling
     image_size: int
     num_classes: int
     warmup: int
@@ -184,8 +193,15 @@ def _value(hint: Any, value: Any, name: str) -> Any:
         return tuple(_value(item, v, f"{name}[{i}]") for i, v in enumerate(value))
     if dataclasses.is_dataclass(hint):
         return _from_json(hint, value, name)
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        try:
+            return hint(value)
+        except (ValueError, TypeError):
+            shown = repr(value) if isinstance(value, str) else _describe(value)
+            known = ", ".join(str(member.value) for member in hint)
+            raise LaunchSpecError(f"{name} is {shown}, not one of {known}") from None
     if isinstance(value, hint) and (hint is bool or not isinstance(value, bool)):  # true is not an integer
-        return hint(value)  # plain str/int: a StrEnum member (the plan's) is written as its string
+        return hint(value)  # the plain type, even for an instance of a subclass
     if hint is float and isinstance(value, int) and not isinstance(value, bool):
         return float(value)
     raise LaunchSpecError(f"{name} is {_describe(value)}, not {_TYPE_NAMES.get(hint, hint.__name__)}")
