@@ -20,7 +20,7 @@ SMALL = ("--models", "resnet18", "--batch-sizes", "4", "--world-sizes", "1,2", "
 
 @pytest.fixture(scope="module")
 def run_a(tmp_path_factory):
-    """Seed 001's A/B: A with the default 25 MiB buckets and every collective."""
+    """The bucket A/B of PyTorch's DDP benchmark: A with the default 25 MiB buckets and every collective."""
     run_dir = str(tmp_path_factory.mktemp("deeper") / "a")
     return run_sweep(run_dir, *SMALL, "--bucket-cap-mb", "25", "--collectives",
                      "allreduce,allgather,reduce_scatter,broadcast", "--coll-max-bytes", "64KiB", "--coll-iters", "4")

@@ -26,7 +26,8 @@ from ddptop.telemetry.topology import PciDevice, format_matrix, pci_link, read_t
 
 from .conftest import REPO, ddptop
 
-SEED_001 = os.path.join(REPO, "..", "shared", "seeds", "001_6a810b76499e3c2f.txt")
+# the DGX-1 `nvidia-smi topo -m` printed in the README of PyTorch's DDP benchmark, kept beside the repository
+PUBLISHED_DGX1 = os.path.join(REPO, "..", "shared", "seeds", "001_6a810b76499e3c2f.txt")
 
 
 def parse_matrix(text: str) -> dict[tuple[str, str], str]:
@@ -53,26 +54,26 @@ class ManualClock:
         return self.now
 
 
-def seed_matrix() -> dict:
-    if not os.path.exists(SEED_001):
-        pytest.skip("seed 001 is not beside the repository")
-    with open(SEED_001, encoding="utf-8") as handle:
+def published_dgx1_matrix() -> dict:
+    if not os.path.exists(PUBLISHED_DGX1):
+        pytest.skip("the published DGX-1 matrix is not beside the repository")
+    with open(PUBLISHED_DGX1, encoding="utf-8") as handle:
         text = html.unescape(handle.read())
     block = re.search(r"--- nvidia-smi topo -m ---(.*?)Legend", text, re.S)
-    assert block, "seed 001 no longer holds a topology matrix"
+    assert block, "the published DGX-1 page no longer holds a topology matrix"
     return parse_matrix(block.group(1))
 
 
 # -- topology ---------------------------------------------------------------------------------------------
 
 
-def test_fake_dgx1_matrix_equals_seed_001_cell_for_cell():
-    expected = seed_matrix()
+def test_fake_dgx1_matrix_equals_the_published_dgx1_matrix_cell_for_cell():
+    expected = published_dgx1_matrix()
     topo = read_topology(FakeNvml())
     printed = format_matrix(topo)
     assert parse_matrix(printed) == expected
     assert len(expected) == 12 * 12
-    assert topo.cpu_affinity == {f"GPU{i}": "0-19,40-59" for i in range(8)}  # seed 001's CPU Affinity column
+    assert topo.cpu_affinity == {f"GPU{i}": "0-19,40-59" for i in range(8)}  # the published CPU Affinity column
     assert [topo.numa_affinity[f"GPU{i}"] for i in range(8)] == ["0"] * 4 + ["1"] * 4
     assert printed.startswith("FAKE")
     for key in ("X ", "SYS", "NODE", "PHB", "PXB", "PIX", "NV#"):
@@ -80,7 +81,7 @@ def test_fake_dgx1_matrix_equals_seed_001_cell_for_cell():
 
 
 def test_topo_command_with_fake_env_prints_the_same_matrix_labelled_fake():
-    expected = seed_matrix()
+    expected = published_dgx1_matrix()
     done = ddptop("topo", env={"DDPTOP_FAKE_NVML": "dgx1"})
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("FAKE: simulated node")
