@@ -1,7 +1,9 @@
 """Benchmark kernels that run inside torchrun workers.
 
-Only the kernel modules (``bench_kernels.ddp``, ...) import torch; ``bench_kernels.catalog`` is standard
-library only so that ddptop can validate a plan without importing torch. Nothing here imports ddptop's
-user interface: of ddptop they import only ``ddptop.protocol`` (the wire format, the launch spec, the run
-directory's names), which is standard library only.
+``bench_kernels.ddp`` is the DDP step benchmark's entry point (its docstring maps the modules it runs:
+workload, timing, comm_probe, memory_cap); ``bench_kernels.collectives`` the collective bandwidth benchmark.
+torch is imported only when a kernel runs, never at import: ``catalog``, ``faults`` and ``collectives``
+are imported by ddptop to validate a plan without torch. Nothing here imports ddptop's user interface: of
+ddptop they import only ``ddptop.protocol`` (the wire format, the launch spec, the run directory's names),
+which is standard library only.
 """

@@ -5,16 +5,20 @@
 ``launch.json`` (written by ddptop's sweep; ``ddptop.protocol.launchspec`` defines it) lists the
 configurations to run in this one process group, so the cost of starting Python, importing torch and forming
 the group is paid once per world size. For each configuration every rank builds the model (random weights),
-wraps it in DistributedDataParallel (or not, for the ``no_ddp`` baseline), and times ``warmup`` + ``iters``
-training steps on one fixed synthetic batch: zero_grad, forward, loss, backward (DDP's gradient allreduce
-happens here), optimizer step, and on GPU ``torch.cuda.synchronize()``; ``time.perf_counter()`` around exactly
-that. Samples stream to the rank's events file between steps, never inside one.
+wraps it in DistributedDataParallel (or DataParallel, or nothing for the ``no_ddp`` baseline), and times
+``warmup`` + ``iters`` training steps on one fixed synthetic batch: zero_grad, forward, loss, backward (DDP's
+gradient allreduce happens here), optimizer step, and on GPU ``torch.cuda.synchronize()``;
+``time.perf_counter()`` around exactly that. Samples stream to the rank's events file between steps, never
+inside one. After the measured steps of a DDP configuration the communication probe runs (``comm_iters``
+steps per phase). At the end of the launch the collective benchmark (bench_kernels.collectives) runs in the
+same process group when the spec asks for it.
 
-After the measured steps of a DDP configuration come two short analysis phases (``comm_iters`` steps each):
-the same step inside ``no_sync()`` (no gradient allreduce: what remains is compute), and the same step with a
-comm hook that timestamps every bucket's allreduce from launch to completion. DDP's own averages
-(``_get_ddp_logging_data()``) are read first, from the measured steps. At the end of the launch the
-collective benchmark (bench_kernels.collectives) runs in the same process group when the spec asks for it.
+This module is the worker's orchestration: process group, configuration lifecycle, events, failures. The
+parts it runs live beside it, each readable alone:
+- ``bench_kernels.workload``: the model, its wrapper, the optimizer, the batch and the training step;
+- ``bench_kernels.timing``: the step loop, sample streaming and the time-budget arithmetic;
+- ``bench_kernels.comm_probe``: DDP's logging data, the ``no_sync()`` phase and the bucket-timing comm hook;
+- ``bench_kernels.memory_cap``: ``--memory-cap-mb`` (the GPU allocator limit, the CPU step count).
 """
 
 from __future__ import annotations
@@ -22,8 +26,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import functools
 import gc
-import math
 import os
 import platform
 import signal
@@ -31,16 +35,19 @@ import socket
 import sys
 import time
 import traceback
+from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
+from bench_kernels.comm_probe import probe_communication
 from bench_kernels.faults import fire, parse_fault
+from bench_kernels.memory_cap import check_cpu_memory_cap, limit_gpu_memory
+from bench_kernels.timing import InjectedFault, SampleStream, budget_iterations, run_steps
+from bench_kernels.workload import Workload, build_workload
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError, RunConfig
 from ddptop.protocol.layout import events_name
 from ddptop.protocol.vocab import Mode, Status
 from ddptop.protocol.wire import EventWriter
-
-MAX_BUDGET_ITERS = 1_000_000
 
 
 class Terminated(Exception):
@@ -71,37 +78,19 @@ def _version(package: str) -> str | None:
         return None
 
 
-class SampleStream:
-    """Collects one phase's step times and emits them in batches, at most every flush interval."""
+@dataclass(frozen=True)
+class Measured:
+    """What a configuration's config_end reports of its warm-up and measured steps."""
 
-    def __init__(self, writer: EventWriter, config_id: str, phase: str, total: int) -> None:
-        self.writer, self.config_id, self.phase, self.total = writer, config_id, phase, total
-        self.pending: list[float] = []
-        self.sent = 0
-        self.all: list[float] = []
-
-    def add(self, seconds: float) -> None:
-        self.pending.append(seconds)
-        self.all.append(seconds)
-        if time.monotonic() - self.writer.last_flush >= self.writer.flush_interval:
-            self.send()
-            self.writer.flush()
-
-    def send(self) -> None:
-        if self.pending:
-            self.writer.emit(
-                "samples",
-                config_id=self.config_id,
-                phase=self.phase,
-                first_iter=self.sent,
-                of=self.total,
-                sec=self.pending,
-            )
-            self.sent += len(self.pending)
-            self.pending = []
+    iters: int  # measured steps: as asked, or as the time budget allowed
+    warmup_s: float
+    measure_s: float
 
 
 class Worker:
+    """One rank: joins the process group, then runs the launch spec's configurations one after another,
+    reporting each through its events file."""
+
     def __init__(self, spec: LaunchSpec) -> None:
         self.spec = spec
         self.rank = int(os.environ.get("RANK", "0"))
@@ -109,7 +98,6 @@ class Worker:
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         path = os.path.join(spec.events_dir, events_name(self.rank))
         self.writer = EventWriter(path, self.rank, spec.flush_interval)
-        self.stream: SampleStream | None = None
         self.faults = [parse_fault(text) for text in spec.inject]
 
     # -- setup -------------------------------------------------------------------------------------------
@@ -119,14 +107,17 @@ class Worker:
 
         self.torch = torch
         self.dist = dist
-        threads = self.spec.threads_per_rank
-        if threads:
-            torch.set_num_threads(threads)
+        if self.spec.threads_per_rank:
+            torch.set_num_threads(self.spec.threads_per_rank)
         if self.spec.device == "cuda":
             torch.cuda.set_device(self.local_rank)
             self.device = torch.device("cuda", self.local_rank)
         else:
             self.device = torch.device("cpu")
+        self._join_process_group()
+        self._say_hello()
+
+    def _join_process_group(self) -> None:
         from datetime import timedelta
 
         kwargs: dict[str, Any] = {
@@ -135,11 +126,12 @@ class Worker:
         }
         if self.device.type == "cuda":
             kwargs["device_id"] = self.device  # binds NCCL to this GPU eagerly
-            cap = self.spec.memory_cap_mb
-            if cap:  # a smaller GPU, for real: the caching allocator refuses past this share
-                total = torch.cuda.get_device_properties(self.device).total_memory
-                torch.cuda.set_per_process_memory_fraction(min(1.0, cap * 2**20 / total), self.device)
-        dist.init_process_group(**kwargs)
+            if self.spec.memory_cap_mb:
+                limit_gpu_memory(self.device, self.spec.memory_cap_mb)
+        self.dist.init_process_group(**kwargs)
+
+    def _say_hello(self) -> None:
+        torch = self.torch
         cuda = self.device.type == "cuda"
         self.writer.emit(
             "hello",
@@ -166,214 +158,112 @@ class Worker:
 
     # -- one configuration ---------------------------------------------------------------------------------
     def run_config(self, cfg: RunConfig) -> None:
-        torch = self.torch
-        from bench_kernels.models import build_model
-
-        self.net = None
-        config_id = cfg.config_id
         if cfg.mode in (Mode.NO_DDP, Mode.DP) and self.world_size != 1:
             raise ValueError(f"the {cfg.mode} configuration runs in a single process")
         setup_start = time.perf_counter()
-        torch.manual_seed(1234 + self.rank)
-        if self.device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(self.device)
-        model = build_model(cfg.model, cfg.num_classes, cfg.image_size).to(self.device)
-        memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
-        model = model.to(memory_format=memory_format)
-        params = [p for p in model.parameters() if p.requires_grad]
-        n_params = sum(p.numel() for p in params)
-        grad_bytes = sum(p.numel() * p.element_size() for p in params)
-        if cfg.mode == Mode.DDP:
-            from torch.nn.parallel import DistributedDataParallel
+        workload = build_workload(cfg, self.device, self.local_rank, self.rank)
+        self._config_start(cfg, workload, setup_s=time.perf_counter() - setup_start)
+        cap = self.spec.memory_cap_mb
+        if cap and self.device.type == "cpu":
+            check_cpu_memory_cap(workload.model, workload.inputs, workload.grad_bytes, cap)
+        measured = self._measure(cfg, workload)
+        analysis_s = None
+        if cfg.mode == Mode.DDP and cfg.comm_iters > 0:
+            analysis_start = time.perf_counter()
+            self._probe_communication(cfg, workload)
+            analysis_s = time.perf_counter() - analysis_start
+        self._config_end(cfg, measured, analysis_s)
+        del workload
+        self._release_memory()
+        if self.world_size > 1:
+            self.dist.barrier()  # configurations start together on every rank
 
-            net = DistributedDataParallel(
-                model,
-                device_ids=[self.local_rank] if self.device.type == "cuda" else None,
-                bucket_cap_mb=cfg.bucket_cap_mb,
-            )
-        elif cfg.mode == Mode.DP:
-            # One process scatters the batch over N devices, replicates the model every step and gathers the
-            # outputs (seeds 002 and 004). Without CUDA, DataParallel is a pass-through: one process does the
-            # N ranks' work on the cores they would have shared.
-            devices = list(range(cfg.world_size)) if self.device.type == "cuda" else None
-            net = torch.nn.DataParallel(model, device_ids=devices)
-        else:
-            net = model
-        optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-        batch = cfg.global_batch if cfg.mode == Mode.DP else cfg.batch_size
-        size = cfg.image_size
-        inputs = torch.randn(batch, 3, size, size, device=self.device).contiguous(memory_format=memory_format)
-        targets = torch.randint(0, cfg.num_classes, (batch,), device=self.device)
-        loss_fn = torch.nn.CrossEntropyLoss()
-        amp = cfg.amp
-        amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(amp) if amp else None
-        scaler = torch.amp.GradScaler("cuda") if amp == "fp16" else None
-        synchronize = torch.cuda.synchronize if self.device.type == "cuda" else None
-        device = self.device
-        self.net = net  # the analysis phases swap in a DDP wrapper with a timing hook
-
-        def step() -> None:
-            optimizer.zero_grad(set_to_none=True)
-            autocast = (
-                torch.autocast(device_type="cuda", dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
-            )
-            with autocast:
-                loss = loss_fn(self.net(inputs), targets)
-            if scaler is not None:
-                scaler.scale(loss).backward()
-                scaler.step(optimizer)
-                scaler.update()
-            else:
-                loss.backward()
-                optimizer.step()
-            if synchronize is not None:
-                synchronize(device)
-
-        setup_s = time.perf_counter() - setup_start
-        warmup = int(cfg.warmup)
+    def _config_start(self, cfg: RunConfig, workload: Workload, setup_s: float) -> None:
         self.writer.emit(
             "config_start",
-            config_id=config_id,
+            config_id=cfg.config_id,
             model=cfg.model,
             mode=cfg.mode,
-            batch_size=batch,
+            batch_size=workload.batch_size,
             world_size=self.world_size,
-            params=n_params,
-            grad_bytes=grad_bytes,
-            warmup=warmup,
+            params=workload.params,
+            grad_bytes=workload.grad_bytes,
+            warmup=cfg.warmup,
             iters=cfg.iters,
             time_budget=cfg.time_budget,
             setup_s=setup_s,
         )
         self.writer.flush()
 
-        cap = self.spec.memory_cap_mb
-        if cap and self.device.type == "cpu":
-            check_memory_cap(torch, model, inputs, params, cap)
+    def _measure(self, cfg: RunConfig, workload: Workload) -> Measured:
+        """The warm-up, then the measured steps: as many as asked, or as fill the time budget at the
+        warm-up's pace."""
+        step = workload.step_through(workload.net)
+        warmup = run_steps(step, cfg.warmup, self._stream(cfg, "warmup", cfg.warmup))
+        if cfg.time_budget:
+            iters = self._largest_on_any_rank(budget_iterations(cfg.time_budget, warmup.samples))
+        else:
+            iters = cfg.iters
+        measure = run_steps(step, iters, self._stream(cfg, "measure", iters), self._injected_fault(cfg.config_id))
+        return Measured(iters, warmup.wall_s, measure.wall_s)
 
-        warmup_s = self._timed_loop(step, config_id, "warmup", warmup)
-        iters = self._measured_iterations(cfg)
-        measure_s = self._timed_loop(step, config_id, "measure", iters)
-        comm_iters = int(cfg.comm_iters or 0)
-        analysis_s = None
-        if cfg.mode == Mode.DDP and comm_iters > 0:
-            analysis_start = time.perf_counter()
-            self._communication_phases(model, step, cfg, comm_iters)
-            analysis_s = time.perf_counter() - analysis_start
+    def _largest_on_any_rank(self, iters: int) -> int:
+        """Every rank must run the same number of steps, or DDP deadlocks: they all take the largest."""
+        if self.world_size == 1:
+            return iters
+        agreed = self.torch.tensor([iters], device=self.device)
+        self.dist.all_reduce(agreed, op=self.dist.ReduceOp.MAX)
+        return int(agreed.item())
 
-        peak_memory = torch.cuda.max_memory_allocated(self.device) if self.device.type == "cuda" else None
+    def _probe_communication(self, cfg: RunConfig, workload: Workload) -> None:
+        iters = cfg.comm_iters
+        fields = probe_communication(workload, cfg, self.local_rank, self._stream(cfg, "nosync", iters), iters)
+        self.writer.emit("comm", config_id=cfg.config_id, **fields)
+        self.writer.flush()
+
+    def _config_end(self, cfg: RunConfig, measured: Measured, analysis_s: float | None) -> None:
+        cuda = self.device.type == "cuda"
         self.writer.emit(
             "config_end",
-            config_id=config_id,
+            config_id=cfg.config_id,
             status=Status.OK,
-            iters=iters,
-            warmup_s=warmup_s,
-            measure_s=measure_s,
+            iters=measured.iters,
+            warmup_s=measured.warmup_s,
+            measure_s=measured.measure_s,
             analysis_s=analysis_s,
-            peak_memory_bytes=peak_memory,
+            peak_memory_bytes=self.torch.cuda.max_memory_allocated(self.device) if cuda else None,
             max_rss_bytes=_max_rss_bytes(),
         )
         self.writer.flush()
-        del net, model, optimizer, inputs, targets, params
-        self.net = None
+
+    def _release_memory(self) -> None:
+        """Free the configuration just run before the next one is built (its model, batch and buckets)."""
         gc.collect()
         if self.device.type == "cuda":
-            torch.cuda.empty_cache()
-        if self.world_size > 1:
-            self.dist.barrier()  # configurations start together on every rank
+            self.torch.cuda.empty_cache()
 
-    def _communication_phases(self, model: Any, step: Any, cfg: RunConfig, iters: int) -> None:
-        """Compute alone (no_sync), then every bucket's allreduce timed through a comm hook."""
-        config_id = cfg.config_id
-        logging_data = ddp_logging_times(self.net)
-        ddp = self.net
+    def _stream(self, cfg: RunConfig, phase: str, count: int) -> SampleStream:
+        return SampleStream(self.writer, cfg.config_id, phase, count)
 
-        def step_without_sync() -> None:
-            with ddp.no_sync():
-                step()
-
-        self._timed_loop(step_without_sync, config_id, "nosync", iters)
-        # A second wrapper carries the hook, so the measured steps above ran exactly as a user's would.
-        # Dropping the first one removes its autograd hooks before the second registers its own.
-        self.net = ddp = None
-        gc.collect()
-        from torch.nn.parallel import DistributedDataParallel
-
-        timer = BucketTimer(self.dist, self.torch, self.device)
-        ddp = DistributedDataParallel(
-            model,
-            device_ids=[self.local_rank] if self.device.type == "cuda" else None,
-            bucket_cap_mb=cfg.bucket_cap_mb,
-        )
-        ddp.register_comm_hook(None, timer.hook)
-        self.net = ddp
-        for _ in range(max(2, cfg.warmup)):  # the first steps rebuild buckets; not representative
-            step()
-        timer.intervals, timer.steps = [], []
-        hooked = []
-        for _ in range(iters):
-            timer.begin_step()
-            start = time.perf_counter()
-            step()
-            hooked.append(time.perf_counter() - start)
-        timer.finish()
-        self.writer.emit(
-            "comm",
-            config_id=config_id,
-            ddp_logging=logging_data,
-            bucket_comm_s=[s["busy_s"] for s in timer.steps],
-            bucket_sum_s=[s["sum_s"] for s in timer.steps],
-            buckets=[s["buckets"] for s in timer.steps],
-            bucket_bytes=[s["bytes"] for s in timer.steps],
-            hooked_step_s=hooked,
-        )
-        self.writer.flush()
-
-    def _fault_for(self, config_id: str) -> Any:
-        """The injected fault (a testing aid, --inject) this rank should suffer in this configuration."""
+    def _injected_fault(self, config_id: str) -> InjectedFault | None:
+        """The fault (a testing aid, --inject) this rank should suffer in this configuration's measured steps."""
         for fault in self.faults:
             if fault.matches(config_id, self.rank):
-                return fault
+                return InjectedFault(fault.iteration, functools.partial(fire, fault, self.torch))
         return None
 
-    def _timed_loop(self, step: Any, config_id: str, phase: str, count: int) -> float:
-        """Run ``count`` steps, each timed alone; return the phase's wall time."""
-        stream = self.stream = SampleStream(self.writer, config_id, phase, count)
-        clock = time.perf_counter
-        fault = self._fault_for(config_id) if phase == "measure" else None
-        phase_start = clock()
-        for index in range(count):
-            if fault is not None and index == fault.iteration:
-                stream.send()  # what was measured before the fault is kept
-                self.writer.flush()
-                fire(fault, self.torch)
-            start = clock()
-            step()
-            stream.add(clock() - start)  # streaming happens here, after the step's clock stopped
-        elapsed = clock() - phase_start
-        stream.send()
-        self.writer.flush()
-        self.warmup_samples = stream.all if phase == "warmup" else getattr(self, "warmup_samples", [])
-        self.stream = None
-        return elapsed
+    # -- the launch's collective benchmark ----------------------------------------------------------------
+    def run_collectives(self) -> None:
+        from bench_kernels.collectives import run_collectives
 
-    def _measured_iterations(self, cfg: RunConfig) -> int:
-        budget = cfg.time_budget
-        if not budget:
-            return int(cfg.iters)
-        samples = sorted(self.warmup_samples)
-        typical = samples[len(samples) // 2] if samples else 1.0
-        iters = min(MAX_BUDGET_ITERS, max(1, math.ceil(budget / max(typical, 1e-6))))
-        if self.world_size > 1:  # every rank must run the same number of steps, or DDP deadlocks
-            agreed = self.torch.tensor([iters], device=self.device)
-            self.dist.all_reduce(agreed, op=self.dist.ReduceOp.MAX)
-            iters = int(agreed.item())
-        return iters
+        def emit(**fields: Any) -> None:
+            self.writer.emit("collective", **fields)
+            self.writer.flush()
+
+        run_collectives(self.torch, self.dist, self.device, self.spec.collectives.to_json(), emit)
 
     # -- errors ---------------------------------------------------------------------------------------------
     def report_error(self, config_id: str | None, exc: BaseException) -> None:
-        if self.stream is not None:
-            self.stream.send()  # keep every sample measured before the fault
         oom = _is_oom(exc)
         self.writer.emit(
             "error",
@@ -386,133 +276,6 @@ class Worker:
         if config_id is not None:
             self.writer.emit("config_end", config_id=config_id, status=Status.OOM if oom else Status.FAILED)
         self.writer.flush(durable=True)
-
-
-class BucketTimer:
-    """A DDP comm hook that allreduces each bucket (averaging, as DDP's default does) and records when it
-    was handed over and when its result arrived. Per step: the time any bucket was in flight (intervals
-    merged), their sum, the bucket count and the bytes reduced."""
-
-    def __init__(self, dist: Any, torch: Any, device: Any) -> None:
-        self.dist, self.torch, self.device = dist, torch, device
-        self.intervals: list[tuple[float, float, int]] = []
-        self.steps: list[dict[str, Any]] = []
-
-    def begin_step(self) -> None:
-        if self.intervals:
-            self.steps.append(_merge(self.intervals))
-        self.intervals = []
-
-    def finish(self) -> None:
-        self.begin_step()
-
-    def hook(self, _state, bucket):  # no annotations: DDP insists that a present one is dist.GradBucket
-        buffer = bucket.buffer()
-        nbytes = buffer.numel() * buffer.element_size()
-        cuda = self.device.type == "cuda"
-        start = time.perf_counter()
-        future = self.dist.all_reduce(buffer.div_(self.dist.get_world_size()), async_op=True).get_future()
-
-        def done(fut: Any) -> Any:
-            if cuda:  # a CUDA future completes when the work is queued; the stream says when it ran
-                self.torch.cuda.current_stream().synchronize()
-            self.intervals.append((start, time.perf_counter(), nbytes))
-            return fut.value()[0]
-
-        return future.then(done)
-
-
-def _merge(intervals: list[tuple[float, float, int]]) -> dict[str, Any]:
-    ordered = sorted(intervals)
-    busy, current_start, current_end = 0.0, ordered[0][0], ordered[0][1]
-    for start, end, _ in ordered[1:]:
-        if start > current_end:
-            busy += current_end - current_start
-            current_start, current_end = start, end
-        else:
-            current_end = max(current_end, end)
-    busy += current_end - current_start
-    return {
-        "busy_s": busy,
-        "sum_s": sum(end - start for start, end, _ in ordered),
-        "buckets": len(ordered),
-        "bytes": sum(nbytes for *_, nbytes in ordered),
-    }
-
-
-DDP_LOGGING_TIMES = (
-    "avg_forward_compute_time",
-    "avg_backward_compute_time",
-    "avg_backward_comm_time",
-    "avg_backward_compute_comm_overlap_time",
-)
-
-
-def ddp_logging_times(net: Any) -> dict[str, Any] | None:
-    """DDP's own per-iteration averages (nanoseconds in torch, seconds here), where this torch has them."""
-    getter = getattr(net, "_get_ddp_logging_data", None)
-    if getter is None:
-        return None
-    try:
-        data = getter()
-    except Exception:  # noqa: BLE001 - a private API: absent or changed means "not available"
-        return None
-    result: dict[str, Any] = {}
-    for key in DDP_LOGGING_TIMES:
-        value = data.get(key)
-        if isinstance(value, (int, float)) and value > 0:
-            result[key.removeprefix("avg_").removesuffix("_time") + "_s"] = value / 1e9
-    for key in ("bucket_cap_bytes", "num_buckets_reduced", "iteration"):
-        if isinstance(data.get(key), int):
-            result[key] = data[key]
-    sizes = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes")
-    if isinstance(sizes, str) and sizes.strip():
-        try:
-            result["bucket_sizes"] = [int(v) for v in sizes.split(",")]
-        except ValueError:
-            pass
-    return result or None
-
-
-def check_memory_cap(torch: Any, model: Any, inputs: Any, params: list[Any], cap_mb: float) -> None:
-    """CPU stand-in for a device with ``cap_mb`` of memory, so out-of-memory is reachable and repeatable.
-
-    The CPU allocator gives no reliable per-step peak, so the need is counted instead: weights, gradients and
-    momentum (3x the parameter bytes), the input batch, and every layer's output for the whole batch (what
-    autograd keeps for the backward pass). The outputs are counted on a two-example forward pass and scaled,
-    so a batch far past the cap is refused without being allocated. Past the cap this raises the same
-    OutOfMemoryError a GPU would, and the configuration ends as "oom".
-    """
-    per_probe = 0
-
-    def count(_module: Any, _inputs: Any, output: Any) -> None:
-        nonlocal per_probe
-        outputs = output if isinstance(output, (tuple, list)) else (output,)
-        for tensor in outputs:
-            if isinstance(tensor, torch.Tensor):
-                per_probe += tensor.numel() * tensor.element_size()
-
-    probe = inputs[:2]
-    leaves = [m for m in model.modules() if not list(m.children())]
-    handles = [m.register_forward_hook(count) for m in leaves]
-    was_training = model.training
-    try:
-        model.eval()
-        with torch.no_grad():
-            model(probe)
-    finally:
-        model.train(was_training)
-        for handle in handles:
-            handle.remove()
-    batch = inputs.shape[0]
-    activations = per_probe * batch / probe.shape[0]
-    need = 3 * sum(p.numel() * p.element_size() for p in params) + inputs.numel() * inputs.element_size() + activations
-    if need > cap_mb * 2**20:
-        error = getattr(torch, "OutOfMemoryError", MemoryError)
-        raise error(
-            f"out of memory under the memory cap: a step needs about {need / 2**20:.0f} MiB, "
-            f"the cap is {cap_mb:g} MiB"
-        )
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -553,18 +316,9 @@ def main(argv: list[str] | None = None) -> int:
             config_id = cfg.config_id
             worker.run_config(cfg)
             config_id = None
-        collectives = spec.collectives.to_json() if spec.collectives else None
-        if collectives and worker.world_size > 1:
-            from bench_kernels.collectives import run_collectives
-
-            def emit(**fields: Any) -> None:
-                worker.writer.emit("collective", **fields)
-                worker.writer.flush()
-
-            run_collectives(worker.torch, worker.dist, worker.device, collectives, emit)
-    except Terminated:
-        if worker.stream is not None:
-            worker.stream.send()
+        if spec.collectives and worker.world_size > 1:
+            worker.run_collectives()
+    except Terminated:  # the phase in progress has sent its samples; close writes them
         worker.writer.close()
         return 143
     except BaseException as exc:  # noqa: BLE001 - every failure becomes an event, then a non-zero exit

@@ -1,0 +1,173 @@
+"""The communication probe: what a DDP step spends on its gradient allreduce, after the measured steps.
+
+Three readings of one configuration, in this order:
+1. DDP's own per-iteration averages (``_get_ddp_logging_data()``), read from the measured steps' wrapper;
+2. the ``nosync`` phase: the same step inside ``no_sync()``, no gradient allreduce, so what remains is
+   compute (its samples stream like the measured ones);
+3. the hooked steps: the same step through a second DDP wrapper whose comm hook timestamps every bucket's
+   allreduce from launch to completion.
+Apart from the worker because the probe owns the wrapper swap, and because none of it is the measurement
+the configuration's step time comes from.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from typing import Any
+
+from bench_kernels.timing import SampleStream, run_steps
+from bench_kernels.workload import Workload, wrap_in_ddp
+from ddptop.protocol.launchspec import RunConfig
+
+DDP_LOGGING_TIMES = (
+    "avg_forward_compute_time",
+    "avg_backward_compute_time",
+    "avg_backward_comm_time",
+    "avg_backward_compute_comm_overlap_time",
+)
+
+
+def probe_communication(
+    workload: Workload, cfg: RunConfig, local_rank: int, nosync_stream: SampleStream, iters: int
+) -> dict[str, Any]:
+    """Run the probe's phases (``iters`` steps each) on a workload whose measured steps are done; return the
+    fields of the ``comm`` event. ``workload.net`` is the hooked wrapper afterwards."""
+    logging_data = ddp_logging_times(workload.net)
+    measure_without_sync(workload, nosync_stream, iters)
+    timer = rewrap_with_bucket_timer(workload, cfg, local_rank)
+    hooked_step_s = time_hooked_steps(workload.step_through(workload.net), timer, iters, warmup=max(2, cfg.warmup))
+    return {
+        "ddp_logging": logging_data,
+        "bucket_comm_s": [s["busy_s"] for s in timer.steps],
+        "bucket_sum_s": [s["sum_s"] for s in timer.steps],
+        "buckets": [s["buckets"] for s in timer.steps],
+        "bucket_bytes": [s["bytes"] for s in timer.steps],
+        "hooked_step_s": hooked_step_s,
+    }
+
+
+def measure_without_sync(workload: Workload, stream: SampleStream, iters: int) -> None:
+    """The ``nosync`` phase: the measured wrapper's step inside ``no_sync()``, so no gradient is allreduced."""
+    ddp = workload.net
+    step = workload.step_through(ddp)
+
+    def step_without_sync() -> None:
+        with ddp.no_sync():
+            step()
+
+    run_steps(step_without_sync, iters, stream)
+
+
+def rewrap_with_bucket_timer(workload: Workload, cfg: RunConfig, local_rank: int) -> BucketTimer:
+    """Replace ``workload.net`` with a new DDP wrapper of the same model that carries a BucketTimer hook.
+
+    Why a second wrapper: DDP takes a comm hook only before its first backward pass, and the measured steps
+    must run without one, exactly as a user's would. The first wrapper is released before the second is
+    built, so its autograd hooks and gradient buckets are gone before the second registers its own.
+    """
+    import torch
+    import torch.distributed as dist
+
+    workload.net = None
+    gc.collect()
+    timer = BucketTimer(dist, torch, workload.device)
+    workload.net = wrap_in_ddp(workload.model, cfg, workload.device, local_rank)
+    workload.net.register_comm_hook(None, timer.hook)
+    return timer
+
+
+def time_hooked_steps(step: Any, timer: BucketTimer, iters: int, warmup: int) -> list[float]:
+    """Each hooked step's wall time, after ``warmup`` steps the timer forgets (the first steps of a new wrapper
+    rebuild its buckets: not representative)."""
+    for _ in range(warmup):
+        step()
+    timer.intervals, timer.steps = [], []
+    step_times = []
+    for _ in range(iters):
+        timer.begin_step()
+        start = time.perf_counter()
+        step()
+        step_times.append(time.perf_counter() - start)
+    timer.finish()
+    return step_times
+
+
+class BucketTimer:
+    """A DDP comm hook that allreduces each bucket (averaging, as DDP's default does) and records when it
+    was handed over and when its result arrived. Per step: the time any bucket was in flight (intervals
+    merged), their sum, the bucket count and the bytes reduced."""
+
+    def __init__(self, dist: Any, torch: Any, device: Any) -> None:
+        self.dist, self.torch, self.device = dist, torch, device
+        self.intervals: list[tuple[float, float, int]] = []  # (handed over, arrived, bytes) of this step
+        self.steps: list[dict[str, Any]] = []
+
+    def begin_step(self) -> None:
+        if self.intervals:
+            self.steps.append(merge_intervals(self.intervals))
+        self.intervals = []
+
+    def finish(self) -> None:
+        self.begin_step()
+
+    def hook(self, _state, bucket):  # no annotations: DDP insists that a present one is dist.GradBucket
+        buffer = bucket.buffer()
+        nbytes = buffer.numel() * buffer.element_size()
+        cuda = self.device.type == "cuda"
+        start = time.perf_counter()
+        future = self.dist.all_reduce(buffer.div_(self.dist.get_world_size()), async_op=True).get_future()
+
+        def done(fut: Any) -> Any:
+            if cuda:  # a CUDA future completes when the work is queued; the stream says when it ran
+                self.torch.cuda.current_stream().synchronize()
+            self.intervals.append((start, time.perf_counter(), nbytes))
+            return fut.value()[0]
+
+        return future.then(done)
+
+
+def merge_intervals(intervals: list[tuple[float, float, int]]) -> dict[str, Any]:
+    """One step's bucket allreduces: ``busy_s`` while any was in flight, ``sum_s`` of their durations, their
+    count and bytes."""
+    ordered = sorted(intervals)
+    busy, current_start, current_end = 0.0, ordered[0][0], ordered[0][1]
+    for start, end, _ in ordered[1:]:
+        if start > current_end:
+            busy += current_end - current_start
+            current_start, current_end = start, end
+        else:
+            current_end = max(current_end, end)
+    busy += current_end - current_start
+    return {
+        "busy_s": busy,
+        "sum_s": sum(end - start for start, end, _ in ordered),
+        "buckets": len(ordered),
+        "bytes": sum(nbytes for *_, nbytes in ordered),
+    }
+
+
+def ddp_logging_times(net: Any) -> dict[str, Any] | None:
+    """DDP's own per-iteration averages (nanoseconds in torch, seconds here), where this torch has them."""
+    getter = getattr(net, "_get_ddp_logging_data", None)
+    if getter is None:
+        return None
+    try:
+        data = getter()
+    except Exception:  # noqa: BLE001 - a private API: absent or changed means "not available"
+        return None
+    result: dict[str, Any] = {}
+    for key in DDP_LOGGING_TIMES:
+        value = data.get(key)
+        if isinstance(value, (int, float)) and value > 0:
+            result[key.removeprefix("avg_").removesuffix("_time") + "_s"] = value / 1e9
+    for key in ("bucket_cap_bytes", "num_buckets_reduced", "iteration"):
+        if isinstance(data.get(key), int):
+            result[key] = data[key]
+    sizes = data.get("rebuilt_bucket_sizes") or data.get("bucket_sizes")
+    if isinstance(sizes, str) and sizes.strip():
+        try:
+            result["bucket_sizes"] = [int(v) for v in sizes.split(",")]
+        except ValueError:
+            pass
+    return result or None

@@ -1,0 +1,71 @@
+"""The per-rank memory cap (``--memory-cap-mb``): a smaller device, so out-of-memory is reachable and repeatable.
+
+On GPU the caching allocator is told to refuse allocations past the cap: a smaller GPU, for real. On CPU
+no allocator gives a reliable per-step peak, so the step's need is counted before it runs and a step past
+the cap raises the OutOfMemoryError a GPU would: the configuration ends as "oom" either way. Apart from
+the worker because the CPU count is arithmetic worth reading (and testing) on its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+MIB = 2**20
+PROBE_EXAMPLES = 2  # the forward pass that counts activations runs on this many examples, then scales
+
+
+def limit_gpu_memory(device: Any, cap_mb: float) -> None:
+    """Make the caching allocator on ``device`` refuse allocations past ``cap_mb``."""
+    import torch
+
+    total = torch.cuda.get_device_properties(device).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, cap_mb * MIB / total), device)
+
+
+def step_memory_bytes(grad_bytes: int, input_bytes: int, activation_bytes: float) -> float:
+    """What one SGD-with-momentum training step keeps alive: weights, gradients and momentum (3x the
+    parameter bytes), the input batch, and every layer's output for the whole batch (what autograd keeps for
+    the backward pass)."""
+    return 3 * grad_bytes + input_bytes + activation_bytes
+
+
+def activation_bytes(model: Any, inputs: Any) -> float:
+    """Bytes of every leaf module's output for the whole batch ``inputs``, counted on a forward pass of its
+    first examples and scaled, so a batch far past the cap is refused without being allocated."""
+    import torch
+
+    per_probe = 0
+
+    def count(_module: Any, _inputs: Any, output: Any) -> None:
+        nonlocal per_probe
+        outputs = output if isinstance(output, (tuple, list)) else (output,)
+        for tensor in outputs:
+            if isinstance(tensor, torch.Tensor):
+                per_probe += tensor.numel() * tensor.element_size()
+
+    probe = inputs[:PROBE_EXAMPLES]
+    leaves = [m for m in model.modules() if not list(m.children())]
+    handles = [m.register_forward_hook(count) for m in leaves]
+    was_training = model.training
+    try:
+        model.eval()
+        with torch.no_grad():
+            model(probe)
+    finally:
+        model.train(was_training)
+        for handle in handles:
+            handle.remove()
+    return per_probe * inputs.shape[0] / probe.shape[0]
+
+
+def check_cpu_memory_cap(model: Any, inputs: Any, grad_bytes: int, cap_mb: float) -> None:
+    """Raise torch's OutOfMemoryError if one training step of ``model`` on ``inputs`` needs more than
+    ``cap_mb``."""
+    import torch
+
+    need = step_memory_bytes(grad_bytes, inputs.numel() * inputs.element_size(), activation_bytes(model, inputs))
+    if need > cap_mb * MIB:
+        error = getattr(torch, "OutOfMemoryError", MemoryError)
+        raise error(
+            f"out of memory under the memory cap: a step needs about {need / MIB:.0f} MiB, the cap is {cap_mb:g} MiB"
+        )
