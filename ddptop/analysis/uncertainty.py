@@ -1,0 +1,372 @@
+"""Confidence intervals for step-time figures, valid for autocorrelated step times; numpy only.
+
+Step times are not independent: caches warm up, clocks drift, a background job stalls every k-th step, and
+one slow step tends to follow another. Resampling single steps would make an interval far too narrow, so
+the median is bootstrapped in blocks of consecutive steps:
+
+- **What is resampled.** Steps are indexed by their position in the run (step i of every rank is the same
+  training step; DDP keeps the ranks in lockstep, so their times are strongly correlated). A replicate picks
+  blocks of consecutive step indices and takes those steps *of every rank together*, then the pooled median
+  of all ranks' resampled steps (the percentiles pool the ranks too). Ranks of unequal length (a fault cut
+  one short) are not truncated: a step index that a rank never reached contributes that rank's nothing, so
+  every measured step counts and the cross-rank dependence is kept.
+- **Blocks.** Circular block bootstrap (Politis and Romano 1992): blocks start anywhere and wrap around the
+  end, so first and last steps weigh the same as the others. The block length is Politis and White's (2004)
+  automatic choice for the circular bootstrap (with Patton, Politis and White's 2009 correction), computed on
+  the series that matters for a median, the sign of each step against the median (averaged over ranks).
+- **Rounds.** When the same configuration was measured in several rounds, a replicate first draws whole
+  rounds with replacement (a cluster bootstrap) and then blocks within each drawn round, so round-to-round
+  drift widens the interval instead of hiding in it.
+- **Interval.** Percentile interval of the replicates (it respects ratios and other monotone maps, which the
+  derived figures need), expanded for small samples as Hesterberg (2015) recommends: the replicates' spread
+  about their median is scaled by sqrt(m/(m-1)) * t(m-1)/z where m is the number of independent units the
+  bootstrap saw (blocks, or rounds), which matters when a short, strongly correlated run has few blocks.
+- **Derived figures** (speedup, efficiency, a ratio of two runs) come from applying the same formula to the
+  replicates of independent measurements (:func:`propagate`).
+
+Coverage, A/A false alarms and power on synthetic AR(1), stalling, lognormal and drifting series are measured
+by tests/test_uncertainty.py.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from statistics import NormalDist
+
+import numpy as np
+
+from ddptop.protocol import precision
+
+CONFIDENCE = 0.95
+RESAMPLES = 2000
+METHOD = (
+    "circular block bootstrap of the pooled median (blocks of consecutive steps resampled jointly over ranks, "
+    "Politis-White block length, whole rounds resampled first when there are rounds), small-sample expanded "
+    "percentile interval"
+)
+CHUNK_ELEMENTS = 4_000_000  # resampled values held at once; bounds memory for long runs
+
+
+@dataclass(frozen=True)
+class Estimate:
+    value: float
+    low: float
+    high: float
+
+    def rel_half_width(self) -> float | None:
+        """Half the interval's width relative to the value (0.02: +-2%); None when the value is 0."""
+        if self.value == 0 or not math.isfinite(self.value):
+            return None
+        return (self.high - self.low) / 2 / abs(self.value)
+
+    def contains(self, x: float) -> bool:
+        return self.low <= x <= self.high
+
+    def to_ci(self) -> list[float]:
+        return [self.low, self.high]
+
+
+# -- block length -------------------------------------------------------------------------------------------
+
+
+def _flat_top(s: np.ndarray) -> np.ndarray:
+    s = np.abs(s)
+    return np.where(s <= 0.5, 1.0, np.where(s <= 1.0, 2.0 * (1.0 - s), 0.0))
+
+
+def _autocovariances(x: np.ndarray, lags: int) -> np.ndarray:
+    n = len(x)
+    x = x - x.mean()
+    return np.array([float(x[: n - k] @ x[k:]) / n for k in range(lags + 1)])
+
+
+def _bandwidth(rho: np.ndarray, n: int, k_n: int, m_max: int) -> int:
+    """Politis' rule: 2 x the first lag after which k_n autocorrelations in a row are insignificant."""
+    threshold = 2.0 * math.sqrt(math.log10(n) / n)
+    m_hat = m_max
+    for m in range(1, m_max + 1):
+        window = rho[m + 1 : m + 1 + k_n]
+        if len(window) == k_n and np.all(np.abs(window) < threshold):
+            m_hat = m
+            break
+    return min(2 * m_hat, m_max)
+
+
+def dependence(series: Sequence[float] | np.ndarray) -> tuple[int, float, float]:
+    """The block length for a circular block bootstrap of ``series`` and the factor by which that bootstrap's
+    spread falls short, from the series' autocovariances.
+
+    Block length: Politis and White's (2004) automatic choice for the circular block bootstrap (as corrected
+    by Patton, Politis and White 2009), at least 1 and at most n/3. Shortfall: the circular block bootstrap's
+    variance of a mean is the Bartlett-kernel long-run variance with bandwidth b, biased low by about
+    sum |k| gamma(k) / b when steps are correlated (badly so for a short run, whose blocks are short); the
+    factor is sqrt(flat-top long-run variance / Bartlett long-run variance), at least 1 and at most 3.
+    """
+    x = np.asarray(series, dtype=float)
+    n = len(x)
+    if n < 8 or float(np.var(x)) <= 0:
+        return 1, 1.0, float(n)
+    k_n = max(5, math.ceil(math.sqrt(math.log10(n))))
+    m_max = min(math.ceil(math.sqrt(n)) + k_n, n - 1)
+    b_max = max(1, math.ceil(min(3 * math.sqrt(n), n / 3)))
+    acov = _autocovariances(x, m_max)
+    big_m = _bandwidth(acov / acov[0], n, k_n, m_max)
+    lags = np.arange(-big_m, big_m + 1)
+    weights = _flat_top(lags / big_m) if big_m > 0 else np.ones(1)
+    r = acov[np.abs(lags)]
+    g = float(np.sum(weights * np.abs(lags) * r))
+    spectrum = float(np.sum(weights * r))
+    if spectrum <= 0:
+        return 1, 1.0, float(n)
+    b = (2.0 * g**2 / (4.0 / 3.0 * spectrum**2)) ** (1.0 / 3.0) * n ** (1.0 / 3.0) if g != 0 else 1.0
+    block = int(min(max(1, math.ceil(b)), b_max))
+    within = np.arange(-(block - 1), block) if block > 1 else np.zeros(1, dtype=int)
+    within = within[np.abs(within) <= m_max]
+    bartlett = float(np.sum((1 - np.abs(within) / block) * acov[np.abs(within)]))
+    shortfall = math.sqrt(spectrum / bartlett) if bartlett > 0 else 3.0
+    effective = n * float(acov[0]) / spectrum if spectrum > 0 else float(n)
+    return block, min(max(shortfall, 1.0), 3.0), min(effective, float(n))
+
+
+def block_length(series: Sequence[float] | np.ndarray) -> int:
+    """Politis-White automatic block length for the circular block bootstrap of ``series``."""
+    return dependence(series)[0]
+
+
+# -- the data as the bootstrap sees it ---------------------------------------------------------------------
+
+
+def _groups(
+    samples_by_rank: Mapping[int, Sequence[float]], rounds_by_rank: Mapping[int, Sequence[int]] | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The steps as a (rounds, ranks, step index) array padded with NaN, each round's length, and every step.
+
+    Without rounds there is one round. Within a round, a rank's steps keep their order: the j-th step of
+    round k on rank r and on rank s are the same training step.
+    """
+    ranks = sorted(samples_by_rank, key=int)
+    per_rank = {r: np.asarray(samples_by_rank[r], dtype=float) for r in ranks}
+    per_rank = {r: v for r, v in per_rank.items() if len(v)}
+    if not per_rank:
+        raise ValueError("no step times")
+    labels: dict[int, np.ndarray] = {}
+    for r, values in per_rank.items():
+        if rounds_by_rank is None or (rounds_by_rank.get(r) is None and rounds_by_rank.get(str(r)) is None):
+            labels[r] = np.zeros(len(values), dtype=int)
+        else:
+            given = rounds_by_rank.get(r)
+            if given is None:
+                given = rounds_by_rank.get(str(r))
+            given = np.asarray(given, dtype=int)
+            if len(given) != len(values):
+                raise ValueError(f"rank {r}: {len(given)} round indices for {len(values)} steps")
+            labels[r] = given
+    rounds = sorted({int(k) for v in labels.values() for k in np.unique(v)})
+    lengths = np.array([max(int(np.sum(labels[r] == k)) for r in per_rank) for k in rounds])
+    data = np.full((len(rounds), len(per_rank), int(lengths.max())), np.nan)
+    for ri, r in enumerate(per_rank):
+        for ki, k in enumerate(rounds):
+            chosen = per_rank[r][labels[r] == k]
+            data[ki, ri, : len(chosen)] = chosen
+    pooled = np.concatenate(list(per_rank.values()))
+    return data, lengths, pooled
+
+
+def _sign_series(data: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Per step index, the ranks' mean sign against their round's median, rounds one after another."""
+    parts = []
+    for k, length in enumerate(lengths):
+        block = data[k, :, :length]
+        middle = np.nanmedian(block)
+        with np.errstate(invalid="ignore"):
+            signs = np.sign(block - middle)
+        parts.append(np.nanmean(np.where(np.isnan(block), np.nan, signs), axis=0))
+    return np.concatenate(parts)
+
+
+def _row_medians(flat: np.ndarray) -> np.ndarray:
+    """Median of every row, ignoring NaN (the padding)."""
+    missing = np.isnan(flat)
+    if not missing.any():
+        return np.median(flat, axis=1)
+    counts = flat.shape[1] - missing.sum(axis=1)
+    ordered = np.sort(flat, axis=1)  # NaN sort last
+    rows = np.arange(len(flat))
+    low = ordered[rows, np.maximum(counts - 1, 0) // 2]
+    high = ordered[rows, np.maximum(counts, 1) // 2]
+    return (low + high) / 2
+
+
+def _expansion(units: int, confidence: float) -> float:
+    """Hesterberg's small-sample expansion of a percentile interval: sqrt(m/(m-1)) t(m-1)/z."""
+    if units < 2:
+        return 1.0
+    p = 0.5 + confidence / 2
+    z = NormalDist().inv_cdf(p)
+    df = units - 1
+    t = precision.t_quantile(p, df) if df >= 4 else _t_small(p, df)
+    return math.sqrt(units / df) * t / z
+
+
+def _t_small(p: float, df: int) -> float:
+    """Quantile ``p`` of t with 1-3 degrees of freedom, where the expansion in ``precision`` is poor."""
+    if df == 1:
+        return math.tan(math.pi * (p - 0.5))
+    if df == 2:
+        a = 4 * p * (1 - p)
+        return (2 * p - 1) * math.sqrt(2 / a)
+    # df == 3: solve the CDF by bisection
+    def cdf(t: float) -> float:
+        x = t / math.sqrt(3)
+        return 0.5 + (math.atan(x) + x / (1 + x * x)) / math.pi
+
+    lo, hi = 0.0, 100.0
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if cdf(mid) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+# -- the bootstrap -----------------------------------------------------------------------------------------
+
+
+def median_replicates(
+    samples_by_rank: Mapping[int, Sequence[float]],
+    rounds_by_rank: Mapping[int, Sequence[int]] | None = None,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+    confidence: float = CONFIDENCE,
+) -> np.ndarray:
+    """Bootstrap replicates of the pooled median step time (see the module's docstring for the method).
+
+    The replicates are already expanded for small samples (so that intervals and anything propagated from
+    them carry it); ``confidence`` only sets that expansion.
+    """
+    data, lengths, pooled = _groups(samples_by_rank, rounds_by_rank)
+    rounds, ranks, longest = data.shape
+    signs = _sign_series(data, lengths)
+    block, shortfall, effective = dependence(signs)
+    rng = np.random.default_rng(seed)
+    out = np.empty(resamples)
+    per_replicate = rounds * ranks * longest
+    chunk = max(1, CHUNK_ELEMENTS // max(per_replicate, 1))
+    blocks = math.ceil(longest / block)
+    position = np.arange(longest)
+    block_of, offset = position // block, position % block
+    for start in range(0, resamples, chunk):
+        count = min(chunk, resamples - start)
+        if rounds > 1:
+            chosen = rng.integers(0, rounds, size=(count, rounds))
+        else:
+            chosen = np.zeros((count, 1), dtype=int)
+        own = lengths[chosen]  # (count, rounds): the length of each drawn round
+        starts = np.floor(rng.random((count, rounds, blocks)) * own[..., None]).astype(int)
+        index = (starts[..., block_of] + offset) % own[..., None]  # (count, rounds, longest)
+        values = data[chosen[..., None], :, index]  # (count, rounds, longest, ranks)
+        values[position >= own[..., None]] = np.nan
+        out[start : start + count] = _row_medians(values.reshape(count, -1))
+    units = rounds if rounds > 1 else max(1, min(int(lengths[0]) // block, int(effective)))
+    factor = _expansion(units, confidence) * shortfall
+    if factor != 1.0:
+        centre = float(np.median(out))
+        out = centre + (out - centre) * factor
+    return out
+
+
+def estimate(replicates: np.ndarray, value: float, confidence: float = CONFIDENCE) -> Estimate:
+    """Percentile interval of ``replicates`` at ``confidence``, reported with the point ``value``.
+
+    Percentile rather than basic or BCa: it maps through monotone functions (a ratio's interval is the
+    interval of the ratio), stays inside the possible values, and BCa's acceleration needs a jackknife that
+    blocks and rounds make costly; the small-sample expansion is already in the replicates.
+    """
+    reps = np.asarray(replicates, dtype=float)
+    reps = reps[np.isfinite(reps)]
+    if len(reps) == 0:
+        return Estimate(value, math.nan, math.nan)
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(reps, [tail, 1 - tail])
+    return Estimate(float(value), float(min(low, value)), float(max(high, value)))
+
+
+def pooled_median(samples_by_rank: Mapping[int, Sequence[float]]) -> float:
+    values = [v for r in samples_by_rank for v in samples_by_rank[r]]
+    if not values:
+        raise ValueError("no step times")
+    return float(np.median(np.asarray(values, dtype=float)))
+
+
+def median_estimate(
+    samples_by_rank: Mapping[int, Sequence[float]],
+    rounds_by_rank: Mapping[int, Sequence[int]] | None = None,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+) -> tuple[Estimate, np.ndarray]:
+    """The pooled median with its interval, and the replicates (for :func:`propagate`)."""
+    replicates = median_replicates(samples_by_rank, rounds_by_rank, resamples, seed)
+    return estimate(replicates, pooled_median(samples_by_rank)), replicates
+
+
+def propagate(
+    fn: Callable[..., np.ndarray], *replicates: np.ndarray, value: float, confidence: float = CONFIDENCE
+) -> Estimate:
+    """The interval of a figure derived from independent measurements: ``fn`` applied element-wise to their
+    replicate arrays (same length) gives the figure's replicates; ``value`` is ``fn`` of the point values."""
+    arrays = [np.asarray(r, dtype=float) for r in replicates]
+    if len({len(a) for a in arrays}) > 1:
+        raise ValueError("replicate arrays differ in length")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        derived = np.asarray(fn(*arrays), dtype=float)
+    return estimate(derived, value, confidence)
+
+
+# -- comparing two runs ------------------------------------------------------------------------------------
+
+SLOWER, FASTER, WITHIN_NOISE, EQUIVALENT = "slower", "faster", "within noise", "equivalent"
+
+
+@dataclass(frozen=True)
+class Comparison:
+    ratio: Estimate  # b / a of the pooled medians (> 1: b is slower)
+    verdict: str
+    min_effect: float
+
+
+def verdict(ratio: Estimate, min_effect: float) -> str:
+    """A change is called only when the interval lies beyond the margin; inside it: equivalent."""
+    if ratio.low > 1 + min_effect:
+        return SLOWER
+    if ratio.high < 1 - min_effect:
+        return FASTER
+    if ratio.low >= 1 - min_effect and ratio.high <= 1 + min_effect:
+        return EQUIVALENT
+    return WITHIN_NOISE
+
+
+def compare(
+    a_by_rank: Mapping[int, Sequence[float]],
+    b_by_rank: Mapping[int, Sequence[float]],
+    a_rounds: Mapping[int, Sequence[int]] | None = None,
+    b_rounds: Mapping[int, Sequence[int]] | None = None,
+    min_effect: float = 0.02,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+) -> Comparison:
+    """Ratio b/a of the pooled medians with its interval (independent bootstraps of A and B), and the verdict:
+    "slower" when the interval's low end is above 1 + min_effect, "faster" when its high end is below
+    1 - min_effect, "equivalent" when it lies inside [1 - min_effect, 1 + min_effect], else "within noise"."""
+    if min_effect < 0:
+        raise ValueError("min_effect must be >= 0")
+    reps_a = median_replicates(a_by_rank, a_rounds, resamples, seed)
+    reps_b = median_replicates(b_by_rank, b_rounds, resamples, seed + 1)
+    value_a, value_b = pooled_median(a_by_rank), pooled_median(b_by_rank)
+    value = value_b / value_a if value_a > 0 else math.nan
+    ratio = propagate(lambda a, b: b / a, reps_a, reps_b, value=value)
+    return Comparison(ratio=ratio, verdict=verdict(ratio, min_effect), min_effect=min_effect)
+
+
+def relative_half_width(values: Sequence[float]) -> float | None:
+    """Cheap precision of a series' median (batch medians, no bootstrap); see ``ddptop.protocol.precision``."""
+    return precision.relative_half_width(list(values))
