@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import psutil
+
 from ddptop import rundir
 from ddptop.analysis import stats
 from ddptop.plan import ConfigSpec, Plan
@@ -37,7 +39,13 @@ class ConfigState:
     status: str = Status.PENDING
     reason: str | None = None
     samples: dict[int, list[float]] = field(default_factory=dict)  # rank -> measured step times, in order
-    warmup_seen: dict[int, int] = field(default_factory=dict)
+    # rank -> [(index in samples of a round's first step, that round)]: one entry per change of round, so the
+    # round of every measured step is kept without a per-step list (steps before any entry are round 0)
+    round_starts: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
+    rounds_ended: dict[int, int] = field(default_factory=dict)  # rank -> rounds it ended before the last one
+    round_base: dict[int, int] = field(default_factory=dict)  # rank -> its measured steps before this round
+    round_end: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> its latest round's config_end
+    warmup_seen: dict[int, int] = field(default_factory=dict)  # rank -> warm-up steps of its current round
     planned_iters: int | None = None
     warmup: int | None = None
     info: dict[str, Any] = field(default_factory=dict)  # rank 0's config_start fields
@@ -55,13 +63,55 @@ class ConfigState:
     _pooled: stats.SampleSet = field(default_factory=stats.SampleSet, repr=False, compare=False)
     _by_rank: dict[int, stats.SampleSet] = field(default_factory=dict, repr=False, compare=False)
 
-    def add_samples(self, rank: int, seconds: list[float]) -> None:
-        """Measured step times of one rank, in the order it ran them (ingest: one list append)."""
+    def add_samples(self, rank: int, seconds: list[float], round_index: int | None = None) -> None:
+        """Measured step times of one rank, in the order it ran them (ingest: one list append, and one
+        comparison for a round)."""
         known = self.samples.get(rank)
+        if round_index is not None:
+            starts = self.round_starts.get(rank)
+            if (starts[-1][1] if starts else 0) != round_index:
+                self.round_starts.setdefault(rank, []).append((len(known) if known else 0, round_index))
         if known is None:
             self.samples[rank] = list(seconds)
         else:
             known += seconds
+
+    def rounds_of_steps(self) -> dict[int, list[int]]:
+        """rank -> the round of each of its measured steps, parallel to ``samples``."""
+        result = {}
+        for rank, values in self.samples.items():
+            rounds: list[int] = []
+            current = 0
+            for first, round_index in self.round_starts.get(rank, ()):
+                rounds += [current] * (first - len(rounds))
+                current = round_index
+            rounds += [current] * (len(values) - len(rounds))
+            result[rank] = rounds
+        return result
+
+    def _latest_end(self) -> dict[str, Any]:
+        """Rank 0's config_end (of the configuration, else of its latest round), or another rank's."""
+        for ends in (self.end, self.round_end):
+            found = ends.get(0) or next(iter(ends.values()), None)
+            if found is not None:
+                return found
+        return {}
+
+    @property
+    def unstable(self) -> bool:
+        """The measurement stopped on a limit (--max-iters, --max-time-per-config) short of --precision."""
+        return self._latest_end().get("unstable") is True
+
+    @property
+    def precision_reached(self) -> float | None:
+        """Rank 0's relative half-width of its median's 95% interval at the stop (0.02: +-2%)."""
+        return self._latest_end().get("precision_reached")
+
+    @property
+    def warmup_used(self) -> int | None:
+        """Warm-up steps run (all rounds, once ended; else rank 0's so far in its round)."""
+        used = self._latest_end().get("warmup_iters")
+        return used if used is not None else self.warmup_seen.get(0)
 
     def _catch_up(self) -> None:
         """Bring the sorted views up to ``samples``: each rank's new steps sorted once, then merged into
@@ -85,14 +135,21 @@ class ConfigState:
         return self._fraction()
 
     def _fraction(self) -> float:
-        warmup = self.warmup if self.warmup is not None else self.spec.warmup
-        iters = self.planned_iters if self.planned_iters is not None else self.spec.iters
-        total = warmup + iters
-        if total <= 0:
-            return 0.0
-        ranks = range(self.spec.processes)
-        done = min(self.warmup_seen.get(r, 0) + len(self.samples.get(r, ())) for r in ranks)
-        return min(1.0, done / total)
+        """Each rank's rounds ended, plus its current round's steps against the round's planned steps (an
+        auto warm-up counts as planned as far as it went; auto measured steps as the kernel projects them)."""
+        spec = self.spec
+        iters = self.planned_iters if self.planned_iters is not None else spec.iters
+        if iters is None:
+            iters = spec.min_iters
+        fraction = 1.0
+        for rank in range(spec.processes):
+            warm = self.warmup_seen.get(rank, 0)
+            planned_warmup = self.warmup if self.warmup is not None else spec.warmup
+            total = (planned_warmup if planned_warmup is not None else warm) + iters
+            measured = len(self.samples.get(rank, ())) - self.round_base.get(rank, 0)
+            within = min(1.0, (warm + measured) / total) if total > 0 else 0.0
+            fraction = min(fraction, (self.rounds_ended.get(rank, 0) + within) / max(1, spec.rounds))
+        return min(1.0, fraction)
 
     def summary(self, exact: bool = False) -> dict[str, Any] | None:
         """Percentiles (pooled over ranks) and per-rank medians; None until a sample exists.
@@ -223,11 +280,13 @@ class Session:
             state.warmup = event.get("warmup", state.warmup)
             if event.get("iters") is not None and not event.get("time_budget"):
                 state.planned_iters = event["iters"]
+            if event.get("round"):  # a later round of the configuration: its progress starts again
+                _next_round(state, event["rank"])
         elif kind == "samples":
             if state.status == Status.PENDING:
                 state.status = Status.RUNNING
             if event["phase"] == "measure":
-                state.add_samples(event["rank"], event["sec"])
+                state.add_samples(event["rank"], event["sec"], event.get("round"))
                 if event.get("of") is not None:
                     state.planned_iters = event["of"]
             elif event["phase"] == "nosync":
@@ -237,6 +296,12 @@ class Session:
         elif kind == "comm":
             state.comm[event["rank"]] = event
         elif kind == "config_end":
+            if event.get("last") is False and event["status"] == Status.OK:  # one round of several ended
+                state.round_end[event["rank"]] = event
+                if event.get("round", 0) < state.spec.rounds - 1:
+                    state.rounds_ended[event["rank"]] = state.rounds_ended.get(event["rank"], 0) + 1
+                    _next_round(state, event["rank"])
+                return
             state.end[event["rank"]] = event
             status = event["status"]
             if status != Status.OK:
@@ -350,12 +415,33 @@ class Session:
                 and isinstance(hello.get("pid"), int)
             ]
 
+    def writer_alive(self) -> bool | None:
+        """Whether the ddptop that runs this sweep still runs: None when it ran on another host or said no
+        hello (nothing can be known from here)."""
+        hello = self.writer
+        if not hello or hello.get("host") != os.uname().nodename or not isinstance(hello.get("pid"), int):
+            return None
+        if hello["pid"] == os.getpid():
+            return True
+        return process_is_alive(hello["pid"], hello.get("t"))
+
     def versions(self) -> dict[str, Any]:
         """Versions reported by the first rank that said hello (torch lives in the ranks, not here)."""
         for (_launch, rank), hello in sorted(self.hellos.items(), key=lambda kv: (kv[0][1], kv[0][0])):
             if rank == 0:
                 return dict(hello.get("versions") or {})
         return {}
+
+
+def process_is_alive(pid: int, started: float | None) -> bool:
+    """The pid is alive and is the same process (not a later one that reused the number)."""
+    try:
+        process = psutil.Process(pid)
+        if started is not None and process.create_time() > started + 1.0:
+            return False
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def _config_snapshot(state: ConfigState) -> ConfigSnapshot:
@@ -374,7 +460,16 @@ def _config_snapshot(state: ConfigState) -> ConfigSnapshot:
         revision=state.revision,
         stats=StepStats.from_summary(summary) if summary else None,
         tails=MappingProxyType({rank: tuple(values[-CHART_TAIL:]) for rank, values in sorted(state.samples.items())}),
+        unstable=state.unstable,
+        precision_reached=state.precision_reached,
+        warmup_used=state.warmup_used,
     )
+
+
+def _next_round(state: ConfigState, rank: int) -> None:
+    """A rank's round ended (or a new one started): its warm-up and measured steps count from here."""
+    state.warmup_seen[rank] = 0
+    state.round_base[rank] = len(state.samples.get(rank, ()))
 
 
 def _caused(cause: str, reason: str | None) -> str:

@@ -12,11 +12,9 @@ import os
 import time
 from typing import Any
 
-import psutil
-
 from ddptop.report import build, store
 from ddptop.protocol.layout import PLOTS_DIR, SUMMARY_JSON
-from ddptop.session import Session
+from ddptop.session import Session, process_is_alive
 
 RUNNING, FINISHED, WRITER_GONE, UNKNOWN = "running", "finished", "writer gone", "unknown"
 SAVE_GRACE = 30.0  # seconds the writer gets after the sweep's end to save summary.json
@@ -47,7 +45,7 @@ class RecordedRun:
         now = time.monotonic()
         if now - self._checked >= CHECK_PERIOD:
             self._checked = now
-            self._alive = _is_ddptop(hello["pid"], hello.get("t"))
+            self._alive = process_is_alive(hello["pid"], hello.get("t"))
         return self._alive
 
     def state(self) -> str:
@@ -91,14 +89,3 @@ class RecordedRun:
     def _saved_paths(self) -> dict[str, str]:
         paths = dict(store.summary_paths(self.run_dir), plots=os.path.join(self.run_dir, PLOTS_DIR))
         return {key: path for key, path in paths.items() if os.path.exists(path)}
-
-
-def _is_ddptop(pid: int, started: float | None) -> bool:
-    """The pid is alive and is the same process (not a later one that reused the number)."""
-    try:
-        process = psutil.Process(pid)
-        if started is not None and process.create_time() > started + 1.0:
-            return False
-        return process.status() != psutil.STATUS_ZOMBIE
-    except psutil.Error:
-        return False

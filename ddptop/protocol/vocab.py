@@ -21,10 +21,13 @@ class Status(StrEnum):
     SKIPPED = "skipped"  # by the user
     STOPPED = "stopped"  # the sweep was stopped while it ran
     NOT_RUN = "not_run"  # the sweep ended before it started
+    INTERRUPTED = "interrupted"  # running when the ddptop that ran the sweep died: its steps are kept
 
 
 # A configuration in one of these states will not change again.
-ENDED = frozenset({Status.OK, Status.FAILED, Status.OOM, Status.SKIPPED, Status.STOPPED, Status.NOT_RUN})
+ENDED = frozenset(
+    {Status.OK, Status.FAILED, Status.OOM, Status.SKIPPED, Status.STOPPED, Status.NOT_RUN, Status.INTERRUPTED}
+)
 # Ended by a fault, not by the user: the sweep exits 1.
 FAILED = frozenset({Status.FAILED, Status.OOM})
 

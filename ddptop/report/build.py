@@ -14,27 +14,46 @@ from typing import Any
 from ddptop.analysis import communication, scaling
 from ddptop.protocol.layout import RUNNER_FILE, TIMELINE_FILE, node_file
 from ddptop.protocol.marks import LaunchEnd, parse_mark
+from ddptop.protocol.vocab import Status
 from ddptop.protocol.wire import EventFileReader
 from ddptop.report.store import SCHEMA, SCHEMA_VERSION, load_saved_topology, read_environment
 from ddptop.session import Session
-from ddptop.telemetry import timeline
+from ddptop.telemetry import timeline, validity
 
 
 def _rank0_end(state: Any) -> dict[str, Any]:
     return state.end.get(0) or next(iter(state.end.values()), {})
 
 
-def _config_entry(session: Session, state: Any) -> dict[str, Any]:
+def _writer_died(session: Session) -> str | None:
+    """Why the configurations still marked running will never end: the ddptop that ran the sweep is gone
+    without having ended it (None while it runs, after it ended the sweep, or when that cannot be known)."""
+    if session.ended_t is not None or session.writer_alive() is not False:
+        return None
+    hello = session.writer or {}
+    return f"the ddptop running the sweep (pid {hello.get('pid', '?')} on {hello.get('host', '?')}) died"
+
+
+def _status(state: Any, writer_died: str | None) -> tuple[str, str | None]:
+    if writer_died is not None and state.status == Status.RUNNING:
+        return Status.INTERRUPTED, writer_died
+    if writer_died is not None and state.status == Status.PENDING:
+        return Status.NOT_RUN, None
+    return state.status, state.reason
+
+
+def _config_entry(session: Session, state: Any, writer_died: str | None = None) -> dict[str, Any]:
     spec = state.spec
     end = _rank0_end(state)
+    status, reason = _status(state, writer_died)
     peaks = [e.get("peak_memory_bytes") for e in state.end.values() if e.get("peak_memory_bytes") is not None]
     rss = [e.get("max_rss_bytes") for e in state.end.values() if e.get("max_rss_bytes") is not None]
     entry = spec.to_json()
     entry.update(
         {
             "label": spec.label,
-            "status": state.status,
-            "reason": state.reason,
+            "status": status,
+            "reason": reason,
             "log_tail": state.log_tail or None,
             "launch": state.launch,
             "params": state.info.get("params"),
@@ -44,12 +63,19 @@ def _config_entry(session: Session, state: Any) -> dict[str, Any]:
             "measure_s": end.get("measure_s"),
             "analysis_s": end.get("analysis_s"),
             "measured_iters": end.get("iters"),
+            "warmup_iters": end.get("warmup_iters"),
+            "stop_reason": end.get("stop_reason"),
+            "precision_target": end.get("precision_target"),
+            "precision_reached": end.get("precision_reached"),
+            "unstable": end.get("unstable"),
             "peak_memory_bytes": max(peaks) if peaks else None,
             "max_rss_bytes": max(rss) if rss else None,
             "stats": state.summary(exact=True),
             "samples": {str(rank): values for rank, values in sorted(state.samples.items())},
         }
     )
+    if spec.rounds > 1:  # the round of each measured step, beside its time (only then: summaries stay small)
+        entry["rounds_of_steps"] = {str(rank): rounds for rank, rounds in sorted(state.rounds_of_steps().items())}
     entry["communication"] = communication.config_communication(state, entry) if entry["stats"] else None
     return entry
 
@@ -79,7 +105,8 @@ def _overhead(session: Session, entries: list[dict[str, Any]]) -> dict[str, Any]
         for record in session.launches.values()
     ]
     launch_wall = sum(l["wall_s"] or 0 for l in launches)
-    end = session.ended_t or max((r.ended_t or 0 for r in session.launches.values()), default=0)
+    # a sweep whose writer died has no end mark: it ended at the last thing any file recorded
+    end = session.ended_t or max([r.ended_t or 0 for r in session.launches.values()] + [session.last_event_t or 0])
     start = min((r.started_t for r in session.launches.values()), default=end)
     wall = max(end - start, launch_wall)
     return {
@@ -106,6 +133,7 @@ def _measure_window(state: Any, entry: dict[str, Any], last_t: float) -> tuple[f
 def _add_telemetry(session: Session, states: list[Any], entries: list[dict[str, Any]]) -> dict[str, Any]:
     records, malformed = timeline.read_timeline(os.path.join(session.run_dir, TIMELINE_FILE))
     last_t = records[-1]["t"] if records else time.time()
+    info = timeline.timeline_info(records)
     for state, entry in zip(states, entries):
         window = _measure_window(state, entry, last_t)
         examples = (entry["measured_iters"] or 0) * entry["global_batch"] if entry["status"] == "ok" else None
@@ -116,18 +144,21 @@ def _add_telemetry(session: Session, states: list[Any], entries: list[dict[str, 
             if window
             else None
         )
+        # interference and faults over the same window: was the node quiet while it was measured?
+        entry["validity"] = validity.window_validity(records, window[0], window[1], state.launch, info) if window else None
     return {
         "file": TIMELINE_FILE if records else None,
         "readings": len(records),
         "malformed_lines": malformed,
-        "info": timeline.timeline_info(records),
+        "info": info,
     }
 
 
 def build_summary(session: Session, environment: dict[str, Any] | None = None) -> dict[str, Any]:
     with session.lock:
         states = session.ordered_states()
-        entries = [_config_entry(session, s) for s in states]
+        writer_died = _writer_died(session)
+        entries = [_config_entry(session, s, writer_died) for s in states]
         telemetry = _add_telemetry(session, states, entries)
         env = dict(environment or read_environment(session.run_dir))
         env["versions"] = session.versions()

@@ -53,18 +53,25 @@ def benchmark_text(summary: dict[str, Any]) -> str:
         for entry in members:
             prefix = _row_prefix(entry)
             stats = entry["stats"]
-            if entry["status"] == "ok" and stats:
+            if stats:  # a configuration cut short shows what its kept steps say, and that it was cut
                 cells = [
                     f"  {p}: {units.seconds(stats['sec_iter'][p], 3):>6}s{units.rate(stats['ex_sec_replica'][p]):>8s}/s"
                     for p in SHOWN_PERCENTILES
                 ]
-                out.append(prefix + "".join(cells))
+                out.append(prefix + "".join(cells) + _cut_short(entry))
             else:
                 reason = f": {entry['reason']}" if entry.get("reason") else ""
-                partial = f" ({stats['n']} samples kept)" if stats else ""
-                out.append(f"{prefix}  {entry['status']}{partial}{reason}")
+                out.append(f"{prefix}  {entry['status']}{reason}")
         out.append("")
     return "\n".join(out)
+
+
+def _cut_short(entry: dict[str, Any]) -> str:
+    """'' for a configuration measured in full; else its status, the steps kept and why."""
+    if entry["status"] == "ok":
+        return ""
+    reason = f": {entry['reason']}" if entry.get("reason") else ""
+    return f"  [{entry['status']}, {entry['stats']['n']} steps kept{reason}]"
 
 
 SCALING_HEADER = (
@@ -350,7 +357,13 @@ def problems_text(summary: dict[str, Any]) -> str:
     lines = []
     for entry in summary["configs"]:
         if entry["status"] != "ok":
-            lines.append(f"{entry['config_id']}: {entry['status']}" + (f": {entry['reason']}" if entry["reason"] else ""))
+            stats = entry["stats"]
+            kept = (
+                f" ({stats['n']} steps kept: p50 {units.seconds(stats['sec_iter']['p50'], 4, unit=True)}, "
+                f"{units.rate(stats['ex_sec_total']['p50'])} ex/s)"
+                if stats else ""
+            )
+            lines.append(f"{entry['config_id']}: {entry['status']}{kept}" + (f": {entry['reason']}" if entry["reason"] else ""))
     return "\n".join(lines)
 
 
@@ -362,6 +375,27 @@ def not_measured_text(summary: dict[str, Any]) -> str:
 def problems_markdown(summary: dict[str, Any]) -> list[str]:
     problems = problems_text(summary)
     return [f"- {p}" for p in problems.splitlines()] + [""] if problems else []
+
+
+def disturbed_lines(summary: dict[str, Any]) -> list[str]:
+    """One line per configuration measured while something else used the node (``telemetry/validity.py``)."""
+    lines = []
+    for entry in summary["configs"]:
+        found = entry.get("validity") or {}
+        if found.get("disturbed"):
+            lines.append(f"{entry['config_id']}: " + "; ".join(found.get("reasons") or ()))
+    return lines
+
+
+def disturbed_text(summary: dict[str, Any]) -> str:
+    lines = disturbed_lines(summary)
+    return "Disturbed while measured (other load or GPU limits; the figure may not be this hardware's):\n" + (
+        "\n".join(lines) + "\n") if lines else ""
+
+
+def disturbed_markdown(summary: dict[str, Any]) -> list[str]:
+    lines = disturbed_lines(summary)
+    return [f"- {line}" for line in lines] + [""] if lines else []
 
 
 def overhead_line(summary: dict[str, Any]) -> str:

@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.widgets import DataTable
 
 from ddptop.protocol.vocab import FAILED
-from ddptop.snapshot import ConfigSnapshot, RunSnapshot, ScalingFigures
+from ddptop.snapshot import ConfigSnapshot, RunSnapshot, ScalingFigures, Validity
 from ddptop.tui import format as fmt
 
 STATUS_STYLE = {
@@ -20,6 +20,7 @@ STATUS_STYLE = {
     "skipped": "yellow",
     "stopped": "yellow",
     "not_run": "dim",
+    "interrupted": "yellow",
 }
 CONFIG_COLUMNS = (
     ("label", "N", 6), ("model", "model", 12), ("bs", "batch", 5), ("backend", "backend", 7),
@@ -36,7 +37,7 @@ class ConfigTable(DataTable):
         super().__init__(cursor_type="row", **kwargs)
         self._config_ids = config_ids
         self._cells: dict[tuple[str, str], Any] = {}
-        self._drawn: dict[str, tuple[int, ScalingFigures | None, float]] = {}
+        self._drawn: dict[str, tuple[int, ScalingFigures | None, float, Validity | None]] = {}
 
     def on_mount(self) -> None:
         for key, label, width in CONFIG_COLUMNS:
@@ -47,7 +48,7 @@ class ConfigTable(DataTable):
     def update_from(self, snapshot: RunSnapshot) -> None:
         for config in snapshot.session.configs:
             scale = snapshot.scaling.get(config.config_id)
-            drawn_from = (config.revision, scale, config.progress)
+            drawn_from = (config.revision, scale, config.progress, config.validity)
             if self._drawn.get(config.config_id) == drawn_from:
                 continue
             self._drawn[config.config_id] = drawn_from
@@ -65,6 +66,10 @@ def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None) -> dict[
     status = Text(config.status, style=STATUS_STYLE.get(config.status, ""))
     if config.status in FAILED and config.reason:
         status.append(f" {config.reason[:60]}", style="red")
+    elif config.validity is not None and config.validity.disturbed:  # measured on a busy node: say so
+        status.append(" !", style="bold yellow")
+        if config.validity.reasons:
+            status.append(f" {config.validity.reasons[0][:60]}", style="yellow")
     return {
         "label": config.label,
         "model": config.model,
