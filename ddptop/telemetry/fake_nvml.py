@@ -12,7 +12,11 @@ Readings change smoothly with a clock (``clock``, default ``time.monotonic``); c
 NVLink bytes) are exact integrals of the rates they report, so tests can check derived rates and joules.
 Faults are injected per instance: ``fail`` (function → NVML error code), ``missing`` (functions the
 "driver" lacks: FunctionNotFound), ``absent`` (attributes the "binding" lacks: AttributeError),
-``lose_gpu(i)`` (GPU_IS_LOST from then on), ``library_missing`` (nvmlInit fails), ``xid(i, code)``.
+``lose_gpu(i)`` (GPU_IS_LOST from then on), ``library_missing`` (nvmlInit fails), ``xid(i, code)``,
+``ecc_error(i)``. Interference is injected the same way: ``throttle(i, bits)`` (clock event reasons held
+active, the SM clock pulled down to ``clock_fraction`` of its maximum), ``attach_process(i, pid, bytes)``
+(any PID: a rank's, or a stranger's), ``pcie_link(i, gen, width)`` (a link trained down; every link is
+gen 3 x16, the most a V100-SXM2 and its slot allow).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ DGX1_NVLINKS: dict[int, dict[int, int]] = {
 }
 DGX1_AFFINITY_CPUS = list(range(0, 20)) + list(range(40, 60))  # that README shows 0-19,40-59 for every GPU
 GIB = 1 << 30
+SM_CLOCK_MAX_MHZ = 1530
+PCIE_GEN_MAX, PCIE_WIDTH_MAX = 3, 16  # a V100-SXM2 in a DGX-1: PCIe gen 3 x16
 
 
 class _Value(SimpleNamespace):
@@ -93,6 +99,9 @@ class FakeNvml:
         self._lock = threading.Lock()
         self.count = 8
         self.bus_ids = [self._gpu_bus(i) for i in range(self.count)]
+        self.throttled: dict[int, tuple[int, float]] = {}  # gpu -> (reason bits, SM clock fraction of max)
+        self.links: dict[int, tuple[int, int]] = {}  # gpu -> (PCIe generation, width) when not the maximum
+        self.ecc: dict[int, int] = {}  # gpu -> volatile uncorrected ECC errors
 
     # -- what tests change ---------------------------------------------------------------------------------
     def lose_gpu(self, index: int) -> None:
@@ -101,8 +110,24 @@ class FakeNvml:
     def attach_process(self, gpu: int, pid: int, used_bytes: int) -> None:
         self.processes.setdefault(gpu, []).append((pid, used_bytes))
 
+    def detach_process(self, gpu: int, pid: int) -> None:
+        self.processes[gpu] = [(p, b) for p, b in self.processes.get(gpu, ()) if p != pid]
+
     def xid(self, gpu: int, code: int) -> None:
         self._xids.append((gpu, code))
+
+    def throttle(self, gpu: int, bits: int | None, clock_fraction: float = 0.7) -> None:
+        """Hold clock event reasons active on a GPU (``None`` lets it run free again)."""
+        if bits is None:
+            self.throttled.pop(gpu, None)
+        else:
+            self.throttled[gpu] = (bits, clock_fraction)
+
+    def pcie_link(self, gpu: int, generation: int = PCIE_GEN_MAX, width: int = PCIE_WIDTH_MAX) -> None:
+        self.links[gpu] = (generation, width)
+
+    def ecc_error(self, gpu: int, count: int = 1) -> None:
+        self.ecc[gpu] = self.ecc.get(gpu, 0) + count
 
     # -- plumbing --------------------------------------------------------------------------------------------
     def __getattribute__(self, name: str) -> Any:
@@ -189,7 +214,21 @@ class FakeNvml:
 
     def nvmlDeviceGetMaxClockInfo(self, handle: Any, clock_type: int) -> int:
         self._handle(handle)
-        return 1530 if clock_type == pynvml.NVML_CLOCK_SM else 877
+        return SM_CLOCK_MAX_MHZ if clock_type == pynvml.NVML_CLOCK_SM else 877
+
+    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: Any) -> int:
+        self._handle(handle)
+        return PCIE_GEN_MAX
+
+    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: Any) -> int:
+        self._handle(handle)
+        return PCIE_WIDTH_MAX
+
+    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: Any) -> int:
+        return self.links.get(self._handle(handle), (PCIE_GEN_MAX, PCIE_WIDTH_MAX))[0]
+
+    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: Any) -> int:
+        return self.links.get(self._handle(handle), (PCIE_GEN_MAX, PCIE_WIDTH_MAX))[1]
 
     def nvmlDeviceGetNumaNodeId(self, handle: Any) -> int:
         return _cpu_of_switch(_switch_of_gpu(self._handle(handle)))
@@ -270,11 +309,15 @@ class FakeNvml:
     def nvmlDeviceGetClockInfo(self, handle: Any, clock_type: int) -> int:
         index = self._handle(handle)
         if clock_type == pynvml.NVML_CLOCK_SM:
+            if index in self.throttled:
+                return round(SM_CLOCK_MAX_MHZ * self.throttled[index][1])
             return round(1312 + 218 * self._wave(index, 13.0, 0.5))
         return 877
 
     def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any) -> int:
         index = self._handle(handle)
+        if index in self.throttled:
+            return self.throttled[index][0]
         if not self.steady and self._wave(index, 7.0) > 0.9:
             return pynvml.nvmlClocksEventReasonSwPowerCap
         return pynvml.nvmlClocksEventReasonNone
@@ -321,8 +364,7 @@ class FakeNvml:
         return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in self.processes.get(index, ())]
 
     def nvmlDeviceGetTotalEccErrors(self, handle: Any, error_type: int, counter_type: int) -> int:
-        self._handle(handle)
-        return 0
+        return self.ecc.get(self._handle(handle), 0)
 
     # -- Xid events ---------------------------------------------------------------------------------------------
     def nvmlEventSetCreate(self) -> Any:

@@ -5,6 +5,9 @@ never from the calls that block ~20 ms to measure. A field the GPU, driver or bi
 ``None`` in the reading with its reason in ``na``; a reason that cannot change (not supported, missing
 from the driver) is remembered so the field is not asked for again. A lost GPU stays in the list, marked.
 Slow-changing fields (name, memory size, power limit, ECC counts) are cached for ``slow_ttl`` seconds.
+Maxima (SM clock, PCIe link generation and width) are read once, when NVML is opened; the current PCIe
+link generation and width every tick, so that a link trained down (narrower or slower than it can be) is
+seen while the GPU is busy (an idle GPU lowers its link generation to save power: that is no fault).
 """
 
 from __future__ import annotations
@@ -48,6 +51,8 @@ class GpuStatic:
     memory_total: int | None
     power_limit_w: float | None
     sm_clock_max_mhz: int | None
+    pcie_gen_max: int | None = None  # the most this GPU and this system's slot allow
+    pcie_width_max: int | None = None
 
 
 @dataclass
@@ -65,6 +70,8 @@ class GpuReading:
     sm_clock_mhz: int | None = None
     mem_clock_mhz: int | None = None
     throttle: list[str] | None = None  # active clock limits other than idle
+    pcie_gen: int | None = None  # current PCIe link generation and width (lanes)
+    pcie_width: int | None = None
     pcie_tx_bps: float | None = None
     pcie_rx_bps: float | None = None
     nvlink_tx_bps: float | None = None
@@ -159,7 +166,12 @@ class GpuSampler:
         memory = nv.call(nvml, "nvmlDeviceGetMemoryInfo", handle)
         limit = nv.call(nvml, "nvmlDeviceGetEnforcedPowerLimit", handle)
         max_sm = nv.call(nvml, "nvmlDeviceGetMaxClockInfo", handle, getattr(nvml, "NVML_CLOCK_SM", 1))
+        gen_max = nv.call(nvml, "nvmlDeviceGetMaxPcieLinkGeneration", handle)
+        width_max = nv.call(nvml, "nvmlDeviceGetMaxPcieLinkWidth", handle)
         ok = lambda value: not isinstance(value, nv.Unavailable)  # noqa: E731
+        for key, value in (("pcie_gen", gen_max), ("pcie_width", width_max)):
+            if not ok(value):  # no maximum to compare with: the current value is not asked for either
+                self._never[(index, key)] = f"maximum: {value.reason}"
         return GpuStatic(
             index=index,
             name=nv.text(name) if ok(name) else "(unknown)",
@@ -168,6 +180,8 @@ class GpuSampler:
             memory_total=int(memory.total) if ok(memory) else None,
             power_limit_w=int(limit) / 1000 if ok(limit) else None,
             sm_clock_max_mhz=int(max_sm) if ok(max_sm) else None,
+            pcie_gen_max=int(gen_max) if ok(gen_max) else None,
+            pcie_width_max=int(width_max) if ok(width_max) else None,
         )
 
     def _get(self, reading: GpuReading, key: str, function: str | tuple[str, ...], *args: Any) -> Any:
@@ -237,6 +251,10 @@ class GpuSampler:
         )
         if reasons is not None:
             reading.throttle = self._throttle_names(int(reasons))
+        gen = self._get(reading, "pcie_gen", "nvmlDeviceGetCurrPcieLinkGeneration")
+        reading.pcie_gen = None if gen is None else int(gen)
+        width = self._get(reading, "pcie_width", "nvmlDeviceGetCurrPcieLinkWidth")
+        reading.pcie_width = None if width is None else int(width)
         self._read_counters(reading)
         ecc = self._slow_get(
             reading,

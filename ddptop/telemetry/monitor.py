@@ -3,6 +3,10 @@
 Each tick makes one ``telemetry`` record (wire format, rank -1) with every GPU's reading, the host's load
 and each running rank's process load, each rank tied to its GPU (NVML's process list, or the rank's
 ``cuda:<local rank>`` under its CUDA_VISIBLE_DEVICES when NVML cannot see its PID, as in containers).
+A process on a GPU that is not a rank is marked ``"foreign": true`` when NVML's PIDs are this PID
+namespace's (a rank on that GPU was found by its PID), and ``"foreign": "unknown"`` when they are not (the
+ranks on that GPU were placed through CUDA_VISIBLE_DEVICES: NVML shows host PIDs, which cannot be told
+apart). The host part says how much CPU other processes took (``ddptop.telemetry.host``).
 Records are appended to ``telemetry.jsonl`` in the run directory as they are taken, so the timeline
 survives a crash, and the last ``keep`` stay in memory for live views.
 """
@@ -115,7 +119,7 @@ class Monitor:
         cpu_before = time.thread_time()
         wanted = self.rank_processes()
         gpus = self.gpu.sample()
-        host = self.host.host()
+        host = self.host.host(ref.pid for ref in wanted)
         ranks = self.host.ranks(wanted)
         self._attach_ranks(gpus, ranks, wanted)
         fields: dict[str, Any] = {"gpus": [g.to_json() for g in gpus], "host": host, "ranks": ranks}
@@ -151,6 +155,13 @@ class Monitor:
             visible = filter_visible(self.gpu.static, ref.cuda_visible_devices)
             if 0 <= local < len(visible):
                 rank["gpu"] = visible[local].index
+        placed = {rank["gpu"] for rank in ranks if "gpu" in rank}
+        for reading in gpus:
+            tied = any("rank" in process for process in reading.processes)
+            for process in reading.processes:
+                if "rank" not in process:
+                    # PIDs comparable (a rank matched here) or no rank on this GPU: surely not a rank
+                    process["foreign"] = True if tied or reading.index not in placed else "unknown"
 
     def refresh(self) -> None:
         """Nothing to read: the thread fills ``records`` (the same interface as TimelineFollower)."""
