@@ -9,6 +9,7 @@ them off its UI thread (a slow NFS read must never freeze the keys).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import time
 from dataclasses import dataclass
@@ -22,8 +23,9 @@ from ddptop.report import build, store
 from ddptop.session import Session
 from ddptop.protocol import layout
 from ddptop.protocol.layout import TIMELINE_FILE
-from ddptop.snapshot import RunSnapshot, ScalingFigures, SessionSnapshot, TelemetrySnapshot
+from ddptop.snapshot import RunSnapshot, ScalingFigures, SessionSnapshot, TelemetrySnapshot, Validity
 from ddptop.telemetry.timeline import TimelineFollower
+from ddptop.telemetry.validity import LiveValidity
 from ddptop.telemetry.topology import Topology
 from ddptop.watch import FINISHED, RUNNING, WRITER_GONE, RecordedRun
 
@@ -49,6 +51,7 @@ class RunControl:
         self.telemetry = telemetry  # a Monitor or a TimelineFollower
         self.topology = topology
         self._logs_read = -LOG_PERIOD
+        self._validity = LiveValidity()
 
     @property
     def run_dir(self) -> str:
@@ -60,9 +63,11 @@ class RunControl:
         self.telemetry.refresh()
         session = self.session.snapshot()
         phase, who = self._phase()
+        telemetry = TelemetrySnapshot.of(self.telemetry)
+        session = self._with_validity(session, telemetry)
         return RunSnapshot(
             session=session,
-            telemetry=TelemetrySnapshot.of(self.telemetry),
+            telemetry=telemetry,
             scaling=self._scaling(),
             logs=self._logs(session),
             phase=phase,
@@ -72,6 +77,25 @@ class RunControl:
 
     def _phase(self) -> tuple[str, str | None]:
         raise NotImplementedError
+
+    def _with_validity(self, session: SessionSnapshot, telemetry: TelemetrySnapshot) -> SessionSnapshot:
+        """The running configuration's validity so far, from the records new since the last frame (and the
+        last one seen of each configuration that ran while this view watched)."""
+        running = session.running()
+        state = self.session.configs.get(running.config_id) if running is not None else None
+        if running is not None and state is not None and state.started_t is not None:
+            self._validity.update(running.config_id, state.started_t, state.launch, telemetry.recent,
+                                  dict(telemetry.info))
+        known = self._validity.known
+        if not known:
+            return session
+        configs = tuple(
+            dataclasses.replace(c, validity=Validity(known[c.config_id]["disturbed"],
+                                                     tuple(known[c.config_id]["reasons"])))
+            if c.config_id in known else c
+            for c in session.configs
+        )
+        return dataclasses.replace(session, configs=configs)
 
     def _scaling(self) -> dict[str, ScalingFigures]:
         rows = live_scaling(self.session)  # recomputed only when a configuration's figures changed

@@ -60,6 +60,14 @@ class StepStats:
 
 
 @dataclass(frozen=True)
+class Validity:
+    """Whether the configuration's steps so far ran on a disturbed node, and why (``telemetry/validity.py``)."""
+
+    disturbed: bool
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ConfigSnapshot:
     config_id: str
     label: str
@@ -74,6 +82,10 @@ class ConfigSnapshot:
     stats: StepStats | None
     # rank -> its last CHART_TAIL step times, in order
     tails: Mapping[int, tuple[float, ...]] = field(default_factory=lambda: EMPTY)
+    unstable: bool = False  # --iters auto stopped on a limit before the median was known to --precision
+    precision_reached: float | None = None  # relative half-width of rank 0's median's 95% interval (0.02: +-2%)
+    warmup_used: int | None = None  # warm-up steps run (so far, while the configuration runs)
+    validity: Validity | None = None  # the running configuration's, from the telemetry since it started
 
     @property
     def heading(self) -> str:

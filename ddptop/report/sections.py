@@ -49,6 +49,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("topology", "Topology", tables.topology_text, tables.topology_markdown, always=True, lead=True),
     Section("problems", "Not measured in full", tables.not_measured_text, tables.problems_markdown, on_screen=True,
             screen_style="bold yellow"),
+    Section("disturbed", "Disturbed while measured", tables.disturbed_text, tables.disturbed_markdown,
+            on_screen=True, screen_style="bold yellow"),
     Section("nodes", "Nodes", tables.nodes_text, tables.nodes_markdown),
     Section("overhead", "Overhead", tables.overhead_text, tables.overhead_markdown, on_screen=True, always=True),
 )
