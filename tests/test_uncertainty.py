@@ -106,7 +106,7 @@ def test_block_length_grows_with_dependence():
     rng = np.random.default_rng(2)
     short = np.median([u.block_length(ar1(rng, 400, 0.1)[0]) for _ in range(20)])
     long = np.median([u.block_length(ar1(rng, 400, 0.8)[0]) for _ in range(20)])
-    assert short <= 3 < long
+    assert 2 * short <= long
 
 
 def test_propagate_and_compare_shapes():
@@ -143,3 +143,119 @@ def test_precision_is_standard_library_and_agrees_with_the_bootstrap():
           f"10-90% {np.percentile(ratios, 10):.2f}-{np.percentile(ratios, 90):.2f}")
     assert 0.5 <= typical <= 2.0
     assert np.mean([(0.5 <= r <= 2.0) for r in ratios]) >= 0.8
+
+
+# -- known truth --------------------------------------------------------------------------------------------
+
+SERIES = 500
+
+
+@pytest.mark.parametrize("kind", ["ar1", "stalls", "lognormal"])
+def test_the_interval_covers_the_true_median(kind):
+    rng = np.random.default_rng({"ar1": 10, "stalls": 11, "lognormal": 12}[kind])
+    hits, short_hits, short = 0, 0, 0
+    widths = []
+    for i in range(SERIES):
+        n, phi, ranks = _draw(rng)
+        samples, truth = synthetic(kind, rng, n, phi, ranks)
+        est, _ = u.median_estimate(samples, resamples=SIM_RESAMPLES, seed=i)
+        hits += est.contains(truth)
+        widths.append(est.rel_half_width())
+        if n < 60:
+            short += 1
+            short_hits += est.contains(truth)
+    coverage = hits / SERIES
+    print(f"\n{kind}: 95% interval covers the true median in {coverage:.1%} of {SERIES} series "
+          f"(n 30-400, phi 0.3-0.7, 1-4 ranks; n < 60: {short_hits / short:.1%} of {short}); "
+          f"median relative half-width {np.median(widths):.2%}")
+    assert coverage >= 0.92
+
+
+def test_a_a_comparisons_rarely_call_a_change():
+    rng = np.random.default_rng(20)
+    calls, equivalent = 0, 0
+    for i in range(SERIES):
+        n, phi, ranks = _draw(rng)
+        kind = ("ar1", "stalls", "lognormal")[i % 3]
+        a, _ = synthetic(kind, rng, n, phi, ranks)
+        b, _ = synthetic(kind, rng, n, phi, ranks)
+        result = u.compare(a, b, resamples=SIM_RESAMPLES, seed=2 * i)
+        calls += result.verdict in ("slower", "faster")
+        equivalent += result.verdict == "equivalent"
+    print(f"\nA/A: a change called in {calls / SERIES:.1%} of {SERIES} pairs (min_effect 2%), "
+          f"'equivalent' in {equivalent / SERIES:.1%}")
+    assert calls / SERIES <= 0.05
+
+
+POWER_STEPS = 200  # 2 ranks, AR(1) phi 0.5, 5% noise: the ratio's relative half-width is about 2%
+
+
+def test_power_to_see_a_five_percent_shift():
+    rng = np.random.default_rng(21)
+    called, widths, trials = 0, [], 200
+    for i in range(trials):
+        a, _ = synthetic("ar1", rng, POWER_STEPS, 0.5, 2)
+        b, _ = synthetic("ar1", rng, POWER_STEPS, 0.5, 2, scale=1.05)
+        result = u.compare(a, b, resamples=SIM_RESAMPLES, seed=2 * i)
+        called += result.verdict == "slower"
+        widths.append(result.ratio.rel_half_width())
+    width = float(np.median(widths))
+    print(f"\npower: a 5% slower B called 'slower' in {called / trials:.1%} of {trials} pairs at n={POWER_STEPS} "
+          f"steps x 2 ranks (ratio's relative half-width {width:.2%})")
+    assert 0.015 <= width <= 0.025
+    assert called / trials >= 0.90
+
+
+def test_a_step_change_widens_the_interval():
+    rng = np.random.default_rng(22)
+    steady, _ = synthetic("ar1", rng, 200, 0.3, 1)
+    changed = {0: [v * (1.1 if i >= 100 else 1.0) for i, v in enumerate(steady[0])]}
+    plain, _ = u.median_estimate(steady, resamples=1000)
+    shifted, _ = u.median_estimate(changed, resamples=1000)
+    assert shifted.rel_half_width() > 1.5 * plain.rel_half_width()
+
+
+def _drifting(rng: np.random.Generator, rounds: int, per_round: int, ranks: int, drift: float):
+    samples: dict[int, list[float]] = {r: [] for r in range(ranks)}
+    labels: dict[int, list[int]] = {r: [] for r in range(ranks)}
+    for k in range(rounds):
+        level = 1 + drift * rng.standard_normal()
+        z = ar1(rng, per_round, 0.5, ranks)
+        for r in range(ranks):
+            samples[r] += list(BASE * level * (1 + 0.05 * z[r]))
+            labels[r] += [k] * per_round
+    return samples, labels
+
+
+def test_rounds_widen_the_interval_and_cover_drift():
+    drift = 0.03  # each round's level: 3% standard deviation around the process's
+    rng = np.random.default_rng(23)
+    big = rng.standard_normal(2_000_000)
+    truth = float(np.median(BASE * (1 + drift * big) * (1 + 0.05 * rng.standard_normal(len(big)))))
+    trials, covered, covered_flat, wider = 200, 0, 0, 0
+    for i in range(trials):
+        samples, labels = _drifting(rng, 8, 50, 2, drift)
+        with_rounds, _ = u.median_estimate(samples, labels, resamples=SIM_RESAMPLES, seed=i)
+        without, _ = u.median_estimate(samples, resamples=SIM_RESAMPLES, seed=i)
+        covered += with_rounds.contains(truth)
+        covered_flat += without.contains(truth)
+        wider += with_rounds.rel_half_width() > without.rel_half_width()
+    print(f"\nrounds (8 x 50 steps, 3% drift between rounds): covered {covered / trials:.1%} with rounds, "
+          f"{covered_flat / trials:.1%} without; wider with rounds in {wider / trials:.1%}")
+    assert wider / trials >= 0.9
+    assert covered / trials >= 0.92 and covered > covered_flat
+
+
+def test_propagated_speedup_covers_the_true_speedup():
+    rng = np.random.default_rng(24)
+    hits = 0
+    for i in range(SERIES):
+        n, phi, _ = _draw(rng)
+        one, truth_one = synthetic("lognormal", rng, n, phi, 1)
+        four, truth_four = synthetic("ar1", rng, n, phi, 4, scale=1.3)
+        e1, r1 = u.median_estimate(one, resamples=SIM_RESAMPLES, seed=2 * i)
+        e4, r4 = u.median_estimate(four, resamples=SIM_RESAMPLES, seed=2 * i + 1)
+        speedup = u.propagate(lambda t1, tn: 4 * t1 / tn, r1, r4, value=4 * e1.value / e4.value)
+        hits += speedup.contains(4 * truth_one / truth_four)
+    print(f"\npropagate: the speedup interval covers the true speedup in {hits / SERIES:.1%} of {SERIES} runs")
+    assert hits / SERIES >= 0.92
