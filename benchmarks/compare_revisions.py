@@ -7,7 +7,10 @@ version of the script). A row is matched by its position in the script's output,
 first number of its text (CPU share, p50, events/s...). Reported per row: both trees' figures in every
 round, and the median over rounds of the per-round ratio (this tree / base) with its range.
 
-    python benchmarks/compare_revisions.py BASE_REV [--rounds 3] [--only tui_cost,ingest,startup] [--quick]
+    python benchmarks/compare_revisions.py BASE_REV [--this REV] [--rounds 3] [--only tui_cost,ingest,startup]
+                                           [--quick]
+
+Without ``--this`` the other side is this working tree as it is; with it, a second worktree of that revision.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ def run_rows(tree: str, name: str, arguments: list[str], out: str) -> list[dict]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("base", help="the revision to compare against (a commit, tag or branch)")
+    parser.add_argument("--this", help="measure this revision instead of the working tree")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--only", default="tui_cost,ingest,startup", help="benchmarks to run (run_all.py's names)")
     parser.add_argument("--quick", action="store_true", help="each benchmark's shorter arguments")
@@ -56,13 +60,20 @@ def main() -> None:
     if unknown:
         sys.exit(f"compare_revisions: unknown benchmark {', '.join(unknown)} (known: {', '.join(BENCHMARKS)})")
     with tempfile.TemporaryDirectory() as tmp:
-        base_tree = os.path.join(tmp, "base")
-        subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", "--quiet", base_tree, args.base], check=True)
+        trees = {"base": os.path.join(tmp, "base"), "this": os.path.join(tmp, "this") if args.this else REPO}
+        revisions = {"base": args.base, "this": args.this}
+        made = []
         try:
-            figures = measure(args, names, {"base": base_tree, "this": REPO}, tmp)
+            for which, revision in revisions.items():
+                if revision:
+                    subprocess.run(["git", "-C", REPO, "worktree", "add", "--detach", "--quiet", trees[which], revision],
+                                   check=True)
+                    made.append(trees[which])
+            figures = measure(args, names, trees, tmp)
         finally:
-            subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", base_tree], check=False)
-    report(figures, args.base)
+            for tree in made:
+                subprocess.run(["git", "-C", REPO, "worktree", "remove", "--force", tree], check=False)
+    report(figures, args.base, args.this or "this working tree")
 
 
 def measure(args: argparse.Namespace, names: list[str], trees: dict[str, str], tmp: str) -> dict:
@@ -81,8 +92,8 @@ def measure(args: argparse.Namespace, names: list[str], trees: dict[str, str], t
     return figures
 
 
-def report(figures: dict, base: str) -> None:
-    print(f"\nthis tree against {base}: the first number of each figure, per round; ratio = this / base")
+def report(figures: dict, base: str, this: str) -> None:
+    print(f"\n{this} against {base}: the first number of each figure, per round; ratio = this / base")
     for (name, _index), entry in figures.items():
         pairs = [(b, t) for b, t in zip(entry["base"], entry["this"]) if b and t is not None]
         ratios = sorted(t / b for b, t in pairs)
