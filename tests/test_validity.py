@@ -1,0 +1,252 @@
+"""Interference and validity: what a configuration's window ran through, from the telemetry ddptop records.
+
+GPU cases run the real Monitor against the fake node (``ddptop/telemetry/fake_nvml.py``), made to throttle,
+host a stranger's process, train a link down or report an Xid. The host case spins real processes. This
+machine is shared, so GPU cases replace the host part of their records with a quiet one: the host figures
+are whatever else the machine runs at that moment.
+"""
+
+import os
+import subprocess
+import sys
+import time
+
+import pynvml
+import pytest
+
+from ddptop.report import tables
+from ddptop.snapshot import ConfigSnapshot, Validity
+from ddptop.telemetry import timeline, validity
+from ddptop.telemetry.fake_nvml import FakeNvml
+from ddptop.telemetry.host import HostSampler, RankProcess
+from ddptop.telemetry.monitor import Monitor
+from ddptop.tui.panels.configs import _config_cells
+
+from .conftest import REPO
+
+QUIET_HOST = {"cpu": 5.0, "mem_used": 1 << 30, "mem_total": 8 << 30, "mem_available": 7 << 30,
+              "other_cpu_cores": 0.05, "own_cpu_cores": 1.0, "swap_in": 0, "swap_out": 0}
+
+
+def gpu_window(tmp_path, change=None, slow_ttl=None, ticks=5):
+    """Validity of a window over ``ticks`` readings of a steady fake node, ranks 0 and 1 on GPUs 0 and 1;
+    ``change(fake)`` runs after the first reading (the one before the window)."""
+    fake = FakeNvml(steady=True)
+    fake.attach_process(0, os.getpid(), 1 << 30)
+    fake.attach_process(1, os.getppid(), 1 << 30)
+    refs = [RankProcess(os.getpid(), 0, "L", 0, "cuda:0"), RankProcess(os.getppid(), 1, "L", 1, "cuda:1")]
+    path = tmp_path / "telemetry.jsonl"
+    monitor = Monitor(0.05, str(path), fake, lambda: refs)
+    if slow_ttl is not None:
+        monitor.gpu.slow_ttl = slow_ttl
+    try:
+        for tick in range(ticks):
+            monitor.sample_once()
+            if tick == 0 and change is not None:
+                change(fake)
+            time.sleep(0.01)
+    finally:
+        monitor.stop()
+    records, malformed = timeline.read_timeline(str(path))
+    assert malformed == 0 and len(records) == ticks
+    for record in records:
+        record["host"] = dict(QUIET_HOST)
+    return validity.window_validity(records, records[0]["t"], records[-1]["t"], "L"), records
+
+
+def gpu_reasons(found):
+    return [r for r in found["reasons"] if r.startswith("GPU")]
+
+
+def test_quiet_fake_node_is_not_disturbed(tmp_path):
+    found, records = gpu_window(tmp_path)
+    assert not found["disturbed"] and found["reasons"] == [], found
+    assert found["gpus"] == [0, 1] and found["gpu_checks"] == "done" and found["readings"] == 4
+    assert found["throttle_share"] == {} and found["sm_clock_below_max_share"] == 0.0
+    assert found["pcie_degraded"] is False and found["foreign_gpu_processes"] == [] and found["xid"] == []
+    assert found["ecc"] == 0 and found["swap_bytes"] == 0 and found["other_cpu_cores"] == pytest.approx(0.05)
+    info = records[0]["info"]["gpus"][0]
+    assert (info["sm_clock_max_mhz"], info["pcie_gen_max"], info["pcie_width_max"]) == (1530, 3, 16)
+    gpu0 = records[-1]["gpus"][0]
+    assert (gpu0["pcie_gen"], gpu0["pcie_width"]) == (3, 16)
+
+
+def test_throttling_gpu_is_disturbed(tmp_path):
+    found, _ = gpu_window(tmp_path, lambda fake: fake.throttle(1, pynvml.nvmlClocksEventReasonHwThermalSlowdown))
+    assert found["disturbed"]
+    assert "GPU 1: HW thermal held its clocks in 100% of samples" in found["reasons"]
+    assert any(r.startswith("GPU 1: SM clock below 90% of max") for r in found["reasons"])
+    assert found["throttle_share"] == {"HW thermal": 0.5}  # one GPU of two, every sample
+    assert found["sm_clock_below_max_share"] == 0.5
+
+
+def test_a_limit_that_is_not_interference_is_recorded_but_not_flagged(tmp_path):
+    found, _ = gpu_window(tmp_path, lambda fake: fake.throttle(0, pynvml.nvmlClocksEventReasonSyncBoost, 1.0))
+    assert not found["disturbed"] and found["throttle_share"] == {"sync boost": 0.5}
+
+
+def test_foreign_process_on_a_ranks_gpu_is_disturbed(tmp_path):
+    found, records = gpu_window(tmp_path, lambda fake: fake.attach_process(0, 4242424, 3 << 30))
+    assert found["disturbed"]
+    assert "GPU 0: a compute process that is not a rank (PID 4242424)" in found["reasons"]
+    assert found["foreign_gpu_processes"] == [{"gpu": 0, "pid": 4242424, "known": True, "gpu_memory_max": 3 << 30}]
+    processes = records[-1]["gpus"][0]["processes"]
+    assert {"pid": os.getpid(), "gpu_memory": 1 << 30, "rank": 0} in processes  # the rank is not foreign
+
+
+def test_a_process_on_a_gpu_the_job_does_not_use_is_not_its_business(tmp_path):
+    found, _ = gpu_window(tmp_path, lambda fake: fake.attach_process(5, 4242424, 3 << 30))
+    assert not found["disturbed"] and found["foreign_gpu_processes"] == []
+
+
+def test_pids_from_another_namespace_are_unknown_not_guessed(tmp_path):
+    """A container: NVML lists host PIDs, the rank is found through CUDA_VISIBLE_DEVICES."""
+    fake = FakeNvml(steady=True)
+    fake.attach_process(2, 7000001, 1 << 30)  # the rank's host PID, or a stranger's: nobody here can tell
+    refs = [RankProcess(os.getpid(), 0, "L", 0, "cuda:0", "2,3")]
+    path = tmp_path / "telemetry.jsonl"
+    monitor = Monitor(0.05, str(path), fake, lambda: refs)
+    for _ in range(3):
+        monitor.sample_once()
+    monitor.stop()
+    records, _ = timeline.read_timeline(str(path))
+    assert records[-1]["gpus"][2]["processes"] == [{"pid": 7000001, "gpu_memory": 1 << 30, "foreign": "unknown"}]
+    for record in records:
+        record["host"] = dict(QUIET_HOST)
+    found = validity.window_validity(records, records[0]["t"], records[-1]["t"], "L")
+    assert found["gpus"] == [2] and not found["disturbed"]
+    assert any("other compute processes unknown" in note for note in found["notes"])
+
+
+def test_pcie_link_narrower_than_its_maximum_is_disturbed(tmp_path):
+    found, _ = gpu_window(tmp_path, lambda fake: fake.pcie_link(1, 3, 8))
+    assert found["disturbed"] and found["pcie_degraded"] is True
+    assert "GPU 1: PCIe link gen3 x8 while busy (can do gen3 x16)" in found["reasons"]
+
+
+def test_xid_and_new_ecc_errors_are_disturbed(tmp_path):
+    def faults(fake):
+        fake.xid(0, 79)
+        fake.ecc_error(1, 2)
+
+    found, _ = gpu_window(tmp_path, faults, slow_ttl=0.0)
+    assert found["disturbed"] and found["xid"] == [{"gpu": 0, "code": 79}] and found["ecc"] == 2
+    assert "GPU 0: Xid 79" in found["reasons"] and "GPU 1: 2 new uncorrected ECC errors" in found["reasons"]
+
+
+def test_an_xid_before_the_window_is_not_the_windows():
+    before = {"t": 1.0, "gpus": [{"index": 0, "xid": [79]}], "ranks": [{"launch": "L", "gpu": 0}]}
+    inside = [{"t": 2.0 + i, "gpus": [{"index": 0, "xid": [79], "util": 90}], "ranks": [{"launch": "L", "gpu": 0}],
+               "host": {}} for i in range(2)]
+    found = validity.window_validity([before, *inside], 1.5, 4.0, "L")
+    assert found["xid"] == [] and not found["disturbed"]
+    assert validity._new_codes([1, 2, 3], [2, 3, 4, 5]) == [4, 5]  # lists keep the last codes only
+
+
+def test_new_nvml_calls_not_supported_are_na_with_a_reason(tmp_path):
+    fake = FakeNvml(fail={"nvmlDeviceGetCurrPcieLinkWidth": pynvml.NVML_ERROR_NOT_SUPPORTED},
+                    missing={"nvmlDeviceGetMaxPcieLinkGeneration"})
+    monitor = Monitor(0.05, None, fake)
+    record = [monitor.sample_once() for _ in range(3)][-1]
+    monitor.stop()
+    gpu = record["gpus"][0]
+    assert "pcie_width" not in gpu and gpu["na"]["pcie_width"] == "not supported on this GPU"
+    assert gpu["na"]["pcie_gen"].startswith("maximum: not in this driver's NVML")
+    assert fake.calls["nvmlDeviceGetCurrPcieLinkWidth"] == 8  # once per GPU, then remembered
+    assert "nvmlDeviceGetCurrPcieLinkGeneration" not in fake.calls  # no maximum: never asked
+
+
+# -- host -------------------------------------------------------------------------------------------------------
+
+SPIN = "import time\nend = time.time() + {seconds}\nwhile time.time() < end: pass\n"
+
+
+def spin_detached(seconds: float) -> int:
+    """A spinning process that is not ddptop's child (its parent exits at once): the PID."""
+    starter = (
+        "import subprocess, sys\n"
+        f"p = subprocess.Popen([sys.executable, '-c', {SPIN.format(seconds=seconds)!r}])\n"
+        "print(p.pid, flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", starter], capture_output=True, text=True, check=True)
+    return int(done.stdout.strip())
+
+
+def test_a_busy_process_that_is_not_a_rank_disturbs_the_window(tmp_path):
+    rank = subprocess.Popen([sys.executable, "-c", SPIN.format(seconds=2.5)])  # a rank: ddptop's own child
+    refs = [RankProcess(rank.pid, 0, "L", 0, "cpu")]
+    path = tmp_path / "telemetry.jsonl"
+    monitor = Monitor(0.25, str(path), FakeNvml(library_missing=True), lambda: refs).start()
+    try:
+        time.sleep(0.3)
+        start = time.time()
+        stranger = spin_detached(2.0)
+        time.sleep(2.0)
+        end = time.time()
+    finally:
+        monitor.stop()
+        rank.kill()
+        rank.wait()
+    records, _ = timeline.read_timeline(str(path))
+    window = [r for r in records if start < r["t"] <= end]
+    inside = [r["host"] for r in window]
+    assert inside and all("other_cpu_cores" in h and "mem_available" in h and "swap_in" in h for h in inside)
+    # the spinning rank is ddptop's, not "other": what it used (psutil's per-process figure) is in "own"
+    own = sum(h["own_cpu_cores"] for h in inside) / len(inside)
+    rank_cores = sum(r["ranks"][0]["cpu"] or 0 for r in window) / 100 / len(window)
+    assert own == pytest.approx(rank_cores, abs=0.1) and own > 0.05, window
+    found = validity.window_validity(records, start, end, "L")
+    assert found["other_cpu_cores"] > validity.OTHER_CPU_CORES_MAX, (stranger, inside)
+    assert found["disturbed"] and found["reasons"][0].startswith("other processes used")
+    assert found["gpu_checks"] == "skipped" and "GPU checks skipped: no GPU ran this configuration" in found["notes"]
+
+
+def test_host_sampler_counts_a_reaped_child_as_its_own():
+    sampler = HostSampler()
+    subprocess.run([sys.executable, "-c", SPIN.format(seconds=0.5)], check=True)  # starts and ends between ticks
+    reading = sampler.host()
+    assert reading["own_cpu_cores"] > 0.3, reading
+
+
+# -- old timelines, live view, report ---------------------------------------------------------------------------
+
+
+def test_a_timeline_without_these_fields_says_not_recorded():
+    records, _ = timeline.read_timeline(os.path.join(REPO, "tests", "data", "recorded-run", "telemetry.jsonl"))
+    assert records and "other_cpu_cores" not in records[-1]["host"]
+    found = validity.window_validity(records, records[0]["t"], records[-1]["t"], "01-n1-gloo")
+    assert not found["disturbed"] and found["other_cpu_cores"] is None and found["swap_bytes"] is None
+    assert "other processes' CPU: not recorded" in found["notes"] and "swap activity: not recorded" in found["notes"]
+    assert found["mem_available_min_bytes"] > 0  # from memory total - used, which old timelines have
+    old_gpu = [{"t": 1.0 + i, "host": {}, "gpus": [{"index": 0, "util": 90}], "ranks": [{"launch": "L", "gpu": 0}]}
+               for i in range(3)]
+    found = validity.window_validity(old_gpu, 0.0, 3.0, "L")
+    assert found["pcie_degraded"] is None and "PCIe link: not recorded" in found["notes"]
+    assert found["ecc"] is None and not found["disturbed"]
+
+
+def test_live_validity_is_incremental_and_equals_the_window(tmp_path):
+    _, records = gpu_window(tmp_path, lambda fake: fake.pcie_link(0, 2, 16), ticks=6)
+    start = records[0]["t"]
+    live = validity.LiveValidity()
+    live.update("c", start, "L", records[:3])
+    answer = live.update("c", start, "L", records[1:])  # overlapping frames: each record counted once
+    whole = validity.ValidityAccumulator(start, None, "L").add_all(records).result()
+    assert answer == whole and answer["readings"] == 5 and answer["disturbed"]
+    assert live.known["c"] is answer
+    fresh = live.update("d", records[-1]["t"], "L", records)
+    assert fresh["readings"] == 0 and not fresh["disturbed"]
+
+
+def test_config_table_shows_a_disturbed_configuration_and_the_report_lists_it():
+    base = dict(config_id="c", label="1M/2P", model="resnet18", batch_size=16, backend="gloo", status="running",
+                reason=None, progress=0.5, sample_count=3, revision=1, stats=None)
+    quiet = _config_cells(ConfigSnapshot(**base, validity=Validity(False)), None)["status"]
+    assert quiet.plain == "running" and quiet == _config_cells(ConfigSnapshot(**base), None)["status"]
+    busy = _config_cells(ConfigSnapshot(**base, validity=Validity(True, ("other processes used 0.9 cores",))), None)
+    assert busy["status"].plain == "running ! other processes used 0.9 cores"
+    summary = {"configs": [{"config_id": "a", "validity": {"disturbed": False, "reasons": []}},
+                           {"config_id": "b", "validity": {"disturbed": True, "reasons": ["GPU 1: Xid 79", "x"]}},
+                           {"config_id": "c"}]}
+    assert tables.disturbed_text(summary).splitlines()[1:] == ["b: GPU 1: Xid 79; x"]
+    assert tables.disturbed_text({"configs": summary["configs"][::2]}) == ""
