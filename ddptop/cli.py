@@ -57,7 +57,11 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("a", metavar="A", help="run directory or summary.json (the baseline)")
     diff.add_argument("b", metavar="B", help="run directory or summary.json (the candidate)")
     diff.add_argument("--format", choices=("text", "md", "json"), default="text")
-    diff.add_argument("--alpha", type=float, default=0.05, help="significance level of the noise test (0.05)")
+    diff.add_argument("--min-effect", type=float, default=0.02, metavar="FRACTION",
+                      help="smallest change of the median called slower/faster, as a fraction (0.02: 2%%)")
+    diff.add_argument("--fail-on-regression", type=float, default=None, metavar="PCT",
+                      help="exit 1 when a configuration is 'slower' by more than PCT percent")
+    diff.add_argument("--alpha", type=float, default=None, help=argparse.SUPPRESS)  # deprecated: ignored
     plot = commands.add_parser("plot", help="(re)draw a run's plots as PNG and SVG")
     plot.add_argument("target", metavar="RUN_DIR|summary.json")
     plot.add_argument("--out", metavar="DIR", help="where to write them (default: beside the summary)")
@@ -217,15 +221,28 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from ddptop.report import diff as diff_mod
     from ddptop.report.store import load_target
 
-    if not 0 < args.alpha < 1:
-        raise UsageError("--alpha must be between 0 and 1")
+    if args.alpha is not None:  # the old significance test's level; the interval and --min-effect decide now
+        if not 0 < args.alpha < 1:
+            raise UsageError("--alpha must be between 0 and 1")
+        print("ddptop diff: --alpha is deprecated and ignored; see --min-effect", file=sys.stderr)
+    if not 0 <= args.min_effect < 1:
+        raise UsageError("--min-effect must be a fraction between 0 and 1 (0.02 is 2%)")
+    if args.fail_on_regression is not None and not args.fail_on_regression >= 0:
+        raise UsageError("--fail-on-regression must be a percentage >= 0")
     (a, _), (b, _) = load_target(args.a), load_target(args.b)
-    result = _render_saved(f"{args.a} or {args.b}", lambda: diff_mod.diff_summaries(a, b, args.alpha))
+    result = _render_saved(f"{args.a} or {args.b}", lambda: diff_mod.diff_summaries(a, b, args.min_effect))
+    failing = []
+    if args.fail_on_regression is not None:
+        failing = diff_mod.regressions(result, args.fail_on_regression / 100)
+        result["fail_on_regression"] = {"pct": args.fail_on_regression, "failing": failing}
     if args.format == "json":
         sys.stdout.write(json.dumps(result, indent=2) + "\n")
     else:
         sys.stdout.write(diff_mod.diff_text(result, markdown=args.format == "md"))
-    return EXIT_OK
+        if failing:
+            sys.stdout.write(f"Failing: {len(failing)} configuration(s) slower by more than "
+                             f"{args.fail_on_regression:g}%\n")
+    return EXIT_FAILED if failing else EXIT_OK  # 1: a regression beyond --fail-on-regression
 
 
 def cmd_plot(args: argparse.Namespace) -> int:

@@ -147,13 +147,14 @@ def test_diff_of_two_real_runs(run_a, run_b):
         p50_a = _config(a, row["config_id"])["stats"]["sec_iter"]["p50"]
         p50_b = _config(b, row["config_id"])["stats"]["sec_iter"]["p50"]
         assert row["p50_change"] == pytest.approx(p50_b / p50_a - 1)
-        assert 0 <= row["p_value"] <= 1 and row["verdict"] in ("faster", "slower", "within noise")
+        low, high = row["ratio_ci"]
+        assert low <= row["ratio"] <= high and row["verdict"] in ("faster", "slower", "within noise", "equivalent")
     text = ddptop("diff", run_a.run_dir, os.path.join(run_b.run_dir, "summary.json")).stdout
     assert "bucket_cap_mb" in text and "p50 change" in text and "verdict" in text
     # a run against itself: every change is zero and within noise
     assert result["only_b"] == ["resnet18/dp/bs4/n2/gloo"] and result["only_a"] == []
     same = json.loads(ddptop("diff", run_a.run_dir, run_a.run_dir, "--format", "json").stdout)
-    assert same["plan"] == [] and all(r["verdict"] == "within noise" and r["p_value"] == 1 for r in same["configs"])
+    assert same["plan"] == [] and all(r["ratio"] == 1 and r["verdict"] != "slower" for r in same["configs"])
 
 
 def test_batch_sweep_stops_at_out_of_memory(tmp_path):

@@ -5,17 +5,16 @@
   also nccl-tests' bus bandwidth factor for allreduce (``ddptop.protocol.bandwidth``).
 - Scaling model: Amdahl's serial fraction fitted over all N, and the Karp-Flatt metric at each N.
 - Cost: the price of a million examples at a measured throughput; data moved per training epoch.
-- Significance: a two-sided Mann-Whitney U test and a bootstrap interval of the change in medians, to say
-  whether two runs differ by more than their own noise.
+
+Whether two runs differ by more than their own noise is ``ddptop.analysis.uncertainty`` (a block bootstrap:
+step times are not independent, so tests that treat them as such call noise a change).
 """
 
 from __future__ import annotations
 
 import math
-import random
 from collections.abc import Sequence
 
-from ddptop.analysis.stats import median
 from ddptop.protocol.bandwidth import busbw_factor
 
 GIB = 2**30
@@ -96,63 +95,3 @@ def cost_per_million(device_count: int, examples_per_sec: float, price_per_devic
         return None
     hours = 1e6 / examples_per_sec / 3600
     return hours * device_count * price_per_device_hour
-
-
-# -- significance -------------------------------------------------------------------------------------------
-
-
-def mann_whitney(a: Sequence[float], b: Sequence[float]) -> dict | None:
-    """Two-sided Mann-Whitney U test (normal approximation with tie and continuity corrections).
-
-    Returns U of ``a``, the p-value, and the common-language effect size P(a > b) + P(a = b)/2.
-    """
-    n1, n2 = len(a), len(b)
-    if n1 == 0 or n2 == 0:
-        return None
-    pooled = sorted([(v, 0) for v in a] + [(v, 1) for v in b])
-    ranks = [0.0] * len(pooled)
-    tie_term = 0.0
-    i = 0
-    while i < len(pooled):
-        j = i
-        while j + 1 < len(pooled) and pooled[j + 1][0] == pooled[i][0]:
-            j += 1
-        average = (i + j) / 2 + 1
-        for k in range(i, j + 1):
-            ranks[k] = average
-        ties = j - i + 1
-        tie_term += ties**3 - ties
-        i = j + 1
-    rank_sum_a = sum(r for r, (_, group) in zip(ranks, pooled) if group == 0)
-    u_a = rank_sum_a - n1 * (n1 + 1) / 2
-    mean_u = n1 * n2 / 2
-    n = n1 + n2
-    variance = n1 * n2 / 12 * ((n + 1) - tie_term / (n * (n - 1))) if n > 1 else 0.0
-    if variance <= 0:
-        p_value = 1.0
-    else:
-        z = (abs(u_a - mean_u) - 0.5) / math.sqrt(variance)
-        p_value = min(1.0, math.erfc(max(z, 0.0) / math.sqrt(2)))
-    return {"u": u_a, "p_value": p_value, "effect": u_a / (n1 * n2)}
-
-
-def bootstrap_median_change(
-    a: Sequence[float], b: Sequence[float], resamples: int = 1000, confidence: float = 0.95, seed: int = 0
-) -> tuple[float, float] | None:
-    """Percentile bootstrap interval of median(b)/median(a) - 1, resampling each side independently."""
-    if not a or not b:
-        return None
-    rng = random.Random(seed)
-    changes = []
-    for _ in range(resamples):
-        median_a = median(rng.choices(a, k=len(a)))
-        median_b = median(rng.choices(b, k=len(b)))
-        if median_a > 0:
-            changes.append(median_b / median_a - 1)
-    if not changes:
-        return None
-    changes.sort()
-    tail = (1 - confidence) / 2
-    low = changes[int(tail * (len(changes) - 1))]
-    high = changes[int(math.ceil((1 - tail) * (len(changes) - 1)))]
-    return low, high

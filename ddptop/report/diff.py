@@ -1,9 +1,11 @@
 """Compare two summaries, like PyTorch's DDP benchmark ``diff.py``, and say which changes beat the noise.
 
 Configurations are matched by id. For each: p50/p75/p95 of sec/iter in A and B and the change in percent,
-then whether the change is larger than run-to-run noise: a two-sided Mann-Whitney U test on the raw step
-times of both runs, and a bootstrap interval of the change in median. A change counts ("faster"/"slower")
-only when the test rejects at ``alpha`` and the interval excludes zero; otherwise it is "within noise".
+then the ratio B/A of the pooled median step time with its 95% interval (``analysis.uncertainty.compare``:
+a block bootstrap of each run's saved step times, jointly over ranks and over rounds when the summary has
+them, which holds for autocorrelated steps). A change is called only when the interval lies beyond the
+margin: "slower" when its low end is above 1 + min_effect, "faster" when its high end is below
+1 - min_effect; "equivalent" when the whole interval lies within the margin; otherwise "within noise".
 """
 
 from __future__ import annotations
@@ -12,11 +14,12 @@ import json
 from typing import Any
 
 from ddptop import units
-from ddptop.analysis import formulas
 
 DIFF_PERCENTILES = ("p50", "p75", "p95")
 IGNORED_ENVIRONMENT_KEYS = ("collected", "pid")
 IGNORED_PLAN_KEYS = ("name",)
+DEFAULT_MIN_EFFECT = 0.02  # changes smaller than 2% are not called, however sure
+NOT_COMPARABLE = "not comparable"
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -40,12 +43,17 @@ def differing_keys(a: dict[str, Any], b: dict[str, Any], ignored: tuple[str, ...
     return rows
 
 
-def _pooled(entry: dict[str, Any]) -> list[float]:
-    samples = entry.get("samples") or {}
-    return [s for rank in sorted(samples, key=int) for s in samples[rank]]
+def _by_rank(entry: dict[str, Any], field: str) -> dict[int, list[Any]] | None:
+    values = entry.get(field)
+    if not isinstance(values, dict) or not values:
+        return None
+    return {int(rank): list(v) for rank, v in values.items()}
 
 
-def compare_config(a: dict[str, Any], b: dict[str, Any], alpha: float) -> dict[str, Any]:
+def compare_config(a: dict[str, Any], b: dict[str, Any], min_effect: float = DEFAULT_MIN_EFFECT,
+                   resamples: int | None = None) -> dict[str, Any]:
+    from ddptop.analysis import uncertainty
+
     row: dict[str, Any] = {"config_id": a["config_id"], "label": a["label"], "status_a": a["status"],
                            "status_b": b["status"]}
     stats_a, stats_b = a.get("stats"), b.get("stats")
@@ -54,22 +62,42 @@ def compare_config(a: dict[str, Any], b: dict[str, Any], alpha: float) -> dict[s
         value_b = stats_b["sec_iter"][p] if stats_b else None
         row[f"{p}_a"], row[f"{p}_b"] = value_a, value_b
         row[f"{p}_change"] = (value_b / value_a - 1) if value_a and value_b is not None else None
-    samples_a, samples_b = _pooled(a), _pooled(b)
-    row["samples_a"], row["samples_b"] = len(samples_a), len(samples_b)
-    test = formulas.mann_whitney(samples_a, samples_b)
-    interval = formulas.bootstrap_median_change(samples_a, samples_b)
-    row["p_value"] = test["p_value"] if test else None
-    row["median_change_interval"] = list(interval) if interval else None
-    if test is None or interval is None:
-        row["verdict"] = "not comparable"
-    elif test["p_value"] < alpha and (interval[0] > 0 or interval[1] < 0):
-        row["verdict"] = "slower" if interval[0] > 0 else "faster"
-    else:
-        row["verdict"] = "within noise"
+    samples_a, samples_b = _by_rank(a, "samples"), _by_rank(b, "samples")
+    row["samples_a"] = sum(len(v) for v in samples_a.values()) if samples_a else 0
+    row["samples_b"] = sum(len(v) for v in samples_b.values()) if samples_b else 0
+    rounds_a, rounds_b = _by_rank(a, "rounds"), _by_rank(b, "rounds")
+    row["rounds"] = rounds_a is not None or rounds_b is not None
+    row["ratio"] = row["ratio_ci"] = None
+    row["min_effect"] = min_effect
+    if not row["samples_a"] or not row["samples_b"]:
+        row["verdict"] = NOT_COMPARABLE
+        return row
+    try:
+        result = uncertainty.compare(samples_a, samples_b, rounds_a, rounds_b, min_effect=min_effect,
+                                     resamples=resamples or uncertainty.RESAMPLES)
+    except ValueError:  # round indices that do not match the steps: compare without them
+        result = uncertainty.compare(samples_a, samples_b, min_effect=min_effect,
+                                     resamples=resamples or uncertainty.RESAMPLES)
+        row["rounds"] = False
+    row["ratio"] = result.ratio.value
+    row["ratio_ci"] = result.ratio.to_ci()
+    row["verdict"] = result.verdict
     return row
 
 
-def diff_summaries(a: dict[str, Any], b: dict[str, Any], alpha: float = 0.05) -> dict[str, Any]:
+def regressions(diff: dict[str, Any], threshold: float = 0.0) -> list[dict[str, Any]]:
+    """Configurations called "slower" whose median step time grew by more than ``threshold`` (0.05: 5%)."""
+    return [
+        {"config_id": r["config_id"], "change": r["ratio"] - 1, "ratio_ci": r["ratio_ci"]}
+        for r in diff["configs"]
+        if r["verdict"] == "slower" and r["ratio"] is not None and r["ratio"] - 1 > threshold
+    ]
+
+
+def diff_summaries(a: dict[str, Any], b: dict[str, Any], min_effect: float = DEFAULT_MIN_EFFECT,
+                   resamples: int | None = None) -> dict[str, Any]:
+    from ddptop.analysis import uncertainty
+
     configs_a = {e["config_id"]: e for e in a["configs"]}
     configs_b = {e["config_id"]: e for e in b["configs"]}
     common = [c for c in configs_a if c in configs_b]
@@ -82,18 +110,22 @@ def diff_summaries(a: dict[str, Any], b: dict[str, Any], alpha: float = 0.05) ->
                 scaling.append({"config_id": row["config_id"], "label": row["label"],
                                 "speedup_a": row["speedup"], "speedup_b": other["speedup"],
                                 "efficiency_a": row["efficiency"], "efficiency_b": other["efficiency"]})
-    return {
+    diff = {
         "a": {"name": a.get("name"), "run_dir": a.get("run_dir"), "created": a.get("created")},
         "b": {"name": b.get("name"), "run_dir": b.get("run_dir"), "created": b.get("created")},
-        "alpha": alpha,
+        "min_effect": min_effect,
+        "confidence": uncertainty.CONFIDENCE,
+        "method": uncertainty.METHOD,
         "environment": differing_keys(a.get("environment") or {}, b.get("environment") or {},
                                       IGNORED_ENVIRONMENT_KEYS),
         "plan": differing_keys(a.get("plan") or {}, b.get("plan") or {}, IGNORED_PLAN_KEYS),
-        "configs": [compare_config(configs_a[c], configs_b[c], alpha) for c in common],
+        "configs": [compare_config(configs_a[c], configs_b[c], min_effect, resamples) for c in common],
         "only_a": [c for c in configs_a if c not in configs_b],
         "only_b": [c for c in configs_b if c not in configs_a],
         "scaling": scaling,
     }
+    diff["regressions"] = regressions(diff)
+    return diff
 
 
 def _value(value: Any) -> str:
@@ -106,18 +138,18 @@ def _change(value: float | None) -> str:
 
 
 CONFIG_HEADER = ("config", *(f"{p} A" for p in DIFF_PERCENTILES), *(f"{p} B" for p in DIFF_PERCENTILES),
-                 *(f"{p} change" for p in DIFF_PERCENTILES), "p-value", "median change 95% CI", "verdict")
+                 *(f"{p} change" for p in DIFF_PERCENTILES), "p50 B/A", "95% CI", "verdict")
 
 
 def _config_cells(row: dict[str, Any]) -> tuple[str, ...]:
-    interval = row["median_change_interval"]
+    interval = row["ratio_ci"]
     return (
         row["config_id"],
         *(units.seconds(row[f"{p}_a"]) for p in DIFF_PERCENTILES),
         *(units.seconds(row[f"{p}_b"]) for p in DIFF_PERCENTILES),
         *(_change(row[f"{p}_change"]) for p in DIFF_PERCENTILES),
-        units.significant(row["p_value"]),
-        "-" if interval is None else f"{_change(interval[0])} .. {_change(interval[1])}",
+        "-" if row["ratio"] is None else f"{row['ratio']:.3f}",
+        "-" if interval is None else f"{interval[0]:.3f} .. {interval[1]:.3f}",
         row["verdict"] + ("" if row["status_a"] == row["status_b"] == "ok" else f" ({row['status_a']}/{row['status_b']})"),
     )
 
@@ -133,13 +165,18 @@ def diff_text(diff: dict[str, Any], markdown: bool = False) -> str:
         if rows:
             out += render(("key", "A", "B"), rows)
         out.append("")
-    out.append(f"Step time, sec/iter (a change counts when Mann-Whitney p < {diff['alpha']:g} "
-               "and the bootstrap interval excludes 0)")
+    margin = diff["min_effect"]
+    out.append(f"Step time, sec/iter; B/A = ratio of the pooled medians with its {diff['confidence']:.0%} interval "
+               f"(block bootstrap). A change is called when the interval lies beyond {1 - margin:.3g}..{1 + margin:.3g}; "
+               f"inside it: equivalent")
     out += render(CONFIG_HEADER, [_config_cells(r) for r in diff["configs"]]) if diff["configs"] else ["  none in common"]
     for side in ("a", "b"):
         only = diff[f"only_{side}"]
         if only:
             out.append(f"Only in {side.upper()}: {', '.join(only)}")
+    slower = diff["regressions"]
+    out.append("Regressions: " + (", ".join(f"{r['config_id']} ({_change(r['change'])})" for r in slower)
+                                  if slower else "none beyond the noise"))
     if diff["scaling"]:
         out += ["", "Scaling"]
         out += render(

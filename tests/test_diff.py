@@ -1,0 +1,127 @@
+"""``ddptop diff`` on summaries built from synthetic step times: A/A says "within noise", a 10% slower B is
+"slower" and fails ``--fail-on-regression 5``; the JSON shape; rounds when a summary has them."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from ddptop.report import diff as diff_mod
+from tests.conftest import ddptop
+
+CONFIGS = (("m/no_ddp/bs8/n1/gloo", 1, 0.080), ("m/ddp/bs8/n1/gloo", 1, 0.085), ("m/ddp/bs8/n2/gloo", 2, 0.120))
+
+
+def _steps(rng: np.random.Generator, ranks: int, n: int, median: float, phi: float = 0.5) -> dict[str, list[float]]:
+    """AR(1) step times (5% noise) shared 70% across the ranks, with a stall every 10th step."""
+    noise = rng.standard_normal((ranks + 1, n + 50))
+    x = np.empty_like(noise)
+    x[:, 0] = noise[:, 0]
+    for i in range(1, n + 50):
+        x[:, i] = phi * x[:, i - 1] + math.sqrt(1 - phi * phi) * noise[:, i]
+    z = math.sqrt(0.7) * x[0, 50:] + math.sqrt(0.3) * x[1:, 50:]
+    stall = np.where(np.arange(n) % 10 == 3, 3.0, 1.0)
+    return {str(r): list(median * (1 + 0.05 * z[r]) * stall) for r in range(ranks)}
+
+
+def summary(rng: np.random.Generator, slower: float = 1.0, n: int = 300, rounds: int = 0) -> dict:
+    configs, rows = [], []
+    for config_id, world, median in CONFIGS:
+        samples = _steps(rng, world, n, median * slower)
+        ordered = np.sort(np.concatenate([np.asarray(v) for v in samples.values()]))
+        entry = {
+            "config_id": config_id, "label": config_id, "status": "ok", "world_size": world,
+            "samples": samples,
+            "stats": {"sec_iter": {p: float(np.percentile(ordered, q)) for p, q in
+                                   (("p50", 50), ("p75", 75), ("p90", 90), ("p95", 95), ("p99", 99))}},
+        }
+        if rounds:
+            entry["rounds"] = {r: [i * rounds // n for i in range(n)] for r in samples}
+        configs.append(entry)
+        if "/ddp/" in config_id:
+            rows.append({"config_id": config_id, "label": config_id, "speedup": float(world),
+                         "efficiency": 1.0})
+    return {"schema": "ddptop.summary", "schema_version": 2, "name": "synthetic", "run_dir": "synthetic",
+            "environment": {"host": "h"}, "plan": {"iters": n}, "configs": configs,
+            "scaling": [{"rows": rows}], "overhead": {}}
+
+
+def _write(tmp_path, name: str, data: dict) -> str:
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def test_a_a_is_within_noise_for_every_configuration():
+    for trial in range(3):
+        a = summary(np.random.default_rng(100 + trial))
+        b = summary(np.random.default_rng(200 + trial))
+        result = diff_mod.diff_summaries(a, b, resamples=500)
+        assert [r["verdict"] for r in result["configs"]] != []
+        for row in result["configs"]:
+            assert row["verdict"] in ("within noise", "equivalent"), row
+            assert abs(row["ratio"] - 1) < 0.05
+        assert result["regressions"] == []
+
+
+def test_ten_percent_slower_fails_the_regression_gate(tmp_path):
+    a = _write(tmp_path, "a", summary(np.random.default_rng(1)))
+    b = _write(tmp_path, "b", summary(np.random.default_rng(2), slower=1.10))
+    done = ddptop("diff", a, b, "--fail-on-regression", "5")
+    assert done.returncode == 1, done.stderr
+    assert "slower" in done.stdout and "Regressions:" in done.stdout and "Failing: 3" in done.stdout
+    # the same regression under a laxer gate passes; without a gate diff only reports
+    assert ddptop("diff", a, b, "--fail-on-regression", "20").returncode == 0
+    assert ddptop("diff", a, b).returncode == 0
+    # A/A through the command line: exit 0 under the gate
+    again = _write(tmp_path, "again", summary(np.random.default_rng(3)))
+    same = ddptop("diff", a, again, "--fail-on-regression", "5", "--format", "json")
+    assert same.returncode == 0, same.stderr
+    assert all(r["verdict"] in ("within noise", "equivalent") for r in json.loads(same.stdout)["configs"])
+
+
+def test_json_shape_and_bad_input(tmp_path):
+    a = _write(tmp_path, "a", summary(np.random.default_rng(5)))
+    b = _write(tmp_path, "b", summary(np.random.default_rng(6), slower=0.85))
+    done = ddptop("diff", a, b, "--format", "json", "--min-effect", "0.03", "--fail-on-regression", "5")
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["min_effect"] == 0.03 and result["confidence"] == 0.95 and "bootstrap" in result["method"]
+    assert result["regressions"] == [] and result["fail_on_regression"] == {"pct": 5.0, "failing": []}
+    for row in result["configs"]:
+        assert set(row) >= {"config_id", "verdict", "ratio", "ratio_ci", "p50_a", "p50_b", "p50_change",
+                            "samples_a", "samples_b", "min_effect", "rounds"}
+        assert row["verdict"] == "faster"
+        low, high = row["ratio_ci"]
+        assert low <= row["ratio"] <= high < 0.97
+    md = ddptop("diff", a, b, "--format", "md")
+    assert md.returncode == 0 and "verdict" in md.stdout and "| --- |" in md.stdout.replace("|---|", "| --- |")
+    assert ddptop("diff", a, b, "--fail-on-regression", "-1").returncode == 2
+    assert ddptop("diff", a, b, "--min-effect", "1.5").returncode == 2
+    deprecated = ddptop("diff", a, b, "--alpha", "0.05")
+    assert deprecated.returncode == 0 and "deprecated" in deprecated.stderr
+
+
+def test_rounds_are_used_when_present_and_missing_samples_are_not_comparable():
+    a = summary(np.random.default_rng(7), rounds=5)
+    b = summary(np.random.default_rng(8))
+    result = diff_mod.diff_summaries(a, b, resamples=300)
+    assert all(row["rounds"] for row in result["configs"])
+    del b["configs"][0]["samples"]
+    b["configs"][1]["rounds"] = {"0": [0, 1]}  # does not match the steps: compared without rounds
+    result = diff_mod.diff_summaries(a, b, resamples=300)
+    assert result["configs"][0]["verdict"] == "not comparable" and result["configs"][0]["ratio"] is None
+    assert result["configs"][1]["verdict"] != "not comparable"
+    text = diff_mod.diff_text(result)
+    assert "not comparable" in text and "B/A" in text
+
+
+@pytest.mark.parametrize("threshold, expected", [(0.0, 3), (0.08, 3), (0.2, 0)])
+def test_regressions_threshold(threshold, expected):
+    a = summary(np.random.default_rng(9))
+    b = summary(np.random.default_rng(10), slower=1.10)
+    result = diff_mod.diff_summaries(a, b, resamples=500)
+    assert len(diff_mod.regressions(result, threshold)) == expected
