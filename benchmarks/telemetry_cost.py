@@ -3,7 +3,8 @@
 Three things measured side by side, interleaved over several rounds, in CPU seconds of this process:
   bare     the NVML calls a tick needs, made directly on the fake (no ddptop code): the floor
   sampler  GpuSampler.sample(): the same calls plus N/A handling, caching and counter rates
-  monitor  Monitor.sample_once(): sampler + psutil host and 4 rank processes + one JSON line to disk
+  monitor  Monitor.sample_once(): sampler + psutil host (with the CPU other processes took: ddptop's
+           process tree followed through /proc) and 4 rank processes + one JSON line to disk
 The fake answers in Python, so "bare" is what the fake itself costs; a real driver's calls cost
 differently (and some take the driver lock), so the ratio sampler/bare is the part ddptop controls.
 
@@ -48,6 +49,8 @@ def bare_tick(fake: FakeNvml, handles: list) -> None:
         fake.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM)
         fake.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM)
         fake.nvmlDeviceGetCurrentClocksEventReasons(h)
+        fake.nvmlDeviceGetCurrPcieLinkGeneration(h)
+        fake.nvmlDeviceGetCurrPcieLinkWidth(h)
         fake.nvmlDeviceGetFieldValues(h, FIELDS)
         fake.nvmlDeviceGetComputeRunningProcesses(h)
     try:

@@ -74,6 +74,17 @@ class HostSampler:
 
     @staticmethod
     def _swap_counters() -> tuple[int, int] | None:
+        """Bytes swapped in and out since boot: /proc/vmstat on Linux (psutil.swap_memory reads more)."""
+        if _PROC:
+            try:
+                with open("/proc/vmstat", "rb") as handle:
+                    text = handle.read()
+                pages = [int(text[i + len(k):text.index(b"\n", i + 1)]) for k in (b"\npswpin ", b"\npswpout ")
+                         if (i := text.find(k)) >= 0]
+                if len(pages) == 2:
+                    return pages[0] * _PAGE, pages[1] * _PAGE
+            except (OSError, ValueError):
+                pass
         try:
             swap = psutil.swap_memory()
         except (OSError, RuntimeError):  # no swap accounting here (some containers)
@@ -124,8 +135,10 @@ class HostSampler:
 
 
 _BUSY_FIELDS = ("user", "nice", "system")  # guest time is already inside user and nice on Linux
-_CHILDREN_FILES = sys.platform.startswith("linux") and os.path.exists(f"/proc/{os.getpid()}/task")
-_RESCAN_EVERY = 10  # ticks between full psutil child scans where /proc/<pid>/task/*/children is missing
+_PROC = sys.platform.startswith("linux") and os.path.exists(f"/proc/{os.getpid()}/task")
+_TICK = os.sysconf("SC_CLK_TCK") if _PROC else 100
+_PAGE = os.sysconf("SC_PAGE_SIZE") if _PROC else 4096
+_RESCAN_EVERY = 10  # ticks between psutil child scans where /proc (and its children files) is missing
 
 
 class OwnCpu:
@@ -134,15 +147,15 @@ class OwnCpu:
     Each tracked process's time is user + system + children_user + children_system (the last two: its
     reaped children's lifetimes), so a child that ends between two ticks is still counted as ddptop's; when
     a tracked process ends and its tracked parent reaps it, what was already counted of it is taken back.
+    On Linux one read of /proc/<pid>/stat per tracked process gives all of it; elsewhere psutil does.
     """
 
     def __init__(self, root: int | None = None) -> None:
         self.root = os.getpid() if root is None else root
-        self._known: dict[int, tuple[psutil.Process, float, int]] = {}  # pid -> (process, cpu s, ppid)
+        self._known: dict[int, tuple[float, int]] = {}  # pid -> (cpu seconds, parent pid)
         self._busy, self._steal = _system_times()
         self._t = time.monotonic()
         self._ticks = 0
-        self._children_ok = _CHILDREN_FILES
         self._scan(set(), first=True)
 
     def sample(self, rank_pids: Iterable[int] = ()) -> dict[str, Any]:
@@ -163,61 +176,79 @@ class OwnCpu:
         """Seconds of CPU ddptop's tree used since the previous scan; refreshes the tracked set."""
         self._ticks += 1
         pids = {self.root} | extra | set(self._known)
-        if self._children_ok:
+        if _PROC:
             for pid in list(pids):
-                pids.update(self._children(pid, every_thread=pid == self.root))
+                pids.update(_children(pid, every_thread=pid == self.root))
         elif first or self._ticks % _RESCAN_EVERY == 0:
             try:
                 pids.update(p.pid for p in psutil.Process(self.root).children(recursive=True))
             except (psutil.Error, OSError):
                 pass
+        since = time.time() - (time.monotonic() - self._t)  # the previous scan, on the wall clock
         used = 0.0
-        seen: dict[int, tuple[psutil.Process, float, int]] = {}
+        seen: dict[int, tuple[float, int]] = {}
         for pid in pids:
-            entry = self._known.get(pid)
-            try:
-                process = entry[0] if entry is not None else psutil.Process(pid)
-                with process.oneshot():
-                    times = process.cpu_times()
-                    ppid = process.ppid()
-            except (psutil.Error, OSError):
+            found = _process_times(pid)
+            if found is None:
                 continue
-            total = times.user + times.system + getattr(times, "children_user", 0.0) + getattr(
-                times, "children_system", 0.0
-            )
+            total, ppid, started = found
+            entry = self._known.get(pid)
             if entry is not None:
-                used += total - entry[1]
-            elif not first and pid != self.root:
-                # new since the previous tick: count what it used since then (all of it if it started since)
-                try:
-                    started = process.create_time()
-                except (psutil.Error, OSError):
-                    started = 0.0
-                if started >= time.time() - (time.monotonic() - self._t):
-                    used += total
-            seen[pid] = (process, total, ppid)
-        for pid, (_process, total, ppid) in self._known.items():
+                used += total - entry[0]
+            elif not first and pid != self.root and started >= since:
+                used += total  # new since the previous scan: all of its time is since then
+            seen[pid] = (total, ppid)
+        for pid, (total, ppid) in self._known.items():
             if pid not in seen and ppid in seen:
                 used -= total  # reaped by a tracked parent, whose children_* now hold its whole life
         self._known = seen
         return max(0.0, used)
 
-    @staticmethod
-    def _children(pid: int, every_thread: bool) -> list[int]:
-        """Direct children from /proc: of every thread (ddptop starts torchrun from a worker thread), or
-        of the main thread only (torchrun and the ranks fork from it) to keep a tick cheap."""
-        found: list[int] = []
-        try:
-            tids = os.listdir(f"/proc/{pid}/task") if every_thread else [str(pid)]
-        except OSError:
-            return found
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
-                    found.extend(int(word) for word in handle.read().split())
-            except (OSError, ValueError):
-                continue
+
+def _children(pid: int, every_thread: bool) -> list[int]:
+    """Direct children from /proc: of every thread (ddptop starts torchrun from a worker thread), or of the
+    main thread only (torchrun and the ranks fork from it), to keep a tick cheap."""
+    found: list[int] = []
+    try:
+        tids = os.listdir(f"/proc/{pid}/task") if every_thread else [str(pid)]
+    except OSError:
         return found
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children", "rb") as handle:
+                found.extend(int(word) for word in handle.read().split())
+        except (OSError, ValueError):
+            continue
+    return found
+
+
+def _process_times(pid: int) -> tuple[float, int, float] | None:
+    """(user + system + reaped children's user + system seconds, parent PID, start on the wall clock)."""
+    if _PROC:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                fields = handle.read().rsplit(b")", 1)[1].split()
+            ticks = int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
+            return ticks / _TICK, int(fields[1]), _boot_time() + int(fields[19]) / _TICK
+        except (OSError, ValueError, IndexError):
+            return None
+    try:
+        process = psutil.Process(pid)
+        with process.oneshot():
+            times = process.cpu_times()
+            total = times.user + times.system + getattr(times, "children_user", 0.0)
+            return total + getattr(times, "children_system", 0.0), process.ppid(), process.create_time()
+    except (psutil.Error, OSError):
+        return None
+
+
+_BOOT: list[float] = []
+
+
+def _boot_time() -> float:
+    if not _BOOT:
+        _BOOT.append(psutil.boot_time())
+    return _BOOT[0]
 
 
 def _system_times() -> tuple[float, float | None]:
