@@ -36,7 +36,10 @@ def probe_communication(
     logging_data = ddp_logging_times(workload.net)
     measure_without_sync(workload, nosync_stream, iters)
     timer = rewrap_with_bucket_timer(workload, cfg, local_rank)
-    hooked_step_s = time_hooked_steps(workload.step_through(workload.net), timer, iters, warmup=max(2, cfg.warmup))
+    # the new wrapper's own warm-up, the model being warm already: the configuration's fixed count (2 at least),
+    # or 2 after an auto warm-up
+    warmup = max(2, cfg.warmup) if cfg.warmup is not None else 2
+    hooked_step_s = time_hooked_steps(workload.step_through(workload.net), timer, iters, warmup=warmup)
     return {
         "ddp_logging": logging_data,
         "bucket_comm_s": [s["busy_s"] for s in timer.steps],

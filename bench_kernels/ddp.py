@@ -6,12 +6,16 @@
 configurations to run in this one process group, so the cost of starting Python, importing torch and forming
 the group is paid once per world size. For each configuration every rank builds the model (random weights),
 wraps it in DistributedDataParallel (or DataParallel, or nothing for the ``no_ddp`` baseline), and times
-``warmup`` + ``iters`` training steps on one fixed synthetic batch: zero_grad, forward, loss, backward (DDP's
-gradient allreduce happens here), optimizer step, and on GPU ``torch.cuda.synchronize()``;
-``time.perf_counter()`` around exactly that. Samples stream to the rank's events file between steps, never
+training steps on one fixed synthetic batch: zero_grad, forward, loss, backward (DDP's gradient allreduce
+happens here), optimizer step, and on GPU ``torch.cuda.synchronize()``; ``time.perf_counter()`` around exactly
+that. A warm-up first (``warmup`` steps, or until the step time stops falling), then the measured steps
+(``iters``, a time budget, or until the median is precise; every rank stops after the same step, agreed by a
+small all_reduce between blocks of steps). Samples stream to the rank's events file between steps, never
 inside one. After the measured steps of a DDP configuration the communication probe runs (``comm_iters``
-steps per phase). At the end of the launch the collective benchmark (bench_kernels.collectives) runs in the
-same process group when the spec asks for it.
+steps per phase). With ``rounds`` K > 1 the launch's configurations are measured K times, round r in the
+spec's order rotated by r, each round with a freshly built model and its own warm-up, so that slow drift of
+the machine falls on every configuration alike. At the end of the launch the collective benchmark
+(bench_kernels.collectives) runs in the same process group when the spec asks for it.
 
 This module is the worker's orchestration: process group, configuration lifecycle, events, failures. The
 parts it runs live beside it, each readable alone:
@@ -42,9 +46,26 @@ from typing import Any
 from bench_kernels.comm_probe import probe_communication
 from bench_kernels.faults import fire, parse_fault
 from bench_kernels.memory_cap import check_cpu_memory_cap, limit_gpu_memory
-from bench_kernels.timing import InjectedFault, SampleStream, budget_iterations, run_steps
+from bench_kernels.timing import (
+    FIXED,
+    LIMITS,
+    TIME_BUDGET,
+    WARMUP_SHARE,
+    WARMUP_WINDOW,
+    Agree,
+    InjectedFault,
+    PhaseTiming,
+    SampleStream,
+    StopRule,
+    alone,
+    budget_iterations,
+    measure_until_precise,
+    run_steps,
+    warm_up_until_steady,
+)
 from bench_kernels.workload import Workload, build_workload
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError, RunConfig
+from ddptop.protocol.precision import relative_half_width
 from ddptop.protocol.layout import events_name
 from ddptop.protocol.vocab import Mode, Status
 from ddptop.protocol.wire import EventWriter
@@ -80,11 +101,42 @@ def _version(package: str) -> str | None:
 
 @dataclass(frozen=True)
 class Measured:
-    """What a configuration's config_end reports of its warm-up and measured steps."""
+    """What a configuration's config_end reports of one round's warm-up and measured steps."""
 
-    iters: int  # measured steps: as asked, or as the time budget allowed
+    iters: int  # measured steps: as asked, as the time budget allowed, or until precise
     warmup_s: float
     measure_s: float
+    warmup_iters: int = 0
+    stop_reason: str = FIXED  # precision, max_iters, max_time, fixed or time_budget
+    precision_reached: float | None = None  # this rank's relative half-width of its median at the stop
+    unstable: bool = False  # stopped on a limit before every rank reached the precision
+    samples: tuple[float, ...] = ()
+
+
+def round_order(configs: tuple[RunConfig, ...] | list[RunConfig], round_index: int) -> list[RunConfig]:
+    """The configurations of round ``round_index``: the spec's order rotated by the round (A B C, B C A, C A B),
+    so that each is measured early in one round and late in another."""
+    if not configs:
+        return []
+    shift = round_index % len(configs)
+    return [*configs[shift:], *configs[:shift]]
+
+
+def _combined(rounds: list[Measured]) -> Measured:
+    """The whole configuration over its rounds: steps and seconds summed, unstable if any round was, the
+    precision over every measured step, and a limit as the reason when any round stopped on one."""
+    samples = tuple(s for r in rounds for s in r.samples)
+    limits = [r.stop_reason for r in rounds if r.stop_reason in LIMITS]
+    return Measured(
+        iters=sum(r.iters for r in rounds),
+        warmup_s=sum(r.warmup_s for r in rounds),
+        measure_s=sum(r.measure_s for r in rounds),
+        warmup_iters=sum(r.warmup_iters for r in rounds),
+        stop_reason=limits[0] if limits else rounds[-1].stop_reason,
+        precision_reached=relative_half_width(samples),
+        unstable=any(r.unstable for r in rounds),
+        samples=samples,
+    )
 
 
 class Worker:
@@ -99,6 +151,7 @@ class Worker:
         path = os.path.join(spec.events_dir, events_name(self.rank))
         self.writer = EventWriter(path, self.rank, spec.flush_interval)
         self.faults = [parse_fault(text) for text in spec.inject]
+        self.rounds: dict[str, list[Measured]] = {}  # config id -> its rounds measured so far
 
     # -- setup -------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -157,28 +210,35 @@ class Worker:
         self.writer.flush()
 
     # -- one configuration ---------------------------------------------------------------------------------
-    def run_config(self, cfg: RunConfig) -> None:
+    def run_config(self, cfg: RunConfig, round_index: int = 0) -> None:
+        """One round of one configuration: build, warm up, measure; after its last round also the
+        communication probe, and the config_end that ends the configuration."""
         if cfg.mode in (Mode.NO_DDP, Mode.DP) and self.world_size != 1:
             raise ValueError(f"the {cfg.mode} configuration runs in a single process")
+        last = round_index >= cfg.rounds - 1
         setup_start = time.perf_counter()
         workload = build_workload(cfg, self.device, self.local_rank, self.rank)
-        self._config_start(cfg, workload, setup_s=time.perf_counter() - setup_start)
+        self._config_start(cfg, workload, time.perf_counter() - setup_start, round_index)
         cap = self.spec.memory_cap_mb
         if cap and self.device.type == "cpu":
             check_cpu_memory_cap(workload.model, workload.inputs, workload.grad_bytes, cap)
-        measured = self._measure(cfg, workload)
+        measured = self._measure(cfg, workload, round_index)
         analysis_s = None
-        if cfg.mode == Mode.DDP and cfg.comm_iters > 0:
+        if last and cfg.mode == Mode.DDP and cfg.comm_iters > 0:
             analysis_start = time.perf_counter()
-            self._probe_communication(cfg, workload)
+            self._probe_communication(cfg, workload, round_index)
             analysis_s = time.perf_counter() - analysis_start
-        self._config_end(cfg, measured, analysis_s)
+        rounds = self.rounds.setdefault(cfg.config_id, [])
+        rounds.append(measured)
+        self._config_end(cfg, measured, analysis_s, round_index, last)
+        if last and cfg.rounds > 1:
+            self._config_end(cfg, _combined(rounds), analysis_s, round_index, last, whole=True)
         del workload
         self._release_memory()
         if self.world_size > 1:
             self.dist.barrier()  # configurations start together on every rank
 
-    def _config_start(self, cfg: RunConfig, workload: Workload, setup_s: float) -> None:
+    def _config_start(self, cfg: RunConfig, workload: Workload, setup_s: float, round_index: int) -> None:
         self.writer.emit(
             "config_start",
             config_id=cfg.config_id,
@@ -191,21 +251,56 @@ class Worker:
             warmup=cfg.warmup,
             iters=cfg.iters,
             time_budget=cfg.time_budget,
+            precision=cfg.precision if cfg.adaptive else None,
+            round=round_index,
+            rounds=cfg.rounds,
             setup_s=setup_s,
         )
         self.writer.flush()
 
-    def _measure(self, cfg: RunConfig, workload: Workload) -> Measured:
-        """The warm-up, then the measured steps: as many as asked, or as fill the time budget at the
-        warm-up's pace."""
+    def _measure(self, cfg: RunConfig, workload: Workload, round_index: int) -> Measured:
+        """The warm-up (fixed, or until steady), then the measured steps: as many as asked, as fill the time
+        budget at the warm-up's pace, or until the median is precise on every rank."""
         step = workload.step_through(workload.net)
-        warmup = run_steps(step, cfg.warmup, self._stream(cfg, "warmup", cfg.warmup))
-        if cfg.time_budget:
-            iters = self._largest_on_any_rank(budget_iterations(cfg.time_budget, warmup.samples))
+        agree = self._agreement(cfg)
+        if cfg.warmup is None:
+            window = WARMUP_WINDOW.get(self.device.type, WARMUP_WINDOW["cpu"])
+            stream = self._stream(cfg, "warmup", cfg.max_warmup, round_index)
+            warmup: PhaseTiming = warm_up_until_steady(step, window, cfg.precision, cfg.max_warmup,
+                                                       cfg.max_time_per_config / WARMUP_SHARE, stream, agree)
+            pace = warmup.samples[-window:]  # the steady window, not the first slow steps
         else:
-            iters = cfg.iters
-        measure = run_steps(step, iters, self._stream(cfg, "measure", iters), self._injected_fault(cfg.config_id))
-        return Measured(iters, warmup.wall_s, measure.wall_s)
+            warmup = run_steps(step, cfg.warmup, self._stream(cfg, "warmup", cfg.warmup, round_index))
+            pace = warmup.samples
+        fault = self._injected_fault(cfg.config_id) if round_index == 0 else None
+        if cfg.time_budget or cfg.iters is not None:
+            if cfg.time_budget:
+                iters, reason = self._largest_on_any_rank(budget_iterations(cfg.time_budget, pace)), TIME_BUDGET
+            else:
+                iters, reason = cfg.iters, FIXED
+            measure = run_steps(step, iters, self._stream(cfg, "measure", iters, round_index), fault)
+            return Measured(iters, warmup.wall_s, measure.wall_s, len(warmup.samples), reason,
+                            relative_half_width(measure.samples), False, tuple(measure.samples))
+        rule = StopRule(cfg.precision, cfg.min_iters, cfg.max_iters, cfg.max_time_per_config)
+        stream = self._stream(cfg, "measure", cfg.min_iters, round_index)
+        adaptive = measure_until_precise(step, rule, stream, agree, fault)
+        return Measured(len(adaptive.samples), warmup.wall_s, adaptive.wall_s, len(warmup.samples),
+                        adaptive.stop_reason, adaptive.half_width, adaptive.stop_reason in LIMITS,
+                        tuple(adaptive.samples))
+
+    def _agreement(self, cfg: RunConfig) -> Agree:
+        """How the ranks of this configuration agree on when to stop: a MAX all_reduce of a few figures over
+        the process group, between blocks of steps (never inside a timed step); a single process alone."""
+        if self.world_size == 1 or cfg.mode in (Mode.NO_DDP, Mode.DP):
+            return alone
+        torch, dist, device = self.torch, self.dist, self.device
+
+        def agree(values: list[float]) -> list[float]:
+            figures = torch.tensor(values, dtype=torch.float64, device=device)
+            dist.all_reduce(figures, op=dist.ReduceOp.MAX)
+            return figures.tolist()
+
+        return agree
 
     def _largest_on_any_rank(self, iters: int) -> int:
         """Every rank must run the same number of steps, or DDP deadlocks: they all take the largest."""
@@ -215,19 +310,34 @@ class Worker:
         self.dist.all_reduce(agreed, op=self.dist.ReduceOp.MAX)
         return int(agreed.item())
 
-    def _probe_communication(self, cfg: RunConfig, workload: Workload) -> None:
+    def _probe_communication(self, cfg: RunConfig, workload: Workload, round_index: int) -> None:
         iters = cfg.comm_iters
-        fields = probe_communication(workload, cfg, self.local_rank, self._stream(cfg, "nosync", iters), iters)
+        stream = self._stream(cfg, "nosync", iters, round_index)
+        fields = probe_communication(workload, cfg, self.local_rank, stream, iters)
         self.writer.emit("comm", config_id=cfg.config_id, **fields)
         self.writer.flush()
 
-    def _config_end(self, cfg: RunConfig, measured: Measured, analysis_s: float | None) -> None:
+    def _config_end(
+        self, cfg: RunConfig, measured: Measured, analysis_s: float | None, round_index: int, last: bool,
+        whole: bool = False,
+    ) -> None:
+        """The end of one round (``last`` false), or of the configuration. With one round that is the same
+        event; with several, the last round's own end (``last`` false) is followed by the configuration's,
+        which sums the rounds (``whole``)."""
         cuda = self.device.type == "cuda"
         self.writer.emit(
             "config_end",
             config_id=cfg.config_id,
             status=Status.OK,
+            round=round_index,
+            last=last and (whole or cfg.rounds == 1),
+            rounds=cfg.rounds,
             iters=measured.iters,
+            warmup_iters=measured.warmup_iters,
+            stop_reason=measured.stop_reason,
+            precision_target=cfg.precision if cfg.adaptive else None,
+            precision_reached=measured.precision_reached,
+            unstable=measured.unstable,
             warmup_s=measured.warmup_s,
             measure_s=measured.measure_s,
             analysis_s=analysis_s,
@@ -242,8 +352,8 @@ class Worker:
         if self.device.type == "cuda":
             self.torch.cuda.empty_cache()
 
-    def _stream(self, cfg: RunConfig, phase: str, count: int) -> SampleStream:
-        return SampleStream(self.writer, cfg.config_id, phase, count)
+    def _stream(self, cfg: RunConfig, phase: str, count: int, round_index: int) -> SampleStream:
+        return SampleStream(self.writer, cfg.config_id, phase, count, round_index if cfg.rounds > 1 else None)
 
     def _injected_fault(self, config_id: str) -> InjectedFault | None:
         """The fault (a testing aid, --inject) this rank should suffer in this configuration's measured steps."""
@@ -312,10 +422,12 @@ def main(argv: list[str] | None = None) -> int:
     started = time.time()
     try:
         worker.start()
-        for cfg in spec.configs:
-            config_id = cfg.config_id
-            worker.run_config(cfg)
-            config_id = None
+        for round_index in range(max((cfg.rounds for cfg in spec.configs), default=1)):
+            for cfg in round_order(spec.configs, round_index):
+                if round_index < cfg.rounds:
+                    config_id = cfg.config_id
+                    worker.run_config(cfg, round_index)
+                    config_id = None
         if spec.collectives and worker.world_size > 1:
             worker.run_collectives()
     except Terminated:  # the phase in progress has sent its samples; close writes them

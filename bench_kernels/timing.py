@@ -2,28 +2,58 @@
 
 Apart from the model and the process group so the loop that produces every sample can be read (and tested,
 with a fake step) in one place: ``time.perf_counter()`` around exactly one call of ``step``, and everything
-else (recording, writing events, flushing, an injected fault) between steps, outside the clock. Standard
-library only; the step function brings torch with it.
+else (recording, writing events, flushing, an injected fault, the ranks' agreement to stop) between steps,
+outside the clock. Standard library only; the step function brings torch with it.
+
+Three ways to decide how many steps a phase runs:
+- ``run_steps``: a fixed count (``--warmup N``, ``--iters N``, a time budget's count);
+- ``measure_until_precise`` (``--iters auto``): blocks of steps until the median's 95% interval is narrow
+  enough on every rank, or a limit is reached;
+- ``warm_up_until_steady`` (``--warmup auto``): windows of steps until the step time stops falling.
+The adaptive two call ``agree`` after each block, with figures every rank must share: the worker passes a
+MAX all_reduce over the process group, so every rank takes the same decision after the same step (DDP
+needs the same number of steps on every rank), or ``alone`` in a single process.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from ddptop.protocol.precision import relative_half_width
 from ddptop.protocol.wire import EventWriter
 
 # A time budget with a step far below the clock's resolution must still end: at most this many steps.
 MAX_BUDGET_ITERS = 1_000_000
+BLOCK = 5  # measured steps between two looks at the precision (and two agreements of the ranks)
+WARMUP_WINDOW = {"cuda": 5, "cpu": 3}  # warm-up steps whose median is compared with the window before
+WARMUP_SHARE = 3  # the auto warm-up takes at most a third of --max-time-per-config
+
+# Why a configuration's measurement stopped (config_end.stop_reason)
+PRECISION, MAX_ITERS, MAX_TIME, FIXED, TIME_BUDGET = "precision", "max_iters", "max_time", "fixed", "time_budget"
+LIMITS = (MAX_ITERS, MAX_TIME)  # stopped on a limit: unstable when the precision was not reached
+STEADY, MAX_WARMUP = "steady", "max_warmup"
+
+# Every rank's figures combined into the same answer on every rank: the element-wise maximum.
+Agree = Callable[[list[float]], list[float]]
+
+
+def alone(values: list[float]) -> list[float]:
+    """The agreement of a single process: its own figures."""
+    return list(values)
 
 
 class SampleStream:
     """One phase's step times: recorded, and sent as ``samples`` events at most every flush interval."""
 
-    def __init__(self, writer: EventWriter, config_id: str, phase: str, total: int) -> None:
+    def __init__(
+        self, writer: EventWriter, config_id: str, phase: str, total: int, round_index: int | None = None
+    ) -> None:
         self.writer, self.config_id, self.phase, self.total = writer, config_id, phase, total
+        self.round = round_index  # sent with every event when the configuration has several rounds
         self.pending: list[float] = []  # recorded, not yet emitted
         self.sent = 0
         self.recorded: list[float] = []
@@ -38,6 +68,7 @@ class SampleStream:
     def send(self) -> None:
         """Emit the pending samples (the writer decides when they reach the file)."""
         if self.pending:
+            extra = {} if self.round is None else {"round": self.round}
             self.writer.emit(
                 "samples",
                 config_id=self.config_id,
@@ -45,6 +76,7 @@ class SampleStream:
                 first_iter=self.sent,
                 of=self.total,
                 sec=self.pending,
+                **extra,
             )
             self.sent += len(self.pending)
             self.pending = []
@@ -64,6 +96,21 @@ class PhaseTiming:
     samples: list[float]  # one per step, the step alone
 
 
+def _timed_steps(
+    step: Callable[[], None], first: int, count: int, stream: SampleStream, fault: InjectedFault | None
+) -> None:
+    """Steps ``first`` .. ``first + count - 1`` of a phase, each timed alone, the time streamed after it."""
+    clock = time.perf_counter
+    for index in range(first, first + count):
+        if fault is not None and index == fault.at:
+            stream.send()  # a fault may kill the process: what was measured before it is on disk first
+            stream.writer.flush()
+            fault.fire()
+        start = clock()
+        step()
+        stream.add(clock() - start)  # streaming happens here, after the step's clock stopped
+
+
 def run_steps(
     step: Callable[[], None], count: int, stream: SampleStream, fault: InjectedFault | None = None
 ) -> PhaseTiming:
@@ -71,14 +118,7 @@ def run_steps(
     clock = time.perf_counter
     try:
         phase_start = clock()
-        for index in range(count):
-            if fault is not None and index == fault.at:
-                stream.send()  # a fault may kill the process: what was measured before it is on disk first
-                stream.writer.flush()
-                fault.fire()
-            start = clock()
-            step()
-            stream.add(clock() - start)  # streaming happens here, after the step's clock stopped
+        _timed_steps(step, 0, count, stream, fault)
         elapsed = clock() - phase_start
     except BaseException:
         stream.send()  # the caller reports the failure and flushes, these samples ahead of it
@@ -86,6 +126,133 @@ def run_steps(
     stream.send()
     stream.writer.flush()
     return PhaseTiming(elapsed, stream.recorded)
+
+
+@dataclass(frozen=True)
+class StopRule:
+    """When ``measure_until_precise`` stops: the first of precision reached (after ``min_iters``),
+    ``max_iters`` steps, or ``max_time`` seconds of the phase's wall time."""
+
+    precision: float
+    min_iters: int
+    max_iters: int
+    max_time: float
+    block: int = BLOCK
+
+
+@dataclass(frozen=True)
+class AdaptiveTiming(PhaseTiming):
+    stop_reason: str  # PRECISION, MAX_ITERS or MAX_TIME (STEADY, MAX_WARMUP or MAX_TIME for a warm-up)
+    half_width: float | None  # this rank's relative half-width of its median at the stop (None: too few steps)
+    agreed_half_width: float | None  # the widest of every rank's: what the decision was taken on
+
+
+def _next_block(block: int, done: int, most: int, time_left: float, step_s: float) -> int:
+    """Steps in the next block: ``block``, fewer where the limits come sooner, at least one. Every argument is
+    the same on every rank (agreed figures), so every rank runs the same block."""
+    by_time = math.ceil(time_left / step_s) if step_s > 0 else block
+    return max(1, min(block, most - done, by_time))
+
+
+def _finite(value: float) -> float | None:
+    return value if math.isfinite(value) else None
+
+
+def measure_until_precise(
+    step: Callable[[], None],
+    rule: StopRule,
+    stream: SampleStream,
+    agree: Agree = alone,
+    fault: InjectedFault | None = None,
+) -> AdaptiveTiming:
+    """``--iters auto``: measure in blocks; after each, every rank agrees on the widest relative half-width
+    of its median, the longest elapsed time and the slowest median step, and all stop together when the
+    widest is within ``rule.precision`` (once ``min_iters`` are measured), at ``max_iters``, or once
+    ``max_time`` is spent. ``stream.total`` (the samples' ``of``) is kept at the projected step count."""
+    clock = time.perf_counter
+    inf = math.inf
+    try:
+        phase_start = clock()
+        done, count = 0, min(rule.block, rule.max_iters)
+        stream.total = max(rule.min_iters, count)
+        while True:
+            _timed_steps(step, done, count, stream, fault)
+            done += count
+            width = relative_half_width(stream.recorded) if done >= rule.min_iters else None
+            median = statistics.median(stream.recorded)
+            elapsed = clock() - phase_start
+            widest, longest, slowest = agree([inf if width is None else width, elapsed, median])
+            if done >= rule.min_iters and widest <= rule.precision:
+                reason = PRECISION
+            elif done >= rule.max_iters:
+                reason = MAX_ITERS
+            elif longest >= rule.max_time:
+                reason = MAX_TIME
+            else:
+                count = _next_block(rule.block, done, rule.max_iters, rule.max_time - longest, slowest)
+                stream.total = _projected(done, count, widest, rule, rule.max_time - longest, slowest)
+                continue
+            break
+        elapsed = clock() - phase_start
+    except BaseException:
+        stream.send()
+        raise
+    stream.total = done
+    stream.send()
+    stream.writer.flush()
+    return AdaptiveTiming(elapsed, stream.recorded, reason, width, _finite(widest))
+
+
+def _projected(done: int, count: int, widest: float, rule: StopRule, time_left: float, step_s: float) -> int:
+    """The steps this measurement will likely take: the half-width shrinks as 1/sqrt(n), within the limits."""
+    most = rule.max_iters
+    if step_s > 0:
+        most = min(most, done + max(count, math.ceil(time_left / step_s)))
+    need = max(rule.min_iters, done + count)
+    if math.isfinite(widest):
+        need = max(need, math.ceil(done * (widest / rule.precision) ** 2))
+    return max(done + count, min(need, most))
+
+
+def warm_up_until_steady(
+    step: Callable[[], None],
+    window: int,
+    precision: float,
+    max_steps: int,
+    max_time: float,
+    stream: SampleStream,
+    agree: Agree = alone,
+) -> AdaptiveTiming:
+    """``--warmup auto``: windows of ``window`` steps until the step time stops falling: the latest window's
+    median is no more than ``precision`` below the previous one's, on every rank, after at least two windows.
+    At most ``max_steps`` steps and ``max_time`` seconds. ``samples`` are every warm-up step."""
+    clock = time.perf_counter
+    try:
+        phase_start = clock()
+        done, previous, reason = 0, None, MAX_WARMUP
+        stream.total = max_steps
+        while done < max_steps:
+            count = min(window, max_steps - done)
+            _timed_steps(step, done, count, stream, None)
+            done += count
+            latest = statistics.median(stream.recorded[-count:])
+            falling = previous is None or latest < previous * (1 - precision)
+            still_falling, longest = agree([1.0 if falling else 0.0, clock() - phase_start])
+            previous = latest
+            if not still_falling:
+                reason = STEADY
+                break
+            if longest >= max_time:
+                reason = MAX_TIME
+                break
+        elapsed = clock() - phase_start
+    except BaseException:
+        stream.send()
+        raise
+    stream.total = done
+    stream.send()
+    stream.writer.flush()
+    return AdaptiveTiming(elapsed, stream.recorded, reason, None, None)
 
 
 def budget_iterations(time_budget: float, warmup_samples: Sequence[float]) -> int:

@@ -23,7 +23,11 @@ from ddptop.snapshot import ConfigSnapshot
 def _status_text(config: ConfigSnapshot) -> str:
     stats = config.stats if config.status in (Status.RUNNING, Status.OK) else None
     if stats is not None:
-        return f"{config.status:7s} p50 {stats.p50:.4f} s/iter  {stats.ex_sec_total_p50:8.1f} ex/s"
+        text = f"{config.status:7s} p50 {stats.p50:.4f} s/iter  {stats.ex_sec_total_p50:8.1f} ex/s"
+        if config.unstable:
+            reached = config.precision_reached
+            text += f"  unstable (±{reached:.1%})" if reached is not None else "  unstable"
+        return text
     return config.status + (f": {config.reason}" if config.reason and config.status in FAILED else "")
 
 

@@ -73,8 +73,8 @@ class Plan:
     gpus: tuple[int, ...] | None
     image_size: int
     num_classes: int
-    warmup: int
-    iters: int
+    warmup: int | None  # None: --warmup auto
+    iters: int | None  # None: --iters auto
     time_budget: float | None
     bucket_cap_mb: tuple[float, ...]
     baseline: bool
@@ -101,6 +101,14 @@ class Plan:
     hang_timeout: float = 300.0  # seconds without any rank event before a configuration counts as hung
     on_failure: OnFailure = OnFailure.CONTINUE  # or STOP: end the sweep at the first failed configuration
     nproc_per_node: int = 0  # ranks per node of a multi-node plan; world sizes above it span nodes
+    # the adaptive measurement (--iters auto, --warmup auto) and the rounds; a plan.json written before
+    # these existed ran fixed counts, which these defaults leave alone
+    precision: float = 0.05
+    min_iters: int = 10
+    max_iters: int = 200
+    max_time_per_config: float = 20.0
+    max_warmup: int = 50
+    rounds: int = 1
 
     def nodes_for(self, world_size: int) -> int:
         """Nodes a world size runs on: one while it fits a node, else full nodes of nproc_per_node ranks."""
@@ -178,6 +186,12 @@ class Plan:
             amp=self.amp,
             channels_last=self.channels_last,
             comm_iters=self.comm_iters if mode == Mode.DDP else 0,
+            precision=self.precision,
+            min_iters=self.min_iters,
+            max_iters=self.max_iters,
+            max_time_per_config=self.max_time_per_config,
+            max_warmup=self.max_warmup,
+            rounds=self.rounds,
         )
 
     def to_json(self) -> dict[str, Any]:

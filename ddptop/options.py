@@ -29,6 +29,7 @@ COST = "cost (service units: SU = (w_core*cores + w_gpu*gpus) * walltime)"
 OUTPUT = "output"
 
 DEVICES = ("auto", "cuda", "cpu")
+AUTO = "auto"  # --iters auto, --warmup auto: measured until precise (or steady), not a fixed count
 BACKENDS = ("auto", "nccl", "gloo")
 AMP_DTYPES = ("bf16", "fp16")
 
@@ -67,6 +68,8 @@ class Option:
     cli_default: Any = None
     in_plan: bool = True  # a PlanOptions field and a TOML key
     also: tuple[Flag, ...] = ()
+    parse: Callable[[str], Any] | None = None  # the flag's argparse type, when not ``type`` itself
+    accepts: tuple[type, ...] | None = None  # what the value may be, when more than ``type`` (e.g. int or "auto")
 
     @property
     def spelling(self) -> str:
@@ -74,7 +77,10 @@ class Option:
 
     @property
     def annotation(self) -> str:
-        kind = f"list[{self.type.__name__}]" if self.is_list else self.type.__name__
+        if self.accepts:
+            kind = " | ".join(t.__name__ for t in self.accepts)
+        else:
+            kind = f"list[{self.type.__name__}]" if self.is_list else self.type.__name__
         return kind if self.default is not None else f"{kind} | None"
 
     @property
@@ -82,11 +88,23 @@ class Option:
         """What a plan file may hold: ``(list, item type)`` for a list, else the types accepted as the value."""
         if self.is_list:
             return (list, self.type)
+        if self.accepts:
+            return self.accepts
         return (float, int) if self.type is float else (self.type,)
 
 
 def _values(enum: Any) -> tuple[str, ...]:
     return tuple(member.value for member in enum)
+
+
+def count_or_auto(text: str) -> int | str:
+    """An argparse type for ``auto`` or a whole number (range checks are the plan's)."""
+    if text.strip().lower() == AUTO:
+        return AUTO
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is neither auto nor a whole number") from None
 
 
 RUN_OPTIONS: tuple[Option, ...] = (
@@ -105,9 +123,26 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("gpus", int, is_list=True, group=WHAT, help="GPU indices to use (sets CUDA_VISIBLE_DEVICES)"),
     Option("image_size", int, group=WHAT, help="square input size in pixels (default 224 GPU, 64 CPU)"),
     Option("num_classes", int, 1000, group=WHAT),
-    Option("warmup", int, group=WHAT, help="warm-up steps, not measured (default 5 GPU, 3 CPU)"),
-    Option("iters", int, group=WHAT, help="measured steps (default 50 GPU, 20 CPU)"),
-    Option("time_budget", float, group=WHAT, help="measure for about this many seconds instead of --iters"),
+    Option("warmup", int, group=WHAT, parse=count_or_auto, accepts=(int, str), metavar="auto|N",
+           help="warm-up steps, not measured: auto (default) warms up until the step time stops falling, "
+                "at most --max-warmup steps and a third of --max-time-per-config; N runs exactly N"),
+    Option("iters", int, group=WHAT, parse=count_or_auto, accepts=(int, str), metavar="auto|N",
+           help="measured steps: auto (default) measures until the median is known to --precision, between "
+                "--min-iters and --max-iters steps and at most --max-time-per-config seconds; N runs exactly N"),
+    Option("precision", float, group=WHAT, metavar="FRACTION",
+           help="--iters auto: stop once the 95%% interval of the median is within +-FRACTION of it (default "
+                "0.02 GPU, 0.05 CPU); --warmup auto: steady once the step time falls by less than this"),
+    Option("min_iters", int, group=WHAT, help="--iters auto: measure at least this many steps (default 10)"),
+    Option("max_iters", int, group=WHAT, help="--iters auto: measure at most this many steps (default 1000 GPU, "
+                                               "200 CPU)"),
+    Option("max_time_per_config", float, group=WHAT, metavar="SECONDS",
+           help="--iters auto: stop measuring a configuration after this many seconds (default 60 GPU, 20 CPU)"),
+    Option("max_warmup", int, group=WHAT, help="--warmup auto: at most this many warm-up steps (default 50)"),
+    Option("rounds", int, 1, group=WHAT,
+           help="measure every configuration of a launch K times, interleaved, each round in an order rotated "
+                "by one (default 1)"),
+    Option("time_budget", float, group=WHAT,
+           help="measure for about this many seconds instead (--iters and the precision settings are not used)"),
     Option("bucket_cap_mb", float, (25.0,), is_list=True, group=WHAT,
            help="DDP gradient bucket size in MiB (default 25; a list sweeps them, e.g. 25,1)"),
     Option("baseline", bool, True, group=WHAT, flag="--no-baseline", action="store_false",
@@ -200,6 +235,8 @@ def _argparse_settings(option: Option) -> dict[str, Any]:
         settings["action"] = option.action
     elif option.is_list:
         settings["type"] = comma_list(option.type)
+    elif option.parse is not None:
+        settings["type"] = option.parse
     elif option.type is not str:
         settings["type"] = option.type
     for key in ("const", "nargs", "choices", "metavar", "help"):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import tomllib
+from argparse import ArgumentTypeError
 from dataclasses import fields
 from typing import Any
 
@@ -23,7 +24,7 @@ from bench_kernels.collectives import parse_size
 from bench_kernels.faults import FaultSpecError, parse_fault
 from ddptop.errors import DdptopError
 from ddptop.model import ConfigSpec, Launch, Plan
-from ddptop.options import AMP_DTYPES, BACKENDS, DEVICES, PlanOptions, toml_types
+from ddptop.options import AMP_DTYPES, AUTO, BACKENDS, DEVICES, OPTIONS_BY_NAME, PlanOptions, toml_types
 from ddptop.protocol.vocab import OnFailure, Scaling
 from ddptop.telemetry.inventory import Inventory
 
@@ -92,20 +93,19 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     per_node = _ranks_per_node(nnodes, options.nproc_per_node, on_gpu, devices_per_node) or max(one_node_sizes)
     world_sizes = _unique(options.world_sizes or _spanning_world_sizes(one_node_sizes, per_node, nnodes))
     image_size = options.image_size or (224 if on_gpu else 64)
-    warmup = options.warmup if options.warmup is not None else (5 if on_gpu else 3)
-    iters = options.iters if options.iters is not None else (50 if on_gpu else 20)
+    measurement = _resolve_measurement(options, on_gpu)
+    warmup, iters = measurement["warmup"], measurement["iters"]
 
     scaling = _resolve_scaling(options.scaling)
     backends = _resolve_backends(options.backend, on_gpu)
     _check_models(models, image_size, options.num_classes)
     _check_batch_sizes(batch_sizes)
     _check_world_sizes(world_sizes, batch_sizes, scaling, nnodes, per_node, on_gpu, devices_per_node)
-    _check_iterations(warmup, iters, options.time_budget)
     caps = _resolve_bucket_caps(options.bucket_cap_mb)
     batch_sizes = _resolve_batch_sweep(batch_sizes, options, on_gpu)
     if options.memory_cap_mb is not None and options.memory_cap_mb <= 0:
         raise PlanError(f"--memory-cap-mb must be positive (got {options.memory_cap_mb:g})")
-    comm_iters = _resolve_comm_iters(options.comm_iters, iters)
+    comm_iters = _resolve_comm_iters(options.comm_iters, iters if iters is not None else (50 if on_gpu else 20))
     collectives = _resolve_collectives(options, on_gpu)
     _check_report_settings(options)
     _check_amp(options.amp, on_gpu)
@@ -124,8 +124,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         device=device,
         gpus=gpus,
         image_size=image_size,
-        warmup=warmup,
-        iters=iters,
+        **measurement,
         bucket_cap_mb=caps,
         threads_per_rank=threads,
         name=options.name or f"{'-'.join(m.split(':')[-1] for m in models)}-{scaling}",
@@ -247,17 +246,54 @@ def _check_world_sizes(
                     )
 
 
-def _check_iterations(warmup: int, iters: int, time_budget: float | None) -> None:
-    """A time budget replaces --iters, and is sized by the warm-up steps."""
-    if warmup < 0:
-        raise PlanError(f"--warmup cannot be negative (got {warmup})")
+def _count_or_auto(value: int | str | None, flag: str, least: int) -> int | None:
+    """A fixed count (at least ``least``), or None for auto (also the default)."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == AUTO):
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise PlanError(f"{flag} must be auto or a whole number (got {value!r})")
+    if value < least:
+        raise PlanError(f"{flag} must be at least {least} (got {value})" if least else
+                        f"{flag} cannot be negative (got {value})")
+    return value
+
+
+def _resolve_measurement(options: PlanOptions, on_gpu: bool) -> dict[str, Any]:
+    """How each configuration is measured, as Plan fields: fixed counts, a time budget, or until precise.
+
+    A fixed --iters N (and --warmup N) runs exactly that, as always. ``auto`` (the default) stops once the
+    median's 95% interval is within --precision of it, between --min-iters and --max-iters steps and within
+    --max-time-per-config seconds. A time budget measures about that long whatever --iters says. Limits
+    that only auto uses are still checked, so a plan never carries a nonsensical one.
+    """
+    warmup = _count_or_auto(options.warmup, "--warmup", 0)
+    iters = _count_or_auto(options.iters, "--iters", 1)
+    time_budget = options.time_budget
     if time_budget is not None:
         if time_budget <= 0:
             raise PlanError(f"--time-budget must be positive seconds (got {time_budget})")
-        if warmup < 1:
+        if warmup == 0:
             raise PlanError("--time-budget needs at least one warm-up iteration to size the measurement")
-    elif iters < 1:
-        raise PlanError(f"--iters must be at least 1 (got {iters})")
+    precision = options.precision if options.precision is not None else (0.02 if on_gpu else 0.05)
+    if not 0 < precision < 1:
+        raise PlanError(f"--precision must be a fraction between 0 and 1 (got {precision:g})")
+    min_iters = options.min_iters if options.min_iters is not None else 10
+    if min_iters < 1:
+        raise PlanError(f"--min-iters must be at least 1 (got {min_iters})")
+    max_iters = options.max_iters if options.max_iters is not None else (1000 if on_gpu else 200)
+    if max_iters < min_iters:
+        raise PlanError(f"--max-iters {max_iters} is below --min-iters {min_iters}")
+    max_time = options.max_time_per_config if options.max_time_per_config is not None else (60.0 if on_gpu else 20.0)
+    if max_time <= 0:
+        raise PlanError(f"--max-time-per-config must be positive seconds (got {max_time:g})")
+    max_warmup = options.max_warmup if options.max_warmup is not None else 50
+    if max_warmup < 0:
+        raise PlanError(f"--max-warmup cannot be negative (got {max_warmup})")
+    if options.rounds < 1:
+        raise PlanError(f"--rounds must be at least 1 (got {options.rounds})")
+    return {"warmup": warmup, "iters": iters, "time_budget": time_budget, "precision": float(precision),
+            "min_iters": min_iters, "max_iters": max_iters, "max_time_per_config": float(max_time),
+            "max_warmup": max_warmup, "rounds": options.rounds}
 
 
 def _resolve_bucket_caps(requested: list[float] | float) -> tuple[float, ...]:
@@ -407,5 +443,10 @@ def read_plan_file(path: str) -> dict[str, Any]:
                 value = [float(v) for v in value]
         elif not isinstance(value, expected) or (isinstance(value, bool) and bool not in expected):
             raise PlanError(f"plan file {path}: {key} must be {' or '.join(t.__name__ for t in expected)}")
+        elif OPTIONS_BY_NAME[key_name].parse is not None and isinstance(value, str):  # "auto" or a count
+            try:
+                value = OPTIONS_BY_NAME[key_name].parse(value)
+            except ArgumentTypeError as exc:
+                raise PlanError(f"plan file {path}: {key}: {exc}") from None
         values[key_name] = value
     return values

@@ -175,3 +175,240 @@ def test_the_probe_times_buckets_on_a_second_wrapper_after_releasing_the_first(t
     assert len(fields["hooked_step_s"]) == 3
     assert fields["bucket_bytes"] == [workload.grad_bytes] * 3  # every gradient byte through the hook once
     assert all(0 <= busy <= total for busy, total in zip(fields["bucket_comm_s"], fields["bucket_sum_s"]))
+
+
+# -- adaptive measurement: until precise, warm-up until steady, rounds ------------------------------------------
+
+from bench_kernels.ddp import Measured, _combined, round_order  # noqa: E402
+from bench_kernels.timing import (  # noqa: E402
+    MAX_ITERS,
+    MAX_TIME,
+    PRECISION,
+    STEADY,
+    StopRule,
+    measure_until_precise,
+    warm_up_until_steady,
+)
+
+
+class _Clock:
+    """A fake ``time.perf_counter``: each fake step advances it by that step's time, so the loops run on a
+    synthetic series instantly and the step times they record are exactly the series."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def fake_clock(monkeypatch):
+    clock = _Clock()
+    monkeypatch.setattr("bench_kernels.timing.time.perf_counter", clock)
+    return clock
+
+
+def _series_step(clock, series):
+    """A step that takes the next value of ``series`` seconds on the fake clock."""
+    values = iter(series)
+    taken = []
+
+    def step():
+        seconds = next(values)
+        taken.append(seconds)
+        clock.now += seconds
+
+    return step, taken
+
+
+def _noisy(n, spread, seed=7):
+    import random
+
+    rng = random.Random(seed)
+    return [0.1 * (1 + spread * (rng.random() - 0.5) * 2) for _ in range(n)]
+
+
+def test_a_quiet_series_stops_early_on_precision(tmp_path, fake_clock):
+    _, writer = _writer(tmp_path)
+    step, taken = _series_step(fake_clock, _noisy(1000, 0.01))
+    rule = StopRule(precision=0.05, min_iters=10, max_iters=200, max_time=1000.0)
+    timing = measure_until_precise(step, rule, SampleStream(writer, "c", "measure", 10))
+    assert timing.stop_reason == PRECISION
+    assert len(taken) == len(timing.samples) == 10  # the first look that may stop: min_iters
+    assert timing.half_width is not None and timing.half_width <= 0.05
+    assert timing.agreed_half_width == timing.half_width  # alone: its own
+
+
+def test_a_noisy_series_runs_to_max_iters_and_is_unstable(tmp_path, fake_clock):
+    path, writer = _writer(tmp_path, flush_interval=3600)
+    step, taken = _series_step(fake_clock, _noisy(1000, 0.9))  # each step 0.01..0.19 s
+    rule = StopRule(precision=0.001, min_iters=10, max_iters=37, max_time=1000.0)
+    timing = measure_until_precise(step, rule, SampleStream(writer, "c", "measure", 10))
+    assert timing.stop_reason == MAX_ITERS and len(taken) == 37  # the last block shortened to the limit
+    assert timing.half_width > 0.001
+    events = _samples(path)
+    assert sum(len(e["sec"]) for e in events) == 37 and events[-1]["of"] == 37  # the projection ends exact
+
+
+def test_the_time_limit_stops_within_a_step_and_wins_over_min_iters(tmp_path, fake_clock):
+    _, writer = _writer(tmp_path)
+    step, taken = _series_step(fake_clock, [1.0] * 100)
+    rule = StopRule(precision=0.05, min_iters=50, max_iters=100, max_time=7.5)
+    timing = measure_until_precise(step, rule, SampleStream(writer, "c", "measure", 50))
+    assert timing.stop_reason == MAX_TIME
+    assert len(taken) == 8  # 5, then blocks cut to the time left: 3 more reach 8 s >= 7.5 s
+
+
+def test_every_rank_takes_the_widest_half_width_so_all_stop_at_the_same_step(tmp_path, fake_clock):
+    _, writer = _writer(tmp_path)
+    looks = []
+
+    def agree(values):  # another rank, still imprecise until 25 steps are measured
+        looks.append(list(values))
+        other = [math.inf if len(looks) * 5 < 25 else 0.0, 0.0, 0.0]
+        return [max(a, b) for a, b in zip(values, other)]
+
+    step, taken = _series_step(fake_clock, _noisy(1000, 0.01))
+    rule = StopRule(precision=0.05, min_iters=10, max_iters=200, max_time=1000.0)
+    timing = measure_until_precise(step, rule, SampleStream(writer, "c", "measure", 10), agree)
+    assert timing.stop_reason == PRECISION and len(taken) == 25
+    assert len(looks) == 5 and looks[0][0] == math.inf  # below min_iters this rank has no precision yet
+    assert all(look[1] >= 0 for look in looks)  # its elapsed time is shared too
+
+
+def test_the_agreement_never_runs_inside_a_timed_step(tmp_path, fake_clock):
+    _, writer = _writer(tmp_path)
+    in_step = False
+    seen_inside = []
+
+    def step():
+        nonlocal in_step
+        in_step = True
+        fake_clock.now += 0.1
+        in_step = False
+
+    def agree(values):
+        seen_inside.append(in_step)
+        return values
+
+    rule = StopRule(precision=0.5, min_iters=10, max_iters=30, max_time=1000.0)
+    measure_until_precise(step, rule, SampleStream(writer, "c", "measure", 10), agree)
+    assert seen_inside and not any(seen_inside)
+
+
+def test_the_warm_up_ends_when_a_falling_step_time_levels_off(tmp_path, fake_clock):
+    path, writer = _writer(tmp_path, flush_interval=3600)
+    falling = [1.0, 0.9, 0.8, 0.6, 0.5, 0.4, 0.3, 0.25, 0.2] + [0.1] * 100  # levels off at 0.1 from step 9
+    step, taken = _series_step(fake_clock, falling)
+    timing = warm_up_until_steady(step, 3, 0.05, 50, 1000.0, SampleStream(writer, "c", "warmup", 50))
+    assert timing.stop_reason == STEADY
+    # windows' medians 0.9, 0.5, 0.25, 0.1, 0.1: the fifth is the first not lower than the fourth
+    assert len(taken) == len(timing.samples) == 15
+    assert _samples(path)[-1]["of"] == 15
+
+
+def test_the_warm_up_needs_two_windows_and_stops_at_its_limits(tmp_path, fake_clock):
+    _, writer = _writer(tmp_path)
+    step, taken = _series_step(fake_clock, [0.1] * 100)
+    assert warm_up_until_steady(step, 3, 0.05, 50, 1000.0, SampleStream(writer, "c", "warmup", 50)).stop_reason \
+        == STEADY
+    assert len(taken) == 6  # flat from the start: still two windows to compare
+    step, taken = _series_step(fake_clock, [1.0 / (i + 1) for i in range(100)])  # falls all the way
+    timing = warm_up_until_steady(step, 3, 0.05, 10, 1000.0, SampleStream(writer, "c", "warmup", 10))
+    assert (timing.stop_reason, len(taken)) == ("max_warmup", 10)  # the last window cut to the limit
+    step, taken = _series_step(fake_clock, [1.0 / (i + 1) for i in range(100)])
+    assert warm_up_until_steady(step, 3, 0.05, 50, 0.5, SampleStream(writer, "c", "warmup", 50)).stop_reason \
+        == MAX_TIME
+
+
+def test_rounds_rotate_the_order_of_the_launch():
+    configs = ["A", "B", "C"]
+    assert [round_order(configs, r) for r in range(4)] == [
+        ["A", "B", "C"], ["B", "C", "A"], ["C", "A", "B"], ["A", "B", "C"]]
+    assert round_order([], 2) == [] and round_order(["A"], 5) == ["A"]
+
+
+def test_a_configuration_over_its_rounds_sums_them_and_is_unstable_if_one_was():
+    quiet = Measured(10, 1.0, 2.0, 6, PRECISION, 0.01, False, tuple([0.1] * 10))
+    limit = Measured(20, 0.5, 4.0, 3, MAX_TIME, 0.09, True, tuple([0.1, 0.2] * 10))
+    whole = _combined([quiet, limit])
+    assert (whole.iters, whole.warmup_iters, whole.warmup_s, whole.measure_s) == (30, 9, 1.5, 6.0)
+    assert whole.stop_reason == MAX_TIME and whole.unstable and len(whole.samples) == 30
+    assert _combined([quiet, quiet]).stop_reason == PRECISION and not _combined([quiet, quiet]).unstable
+
+
+def test_samples_carry_their_round_only_when_there_are_rounds(tmp_path):
+    path, writer = _writer(tmp_path, flush_interval=3600)
+    run_steps(lambda: None, 2, SampleStream(writer, "c", "measure", 2))
+    run_steps(lambda: None, 2, SampleStream(writer, "c", "measure", 2, round_index=1))
+    first, second = _samples(path)
+    assert "round" not in first and second["round"] == 1
+
+
+# -- what the kernel writes of rounds and precision, as the session reads it ---------------------------------
+
+def test_the_session_keeps_each_step_s_round_and_ends_the_configuration_after_its_last_round(tmp_path):
+    import os
+
+    from ddptop import rundir
+    from ddptop.plan import PlanOptions, build_plan
+    from ddptop.session import Session
+    from ddptop.telemetry.inventory import Inventory
+
+    plan = build_plan(PlanOptions(models=["resnet18"], world_sizes=[2], batch_sizes=[4], rounds=2),
+                      Inventory(problem="test"), cpu_count=2)
+    (config,) = plan.configs()
+    session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), "rounds"))
+    events = os.path.join(session.run_dir, "launches", "01-n2-gloo", "events")
+    os.makedirs(events)
+    writers = [EventWriter(os.path.join(events, f"rank-{r}.jsonl"), r, 0.0) for r in range(2)]
+    cid = config.config_id
+
+    def both(kind, **fields):
+        for writer in writers:
+            writer.emit(kind, config_id=cid, **fields)
+            writer.flush()
+        session.refresh()
+
+    common = dict(status="ok", rounds=2, stop_reason="precision", precision_target=0.05, warmup_s=0.1,
+                  measure_s=1.0, analysis_s=None)
+    both("config_start", warmup=None, iters=None, round=0, rounds=2)
+    both("samples", phase="warmup", first_iter=0, of=50, sec=[0.3, 0.2, 0.2], round=0)
+    both("samples", phase="measure", first_iter=0, of=10, sec=[0.1] * 10, round=0)
+    state = session.configs[cid]
+    assert state.progress() == pytest.approx(0.5 * 13 / 13)  # half the rounds: round 0's steps all seen
+    both("config_end", round=0, last=False, iters=10, warmup_iters=3, precision_reached=0.01, unstable=False,
+         **common)
+    assert state.status == "running" and state.progress() == pytest.approx(0.5)
+    both("config_start", warmup=None, iters=None, round=1, rounds=2)
+    both("samples", phase="measure", first_iter=0, of=12, sec=[0.2] * 12, round=1)
+    both("config_end", round=1, last=False, iters=12, warmup_iters=3, precision_reached=0.2, unstable=True,
+         **{**common, "stop_reason": "max_iters"})
+    assert state.status == "running" and state.unstable and state.precision_reached == 0.2
+    both("config_end", round=1, last=True, iters=22, warmup_iters=6, precision_reached=0.3, unstable=True,
+         **{**common, "stop_reason": "max_iters"})
+    assert state.status == "ok" and state.progress() == 1.0
+    assert state.rounds_of_steps() == {0: [0] * 10 + [1] * 12, 1: [0] * 10 + [1] * 12}
+    assert (state.unstable, state.precision_reached, state.warmup_used) == (True, 0.3, 6)
+    shown = session.snapshot().configs[0]
+    assert (shown.unstable, shown.precision_reached, shown.warmup_used) == (True, 0.3, 6)
+
+    from ddptop.headless import _status_text
+
+    assert _status_text(shown).endswith("unstable (±30.0%)")
+
+
+def test_steps_without_a_round_are_round_zero_and_an_end_without_last_ends_the_configuration():
+    from ddptop.plan import PlanOptions, build_plan
+    from ddptop.session import ConfigState
+    from ddptop.telemetry.inventory import Inventory
+
+    (config, *_) = build_plan(PlanOptions(models=["resnet18"], world_sizes=[1], batch_sizes=[4]),
+                              Inventory(problem="test"), cpu_count=2).configs()
+    state = ConfigState(config)
+    state.add_samples(0, [0.1, 0.1])
+    state.add_samples(0, [0.1], 0)
+    state.add_samples(0, [0.2, 0.2], 2)
+    assert state.round_starts == {0: [(3, 2)]}  # only the change of round is kept
+    assert state.rounds_of_steps() == {0: [0, 0, 0, 2, 2]}

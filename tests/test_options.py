@@ -132,8 +132,9 @@ def test_flags_override_the_plan_file(tmp_path):
 @pytest.mark.parametrize(
     "line, message",
     [
-        ('iters = "many"', "iters must be int"),
-        ("iters = true", "iters must be int"),
+        ('iters = "many"', "iters: 'many' is neither auto nor a whole number"),
+        ("iters = true", "iters must be int or str"),
+        ("precision = true", "precision must be float or int"),
         ('time-budget = "long"', "time-budget must be float or int"),
         ("baseline = 1", "baseline must be bool"),
         ('scaling = ["weak"]', "scaling must be str"),
@@ -163,3 +164,13 @@ def test_options_model_and_vocabularies_import_the_standard_library_only():
         "assert new <= {'ddptop'} | set(sys.stdlib_module_names), new"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+
+
+def test_iters_and_warmup_take_auto_or_a_count():
+    assert (_from_flags("--iters", "auto").iters, _from_flags("--iters", "30").iters) == ("auto", 30)
+    assert _from_flags("--warmup", "Auto", "--rounds", "2").warmup == "auto"
+    assert PlanOptions().iters is None  # the plan's default, auto
+    from ddptop.errors import UsageError
+
+    with pytest.raises(UsageError, match="--iters: 'many' is neither auto nor a whole number"):
+        _from_flags("--iters", "many")

@@ -68,6 +68,15 @@ def test_strong_scaling_splits_the_global_batch():
         (PlanOptions(models=["alexnet"], image_size=32), NO_GPU, "at least 64"),
         (PlanOptions(iters=0), NO_GPU, "--iters must be at least 1"),
         (PlanOptions(warmup=0, time_budget=5), NO_GPU, "at least one warm-up"),
+        (PlanOptions(iters="lots"), NO_GPU, "--iters must be auto or a whole number (got 'lots')"),
+        (PlanOptions(warmup=-1), NO_GPU, "--warmup cannot be negative"),
+        (PlanOptions(precision=0), NO_GPU, "--precision must be a fraction between 0 and 1"),
+        (PlanOptions(precision=1.5), NO_GPU, "--precision must be a fraction between 0 and 1"),
+        (PlanOptions(min_iters=0), NO_GPU, "--min-iters must be at least 1"),
+        (PlanOptions(min_iters=50, max_iters=20), NO_GPU, "--max-iters 20 is below --min-iters 50"),
+        (PlanOptions(max_time_per_config=0), NO_GPU, "--max-time-per-config must be positive"),
+        (PlanOptions(max_warmup=-2), NO_GPU, "--max-warmup cannot be negative"),
+        (PlanOptions(rounds=0), NO_GPU, "--rounds must be at least 1"),
         (PlanOptions(bucket_cap_mb=0), NO_GPU, "--bucket-cap-mb must be positive"),
         (PlanOptions(gpus=[0, 9]), gpus(8), "--gpus 9: only GPUs 0..7"),
         (PlanOptions(gpus=[1, 1]), gpus(8), "twice"),
@@ -108,3 +117,42 @@ def test_plan_json_round_trip():
     again = Plan.from_json(plan.to_json())
     assert again == plan
     assert [c.config_id for c in again.configs()] == [c.config_id for c in plan.configs()]
+
+
+def test_measurement_is_adaptive_by_default_with_the_device_s_limits():
+    cpu = build_plan(PlanOptions(), NO_GPU, cpu_count=2)
+    assert (cpu.warmup, cpu.iters, cpu.time_budget) == (None, None, None)  # auto, auto
+    assert (cpu.precision, cpu.min_iters, cpu.max_iters, cpu.max_time_per_config, cpu.max_warmup, cpu.rounds) == (
+        0.05, 10, 200, 20.0, 50, 1)
+    assert cpu.comm_iters == 5  # as with the former fixed 20 steps
+    gpu = build_plan(PlanOptions(), gpus(2), cpu_count=8)
+    assert (gpu.precision, gpu.max_iters, gpu.max_time_per_config, gpu.comm_iters) == (0.02, 1000, 60.0, 12)
+    config = cpu.configs()[0]
+    assert config.adaptive and (config.precision, config.max_iters, config.rounds) == (0.05, 200, 1)
+
+
+def test_fixed_counts_and_a_time_budget_are_kept_as_given():
+    plan = build_plan(PlanOptions(warmup=3, iters=20), NO_GPU, cpu_count=2)
+    assert (plan.warmup, plan.iters) == (3, 20) and not plan.configs()[0].adaptive
+    assert build_plan(PlanOptions(warmup="auto", iters="AUTO"), NO_GPU, cpu_count=2).iters is None
+    budget = build_plan(PlanOptions(time_budget=2.0), NO_GPU, cpu_count=2)  # auto is then not used
+    assert budget.time_budget == 2.0 and not budget.configs()[0].adaptive
+
+
+def test_a_plan_file_may_say_auto(tmp_path):
+    path = tmp_path / "plan.toml"
+    path.write_text('iters = "auto"\nwarmup = 4\nprecision = 0.01\nrounds = 3\nmax-time-per-config = 30\n')
+    values = read_plan_file(str(path))
+    assert values == {"iters": "auto", "warmup": 4, "precision": 0.01, "rounds": 3, "max_time_per_config": 30}
+    plan = build_plan(PlanOptions(**values), NO_GPU, cpu_count=2)
+    assert (plan.iters, plan.warmup, plan.precision, plan.rounds, plan.max_time_per_config) == (None, 4, 0.01, 3, 30.0)
+
+
+def test_a_plan_json_from_before_adaptive_measurement_reads_as_fixed_counts():
+    from ddptop.model import Plan
+
+    data = build_plan(PlanOptions(warmup=3, iters=20), NO_GPU, cpu_count=2).to_json()
+    for key in ("precision", "min_iters", "max_iters", "max_time_per_config", "max_warmup", "rounds"):
+        del data[key]
+    plan = Plan.from_json(data)
+    assert (plan.warmup, plan.iters, plan.rounds) == (3, 20, 1) and not plan.configs()[0].adaptive

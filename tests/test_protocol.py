@@ -88,7 +88,7 @@ def test_a_config_names_an_unknown_mode_in_one_line():
         (lambda d: d.update(threads_per_rank="2"), "threads_per_rank is a string, not an integer"),
         (lambda d: d.update(threads_per_rank=True), "threads_per_rank is true or false, not an integer"),
         (lambda d: d["configs"][0].pop("model"), "configs[0].model is missing"),
-        (lambda d: d["configs"][0].update(iters=None), "configs[0].iters is null, not an integer"),
+        (lambda d: d["configs"][0].update(iters="auto"), "configs[0].iters is a string, not an integer"),
         (lambda d: d["configs"][0].update(scaling=1), "configs[0].scaling is an integer, not one of weak, strong"),
         (lambda d: d.update(configs={}), "configs is not a list"),
         (lambda d: d["collectives"].update(ops="allreduce"), "collectives.ops is not a list"),

@@ -52,13 +52,25 @@ class RunConfig:
     scaling: Scaling
     image_size: int
     num_classes: int
-    warmup: int
-    iters: int
-    time_budget: float | None
+    warmup: int | None  # warm-up steps; None: until the step time stops falling (--warmup auto)
+    iters: int | None  # measured steps per round; None: until the median is precise (--iters auto)
+    time_budget: float | None  # measure about this many seconds instead (iters and precision unused)
     bucket_cap_mb: float
     amp: str | None
     channels_last: bool
     comm_iters: int = 0
+    # --iters auto / --warmup auto: the target and the limits of one round's measurement
+    precision: float = 0.05  # relative half-width of the median's 95% interval to reach
+    min_iters: int = 10
+    max_iters: int = 200
+    max_time_per_config: float = 20.0  # seconds of measured steps; the auto warm-up gets a third of it
+    max_warmup: int = 50
+    rounds: int = 1  # the launch's configurations are measured this many times, interleaved
+
+    @property
+    def adaptive(self) -> bool:
+        """Measured until precise (--iters auto), not a fixed count nor a time budget."""
+        return self.iters is None and not self.time_budget
 
     def to_json(self) -> dict[str, Any]:
         return _to_json(self)

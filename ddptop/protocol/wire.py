@@ -24,6 +24,7 @@ WIRE_VERSION = 1
 _NUMBERS = frozenset((int, float))  # bool is not one: type(True) is bool
 _INT, _STR, _LIST, _DICT = frozenset((int,)), frozenset((str,)), frozenset((list,)), frozenset((dict,))
 _NONE = frozenset((type(None),))
+_BOOL = frozenset((bool,))
 _COMMON = (("t", _NUMBERS, True), ("rank", _INT, True))
 _ANY_CONFIG = (("config_id", _STR | _NONE, False),)  # any event may name its configuration; it is looked up
 # Per event type beyond v/type: (field, the JSON types it may hold or None for any, required). Readers
@@ -33,10 +34,14 @@ EVENT_FIELDS: dict[str, tuple[tuple[str, frozenset | None, bool], ...]] = {
     "hello": _COMMON + (("world_size", _INT, True), ("host", _STR, True), ("pid", _INT, True),
                         ("device", _STR, True)) + _ANY_CONFIG,
     "config_start": _COMMON + (("config_id", _STR, True), ("warmup", _INT | _NONE, False),
-                               ("iters", _INT | _NONE, False), ("time_budget", _NUMBERS | _NONE, False)),
+                               ("iters", _INT | _NONE, False), ("time_budget", _NUMBERS | _NONE, False),
+                               ("round", _INT, False)),
     "samples": _COMMON + (("config_id", _STR, True), ("phase", _STR, True), ("first_iter", _INT, True),
-                          ("sec", _LIST, True), ("of", _INT | _NONE, False)),
-    "config_end": _COMMON + (("config_id", _STR, True), ("status", _STR, True)),
+                          ("sec", _LIST, True), ("of", _INT | _NONE, False), ("round", _INT, False)),
+    # round/last: a configuration measured in several rounds ends each round, then itself (last: true)
+    "config_end": _COMMON + (("config_id", _STR, True), ("status", _STR, True), ("round", _INT, False),
+                             ("last", _BOOL, False), ("warmup_iters", _INT | _NONE, False),
+                             ("precision_reached", _NUMBERS | _NONE, False), ("unstable", _BOOL, False)),
     "error": _COMMON + (("error_type", None, True), ("message", None, True), ("traceback", None, True),
                         ("oom", None, True)) + _ANY_CONFIG,
     "bye": _COMMON + _ANY_CONFIG,
