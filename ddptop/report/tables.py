@@ -528,8 +528,12 @@ def plan_markdown(summary: dict[str, Any]) -> list[str]:
         f"({'per rank, weak' if plan['scaling'] == 'weak' else 'global, strong'} scaling)",
         f"- world sizes: {', '.join(map(str, plan['world_sizes']))} on {plan['device']}; "
         f"backends: {', '.join(plan['backends'])}",
-        f"- image {plan['image_size']} px, {plan['num_classes']} classes, warm-up {plan['warmup']}, "
-        + (f"time budget {plan['time_budget']} s" if plan.get("time_budget") else f"{plan['iters']} measured steps")
+        f"- image {plan['image_size']} px, {plan['num_classes']} classes, "
+        f"warm-up {plan['warmup'] if plan['warmup'] is not None else 'auto'}, "
+        + (f"time budget {plan['time_budget']} s" if plan.get("time_budget") else f"{plan['iters']} measured steps"
+           if plan["iters"] is not None else f"measured to ±{plan['precision']:.1%} of the median "
+           f"({plan['min_iters']}-{plan['max_iters']} steps, at most {plan['max_time_per_config']:g} s)")
+        + (f", {plan['rounds']} rounds" if plan.get("rounds", 1) > 1 else "")
         + f", bucket_cap_mb {', '.join(f'{c:g}' for c in _caps(plan))}"
         + (f", AMP {plan['amp']}" if plan.get("amp") else "")
         + (", channels_last" if plan.get("channels_last") else ""),
