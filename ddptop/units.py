@@ -111,3 +111,23 @@ def pair(a: Any, b: Any, fmt: Callable[[Any], str] | None = None, missing: str =
     if a is None and b is None:
         return missing
     return f"{fmt(a)}/{fmt(b)}"
+
+
+def with_interval(value: Any, ci: Any, fmt: Callable[[Any], str], missing: str = DASH) -> str:
+    """A figure and its 95% interval: ``1.17 (1.05–1.29)``; the figure alone when it has no interval, and
+    without one when the interval is a single point (a reference's speedup of 1 is exact)."""
+    if value is None:
+        return missing
+    if not ci or ci[0] is None or ci[1] is None or ci[0] == ci[1] or any(c != c for c in ci):  # c != c: NaN
+        return fmt(value)
+    low, high = fmt(ci[0]), fmt(ci[1])
+    unit = high[len(high.rstrip("%abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ/ ")):]
+    if unit and low.endswith(unit):
+        low = low[: len(low) - len(unit)]  # 57% (54–65%), 8.7 ms (2.1–15.0 ms)
+    between = " to " if low.startswith(("+", "-")) else "–"  # signed bounds read badly around a dash
+    return f"{fmt(value)} ({low}{between}{high})"
+
+
+def interval_includes(ci: Any, threshold: float) -> bool:
+    """Whether a saved ``[low, high]`` interval includes ``threshold`` (no interval: nothing to say)."""
+    return bool(ci) and ci[0] is not None and ci[1] is not None and ci[0] <= threshold <= ci[1]

@@ -14,10 +14,10 @@ time, gradient size and communication figures) changed, so a frame with nothing 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ddptop.analysis import communication, formulas, stats
+from ddptop.analysis import communication, formulas, intervals, stats
 from ddptop.protocol.vocab import FAILED
 
 if TYPE_CHECKING:
@@ -25,9 +25,12 @@ if TYPE_CHECKING:
     from ddptop.session import ConfigState, Session
 
 
-def scaling_tables(entries: Sequence[dict[str, Any]], plan: Plan) -> list[dict[str, Any]]:
+def scaling_tables(
+    entries: Sequence[dict[str, Any]], plan: Plan, replicates: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
     """One table per (model, batch, backend, bucket size) of the DDP entries with samples, against the
-    smallest world size measured and, where there is one, the plain model without DDP."""
+    smallest world size measured and, where there is one, the plain model without DDP. With each
+    configuration's bootstrap ``replicates`` (``intervals``), every figure gets its 95% interval."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     baselines: dict[tuple, dict[str, Any]] = {}
     for entry in entries:
@@ -70,23 +73,25 @@ def scaling_tables(entries: Sequence[dict[str, Any]], plan: Plan) -> list[dict[s
         ddp_overhead = None
         if baseline and reference and reference["world_size"] == 1:
             ddp_overhead = reference["sec_iter"] / baseline["stats"]["sec_iter"]["p50"] - 1
-        tables.append(
-            {
-                "recommendation": stats.recommendation(rows, unit, plan.efficiency_threshold),
-                "efficiency_threshold": plan.efficiency_threshold,
-                "amdahl": fit,
-                "model": model,
-                "batch_size": batch,
-                "bucket_cap_mb": bucket_cap_mb,
-                "batch_meaning": "per rank" if plan.scaling == "weak" else "global",
-                "scaling": plan.scaling,
-                "backend": backend,
-                "reference_world_size": reference["world_size"] if reference else None,
-                "no_ddp_sec_iter": baseline["stats"]["sec_iter"]["p50"] if baseline else None,
-                "ddp_overhead_at_reference": ddp_overhead,
-                "rows": rows,
-            }
-        )
+        table = {
+            "recommendation": None,
+            "efficiency_threshold": plan.efficiency_threshold,
+            "amdahl": fit,
+            "model": model,
+            "batch_size": batch,
+            "bucket_cap_mb": bucket_cap_mb,
+            "batch_meaning": "per rank" if plan.scaling == "weak" else "global",
+            "scaling": plan.scaling,
+            "backend": backend,
+            "reference_world_size": reference["world_size"] if reference else None,
+            "no_ddp_sec_iter": baseline["stats"]["sec_iter"]["p50"] if baseline else None,
+            "ddp_overhead_at_reference": ddp_overhead,
+            "rows": rows,
+        }
+        if replicates:
+            intervals.add_scaling_intervals(table, plan, by_size, baseline, replicates)
+        table["recommendation"] = stats.recommendation(rows, unit, plan.efficiency_threshold)
+        tables.append(table)
     return tables
 
 

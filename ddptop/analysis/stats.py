@@ -206,40 +206,85 @@ def plateau(rows: Sequence[dict], gain: float = PLATEAU_GAIN) -> dict | None:
     return None
 
 
+def _interval(row: dict, key: str) -> tuple[float, float]:
+    """A row's figure as (low, high): its 95% interval when it has one, else the figure twice."""
+    ci = row.get(f"{key}_ci")
+    return (ci[0], ci[1]) if ci else (row[key], row[key])
+
+
+def _efficiency_side(row: dict, threshold: float) -> str:
+    low, high = _interval(row, "efficiency")
+    return "above" if low >= threshold else "below" if high < threshold else "unclear"
+
+
+def _efficiency_text(row: dict) -> str:
+    ci = row.get("efficiency_ci")
+    return f"{row['efficiency']:.0%}" + (f", 95% CI {100 * ci[0]:.0f}–{ci[1]:.0%}" if ci else "")
+
+
 def recommendation(rows: Sequence[dict], unit: str = "GPUs", threshold: float = EFFICIENCY_THRESHOLD) -> str:
-    """Where adding devices stops paying, in plain words, from one scaling table's rows."""
+    """Where adding devices stops paying, in plain words, from one scaling table's rows.
+
+    With intervals (``efficiency_ci``, ``speedup_ci``) no sentence claims more than they allow: an
+    efficiency whose interval includes the threshold is "within noise", and a plateau or a peak is said
+    only when the intervals separate it.
+    """
     if len(rows) < 2:
         return "Only one world size was measured: nothing to compare."
     ordered = sorted(rows, key=lambda r: r["world_size"])
-    peak = max(ordered, key=lambda r: r["speedup"])
-    good = [r for r in ordered if r["efficiency"] >= threshold]
+    sides = [_efficiency_side(r, threshold) for r in ordered]
     largest = ordered[-1]
     words = []
-    if not good or good == ordered[:1]:
+    good = 0  # rows from the first whose efficiency is clearly at or above the threshold
+    while good < len(ordered) and sides[good] == "above":
+        good += 1
+    if good <= 1:
         second = ordered[1]
-        words.append(
-            f"Efficiency falls below {threshold:.0%} already at N={second['world_size']} "
-            f"({second['efficiency']:.0%}): scaling out does not pay here; use N={ordered[0]['world_size']}."
-        )
-    elif good[-1] is largest:
+        if sides[1] == "below":
+            words.append(
+                f"Efficiency falls below {threshold:.0%} already at N={second['world_size']} "
+                f"({_efficiency_text(second)}): scaling out does not pay here; use N={ordered[0]['world_size']}."
+            )
+        else:
+            words.append(
+                f"At N={second['world_size']} efficiency is {_efficiency_text(second)}: whether it is below "
+                f"{threshold:.0%} is within noise; measure longer (a smaller --precision) to decide."
+            )
+    elif good == len(ordered):
         words.append(
             f"Efficiency stays at or above {threshold:.0%} up to the largest N measured "
-            f"({largest['world_size']}, {largest['efficiency']:.0%}): adding {unit} still pays."
+            f"({largest['world_size']}, {_efficiency_text(largest)}): adding {unit} still pays."
         )
     else:
-        best = good[-1]
-        after = next(r for r in ordered if r["world_size"] > best["world_size"])
-        words.append(
-            f"Efficiency drops below {threshold:.0%} beyond N={best['world_size']} "
-            f"({after['efficiency']:.0%} at N={after['world_size']}): request {best['world_size']} {unit}."
-        )
+        best, after = ordered[good - 1], ordered[good]
+        if sides[good] == "below":
+            words.append(
+                f"Efficiency drops below {threshold:.0%} beyond N={best['world_size']} "
+                f"({_efficiency_text(after)} at N={after['world_size']}): request {best['world_size']} {unit}."
+            )
+        else:
+            words.append(
+                f"Efficiency stays at or above {threshold:.0%} up to N={best['world_size']}; at "
+                f"N={after['world_size']} it is {_efficiency_text(after)}, within noise of {threshold:.0%}: "
+                f"request {best['world_size']} {unit}, or measure longer to decide on {after['world_size']}."
+            )
     flat = plateau(ordered)
     if flat is not None and flat is not ordered[0]:  # a plateau from the start is said by the first sentence
-        best_after = max(r["speedup"] for r in ordered if r["world_size"] > flat["world_size"])
-        words.append(
-            f"Beyond N={flat['world_size']} speedup grows less than {PLATEAU_GAIN:.0%} "
-            f"({flat['speedup']:.2f} to at most {best_after:.2f}): don't ask for more than {flat['world_size']} {unit}."
-        )
-    if peak["speedup"] > largest["speedup"] * 1.02:
+        later = [r for r in ordered if r["world_size"] > flat["world_size"]]
+        best_after = max(r["speedup"] for r in later)
+        clear = max(_interval(r, "speedup")[1] for r in later) < _interval(flat, "speedup")[0] * (1 + PLATEAU_GAIN)
+        if clear:
+            words.append(
+                f"Beyond N={flat['world_size']} speedup grows less than {PLATEAU_GAIN:.0%} "
+                f"({flat['speedup']:.2f} to at most {best_after:.2f}): don't ask for more than "
+                f"{flat['world_size']} {unit}."
+            )
+        else:
+            words.append(
+                f"Whether speedup still grows by {PLATEAU_GAIN:.0%} beyond N={flat['world_size']} "
+                f"({flat['speedup']:.2f} to at most {best_after:.2f}) is within noise."
+            )
+    peak = max(ordered, key=lambda r: r["speedup"])
+    if peak["speedup"] > largest["speedup"] * 1.02 and _interval(peak, "speedup")[0] > _interval(largest, "speedup")[1]:
         words.append(f"Speedup peaks at N={peak['world_size']} ({peak['speedup']:.2f}); more {unit} are slower.")
     return " ".join(words)

@@ -284,6 +284,8 @@ def median_replicates(
     if factor != 1.0:
         centre = float(np.median(out))
         out = centre + (out - centre) * factor
+        # a median lies within the data: the widening may not carry it past the fastest or slowest step
+        out = np.clip(out, np.nanmin(data), np.nanmax(data))
     return out
 
 

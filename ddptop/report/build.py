@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any
 
-from ddptop.analysis import communication, scaling
+from ddptop.analysis import communication, intervals, scaling, uncertainty
 from ddptop.protocol.layout import RUNNER_FILE, TIMELINE_FILE, node_file
 from ddptop.protocol.marks import LaunchEnd, parse_mark
 from ddptop.protocol.vocab import Status
@@ -165,7 +165,9 @@ def build_summary(session: Session, environment: dict[str, Any] | None = None) -
         counts: dict[str, int] = {}
         for entry in entries:
             counts[entry["status"]] = counts.get(entry["status"], 0) + 1
+        replicates = intervals.add_step_intervals(states, entries)
         collectives = communication.collective_tables(session.collectives, session.launches)
+        intervals.add_collective_intervals(collectives, session.collectives, session.launches)
         scaling.compare_with_collectives(entries, collectives)
         return {
             "schema": SCHEMA,
@@ -178,7 +180,9 @@ def build_summary(session: Session, environment: dict[str, Any] | None = None) -
             "plan": session.plan.to_json(),
             "status_counts": counts,
             "configs": entries,
-            "scaling": scaling.scaling_tables(entries, session.plan),
+            "uncertainty": {"method": uncertainty.METHOD, "confidence": uncertainty.CONFIDENCE,
+                            "resamples": uncertainty.RESAMPLES},
+            "scaling": scaling.scaling_tables(entries, session.plan, replicates),
             "batch_throughput": scaling.batch_throughput(entries),
             "dp_vs_ddp": scaling.data_parallel_vs_ddp(entries),
             "collectives": collectives,

@@ -1,6 +1,6 @@
 """The summary's plots, each saved as PNG and SVG in ``<run dir>/plots``: matplotlib with its Agg backend.
 
-- speedup.*: speedup against N for every scaling table, the perfect-scaling line (as the HPC article
+- speedup.*: speedup against N for every scaling table (95% intervals as error bars), the perfect-scaling line (as the HPC article
   "Benchmarking Parallel Programs" draws it) and Amdahl's fit;
 - efficiency.*: efficiency against N with the recommendation threshold;
 - batch_throughput.*: examples/s against the batch size, out-of-memory batches marked (the batch-size sweep
@@ -60,10 +60,21 @@ def _finish(plt: Any, fig: Any, axes: list[Any], out_dir: str, name: str, legend
     return paths
 
 
+def _error_bars(rows: list[dict[str, Any]], key: str, scale: float = 1.0) -> Any:
+    """matplotlib's yerr for the rows' 95% intervals (distances below and above each point); None without."""
+    if not all(r.get(f"{key}_ci") for r in rows):
+        return None
+    below = [max(0.0, scale * (r[key] - r[f"{key}_ci"][0])) for r in rows]
+    above = [max(0.0, scale * (r[f"{key}_ci"][1] - r[key])) for r in rows]
+    return [below, above]
+
+
 def _draw_efficiency(axis: Any, summary: dict[str, Any], tables: list[dict[str, Any]], many_caps: bool) -> None:
     for table in tables:
-        axis.plot([r["world_size"] for r in table["rows"]], [100 * r["efficiency"] for r in table["rows"]],
-                  marker="o", label=_table_label(table, many_caps))
+        rows = table["rows"]
+        axis.errorbar([r["world_size"] for r in rows], [100 * r["efficiency"] for r in rows],
+                      yerr=_error_bars(rows, "efficiency", 100), capsize=3, marker="o",
+                      label=_table_label(table, many_caps))
     threshold = 100 * tables[0].get("efficiency_threshold", 0.7)
     axis.axhline(threshold, linestyle="--", color="grey", label=f"threshold {threshold:.0f}%")
     axis.set(xlabel=f"N ({_unit(summary)})", ylabel="efficiency (%)", title="Efficiency", ylim=(0, 110))
@@ -80,11 +91,12 @@ def _speedup(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
     left.plot(sizes, sizes, linestyle="--", color="grey", label="perfect scaling")
     for table in tables:
         ns = [r["world_size"] for r in table["rows"]]
-        line = left.plot(ns, [r["speedup"] for r in table["rows"]], marker="o", label=_table_label(table, many_caps))
+        drawn = left.errorbar(ns, [r["speedup"] for r in table["rows"]], yerr=_error_bars(table["rows"], "speedup"),
+                              capsize=3, marker="o", label=_table_label(table, many_caps))
         fit = table.get("amdahl")
         if fit:
             left.plot(sizes, [formulas.amdahl_speedup(fit["serial_fraction"], n) for n in sizes], linestyle=":",
-                      color=line[0].get_color(), label=f"Amdahl, serial {100 * fit['serial_fraction']:.1f}%")
+                      color=drawn.lines[0].get_color(), label=f"Amdahl, serial {100 * fit['serial_fraction']:.1f}%")
     left.set(xlabel=f"N ({_unit(summary)})", ylabel="speedup", title="Speedup")
     _draw_efficiency(right, summary, tables, many_caps)
     fig.suptitle(summary.get("name") or "")

@@ -89,15 +89,18 @@ def _scaling_header(summary: dict[str, Any]) -> tuple[str, ...]:
 
 
 def _scaling_cells(row: dict[str, Any], priced: bool = False) -> tuple[str, ...]:
+    def shown(key: str, fmt: Any) -> str:
+        return units.with_interval(row.get(key), row.get(f"{key}_ci"), fmt)
+
     cells = (
         row["label"],
-        units.seconds(row["sec_iter"]),
-        units.number(row["ex_sec_total"], 1),
-        units.number(row["speedup"]),
-        units.percent(row["efficiency"]),
-        units.number(row["relative_cost"]),
-        units.number(row["relative_su"]),
-        units.number(row.get("karp_flatt"), 3),
+        shown("sec_iter", units.seconds),
+        shown("ex_sec_total", lambda v: units.number(v, 1)),
+        shown("speedup", units.number),
+        shown("efficiency", units.percent),
+        shown("relative_cost", units.number),
+        shown("relative_su", units.number),
+        shown("karp_flatt", lambda v: units.number(v, 3)),
     )
     return cells + ((units.number(row.get("cost_per_million")),) if priced else ())
 
@@ -121,11 +124,18 @@ def model_lines(table: dict[str, Any]) -> list[str]:
     lines = []
     fit = table.get("amdahl")
     if fit:
-        limit = f", so speedup can never pass {units.number(fit['max_speedup'], 1)}" if fit.get("max_speedup") else ""
+        fraction_ci = fit.get("serial_fraction_ci")
+        limit = (
+            f", so speedup can never pass "
+            f"{units.with_interval(fit['max_speedup'], fit.get('max_speedup_ci'), lambda v: units.number(v, 1))}"
+            if fit.get("max_speedup") else ""
+        )
+        noise = " (an interval that includes 0: the data cannot tell a serial part from none)" if (
+            units.interval_includes(fraction_ci, 0.0) and fit["serial_fraction"] > 0) else ""
         lines.append(
             f"Amdahl fit over {fit['points']} world size{'s' if fit['points'] > 1 else ''} above 1: "
-            f"serial fraction {units.percent(fit['serial_fraction'], 1)}{limit} "
-            f"(fit error {units.number(fit['rmse_speedup'])} in speedup)."
+            f"serial fraction {units.with_interval(fit['serial_fraction'], fraction_ci, lambda v: units.percent(v, 1))}"
+            f"{limit} (fit error {units.number(fit['rmse_speedup'])} in speedup){noise}."
         )
     largest = table["rows"][-1] if table["rows"] else None
     epoch = largest.get("epoch") if largest else None
@@ -155,9 +165,11 @@ def communication_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
         logging = comm.get("ddp_logging") or {}
         buckets = comm.get("buckets") or {}
         achieved = buckets.get("achieved") or {}
-        exposed = units.milliseconds(comm.get("exposed_comm_s"))
+        exposed = units.with_interval(comm.get("exposed_comm_s"), comm.get("exposed_comm_s_ci"), units.milliseconds)
         if comm.get("exposed_comm_fraction") is not None:
-            exposed += f" ({units.percent(comm['exposed_comm_fraction'])})"
+            exposed += f", {units.percent(comm['exposed_comm_fraction'])}"
+        if (comm.get("exposed_comm_s_ci") or [None])[0] == 0.0:
+            exposed += " (within noise of none)"
         rows.append(
             (
                 f"{entry['label']} {entry['model']} bs{entry['batch_size']}"
@@ -180,7 +192,7 @@ def communication_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
 
 
 COMM_NOTE = (
-    "exposed comm = step - no_sync step; DDP columns are DDP's own averages; buckets in flight = time any "
+    "exposed comm = step - no_sync step (95% interval in brackets); DDP columns are DDP's own averages; buckets in flight = time any "
     "gradient bucket's allreduce was running (comm hook); t(N)-t(1) est. = t(N) minus the N=1 time scaled to "
     "the rank's work; busbw = bytes x 2(N-1)/N / time, the kernel's at DDP's bucket size."
 )
@@ -220,7 +232,7 @@ def _collective_rows(table: dict[str, Any]) -> list[tuple[str, ...]]:
             "in place" if r["inplace"] else "out of place",
             units.microseconds(r["time_s"]),
             units.gbps(r["algbw_gbs"]),
-            units.gbps(r["busbw_gbs"]),
+            units.with_interval(r["busbw_gbs"], r.get("busbw_gbs_ci"), units.gbps),
         )
         for r in table["rows"]
     ]
@@ -313,8 +325,14 @@ def _scaling_title(table: dict[str, Any]) -> str:
         f"Scaling: {table['model']}, batch {table['batch_size']} {table['batch_meaning']} "
         f"({table['scaling']} scaling, {table['backend']}), against N={table['reference_world_size']}"
     )
-    if table.get("ddp_overhead_at_reference") is not None:
-        title += f"; DDP costs {units.percent(table['ddp_overhead_at_reference'], 1, signed=True)} over no-DDP at N=1"
+    overhead = table.get("ddp_overhead_at_reference")
+    if overhead is not None:
+        ci = table.get("ddp_overhead_at_reference_ci")
+        figure = units.with_interval(overhead, ci, lambda v: units.percent(v, 1, signed=True))
+        if units.interval_includes(ci, 0.0):
+            title += f"; DDP's cost over no-DDP at N=1 is within noise: {figure}"
+        else:
+            title += f"; DDP costs {figure} over no-DDP at N=1"
     return title
 
 

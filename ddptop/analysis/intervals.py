@@ -1,0 +1,177 @@
+"""95% confidence intervals for every headline figure of a summary, from the step times themselves.
+
+Each configuration's pooled median step time gets block-bootstrap replicates (``uncertainty``); every figure
+derived from one or more medians (ex/s, speedup, efficiency, relative cost and SU, Karp-Flatt, DDP's cost
+over the plain model, exposed communication, the t(N)-t(1) estimate, Amdahl's serial fraction, a
+collective's bus bandwidth) is the same formula applied to the replicates, and its interval is read from
+them. Configurations are measured independently, so their replicates are independent draws. Intervals are
+written beside their figure as ``<figure>_ci: [low, high]``.
+
+Each configuration's bootstrap is seeded from its id, so a summary rebuilt from the same files has the same
+intervals.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ddptop.analysis import uncertainty
+from ddptop.analysis.uncertainty import Estimate
+
+Replicates = Mapping[str, np.ndarray]  # config id -> bootstrap replicates of its pooled median step time
+
+
+def _seed(name: str) -> int:
+    return zlib.crc32(name.encode())
+
+
+def _rounds(state: Any) -> Mapping[int, Sequence[int]] | None:
+    rounds = state.rounds_of_steps() if hasattr(state, "rounds_of_steps") else None
+    return rounds if rounds and any(len(set(r)) > 1 for r in rounds.values()) else None
+
+
+def add_step_intervals(states: Sequence[Any], entries: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:
+    """Put the p50's interval (and ex/s's, and exposed communication's) into each entry with steps; return
+    the replicates by configuration id for the figures derived from several configurations."""
+    replicates: dict[str, np.ndarray] = {}
+    for state, entry in zip(states, entries):
+        stats = entry.get("stats")
+        if not stats:
+            continue
+        samples = {rank: values for rank, values in state.samples.items() if values}
+        estimate, reps = uncertainty.median_estimate(samples, _rounds(state), seed=_seed(entry["config_id"]))
+        replicates[entry["config_id"]] = reps
+        stats["p50_ci"] = estimate.to_ci()
+        stats["p50_precision"] = estimate.rel_half_width()
+        for key, examples in (("ex_sec_total", entry["global_batch"]), ("ex_sec_replica", entry["batch_size"])):
+            stats[f"{key}_p50_ci"] = _derived(lambda t, e=examples: e / t, reps, value=stats[key]["p50"])
+        _exposed_communication(state, entry, reps)
+    return replicates
+
+
+def _derived(fn: Any, *arrays: np.ndarray, value: float | None) -> list[float] | None:
+    if value is None:
+        return None
+    return uncertainty.propagate(fn, *arrays, value=value).to_ci()
+
+
+def _exposed_communication(state: Any, entry: dict[str, Any], step_reps: np.ndarray) -> None:
+    comm = entry.get("communication")
+    nosync = {rank: values for rank, values in state.nosync.items() if values}
+    if not comm or not nosync or comm.get("exposed_comm_s") is None:
+        return
+    nosync_reps = uncertainty.median_replicates(nosync, seed=_seed(entry["config_id"] + "/nosync"))
+    comm["compute_s_ci"] = uncertainty.estimate(nosync_reps, comm["compute_s"]).to_ci()
+    # the point figure is clamped at 0 (synchronising cannot speed a step up); so is its interval
+    comm["exposed_comm_s_ci"] = _derived(lambda s, n: np.maximum(s - n, 0.0), step_reps, nosync_reps,
+                                         value=comm["exposed_comm_s"])
+    if comm.get("exposed_comm_fraction") is not None:
+        comm["exposed_comm_fraction_ci"] = _derived(lambda s, n: np.maximum(s - n, 0.0) / s, step_reps,
+                                                    nosync_reps, value=comm["exposed_comm_fraction"])
+
+
+def add_scaling_intervals(table: dict[str, Any], plan: Any, by_size: Mapping[int, dict[str, Any]],
+                          baseline: dict[str, Any] | None, replicates: Replicates) -> None:
+    """Intervals of one scaling table's figures, from its configurations' replicates (same formulas as
+    ``stats.scaling_rows``)."""
+    rows = table["rows"]
+    if not rows or any(by_size[r["world_size"]]["config_id"] not in replicates for r in rows):
+        return
+    reference = rows[0]
+    ref_entry = by_size[reference["world_size"]]
+    t_ref = replicates[ref_entry["config_id"]]
+    weight = {"core": plan.su_core_weight, "gpu": plan.su_gpu_weight}
+    speedups = {}
+    for row in rows:
+        entry = by_size[row["world_size"]]
+        t = replicates[entry["config_id"]]
+        n, gb, ref_gb = row["world_size"], entry["global_batch"], ref_entry["global_batch"]
+        speedup = reference["world_size"] * (gb / t) / (ref_gb / t_ref)
+        speedups[n] = speedup
+        row["sec_iter_ci"] = uncertainty.estimate(t, row["sec_iter"]).to_ci()
+        row["ex_sec_total_ci"] = _from(gb / t, row["ex_sec_total"])
+        row["speedup_ci"] = _from(speedup, row["speedup"])
+        row["efficiency_ci"] = _from(speedup / n, row["efficiency"])
+        row["relative_cost_ci"] = _from(n / speedup, row["relative_cost"])
+        if row.get("relative_su") is not None:
+            charge = (weight["core"] * row["cores"] + weight["gpu"] * (n if plan.device == "cuda" else 0)) * t / gb
+            ref_cores = rows[0]["cores"]
+            ref_charge = (weight["core"] * ref_cores
+                          + weight["gpu"] * (reference["world_size"] if plan.device == "cuda" else 0)) * t_ref / ref_gb
+            row["relative_su_ci"] = _from(charge / ref_charge, row["relative_su"])
+        if row.get("karp_flatt") is not None:
+            row["karp_flatt_ci"] = _from((1 / speedup - 1 / n) / (1 - 1 / n), row["karp_flatt"])
+        single = baseline if baseline is not None else (ref_entry if reference["world_size"] == 1 else None)
+        if row.get("comm_estimate_from_t1_s") is not None and single is not None:
+            t1 = replicates.get(single["config_id"])
+            if t1 is not None:
+                compute = t1 * entry["batch_size"] / single["batch_size"]
+                row["comm_estimate_from_t1_s_ci"] = _from(t - compute, row["comm_estimate_from_t1_s"])
+        comm = entry.get("communication") or {}
+        for key in ("exposed_comm_s", "exposed_comm_fraction"):
+            if comm.get(f"{key}_ci") is not None:
+                row[f"{key}_ci"] = comm[f"{key}_ci"]
+    if baseline is not None and table.get("ddp_overhead_at_reference") is not None:
+        t_plain = replicates.get(baseline["config_id"])
+        if t_plain is not None:
+            table["ddp_overhead_at_reference_ci"] = _from(t_ref / t_plain - 1, table["ddp_overhead_at_reference"])
+    fit = table.get("amdahl")
+    if fit is not None:
+        fractions = _amdahl_fractions({n: s for n, s in speedups.items()})
+        if fractions is not None:
+            fit["serial_fraction_ci"] = _from(fractions, fit["serial_fraction"])
+            fit["max_speedup_ci"] = _from(np.where(fractions > 0, 1 / np.maximum(fractions, 1e-12), np.inf),
+                                          fit["max_speedup"]) if fit.get("max_speedup") is not None else None
+
+
+def _from(derived: np.ndarray, value: float | None) -> list[float] | None:
+    if value is None:
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return uncertainty.estimate(np.asarray(derived, dtype=float), value).to_ci()
+
+
+def _amdahl_fractions(speedups: Mapping[int, np.ndarray]) -> np.ndarray | None:
+    """``formulas.amdahl_fit``'s closed form applied to every replicate: f = sum((1/S - 1/N)(1 - 1/N)) /
+    sum((1 - 1/N)^2) over N > 1, bounded to [0, 1]."""
+    usable = [(n, s) for n, s in speedups.items() if n > 1]
+    if not usable:
+        return None
+    with np.errstate(divide="ignore", invalid="ignore"):
+        numerator = sum((1 / s - 1 / n) * (1 - 1 / n) for n, s in usable)
+    denominator = sum((1 - 1 / n) ** 2 for n, _ in usable)
+    return np.clip(numerator / denominator, 0.0, 1.0)
+
+
+def add_collective_intervals(tables: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]],
+                             launches: Mapping[str, Any]) -> None:
+    """busbw's interval per message size: each rank's median time bootstrapped (its operations in order),
+    the slowest rank's per replicate, as the point figure takes the slowest rank's median."""
+    per_key: dict[tuple, dict[int, list[float]]] = {}
+    for event in events:
+        record = launches.get(event.get("launch"))
+        backend = record.backend if record is not None else None
+        key = (event["world_size"], backend, event["op"], event["bytes"], bool(event["inplace"]))
+        per_key.setdefault(key, {}).setdefault(event["rank"], []).extend(event["sec"])
+    for table in tables:
+        for row in table["rows"]:
+            per_rank = per_key.get((table["world_size"], table["backend"], table["op"], row["bytes"], row["inplace"]))
+            if not per_rank or row.get("busbw_gbs") is None:
+                continue
+            name = f"{table['world_size']}/{table['backend']}/{table['op']}/{row['bytes']}/{row['inplace']}"
+            reps = [uncertainty.median_replicates({0: values}, seed=_seed(f"{name}/{rank}"))
+                    for rank, values in sorted(per_rank.items()) if values]
+            slowest = np.max(np.vstack(reps), axis=0)
+            scale = row["bytes"] / 1e9 * table["busbw_factor"]
+            row["busbw_gbs_ci"] = _from(scale / slowest, row["busbw_gbs"])
+
+
+def estimate_of(value: float, ci: Sequence[float] | None) -> Estimate | None:
+    """An ``Estimate`` back from a saved figure and its ``_ci`` (for verdicts on loaded summaries)."""
+    if ci is None or value is None:
+        return None
+    return Estimate(value, ci[0], ci[1])
