@@ -160,3 +160,57 @@ def test_time_budget_sizes_the_measurement_from_the_warmup(tmp_path):
     # Both ranks agreed on one step count (else DDP would deadlock) and every step was recorded.
     assert {len(v) for v in config["samples"].values()} == {iters}
     assert config["stats"]["n"] == 2 * iters
+
+
+# -- adaptive measurement and rounds on real process groups ------------------------------------------------------
+
+QUICK = ("--comm-iters", "0", "--no-collectives", "--telemetry-interval", "0")
+
+
+def test_iters_auto_stops_early_once_precise_and_records_its_precision(tmp_path):
+    # a loose target, so that even this shared machine's noise lets both ranks reach it well before the limit
+    run_dir = str(tmp_path / "auto")
+    done = run_sweep(run_dir, "--models", "tests.tiny_models:tiny_cnn", *TINY, *QUICK, "--iters", "auto",
+                     "--precision", "0.5", "--max-iters", "200")
+    assert done.returncode == 0, done.stderr + done.stdout
+    (config,) = done.summary()["configs"]
+    assert config["status"] == "ok" and config["stop_reason"] == "precision" and config["unstable"] is False
+    assert 10 <= config["measured_iters"] < 200 and config["measured_iters"] % 5 == 0  # blocks of 5
+    assert config["precision_target"] == 0.5 and 0 < config["precision_reached"] <= 0.5
+    assert config["warmup_iters"] >= 6  # --warmup auto: at least two windows of 3
+    # the ranks stopped after the same step, every one of them recorded
+    assert {len(v) for v in config["samples"].values()} == {config["measured_iters"]}
+    assert "rounds_of_steps" not in config
+
+
+def test_an_unreachable_precision_ends_at_max_iters_unstable(tmp_path):
+    run_dir = str(tmp_path / "unstable")
+    done = run_sweep(run_dir, "--models", "tests.tiny_models:tiny_cnn", *TINY, *QUICK, "--iters", "auto",
+                     "--precision", "0.001", "--max-iters", "30", "--warmup", "2")
+    assert done.returncode == 0, done.stderr + done.stdout
+    (config,) = done.summary()["configs"]
+    assert config["status"] == "ok" and config["stop_reason"] == "max_iters" and config["unstable"] is True
+    assert config["measured_iters"] == 30 and config["warmup_iters"] == 2
+    assert config["precision_reached"] > 0.001
+    assert {len(v) for v in config["samples"].values()} == {30}
+    assert "unstable (±" in done.stdout  # the headless line of the configuration
+
+
+def test_rounds_interleave_the_configurations_and_keep_each_step_s_round(tmp_path):
+    run_dir = str(tmp_path / "rounds")
+    done = run_sweep(run_dir, "--models", "tests.tiny_models:tiny_cnn", *TINY, *QUICK, "--bucket-cap-mb", "25,1",
+                     "--rounds", "2", "--iters", "auto", "--max-iters", "20", "--max-time-per-config", "4")
+    assert done.returncode == 0, done.stderr + done.stdout
+    configs = done.summary()["configs"]
+    assert [c["config_id"].rsplit("/", 1)[1] for c in configs] == ["bucket25", "bucket1"]
+    for config in configs:
+        assert config["status"] == "ok" and config["rounds"] == 2
+        for rank, rounds in config["rounds_of_steps"].items():
+            assert len(rounds) == len(config["samples"][rank]) == config["measured_iters"]
+            assert set(rounds) == {0, 1} and rounds == sorted(rounds)
+    # round 1 ran the launch's configurations in the rotated order
+    (events,) = glob.glob(os.path.join(run_dir, "launches", "*", "events", "rank-0.jsonl"))
+    with open(events, encoding="utf-8") as handle:
+        starts = [(e["round"], e["config_id"].rsplit("/", 1)[1]) for e in map(json.loads, handle)
+                  if e["type"] == "config_start"]
+    assert starts == [(0, "bucket25"), (0, "bucket1"), (1, "bucket1"), (1, "bucket25")]
