@@ -26,6 +26,7 @@ from ddptop.plan import ConfigSpec, Plan
 from ddptop.snapshot import CHART_TAIL, ConfigSnapshot, LaunchSnapshot, SessionSnapshot, StepStats
 from ddptop.telemetry.host import RankProcess
 from ddptop.protocol import layout
+from ddptop.protocol import precision
 from ddptop.protocol.marks import ConfigEnd, LaunchEnd, LaunchStart, SweepEnd, parse_mark
 from ddptop.protocol.vocab import ENDED, Status
 from ddptop.protocol.wire import EventFileReader, EventWriter
@@ -59,6 +60,7 @@ class ConfigState:
     launch: str | None = None
     revision: int = 0  # bumped on every change, for cached summaries
     _summary_cache: tuple[int, Any] | None = field(default=None, repr=False, compare=False)
+    _precision_cache: tuple[int, float | None] | None = field(default=None, repr=False, compare=False)
     # sorted views of ``samples`` for percentiles, caught up at a look rather than at every event
     _pooled: stats.SampleSet = field(default_factory=stats.SampleSet, repr=False, compare=False)
     _by_rank: dict[int, stats.SampleSet] = field(default_factory=dict, repr=False, compare=False)
@@ -106,6 +108,16 @@ class ConfigState:
     def precision_reached(self) -> float | None:
         """Rank 0's relative half-width of its median's 95% interval at the stop (0.02: +-2%)."""
         return self._latest_end().get("precision_reached")
+
+    def live_precision(self) -> float | None:
+        """The median's precision so far: rank 0's at its stop once known, else its batch-medians estimate
+        over the steps measured (cached per revision: a frame with no new step computes nothing)."""
+        if self.precision_reached is not None:
+            return self.precision_reached
+        cached = self._precision_cache
+        if cached is None or cached[0] != self.revision:
+            cached = self._precision_cache = (self.revision, precision.relative_half_width(self.samples.get(0, ())))
+        return cached[1]
 
     @property
     def warmup_used(self) -> int | None:
@@ -461,7 +473,7 @@ def _config_snapshot(state: ConfigState) -> ConfigSnapshot:
         stats=StepStats.from_summary(summary) if summary else None,
         tails=MappingProxyType({rank: tuple(values[-CHART_TAIL:]) for rank, values in sorted(state.samples.items())}),
         unstable=state.unstable,
-        precision_reached=state.precision_reached,
+        precision_reached=state.live_precision(),
         warmup_used=state.warmup_used,
     )
 

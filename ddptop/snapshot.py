@@ -83,7 +83,8 @@ class ConfigSnapshot:
     # rank -> its last CHART_TAIL step times, in order
     tails: Mapping[int, tuple[float, ...]] = field(default_factory=lambda: EMPTY)
     unstable: bool = False  # --iters auto stopped on a limit before the median was known to --precision
-    precision_reached: float | None = None  # relative half-width of rank 0's median's 95% interval (0.02: +-2%)
+    # relative half-width of rank 0's median's 95% interval (0.02: +-2%): at its stop, else so far
+    precision_reached: float | None = None
     warmup_used: int | None = None  # warm-up steps run (so far, while the configuration runs)
     validity: Validity | None = None  # the running configuration's, from the telemetry since it started
 

@@ -1,4 +1,5 @@
-"""One row per configuration: status, progress, live percentiles, ex/s, speedup, efficiency, comm share."""
+"""One row per configuration: status, progress, live percentiles and how well the median is known, ex/s,
+speedup, efficiency, comm share."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ STATUS_STYLE = {
 }
 CONFIG_COLUMNS = (
     ("label", "N", 6), ("model", "model", 12), ("bs", "batch", 5), ("backend", "backend", 7),
-    ("status", "status", 10), ("progress", "progress", 13), ("p50", "p50 s", 7), ("p75", "p75 s", 7),
+    ("status", "status", 10), ("progress", "progress", 13), ("p50", "p50 s", 7), ("prec", "±p50", 6),
+    ("p75", "p75 s", 7),
     ("p90", "p90 s", 7), ("p95", "p95 s", 7), ("exs", "ex/s", 7), ("speedup", "speedup", 7), ("eff", "eff", 5),
     ("comm", "comm", 5),
 )
@@ -78,6 +80,10 @@ def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None) -> dict[
         "status": status,
         "progress": fmt.bar(100 * config.progress, 8, (101, 101)),
         "p50": fmt.seconds(stats.p50) if stats else "-",
+        # how well the median is known (95% interval's half-width); yellow: stopped on a limit short of it
+        "prec": Text(f"±{100 * config.precision_reached:.1f}%", style="yellow" if config.unstable else "")
+        if config.precision_reached is not None
+        else "-",
         "p75": fmt.seconds(stats.p75) if stats else "-",
         "p90": fmt.seconds(stats.p90) if stats else "-",
         "p95": fmt.seconds(stats.p95) if stats else "-",
