@@ -154,7 +154,7 @@ def test_a_wrong_toml_type_is_one_line(tmp_path, line, message):
 def test_vocabularies_are_their_strings():
     assert Status.OK == "ok" and f"{Mode.NO_DDP}" == "no_ddp" and str(Scaling.WEAK) == "weak"
     assert FAILED <= ENDED and Status.RUNNING not in ENDED
-    assert {str(s) for s in ENDED} == {"ok", "failed", "oom", "skipped", "stopped", "not_run"}
+    assert {str(s) for s in ENDED} == {"ok", "failed", "oom", "skipped", "stopped", "not_run", "interrupted"}
 
 
 def test_options_model_and_vocabularies_import_the_standard_library_only():
