@@ -250,3 +250,20 @@ def test_config_table_shows_a_disturbed_configuration_and_the_report_lists_it():
                            {"config_id": "c"}]}
     assert tables.disturbed_text(summary).splitlines()[1:] == ["b: GPU 1: Xid 79; x"]
     assert tables.disturbed_text({"configs": summary["configs"][::2]}) == ""
+
+
+def test_run_control_attaches_the_running_configurations_validity():
+    import dataclasses
+
+    from ddptop.control import RecordedControl
+    from ddptop.snapshot import TelemetrySnapshot
+
+    control = RecordedControl.of(os.path.join(REPO, "tests", "data", "recorded-run"))
+    session = control.take_snapshot().session
+    running = dataclasses.replace(session.configs[1], status="running")
+    session = dataclasses.replace(session, configs=(session.configs[0], running, *session.configs[2:]))
+    telemetry = TelemetrySnapshot.of(control.telemetry)
+    shown = control._with_validity(session, telemetry)
+    assert shown.configs[1].validity == Validity(False, ())  # an old timeline: nothing recorded to disturb it
+    assert shown.configs[0].validity is None and shown.configs[2].validity is None
+    assert control._with_validity(session, telemetry) == shown  # the next frame: the same answer
