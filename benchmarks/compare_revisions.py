@@ -29,7 +29,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.common import REPO  # noqa: E402
 from benchmarks.run_all import BENCHMARKS  # noqa: E402
 
-NUMBER = re.compile(r"-?\d+(?:[.,]\d+)*(?:\.\d+)?")
+NUMBER = re.compile(r"(?<![A-Za-z\d.])-?\d+(?:,\d{3})*(?:\.\d+)?")  # not the 50 of "p50"
 
 
 def first_number(text: str) -> float | None:

@@ -90,6 +90,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     if args.telemetry_interval < 0:
         raise UsageError("--telemetry-interval must be 0 (off) or positive")
+    baseline = _baseline_of(args)  # read before anything runs: a bad path costs no sweep
     cluster = _cluster(args)
     if cluster is not None and not cluster.leader:
         return run_follower(args, cluster)
@@ -103,10 +104,36 @@ def cmd_run(args: argparse.Namespace) -> int:
             cores = max(1, usable_cpu_count() // cluster.nnodes)
     live = create_live_run(options, args.out, args.telemetry_interval, cluster, cpu_count=cores)
     if args.headless or not _on_terminal():
-        return run_headless(live, args.fps, Console())
-    from ddptop.tui.app import run_tui
+        code = run_headless(live, args.fps, Console())
+    else:
+        from ddptop.tui.app import run_tui
 
-    return run_tui(live, args.fps, mouse=not args.no_mouse)
+        code = run_tui(live, args.fps, mouse=not args.no_mouse)
+    if baseline is None or live.summary is None:
+        return code
+    text, failing = _diff_report(baseline, live.summary, f"{args.baseline_run} or this run", args.min_effect,
+                                 args.fail_on_regression)
+    try:
+        sys.stdout.write(f"\nCompared with {args.baseline_run}:\n" + text)
+        sys.stdout.flush()
+    except OSError:  # the terminal went away: the summary is saved, the comparison can be redone with diff
+        pass
+    return EXIT_FAILED if failing and code == EXIT_OK else code
+
+
+def _baseline_of(args: argparse.Namespace) -> dict | None:
+    """The summary ``--baseline`` names, checked before the sweep starts."""
+    if args.baseline_run is None:
+        if args.fail_on_regression is not None:
+            raise UsageError("--fail-on-regression needs --baseline RUN_DIR|summary.json to compare with")
+        return None
+    if args.fail_on_regression is not None and not args.fail_on_regression >= 0:
+        raise UsageError("--fail-on-regression must be a percentage >= 0")
+    if not 0 <= args.min_effect < 1:
+        raise UsageError("--min-effect must be a fraction between 0 and 1 (0.02 is 2%)")
+    from ddptop.report.store import load_target
+
+    return load_target(args.baseline_run)[0]
 
 
 def _cluster(args: argparse.Namespace) -> Any:
@@ -218,7 +245,6 @@ def _render_saved(source: str, render: Any) -> Any:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from ddptop.report import diff as diff_mod
     from ddptop.report.store import load_target
 
     if args.alpha is not None:  # the old significance test's level; the interval and --min-effect decide now
@@ -230,19 +256,27 @@ def cmd_diff(args: argparse.Namespace) -> int:
     if args.fail_on_regression is not None and not args.fail_on_regression >= 0:
         raise UsageError("--fail-on-regression must be a percentage >= 0")
     (a, _), (b, _) = load_target(args.a), load_target(args.b)
-    result = _render_saved(f"{args.a} or {args.b}", lambda: diff_mod.diff_summaries(a, b, args.min_effect))
-    failing = []
-    if args.fail_on_regression is not None:
-        failing = diff_mod.regressions(result, args.fail_on_regression / 100)
-        result["fail_on_regression"] = {"pct": args.fail_on_regression, "failing": failing}
-    if args.format == "json":
-        sys.stdout.write(json.dumps(result, indent=2) + "\n")
-    else:
-        sys.stdout.write(diff_mod.diff_text(result, markdown=args.format == "md"))
-        if failing:
-            sys.stdout.write(f"Failing: {len(failing)} configuration(s) slower by more than "
-                             f"{args.fail_on_regression:g}%\n")
+    text, failing = _diff_report(a, b, f"{args.a} or {args.b}", args.min_effect, args.fail_on_regression, args.format)
+    sys.stdout.write(text)
     return EXIT_FAILED if failing else EXIT_OK  # 1: a regression beyond --fail-on-regression
+
+
+def _diff_report(a: dict, b: dict, source: str, min_effect: float, fail_pct: float | None,
+                 form: str = "text") -> tuple[str, list[dict]]:
+    """``ddptop diff``'s output for two summaries, and the configurations slower than ``fail_pct`` percent."""
+    from ddptop.report import diff as diff_mod
+
+    result = _render_saved(source, lambda: diff_mod.diff_summaries(a, b, min_effect))
+    failing: list[dict] = []
+    if fail_pct is not None:
+        failing = diff_mod.regressions(result, fail_pct / 100)
+        result["fail_on_regression"] = {"pct": fail_pct, "failing": failing}
+    if form == "json":
+        return json.dumps(result, indent=2) + "\n", failing
+    text = diff_mod.diff_text(result, markdown=form == "md")
+    if failing:
+        text += f"Failing: {len(failing)} configuration(s) slower by more than {fail_pct:g}%\n"
+    return text, failing
 
 
 def cmd_plot(args: argparse.Namespace) -> int:

@@ -208,6 +208,13 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("fps", float, group=OUTPUT, cli_default=4.0, in_plan=False, help="display refresh rate (default 4)"),
     Option("telemetry_interval", float, group=OUTPUT, metavar="SECONDS", cli_default=1.0, in_plan=False,
            help="GPU/host sampling period (default 1; 0 turns telemetry off)"),
+    # -- comparison with an earlier run (the --no-baseline flag above is the no-DDP row, not this)
+    Option("baseline_run", str, group=OUTPUT, flag="--baseline", metavar="RUN_DIR|summary.json", in_plan=False,
+           help="at the end, compare with this earlier run as 'ddptop diff' does, and print the changes"),
+    Option("fail_on_regression", float, group=OUTPUT, metavar="PCT", in_plan=False,
+           help="with --baseline: exit 1 when a configuration is slower by more than PCT%% beyond noise"),
+    Option("min_effect", float, group=OUTPUT, metavar="FRACTION", cli_default=0.02, in_plan=False,
+           help="with --baseline: changes smaller than this are never called (default 0.02)"),
 )
 
 PLAN_OPTIONS: tuple[Option, ...] = tuple(o for o in RUN_OPTIONS if o.in_plan)

@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ddptop.analysis import communication, formulas, intervals, stats
+from ddptop.analysis import communication, formulas, stats
 from ddptop.protocol.vocab import FAILED
 
 if TYPE_CHECKING:
@@ -89,6 +89,8 @@ def scaling_tables(
             "rows": rows,
         }
         if replicates:
+            from ddptop.analysis import intervals  # numpy: only where a summary is built, never at the view's start
+
             intervals.add_scaling_intervals(table, plan, by_size, baseline, replicates)
         table["recommendation"] = stats.recommendation(rows, unit, plan.efficiency_threshold)
         tables.append(table)

@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any
 
-from ddptop.analysis import communication, intervals, scaling, uncertainty
+from ddptop.analysis import communication, scaling
 from ddptop.protocol.layout import RUNNER_FILE, TIMELINE_FILE, node_file
 from ddptop.protocol.marks import LaunchEnd, parse_mark
 from ddptop.protocol.vocab import Status
@@ -155,6 +155,8 @@ def _add_telemetry(session: Session, states: list[Any], entries: list[dict[str, 
 
 
 def build_summary(session: Session, environment: dict[str, Any] | None = None) -> dict[str, Any]:
+    from ddptop.analysis import intervals, uncertainty  # numpy: loaded when a summary is built, not with the view
+
     with session.lock:
         states = session.ordered_states()
         writer_died = _writer_died(session)
