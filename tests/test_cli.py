@@ -22,6 +22,16 @@ def test_core_imports_neither_torch_nor_textual():
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
 
 
+def test_the_live_view_starts_without_numpy_scipy_or_matplotlib():
+    """The first frame waits for every import: the statistics and plots load when a summary is built."""
+    code = (
+        "import sys, ddptop.tui.app, ddptop.control, ddptop.cli; "
+        "bad = [m for m in ('torch', 'numpy', 'scipy', 'matplotlib') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+
+
 def test_wire_is_standard_library_only():
     code = (
         "import sys; before = set(sys.modules); import ddptop.protocol.wire; "
