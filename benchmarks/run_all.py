@@ -28,6 +28,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "telemetry_cost": ([], ["--rounds", "3"]),
     "observer": ([], ["--rounds", "3", "--iters", "20"]),
     "sweep_overhead": ([], []),
+    "adaptive": ([], ["--rounds", "1"]),
 }
 
 
