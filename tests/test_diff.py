@@ -39,7 +39,7 @@ def summary(rng: np.random.Generator, slower: float = 1.0, n: int = 300, rounds:
                                    (("p50", 50), ("p75", 75), ("p90", 90), ("p95", 95), ("p99", 99))}},
         }
         if rounds:
-            entry["rounds"] = {r: [i * rounds // n for i in range(n)] for r in samples}
+            entry["rounds_of_steps"] = {r: [i * rounds // n for i in range(n)] for r in samples}
         configs.append(entry)
         if "/ddp/" in config_id:
             rows.append({"config_id": config_id, "label": config_id, "speedup": float(world),
@@ -93,7 +93,7 @@ def test_json_shape_and_bad_input(tmp_path):
     assert result["regressions"] == [] and result["fail_on_regression"] == {"pct": 5.0, "failing": []}
     for row in result["configs"]:
         assert set(row) >= {"config_id", "verdict", "ratio", "ratio_ci", "p50_a", "p50_b", "p50_change",
-                            "samples_a", "samples_b", "min_effect", "rounds"}
+                            "samples_a", "samples_b", "min_effect", "rounds", "disturbed"}
         assert row["verdict"] == "faster"
         low, high = row["ratio_ci"]
         assert low <= row["ratio"] <= high < 0.97
@@ -111,7 +111,7 @@ def test_rounds_are_used_when_present_and_missing_samples_are_not_comparable():
     result = diff_mod.diff_summaries(a, b, resamples=300)
     assert all(row["rounds"] for row in result["configs"])
     del b["configs"][0]["samples"]
-    b["configs"][1]["rounds"] = {"0": [0, 1]}  # does not match the steps: compared without rounds
+    b["configs"][1]["rounds_of_steps"] = {"0": [0, 1]}  # does not match the steps: compared without rounds
     result = diff_mod.diff_summaries(a, b, resamples=300)
     assert result["configs"][0]["verdict"] == "not comparable" and result["configs"][0]["ratio"] is None
     assert result["configs"][1]["verdict"] != "not comparable"
@@ -125,3 +125,12 @@ def test_regressions_threshold(threshold, expected):
     b = summary(np.random.default_rng(10), slower=1.10)
     result = diff_mod.diff_summaries(a, b, resamples=500)
     assert len(diff_mod.regressions(result, threshold)) == expected
+
+
+def test_a_disturbed_side_is_named_beside_the_verdict():
+    a, b = summary(np.random.default_rng(7)), summary(np.random.default_rng(8))
+    b["configs"][0]["validity"] = {"disturbed": True, "reasons": ["other processes used 1.4 cores"]}
+    result = diff_mod.diff_summaries(a, b)
+    assert result["configs"][0]["disturbed"] == {"b": ["other processes used 1.4 cores"]}
+    assert not result["configs"][1]["disturbed"]
+    assert "B disturbed: other processes used 1.4 cores" in diff_mod.diff_text(result)

@@ -56,6 +56,9 @@ def compare_config(a: dict[str, Any], b: dict[str, Any], min_effect: float = DEF
 
     row: dict[str, Any] = {"config_id": a["config_id"], "label": a["label"], "status_a": a["status"],
                            "status_b": b["status"]}
+    # a side measured on a disturbed node: the verdict stands, with the reason beside it
+    row["disturbed"] = {side: (entry.get("validity") or {}).get("reasons") or ["disturbed"]
+                        for side, entry in (("a", a), ("b", b)) if (entry.get("validity") or {}).get("disturbed")}
     stats_a, stats_b = a.get("stats"), b.get("stats")
     for p in DIFF_PERCENTILES:
         value_a = stats_a["sec_iter"][p] if stats_a else None
@@ -65,7 +68,7 @@ def compare_config(a: dict[str, Any], b: dict[str, Any], min_effect: float = DEF
     samples_a, samples_b = _by_rank(a, "samples"), _by_rank(b, "samples")
     row["samples_a"] = sum(len(v) for v in samples_a.values()) if samples_a else 0
     row["samples_b"] = sum(len(v) for v in samples_b.values()) if samples_b else 0
-    rounds_a, rounds_b = _by_rank(a, "rounds"), _by_rank(b, "rounds")
+    rounds_a, rounds_b = _by_rank(a, "rounds_of_steps"), _by_rank(b, "rounds_of_steps")
     row["rounds"] = rounds_a is not None or rounds_b is not None
     row["ratio"] = row["ratio_ci"] = None
     row["min_effect"] = min_effect
@@ -150,7 +153,8 @@ def _config_cells(row: dict[str, Any]) -> tuple[str, ...]:
         *(_change(row[f"{p}_change"]) for p in DIFF_PERCENTILES),
         "-" if row["ratio"] is None else f"{row['ratio']:.3f}",
         "-" if interval is None else f"{interval[0]:.3f} .. {interval[1]:.3f}",
-        row["verdict"] + ("" if row["status_a"] == row["status_b"] == "ok" else f" ({row['status_a']}/{row['status_b']})"),
+        row["verdict"] + ("" if row["status_a"] == row["status_b"] == "ok" else f" ({row['status_a']}/{row['status_b']})")
+        + "".join(f"; {side.upper()} disturbed: {reasons[0]}" for side, reasons in (row.get("disturbed") or {}).items()),
     )
 
 
