@@ -218,6 +218,7 @@ class Session:
         self.last_event_t: float | None = None  # the newest event of any file: a stalled run's "elapsed"
         self.writer: dict[str, Any] | None = None  # the hello of the ddptop process that runs the sweep
         self.events_applied = 0
+        self.last_started: str | None = None  # the configuration of the newest config_start
         self._runner_writer: EventWriter | None = None
 
     # -- construction ----------------------------------------------------------------------------------
@@ -283,6 +284,7 @@ class Session:
             return  # an error outside any configuration; kept in the launch's logs
         state.revision += 1
         if kind == "config_start":
+            self.last_started = state.spec.config_id
             if state.status == Status.PENDING:
                 state.status = Status.RUNNING
                 state.started_t = event["t"]
@@ -397,7 +399,18 @@ class Session:
                 last_event_t=self.last_event_t,
                 writer=MappingProxyType(dict(self.writer)) if self.writer is not None else None,
                 events_applied=self.events_applied,
+                measuring=self.measuring(),
             )
+
+    def measuring(self) -> str | None:
+        """The configuration whose steps run now: the last one started, while it runs (with --rounds, one
+        configuration stays running between its rounds while the others take theirs); else the first
+        running one."""
+        with self.lock:
+            last = self.configs.get(self.last_started or "")
+            if last is not None and last.status == Status.RUNNING:
+                return last.spec.config_id
+            return next((c for c in self.order if self.configs[c].status == Status.RUNNING), None)
 
     def ordered_states(self) -> list[ConfigState]:
         return [self.configs[c] for c in self.order]

@@ -111,9 +111,12 @@ class SessionSnapshot:
     last_event_t: float | None
     writer: Mapping[str, Any] | None  # the hello of the ddptop process that runs the sweep
     events_applied: int
+    measuring: str | None = None  # the configuration whose steps run now (see Session.measuring)
 
     def running(self) -> ConfigSnapshot | None:
-        return next((c for c in self.configs if c.status == "running"), None)
+        """The configuration being measured now (with rounds, others stay running between their rounds)."""
+        found = next((c for c in self.configs if c.config_id == self.measuring), None)
+        return found or next((c for c in self.configs if c.status == "running"), None)
 
     def current(self) -> ConfigSnapshot | None:
         """The configuration a view follows: the running one, else the last one that measured anything."""

@@ -277,8 +277,7 @@ class SweepRunner:
 
     def _running_config(self) -> str | None:
         self.session.refresh()
-        running = [s for s in self.session.ordered_states() if s.status == Status.RUNNING]
-        return running[0].spec.config_id if running else None
+        return self.session.measuring()
 
     @staticmethod
     def _silent_death(path: str, state: Any) -> str | None:

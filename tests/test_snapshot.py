@@ -155,3 +155,23 @@ def test_a_snapshot_does_not_change_when_the_session_does(tmp_path):
         before.configs[0].tails[0] = ()  # read-only mapping
     writer.close()
     session.close()
+
+
+def test_with_rounds_the_view_follows_the_configuration_being_measured(tmp_path):
+    options = PlanOptions(models=["resnet18"], world_sizes=[1], batch_sizes=[4], iters=10, warmup=0, rounds=2)
+    plan = build_plan(options, Inventory(problem="test"), cpu_count=2)
+    session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), plan.name))
+    first, second = (c.config_id for c in plan.configs())
+    writer = EventWriter(os.path.join(rundir.launch_dir(session.run_dir, 1, "n1-gloo", 0), "events",
+                                      "rank-0.jsonl"), 0, 0.0)
+    writer.emit("config_start", config_id=first, warmup=0, iters=10, round=0, rounds=2)
+    writer.emit("samples", config_id=first, phase="measure", first_iter=0, sec=[0.1] * 10)
+    writer.emit("config_end", config_id=first, status="ok", round=0, last=False)
+    writer.emit("config_start", config_id=second, warmup=0, iters=10, round=0, rounds=2)
+    writer.flush()
+    session.refresh()
+    snapshot = session.snapshot()
+    assert [c.status for c in snapshot.configs] == ["running", "running"]  # the first waits for its round 2
+    assert session.measuring() == second and snapshot.running().config_id == second
+    writer.close()
+    session.close()
