@@ -594,6 +594,9 @@ CSV_LOAD_FIELDS = (
 CSV_COMM_FIELDS = ("compute_s", "exposed_comm_s", "exposed_comm_fraction", "allreduce_bytes_per_rank")
 
 
+CSV_INTERVAL_FIELDS = ("sec_iter_p50", "speedup", "efficiency", "relative_cost", "relative_su")
+
+
 def csv_text(summary: dict[str, Any]) -> str:
     scaling_by_config = {row["config_id"]: row for table in summary["scaling"] for row in table["rows"]}
     header = list(CSV_SPEC_FIELDS) + ["samples", "mean_s", "std_s"]
@@ -603,6 +606,9 @@ def csv_text(summary: dict[str, Any]) -> str:
     header += ["speedup", "efficiency", "relative_cost", "relative_su", "karp_flatt", "cost_per_million"]
     header += list(CSV_COMM_FIELDS) + ["comm_estimate_from_t1_s", "ddp_busbw_gbs"]
     header += list(CSV_LOAD_FIELDS) + ["rank_peak_rss_bytes"]
+    # appended, so the columns above keep their places: the 95% intervals and how far to trust the row
+    header += [f"{key}_{end}" for key in CSV_INTERVAL_FIELDS for end in ("low", "high")]
+    header += ["p50_precision", "stop_reason", "unstable", "disturbed", "disturbed_reason"]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
@@ -623,5 +629,10 @@ def csv_text(summary: dict[str, Any]) -> str:
         row += [load.get(k) for k in CSV_LOAD_FIELDS]
         ranks = (load.get("ranks") or {}).values()
         row.append(max((r.get("peak_rss_bytes") or 0 for r in ranks), default=None))
+        intervals = {"sec_iter_p50": stats.get("p50_ci"), **{k: scale.get(f"{k}_ci") for k in CSV_INTERVAL_FIELDS[1:]}}
+        row += [(intervals.get(key) or [None, None])[end] for key in CSV_INTERVAL_FIELDS for end in (0, 1)]
+        validity = entry.get("validity") or {}
+        row += [stats.get("p50_precision"), entry.get("stop_reason"), entry.get("unstable"),
+                validity.get("disturbed"), (validity.get("reasons") or [None])[0]]
         writer.writerow(["" if v is None else v for v in row])
     return buffer.getvalue()
