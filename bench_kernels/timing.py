@@ -197,10 +197,15 @@ def measure_until_precise(
     except BaseException:
         stream.send()
         raise
+    _close(stream, done)
+    return AdaptiveTiming(elapsed, stream.recorded, reason, width, _finite(widest))
+
+
+def _close(stream: SampleStream, done: int) -> None:
+    """A phase measured in full: its count is what was run, and its last samples reach the file now."""
     stream.total = done
     stream.send()
     stream.writer.flush()
-    return AdaptiveTiming(elapsed, stream.recorded, reason, width, _finite(widest))
 
 
 def _projected(done: int, count: int, widest: float, rule: StopRule, time_left: float, step_s: float) -> int:
@@ -249,9 +254,7 @@ def warm_up_until_steady(
     except BaseException:
         stream.send()
         raise
-    stream.total = done
-    stream.send()
-    stream.writer.flush()
+    _close(stream, done)
     return AdaptiveTiming(elapsed, stream.recorded, reason, None, None)
 
 

@@ -53,6 +53,24 @@ def ddptop_process(*args: str, env: dict | None = None) -> subprocess.Popen:
     )
 
 
+def imports_in_fresh_interpreter(modules: str) -> tuple[set[str], set[str]]:
+    """Import ``modules`` (comma-separated) in a new interpreter: the top-level packages that came with them
+    and every module loaded, as sets of names."""
+    code = (
+        "import json, sys; before = set(sys.modules); import " + modules + "; "
+        "print(json.dumps(sorted(set(sys.modules) - before)))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, capture_output=True, text=True)
+    loaded = set(json.loads(done.stdout))
+    return {m.split(".")[0] for m in loaded}, loaded
+
+
+def stdlib_only(modules: str) -> set[str]:
+    """What importing ``modules`` brought beyond ddptop and the standard library (empty: nothing)."""
+    packages, _ = imports_in_fresh_interpreter(modules)
+    return packages - {"ddptop"} - set(sys.stdlib_module_names)
+
+
 def wait_path(path, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while not os.path.exists(path):

@@ -1,44 +1,30 @@
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from tests.conftest import REPO, ddptop
+from tests.conftest import REPO, ddptop, imports_in_fresh_interpreter, stdlib_only
 
 
 def test_core_imports_neither_torch_nor_textual():
-    code = (
-        "import sys, ddptop.cli, ddptop.headless, ddptop.session, ddptop.sweep, ddptop.launcher, ddptop.plan, "
+    packages, _ = imports_in_fresh_interpreter(
+        "ddptop.cli, ddptop.headless, ddptop.session, ddptop.sweep, ddptop.launcher, ddptop.plan, "
         "ddptop.analysis.stats, ddptop.analysis.scaling, ddptop.report.build, ddptop.report.store, "
         "ddptop.report.tables, ddptop.telemetry.inventory, ddptop.protocol.wire, "
         "ddptop.telemetry.monitor, ddptop.telemetry.topology, ddptop.telemetry.snapshot, ddptop.telemetry.fake_nvml, "
-        "ddptop.live, "
-        "bench_kernels.catalog; "
-        "bad = [m for m in ('torch', 'torchvision', 'textual') if m in sys.modules]; "
-        "assert not bad, bad"
+        "ddptop.live, bench_kernels.catalog"
     )
-    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+    assert not packages & {"torch", "torchvision", "textual"}
 
 
 def test_the_live_view_starts_without_numpy_scipy_or_matplotlib():
     """The first frame waits for every import: the statistics and plots load when a summary is built."""
-    code = (
-        "import sys, ddptop.tui.app, ddptop.control, ddptop.cli; "
-        "bad = [m for m in ('torch', 'numpy', 'scipy', 'matplotlib') if m in sys.modules]; "
-        "assert not bad, bad"
-    )
-    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+    packages, _ = imports_in_fresh_interpreter("ddptop.tui.app, ddptop.control, ddptop.cli")
+    assert not packages & {"torch", "numpy", "scipy", "matplotlib"}
 
 
 def test_wire_is_standard_library_only():
-    code = (
-        "import sys; before = set(sys.modules); import ddptop.protocol.wire; "
-        "new = {m.split('.')[0] for m in set(sys.modules) - before}; "
-        "assert new <= {'ddptop'} | set(sys.stdlib_module_names), new"
-    )
-    subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+    assert not stdlib_only("ddptop.protocol.wire")
 
 
 @pytest.mark.parametrize(
