@@ -2,8 +2,9 @@
 
   --help        wall seconds of `python -m ddptop --help` (median of --repeat fresh interpreters)
   first frame   wall seconds from spawning `ddptop run` in a pty until its status line is on the screen
-                (median of --repeat); then the TUI process's memory map is read: torch must not be loaded
-                (the ranks import it, ddptop never does)
+                (drawn with the plan's configurations at the first paint, before the first snapshot of the
+                run directory; median of --repeat); then the TUI process's memory map is read: torch must
+                not be loaded (the ranks import it, ddptop never does)
 
     python benchmarks/startup.py [--repeat 5]
 """

@@ -19,7 +19,7 @@ from ddptop import rundir
 from ddptop.analysis.scaling import live_scaling
 from ddptop.errors import EXIT_OK
 from ddptop.live import LiveRun
-from ddptop.report import build, store
+from ddptop.report import store
 from ddptop.session import Session
 from ddptop.protocol import layout
 from ddptop.protocol.layout import TIMELINE_FILE
@@ -130,6 +130,7 @@ class RunControl:
     def summary_for_screen(self) -> ScreenSummary:
         """What the summary key shows: the final summary if there is one, else what is measured so far."""
         self.session.refresh()
+        from ddptop.report import build  # with the summary, not the live view
         return ScreenSummary(build.build_summary(self.session), None)
 
     # -- commands ---------------------------------------------------------------------------------------------
@@ -251,6 +252,7 @@ class RecordedControl(RunControl):
         note = None
         if summary is None and self.open_summary == "now":
             self.session.refresh()
+            from ddptop.report import build  # with the summary, not the live view
             summary = build.build_summary(self.session)
             note = f"The run is not finished ({self.recorded.state()}): what is measured so far."
         if summary is None:

@@ -18,7 +18,7 @@ from ddptop.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from ddptop.model import Plan
 from ddptop.options import PlanOptions
 from ddptop.protocol.vocab import FAILED, Status
-from ddptop.report import build, store
+from ddptop.report import store
 from ddptop.session import Session
 from ddptop.sweep import SweepRunner
 from ddptop.protocol.layout import TIMELINE_FILE
@@ -76,6 +76,7 @@ class LiveRun:
         """Write the summary of what is measured so far, without stopping."""
         with self._save_lock:
             self.session.refresh()
+            from ddptop.report import build  # with the summary, not the live view
             summary = build.build_summary(self.session, self.environment)
             return store.save_summary(summary, self.session.run_dir)
 
@@ -93,6 +94,7 @@ class LiveRun:
             self.monitor.stop()  # before the summary, which reads the whole timeline
         with self._save_lock:
             self.session.refresh(final=True)
+            from ddptop.report import build  # with the summary, not the live view
             self.summary = build.build_summary(self.session, self.environment)
             self.paths = store.save_summary(self.summary, self.session.run_dir)
             self.paths.update(store.save_plots_safely(self.summary, self.session.run_dir))

@@ -34,6 +34,9 @@ from ddptop.protocol.wire import EventFileReader, EventWriter
 RUNNER_RANK = -1  # runner.jsonl events carry this rank
 
 
+PRECISION_PERIOD = 1.0  # seconds between live precision estimates of a configuration whose steps stream in
+
+
 @dataclass
 class ConfigState:
     spec: ConfigSpec
@@ -60,7 +63,8 @@ class ConfigState:
     launch: str | None = None
     revision: int = 0  # bumped on every change, for cached summaries
     _summary_cache: tuple[int, Any] | None = field(default=None, repr=False, compare=False)
-    _precision_cache: tuple[int, float | None] | None = field(default=None, repr=False, compare=False)
+    _precision_cache: tuple[int, float | None, float] | None = field(default=None, repr=False, compare=False)
+    _snapshot_cache: tuple[tuple, ConfigSnapshot] | None = field(default=None, repr=False, compare=False)
     # sorted views of ``samples`` for percentiles, caught up at a look rather than at every event
     _pooled: stats.SampleSet = field(default_factory=stats.SampleSet, repr=False, compare=False)
     _by_rank: dict[int, stats.SampleSet] = field(default_factory=dict, repr=False, compare=False)
@@ -111,12 +115,15 @@ class ConfigState:
 
     def live_precision(self) -> float | None:
         """The median's precision so far: rank 0's at its stop once known, else its batch-medians estimate
-        over the steps measured (cached per revision: a frame with no new step computes nothing)."""
+        over the steps measured, computed again at most once a second while steps stream in (it sorts
+        every step so far; a frame with nothing new computes nothing)."""
         if self.precision_reached is not None:
             return self.precision_reached
         cached = self._precision_cache
-        if cached is None or cached[0] != self.revision:
-            cached = self._precision_cache = (self.revision, precision.relative_half_width(self.samples.get(0, ())))
+        now = time.monotonic()
+        if cached is None or (cached[0] != self.revision and now - cached[2] >= PRECISION_PERIOD):
+            cached = self._precision_cache = (
+                self.revision, precision.relative_half_width(self.samples.get(0, ())), now)
         return cached[1]
 
     @property
@@ -470,9 +477,14 @@ def process_is_alive(pid: int, started: float | None) -> bool:
 
 
 def _config_snapshot(state: ConfigState) -> ConfigSnapshot:
+    """The configuration's frozen copy; the same object again while nothing it holds has changed."""
+    precision_now = state.live_precision()
+    key = (state.revision, state.status, state.reason, precision_now)
+    if state._snapshot_cache is not None and state._snapshot_cache[0] == key:
+        return state._snapshot_cache[1]
     spec = state.spec
-    summary = state.summary()  # cached per revision: a frame with no new steps costs nothing here
-    return ConfigSnapshot(
+    summary = state.summary()  # cached per revision too
+    snapshot = ConfigSnapshot(
         config_id=spec.config_id,
         label=spec.label,
         model=spec.model,
@@ -486,9 +498,11 @@ def _config_snapshot(state: ConfigState) -> ConfigSnapshot:
         stats=StepStats.from_summary(summary) if summary else None,
         tails=MappingProxyType({rank: tuple(values[-CHART_TAIL:]) for rank, values in sorted(state.samples.items())}),
         unstable=state.unstable,
-        precision_reached=state.live_precision(),
+        precision_reached=precision_now,
         warmup_used=state.warmup_used,
     )
+    state._snapshot_cache = (key, snapshot)
+    return snapshot
 
 
 def _next_round(state: ConfigState, rank: int) -> None:

@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any
 
-from ddptop.report import build, store
+from ddptop.report import store
 from ddptop.protocol.layout import PLOTS_DIR, SUMMARY_JSON
 from ddptop.session import Session, process_is_alive
 
@@ -72,6 +72,7 @@ class RecordedRun:
             or time.monotonic() - (self._ended_seen or 0) > SAVE_GRACE
         ):
             self.session.refresh(final=True)
+            from ddptop.report import build  # with the summary, not the live view
             self.summary, self.summary_rebuilt = build.build_summary(self.session), True
         return self.summary
 

@@ -21,8 +21,9 @@ async def summary_text(app, pilot) -> str:
 
 
 async def first_frame(pilot) -> None:
-    """Snapshots are taken off the UI thread and drawn when they arrive: wait for the first one."""
-    await wait_for(pilot, lambda: pilot.app.frames_shown >= 1, timeout=30, step=0.02)
+    """Snapshots are taken off the UI thread and drawn when they arrive: wait for the first two (the first
+    may land before the first layout has settled; the chart then redraws at its final size)."""
+    await wait_for(pilot, lambda: pilot.app.frames_shown >= 2, timeout=30, step=0.02)
 
 
 async def open_summary(pilot) -> None:

@@ -134,7 +134,7 @@ class DdptopApp(App[int]):
                 with Vertical(id="overview-body"):
                     yield GpuTable(id="gpus")
                     yield HostLine(id="host")
-                    yield ConfigTable(list(self.control.session.order), id="configs")
+                    yield ConfigTable(self.control.session.plan.configs(), id="configs")
                     yield StepChart(id="chart")
             with TabPane("2 Ranks", id="ranks-tab"):
                 yield RankTable(id="ranks")
@@ -154,6 +154,8 @@ class DdptopApp(App[int]):
         self.sub_title = self.control.session.plan.name
         if self.control.owns_run:
             self._install_signal_handlers()
+        self.query_one(StatusLine).starting(
+            len(self.control.session.order), "starting" if self.control.owns_run else "reading the run")
         self.control.start()
         self.request_frame()
         self.set_interval(1.0 / max(self.fps, 0.1), self.request_frame)

@@ -35,17 +35,19 @@ CONFIG_COLUMNS = (
 class ConfigTable(DataTable):
     """Edited in place, cell by changed cell: a DataTable re-renders itself on any update."""
 
-    def __init__(self, config_ids: list[str], **kwargs: Any) -> None:
+    def __init__(self, specs: list[Any], **kwargs: Any) -> None:
         super().__init__(cursor_type="row", **kwargs)
-        self._config_ids = config_ids
+        self._specs = specs  # the plan's configurations: what the first frame shows before any snapshot
         self._cells: dict[tuple[str, str], Any] = {}
         self._drawn: dict[str, tuple[int, ScalingFigures | None, float, Validity | None]] = {}
 
     def on_mount(self) -> None:
         for key, label, width in CONFIG_COLUMNS:
             self.add_column(label, key=key, width=width)
-        for config_id in self._config_ids:
-            self.add_row(*("" for _ in CONFIG_COLUMNS), key=config_id)
+        for spec in self._specs:
+            static = {"label": spec.label, "model": spec.model, "bs": str(spec.batch_size), "backend": spec.backend}
+            self.add_row(*(static.get(key, "") for key, _, _ in CONFIG_COLUMNS), key=spec.config_id)
+            self._cells.update({(spec.config_id, key): value for key, value in static.items()})
 
     def update_from(self, snapshot: RunSnapshot) -> None:
         for config in snapshot.session.configs:

@@ -15,6 +15,10 @@ from ddptop.watch import FINISHED, WRITER_GONE
 
 
 class StatusLine(CachedStatic):
+    def starting(self, configurations: int, what: str) -> None:
+        """The first frame's line, drawn before the first snapshot has been read."""
+        self.show_content(Text(f"0/{configurations} configurations  ·  {what}"))
+
     def update_from(self, snapshot: RunSnapshot, paused: bool = False) -> None:
         session = snapshot.session
         configs = session.configs
