@@ -235,7 +235,7 @@ def test_a_quiet_series_stops_early_on_precision(tmp_path, fake_clock):
     rule = StopRule(precision=0.05, min_iters=10, max_iters=200, max_time=1000.0)
     timing = measure_until_precise(step, rule, SampleStream(writer, "c", "measure", 10))
     assert timing.stop_reason == PRECISION
-    assert len(taken) == len(timing.samples) == 10  # the first look that may stop: min_iters
+    assert len(taken) == len(timing.samples) == 15  # min_iters, then one more block that stays precise
     assert timing.half_width is not None and timing.half_width <= 0.05
     assert timing.agreed_half_width == timing.half_width  # alone: its own
 
@@ -272,8 +272,8 @@ def test_every_rank_takes_the_widest_half_width_so_all_stop_at_the_same_step(tmp
     step, taken = _series_step(fake_clock, _noisy(1000, 0.01))
     rule = StopRule(precision=0.05, min_iters=10, max_iters=200, max_time=1000.0)
     timing = measure_until_precise(step, rule, SampleStream(writer, "c", "measure", 10), agree)
-    assert timing.stop_reason == PRECISION and len(taken) == 25
-    assert len(looks) == 5 and looks[0][0] == math.inf  # below min_iters this rank has no precision yet
+    assert timing.stop_reason == PRECISION and len(taken) == 30  # precise everywhere at 25 and again at 30
+    assert len(looks) == 6 and looks[0][0] == math.inf  # below min_iters this rank has no precision yet
     assert all(look[1] >= 0 for look in looks)  # its elapsed time is shared too
 
 
@@ -412,3 +412,30 @@ def test_steps_without_a_round_are_round_zero_and_an_end_without_last_ends_the_c
     state.add_samples(0, [0.2, 0.2], 2)
     assert state.round_starts == {0: [(3, 2)]}  # only the change of round is kept
     assert state.rounds_of_steps() == {0: [0, 0, 0, 2, 2]}
+
+
+def test_stopping_on_precision_gives_an_interval_that_meets_the_target(tmp_path, fake_clock):
+    """The rank's cheap estimate decides when to stop; the summary's bootstrap interval is what a user reads.
+    Over autocorrelated, skewed series the second must meet the target in most runs (no lucky early stop)."""
+    import numpy as np
+
+    from ddptop.analysis import uncertainty
+
+    rng = np.random.default_rng(3)
+    ratios = []
+    for trial in range(40):
+        phi, sd = (0.0, 0.05) if trial % 2 else (0.5, 0.15)
+        noise = np.zeros(600)
+        for i in range(1, 600):
+            noise[i] = phi * noise[i - 1] + rng.normal(0, sd)
+        (tmp_path / str(trial)).mkdir()
+        _, writer = _writer(tmp_path / str(trial))
+        step, _ = _series_step(fake_clock, list(0.05 * np.exp(noise)))
+        rule = StopRule(precision=0.05, min_iters=10, max_iters=600, max_time=1e9)
+        timing = measure_until_precise(step, rule, SampleStream(writer, "c", "measure", 10))
+        assert timing.stop_reason == PRECISION
+        estimate, _ = uncertainty.median_estimate({0: timing.samples}, resamples=400)
+        ratios.append(estimate.rel_half_width() / rule.precision)
+    print(f"bootstrap half-width / target at the stop: median {np.median(ratios):.2f}, "
+          f"90th percentile {np.quantile(ratios, 0.9):.2f}")
+    assert np.median(ratios) <= 1.0 and np.quantile(ratios, 0.9) <= 1.5
