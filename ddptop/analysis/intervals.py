@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ddptop.analysis import stats as stats_module
 from ddptop.analysis import uncertainty
 from ddptop.analysis.uncertainty import Estimate
 
@@ -50,7 +51,24 @@ def add_step_intervals(states: Sequence[Any], entries: Sequence[dict[str, Any]])
         for key, examples in (("ex_sec_total", entry["global_batch"]), ("ex_sec_replica", entry["batch_size"])):
             stats[f"{key}_p50_ci"] = _derived(lambda t, e=examples: e / t, reps, value=stats[key]["p50"])
         _exposed_communication(state, entry, reps)
+        _straggler(stats, samples, entry["config_id"])
     return replicates
+
+
+def _straggler(stats: dict[str, Any], samples: Mapping[int, Sequence[float]], config_id: str) -> None:
+    """A rank flagged as a straggler (its median above the ranks' by STRAGGLER_RATIO) stays flagged only when
+    its steps are slower than the other ranks' beyond noise: the ratio's interval must clear the threshold."""
+    found = stats.get("straggler")
+    if not found or len(samples) < 2:
+        return
+    slow = found["rank"]
+    others = {rank: values for rank, values in samples.items() if rank != slow}
+    comparison = uncertainty.compare(others, {slow: samples[slow]}, min_effect=0.0,
+                                     seed=_seed(config_id + "/straggler"))
+    found["ratio_ci"] = comparison.ratio.to_ci()
+    if found["flagged"] and comparison.ratio.low < stats_module.STRAGGLER_RATIO:
+        found["flagged"] = False
+        found["within_noise"] = True
 
 
 def _derived(fn: Any, *arrays: np.ndarray, value: float | None) -> list[float] | None:
