@@ -1,10 +1,10 @@
 """The live TUI: a thin Textual view over a ``RunControl`` (a sweep this process runs, or a recorded one).
 
-Nothing here measures, computes results or reads files. ``--fps`` times a second a thread worker asks the
-control for a ``RunSnapshot`` (the disk reads happen there, never on the UI thread) and posts it; the app
-hands it to every panel, which redraws only what changed. A new frame is asked for only once the last one
-arrived, so slow reads never pile up. Keys go to the control (skip, stop, save); when the run ends the
-summary screen opens.
+Nothing here measures, computes results or reads files. ``--fps`` times a second the app asks its snapshot
+thread for a ``RunSnapshot`` from the control (the disk reads happen there, never on the UI thread); the
+thread posts it, and the app hands it to every panel, which redraws only what changed. A new frame is asked
+for only once the last one arrived, so slow reads never pile up. Keys go to the control (skip, stop, save);
+when the run ends the summary screen opens.
 """
 
 from __future__ import annotations
@@ -42,6 +42,14 @@ class FrameReady(Message):
     def __init__(self, snapshot: RunSnapshot) -> None:
         super().__init__()
         self.snapshot = snapshot
+
+
+class FrameFailed(Message):
+    """Taking a snapshot raised: the app fails with that error, as it would had it drawn on its own thread."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
 
 
 class SummaryShown(Message):
@@ -110,6 +118,9 @@ class DdptopApp(App[int]):
         self.frames_shown = 0
         self.last_snapshot: RunSnapshot | None = None
         self._frame_pending = False
+        self._snapshots: threading.Thread | None = None
+        self._snapshot_wanted = threading.Event()
+        self._snapshots_stop = threading.Event()
         self._summary_asked = False
         self._summary_shown = False
         self._signalled = False
@@ -175,6 +186,8 @@ class DdptopApp(App[int]):
         self._signals.enter_context(handle_stop_signals(on_signal))
 
     def on_unmount(self) -> None:
+        self._snapshots_stop.set()
+        self._snapshot_wanted.set()
         self._signals.close()  # the previous handlers back, for whoever runs after the app
 
     def _save_then_leave(self) -> None:
@@ -193,16 +206,26 @@ class DdptopApp(App[int]):
         if self.paused or self._frame_pending or not self.is_running:
             return
         self._frame_pending = True
-        self._take_snapshot()
+        if self._snapshots is None:  # one thread for the app's life: a thread per frame costs more than the frame
+            self._snapshots = threading.Thread(target=self._take_snapshots, name="ddptop-snapshots", daemon=True)
+            self._snapshots.start()
+        self._snapshot_wanted.set()
 
-    @work(thread=True, group="frame")
-    def _take_snapshot(self) -> None:
-        try:
-            snapshot = self.control.take_snapshot()
-        except BaseException:
-            self._frame_pending = False
-            raise
-        self.post_message(FrameReady(snapshot))
+    def _take_snapshots(self) -> None:
+        """The snapshot thread: one snapshot per request, posted to the UI thread; a failure is re-raised there."""
+        while True:
+            self._snapshot_wanted.wait()
+            self._snapshot_wanted.clear()
+            if self._snapshots_stop.is_set():
+                return
+            try:
+                self.post_message(FrameReady(self.control.take_snapshot()))
+            except Exception as exc:  # noqa: BLE001 - shown by the app as its own crash, with the traceback
+                self.post_message(FrameFailed(exc))
+                return
+
+    def on_frame_failed(self, message: FrameFailed) -> None:
+        raise message.error
 
     def on_frame_ready(self, message: FrameReady) -> None:
         self._frame_pending = False
