@@ -10,10 +10,8 @@ from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Header, Static
-from textual_plotext import PlotextPlot
 
 from ddptop.control import display_path
-from ddptop.report import sections
 
 
 class HelpScreen(ModalScreen[None]):
@@ -69,7 +67,7 @@ class SummaryScreen(Screen[None]):
         with Horizontal(id="summary-body"):
             with ScrollableContainer(id="summary-text"):
                 yield Static(self._text(), id="summary-tables")
-            yield PlotextPlot(id="speedup-chart")
+            yield _plot()(id="speedup-chart")
         yield Footer()
 
     def _text(self) -> Text:
@@ -85,6 +83,8 @@ class SummaryScreen(Screen[None]):
             if self.paths.get("plots_error"):
                 out.append(f"Plots not drawn: {self.paths['plots_error']}\n", style="yellow")
         out.append("\n")
+        from ddptop.report import sections  # the report's text: loaded when a summary is shown
+
         for heading, body, style in sections.screen_sections(self.summary, self.with_topology):
             if heading is not None:
                 out.append(heading, style=style)
@@ -92,7 +92,7 @@ class SummaryScreen(Screen[None]):
         return out
 
     def on_mount(self) -> None:
-        plot = self.query_one("#speedup-chart", PlotextPlot)
+        plot = self.query_one("#speedup-chart", _plot())
         plt = plot.plt
         plt.title("speedup vs N")
         plt.xlabel("N")
@@ -114,3 +114,10 @@ class SummaryScreen(Screen[None]):
             self.app.exit(0)  # nothing behind it
             return
         self.app.pop_screen()
+
+
+def _plot() -> Any:
+    """The chart widget, imported when the summary screen is first shown: the live view starts without it."""
+    from textual_plotext import PlotextPlot
+
+    return PlotextPlot
