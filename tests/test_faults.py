@@ -150,6 +150,8 @@ def test_sigkill_of_ddptop_leaves_no_rank_and_report_rebuilds_the_summary(tmp_pa
     configs = _statuses(summary)
     assert summary["complete"] is False
     assert configs[FIRST]["status"] == "ok" and configs[FIRST]["stats"]["n"] == 2 * iters
-    assert configs[SECOND]["status"] == "running" and 0 < configs[SECOND]["stats"]["n"] < 2 * iters
+    # its writer is dead: interrupted, with the steps it kept (it used to stay "running" for ever)
+    assert configs[SECOND]["status"] == "interrupted" and "died" in configs[SECOND]["reason"]
+    assert 0 < configs[SECOND]["stats"]["n"] < 2 * iters
     with open(os.path.join(run_dir, "summary.md"), encoding="utf-8") as handle:
         assert "Incomplete" in handle.read()
