@@ -49,6 +49,7 @@ DGX1_NVLINKS: dict[int, dict[int, int]] = {
 }
 DGX1_AFFINITY_CPUS = list(range(0, 20)) + list(range(40, 60))  # that README shows 0-19,40-59 for every GPU
 GIB = 1 << 30
+RESERVED_BYTES = 400 << 20  # memory the driver keeps for itself: in v1's "used", apart in v2
 SM_CLOCK_MAX_MHZ = 1530
 PCIE_GEN_MAX, PCIE_WIDTH_MAX = 3, 16  # a V100-SXM2 in a DGX-1: PCIe gen 3 x16
 
@@ -81,6 +82,8 @@ class FakeNvml:
         missing: set[str] | frozenset[str] = frozenset(),
         absent: set[str] | frozenset[str] = frozenset(),
         library_missing: bool = False,
+        process_calls_v3: bool = False,
+        memory_v2: bool = True,
     ) -> None:
         self.clock = clock
         self.steady = steady  # constant readings (no wave): for exact checks of averages and joules
@@ -88,6 +91,10 @@ class FakeNvml:
         self.missing = set(missing)
         self.absent = set(absent)
         self.library_missing = library_missing
+        # The DGX-1's driver predates the _v3 process calls: pynvml's unversioned call then raises its
+        # NVMLLibraryMismatchError (not an NVMLError), and only _v2 answers.
+        self.process_calls_v3 = process_calls_v3
+        self.memory_v2 = memory_v2  # whether the "driver" has nvmlDeviceGetMemoryInfo_v2
         self.lost: set[int] = set()
         self.processes: dict[int, list[tuple[int, int]]] = {}  # gpu -> [(pid, bytes)]
         self.calls: dict[str, int] = {}  # function -> times called
@@ -131,7 +138,7 @@ class FakeNvml:
 
     # -- plumbing --------------------------------------------------------------------------------------------
     def __getattribute__(self, name: str) -> Any:
-        if name.startswith("nvml") and not name.startswith(("nvmlClocks", "nvmlEventType")):
+        if name.startswith("nvml") and not name.startswith(("nvmlClocks", "nvmlEventType", "nvmlMemory_v2")):
             if name in object.__getattribute__(self, "absent"):
                 raise AttributeError(name)
             calls = object.__getattribute__(self, "calls")
@@ -144,7 +151,8 @@ class FakeNvml:
         return object.__getattribute__(self, name)
 
     def __getattr__(self, name: str) -> Any:  # constants and error classes: pynvml's own
-        if name.startswith(("NVML_", "NVMLError", "nvmlClocks", "nvmlEventType")):
+        if name.startswith(("NVML_", "NVMLError", "NVMLLibraryMismatchError", "nvmlClocks", "nvmlEventType",
+                            "nvmlMemory_v2")):
             return getattr(pynvml, name)
         raise AttributeError(name)
 
@@ -275,14 +283,21 @@ class FakeNvml:
         gpu = round(55 + 40 * self._wave(index, 7.0)) if not self.steady else 90
         return SimpleNamespace(gpu=gpu, memory=round(gpu * 0.45))
 
-    def nvmlDeviceGetMemoryInfo(self, handle: Any) -> Any:
+    def nvmlDeviceGetMemoryInfo(self, handle: Any, version: int | None = None) -> Any:
+        """pynvml's signature: without ``version`` the v1 struct, whose ``used`` counts the memory the driver
+        reserves (``RESERVED_BYTES``); with ``nvmlMemory_v2`` the v2 struct, which reports it apart."""
         index = self._handle(handle)
         total = 16 * GIB - 512 * (1 << 20)
         used = 600 * (1 << 20) + sum(b for _, b in self.processes.get(index, ()))
         if not self.processes.get(index) and not self.steady:
             used += int(9 * GIB * self._wave(index, 11.0, 1.0))
-        used = min(used, total)
-        return SimpleNamespace(total=total, used=used, free=total - used)
+        used = min(used, total - RESERVED_BYTES)
+        if not version:
+            return SimpleNamespace(total=total, used=used + RESERVED_BYTES, free=total - used - RESERVED_BYTES)
+        if not self.memory_v2:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)  # as _nvmlGetFunctionPointer does
+        return SimpleNamespace(version=version, total=total, reserved=RESERVED_BYTES, used=used,
+                               free=total - used - RESERVED_BYTES)
 
     def _power_w(self, index: int) -> float:
         return 150.0 + 20.0 * index if self.steady else 120.0 + 150.0 * self._wave(index, 7.0)
@@ -360,6 +375,12 @@ class FakeNvml:
         return values
 
     def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:
+        if not self.process_calls_v3:  # pynvml's @throwOnVersionMismatch around the _v3 call
+            raise pynvml.NVMLLibraryMismatchError(
+                "Unversioned function called and the pyNVML version does not match the NVML lib version.")
+        return self.nvmlDeviceGetComputeRunningProcesses_v2(handle)
+
+    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle: Any) -> list[Any]:
         index = self._handle(handle)
         return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in self.processes.get(index, ())]
 

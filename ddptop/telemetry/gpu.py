@@ -41,6 +41,9 @@ THROTTLE_REASONS = (
 )
 IDLE_REASONS = ("idle",)
 
+# pynvml's unversioned process call is the _v3 one; drivers before it answer only _v2
+PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2")
+
 
 @dataclass
 class GpuStatic:
@@ -98,6 +101,7 @@ class GpuSampler:
         self.handles: list[Any] = []
         self.static: list[GpuStatic] = []
         self._never: dict[tuple[int, str], str] = {}  # permanent N/A reasons
+        self._dead: set[tuple[int, str]] = set()  # (GPU, function or variant) this driver never answers
         self._lost: set[int] = set()
         self._slow: dict[tuple[int, str], tuple[float, Any]] = {}
         self._counters: dict[tuple[int, str], tuple[float, int]] = {}
@@ -191,7 +195,15 @@ class GpuSampler:
             reading.na[key] = never
             return None
         names = function if isinstance(function, tuple) else (function,)
-        value = nv.first_available(self.nvml, names, self.handles[reading.index], *args)
+        value: Any = nv.Unavailable("no such function")
+        for position, name in enumerate(names):
+            if (reading.index, name) in self._dead and position < len(names) - 1:
+                continue  # a spelling this driver never answers: straight to the next one
+            value = nv.call(self.nvml, name, self.handles[reading.index], *args)
+            if isinstance(value, nv.Unavailable) and value.permanent and position < len(names) - 1:
+                self._dead.add((reading.index, name))  # e.g. pynvml's _v3 call on a driver without it
+                continue
+            break
         if isinstance(value, nv.Unavailable):
             reading.na[key] = value.reason
             if value.lost:
@@ -200,6 +212,21 @@ class GpuSampler:
                 self._never[(reading.index, key)] = value.reason
             return None
         return value
+
+    def _memory(self, reading: GpuReading) -> Any:
+        """Memory in use as nvidia-smi shows it: the v2 struct leaves out what the driver reserves for itself
+        (v1's ``used`` counts it); v1 on a driver without ``nvmlDeviceGetMemoryInfo_v2``."""
+        version = getattr(self.nvml, "nvmlMemory_v2", None)
+        if version is not None and (reading.index, "memory_v2") not in self._dead:
+            value = nv.call(self.nvml, "nvmlDeviceGetMemoryInfo", self.handles[reading.index], version)
+            if not isinstance(value, nv.Unavailable):
+                return value
+            if value.lost:
+                self._lost.add(reading.index)
+                reading.na["mem_used"] = value.reason
+                return None
+            self._dead.add((reading.index, "memory_v2"))
+        return self._get(reading, "mem_used", "nvmlDeviceGetMemoryInfo")
 
     def _slow_get(self, reading: GpuReading, key: str, function: str, *args: Any) -> Any:
         cached = self._slow.get((reading.index, key))
@@ -231,7 +258,7 @@ class GpuSampler:
         util = self._get(reading, "util", "nvmlDeviceGetUtilizationRates")
         if util is not None:
             reading.util, reading.mem_util = int(util.gpu), int(util.memory)
-        memory = self._get(reading, "mem_used", "nvmlDeviceGetMemoryInfo")
+        memory = self._memory(reading)
         if memory is not None:
             reading.mem_used, reading.mem_total = int(memory.used), int(memory.total)
         power = self._get(reading, "power_w", "nvmlDeviceGetPowerUsage")
@@ -264,7 +291,7 @@ class GpuSampler:
             getattr(nvml, "NVML_VOLATILE_ECC", 0),
         )
         reading.ecc_uncorrected = None if ecc is None else int(ecc)
-        processes = self._get(reading, "processes", "nvmlDeviceGetComputeRunningProcesses")
+        processes = self._get(reading, "processes", PROCESS_CALLS)
         for process in processes or ():
             used = getattr(process, "usedGpuMemory", None)
             reading.processes.append({"pid": int(process.pid), "gpu_memory": None if used is None else int(used)})

@@ -85,6 +85,10 @@ def reason_of(nvml: Any, exc: BaseException) -> Unavailable:
     """Classify an exception from an NVML call."""
     if isinstance(exc, AttributeError):
         return Unavailable("not in the installed nvidia-ml-py", permanent=True)
+    mismatch = getattr(nvml, "NVMLLibraryMismatchError", None)
+    if isinstance(mismatch, type) and isinstance(exc, mismatch):
+        # pynvml's unversioned call needs a newer driver than this one (not an NVMLError, so no code)
+        return Unavailable("this driver's NVML lacks the version nvidia-ml-py calls", permanent=True)
     code = getattr(exc, "value", None)
     for name, words in _PERMANENT.items():
         if code is not None and code == getattr(nvml, name, object()):

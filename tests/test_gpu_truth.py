@@ -1,0 +1,58 @@
+"""GPU-only defects, checked under the fake NVML answering as the real binding does on older drivers."""
+
+import pynvml
+
+from ddptop.telemetry import nvml as nv
+from ddptop.telemetry.fake_nvml import RESERVED_BYTES, FakeNvml
+from ddptop.telemetry.gpu import GpuSampler
+
+RANK_PID = 4242
+
+
+def test_a_driver_without_the_v3_process_call_still_lists_the_processes():
+    """pynvml's unversioned call raises NVMLLibraryMismatchError (not an NVMLError) on such a driver: the
+    sampler falls back to _v2 and stops asking the unversioned one."""
+    fake = FakeNvml(steady=True)  # the DGX-1's driver: no _v3
+    fake.attach_process(0, RANK_PID, 3 << 30)
+    with GpuSampler(fake) as sampler:
+        for _ in range(4):
+            readings = sampler.sample()
+    assert readings[0].processes == [{"pid": RANK_PID, "gpu_memory": 3 << 30}]
+    assert "processes" not in readings[0].na
+    assert fake.calls["nvmlDeviceGetComputeRunningProcesses"] == 8  # once per GPU, then never again
+    assert fake.calls["nvmlDeviceGetComputeRunningProcesses_v2"] == 4 * 8
+
+
+def test_a_driver_with_the_v3_call_uses_it():
+    fake = FakeNvml(steady=True, process_calls_v3=True)
+    fake.attach_process(1, RANK_PID, 1 << 30)
+    with GpuSampler(fake) as sampler:
+        sampler.sample()
+        readings = sampler.sample()
+    assert readings[1].processes == [{"pid": RANK_PID, "gpu_memory": 1 << 30}]
+    assert fake.calls["nvmlDeviceGetComputeRunningProcesses"] == 2 * 8
+
+
+def test_the_library_mismatch_is_a_permanent_reason_not_a_retry():
+    reason = nv.reason_of(pynvml, pynvml.NVMLLibraryMismatchError("Unversioned function called ..."))
+    assert reason.permanent and "lacks the version" in reason.reason
+
+
+def test_memory_used_leaves_out_what_the_driver_reserves():
+    """nvidia-smi shows v2's used; v1's counts the driver's reserved memory too."""
+    fake = FakeNvml(steady=True)
+    handle = fake.nvmlDeviceGetHandleByIndex(0)
+    v1 = fake.nvmlDeviceGetMemoryInfo(handle)
+    with GpuSampler(fake) as sampler:
+        reading = sampler.sample()[0]
+    assert reading.mem_used == v1.used - RESERVED_BYTES and reading.mem_total == v1.total
+
+
+def test_memory_falls_back_to_v1_on_a_driver_without_v2():
+    fake = FakeNvml(steady=True, memory_v2=False)
+    handle = fake.nvmlDeviceGetHandleByIndex(0)
+    v1 = fake.nvmlDeviceGetMemoryInfo(handle)
+    with GpuSampler(fake) as sampler:
+        for _ in range(3):
+            reading = sampler.sample()[0]
+    assert reading.mem_used == v1.used and "mem_used" not in reading.na
