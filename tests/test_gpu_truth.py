@@ -1,10 +1,13 @@
 """GPU-only defects, checked under the fake NVML answering as the real binding does on older drivers."""
 
+import threading
+
 import pynvml
 
 from ddptop.telemetry import nvml as nv
 from ddptop.telemetry.fake_nvml import RESERVED_BYTES, FakeNvml
 from ddptop.telemetry.gpu import GpuSampler
+from ddptop.telemetry.monitor import Monitor
 
 RANK_PID = 4242
 
@@ -56,3 +59,34 @@ def test_memory_falls_back_to_v1_on_a_driver_without_v2():
         for _ in range(3):
             reading = sampler.sample()[0]
     assert reading.mem_used == v1.used and "mem_used" not in reading.na
+
+
+def test_stopping_while_the_sampler_is_stuck_in_nvml_leaves_nvml_alone(tmp_path):
+    """Shutting NVML down (or freeing its event set) under a call still running in the driver is undefined:
+    a monitor whose thread is stuck returns, says so, and leaves both to the process's exit."""
+    entered, release = threading.Event(), threading.Event()
+
+    class HungDriver(FakeNvml):
+        def nvmlDeviceGetUtilizationRates(self, handle):
+            entered.set()
+            release.wait(30)
+            return super().nvmlDeviceGetUtilizationRates(handle)
+
+    fake = HungDriver(steady=True)
+    monitor = Monitor(0.05, str(tmp_path / "telemetry.jsonl"), fake)
+    monitor.start()
+    try:
+        assert entered.wait(30)
+        monitor.stop(timeout=0.2)
+        assert "nvmlShutdown" not in fake.calls and "nvmlEventSetFree" not in fake.calls
+        assert "stuck" in monitor.last_error
+    finally:
+        release.set()
+
+
+def test_stopping_a_healthy_monitor_shuts_nvml_down(tmp_path):
+    fake = FakeNvml(steady=True)
+    monitor = Monitor(0.05, str(tmp_path / "telemetry.jsonl"), fake)
+    monitor.start()
+    monitor.stop()
+    assert fake.calls.get("nvmlShutdown") == 1

@@ -86,14 +86,23 @@ class Monitor:
         self._thread.start()
         return self
 
-    def stop(self) -> None:
+    def stop(self, timeout: float | None = None) -> None:
+        """Stop sampling. A sampler thread still inside an NVML call after ``timeout`` (a hung driver) keeps
+        NVML: freeing its event set or shutting the library down under that call is undefined behaviour in
+        the driver, and the process's exit releases both anyway."""
         self._stop.set()
+        stuck = False
         if self._thread is not None:
-            self._thread.join(timeout=max(5.0, 3 * self.interval))
+            self._thread.join(timeout=max(5.0, 3 * self.interval) if timeout is None else timeout)
+            stuck = self._thread.is_alive()
             self._thread = None
-        if self._writer is not None:
+        if self._writer is not None and not stuck:
             self._writer.close()
             self._writer = None
+        if stuck:
+            self.errors += 1
+            self.last_error = "the telemetry thread was stuck in an NVML call at the end; NVML left open"
+            return
         self.gpu.close()
 
     def __enter__(self) -> "Monitor":
