@@ -63,7 +63,7 @@ from bench_kernels.timing import (
     run_steps,
     warm_up_until_steady,
 )
-from bench_kernels.workload import Workload, build_workload
+from bench_kernels.workload import Workload, accepts, build_workload
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError, RunConfig
 from ddptop.protocol.precision import relative_half_width
 from ddptop.protocol.layout import events_name
@@ -177,8 +177,8 @@ class Worker:
             "backend": self.spec.backend,
             "timeout": timedelta(seconds=self.spec.collective_timeout),
         }
-        if self.device.type == "cuda":
-            kwargs["device_id"] = self.device  # binds NCCL to this GPU eagerly
+        if self.device.type == "cuda" and accepts(self.dist.init_process_group, "device_id"):
+            kwargs["device_id"] = self.device  # binds NCCL to this GPU eagerly (a keyword of newer torch)
             if self.spec.memory_cap_mb:
                 limit_gpu_memory(self.device, self.spec.memory_cap_mb)
         self.dist.init_process_group(**kwargs)

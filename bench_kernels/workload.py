@@ -89,7 +89,7 @@ def build_workload(cfg: RunConfig, device: Any, local_rank: int, rank: int) -> W
         targets=targets,
         loss_fn=torch.nn.CrossEntropyLoss(),
         amp_dtype=amp_dtype,
-        scaler=torch.amp.GradScaler("cuda") if cfg.amp == "fp16" else None,
+        scaler=grad_scaler(torch) if cfg.amp == "fp16" else None,
         device=device,
         batch_size=batch,
         params=sum(p.numel() for p in trainable),
@@ -120,3 +120,20 @@ def wrap_in_ddp(model: Any, cfg: RunConfig, device: Any, local_rank: int) -> Any
         device_ids=[local_rank] if device.type == "cuda" else None,
         bucket_cap_mb=cfg.bucket_cap_mb,
     )
+
+
+def grad_scaler(torch: Any) -> Any:
+    """fp16's loss scaler: ``torch.amp.GradScaler("cuda")`` where torch has the device-generic one, else the
+    CUDA one it replaced (what the declared torch floor still ships)."""
+    generic = getattr(getattr(torch, "amp", None), "GradScaler", None)
+    return generic("cuda") if generic is not None else torch.cuda.amp.GradScaler()
+
+
+def accepts(function: Any, keyword: str) -> bool:
+    """Whether ``function`` takes ``keyword``: torch grows keywords across versions (read, not guessed)."""
+    import inspect
+
+    try:
+        return keyword in inspect.signature(function).parameters
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False

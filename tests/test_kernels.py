@@ -439,3 +439,22 @@ def test_stopping_on_precision_gives_an_interval_that_meets_the_target(tmp_path,
     print(f"bootstrap half-width / target at the stop: median {np.median(ratios):.2f}, "
           f"90th percentile {np.quantile(ratios, 0.9):.2f}")
     assert np.median(ratios) <= 1.0 and np.quantile(ratios, 0.9) <= 1.5
+
+
+def test_newer_torch_keywords_are_used_only_where_torch_has_them():
+    """The declared floor (torch>=2.1) lacks torch.amp.GradScaler and init_process_group(device_id=)."""
+    import types
+
+    import torch
+
+    from bench_kernels.workload import accepts, grad_scaler
+
+    assert accepts(torch.distributed.init_process_group, "backend")
+    assert not accepts(lambda backend: None, "device_id")
+    made = []
+    old_torch = types.SimpleNamespace(amp=types.SimpleNamespace(),
+                                      cuda=types.SimpleNamespace(amp=types.SimpleNamespace(
+                                          GradScaler=lambda: made.append("cuda.amp") or "old")))
+    assert grad_scaler(old_torch) == "old" and made == ["cuda.amp"]
+    new_torch = types.SimpleNamespace(amp=types.SimpleNamespace(GradScaler=lambda device: f"generic {device}"))
+    assert grad_scaler(new_torch) == "generic cuda"
