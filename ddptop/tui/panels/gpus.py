@@ -14,7 +14,8 @@ from ddptop.tui.panels.cached import CachedStatic
 # (key, label, width): fixed widths, so that cells updated in place never reflow the table
 GPU_COLUMNS = (
     ("gpu", "GPU", 3), ("name", "name", 22), ("util", "util", 13), ("hist", "util history", 12),
-    ("mem", "memory", 13), ("memgib", "GiB", 9), ("power", "power W", 7), ("temp", "temp", 4),
+    # wide enough for 141/141 GiB and 1000/1000 W (H200, B200): a cell that fits is never cut mid-value
+    ("mem", "memory", 13), ("memgib", "GiB", 11), ("power", "power W", 9), ("temp", "temp", 4),
     ("clock", "SM MHz", 6), ("pcie", "PCIe GB/s", 9), ("nvlink", "NVLink GB/s", 11), ("rank", "rank", 5),
     ("notes", "notes", 16),
 )
