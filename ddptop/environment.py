@@ -44,6 +44,7 @@ def collect(inventory: Inventory) -> dict:
         "gpus": [asdict(g) for g in inventory.gpus],
         "driver": inventory.driver,
         "nvml": inventory.problem or "ok",
+        "gpu_notes": list(inventory.notes),  # GPUs NVML lists that this process may not use, and why
         "nvml_fake": nv.FAKE_LABEL + " " + os.environ.get(nv.FAKE_ENV, "") if inventory.fake else None,
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "scheduler": {k: os.environ[k] for k in SCHEDULER_VARIABLES if k in os.environ},

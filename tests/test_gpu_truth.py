@@ -101,3 +101,24 @@ def test_the_gpu_table_fits_the_largest_gpus_without_cutting_a_value():
     cells = _gpu_cells(h200, "NVIDIA H200", [100] * 12, ["7"])
     for key in ("memgib", "power", "temp", "clock"):
         assert len(str(cells[key])) <= widths[key], (key, cells[key])
+
+
+def test_a_gpu_this_process_may_not_use_is_skipped_not_the_whole_node():
+    """NO_PERMISSION on one GPU's handle (another job's, cgroup-denied) used to empty the inventory, so
+    --device auto ran on the CPU, and the sampler showed that GPU as lost."""
+    from ddptop.telemetry.inventory import read_inventory
+
+    fake = FakeNvml(steady=True)
+    fake.deny_gpu(2)
+    inventory = read_inventory(fake)
+    assert [g.index for g in inventory.gpus] == [0, 1, 3, 4, 5, 6, 7]
+    assert inventory.notes == ("GPU 2: not accessible (no permission)",) and inventory.problem is None
+    with GpuSampler(fake) as sampler:
+        readings = sampler.sample()
+    assert not readings[2].lost and readings[2].inaccessible == "no permission"
+    assert readings[2].na["all"] == "not accessible: no permission"
+    assert readings[3].util == 90  # the others read as before
+
+    from ddptop.tui.panels.gpus import _gpu_cells
+
+    assert str(_gpu_cells(readings[2].to_json(), "", [], [])["notes"]) == "not accessible"

@@ -96,6 +96,7 @@ class FakeNvml:
         self.process_calls_v3 = process_calls_v3
         self.memory_v2 = memory_v2  # whether the "driver" has nvmlDeviceGetMemoryInfo_v2
         self.lost: set[int] = set()
+        self.denied: set[int] = set()
         self.processes: dict[int, list[tuple[int, int]]] = {}  # gpu -> [(pid, bytes)]
         self.calls: dict[str, int] = {}  # function -> times called
         self.unsupported_fields: set[int] = set()  # field ids answered NOT_SUPPORTED (e.g. PCIe counters)
@@ -113,6 +114,10 @@ class FakeNvml:
     # -- what tests change ---------------------------------------------------------------------------------
     def lose_gpu(self, index: int) -> None:
         self.lost.add(index)
+
+    def deny_gpu(self, index: int) -> None:
+        """This process may not use GPU ``index`` (another job's, cgroup-denied): its handle is refused."""
+        self.denied.add(index)
 
     def attach_process(self, gpu: int, pid: int, used_bytes: int) -> None:
         self.processes.setdefault(gpu, []).append((pid, used_bytes))
@@ -200,6 +205,8 @@ class FakeNvml:
     def nvmlDeviceGetHandleByIndex(self, index: int) -> Any:
         if not 0 <= index < self.count:
             raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        if index in self.denied:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION)
         return SimpleNamespace(index=index)
 
     def nvmlDeviceGetIndex(self, handle: Any) -> int:

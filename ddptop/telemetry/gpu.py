@@ -83,6 +83,7 @@ class GpuReading:
     xid: list[int] = field(default_factory=list)  # critical Xid errors seen since ddptop started
     processes: list[dict[str, Any]] = field(default_factory=list)  # pid, gpu_memory
     lost: bool = False
+    inaccessible: str | None = None  # why this process may not use the GPU (another job's, in a container)
     na: dict[str, str] = field(default_factory=dict)  # field -> why it is None
 
     def to_json(self) -> dict[str, Any]:
@@ -103,6 +104,7 @@ class GpuSampler:
         self._never: dict[tuple[int, str], str] = {}  # permanent N/A reasons
         self._dead: set[tuple[int, str]] = set()  # (GPU, function or variant) this driver never answers
         self._lost: set[int] = set()
+        self._inaccessible: dict[int, str] = {}  # GPU -> why its handle was refused
         self._slow: dict[tuple[int, str], tuple[float, Any]] = {}
         self._counters: dict[tuple[int, str], tuple[float, int]] = {}
         self._events: Any = None
@@ -128,7 +130,10 @@ class GpuSampler:
         for index in range(count):
             handle = nv.call(nvml, "nvmlDeviceGetHandleByIndex", index)
             if isinstance(handle, nv.Unavailable):
-                self._lost.add(index)
+                if handle.lost:
+                    self._lost.add(index)
+                else:  # no permission (cgroups), or any other refusal: not lost, not ours
+                    self._inaccessible[index] = handle.reason
                 handle = None
             self.handles.append(handle)
             self.static.append(self._read_static(index, handle))
@@ -251,6 +256,10 @@ class GpuSampler:
         if index in self._lost:
             reading.lost = True
             reading.na["all"] = "GPU lost (fell off the bus?)"
+            return reading
+        if index in self._inaccessible:
+            reading.inaccessible = self._inaccessible[index]
+            reading.na["all"] = f"not accessible: {reading.inaccessible}"
             return reading
         static = self.static[index]
         reading.mem_total = static.memory_total

@@ -71,20 +71,17 @@ def read_inventory(nvml_module: object | None = None) -> Inventory:
         nv.init(nvml)
     except nv.NvmlUnavailable as exc:
         return Inventory(problem=str(exc))
+    notes: list[str] = []
     try:
         count = nvml.nvmlDeviceGetCount()
         gpus = []
         for index in range(count):
-            handle = nvml.nvmlDeviceGetHandleByIndex(index)
-            memory = nv.call(nvml, "nvmlDeviceGetMemoryInfo", handle)
-            gpus.append(
-                GpuInfo(
-                    index=index,
-                    name=nv.text(nvml.nvmlDeviceGetName(handle)),
-                    uuid=nv.text(nvml.nvmlDeviceGetUUID(handle)),
-                    memory_total=None if isinstance(memory, nv.Unavailable) else int(memory.total),
-                )
-            )
+            # one GPU this process may not use (another job's, cgroup-denied) must not hide the others
+            found = _gpu_info(nvml, index)
+            if isinstance(found, nv.Unavailable):
+                notes.append(f"GPU {index}: not accessible ({found.reason})")
+                continue
+            gpus.append(found)
         driver = nv.text(nvml.nvmlSystemGetDriverVersion())
         nvml_version = nv.call(nvml, "nvmlSystemGetNVMLVersion")
         nvml_version = None if isinstance(nvml_version, nv.Unavailable) else nv.text(nvml_version)
@@ -93,12 +90,33 @@ def read_inventory(nvml_module: object | None = None) -> Inventory:
     finally:
         nv.shutdown(nvml)
     visible = filter_visible(gpus, os.environ.get("CUDA_VISIBLE_DEVICES"))
-    problem = None if visible else ("no GPU visible (CUDA_VISIBLE_DEVICES hides them)" if gpus else "NVML sees no GPU")
+    if visible:
+        problem = None
+    elif gpus:
+        problem = "no GPU visible (CUDA_VISIBLE_DEVICES hides them)"
+    else:
+        problem = "no GPU this process may use" if notes else "NVML sees no GPU"
     return Inventory(
         gpus=tuple(visible),
         driver=driver,
         nvml_version=nvml_version,
         problem=problem,
-        all_gpu_count=len(gpus),
+        all_gpu_count=count,
+        notes=tuple(notes),
         fake=fake,
     )
+
+
+def _gpu_info(nvml: Any, index: int) -> GpuInfo | nv.Unavailable:
+    """One GPU's identity, or why NVML refused it."""
+    handle = nv.call(nvml, "nvmlDeviceGetHandleByIndex", index)
+    if isinstance(handle, nv.Unavailable):
+        return handle
+    name = nv.call(nvml, "nvmlDeviceGetName", handle)
+    uuid = nv.call(nvml, "nvmlDeviceGetUUID", handle)
+    for answer in (name, uuid):
+        if isinstance(answer, nv.Unavailable):
+            return answer
+    memory = nv.call(nvml, "nvmlDeviceGetMemoryInfo", handle)
+    return GpuInfo(index=index, name=nv.text(name), uuid=nv.text(uuid),
+                   memory_total=None if isinstance(memory, nv.Unavailable) else int(memory.total))

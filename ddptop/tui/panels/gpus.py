@@ -60,6 +60,8 @@ def _gpu_cells(reading: dict[str, Any], name: str, history: list[Any], ranks: li
     notes = list(reading.get("throttle") or [])
     if reading.get("lost"):
         notes = ["GPU LOST"]
+    elif reading.get("inaccessible"):  # not ours to use (another job's GPU, a container's cgroup)
+        notes = ["not accessible"]
     if reading.get("xid"):
         notes.append("Xid " + ",".join(map(str, reading["xid"])))
     if reading.get("ecc_uncorrected"):
