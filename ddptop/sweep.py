@@ -24,6 +24,7 @@ from ddptop.protocol.marks import ConfigEnd, LaunchEnd, LaunchStart, SweepEnd, p
 from ddptop.protocol.vocab import ENDED, FAILED, OnFailure, Status, SweepStatus
 from ddptop.protocol.wire import EventFileReader
 from ddptop.session import Session
+from ddptop.telemetry.inventory import rank_gpu_environment
 
 LOG_TAIL_LINES = 12
 
@@ -154,9 +155,8 @@ class SweepRunner:
                 collectives=CollectiveSpec.from_json(collectives) if collectives else None,
                 configs=tuple(RunConfig.from_json(c.to_json()) for c in remaining),
             )
-            env = {"OMP_NUM_THREADS": str(threads)}
-            if self.plan.gpus is not None:
-                env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, self.plan.gpus))
+            env = {"OMP_NUM_THREADS": str(threads),
+                   **rank_gpu_environment(self.plan.gpus, self.plan.device, dict(os.environ))}
             placement = self._placement(launch.nodes)
             self._mark(LaunchStart(name, launch.world_size, launch.backend, tuple(c.config_id for c in remaining),
                                    nodes=launch.nodes, nproc_per_node=launch.nproc_per_node))

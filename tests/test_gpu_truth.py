@@ -122,3 +122,19 @@ def test_a_gpu_this_process_may_not_use_is_skipped_not_the_whole_node():
     from ddptop.tui.panels.gpus import _gpu_cells
 
     assert str(_gpu_cells(readings[2].to_json(), "", [], [])["notes"]) == "not accessible"
+
+
+def test_gpus_name_the_parents_visible_devices_not_physical_indices():
+    """--gpus 0,1 under CUDA_VISIBLE_DEVICES=4,5,6,7 (a SLURM job without cgroups) is GPUs 4 and 5: writing
+    "0,1" for the ranks ran them on another job's GPUs."""
+    from ddptop.telemetry.inventory import rank_gpu_environment
+
+    slurm = {"CUDA_VISIBLE_DEVICES": "4,5,6,7"}
+    assert rank_gpu_environment((0, 1), "cuda", slurm) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                                                           "CUDA_VISIBLE_DEVICES": "4,5"}
+    uuids = {"CUDA_VISIBLE_DEVICES": "GPU-aaa,GPU-bbb,GPU-ccc", "CUDA_DEVICE_ORDER": "FASTEST_FIRST"}
+    assert rank_gpu_environment((2,), "cuda", uuids) == {"CUDA_VISIBLE_DEVICES": "GPU-ccc"}  # the user's order kept
+    assert rank_gpu_environment((1, 3), "cuda", {}) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                                                        "CUDA_VISIBLE_DEVICES": "1,3"}
+    assert rank_gpu_environment(None, "cuda", slurm) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}  # inherits 4,5,6,7
+    assert rank_gpu_environment((0,), "cpu", slurm) == {}

@@ -65,6 +65,24 @@ def filter_visible(gpus: list[Any], visible: str | None) -> list[Any]:
     return chosen
 
 
+def rank_gpu_environment(gpus: tuple[int, ...] | None, device: str, environ: dict[str, str]) -> dict[str, str]:
+    """What the ranks' environment needs so that their ``cuda:k`` is the GPU ddptop means.
+
+    ``--gpus`` counts the GPUs this process sees, in the order of its own ``CUDA_VISIBLE_DEVICES`` (a SLURM
+    job without cgroups sees ``4,5,6,7``): the ranks get the parent's entries at those positions (indices or
+    UUIDs), never the positions themselves, which would name another job's GPUs. ``CUDA_DEVICE_ORDER`` is
+    ``PCI_BUS_ID`` (unless set already), so CUDA numbers GPUs as NVML does on a node of mixed models (CUDA's
+    default puts the fastest first)."""
+    if device != "cuda":
+        return {}
+    env = {} if "CUDA_DEVICE_ORDER" in environ else {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    if gpus is not None:
+        parent = environ.get("CUDA_VISIBLE_DEVICES")
+        entries = [t.strip() for t in parent.split(",")] if parent is not None else None
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(entries[p] if entries is not None else str(p) for p in gpus)
+    return env
+
+
 def read_inventory(nvml_module: object | None = None) -> Inventory:
     try:
         nvml, fake = nv.load(nvml_module)
