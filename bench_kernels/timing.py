@@ -17,10 +17,11 @@ needs the same number of steps on every rank), or ``alone`` in a single process.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from ddptop.protocol.precision import relative_half_width
@@ -116,13 +117,10 @@ def run_steps(
 ) -> PhaseTiming:
     """Run ``count`` steps, each timed alone, streaming the times; a failure still sends what was measured."""
     clock = time.perf_counter
-    try:
+    with _sending_on_failure(stream):
         phase_start = clock()
         _timed_steps(step, 0, count, stream, fault)
         elapsed = clock() - phase_start
-    except BaseException:
-        stream.send()  # the caller reports the failure and flushes, these samples ahead of it
-        raise
     stream.send()
     stream.writer.flush()
     return PhaseTiming(elapsed, stream.recorded)
@@ -171,7 +169,7 @@ def measure_until_precise(
     ``max_time`` is spent. ``stream.total`` (the samples' ``of``) is kept at the projected step count."""
     clock = time.perf_counter
     inf = math.inf
-    try:
+    with _sending_on_failure(stream):
         phase_start = clock()
         done, count = 0, min(rule.block, rule.max_iters)
         stream.total = max(rule.min_iters, count)
@@ -200,11 +198,19 @@ def measure_until_precise(
                 continue
             break
         elapsed = clock() - phase_start
+    _close(stream, done)
+    return AdaptiveTiming(elapsed, stream.recorded, reason, width, _finite(widest))
+
+
+@contextlib.contextmanager
+def _sending_on_failure(stream: SampleStream) -> Iterator[None]:
+    """A phase that fails still sends what it measured: the caller reports the failure and flushes, these
+    samples ahead of it."""
+    try:
+        yield
     except BaseException:
         stream.send()
         raise
-    _close(stream, done)
-    return AdaptiveTiming(elapsed, stream.recorded, reason, width, _finite(widest))
 
 
 def _close(stream: SampleStream, done: int) -> None:
@@ -238,7 +244,7 @@ def warm_up_until_steady(
     median is no more than ``precision`` below the previous one's, on every rank, after at least two windows.
     At most ``max_steps`` steps and ``max_time`` seconds. ``samples`` are every warm-up step."""
     clock = time.perf_counter
-    try:
+    with _sending_on_failure(stream):
         phase_start = clock()
         done, previous, reason = 0, None, MAX_WARMUP
         stream.total = max_steps
@@ -257,9 +263,6 @@ def warm_up_until_steady(
                 reason = MAX_TIME
                 break
         elapsed = clock() - phase_start
-    except BaseException:
-        stream.send()
-        raise
     _close(stream, done)
     return AdaptiveTiming(elapsed, stream.recorded, reason, None, None)
 
