@@ -14,6 +14,7 @@ tables (``ddptop.analysis.scaling``).
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ddptop.analysis import formulas, stats
@@ -77,17 +78,23 @@ def config_communication(state: Any, entry: dict[str, Any]) -> dict[str, Any] | 
     return result
 
 
-def collective_tables(events: list[dict[str, Any]], launches: dict[str, Any]) -> list[dict[str, Any]]:
-    """One table per (world size, backend, collective): time, algbw and busbw per size and placement.
-
-    A collective ends when its slowest rank ends, so each row takes the largest of the ranks' median times.
-    """
+def collective_samples(events: Iterable[dict[str, Any]], launches: Mapping[str, Any]) -> dict[tuple, dict[int, list[float]]]:
+    """Each collective's times per rank, keyed (world size, backend, op, bytes, in place)."""
     by_key: dict[tuple, dict[int, list[float]]] = defaultdict(dict)
     for event in events:
         record = launches.get(event.get("launch"))
         backend = record.backend if record is not None else None
         key = (event["world_size"], backend, event["op"], event["bytes"], bool(event["inplace"]))
         by_key[key].setdefault(event["rank"], []).extend(event["sec"])
+    return by_key
+
+
+def collective_tables(events: list[dict[str, Any]], launches: dict[str, Any]) -> list[dict[str, Any]]:
+    """One table per (world size, backend, collective): time, algbw and busbw per size and placement.
+
+    A collective ends when its slowest rank ends, so each row takes the largest of the ranks' median times.
+    """
+    by_key = collective_samples(events, launches)
     tables: dict[tuple, dict[str, Any]] = {}
     for (world_size, backend, op, size, inplace), per_rank in sorted(by_key.items(), key=lambda kv: str(kv[0])):
         medians = [stats.median(v) for v in per_rank.values() if v]

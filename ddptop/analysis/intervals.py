@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ddptop.analysis import communication
 from ddptop.analysis import stats as stats_module
 from ddptop.analysis import uncertainty
 from ddptop.analysis.uncertainty import Estimate
@@ -169,12 +170,7 @@ def add_collective_intervals(tables: Sequence[dict[str, Any]], events: Sequence[
                              launches: Mapping[str, Any]) -> None:
     """busbw's interval per message size: each rank's median time bootstrapped (its operations in order),
     the slowest rank's per replicate, as the point figure takes the slowest rank's median."""
-    per_key: dict[tuple, dict[int, list[float]]] = {}
-    for event in events:
-        record = launches.get(event.get("launch"))
-        backend = record.backend if record is not None else None
-        key = (event["world_size"], backend, event["op"], event["bytes"], bool(event["inplace"]))
-        per_key.setdefault(key, {}).setdefault(event["rank"], []).extend(event["sec"])
+    per_key = communication.collective_samples(events, launches)
     for table in tables:
         for row in table["rows"]:
             per_rank = per_key.get((table["world_size"], table["backend"], table["op"], row["bytes"], row["inplace"]))
