@@ -52,7 +52,7 @@ def bare_tick(fake: FakeNvml, handles: list) -> None:
         fake.nvmlDeviceGetCurrPcieLinkGeneration(h)
         fake.nvmlDeviceGetCurrPcieLinkWidth(h)
         fake.nvmlDeviceGetFieldValues(h, FIELDS)
-        fake.nvmlDeviceGetComputeRunningProcesses(h)
+        fake.nvmlDeviceGetComputeRunningProcesses_v2(h)  # the dgx1 driver predates _v3
     try:
         fake.nvmlEventSetWait_v2(fake.nvmlEventSetCreate(), 0)
     except pynvml.NVMLError:

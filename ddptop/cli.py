@@ -326,12 +326,15 @@ def cmd_kernels(_args: argparse.Namespace) -> int:
 
 
 def _check_fake_nvml() -> None:
-    from ddptop.telemetry.fake_nvml import NODES
+    from ddptop.telemetry.fake_nodes import ProfileError, load_profile
     from ddptop.telemetry.nvml import FAKE_ENV
 
     node = os.environ.get(FAKE_ENV)
-    if node and node not in NODES:
-        raise UsageError(f"{FAKE_ENV}={node!r} is not a known fake node (known: {', '.join(NODES)})")
+    if node:
+        try:
+            load_profile(node)
+        except ProfileError as exc:
+            raise UsageError(str(exc)) from None
 
 
 def main(argv: list[str] | None = None) -> int:

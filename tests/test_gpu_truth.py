@@ -67,10 +67,10 @@ def test_stopping_while_the_sampler_is_stuck_in_nvml_leaves_nvml_alone(tmp_path)
     entered, release = threading.Event(), threading.Event()
 
     class HungDriver(FakeNvml):
-        def nvmlDeviceGetUtilizationRates(self, handle):
+        def utilization(self, index, mig):  # the driver's side of nvmlDeviceGetUtilizationRates, hung
             entered.set()
             release.wait(30)
-            return super().nvmlDeviceGetUtilizationRates(handle)
+            return super().utilization(index, mig)
 
     fake = HungDriver(steady=True)
     monitor = Monitor(0.05, str(tmp_path / "telemetry.jsonl"), fake)
@@ -126,15 +126,20 @@ def test_a_gpu_this_process_may_not_use_is_skipped_not_the_whole_node():
 
 def test_gpus_name_the_parents_visible_devices_not_physical_indices():
     """--gpus 0,1 under CUDA_VISIBLE_DEVICES=4,5,6,7 (a SLURM job without cgroups) is GPUs 4 and 5: writing
-    "0,1" for the ranks ran them on another job's GPUs."""
+    "0,1" for the ranks ran them on another job's GPUs. This is the path without NVML's UUIDs."""
+    from types import SimpleNamespace
+
     from ddptop.telemetry.inventory import rank_gpu_environment
 
+    def plan(gpus, device="cuda"):
+        return SimpleNamespace(gpus=gpus, device=device, rank_devices=(), per_rank_devices=False)
+
     slurm = {"CUDA_VISIBLE_DEVICES": "4,5,6,7"}
-    assert rank_gpu_environment((0, 1), "cuda", slurm) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-                                                           "CUDA_VISIBLE_DEVICES": "4,5"}
+    assert rank_gpu_environment(plan((0, 1)), slurm) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                                                         "CUDA_VISIBLE_DEVICES": "4,5"}
     uuids = {"CUDA_VISIBLE_DEVICES": "GPU-aaa,GPU-bbb,GPU-ccc", "CUDA_DEVICE_ORDER": "FASTEST_FIRST"}
-    assert rank_gpu_environment((2,), "cuda", uuids) == {"CUDA_VISIBLE_DEVICES": "GPU-ccc"}  # the user's order kept
-    assert rank_gpu_environment((1, 3), "cuda", {}) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID",
-                                                        "CUDA_VISIBLE_DEVICES": "1,3"}
-    assert rank_gpu_environment(None, "cuda", slurm) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}  # inherits 4,5,6,7
-    assert rank_gpu_environment((0,), "cpu", slurm) == {}
+    assert rank_gpu_environment(plan((2,)), uuids) == {"CUDA_VISIBLE_DEVICES": "GPU-ccc"}  # the user's order kept
+    assert rank_gpu_environment(plan((1, 3)), {}) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID",
+                                                      "CUDA_VISIBLE_DEVICES": "1,3"}
+    assert rank_gpu_environment(plan(None), slurm) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}  # inherits 4,5,6,7
+    assert rank_gpu_environment(plan((0,), "cpu"), slurm) == {}

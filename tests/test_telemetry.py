@@ -111,25 +111,29 @@ def test_pcie_paths_classify_like_nvidia_smi():
     assert pci_link(a, PciDevice("gone", None, None, None)) == "N/A"
 
 
-class NvSwitchNode(FakeNvml):
-    """Every GPU's 12 links end at NVSwitches, as on an HGX board."""
-
-    def nvmlDeviceGetNvLinkState(self, handle, link):
-        self._handle(handle)
-        if link >= 12:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        return pynvml.NVML_FEATURE_ENABLED
-
-    def nvmlDeviceGetNvLinkRemotePciInfo(self, handle, link):
-        self.nvmlDeviceGetNvLinkState(handle, link)
-        from types import SimpleNamespace
-
-        return SimpleNamespace(busId=f"00000000:C{link % 4}:00.0")  # a switch, not a GPU
-
-
 def test_gpus_behind_nvswitches_show_their_link_count():
-    topo = read_topology(NvSwitchNode())
-    assert {topo.link(a, b) for a in range(8) for b in range(8) if a != b} == {"NV12"}
+    """Every link of an HGX board ends at an NVSwitch (NVML's remote device type says so)."""
+    for profile, links in (("hgx-h100", "NV18"), ("dgx-a100", "NV12")):
+        topo = read_topology(FakeNvml(profile))
+        assert {topo.link(a, b) for a in range(8) for b in range(8) if a != b} == {links}, profile
+
+
+def test_an_nvlink_to_a_gpu_this_process_cannot_see_is_not_an_nvswitch():
+    """A container given GPUs 0 and 5 of a DGX-1: their NVLinks end at GPUs it cannot open. The pair shares no
+    link (the published matrix says SYS); counting those links as NVSwitch links made it NV6."""
+    fake = FakeNvml("dgx1")
+    for hidden in (1, 2, 3, 4, 6, 7):
+        fake.deny_gpu(hidden)
+    topo = read_topology(fake)
+    assert topo.link(0, 5) == "SYS" and topo.link(5, 0) == "SYS"
+
+
+def test_a_pcie_gpu_is_asked_about_nvlink_once():
+    """NOT_SUPPORTED on link 0 means no link will answer: one call per GPU, not 36."""
+    fake = FakeNvml("pcie-4gpu")
+    topo = read_topology(fake)
+    assert fake.calls["nvmlDeviceGetNvLinkState"] == 4
+    assert [topo.link(0, j) for j in range(1, 4)] == ["PIX", "PXB", "SYS"] and topo.matrix["GPU0"]["mlx5_0"] == "NODE"
 
 
 def test_topology_without_nvml_is_a_clear_message():
@@ -231,7 +235,8 @@ def test_unknown_fake_node_is_bad_input():
     done = ddptop("gpus", env={"DDPTOP_FAKE_NVML": "dgx9"})
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
-        "ddptop: error: DDPTOP_FAKE_NVML='dgx9' is not a known fake node (known: dgx1)"
+        "ddptop: error: DDPTOP_FAKE_NVML='dgx9' is not a known fake node (known: a100-mig, container, dgx-a100, "
+        "dgx1, hgx-h100, mixed, pcie-4gpu; or a path to a .toml profile)"
     ]
 
 

@@ -1,22 +1,24 @@
 """A simulated NVML node, for tests and demos on machines without a GPU. Everything it reports is FAKE.
 
-``FakeNvml`` answers the subset of the ``pynvml`` API that ddptop calls, with pynvml's own constants and
-error classes, so the code that reads it is the code that reads a real driver. The ``dgx1`` node is the
-machine whose ``nvidia-smi topo -m`` the README of PyTorch's DDP benchmark (``benchmarks/distributed/ddp``)
-prints as its example output, a DGX-1: eight Tesla V100-SXM2 in a hybrid cube mesh of NVLinks
-(NV1/NV2), two GPUs and one Mellanox NIC behind each of four PCIe switches, two switches per CPU socket,
-NUMA split 0-3 / 4-7. NICs are not NVML's business, so the fake also writes the sysfs tree such a node has
+Three layers, the lowest one simulated:
+- the node (:class:`FakeNvml`): a profile from ``ddptop/telemetry/nodes/`` (``docs/fake-nodes.md``), its
+  readings, and faults injected by tests;
+- the C library (``fake_driver``): ``nvml.h``'s functions as ctypes callbacks that fill the real structs;
+- the binding: the installed ``pynvml`` itself, unchanged. A ``FakeNvml`` is handed to ddptop where the
+  ``pynvml`` module would be; an ``nvml*`` attribute read on it returns pynvml's own function after
+  pointing pynvml at the fake library, so every call crosses pynvml's real code and a C boundary.
+
+NICs are not NVML's business, so the node also writes the sysfs tree such a machine has
 (``DDPTOP_SYSFS_ROOT``), which the topology reader walks exactly as it walks ``/sys``.
 
 Readings change smoothly with a clock (``clock``, default ``time.monotonic``); counters (energy, PCIe and
 NVLink bytes) are exact integrals of the rates they report, so tests can check derived rates and joules.
-Faults are injected per instance: ``fail`` (function → NVML error code), ``missing`` (functions the
-"driver" lacks: FunctionNotFound), ``absent`` (attributes the "binding" lacks: AttributeError),
-``lose_gpu(i)`` (GPU_IS_LOST from then on), ``library_missing`` (nvmlInit fails), ``xid(i, code)``,
-``ecc_error(i)``. Interference is injected the same way: ``throttle(i, bits)`` (clock event reasons held
-active, the SM clock pulled down to ``clock_fraction`` of its maximum), ``attach_process(i, pid, bytes)``
-(any PID: a rank's, or a stranger's), ``pcie_link(i, gen, width)`` (a link trained down; every link is
-gen 3 x16, the most a V100-SXM2 and its slot allow).
+Faults are injected per instance: ``fail`` (C function → NVML error code), ``missing`` (C functions the
+"driver" lacks: FUNCTION_NOT_FOUND), ``absent`` (functions the "binding" lacks: AttributeError),
+``lose_gpu(i)`` (GPU_IS_LOST from then on), ``deny_gpu(i)`` (NO_PERMISSION on its handle),
+``library_missing`` (nvmlInit fails), ``xid(i, code)``, ``ecc_error(i)``. Interference:
+``throttle(i, bits)`` (clock event reasons held active, the SM clock pulled down), ``attach_process(i, pid,
+bytes)`` (any PID: a rank's, or a stranger's), ``pcie_link(i, gen, width)`` (a link trained down).
 """
 
 from __future__ import annotations
@@ -28,88 +30,89 @@ import shutil
 import tempfile
 import threading
 import time
-from types import SimpleNamespace
+import weakref
 from typing import Any, Callable
 
 import pynvml
 
+from ddptop.telemetry import fake_driver
+from ddptop.telemetry.fake_driver import NvmlReturn
+from ddptop.telemetry.fake_nodes import GpuSpec, MigInstance, NodeProfile, ProfileError, known_nodes, load_profile
+
 IS_FAKE = True
-NODES = ("dgx1",)
-
-# GPU i -> {peer: number of NVLinks}, as in that README's matrix.
-DGX1_NVLINKS: dict[int, dict[int, int]] = {
-    0: {1: 1, 2: 1, 3: 2, 4: 2},
-    1: {0: 1, 2: 2, 3: 1, 5: 2},
-    2: {0: 1, 1: 2, 3: 2, 6: 1},
-    3: {0: 2, 1: 1, 2: 2, 7: 1},
-    4: {0: 2, 5: 1, 6: 1, 7: 2},
-    5: {1: 2, 4: 1, 6: 2, 7: 1},
-    6: {2: 1, 4: 1, 5: 2, 7: 2},
-    7: {3: 1, 4: 2, 5: 1, 6: 2},
-}
-DGX1_AFFINITY_CPUS = list(range(0, 20)) + list(range(40, 60))  # that README shows 0-19,40-59 for every GPU
 GIB = 1 << 30
+MIB = 1 << 20
 RESERVED_BYTES = 400 << 20  # memory the driver keeps for itself: in v1's "used", apart in v2
-SM_CLOCK_MAX_MHZ = 1530
-PCIE_GEN_MAX, PCIE_WIDTH_MAX = 3, 16  # a V100-SXM2 in a DGX-1: PCIe gen 3 x16
+NVSWITCH_BUS = "00000000:{:02X}:00.0"  # NVSwitches sit on their own buses
+_NVSWITCH_BUS_BASE = 0xC0
 
 
-class _Value(SimpleNamespace):
-    """The union inside nvmlFieldValue_t: every member present, as ctypes would read them."""
+ALL_NODES: "weakref.WeakSet[FakeNvml]" = weakref.WeakSet()  # every node made, for the tests' bug check
 
 
-class _FieldValue(SimpleNamespace):
-    pass
-
-
-def _switch_of_gpu(index: int) -> int:
-    return index // 2
-
-
-def _cpu_of_switch(switch: int) -> int:
-    return switch // 2
+def __getattr__(name: str) -> Any:
+    if name == "NODES":  # the shipped profiles, read when asked
+        return tuple(known_nodes())
+    raise AttributeError(name)
 
 
 class FakeNvml:
     IS_FAKE = True
-    FAKE_NODE = "dgx1"
 
     def __init__(
         self,
+        profile: str | NodeProfile = "dgx1",
         clock: Callable[[], float] = time.monotonic,
         steady: bool = False,
         fail: dict[str, int] | None = None,
         missing: set[str] | frozenset[str] = frozenset(),
         absent: set[str] | frozenset[str] = frozenset(),
         library_missing: bool = False,
-        process_calls_v3: bool = False,
-        memory_v2: bool = True,
+        process_calls_v3: bool | None = None,
+        memory_v2: bool | None = None,
     ) -> None:
+        self.profile = profile if isinstance(profile, NodeProfile) else load_profile(profile)
         self.clock = clock
         self.steady = steady  # constant readings (no wave): for exact checks of averages and joules
         self.fail = dict(fail or {})
-        self.missing = set(missing)
+        self.lacks = set(self.profile.lacks) | set(missing)
+        # switches for the two driver generations tests compare (the profile decides otherwise)
+        for flag, function in ((process_calls_v3, "nvmlDeviceGetComputeRunningProcesses_v3"),
+                               (memory_v2, "nvmlDeviceGetMemoryInfo_v2")):
+            if flag is True:
+                self.lacks.discard(function)
+            elif flag is False:
+                self.lacks.add(function)
         self.absent = set(absent)
         self.library_missing = library_missing
-        # The DGX-1's driver predates the _v3 process calls: pynvml's unversioned call then raises its
-        # NVMLLibraryMismatchError (not an NVMLError), and only _v2 answers.
-        self.process_calls_v3 = process_calls_v3
-        self.memory_v2 = memory_v2  # whether the "driver" has nvmlDeviceGetMemoryInfo_v2
         self.lost: set[int] = set()
-        self.denied: set[int] = set()
-        self.processes: dict[int, list[tuple[int, int]]] = {}  # gpu -> [(pid, bytes)]
-        self.calls: dict[str, int] = {}  # function -> times called
-        self.unsupported_fields: set[int] = set()  # field ids answered NOT_SUPPORTED (e.g. PCIe counters)
+        self.denied: set[int] = {i for i, gpu in enumerate(self.profile.gpus) if not gpu.accessible}
+        self.processes_on: dict[int, list[tuple[int, int | None]]] = {}  # gpu -> [(pid, bytes or None)]
+        for foreign in self.profile.foreign_processes:
+            used = None if foreign.used_mib is None else foreign.used_mib * MIB
+            self.processes_on.setdefault(foreign.gpu, []).append((foreign.pid, used))
+        self.calls: dict[str, int] = {}  # binding function -> times called
+        self.callback_errors: list[str] = []  # exceptions inside the C callbacks: a bug, tests assert none
+        ALL_NODES.add(self)
+        self.unsupported_fields: set[int] = {int(getattr(pynvml, f)) for f in self.profile.unsupported_fields}
         self._t0 = clock()
         self._epoch0 = time.time()
         self._xids: list[tuple[int, int]] = []
         self._sysfs: str | None = None
         self._lock = threading.Lock()
-        self.count = 8
-        self.bus_ids = [self._gpu_bus(i) for i in range(self.count)]
+        self._handles: dict[tuple[int, int | None], int] = {}
+        self.bus_ids = [self._gpu_bus(i) for i in range(len(self.profile.gpus))]
         self.throttled: dict[int, tuple[int, float]] = {}  # gpu -> (reason bits, SM clock fraction of max)
         self.links: dict[int, tuple[int, int]] = {}  # gpu -> (PCIe generation, width) when not the maximum
         self.ecc: dict[int, int] = {}  # gpu -> volatile uncorrected ECC errors
+
+    @property
+    def FAKE_NODE(self) -> str:  # noqa: N802 - read by name, like NVML constants
+        return self.profile.name
+
+    @property
+    def count(self) -> int:
+        return len(self.profile.gpus)
 
     # -- what tests change ---------------------------------------------------------------------------------
     def lose_gpu(self, index: int) -> None:
@@ -119,11 +122,11 @@ class FakeNvml:
         """This process may not use GPU ``index`` (another job's, cgroup-denied): its handle is refused."""
         self.denied.add(index)
 
-    def attach_process(self, gpu: int, pid: int, used_bytes: int) -> None:
-        self.processes.setdefault(gpu, []).append((pid, used_bytes))
+    def attach_process(self, gpu: int, pid: int, used_bytes: int | None) -> None:
+        self.processes_on.setdefault(gpu, []).append((pid, used_bytes))
 
     def detach_process(self, gpu: int, pid: int) -> None:
-        self.processes[gpu] = [(p, b) for p, b in self.processes.get(gpu, ()) if p != pid]
+        self.processes_on[gpu] = [(p, b) for p, b in self.processes_on.get(gpu, ()) if p != pid]
 
     def xid(self, gpu: int, code: int) -> None:
         self._xids.append((gpu, code))
@@ -135,184 +138,175 @@ class FakeNvml:
         else:
             self.throttled[gpu] = (bits, clock_fraction)
 
-    def pcie_link(self, gpu: int, generation: int = PCIE_GEN_MAX, width: int = PCIE_WIDTH_MAX) -> None:
-        self.links[gpu] = (generation, width)
+    def pcie_link(self, gpu: int, generation: int | None = None, width: int | None = None) -> None:
+        most = self.profile.gpus[gpu].pcie
+        self.links[gpu] = (generation or most[0], width or most[1])
 
     def ecc_error(self, gpu: int, count: int = 1) -> None:
         self.ecc[gpu] = self.ecc.get(gpu, 0) + count
 
-    # -- plumbing --------------------------------------------------------------------------------------------
-    def __getattribute__(self, name: str) -> Any:
-        if name.startswith("nvml") and not name.startswith(("nvmlClocks", "nvmlEventType", "nvmlMemory_v2")):
-            if name in object.__getattribute__(self, "absent"):
-                raise AttributeError(name)
-            calls = object.__getattribute__(self, "calls")
-            calls[name] = calls.get(name, 0) + 1
-            if name in object.__getattribute__(self, "missing"):
-                raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
-            code = object.__getattribute__(self, "fail").get(name)
-            if code is not None:
-                raise pynvml.NVMLError(code)
-        return object.__getattribute__(self, name)
+    # -- the binding: pynvml's own functions, answered by this node ----------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if name in self.absent:
+            raise AttributeError(name)  # as an older nvidia-ml-py lacks it
+        value = getattr(pynvml, name)
+        if name.startswith("nvml") and callable(value) and not isinstance(value, type):
+            fake_driver.activate(self)
+            self.calls[name] = self.calls.get(name, 0) + 1
+        return value
 
-    def __getattr__(self, name: str) -> Any:  # constants and error classes: pynvml's own
-        if name.startswith(("NVML_", "NVMLError", "NVMLLibraryMismatchError", "nvmlClocks", "nvmlEventType",
-                            "nvmlMemory_v2")):
-            return getattr(pynvml, name)
-        raise AttributeError(name)
+    # -- what the C library asks --------------------------------------------------------------------------------
+    def refusal(self, function: str) -> int:
+        """A return code that answers ``function`` before it runs: an injected fault or a missing function."""
+        if self.library_missing and function in ("nvmlInitWithFlags", "nvmlInit_v2"):
+            return pynvml.NVML_ERROR_LIBRARY_NOT_FOUND
+        if function in self.lacks:
+            return pynvml.NVML_ERROR_FUNCTION_NOT_FOUND  # what pynvml raises when dlsym finds nothing
+        return self.fail.get(function, 0)
 
-    def _elapsed(self) -> float:
-        return self.clock() - self._t0
-
-    def _handle(self, handle: Any) -> int:
-        index = handle.index
-        if index in self.lost:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_GPU_IS_LOST)
-        return index
-
-    def _wave(self, index: int, period: float, phase: float = 0.0) -> float:
-        """0..1, smooth; 1.0 when steady."""
-        if self.steady:
-            return 1.0
-        return 0.5 + 0.5 * math.sin(2 * math.pi * self._elapsed() / period + index * 0.7 + phase)
-
-    @staticmethod
-    def _gpu_bus(index: int) -> str:
-        switch = _switch_of_gpu(index)
-        base = 0x04 + (switch % 2) * 0x06 + _cpu_of_switch(switch) * 0x80
-        return f"00000000:{base + 2 + index % 2:02X}:00.0"
-
-    # -- system ------------------------------------------------------------------------------------------------
-    def nvmlInit(self) -> None:
-        if self.library_missing:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_LIBRARY_NOT_FOUND)
-
-    def nvmlShutdown(self) -> None:
+    def init(self) -> None:
         pass
 
-    def nvmlSystemGetDriverVersion(self) -> str:
-        return "535.183.01"
+    def shutdown(self) -> None:
+        pass
 
-    def nvmlSystemGetNVMLVersion(self) -> str:
-        return "12.535.183.01"
+    def check(self, index: int) -> GpuSpec:
+        if index in self.lost:
+            raise NvmlReturn(pynvml.NVML_ERROR_GPU_IS_LOST)
+        return self.profile.gpus[index]
 
-    def nvmlSystemGetCudaDriverVersion(self) -> int:
-        return 12020
-
-    def nvmlDeviceGetCount(self) -> int:
-        return self.count
-
-    def nvmlDeviceGetHandleByIndex(self, index: int) -> Any:
+    def handle(self, index: int) -> int:
         if not 0 <= index < self.count:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+            raise NvmlReturn(pynvml.NVML_ERROR_INVALID_ARGUMENT)
         if index in self.denied:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_NO_PERMISSION)
-        return SimpleNamespace(index=index)
+            raise NvmlReturn(pynvml.NVML_ERROR_NO_PERMISSION)
+        return self._handle_of(index, None)
 
-    def nvmlDeviceGetIndex(self, handle: Any) -> int:
-        return self._handle(handle)
+    def _handle_of(self, index: int, mig: int | None) -> int:
+        with self._lock:
+            if (index, mig) not in self._handles:
+                self._handles[(index, mig)] = fake_driver.new_handle(self, index, mig)
+            return self._handles[(index, mig)]
 
-    # -- slow-changing -----------------------------------------------------------------------------------------
-    def nvmlDeviceGetName(self, handle: Any) -> str:
-        self._handle(handle)
-        return "Tesla V100-SXM2-16GB (FAKE)"
+    def name(self, index: int, mig: int | None) -> str:
+        gpu = self.check(index)
+        if mig is not None:
+            return f"{gpu.name} MIG {self.mig_instance(index, mig).profile} (FAKE)"
+        return f"{gpu.name} (FAKE)"
 
-    def nvmlDeviceGetUUID(self, handle: Any) -> str:
-        return f"GPU-fa4e0000-0000-0000-0000-00000000000{self._handle(handle)}"
+    def uuid(self, index: int, mig: int | None) -> str:
+        gpu = self.check(index)
+        if mig is None:
+            return gpu.uuid
+        return f"MIG-{gpu.uuid[4:-4]}{mig:04x}"
 
-    def nvmlDeviceGetPciInfo(self, handle: Any) -> Any:
-        return SimpleNamespace(busId=self.bus_ids[self._handle(handle)])
+    def bus_id(self, index: int) -> str:
+        self.check(index)
+        return self.bus_ids[index]
 
-    def nvmlDeviceGetEnforcedPowerLimit(self, handle: Any) -> int:
-        self._handle(handle)
-        return 300_000
+    def power_limit_mw(self, index: int) -> int:
+        return self.check(index).power_limit_w * 1000
 
-    def nvmlDeviceGetMaxClockInfo(self, handle: Any, clock_type: int) -> int:
-        self._handle(handle)
-        return SM_CLOCK_MAX_MHZ if clock_type == pynvml.NVML_CLOCK_SM else 877
+    def max_clock(self, index: int, clock: int) -> int:
+        gpu = self.check(index)
+        return gpu.sm_clock_max_mhz if clock in (pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_GRAPHICS) \
+            else gpu.memory_clock_mhz
 
-    def nvmlDeviceGetMaxPcieLinkGeneration(self, handle: Any) -> int:
-        self._handle(handle)
-        return PCIE_GEN_MAX
+    def clock_mhz(self, index: int, clock: int) -> int:
+        gpu = self.check(index)
+        if clock not in (pynvml.NVML_CLOCK_SM, pynvml.NVML_CLOCK_GRAPHICS):
+            return gpu.memory_clock_mhz
+        if index in self.throttled:
+            return round(gpu.sm_clock_max_mhz * self.throttled[index][1])
+        return round(gpu.sm_clock_max_mhz * (0.857 + 0.143 * self._wave(index, 13.0, 0.5)))
 
-    def nvmlDeviceGetMaxPcieLinkWidth(self, handle: Any) -> int:
-        self._handle(handle)
-        return PCIE_WIDTH_MAX
+    def pcie_max(self, index: int) -> tuple[int, int]:
+        return self.check(index).pcie
 
-    def nvmlDeviceGetCurrPcieLinkGeneration(self, handle: Any) -> int:
-        return self.links.get(self._handle(handle), (PCIE_GEN_MAX, PCIE_WIDTH_MAX))[0]
+    def pcie_current(self, index: int) -> tuple[int, int]:
+        return self.links.get(index, self.check(index).pcie)
 
-    def nvmlDeviceGetCurrPcieLinkWidth(self, handle: Any) -> int:
-        return self.links.get(self._handle(handle), (PCIE_GEN_MAX, PCIE_WIDTH_MAX))[1]
+    def _socket(self, index: int) -> int:
+        return self.profile.switches[self.profile.gpus[index].switch].socket
 
-    def nvmlDeviceGetNumaNodeId(self, handle: Any) -> int:
-        return _cpu_of_switch(_switch_of_gpu(self._handle(handle)))
+    def numa(self, index: int) -> int:
+        self.check(index)
+        return self._socket(index)
 
-    def nvmlDeviceGetCpuAffinity(self, handle: Any, cpu_set_size: int) -> list[int]:
-        self._handle(handle)
-        words = [0] * cpu_set_size
-        for cpu in DGX1_AFFINITY_CPUS:
-            words[cpu // 64] |= 1 << (cpu % 64)
-        return words
+    def affinity(self, index: int) -> list[int]:
+        gpu = self.check(index)
+        if gpu.cpu_affinity:
+            return _parse_cpus(gpu.cpu_affinity)
+        return self.profile.socket_cpus(self._socket(index))
 
-    def nvmlDeviceGetTopologyCommonAncestor(self, first: Any, second: Any) -> int:
-        a, b = self._handle(first), self._handle(second)
+    def common_ancestor(self, a: int, b: int) -> int:
+        self.check(a)
+        self.check(b)
+        switches = self.profile.switches
+        sa, sb = self.profile.gpus[a].switch, self.profile.gpus[b].switch
         if a == b:
             return pynvml.NVML_TOPOLOGY_INTERNAL
-        if _switch_of_gpu(a) == _switch_of_gpu(b):
+        if sa == sb:
             return pynvml.NVML_TOPOLOGY_SINGLE
-        if _cpu_of_switch(_switch_of_gpu(a)) == _cpu_of_switch(_switch_of_gpu(b)):
+        if switches[sa].parent is not None and switches[sa].parent == switches[sb].parent:
+            return pynvml.NVML_TOPOLOGY_MULTIPLE
+        if switches[sa].root == switches[sb].root:
             return pynvml.NVML_TOPOLOGY_HOSTBRIDGE
+        if switches[sa].socket == switches[sb].socket:
+            return pynvml.NVML_TOPOLOGY_NODE
         return pynvml.NVML_TOPOLOGY_SYSTEM
 
-    def _links(self, index: int) -> list[int]:
-        """Remote GPU of each of the 6 NVLinks of a V100, in link order."""
-        return [peer for peer, count in sorted(DGX1_NVLINKS[index].items()) for _ in range(count)]
+    def _remote_ends(self, index: int) -> list[tuple[int, str]]:
+        """(remote device type, remote PCI bus id) of each NVLink of a GPU, in link order."""
+        gpu = self.profile.gpus[index]
+        if self.profile.nvlink == "nvswitch":
+            return [(pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH, NVSWITCH_BUS.format(_NVSWITCH_BUS_BASE + link % 4))
+                    for link in range(gpu.nvlink_slots)]
+        ends = [(pynvml.NVML_NVLINK_DEVICE_TYPE_GPU, self.bus_ids[peer])
+                for (a, peer), count in sorted(self.profile.nvlink_pairs.items()) if a == index
+                for _ in range(count)]
+        return ends[: gpu.nvlink_slots]
 
-    def nvmlDeviceGetNvLinkState(self, handle: Any, link: int) -> int:
-        if link >= len(self._links(self._handle(handle))):
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        return pynvml.NVML_FEATURE_ENABLED
+    def nvlink_remote(self, index: int, link: int) -> tuple[int, str]:
+        gpu = self.check(index)
+        if gpu.nvlink_slots == 0:
+            raise NvmlReturn(pynvml.NVML_ERROR_NOT_SUPPORTED)  # a PCIe GPU: no NVLink at all
+        ends = self._remote_ends(index)
+        if link >= gpu.nvlink_slots:
+            raise NvmlReturn(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        if link >= len(ends):
+            raise NvmlReturn(pynvml.NVML_ERROR_NOT_SUPPORTED)  # an unwired link
+        return ends[link]
 
-    def nvmlDeviceGetNvLinkRemotePciInfo(self, handle: Any, link: int) -> Any:
-        links = self._links(self._handle(handle))
-        if link >= len(links):
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_INVALID_ARGUMENT)
-        return SimpleNamespace(busId=self.bus_ids[links[link]])
+    def utilization(self, index: int, mig: int | None) -> tuple[int, int]:
+        gpu = self.check(index)
+        if gpu.mig or mig is not None:
+            raise NvmlReturn(pynvml.NVML_ERROR_NOT_SUPPORTED)  # NVML has no utilisation in MIG mode
+        busy = 90 if self.steady else round(55 + 40 * self._wave(index, 7.0))
+        return busy, round(busy * 0.45)
 
-    def nvmlDeviceGetNvLinkRemoteDeviceType(self, handle: Any, link: int) -> int:
-        self.nvmlDeviceGetNvLinkRemotePciInfo(handle, link)
-        return pynvml.NVML_NVLINK_DEVICE_TYPE_GPU
-
-    # -- fast-changing -------------------------------------------------------------------------------------------
-    def nvmlDeviceGetUtilizationRates(self, handle: Any) -> Any:
-        index = self._handle(handle)
-        gpu = round(55 + 40 * self._wave(index, 7.0)) if not self.steady else 90
-        return SimpleNamespace(gpu=gpu, memory=round(gpu * 0.45))
-
-    def nvmlDeviceGetMemoryInfo(self, handle: Any, version: int | None = None) -> Any:
-        """pynvml's signature: without ``version`` the v1 struct, whose ``used`` counts the memory the driver
-        reserves (``RESERVED_BYTES``); with ``nvmlMemory_v2`` the v2 struct, which reports it apart."""
-        index = self._handle(handle)
-        total = 16 * GIB - 512 * (1 << 20)
-        used = 600 * (1 << 20) + sum(b for _, b in self.processes.get(index, ()))
-        if not self.processes.get(index) and not self.steady:
-            used += int(9 * GIB * self._wave(index, 11.0, 1.0))
-        used = min(used, total - RESERVED_BYTES)
-        if not version:
-            return SimpleNamespace(total=total, used=used + RESERVED_BYTES, free=total - used - RESERVED_BYTES)
-        if not self.memory_v2:
-            raise pynvml.NVMLError(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)  # as _nvmlGetFunctionPointer does
-        return SimpleNamespace(version=version, total=total, reserved=RESERVED_BYTES, used=used,
-                               free=total - used - RESERVED_BYTES)
+    def memory(self, index: int, mig: int | None) -> tuple[int, int, int]:
+        """(total, reserved by the driver, used by processes) in bytes."""
+        gpu = self.check(index)
+        if mig is not None:
+            return self.mig_instance(index, mig).memory_mib * MIB, 0, 0
+        total = gpu.memory_mib * MIB
+        used = 600 * MIB + sum(b or 0 for _, b in self.processes_on.get(index, ()))
+        if not self.processes_on.get(index) and not self.steady:
+            used += int(0.55 * total * self._wave(index, 11.0, 1.0))
+        return total, RESERVED_BYTES, min(used, total - RESERVED_BYTES)
 
     def _power_w(self, index: int) -> float:
         return 150.0 + 20.0 * index if self.steady else 120.0 + 150.0 * self._wave(index, 7.0)
 
-    def nvmlDeviceGetPowerUsage(self, handle: Any) -> int:
-        return int(self._power_w(self._handle(handle)) * 1000)
+    def power_mw(self, index: int) -> int:
+        self.check(index)
+        return int(self._power_w(index) * 1000)
 
-    def _energy_mj(self, index: int) -> int:
+    def energy_mj(self, index: int) -> int:
+        self.check(index)
         t = self._elapsed()
         if self.steady:
             return int(self._power_w(index) * t * 1000)
@@ -321,32 +315,28 @@ class FakeNvml:
         joules = 195.0 * t - 75.0 / w * (math.cos(w * t + p) - math.cos(p))
         return int(joules * 1000)
 
-    def nvmlDeviceGetTotalEnergyConsumption(self, handle: Any) -> int:
-        return self._energy_mj(self._handle(handle))
-
-    def nvmlDeviceGetTemperature(self, handle: Any, sensor: int) -> int:
-        index = self._handle(handle)
+    def temperature(self, index: int) -> int:
+        self.check(index)
         return round(38 + 30 * self._wave(index, 23.0, 2.0))
 
-    def nvmlDeviceGetClockInfo(self, handle: Any, clock_type: int) -> int:
-        index = self._handle(handle)
-        if clock_type == pynvml.NVML_CLOCK_SM:
-            if index in self.throttled:
-                return round(SM_CLOCK_MAX_MHZ * self.throttled[index][1])
-            return round(1312 + 218 * self._wave(index, 13.0, 0.5))
-        return 877
-
-    def nvmlDeviceGetCurrentClocksEventReasons(self, handle: Any) -> int:
-        index = self._handle(handle)
+    def clock_event_reasons(self, index: int) -> int:
+        self.check(index)
         if index in self.throttled:
             return self.throttled[index][0]
         if not self.steady and self._wave(index, 7.0) > 0.9:
             return pynvml.nvmlClocksEventReasonSwPowerCap
         return pynvml.nvmlClocksEventReasonNone
 
-    nvmlDeviceGetCurrentClocksThrottleReasons = nvmlDeviceGetCurrentClocksEventReasons
+    def timestamp_us(self) -> int:
+        return int((self._epoch0 + self._elapsed()) * 1e6)  # NVML stamps readings in microseconds
 
-    def _counter(self, index: int, field: int) -> int:
+    def field(self, index: int, field: int) -> int | None:
+        """A field value, or None when this GPU/driver does not support it."""
+        self.check(index)
+        if field == pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
+            return self.energy_mj(index)
+        if field in self.unsupported_fields:
+            return None
         t = self._elapsed()
         rates = {  # bytes/s (NVLink counters are in KiB, as NVML's are)
             pynvml.NVML_FI_DEV_PCIE_COUNT_TX_BYTES: 2.0e9 + 1.0e8 * index,
@@ -354,119 +344,147 @@ class FakeNvml:
             pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX: 40.0e9 + 1.0e9 * index,
             pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX: 41.0e9 + 1.0e9 * index,
         }
-        value = rates[field] * t
-        if field in (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX):
-            value /= 1024
-        return int(value)
+        if field not in rates:
+            return None
+        nvlink = field in (pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX, pynvml.NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX)
+        if nvlink and self.profile.gpus[index].nvlink_slots == 0:
+            return None
+        value = rates[field] * t / (1024 if nvlink else 1)
+        return int(value) % (1 << self.profile.counter_bits)
 
-    def nvmlDeviceGetFieldValues(self, handle: Any, field_ids: list[Any]) -> list[Any]:
-        index = self._handle(handle)
-        stamp = int((self._epoch0 + self._elapsed()) * 1e6)  # NVML stamps readings in microseconds
-        values = []
-        for item in field_ids:
-            field, scope = item if isinstance(item, tuple) else (item, 0)
-            out = _FieldValue(fieldId=field, scopeId=scope, timestamp=stamp, latencyUsec=0)
-            if field == pynvml.NVML_FI_DEV_TOTAL_ENERGY_CONSUMPTION:
-                number, known = self._energy_mj(index), True
-            elif field in self.unsupported_fields:
-                number, known = 0, False
-            else:
-                try:
-                    number, known = self._counter(index, field), True
-                except KeyError:
-                    number, known = 0, False
-            out.valueType = pynvml.NVML_VALUE_TYPE_UNSIGNED_LONG_LONG
-            out.nvmlReturn = pynvml.NVML_SUCCESS if known else pynvml.NVML_ERROR_NOT_SUPPORTED
-            out.value = _Value(ullVal=number, ulVal=number, uiVal=number & 0xFFFFFFFF, dVal=float(number))
-            values.append(out)
-        return values
+    def processes(self, index: int) -> list[tuple[int, int | None, int, int]]:
+        """(pid, used bytes or None, GPU instance, compute instance) of each compute process."""
+        self.check(index)
+        no_instance = 0xFFFFFFFF
+        return [(pid, used, no_instance, no_instance) for pid, used in self.processes_on.get(index, ())]
 
-    def nvmlDeviceGetComputeRunningProcesses(self, handle: Any) -> list[Any]:
-        if not self.process_calls_v3:  # pynvml's @throwOnVersionMismatch around the _v3 call
-            raise pynvml.NVMLLibraryMismatchError(
-                "Unversioned function called and the pyNVML version does not match the NVML lib version.")
-        return self.nvmlDeviceGetComputeRunningProcesses_v2(handle)
+    def ecc_errors(self, index: int) -> int:
+        self.check(index)
+        return self.ecc.get(index, 0)
 
-    def nvmlDeviceGetComputeRunningProcesses_v2(self, handle: Any) -> list[Any]:
-        index = self._handle(handle)
-        return [SimpleNamespace(pid=pid, usedGpuMemory=used) for pid, used in self.processes.get(index, ())]
+    def mig_mode(self, index: int) -> int:
+        gpu = self.check(index)
+        if not gpu.mig_capable:
+            raise NvmlReturn(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return pynvml.NVML_DEVICE_MIG_ENABLE if gpu.mig else pynvml.NVML_DEVICE_MIG_DISABLE
 
-    def nvmlDeviceGetTotalEccErrors(self, handle: Any, error_type: int, counter_type: int) -> int:
-        return self.ecc.get(self._handle(handle), 0)
+    def max_mig_devices(self, index: int) -> int:
+        gpu = self.check(index)
+        if not gpu.mig_capable:
+            raise NvmlReturn(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return 7
 
-    # -- Xid events ---------------------------------------------------------------------------------------------
-    def nvmlEventSetCreate(self) -> Any:
-        return SimpleNamespace(registered=set())
+    def mig_instance(self, index: int, mig: int | None) -> MigInstance:
+        gpu = self.check(index)
+        if mig is None or not 0 <= mig < len(gpu.mig):
+            raise NvmlReturn(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return gpu.mig[mig]
 
-    def nvmlDeviceRegisterEvents(self, handle: Any, event_types: int, event_set: Any) -> None:
-        event_set.registered.add(self._handle(handle))
+    def mig_handle(self, index: int, mig: int) -> int:
+        gpu = self.check(index)
+        if not gpu.mig:
+            raise NvmlReturn(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        if not 0 <= mig < len(gpu.mig):
+            raise NvmlReturn(pynvml.NVML_ERROR_NOT_FOUND)  # an empty slot of the 7
+        return self._handle_of(index, mig)
 
-    def nvmlEventSetWait_v2(self, event_set: Any, timeout_ms: int) -> Any:
+    def next_xid(self, registered: set[int], timeout_ms: int) -> tuple[int, int]:
         with self._lock:
             for position, (gpu, code) in enumerate(self._xids):
-                if gpu in event_set.registered:
+                if gpu in registered:
                     del self._xids[position]
-                    return SimpleNamespace(
-                        device=SimpleNamespace(index=gpu),
-                        eventType=pynvml.nvmlEventTypeXidCriticalError,
-                        eventData=code,
-                    )
-        raise pynvml.NVMLError(pynvml.NVML_ERROR_TIMEOUT)
+                    return gpu, code
+        raise NvmlReturn(pynvml.NVML_ERROR_TIMEOUT)
 
-    def nvmlEventSetFree(self, event_set: Any) -> None:
-        pass
+    # -- plumbing --------------------------------------------------------------------------------------------
+    def _elapsed(self) -> float:
+        return self.clock() - self._t0
+
+    def _wave(self, index: int, period: float, phase: float = 0.0) -> float:
+        """0..1, smooth; 1.0 when steady."""
+        if self.steady:
+            return 1.0
+        return 0.5 + 0.5 * math.sin(2 * math.pi * self._elapsed() / period + index * 0.7 + phase)
+
+    def _switch_bus(self, switch: int) -> int:
+        """The first bus below a switch: 16 buses per switch, each socket's from 0x80 * socket."""
+        spec = self.profile.switches[switch]
+        rank = [s for s in range(switch) if self.profile.switches[s].socket == spec.socket]
+        return 0x80 * spec.socket + 0x04 + 0x10 * len(rank)
+
+    def _endpoints(self, switch: int) -> list[tuple[str, str]]:
+        """(kind, name) of the devices below a switch, NICs first: bus order."""
+        nics = [("nic", name) for name, s in self.profile.nics if s == switch]
+        gpus = [("gpu", str(i)) for i, gpu in enumerate(self.profile.gpus) if gpu.switch == switch]
+        return nics + gpus
+
+    def _gpu_bus(self, index: int) -> str:
+        switch = self.profile.gpus[index].switch
+        position = self._endpoints(switch).index(("gpu", str(index)))
+        return f"00000000:{self._switch_bus(switch) + 1 + position:02X}:00.0"
 
     # -- the sysfs tree of this node (NICs and PCIe paths) ----------------------------------------------------
     @property
     def DDPTOP_SYSFS_ROOT(self) -> str:  # noqa: N802 - read by name, like NVML constants
         with self._lock:
             if self._sysfs is None:
-                self._sysfs = _write_dgx1_sysfs()
+                self._sysfs = self._write_sysfs()
                 atexit.register(shutil.rmtree, self._sysfs, True)
             return self._sysfs
 
+    def _bridges(self, switch: int) -> list[str]:
+        """sysfs path components from the root complex down to a switch's upstream port."""
+        spec = self.profile.switches[switch]
+        if spec.parent is not None:
+            above = self._bridges(spec.parent)
+            base = self._switch_bus(spec.parent)
+            return above + [f"0000:{base:02x}:{0x10 + switch:02x}.0", f"0000:{self._switch_bus(switch) - 1:02x}:00.0"]
+        host = f"{(0x10 * spec.root) % 0x100:02x}"
+        return [f"pci0000:{host}", f"0000:{host}:{1 + switch:02x}.0", f"0000:{self._switch_bus(switch) - 1:02x}:00.0"]
 
-def _write_dgx1_sysfs() -> str:
-    """devices/pci0000:XX/<root port>/<switch up>/<switch down>/<endpoint>, bus/pci/devices and
-    class/infiniband links, numa_node files: the parts of /sys the topology reader looks at."""
-    root = tempfile.mkdtemp(prefix="ddptop-fake-sysfs-")
-    bus_dir = os.path.join(root, "bus", "pci", "devices")
-    ib_dir = os.path.join(root, "class", "infiniband")
-    os.makedirs(bus_dir)
-    os.makedirs(ib_dir)
-    for switch in range(4):
-        cpu = _cpu_of_switch(switch)
-        top = 0x80 * cpu
-        base = 0x04 + (switch % 2) * 0x06 + top
-        path = [
-            f"pci0000:{top:02x}",
-            f"0000:{top:02x}:{1 + switch % 2:02x}.0",  # root port
-            f"0000:{base - 1:02x}:00.0",  # switch upstream port
-        ]
-        # endpoints: the NIC, then the switch's two GPUs
-        endpoints = [(f"0000:{base + 1 + k:02x}:00.0", k) for k in range(3)]
-        for bdf, k in endpoints:
-            device = os.path.join(root, "devices", *path, f"0000:{base:02x}:{8 + k:02x}.0", bdf)
-            os.makedirs(device)
-            with open(os.path.join(device, "numa_node"), "w", encoding="ascii") as handle:
-                handle.write(f"{cpu}\n")
-            os.symlink(device, os.path.join(bus_dir, bdf))
-            if k == 0:
-                name = f"mlx5_{switch}"
-                ib_entry = os.path.join(device, "infiniband", name)
-                os.makedirs(ib_entry)
-                os.symlink("../..", os.path.join(ib_entry, "device"))
-                os.symlink(ib_entry, os.path.join(ib_dir, name))
-    return root
+    def _write_sysfs(self) -> str:
+        """devices/pci0000:XX/<root port>/[<parent switch>/...]<switch up>/<switch down>/<endpoint>,
+        bus/pci/devices and class/infiniband links, numa_node files: the parts of /sys the topology reader
+        looks at."""
+        root = tempfile.mkdtemp(prefix="ddptop-fake-sysfs-")
+        bus_dir = os.path.join(root, "bus", "pci", "devices")
+        ib_dir = os.path.join(root, "class", "infiniband")
+        os.makedirs(bus_dir)
+        os.makedirs(ib_dir)
+        for switch, spec in enumerate(self.profile.switches):
+            base = self._switch_bus(switch)
+            for position, (kind, name) in enumerate(self._endpoints(switch)):
+                bdf = f"0000:{base + 1 + position:02x}:00.0"
+                downstream = f"0000:{base:02x}:{8 + position:02x}.0"
+                device = os.path.join(root, "devices", *self._bridges(switch), downstream, bdf)
+                os.makedirs(device)
+                with open(os.path.join(device, "numa_node"), "w", encoding="ascii") as handle:
+                    handle.write(f"{spec.socket}\n")
+                os.symlink(device, os.path.join(bus_dir, bdf))
+                if kind == "nic":
+                    ib_entry = os.path.join(device, "infiniband", name)
+                    os.makedirs(ib_entry)
+                    os.symlink("../..", os.path.join(ib_entry, "device"))
+                    os.symlink(ib_entry, os.path.join(ib_dir, name))
+        return root
+
+
+def _parse_cpus(text: str) -> list[int]:
+    cpus: list[int] = []
+    for part in text.split(","):
+        first, _, last = part.partition("-")
+        cpus.extend(range(int(first), int(last or first) + 1))
+    return cpus
 
 
 _MODULES: dict[str, FakeNvml] = {}
 
 
 def module_for(node: str) -> FakeNvml:
-    """The process-wide fake for ``DDPTOP_FAKE_NVML=<node>``."""
-    if node not in NODES:
-        raise ValueError(f"DDPTOP_FAKE_NVML={node!r} is not a known fake node (known: {', '.join(NODES)})")
+    """The process-wide fake for ``DDPTOP_FAKE_NVML=<node or profile path>``; ValueError with the reason."""
     if node not in _MODULES:
-        _MODULES[node] = FakeNvml()
+        try:
+            _MODULES[node] = FakeNvml(node)
+        except ProfileError as exc:
+            raise ValueError(str(exc)) from None
     return _MODULES[node]

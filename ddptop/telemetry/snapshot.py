@@ -75,18 +75,22 @@ def snapshot_text(snap: dict[str, Any]) -> str:
             if gpu.get("lost"):
                 lines.append(f"{gpu['index']:>3}  {gpu['name'][:27]:<28}GPU lost: {gpu['na'].get('all', '')}")
                 continue
+            if gpu.get("inaccessible"):  # another job's GPU, or outside a container's cgroup
+                lines.append(f"{gpu['index']:>3}  {'(not accessible)':<28}{gpu['inaccessible']}")
+                continue
             notes = list(gpu.get("throttle") or [])
             if gpu.get("ecc_uncorrected"):
                 notes.append(f"{gpu['ecc_uncorrected']} uncorrected ECC")
             if gpu.get("xid"):
                 notes.append("Xid " + ",".join(map(str, gpu["xid"])))
+            name = gpu["name"].removeprefix("Tesla ").removeprefix("NVIDIA ")  # as nvidia-smi's own table
             util = units.percent(gpu.get("util"), fraction=False, missing=units.NA)
             mem_util = units.percent(gpu.get("mem_util"), fraction=False, missing=units.NA)
             power = units.pair(gpu.get("power_w"), gpu.get("power_limit_w"), lambda v: units.number(v, 0))
             clocks = units.pair(gpu.get("sm_clock_mhz"), gpu.get("mem_clock_mhz"), lambda v: units.number(v, 0))
             temp = units.number(gpu.get("temp_c"), 0, "C", missing=units.NA)
             lines.append(
-                f"{gpu['index']:>3}  {gpu['name'][:27]:<28}{util:>5}{mem_util:>5}  "
+                f"{gpu['index']:>3}  {name[:27]:<28}{util:>5}{mem_util:>5}  "
                 f"{units.pair(gpu.get('mem_used'), gpu.get('mem_total'), units.gib):>11}  {power:>9}  {temp:>4}  "
                 f"{clocks:>10}  {units.pair(gpu.get('pcie_tx_bps'), gpu.get('pcie_rx_bps'), _bandwidth):>9}  "
                 f"{units.pair(gpu.get('nvlink_tx_bps'), gpu.get('nvlink_rx_bps'), _bandwidth):>11}  {', '.join(notes)}"
