@@ -195,32 +195,40 @@ def _nvml_ancestor(nvml: Any, first: Any, second: Any) -> str | None:
 
 
 def _nvlinks(nvml: Any, handles: list[Any], bus_ids: list[str]) -> tuple[dict[tuple[int, int], int], list[int]]:
-    """Links per GPU pair, and per GPU the links that end at an NVSwitch (or anything not a GPU).
+    """Links per GPU pair, and per GPU the links that end at an NVSwitch.
 
-    ``handles`` holds None for a GPU NVML could not open; it is skipped, and indices stay NVML's.
+    ``handles`` holds None for a GPU NVML could not open; it is skipped, and indices stay NVML's. The far end
+    of a link is named by NVML's remote device type: a link to a GPU this process cannot see (a container
+    given GPUs 0 and 5 of a DGX-1) is neither a pair nor a switch link. Drivers without that query fall back to
+    the bus id: a far end that is no GPU NVML listed is taken for an NVSwitch.
     """
     by_bus = {bdf: i for i, bdf in enumerate(bus_ids) if bdf}
     pairs: dict[tuple[int, int], int] = {}
     to_switch = [0] * len(handles)
     max_links = int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))
+    switch_type = getattr(nvml, "NVML_NVLINK_DEVICE_TYPE_SWITCH", 2)
     for i, handle in enumerate(handles):
         if handle is None:
             continue
         for link in range(max_links):
             state = nv.call(nvml, "nvmlDeviceGetNvLinkState", handle, link)
             if isinstance(state, nv.Unavailable):
-                if state.lost or state.reason.startswith("not in"):
-                    break  # no NVLink queries at all on this GPU / driver
-                continue  # links past the GPU's count answer InvalidArgument
+                # NOT_SUPPORTED: a PCIe GPU, no link will answer; INVALID_ARGUMENT: past this GPU's last link
+                if state.permanent:
+                    break
+                continue
             if int(state) != nvml.NVML_FEATURE_ENABLED:
                 continue
             remote = nv.call(nvml, "nvmlDeviceGetNvLinkRemotePciInfo", handle, link)
             if isinstance(remote, nv.Unavailable):
                 continue
             peer = by_bus.get(sysfs_bdf(nv.text(remote.busId)))
-            if peer is None:
+            kind = nv.call(nvml, "nvmlDeviceGetNvLinkRemoteDeviceType", handle, link)
+            if isinstance(kind, nv.Unavailable):
+                kind = switch_type if peer is None else None
+            if int(kind if kind is not None else -1) == switch_type:
                 to_switch[i] += 1
-            elif peer != i:
+            elif peer is not None and peer != i:
                 pairs[(i, peer)] = pairs.get((i, peer), 0) + 1
     return pairs, to_switch
 
