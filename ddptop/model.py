@@ -109,6 +109,11 @@ class Plan:
     max_time_per_config: float = 20.0
     max_warmup: int = 50
     rounds: int = 1
+    # the CUDA identity (GPU-… or MIG-… UUID) of each local rank's device, from NVML at plan time; empty when
+    # NVML could not say (ranks then get --gpus positions). per_rank_devices: each rank sees only its own
+    # device (MIG: one instance per CUDA process), else all ranks see the whole list.
+    rank_devices: tuple[str, ...] = ()
+    per_rank_devices: bool = False
 
     def nodes_for(self, world_size: int) -> int:
         """Nodes a world size runs on: one while it fits a node, else full nodes of nproc_per_node ranks."""
@@ -208,6 +213,7 @@ class Plan:
         values["bucket_cap_mb"] = tuple(cap) if isinstance(cap, (list, tuple)) else (float(cap),)
         values["collectives"] = tuple(values.get("collectives", ()))
         values["inject"] = tuple(values.get("inject", ()))
+        values["rank_devices"] = tuple(values.get("rank_devices", ()))
         if values.get("gpus") is not None:
             values["gpus"] = tuple(values["gpus"])
         values["threads_per_rank"] = {int(k): int(v) for k, v in data["threads_per_rank"].items()}

@@ -98,6 +98,8 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
 
     scaling = _resolve_scaling(options.scaling)
     backends = _resolve_backends(options.backend, on_gpu)
+    rank_devices, per_rank_devices = _rank_devices(inventory, gpus, on_gpu)
+    backends = _check_mig(inventory, gpus, rank_devices, per_rank_devices, backends, options, world_sizes)
     _check_models(models, image_size, options.num_classes)
     _check_batch_sizes(batch_sizes)
     _check_world_sizes(world_sizes, batch_sizes, scaling, nnodes, per_node, on_gpu, devices_per_node)
@@ -135,6 +137,8 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         on_failure=on_failure,
         nnodes=nnodes,
         nproc_per_node=per_node if nnodes > 1 else 0,
+        rank_devices=rank_devices,
+        per_rank_devices=per_rank_devices,
     )
     # Every other field of the plan is the option as given (num_classes, amp, the cost weights, ...).
     kept = {f.name: getattr(options, f.name) for f in fields(Plan) if f.name not in resolved}
@@ -163,6 +167,42 @@ def _resolve_gpus(indices: list[int] | None, device: str, visible: int) -> tuple
         if not 0 <= index < visible:
             raise PlanError(f"--gpus {index}: only GPUs 0..{visible - 1} are visible")
     return tuple(indices)
+
+
+def _chosen_gpus(inventory: Inventory, gpus: tuple[int, ...] | None) -> list[Any]:
+    usable = list(inventory.usable_gpus)
+    return usable if gpus is None else [usable[p] for p in gpus]
+
+
+def _rank_devices(inventory: Inventory, gpus: tuple[int, ...] | None, on_gpu: bool) -> tuple[tuple[str, ...], bool]:
+    """Each local rank's device by UUID (from NVML), and whether each rank must see only its own (MIG)."""
+    if not on_gpu:
+        return (), False
+    chosen = _chosen_gpus(inventory, gpus)
+    if not chosen or not all(gpu.uuid for gpu in chosen):
+        return (), False
+    return tuple(gpu.uuid for gpu in chosen), any(gpu.is_mig for gpu in chosen)
+
+
+def _check_mig(inventory: Inventory, gpus: tuple[int, ...] | None, rank_devices: tuple[str, ...],
+               per_rank: bool, backends: tuple[str, ...], options: PlanOptions,
+               world_sizes: tuple[int, ...]) -> tuple[str, ...]:
+    """MIG instances: one per rank; NCCL will not put two ranks on instances of one GPU, DataParallel cannot
+    drive them. With --backend auto such a plan uses gloo (which runs on CUDA tensors by host copies)."""
+    if not per_rank:
+        return backends
+    if options.compare_dp:
+        raise PlanError("--compare-dp: DataParallel drives several GPUs from one process, but a process may use "
+                        "only one MIG instance")
+    chosen = _chosen_gpus(inventory, gpus)
+    largest = max((n for n in world_sizes), default=1)
+    parents = [gpu.index for gpu in chosen[:largest]]
+    if "nccl" not in backends or len(set(parents)) == len(parents):
+        return backends
+    if "nccl" in options.backend:
+        raise PlanError("--backend nccl: NCCL does not run several ranks on MIG instances of one GPU; "
+                        "use --backend gloo, or whole GPUs")
+    return _unique(["gloo" if b == "nccl" else b for b in backends])
 
 
 def _ranks_per_node(nnodes: int, per_node: int | None, on_gpu: bool, devices_per_node: int) -> int | None:

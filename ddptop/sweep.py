@@ -156,7 +156,7 @@ class SweepRunner:
                 configs=tuple(RunConfig.from_json(c.to_json()) for c in remaining),
             )
             env = {"OMP_NUM_THREADS": str(threads),
-                   **rank_gpu_environment(self.plan.gpus, self.plan.device, dict(os.environ))}
+                   **rank_gpu_environment(self.plan, dict(os.environ))}
             placement = self._placement(launch.nodes)
             self._mark(LaunchStart(name, launch.world_size, launch.backend, tuple(c.config_id for c in remaining),
                                    nodes=launch.nodes, nproc_per_node=launch.nproc_per_node))

@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddptop.protocol.devices import RANK_DEVICES_ENV
 from ddptop.telemetry import nvml as nv
 
 
@@ -18,6 +19,11 @@ class GpuInfo:
     name: str
     uuid: str
     memory_total: int | None
+    mig_parent: int | None = None  # a MIG instance: the NVML index of its GPU (``index`` is that GPU's too)
+
+    @property
+    def is_mig(self) -> bool:
+        return self.mig_parent is not None
 
 
 @dataclass(frozen=True)
@@ -43,9 +49,11 @@ class Inventory:
 
 
 def filter_visible(gpus: list[Any], visible: str | None) -> list[Any]:
-    """Apply CUDA_VISIBLE_DEVICES (indices or UUID prefixes, comma separated) as CUDA would.
+    """Apply CUDA_VISIBLE_DEVICES (indices, GPU- or MIG- UUID prefixes, comma separated) as CUDA would.
 
-    ``gpus`` are anything with ``index`` and ``uuid``; the result is in CUDA's order (cuda:0 first).
+    ``gpus`` are anything with ``index`` and ``uuid`` (MIG instances carry their GPU's index after it); the
+    result is in CUDA's order (cuda:0 first). An index names the GPU, or the first MIG instance of a GPU in MIG
+    mode.
     """
     if visible is None:
         return list(gpus)
@@ -65,21 +73,27 @@ def filter_visible(gpus: list[Any], visible: str | None) -> list[Any]:
     return chosen
 
 
-def rank_gpu_environment(gpus: tuple[int, ...] | None, device: str, environ: dict[str, str]) -> dict[str, str]:
+def rank_gpu_environment(plan: Any, environ: dict[str, str]) -> dict[str, str]:
     """What the ranks' environment needs so that their ``cuda:k`` is the GPU ddptop means.
 
-    ``--gpus`` counts the GPUs this process sees, in the order of its own ``CUDA_VISIBLE_DEVICES`` (a SLURM
-    job without cgroups sees ``4,5,6,7``): the ranks get the parent's entries at those positions (indices or
-    UUIDs), never the positions themselves, which would name another job's GPUs. ``CUDA_DEVICE_ORDER`` is
-    ``PCI_BUS_ID`` (unless set already), so CUDA numbers GPUs as NVML does on a node of mixed models (CUDA's
-    default puts the fastest first)."""
-    if device != "cuda":
+    With the devices' UUIDs from NVML (``plan.rank_devices``) the ranks are told exactly those, which holds
+    under any parent ``CUDA_VISIBLE_DEVICES``, in containers and on nodes of mixed models; MIG instances go one
+    per rank (``ddptop.protocol.devices``). Without NVML, ``--gpus`` counts the GPUs this process sees, in the
+    order of its own ``CUDA_VISIBLE_DEVICES`` (a SLURM job without cgroups sees ``4,5,6,7``): the ranks get
+    the parent's entries at those positions, never the positions themselves, which would name another job's
+    GPUs. ``CUDA_DEVICE_ORDER`` is ``PCI_BUS_ID`` (unless set already), so CUDA numbers GPUs as NVML does on a
+    node of mixed models (CUDA's default puts the fastest first)."""
+    if plan.device != "cuda":
         return {}
     env = {} if "CUDA_DEVICE_ORDER" in environ else {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-    if gpus is not None:
+    if plan.rank_devices and plan.per_rank_devices:
+        env[RANK_DEVICES_ENV] = ",".join(plan.rank_devices)
+    elif plan.rank_devices:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(plan.rank_devices)
+    elif plan.gpus is not None:
         parent = environ.get("CUDA_VISIBLE_DEVICES")
         entries = [t.strip() for t in parent.split(",")] if parent is not None else None
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(entries[p] if entries is not None else str(p) for p in gpus)
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(entries[p] if entries is not None else str(p) for p in plan.gpus)
     return env
 
 
@@ -99,7 +113,14 @@ def read_inventory(nvml_module: object | None = None) -> Inventory:
             if isinstance(found, nv.Unavailable):
                 notes.append(f"GPU {index}: not accessible ({found.reason})")
                 continue
-            gpus.append(found)
+            gpu, handle = found
+            instances = _mig_instances(nvml, index, handle)
+            if instances is None:
+                gpus.append(gpu)
+            elif instances:  # a GPU in MIG mode runs CUDA work only inside its instances
+                gpus.extend(instances)
+            else:
+                notes.append(f"GPU {index}: MIG mode is on but it has no MIG instance, so CUDA cannot use it")
         driver = nv.text(nvml.nvmlSystemGetDriverVersion())
         nvml_version = nv.call(nvml, "nvmlSystemGetNVMLVersion")
         nvml_version = None if isinstance(nvml_version, nv.Unavailable) else nv.text(nvml_version)
@@ -125,8 +146,8 @@ def read_inventory(nvml_module: object | None = None) -> Inventory:
     )
 
 
-def _gpu_info(nvml: Any, index: int) -> GpuInfo | nv.Unavailable:
-    """One GPU's identity, or why NVML refused it."""
+def _gpu_info(nvml: Any, index: int) -> tuple[GpuInfo, Any] | nv.Unavailable:
+    """One GPU's identity and handle, or why NVML refused it."""
     handle = nv.call(nvml, "nvmlDeviceGetHandleByIndex", index)
     if isinstance(handle, nv.Unavailable):
         return handle
@@ -137,4 +158,24 @@ def _gpu_info(nvml: Any, index: int) -> GpuInfo | nv.Unavailable:
             return answer
     memory = nv.call(nvml, "nvmlDeviceGetMemoryInfo", handle)
     return GpuInfo(index=index, name=nv.text(name), uuid=nv.text(uuid),
-                   memory_total=None if isinstance(memory, nv.Unavailable) else int(memory.total))
+                   memory_total=None if isinstance(memory, nv.Unavailable) else int(memory.total)), handle
+
+
+def _mig_instances(nvml: Any, index: int, handle: Any) -> list[GpuInfo] | None:
+    """The MIG instances of a GPU in MIG mode, in NVML's order; None when MIG is off or not supported."""
+    mode = nv.call(nvml, "nvmlDeviceGetMigMode", handle)  # [current, pending]
+    if isinstance(mode, nv.Unavailable) or int(mode[0]) != getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1):
+        return None
+    most = nv.call(nvml, "nvmlDeviceGetMaxMigDeviceCount", handle)
+    instances: list[GpuInfo] = []
+    for slot in range(0 if isinstance(most, nv.Unavailable) else int(most)):
+        mig = nv.call(nvml, "nvmlDeviceGetMigDeviceHandleByIndex", handle, slot)
+        if isinstance(mig, nv.Unavailable):
+            continue  # NOT_FOUND: an empty slot
+        name, uuid = nv.call(nvml, "nvmlDeviceGetName", mig), nv.call(nvml, "nvmlDeviceGetUUID", mig)
+        if isinstance(name, nv.Unavailable) or isinstance(uuid, nv.Unavailable):
+            continue
+        memory = nv.call(nvml, "nvmlDeviceGetMemoryInfo", mig)
+        instances.append(GpuInfo(index=index, name=nv.text(name), uuid=nv.text(uuid), mig_parent=index,
+                                 memory_total=None if isinstance(memory, nv.Unavailable) else int(memory.total)))
+    return instances

@@ -1,0 +1,224 @@
+"""The simulated nodes: the real pynvml binding over a fake C library, and every shipped profile end to end.
+
+Each profile (``ddptop/telemetry/nodes/*.toml``, ``docs/fake-nodes.md``) goes through ``ddptop gpus``,
+``ddptop topo``, the plan ``ddptop run`` would make if its GPUs were real (world sizes and what each rank is
+told about its device), and the live view's GPU panel. Only the published DGX-1 matrix exists to match cell
+by cell (tests/test_telemetry.py); the other profiles' expected cells follow from their own layout.
+"""
+
+import ctypes
+import dataclasses
+import json
+import os
+from types import SimpleNamespace
+
+import pynvml
+import pytest
+
+from ddptop.options import PlanOptions
+from ddptop.plan import PlanError, build_plan, default_world_sizes
+from ddptop.protocol.devices import RANK_DEVICES_ENV, apply_rank_device
+from ddptop.telemetry import fake_driver
+from ddptop.telemetry.fake_nodes import ProfileError, known_nodes, load_profile
+from ddptop.telemetry.fake_nvml import FakeNvml
+from ddptop.telemetry.inventory import read_inventory, rank_gpu_environment
+from ddptop.telemetry.monitor import Monitor
+from ddptop.telemetry.topology import read_topology
+
+from .conftest import ddptop
+
+PROFILES = ("dgx1", "dgx-a100", "hgx-h100", "pcie-4gpu", "a100-mig", "container", "mixed")
+
+# profile -> (GPUs NVML lists, devices a sweep may use, a few topology cells)
+EXPECTED = {
+    "dgx1": (8, 8, {("GPU0", "GPU3"): "NV2", ("GPU0", "GPU5"): "SYS", ("GPU0", "mlx5_0"): "PIX"}),
+    "dgx-a100": (8, 8, {("GPU0", "GPU7"): "NV12", ("GPU0", "mlx5_0"): "PIX", ("GPU0", "mlx5_1"): "PXB",
+                        ("GPU0", "mlx5_2"): "NODE", ("GPU0", "mlx5_4"): "SYS"}),
+    "hgx-h100": (8, 8, {("GPU1", "GPU6"): "NV18", ("GPU5", "mlx5_5"): "PIX"}),
+    "pcie-4gpu": (4, 4, {("GPU0", "GPU1"): "PIX", ("GPU0", "GPU2"): "PXB", ("GPU0", "GPU3"): "SYS",
+                         ("GPU2", "mlx5_0"): "NODE"}),
+    "a100-mig": (1, 7, {}),
+    "container": (8, 2, {("GPU2", "GPU3"): "NV12", ("GPU0", "GPU2"): "N/A"}),
+    "mixed": (2, 2, {("GPU0", "GPU1"): "NODE"}),
+}
+
+
+def test_every_shipped_profile_is_tested():
+    assert sorted(known_nodes()) == sorted(PROFILES) == sorted(EXPECTED)
+
+
+# -- the binding is the real one -----------------------------------------------------------------------------------
+
+
+def test_the_fake_answers_beneath_the_real_binding():
+    fake = FakeNvml(steady=True)
+    assert fake.nvmlDeviceGetCount is pynvml.nvmlDeviceGetCount  # pynvml's own wrapper, not a stand-in
+    fake.nvmlInit()
+    assert isinstance(pynvml.nvmlLib, fake_driver.FakeLibrary)
+    assert isinstance(pynvml.nvmlLib.nvmlDeviceGetMemoryInfo_v2, ctypes._CFuncPtr)  # a C function pointer
+    handle = fake.nvmlDeviceGetHandleByIndex(0)
+    assert isinstance(handle, pynvml.c_nvmlDevice_t)  # the binding's own handle type, filled in "C"
+    memory = fake.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
+    assert isinstance(memory, pynvml.c_nvmlMemory_v2_t) and memory.total == 16160 << 20
+
+
+def test_a_struct_of_the_wrong_version_is_refused_as_the_driver_would():
+    fake = FakeNvml(steady=True)
+    fake.nvmlInit()
+    handle = fake.nvmlDeviceGetHandleByIndex(0)
+    memory = pynvml.c_nvmlMemory_v2_t()
+    memory.version = 1  # not nvmlMemory_v2
+    function = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetMemoryInfo_v2")
+    assert function(handle, ctypes.byref(memory)) == pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
+
+
+def test_a_driver_older_than_the_binding_meets_pynvmls_own_mismatch_error():
+    fake = FakeNvml("pcie-4gpu")  # a 470 driver: no _v3 process call, no memory v2
+    fake.nvmlInit()
+    handle = fake.nvmlDeviceGetHandleByIndex(0)
+    with pytest.raises(pynvml.NVMLLibraryMismatchError):
+        fake.nvmlDeviceGetComputeRunningProcesses(handle)
+    with pytest.raises(pynvml.NVMLError_FunctionNotFound):
+        fake.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
+
+
+def test_a_process_whose_memory_nvml_cannot_tell_reads_as_none():
+    fake = FakeNvml("container")
+    fake.nvmlInit()
+    listed = fake.nvmlDeviceGetComputeRunningProcesses(fake.nvmlDeviceGetHandleByIndex(2))
+    assert [(p.pid, p.usedGpuMemory) for p in listed] == [(3999972, None)]
+
+
+# -- profiles as data ----------------------------------------------------------------------------------------------
+
+
+def test_a_profile_can_be_a_path_and_a_broken_one_is_one_line(tmp_path):
+    good = tmp_path / "mine.toml"
+    source = open(os.path.join(os.path.dirname(load_profile.__code__.co_filename), "nodes", "mixed.toml")).read()
+    good.write_text(source)
+    assert load_profile(str(good)).gpus[1].name == "NVIDIA A100-PCIE-40GB"
+    broken = tmp_path / "broken.toml"
+    broken.write_text(source.replace("switch = 1\nname", "switch = 9\nname"))
+    with pytest.raises(ProfileError, match=r"broken\.toml: .*gpus\[1\]\.switch 9 names no switch"):
+        load_profile(str(broken))
+    done = ddptop("gpus", env={"DDPTOP_FAKE_NVML": str(broken)})
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1 and "names no switch" in done.stderr
+    done = ddptop("gpus", "--json", "--interval", "0.1", env={"DDPTOP_FAKE_NVML": str(good)})
+    assert done.returncode == 0 and len(json.loads(done.stdout)["gpus"]) == 2
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_gpus_and_topo_commands_under_each_profile(profile):
+    listed, _usable, cells = EXPECTED[profile]
+    env = {"DDPTOP_FAKE_NVML": profile}
+    gpus = ddptop("gpus", "--json", "--interval", "0.1", env=env)
+    assert gpus.returncode == 0, gpus.stderr
+    data = json.loads(gpus.stdout)
+    assert data["fake"] is True and len(data["gpus"]) == listed
+    assert "Unknown Error" not in gpus.stdout  # what a failing simulated call would read as
+    text = ddptop("gpus", "--interval", "0.1", env=env).stdout
+    assert text.count(" (FAKE)  ") + text.count("(not accessible)") == listed  # every GPU, no name cut
+    topo = ddptop("topo", "--json", env=env)
+    assert topo.returncode == 0, topo.stderr
+    matrix = json.loads(topo.stdout)["matrix"]
+    for (row, column), word in cells.items():
+        assert matrix[row][column] == word, (profile, row, column)
+
+
+def _as_if_real(profile: str):
+    """The inventory a sweep would see on that machine (the fake's own is never run on)."""
+    return dataclasses.replace(read_inventory(FakeNvml(profile)), fake=False)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_plan_each_profile_would_get(profile):
+    _listed, usable, _cells = EXPECTED[profile]
+    inventory = _as_if_real(profile)
+    assert len(inventory.usable_gpus) == usable
+    plan = build_plan(PlanOptions(), inventory, cpu_count=8)
+    assert plan.device == "cuda" and plan.world_sizes == tuple(default_world_sizes(usable))
+    assert plan.rank_devices == tuple(g.uuid for g in inventory.usable_gpus)
+    env = rank_gpu_environment(plan, {})
+    assert env["CUDA_DEVICE_ORDER"] == "PCI_BUS_ID"
+    if profile == "a100-mig":  # one MIG instance per rank, each rank narrowing its own view
+        assert plan.per_rank_devices and "CUDA_VISIBLE_DEVICES" not in env
+        assert all(u.startswith("MIG-") for u in env[RANK_DEVICES_ENV].split(","))
+        assert plan.backends == ("gloo",)  # NCCL will not run two ranks on one GPU's instances
+        for rank in range(usable):
+            rank_env = dict(env)
+            assert apply_rank_device(rank, rank_env) == 0
+            assert rank_env["CUDA_VISIBLE_DEVICES"] == plan.rank_devices[rank]
+    else:
+        assert not plan.per_rank_devices and env["CUDA_VISIBLE_DEVICES"].split(",") == list(plan.rank_devices)
+        assert plan.backends == ("nccl",)
+    if profile == "container":  # GPUs 2 and 3, by UUID: "0,1" would be right only by CUDA's renumbering
+        assert [g.index for g in inventory.usable_gpus] == [2, 3]
+    if profile == "mixed":  # NVML's (PCI) order, whatever CUDA's default order would say
+        assert [g.name for g in inventory.usable_gpus] == ["NVIDIA GeForce RTX 3090 (FAKE)",
+                                                           "NVIDIA A100-PCIE-40GB (FAKE)"]
+
+
+def test_mig_plans_refuse_what_cannot_run():
+    inventory = _as_if_real("a100-mig")
+    with pytest.raises(PlanError, match="NCCL does not run several ranks on MIG instances of one GPU"):
+        build_plan(PlanOptions(backend=["nccl"]), inventory, cpu_count=8)
+    with pytest.raises(PlanError, match="only one MIG instance"):
+        build_plan(PlanOptions(compare_dp=True), inventory, cpu_count=8)
+    one = build_plan(PlanOptions(backend=["nccl"], world_sizes=[1]), inventory, cpu_count=8)
+    assert one.backends == ("nccl",)  # one rank: nothing to refuse
+    chosen = build_plan(PlanOptions(gpus=[3, 5], world_sizes=[1, 2], backend=["gloo"]), inventory, cpu_count=8)
+    assert chosen.rank_devices == (inventory.usable_gpus[3].uuid, inventory.usable_gpus[5].uuid)
+
+
+def test_mig_instances_in_cuda_visible_devices_are_recognised(monkeypatch):
+    instances = read_inventory(FakeNvml("a100-mig")).gpus
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", f"{instances[4].uuid},{instances[6].uuid}")
+    assert [g.uuid for g in read_inventory(FakeNvml("a100-mig")).gpus] == [instances[4].uuid, instances[6].uuid]
+
+
+def test_no_rank_devices_leaves_the_rank_alone():
+    env = {"CUDA_VISIBLE_DEVICES": "4,5"}
+    assert apply_rank_device(1, env) == 1 and env == {"CUDA_VISIBLE_DEVICES": "4,5"}
+    with pytest.raises(RuntimeError, match="none for local rank 2"):
+        apply_rank_device(2, {RANK_DEVICES_ENV: "MIG-a,MIG-b"})
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_the_gpu_panel_under_each_profile(profile):
+    from textual.app import App
+
+    from ddptop.snapshot import TelemetrySnapshot
+    from ddptop.tui.panels.gpus import GpuTable
+
+    listed, _usable, _cells = EXPECTED[profile]
+    fake = FakeNvml(profile, steady=True)
+    monitor = Monitor(0.05, None, fake).start()
+
+    class Panel(App):
+        def compose(self):
+            yield GpuTable(id="gpus")
+
+    async def scenario():
+        app = Panel()
+        async with app.run_test(size=(160, 20)) as pilot:
+            while monitor.latest() is None:
+                await pilot.pause(0.05)
+            table = app.query_one(GpuTable)
+            table.update_from(SimpleNamespace(telemetry=TelemetrySnapshot.of(monitor)))
+            await pilot.pause()
+            return table
+
+    import asyncio
+
+    try:
+        table = asyncio.run(scenario())
+    finally:
+        monitor.stop()
+    assert table.row_count == listed
+    names = [str(table.get_cell(row, "name")) for row in table.rows]
+    notes = [str(table.get_cell(row, "notes")) for row in table.rows]
+    accessible = [gpu.accessible for gpu in fake.profile.gpus]
+    for name, note, ok in zip(names, notes, accessible):
+        assert ("not accessible" in note) is (not ok)
+        if ok:
+            assert name and "unavailable" not in name
