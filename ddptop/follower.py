@@ -18,12 +18,15 @@ import time
 from typing import Any, Callable
 
 from ddptop.cluster import Cluster, ClusterError
+from ddptop.errors import DdptopError
 from ddptop.launcher import NodePlacement, TorchrunLaunch, describe_exit
+from ddptop.model import Plan
 from ddptop.protocol import layout
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError
 from ddptop.protocol.marks import FollowerEnd, LaunchEnd, LaunchJoin, LaunchStart, SweepEnd, parse_mark
 from ddptop.protocol.vocab import Status, SweepStatus
 from ddptop.protocol.wire import EventFileReader, EventWriter
+from ddptop.telemetry.inventory import devices_for, rank_gpu_environment, read_inventory
 
 END_GRACE = 10.0  # seconds a follower's agent gets to end by itself once the leader's launch has ended
 POLL = 0.2
@@ -43,6 +46,7 @@ class Follower:
         self._runner = EventFileReader(layout.run_file(run_dir, layout.RUNNER_FILE))
         self._started: dict[str, LaunchStart] = {}
         self._ended: set[str] = set()
+        self._own_devices: tuple[tuple[str, ...], bool] | None = None
 
     def request_stop(self) -> None:
         self._stop.set()
@@ -122,9 +126,13 @@ class Follower:
             return
         nodes, per_node = int(launch.nodes), int(launch.nproc_per_node or 0)
         placement = NodePlacement.on(self.cluster, nodes)
-        env = {"OMP_NUM_THREADS": str(spec.threads_per_rank)}
-        if plan.get("gpus") is not None:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, plan["gpus"]))
+        try:
+            env = {"OMP_NUM_THREADS": str(spec.threads_per_rank), **self._gpu_environment(Plan.from_json(plan))}
+        except DdptopError as exc:  # loopback nodes that would share GPUs: the leader refused it already
+            self.say(f"ddptop: node {self.cluster.node_rank}: not joining {name}: {exc}")
+            self.failed_launches.append(name)
+            self._mark(LaunchEnd(name, None, Status.FAILED, str(exc), 0.0))
+            return
         agent = TorchrunLaunch(path, None, per_node, env, placement=placement)
         self.say(f"ddptop: node {self.cluster.node_rank}: joining {name} ({nodes} nodes x {per_node} ranks)")
         self._mark(LaunchJoin(name))
@@ -149,6 +157,17 @@ class Follower:
         self._mark(LaunchEnd(name, outcome.exit_code, outcome.status, outcome.reason, outcome.wall_s))
         self.say(f"ddptop: node {self.cluster.node_rank}: {name} ended, {outcome.status}"
                  + (f" (torchrun {describe_exit(outcome.exit_code)})" if outcome.status == Status.FAILED else ""))
+
+    def _gpu_environment(self, plan: Plan) -> dict[str, str]:
+        """This node's GPUs for its ranks: a slice of the leader's when every node is on this machine, else
+        this node's own, read from its own NVML (the plan's UUIDs name node 0's GPUs)."""
+        if plan.device != "cuda":
+            return {}
+        if self.cluster.loopback:
+            return rank_gpu_environment(plan, dict(os.environ), self.cluster.node_rank, loopback=True)
+        if self._own_devices is None:
+            self._own_devices = devices_for(read_inventory(), plan.gpus)
+        return rank_gpu_environment(plan, dict(os.environ), self.cluster.node_rank, own=self._own_devices)
 
     def _mark(self, mark: FollowerEnd | LaunchEnd | LaunchJoin) -> None:
         """Write one of this node's marks (with its node rank) to runner-node<K>.jsonl, durably."""

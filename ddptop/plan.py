@@ -26,7 +26,7 @@ from ddptop.errors import DdptopError
 from ddptop.model import ConfigSpec, Launch, Plan
 from ddptop.options import AMP_DTYPES, AUTO, BACKENDS, DEVICES, OPTIONS_BY_NAME, PlanOptions, toml_types
 from ddptop.protocol.vocab import OnFailure, Scaling
-from ddptop.telemetry.inventory import Inventory
+from ddptop.telemetry.inventory import Inventory, devices_for
 
 __all__ = [  # ConfigSpec, Launch, Plan and PlanOptions live in ddptop.model and ddptop.options
     "ConfigSpec", "Launch", "Plan", "PlanError", "PlanOptions", "build_plan", "default_world_sizes",
@@ -176,12 +176,7 @@ def _chosen_gpus(inventory: Inventory, gpus: tuple[int, ...] | None) -> list[Any
 
 def _rank_devices(inventory: Inventory, gpus: tuple[int, ...] | None, on_gpu: bool) -> tuple[tuple[str, ...], bool]:
     """Each local rank's device by UUID (from NVML), and whether each rank must see only its own (MIG)."""
-    if not on_gpu:
-        return (), False
-    chosen = _chosen_gpus(inventory, gpus)
-    if not chosen or not all(gpu.uuid for gpu in chosen):
-        return (), False
-    return tuple(gpu.uuid for gpu in chosen), any(gpu.is_mig for gpu in chosen)
+    return devices_for(inventory, gpus) if on_gpu else ((), False)
 
 
 def _check_mig(inventory: Inventory, gpus: tuple[int, ...] | None, rank_devices: tuple[str, ...],

@@ -95,6 +95,8 @@ class SweepRunner:
         self.plan = plan
         self.session = session
         self.cluster = cluster  # set when launches may span nodes; this runner is node 0
+        # refuse now, in one line, what the ranks could not run (loopback nodes sharing GPUs)
+        rank_gpu_environment(plan, dict(os.environ), loopback=bool(cluster and cluster.loopback))
         self.poll_interval = poll_interval
         self.stop_grace = stop_grace
         self.flush_interval = flush_interval
@@ -156,7 +158,7 @@ class SweepRunner:
                 configs=tuple(RunConfig.from_json(c.to_json()) for c in remaining),
             )
             env = {"OMP_NUM_THREADS": str(threads),
-                   **rank_gpu_environment(self.plan, dict(os.environ))}
+                   **rank_gpu_environment(self.plan, dict(os.environ), loopback=bool(self.cluster and self.cluster.loopback))}
             placement = self._placement(launch.nodes)
             self._mark(LaunchStart(name, launch.world_size, launch.backend, tuple(c.config_id for c in remaining),
                                    nodes=launch.nodes, nproc_per_node=launch.nproc_per_node))

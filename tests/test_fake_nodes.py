@@ -222,3 +222,22 @@ def test_the_gpu_panel_under_each_profile(profile):
         assert ("not accessible" in note) is (not ok)
         if ok:
             assert name and "unavailable" not in name
+
+
+def test_loopback_nodes_each_get_their_own_gpus():
+    """Several "nodes" on one GPU machine (a rehearsal of a multi-node run): each gets its own slice, since NCCL
+    refuses two ranks on one GPU; too few GPUs is refused in one line."""
+    from ddptop.telemetry.inventory import LoopbackGpuError
+
+    inventory = _as_if_real("dgx1")
+    plan = build_plan(PlanOptions(nnodes=2, nproc_per_node=4), inventory, cpu_count=8)
+    uuids = [g.uuid for g in inventory.usable_gpus]
+    first = rank_gpu_environment(plan, {}, node_rank=0, loopback=True)["CUDA_VISIBLE_DEVICES"].split(",")
+    second = rank_gpu_environment(plan, {}, node_rank=1, loopback=True)["CUDA_VISIBLE_DEVICES"].split(",")
+    assert first == uuids[:4] and second == uuids[4:]
+    crowded = build_plan(PlanOptions(nnodes=3, nproc_per_node=4), inventory, cpu_count=8)
+    with pytest.raises(LoopbackGpuError, match="3 nodes on this machine x 4 ranks need 12 GPUs"):
+        rank_gpu_environment(crowded, {}, node_rank=0, loopback=True)
+    # on separate machines each node keeps its own view: node 1 is told its own GPUs, read there
+    own = (("GPU-node1-a", "GPU-node1-b", "GPU-node1-c", "GPU-node1-d"), False)
+    assert rank_gpu_environment(plan, {}, node_rank=1, own=own)["CUDA_VISIBLE_DEVICES"] == ",".join(own[0])

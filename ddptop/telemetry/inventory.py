@@ -9,6 +9,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddptop.errors import DdptopError
 from ddptop.protocol.devices import RANK_DEVICES_ENV
 from ddptop.telemetry import nvml as nv
 
@@ -73,23 +74,49 @@ def filter_visible(gpus: list[Any], visible: str | None) -> list[Any]:
     return chosen
 
 
-def rank_gpu_environment(plan: Any, environ: dict[str, str]) -> dict[str, str]:
-    """What the ranks' environment needs so that their ``cuda:k`` is the GPU ddptop means.
+def devices_for(inventory: Inventory, gpus: tuple[int, ...] | None) -> tuple[tuple[str, ...], bool]:
+    """The UUIDs of the devices ranks use (``--gpus`` positions among the usable ones, or all of them), and
+    whether each rank must see only its own (a MIG instance); empty when NVML gave no UUIDs."""
+    usable = list(inventory.usable_gpus)
+    chosen = usable if gpus is None else [usable[p] for p in gpus if 0 <= p < len(usable)]
+    if not chosen or not all(gpu.uuid for gpu in chosen):
+        return (), False
+    return tuple(gpu.uuid for gpu in chosen), any(gpu.is_mig for gpu in chosen)
 
-    With the devices' UUIDs from NVML (``plan.rank_devices``) the ranks are told exactly those, which holds
-    under any parent ``CUDA_VISIBLE_DEVICES``, in containers and on nodes of mixed models; MIG instances go one
-    per rank (``ddptop.protocol.devices``). Without NVML, ``--gpus`` counts the GPUs this process sees, in the
-    order of its own ``CUDA_VISIBLE_DEVICES`` (a SLURM job without cgroups sees ``4,5,6,7``): the ranks get
-    the parent's entries at those positions, never the positions themselves, which would name another job's
-    GPUs. ``CUDA_DEVICE_ORDER`` is ``PCI_BUS_ID`` (unless set already), so CUDA numbers GPUs as NVML does on a
-    node of mixed models (CUDA's default puts the fastest first)."""
+
+class LoopbackGpuError(DdptopError):
+    """Loopback nodes (all on this machine) would share GPUs."""
+
+
+def rank_gpu_environment(plan: Any, environ: dict[str, str], node_rank: int = 0, loopback: bool = False,
+                         own: tuple[tuple[str, ...], bool] | None = None) -> dict[str, str]:
+    """What one node's ranks need in their environment so that their ``cuda:k`` is the GPU ddptop means.
+
+    With the devices' UUIDs from NVML (``plan.rank_devices``, or ``own``: another node's own, read there) the
+    ranks are told exactly those, which holds under any parent ``CUDA_VISIBLE_DEVICES``, in containers and on
+    nodes of mixed models; MIG instances go one per rank (``ddptop.protocol.devices``). Nodes on loopback
+    (a rehearsal on one machine) each get their own slice of the GPUs: NCCL refuses two ranks on one GPU.
+    Without NVML, ``--gpus`` counts the GPUs this process sees, in the order of its own
+    ``CUDA_VISIBLE_DEVICES`` (a SLURM job without cgroups sees ``4,5,6,7``): the ranks get the parent's entries
+    at those positions, never the positions themselves, which would name another job's GPUs.
+    ``CUDA_DEVICE_ORDER`` is ``PCI_BUS_ID`` (unless set already), so CUDA numbers GPUs as NVML does on a node
+    of mixed models (CUDA's default puts the fastest first)."""
     if plan.device != "cuda":
         return {}
     env = {} if "CUDA_DEVICE_ORDER" in environ else {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
-    if plan.rank_devices and plan.per_rank_devices:
-        env[RANK_DEVICES_ENV] = ",".join(plan.rank_devices)
-    elif plan.rank_devices:
-        env["CUDA_VISIBLE_DEVICES"] = ",".join(plan.rank_devices)
+    devices, per_rank = own if own is not None else (tuple(plan.rank_devices), plan.per_rank_devices)
+    per_node = getattr(plan, "nproc_per_node", 0)
+    if loopback and per_node and getattr(plan, "nnodes", 1) > 1:
+        needed = plan.nnodes * per_node
+        if len(devices) < needed:
+            raise LoopbackGpuError(
+                f"{plan.nnodes} nodes on this machine x {per_node} ranks need {needed} GPUs, one per rank, "
+                f"but {len(devices) or 'no'} {'are' if len(devices) != 1 else 'is'} usable here by UUID")
+        devices = devices[node_rank * per_node:(node_rank + 1) * per_node]
+    if devices and per_rank:
+        env[RANK_DEVICES_ENV] = ",".join(devices)
+    elif devices:
+        env["CUDA_VISIBLE_DEVICES"] = ",".join(devices)
     elif plan.gpus is not None:
         parent = environ.get("CUDA_VISIBLE_DEVICES")
         entries = [t.strip() for t in parent.split(",")] if parent is not None else None
