@@ -1,6 +1,7 @@
 """GPU-only defects, checked under the fake NVML answering as the real binding does on older drivers."""
 
 import threading
+import time
 
 import pynvml
 
@@ -143,3 +144,25 @@ def test_gpus_name_the_parents_visible_devices_not_physical_indices():
                                                       "CUDA_VISIBLE_DEVICES": "1,3"}
     assert rank_gpu_environment(plan(None), slurm) == {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}  # inherits 4,5,6,7
     assert rank_gpu_environment(plan((0,), "cpu"), slurm) == {}
+
+
+def test_a_dataparallel_process_is_tied_to_every_gpu_it_runs_on(tmp_path):
+    """DataParallel is one process on several GPUs: NVML lists its PID on each, and each is its GPU (the rank
+    used to be tied only to the last GPU that listed it)."""
+    import os
+
+    from ddptop.telemetry.host import RankProcess
+
+    fake = FakeNvml(steady=True)
+    for gpu in (0, 1, 2, 3):
+        fake.attach_process(gpu, os.getpid(), 1 << 30)
+    refs = [RankProcess(os.getpid(), 0, "L1", 0, "cuda:0", None)]
+    monitor = Monitor(0.05, str(tmp_path / "telemetry.jsonl"), fake, lambda: refs).start()
+    try:
+        deadline = time.time() + 10
+        while monitor.latest() is None and time.time() < deadline:
+            time.sleep(0.02)
+        rank = monitor.latest()["ranks"][0]
+    finally:
+        monitor.stop()
+    assert rank["gpus"] == [0, 1, 2, 3] and rank["gpu"] == 0

@@ -151,7 +151,9 @@ class Monitor:
                 rank = by_pid.get(process["pid"])
                 if rank is not None:
                     process["rank"] = rank["rank"]
-                    rank["gpu"] = reading.index
+                    # one process on several GPUs (DataParallel): every one of them, the first as "gpu"
+                    rank.setdefault("gpus", []).append(reading.index)
+                    rank.setdefault("gpu", reading.index)
         refs = {ref.pid: ref for ref in wanted}
         for rank in ranks:
             ref = refs.get(rank["pid"])

@@ -38,8 +38,8 @@ class GpuTable(LineTable):
         readings = (latest or {}).get("gpus") or []
         ranks_on: dict[int, list[str]] = {}
         for rank in (latest or {}).get("ranks") or []:
-            if rank.get("gpu") is not None:
-                ranks_on.setdefault(rank["gpu"], []).append(str(rank["rank"]))
+            for gpu in rank.get("gpus") or ([rank["gpu"]] if rank.get("gpu") is not None else []):
+                ranks_on.setdefault(gpu, []).append(str(rank["rank"]))
         if self.display != bool(readings):
             self.display = bool(readings)
         for reading in readings:
