@@ -52,23 +52,34 @@ def test_every_shipped_profile_is_tested():
 
 def test_the_fake_answers_beneath_the_real_binding():
     fake = FakeNvml(steady=True)
-    assert fake.nvmlDeviceGetCount is pynvml.nvmlDeviceGetCount  # pynvml's own wrapper, not a stand-in
+    binding = fake_driver.binding()
+    assert binding.__file__ == pynvml.__file__ and binding is not pynvml  # the installed file, a second instance
+    assert fake.nvmlDeviceGetCount is binding.nvmlDeviceGetCount  # pynvml's own wrapper, not a stand-in
     fake.nvmlInit()
-    assert isinstance(pynvml.nvmlLib, fake_driver.FakeLibrary)
-    assert isinstance(pynvml.nvmlLib.nvmlDeviceGetMemoryInfo_v2, ctypes._CFuncPtr)  # a C function pointer
+    assert isinstance(binding.nvmlLib, fake_driver.FakeLibrary)
+    assert isinstance(binding.nvmlLib.nvmlDeviceGetMemoryInfo_v2, ctypes._CFuncPtr)  # a C function pointer
     handle = fake.nvmlDeviceGetHandleByIndex(0)
-    assert isinstance(handle, pynvml.c_nvmlDevice_t)  # the binding's own handle type, filled in "C"
-    memory = fake.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
-    assert isinstance(memory, pynvml.c_nvmlMemory_v2_t) and memory.total == 16160 << 20
+    assert isinstance(handle, binding.c_nvmlDevice_t)  # the binding's own handle type, filled in "C"
+    memory = fake.nvmlDeviceGetMemoryInfo(handle, version=binding.nvmlMemory_v2)
+    assert isinstance(memory, binding.c_nvmlMemory_v2_t) and memory.total == 16160 << 20
+
+
+def test_the_real_binding_is_left_alone():
+    """A process that reads a real driver (or finds none) sees what it would without the simulation."""
+    FakeNvml().nvmlInit()
+    assert not isinstance(pynvml.nvmlLib, fake_driver.FakeLibrary)
+    inventory = read_inventory()  # the real pynvml on this machine
+    assert not inventory.fake and all("FAKE" not in g.name for g in inventory.gpus)
 
 
 def test_a_struct_of_the_wrong_version_is_refused_as_the_driver_would():
     fake = FakeNvml(steady=True)
     fake.nvmlInit()
     handle = fake.nvmlDeviceGetHandleByIndex(0)
-    memory = pynvml.c_nvmlMemory_v2_t()
+    binding = fake_driver.binding()
+    memory = binding.c_nvmlMemory_v2_t()
     memory.version = 1  # not nvmlMemory_v2
-    function = pynvml._nvmlGetFunctionPointer("nvmlDeviceGetMemoryInfo_v2")
+    function = binding._nvmlGetFunctionPointer("nvmlDeviceGetMemoryInfo_v2")
     assert function(handle, ctypes.byref(memory)) == pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH
 
 
@@ -76,10 +87,10 @@ def test_a_driver_older_than_the_binding_meets_pynvmls_own_mismatch_error():
     fake = FakeNvml("pcie-4gpu")  # a 470 driver: no _v3 process call, no memory v2
     fake.nvmlInit()
     handle = fake.nvmlDeviceGetHandleByIndex(0)
-    with pytest.raises(pynvml.NVMLLibraryMismatchError):
+    with pytest.raises(fake.NVMLLibraryMismatchError):
         fake.nvmlDeviceGetComputeRunningProcesses(handle)
-    with pytest.raises(pynvml.NVMLError_FunctionNotFound):
-        fake.nvmlDeviceGetMemoryInfo(handle, version=pynvml.nvmlMemory_v2)
+    with pytest.raises(fake.NVMLError_FunctionNotFound):
+        fake.nvmlDeviceGetMemoryInfo(handle, version=fake.nvmlMemory_v2)
 
 
 def test_a_process_whose_memory_nvml_cannot_tell_reads_as_none():

@@ -3,9 +3,11 @@
 The installed ``pynvml`` (nvidia-ml-py) is the code under test: its wrappers build the real ctypes structs,
 look functions up by their versioned C names, pass handles and buffers through ctypes and map return codes
 to its own error classes (and ``NVMLLibraryMismatchError``). Only the shared library beneath it is
-replaced: ``pynvml.nvmlLib`` becomes a :class:`FakeLibrary`, whose attributes are C function pointers
-(``CFUNCTYPE`` callbacks) that read their arguments as raw addresses and fill the caller's structs, the way
-``libnvidia-ml.so`` does. A callback that meets an unexpected argument fails the call with
+replaced. The simulation runs in a second instance of that same module file (:func:`binding`, its own
+globals), whose ``nvmlLib`` is a :class:`FakeLibrary`: attributes that are C function pointers (``CFUNCTYPE``
+callbacks) which read their arguments as raw addresses and fill the caller's structs, the way
+``libnvidia-ml.so`` does. The ``pynvml`` module itself is never touched, so a process (or a test session)
+that also reads a real driver, or finds none, sees exactly what it would without the simulation. A callback that meets an unexpected argument fails the call with
 ``NVML_ERROR_UNKNOWN`` and records the error on the node (``callback_errors``), so a test sees it.
 
 Why ctypes callbacks and not a shim ``.so`` built against ``nvml.h``: no compiler or header is needed on a
@@ -20,7 +22,10 @@ was used last on this thread (``activate``).
 from __future__ import annotations
 
 import ctypes
+import importlib.util
+import sys
 import threading
+from types import ModuleType
 from ctypes import CFUNCTYPE, c_int, c_uint, c_ulonglong, c_void_p
 from typing import Any, Callable
 
@@ -45,14 +50,11 @@ _event_sets: dict[int, tuple[Any, set[int]]] = {}  # address -> (node, registere
 _keep: list[Any] = []  # buffers whose addresses are handles: alive as long as the process
 
 
-def activate(node: Any) -> None:
-    """``node`` answers this thread's next calls that carry no handle; the fake library is installed."""
+def activate(node: Any) -> ModuleType:
+    """``node`` answers this thread's next calls that carry no handle; returns the simulated binding."""
     _local.node = node
     _state["last"] = node
-    if not isinstance(pynvml.nvmlLib, FakeLibrary):
-        with pynvml.libLoadLock:
-            pynvml.nvmlLib = FakeLibrary()
-            pynvml._nvmlGetFunctionPointer_cache.clear()  # pointers into a previous library
+    return binding()
 
 
 def _current() -> Any:
@@ -512,3 +514,25 @@ class FakeLibrary:
 
 
 FUNCTIONS = frozenset(_FUNCTIONS)
+BINDING_NAME = "ddptop_simulated_pynvml"
+_binding: ModuleType | None = None
+
+
+def binding() -> ModuleType:
+    """The installed pynvml, loaded a second time under its own name, over the fake library."""
+    global _binding, pynvml
+    with _registry_lock:
+        if _binding is None:
+            spec = importlib.util.spec_from_file_location(BINDING_NAME, _real_pynvml.__file__)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[BINDING_NAME] = module  # pynvml finds itself there to make its error classes
+            spec.loader.exec_module(module)
+            module.nvmlLib = FakeLibrary()
+            # the callbacks fill structs of this instance's classes (ctypes checks pointer types by class)
+            pynvml = module
+            _binding = module
+    return _binding
+
+
+_real_pynvml = pynvml

@@ -4,9 +4,10 @@ Three layers, the lowest one simulated:
 - the node (:class:`FakeNvml`): a profile from ``ddptop/telemetry/nodes/`` (``docs/fake-nodes.md``), its
   readings, and faults injected by tests;
 - the C library (``fake_driver``): ``nvml.h``'s functions as ctypes callbacks that fill the real structs;
-- the binding: the installed ``pynvml`` itself, unchanged. A ``FakeNvml`` is handed to ddptop where the
-  ``pynvml`` module would be; an ``nvml*`` attribute read on it returns pynvml's own function after
-  pointing pynvml at the fake library, so every call crosses pynvml's real code and a C boundary.
+- the binding: the installed ``pynvml`` module file, unchanged, loaded a second time over the fake library
+  (``fake_driver.binding``; the ``pynvml`` module itself is never touched). A ``FakeNvml`` is handed to
+  ddptop where the ``pynvml`` module would be; an attribute read on it returns that binding's own function
+  or constant, so every call crosses pynvml's real code and a C boundary.
 
 NICs are not NVML's business, so the node also writes the sysfs tree such a machine has
 (``DDPTOP_SYSFS_ROOT``), which the topology reader walks exactly as it walks ``/sys``.
@@ -151,9 +152,9 @@ class FakeNvml:
             raise AttributeError(name)
         if name in self.absent:
             raise AttributeError(name)  # as an older nvidia-ml-py lacks it
-        value = getattr(pynvml, name)
+        binding = fake_driver.activate(self)
+        value = getattr(binding, name)
         if name.startswith("nvml") and callable(value) and not isinstance(value, type):
-            fake_driver.activate(self)
             self.calls[name] = self.calls.get(name, 0) + 1
         return value
 
