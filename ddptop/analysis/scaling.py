@@ -114,6 +114,12 @@ def _add_model_figures(
         if grad_bytes and params
         else None
     )
+    # energy per example from the GPUs' energy counters over the measured steps (telemetry); the relative
+    # energy is to the reference N as relative cost is: above 1, each example costs more joules
+    energy = (entry.get("telemetry") or {}).get("energy_per_example_j")
+    reference_energy = (reference.get("telemetry") or {}).get("energy_per_example_j")
+    row["examples_per_joule"] = 1.0 / energy if energy else None
+    row["relative_energy"] = energy / reference_energy if energy and reference_energy else None
     comm = entry.get("communication") or {}
     row["compute_s"] = comm.get("compute_s")
     row["exposed_comm_s"] = comm.get("exposed_comm_s")

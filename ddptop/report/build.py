@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any
 
-from ddptop.analysis import communication, scaling
+from ddptop.analysis import communication, scaling, verdict
 from ddptop.protocol.layout import RUNNER_FILE, TIMELINE_FILE, node_file
 from ddptop.protocol.marks import LaunchEnd, parse_mark
 from ddptop.protocol.vocab import Status
@@ -171,6 +171,8 @@ def build_summary(session: Session, environment: dict[str, Any] | None = None) -
         collectives = communication.collective_tables(session.collectives, session.launches)
         intervals.add_collective_intervals(collectives, session.collectives, session.launches)
         scaling.compare_with_collectives(entries, collectives)
+        for entry in entries:
+            entry["verdict"] = verdict.verdict(entry, env)
         return {
             "schema": SCHEMA,
             "schema_version": SCHEMA_VERSION,
@@ -182,6 +184,7 @@ def build_summary(session: Session, environment: dict[str, Any] | None = None) -
             "plan": session.plan.to_json(),
             "status_counts": counts,
             "configs": entries,
+            "verdict_thresholds": verdict.thresholds(),
             "uncertainty": {"method": uncertainty.METHOD, "confidence": uncertainty.CONFIDENCE,
                             "resamples": uncertainty.RESAMPLES},
             "scaling": scaling.scaling_tables(entries, session.plan, replicates),

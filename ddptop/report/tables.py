@@ -84,11 +84,20 @@ def _priced(summary: dict[str, Any]) -> bool:
     return summary["plan"].get("price_per_gpu_hour") is not None
 
 
+ENERGY_HEADER = ("ex/J", "relative energy")
+
+
+def _metered(summary: dict[str, Any]) -> bool:
+    """Whether any row has NVML energy figures (a GPU with an energy counter, or power readings)."""
+    return any(r.get("examples_per_joule") for table in summary["scaling"] for r in table["rows"])
+
+
 def _scaling_header(summary: dict[str, Any]) -> tuple[str, ...]:
-    return SCALING_HEADER + ((COST_HEADER,) if _priced(summary) else ())
+    return (SCALING_HEADER + ((COST_HEADER,) if _priced(summary) else ())
+            + (ENERGY_HEADER if _metered(summary) else ()))
 
 
-def _scaling_cells(row: dict[str, Any], priced: bool = False) -> tuple[str, ...]:
+def _scaling_cells(row: dict[str, Any], priced: bool = False, metered: bool = False) -> tuple[str, ...]:
     def shown(key: str, fmt: Any) -> str:
         return units.with_interval(row.get(key), row.get(f"{key}_ci"), fmt)
 
@@ -102,7 +111,9 @@ def _scaling_cells(row: dict[str, Any], priced: bool = False) -> tuple[str, ...]
         shown("relative_su", units.number),
         shown("karp_flatt", lambda v: units.number(v, 3)),
     )
-    return cells + ((units.number(row.get("cost_per_million")),) if priced else ())
+    cells += (units.number(row.get("cost_per_million")),) if priced else ()
+    return cells + ((units.significant(row.get("examples_per_joule")), units.number(row.get("relative_energy")))
+                    if metered else ())
 
 
 def aligned(header: tuple[str, ...], rows: list[tuple[str, ...]], first_left: bool = False) -> list[str]:
@@ -315,8 +326,10 @@ def collectives_markdown(summary: dict[str, Any]) -> list[str]:
 
 
 def analysis_text(summary: dict[str, Any]) -> str:
-    """Compute vs communication, DataParallel vs DDP, throughput per batch size and the collective benchmark."""
-    parts = (communication_text(summary), dp_text(summary), batch_text(summary), collectives_text(summary))
+    """Compute vs communication, why it is not faster, DataParallel vs DDP, throughput per batch size and the
+    collective benchmark."""
+    parts = (communication_text(summary), verdict_text(summary), dp_text(summary), batch_text(summary),
+             collectives_text(summary))
     return "\n".join(part for part in parts if part)
 
 
@@ -338,10 +351,10 @@ def _scaling_title(table: dict[str, Any]) -> str:
 
 def scaling_text(summary: dict[str, Any]) -> str:
     out = []
-    priced = _priced(summary)
+    priced, metered = _priced(summary), _metered(summary)
     for table in summary["scaling"]:
         out.append(_scaling_title(table))
-        out += aligned(_scaling_header(summary), [_scaling_cells(r, priced) for r in table["rows"]])
+        out += aligned(_scaling_header(summary), [_scaling_cells(r, priced, metered) for r in table["rows"]])
         if table.get("recommendation"):
             out.append("  " + table["recommendation"])
         out += ["  " + line for line in model_lines(table)]
@@ -351,10 +364,10 @@ def scaling_text(summary: dict[str, Any]) -> str:
 
 def scaling_markdown(summary: dict[str, Any]) -> list[str]:
     lines = []
-    priced = _priced(summary)
+    priced, metered = _priced(summary), _metered(summary)
     for table in summary["scaling"]:
         lines += [_scaling_title(table), ""]
-        lines += markdown_table(_scaling_header(summary), [_scaling_cells(r, priced) for r in table["rows"]])
+        lines += markdown_table(_scaling_header(summary), [_scaling_cells(r, priced, metered) for r in table["rows"]])
         lines.append("")
         if table.get("recommendation"):
             lines += [table["recommendation"], ""]
@@ -403,6 +416,23 @@ def disturbed_lines(summary: dict[str, Any]) -> list[str]:
         if found.get("disturbed"):
             lines.append(f"{entry['config_id']}: " + "; ".join(found.get("reasons") or ()))
     return lines
+
+
+def verdict_lines(summary: dict[str, Any]) -> list[str]:
+    """One line per configuration: what bounds its step (``analysis/verdict.py``)."""
+    width = max((len(e["config_id"]) for e in summary["configs"] if e.get("verdict")), default=0)
+    return [f"{entry['config_id']:<{width}}  {entry['verdict']['text']}"
+            for entry in summary["configs"] if entry.get("verdict")]
+
+
+def verdict_text(summary: dict[str, Any]) -> str:
+    lines = verdict_lines(summary)
+    return "Why it is not faster (per configuration):\n" + "".join(f"  {line}\n" for line in lines) if lines else ""
+
+
+def verdict_markdown(summary: dict[str, Any]) -> list[str]:
+    return [f"- `{entry['config_id']}`: {entry['verdict']['text']}" for entry in summary["configs"]
+            if entry.get("verdict")] + [""] if verdict_lines(summary) else []
 
 
 def disturbed_text(summary: dict[str, Any]) -> str:

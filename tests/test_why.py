@@ -1,0 +1,102 @@
+"""Why a configuration is not faster: datasheet peaks, the verdict per configuration, energy per example.
+
+The verdict is checked over constructed summary entries, one per kind, and on both sides of each threshold's
+interval rule (no verdict on an effect its interval cannot tell from noise); the datasheet table against
+the vendors' dense figures named in the brief of each entry.
+"""
+
+import pytest
+
+from ddptop.analysis import verdict as v
+from ddptop.analysis.peaks import datasheet_peak, peak_flops
+
+# -- datasheet peaks ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, dtype, tflops", [
+    ("NVIDIA A100-SXM4-80GB", "bf16", 312.0),  # dense; 624 is the sparsity figure
+    ("NVIDIA A100-SXM4-40GB", "tf32", 156.0),
+    ("NVIDIA H100 80GB HBM3", "bf16", 989.4),  # dense; 1,979 is the sparsity figure
+    ("NVIDIA H100 PCIe", "fp16", 756.0),
+    ("Tesla V100-SXM2-16GB", "fp16", 125.0),
+    ("NVIDIA L4", "bf16", 121.0),
+])
+def test_datasheet_figures_are_the_dense_ones(name, dtype, tflops):
+    value, source = peak_flops(name, dtype)
+    assert value == tflops * 1e12 and "dense" in source
+
+
+def test_model_numbers_match_whole_and_unknown_gpus_say_so():
+    assert datasheet_peak("NVIDIA A10").name == "A10" and datasheet_peak("NVIDIA A100-PCIE-40GB").name == "A100"
+    assert datasheet_peak("NVIDIA L40S").name == "L40S" and datasheet_peak("NVIDIA L40") is None
+    assert peak_flops("NVIDIA GeForce RTX 4090", "bf16") == (None, "no datasheet figure for NVIDIA GeForce RTX 4090")
+    assert peak_flops("Tesla V100-SXM2-16GB", "bf16")[0] is None  # Volta has no bf16 tensor cores
+
+
+# -- the verdict ------------------------------------------------------------------------------------------------------
+
+
+def entry(fraction=None, ci=None, world_size=2, device="cpu", util=None, rank_cpu=None, peak=None, mfu=None,
+          link=None):
+    comm = {}
+    if fraction is not None:
+        comm = {"exposed_comm_fraction": fraction, "exposed_comm_fraction_ci": ci}
+    if link:
+        comm["buckets"] = {"achieved": {"link_share": link[0], "link": link[1]}}
+    telemetry = {"util_mean": util, "ranks": {"0": {"cpu_mean": rank_cpu}} if rank_cpu is not None else {}}
+    return {"config_id": "m/ddp/bs8/n2/nccl", "mode": "ddp", "world_size": world_size, "device": device,
+            "batch_size": 64, "stats": {"n": 50}, "communication": comm, "telemetry": telemetry,
+            "peak_memory_bytes": peak, "flops": {"mfu_datasheet": mfu[0], "mfu_ceiling": mfu[1]} if mfu else {}}
+
+
+GPU_ENV = {"gpus": [{"index": 0, "memory_total": 80 << 30}]}
+
+
+def test_communication_bound_only_when_the_interval_clears_the_threshold():
+    bound = v.verdict(entry(0.38, [0.31, 0.45], link=(0.61, "NVLink")))
+    assert bound["kind"] == v.COMMUNICATION
+    assert "38% of the step is exposed communication" in bound["text"] and "61% of NVLink peak" in bound["text"]
+    straddles = v.verdict(entry(0.38, [0.20, 0.55]))  # the same point, an interval reaching below 25%
+    assert straddles["kind"] == v.BALANCED
+
+
+def test_compute_bound_when_communication_is_surely_minor():
+    found = v.verdict(entry(0.06, [0.03, 0.08], device="cuda", mfu=(0.41, 0.52)), GPU_ENV)
+    assert found["kind"] == v.COMPUTE
+    assert found["text"] == ("compute-bound: 41% MFU (52% of the measured matmul ceiling), "
+                             "communication 6% exposed")
+    assert v.verdict(entry(0.06, [0.0, 0.12]))["kind"] == v.BALANCED  # upper end above 10%: not surely minor
+
+
+def test_host_bound_and_memory():
+    host = v.verdict(entry(0.05, [0.02, 0.07], device="cuda", util=70 - 40, rank_cpu=100), GPU_ENV)
+    assert host["kind"] == v.HOST and host["text"].startswith("host-bound: GPUs idle 70% of the time, ranks at 100% CPU")
+    full = v.verdict(entry(0.05, [0.02, 0.07], device="cuda", util=95, rank_cpu=40, peak=int(0.93 * (80 << 30))),
+                     GPU_ENV)
+    assert full["text"].endswith("memory: 93% of GPU memory at batch 64")
+    assert v.verdict(entry(0.05, [0.02, 0.07], device="cpu", util=10, rank_cpu=100))["kind"] == v.COMPUTE  # no GPU
+
+
+def test_one_rank_and_missing_figures():
+    assert v.verdict(entry(world_size=1))["text"] == "compute only (one rank, no communication)"
+    unknown = v.verdict(entry())
+    assert unknown["kind"] == v.UNKNOWN and "not told apart" in unknown["text"]
+    assert v.verdict({"stats": None})["kind"] == v.UNKNOWN
+
+
+# -- energy in the scaling table ------------------------------------------------------------------------------------
+
+
+def test_energy_per_example_becomes_examples_per_joule_and_relative_energy():
+    from ddptop.analysis.scaling import _add_model_figures
+    from types import SimpleNamespace
+
+    plan = SimpleNamespace(price_per_gpu_hour=None, epoch_examples=1000)
+    ref = {"telemetry": {"energy_per_example_j": 0.5}, "world_size": 1, "batch_size": 8, "stats": {"sec_iter": {"p50": 1}}}
+    two = {"telemetry": {"energy_per_example_j": 0.6}, "batch_size": 8, "global_batch": 16}
+    row = {"world_size": 2, "speedup": 1.8, "reference_world_size": 1, "sec_iter": 1.1, "ex_sec_total": 14.5}
+    _add_model_figures(row, two, ref, None, plan)
+    assert row["examples_per_joule"] == pytest.approx(1 / 0.6) and row["relative_energy"] == pytest.approx(1.2)
+    row = {"world_size": 2, "speedup": 1.8, "reference_world_size": 1, "sec_iter": 1.1, "ex_sec_total": 14.5}
+    _add_model_figures(row, {"telemetry": {}, "batch_size": 8, "global_batch": 16}, ref, None, plan)
+    assert row["examples_per_joule"] is None and row["relative_energy"] is None
