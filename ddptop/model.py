@@ -96,6 +96,7 @@ class Plan:
     efficiency_threshold: float = 0.7
     price_per_gpu_hour: float | None = None
     epoch_examples: int = 1_281_167
+    internode_gbps: float = 25.0  # the projection beyond this node: network GB/s per node
     compare_dp: bool = False
     inject: tuple[str, ...] = ()  # fault injection specs (bench_kernels.faults), a testing aid
     hang_timeout: float = 300.0  # seconds without any rank event before a configuration counts as hung

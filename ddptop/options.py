@@ -175,6 +175,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
            help="price of one GPU-hour (one rank-hour on CPU) for the cost per million examples"),
     Option("epoch_examples", int, 1_281_167, group=ANALYSIS,  # ImageNet-1k's training set
            help="examples per epoch for the data-moved-per-epoch figure (default 1281167, ImageNet)"),
+    Option("internode_gbps", float, 25.0, group=ANALYSIS, metavar="GB/s",
+           help="network bandwidth per node for the projection beyond this node (default 25 GB/s, one 200 Gb/s NIC)"),
     # -- faults
     Option("hang_timeout", float, 300.0, group=FAULTS, metavar="SECONDS",
            help="a configuration with no event from any rank this long is hung: stopped, marked failed, the "

@@ -407,6 +407,8 @@ def _check_cost_settings(options: PlanOptions) -> None:
             raise PlanError(f"--{key.replace('_', '-')} cannot be negative")
     if options.cores_per_rank is not None and options.cores_per_rank < 0:
         raise PlanError("--cores-per-rank cannot be negative")
+    if options.internode_gbps <= 0:
+        raise PlanError(f"--internode-gbps must be positive (got {options.internode_gbps:g})")
 
 
 def _threads_per_rank(

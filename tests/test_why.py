@@ -100,3 +100,45 @@ def test_energy_per_example_becomes_examples_per_joule_and_relative_energy():
     row = {"world_size": 2, "speedup": 1.8, "reference_world_size": 1, "sec_iter": 1.1, "ex_sec_total": 14.5}
     _add_model_figures(row, {"telemetry": {}, "batch_size": 8, "global_batch": 16}, ref, None, plan)
     assert row["examples_per_joule"] is None and row["relative_energy"] is None
+
+
+# -- the projection beyond the node ---------------------------------------------------------------------------------
+
+
+def _table(scaling="weak"):
+    return {"scaling": scaling, "rows": [
+        {"world_size": 1, "sec_iter": 0.100, "config_id": "a"},
+        {"world_size": 4, "sec_iter": 0.125, "config_id": "b", "speedup": 3.2},
+    ]}
+
+
+def test_the_projection_by_hand():
+    from ddptop.analysis.projection import project
+
+    grad = 100e6  # bytes
+    entries = {"b": {"grad_bytes": grad, "communication": {
+        "compute_s": 0.100, "compute_s_ci": [0.098, 0.102], "exposed_comm_s": 0.010,
+        "buckets": {"in_flight_s": 0.040, "achieved": {"busbw_gbs": 100.0}}}}}
+    found = project(_table(), entries, internode_gbps=25.0)
+    assert found["exposed_share"] == pytest.approx(0.25) and found["from_world_size"] == 4
+    two = found["points"][0]
+    allreduce = 2 * 7 / 8 * grad / 25e9  # 8 ranks over the 25 GB/s network link, the slower one
+    assert two["world_size"] == 8 and two["nodes"] == 2 and two["allreduce_s"] == pytest.approx(allreduce)
+    assert two["sec_iter"] == pytest.approx(0.100 + 0.25 * allreduce)
+    assert two["sec_iter_ci"] == pytest.approx([0.098 + 0.25 * allreduce, 0.102 + 0.25 * allreduce])
+    assert two["speedup"] == pytest.approx(8 * 0.100 / two["sec_iter"]) and two["link"] == "inter-node"
+    assert "a model, not a measurement" in found["assumptions"]
+    # no bucket timing: nothing overlaps; strong scaling, or no split: no projection at all
+    del entries["b"]["communication"]["buckets"]
+    assert project(_table(), entries)["exposed_share"] == 1.0
+    assert project(_table("strong"), entries) is None
+    assert project(_table(), {"b": {"grad_bytes": grad, "communication": {}}}) is None
+
+
+def test_internode_bandwidth_must_be_positive():
+    from ddptop.options import PlanOptions
+    from ddptop.plan import PlanError, build_plan
+    from ddptop.telemetry.inventory import Inventory
+
+    with pytest.raises(PlanError, match="--internode-gbps must be positive"):
+        build_plan(PlanOptions(internode_gbps=0), Inventory(problem="none"), cpu_count=2)

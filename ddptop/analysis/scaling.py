@@ -17,7 +17,7 @@ import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from ddptop.analysis import communication, formulas, stats
+from ddptop.analysis import communication, formulas, projection, stats
 from ddptop.protocol.vocab import FAILED
 
 if TYPE_CHECKING:
@@ -93,6 +93,7 @@ def scaling_tables(
 
             intervals.add_scaling_intervals(table, plan, by_size, baseline, replicates)
         table["recommendation"] = stats.recommendation(rows, unit, plan.efficiency_threshold)
+        table["projection"] = projection.project(table, {e["config_id"]: e for e in members}, plan.internode_gbps)
         tables.append(table)
     return tables
 

@@ -86,13 +86,20 @@ def _speedup(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
         return []
     many_caps = len({t.get("bucket_cap_mb") for t in tables}) > 1
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    largest = max(r["world_size"] for t in tables for r in t["rows"])
+    largest = max([r["world_size"] for t in tables for r in t["rows"]]
+                  + [p["world_size"] for t in tables for p in (t.get("projection") or {}).get("points", [])])
     sizes = list(range(1, largest + 1))
     left.plot(sizes, sizes, linestyle="--", color="grey", label="perfect scaling")
     for table in tables:
         ns = [r["world_size"] for r in table["rows"]]
         drawn = left.errorbar(ns, [r["speedup"] for r in table["rows"]], yerr=_error_bars(table["rows"], "speedup"),
                               capsize=3, marker="o", label=_table_label(table, many_caps))
+        projected = (table.get("projection") or {}).get("points") or []
+        if projected:  # a model, not a measurement: dashed, from the last measured point
+            left.plot([ns[-1]] + [p["world_size"] for p in projected],
+                      [table["rows"][-1]["speedup"]] + [p["speedup"] for p in projected], linestyle="--",
+                      marker="x", color=drawn.lines[0].get_color(),
+                      label="projected beyond the node (a model)")
         fit = table.get("amdahl")
         if fit:
             left.plot(sizes, [formulas.amdahl_speedup(fit["serial_fraction"], n) for n in sizes], linestyle=":",

@@ -130,9 +130,22 @@ def markdown_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list
     return lines + ["| " + " | ".join(cells) + " |" for cells in rows]
 
 
+def projection_lines(table: dict[str, Any]) -> list[str]:
+    """The projection beyond this node under a scaling table (``analysis/projection.py``), labelled as one."""
+    found = table.get("projection")
+    if not found:
+        return []
+    points = "; ".join(
+        f"N={p['world_size']} on {p['nodes']} nodes "
+        f"{units.with_interval(p['sec_iter'], p.get('sec_iter_ci'), units.seconds)} s/iter, "
+        f"speedup {units.number(p['speedup'], 1)}, efficiency {units.percent(p['efficiency'])}"
+        for p in found["points"])
+    return [f"Projected beyond this node ({found['assumptions']}): {points}."]
+
+
 def model_lines(table: dict[str, Any]) -> list[str]:
-    """The scaling model under a scaling table: Amdahl's fit and the data moved per epoch."""
-    lines = []
+    """The scaling model under a scaling table: Amdahl's fit, the data moved per epoch, the projection."""
+    lines = projection_lines(table)
     fit = table.get("amdahl")
     if fit:
         fraction_ci = fit.get("serial_fraction_ci")
