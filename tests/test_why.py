@@ -142,3 +142,43 @@ def test_internode_bandwidth_must_be_positive():
 
     with pytest.raises(PlanError, match="--internode-gbps must be positive"):
         build_plan(PlanOptions(internode_gbps=0), Inventory(problem="none"), cpu_count=2)
+
+
+# -- hardware counters (GPM) ----------------------------------------------------------------------------------------
+
+
+def test_gpm_counters_from_the_hopper_node_to_the_load_table(tmp_path):
+    """NVML GPM under the simulated HGX H100, end to end: two samples per metric window through the real
+    binding, each reading's counters, their means over a configuration's measured steps, the load table."""
+    import os
+    import time
+
+    from ddptop.report import tables
+    from ddptop.telemetry.fake_nvml import FakeNvml
+    from ddptop.telemetry.host import RankProcess
+    from ddptop.telemetry.monitor import Monitor
+    from ddptop.telemetry.timeline import window_figures
+
+    fake = FakeNvml("hgx-h100", steady=True)
+    fake.attach_process(0, os.getpid(), 1 << 30)
+    refs = [RankProcess(os.getpid(), 0, "L1", 0, "cuda:0", None)]
+    monitor = Monitor(0.05, str(tmp_path / "telemetry.jsonl"), fake, lambda: refs).start()
+    try:
+        deadline = time.time() + 20
+        while len(monitor.records) < 6 and time.time() < deadline:
+            time.sleep(0.02)
+        records = list(monitor.records)
+    finally:
+        monitor.stop()
+    first, later = records[0]["gpus"][0], records[-1]["gpus"][0]
+    assert "sm_active" not in first and first["na"]["sm_active"] == "first reading (GPM needs two samples)"
+    assert (later["sm_active"], later["sm_occupancy"], later["tensor_active"], later["dram_active"]) == (
+        82.0, 41.0, 33.0, 57.0)  # the node's steady figures, read back through nvmlGpmMetricsGet
+    figures = window_figures(records, records[1]["t"] - 1e-3, records[-1]["t"], "L1", examples=100)
+    assert figures["gpus"] == [0] and figures["sm_active_mean"] == 82.0 and figures["tensor_active_mean"] == 33.0
+    summary = {"configs": [{"label": "1M/1G", "model": "m", "batch_size": 8, "telemetry": figures}],
+               "telemetry": {"info": {}}}
+    text = tables.load_text(summary)
+    assert "SM active" in text and "tensor active" in text and "82%" in text and "33%" in text
+    assert "SM active" not in tables.load_text({**summary, "configs": [
+        {"label": "1M/1G", "model": "m", "batch_size": 8, "telemetry": {**figures, "sm_active_mean": None}}]})

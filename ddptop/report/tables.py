@@ -522,8 +522,30 @@ def _load_cells(entry: dict[str, Any]) -> tuple[str, ...] | None:
     )
 
 
+GPM_HEADER = ("SM active", "SM occupancy", "tensor active", "DRAM active")
+GPM_LOAD_KEYS = ("sm_active_mean", "sm_occupancy_mean", "tensor_active_mean", "dram_active_mean")
+
+
+def _counted(summary: dict[str, Any]) -> bool:
+    """Whether any configuration has GPM hardware counters (Hopper and later)."""
+    return any((e.get("telemetry") or {}).get("sm_active_mean") is not None for e in summary["configs"])
+
+
 def load_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
-    return [cells for entry in summary["configs"] if (cells := _load_cells(entry)) is not None]
+    counted = _counted(summary)
+    rows = []
+    for entry in summary["configs"]:
+        cells = _load_cells(entry)
+        if cells is None:
+            continue
+        load = entry.get("telemetry") or {}
+        rows.append(cells + (tuple(units.percent(load.get(k), fraction=False) for k in GPM_LOAD_KEYS)
+                             if counted else ()))
+    return rows
+
+
+def _load_header(summary: dict[str, Any]) -> tuple[str, ...]:
+    return LOAD_HEADER + (GPM_HEADER if _counted(summary) else ())
 
 
 def load_text(summary: dict[str, Any]) -> str:
@@ -533,12 +555,12 @@ def load_text(summary: dict[str, Any]) -> str:
     info = (summary.get("telemetry") or {}).get("info") or {}
     title = "Load during measured steps (telemetry"
     title += f", {info['fake_label']} GPUs)" if info.get("fake") else ")"
-    return "\n".join([title] + aligned(LOAD_HEADER, rows, first_left=True)) + "\n"
+    return "\n".join([title] + aligned(_load_header(summary), rows, first_left=True)) + "\n"
 
 
 def load_markdown(summary: dict[str, Any]) -> list[str]:
     rows = load_rows(summary)
-    return markdown_table(LOAD_HEADER, rows) + [""] if rows else []
+    return markdown_table(_load_header(summary), rows) + [""] if rows else []
 
 
 def nodes_text(summary: dict[str, Any]) -> str:
@@ -652,6 +674,7 @@ def csv_text(summary: dict[str, Any]) -> str:
     # appended, so the columns above keep their places: the 95% intervals and how far to trust the row
     header += [f"{key}_{end}" for key in CSV_INTERVAL_FIELDS for end in ("low", "high")]
     header += ["p50_precision", "stop_reason", "unstable", "disturbed", "disturbed_reason"]
+    header += list(GPM_LOAD_KEYS) + ["verdict"]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
@@ -677,5 +700,6 @@ def csv_text(summary: dict[str, Any]) -> str:
         validity = entry.get("validity") or {}
         row += [stats.get("p50_precision"), entry.get("stop_reason"), entry.get("unstable"),
                 validity.get("disturbed"), (validity.get("reasons") or [None])[0]]
+        row += [load.get(k) for k in GPM_LOAD_KEYS] + [(entry.get("verdict") or {}).get("text")]
         writer.writerow(["" if v is None else v for v in row])
     return buffer.getvalue()

@@ -428,6 +428,64 @@ def nvmlDeviceGetComputeInstanceId(handle: int, out: int) -> None:
     put(out, c_uint, node.mig_instance(gpu, mig).compute_instance)
 
 
+_gpm_samples: dict[int, list[Any]] = {}  # sample address -> [node, GPU index or None, time taken or None]
+
+
+@_c(_VOIDP, _VOIDP)
+def nvmlGpmQueryDeviceSupport(handle: int, out: int) -> None:
+    node, gpu, _ = device(handle)
+    support = struct(out, pynvml.c_nvmlGpmSupport_t)
+    if support.version != pynvml.NVML_GPM_SUPPORT_VERSION:
+        raise NvmlReturn(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+    support.isSupportedDevice = int(node.gpm_supported(gpu))
+
+
+@_c(_VOIDP)
+def nvmlGpmSampleAlloc(out: int) -> None:
+    node = _current()
+    buffer = ctypes.create_string_buffer(8)
+    address = ctypes.addressof(buffer)
+    with _registry_lock:
+        _keep.append(buffer)
+        _gpm_samples[address] = [node, None, None]
+    put(out, c_void_p, address)
+
+
+@_c(_VOIDP)
+def nvmlGpmSampleFree(sample: int) -> None:
+    with _registry_lock:
+        if _gpm_samples.pop(sample or 0, None) is None:
+            raise NvmlReturn(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+
+
+@_c(_VOIDP, _VOIDP)
+def nvmlGpmSampleGet(handle: int, sample: int) -> None:
+    node, gpu, _ = device(handle)
+    if not node.gpm_supported(gpu):
+        raise NvmlReturn(pynvml.NVML_ERROR_NOT_SUPPORTED)
+    slot = _gpm_samples.get(sample or 0)
+    if slot is None:
+        raise NvmlReturn(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+    slot[1], slot[2] = gpu, node.elapsed()
+
+
+@_c(_VOIDP)
+def nvmlGpmMetricsGet(out: int) -> None:
+    request = struct(out, pynvml.c_nvmlGpmMetricsGet_t)
+    if request.version != pynvml.NVML_GPM_METRICS_GET_VERSION:
+        raise NvmlReturn(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+    first = _gpm_samples.get(ctypes.cast(request.sample1, c_void_p).value or 0)
+    second = _gpm_samples.get(ctypes.cast(request.sample2, c_void_p).value or 0)
+    if first is None or second is None or first[1] is None or first[1] != second[1]:
+        raise NvmlReturn(pynvml.NVML_ERROR_INVALID_ARGUMENT)  # two samples of one GPU are needed
+    node, gpu = second[0], second[1]
+    for position in range(request.numMetrics):
+        metric = request.metrics[position]
+        value = node.gpm_metric(gpu, int(metric.metricId), first[2], second[2])
+        metric.nvmlReturn = pynvml.NVML_ERROR_NOT_SUPPORTED if value is None else pynvml.NVML_SUCCESS
+        metric.value = value or 0.0
+
+
 @_c(_VOIDP)
 def nvmlEventSetCreate(out: int) -> None:
     node = _current()
@@ -493,7 +551,7 @@ def _entry(name: str, argtypes: tuple[Any, ...], answer: Callable[..., None]) ->
 def _owner(args: tuple[Any, ...]) -> Any:
     """The node a call is for: the one its first handle names, else this thread's."""
     if args and isinstance(args[0], int):
-        found = _handles.get(args[0]) or _event_sets.get(args[0])
+        found = _handles.get(args[0]) or _event_sets.get(args[0]) or _gpm_samples.get(args[0])
         if found is not None:
             return found[0]
     return _current()

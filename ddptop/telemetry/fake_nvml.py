@@ -389,6 +389,29 @@ class FakeNvml:
             raise NvmlReturn(pynvml.NVML_ERROR_NOT_FOUND)  # an empty slot of the 7
         return self._handle_of(index, mig)
 
+    def gpm_supported(self, index: int) -> bool:
+        return self.check(index).gpm
+
+    # GPM metric -> (steady value, mean of the wave, swing): percent of time or of capacity
+    GPM_METRICS = {2: (82.0, 70.0, 20.0), 3: (41.0, 35.0, 10.0), 5: (33.0, 28.0, 15.0), 10: (57.0, 50.0, 20.0)}
+
+    def gpm_metric(self, index: int, metric: int, start: float, end: float) -> float | None:
+        """A GPM metric over [start, end] (seconds of this node's clock): SM active (2), SM occupancy (3),
+        any tensor pipe active (5), DRAM bandwidth used (10); None for the others."""
+        self.check(index)
+        if metric not in self.GPM_METRICS or end <= start:
+            return None
+        steady, mean, swing = self.GPM_METRICS[metric]
+        if self.steady:
+            return steady
+        period, phase = 9.0, index * 0.7 + metric  # mean over the window of mean + swing sin(w t + phase)
+        w = 2 * math.pi / period
+        integral = (math.cos(w * start + phase) - math.cos(w * end + phase)) / w
+        return mean + swing * integral / (end - start)
+
+    def elapsed(self) -> float:
+        return self._elapsed()
+
     def next_xid(self, registered: set[int], timeout_ms: int) -> tuple[int, int]:
         with self._lock:
             for position, (gpu, code) in enumerate(self._xids):

@@ -41,6 +41,16 @@ THROTTLE_REASONS = (
 )
 IDLE_REASONS = ("idle",)
 
+# NVML GPM (GPU performance monitoring, Hopper and later): reading key -> metric id name. Percent of time an
+# SM had a warp resident, warps resident against the maximum, any tensor pipe busy, DRAM bandwidth used.
+GPM_METRICS = {
+    "sm_active": "NVML_GPM_METRIC_SM_UTIL",
+    "sm_occupancy": "NVML_GPM_METRIC_SM_OCCUPANCY",
+    "tensor_active": "NVML_GPM_METRIC_ANY_TENSOR_UTIL",
+    "dram_active": "NVML_GPM_METRIC_DRAM_BW_UTIL",
+}
+NO_GPM = "no GPM counters on this GPU (Hopper and later)"
+
 # pynvml's unversioned process call is the _v3 one; drivers before it answer only _v2
 PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2")
 
@@ -79,6 +89,10 @@ class GpuReading:
     pcie_rx_bps: float | None = None
     nvlink_tx_bps: float | None = None
     nvlink_rx_bps: float | None = None
+    sm_active: float | None = None  # GPM, percent, over the time since the previous reading
+    sm_occupancy: float | None = None
+    tensor_active: float | None = None
+    dram_active: float | None = None
     ecc_uncorrected: int | None = None  # volatile (since boot) uncorrected ECC errors
     xid: list[int] = field(default_factory=list)  # critical Xid errors seen since ddptop started
     processes: list[dict[str, Any]] = field(default_factory=list)  # pid, gpu_memory
@@ -110,6 +124,7 @@ class GpuSampler:
         self._events: Any = None
         self._xid: dict[int, list[int]] = {}
         self._field_ids: list[tuple[str, Any]] = []
+        self._gpm_samples: dict[int, Any] = {}  # GPU -> its previous GPM sample
 
     # -- lifecycle ----------------------------------------------------------------------------------------
     def open(self) -> "GpuSampler":
@@ -155,6 +170,9 @@ class GpuSampler:
         if self._events is not None:
             nv.call(self.nvml, "nvmlEventSetFree", self._events)
             self._events = None
+        for sample in self._gpm_samples.values():
+            nv.call(self.nvml, "nvmlGpmSampleFree", sample)
+        self._gpm_samples.clear()
         nv.shutdown(self.nvml)
         self.nvml = None
 
@@ -292,6 +310,7 @@ class GpuSampler:
         width = self._get(reading, "pcie_width", "nvmlDeviceGetCurrPcieLinkWidth")
         reading.pcie_width = None if width is None else int(width)
         self._read_counters(reading)
+        self._read_gpm(reading)
         ecc = self._slow_get(
             reading,
             "ecc_uncorrected",
@@ -307,6 +326,59 @@ class GpuSampler:
         if index in self._lost:  # lost during this reading
             reading.lost = True
         return reading
+
+    def _gpm_na(self, reading: GpuReading, reason: str, permanent: bool) -> None:
+        for key in GPM_METRICS:
+            reading.na[key] = reason
+            if permanent:
+                self._never[(reading.index, key)] = reason
+
+    def _read_gpm(self, reading: GpuReading) -> None:
+        """GPM metrics over the time since this GPU's previous sample: a sample is taken every tick and the
+        metrics are computed between the last two (the first tick has none yet)."""
+        index = reading.index
+        never = self._never.get((index, "sm_active"))
+        if never is not None:
+            self._gpm_na(reading, never, permanent=False)
+            return
+        if index not in self._gpm_samples:
+            support = self._get(reading, "gpm", "nvmlGpmQueryDeviceSupport")
+            reason = reading.na.pop("gpm", None)
+            if support is None or not int(support.isSupportedDevice):
+                self._gpm_na(reading, NO_GPM if support is not None else reason or NO_GPM,
+                             permanent=support is not None or (index, "gpm") in self._never)
+                return
+        sample = nv.call(self.nvml, "nvmlGpmSampleAlloc")
+        if isinstance(sample, nv.Unavailable):
+            self._gpm_na(reading, sample.reason, sample.permanent)
+            return
+        taken = nv.call(self.nvml, "nvmlGpmSampleGet", self.handles[index], sample)
+        if isinstance(taken, nv.Unavailable):
+            nv.call(self.nvml, "nvmlGpmSampleFree", sample)
+            self._gpm_na(reading, taken.reason, taken.permanent)
+            return
+        previous = self._gpm_samples.get(index)
+        self._gpm_samples[index] = sample
+        if previous is None:
+            self._gpm_na(reading, "first reading (GPM needs two samples)", permanent=False)
+            return
+        request = self.nvml.c_nvmlGpmMetricsGet_t()
+        request.version = self.nvml.NVML_GPM_METRICS_GET_VERSION
+        request.numMetrics = len(GPM_METRICS)
+        request.sample1, request.sample2 = previous, sample
+        for position, name in enumerate(GPM_METRICS.values()):
+            request.metrics[position].metricId = int(getattr(self.nvml, name))
+        answer = nv.call(self.nvml, "nvmlGpmMetricsGet", request)
+        nv.call(self.nvml, "nvmlGpmSampleFree", previous)
+        if isinstance(answer, nv.Unavailable):
+            self._gpm_na(reading, answer.reason, permanent=False)
+            return
+        for position, key in enumerate(GPM_METRICS):
+            metric = answer.metrics[position]
+            if int(metric.nvmlReturn) == 0:
+                setattr(reading, key, round(float(metric.value), 1))
+            else:
+                reading.na[key] = nv.reason_of(self.nvml, self.nvml.NVMLError(int(metric.nvmlReturn))).reason
 
     def _throttle_names(self, bits: int) -> list[str]:
         names = []

@@ -14,6 +14,8 @@ from typing import Any
 
 from ddptop.protocol.wire import EventFileReader
 
+GPM_KEYS = ("sm_active", "sm_occupancy", "tensor_active", "dram_active")  # as telemetry/gpu.py reads them
+
 
 def read_timeline(path: str) -> tuple[list[dict[str, Any]], int]:
     """The telemetry records of a timeline file, in time order, and the number of malformed lines."""
@@ -54,8 +56,10 @@ def gpus_of_launch(records: list[dict[str, Any]], launch: str | None, start: flo
     for record in records:
         if start - 5 <= record["t"] <= end + 5:
             for rank in record.get("ranks") or ():
-                if isinstance(rank, dict) and rank.get("launch") == launch and isinstance(rank.get("gpu"), int):
-                    found.add(rank["gpu"])
+                if isinstance(rank, dict) and rank.get("launch") == launch:
+                    # every GPU of a process on several (DataParallel), the one GPU of a DDP rank
+                    on = rank.get("gpus") if isinstance(rank.get("gpus"), list) else [rank.get("gpu")]
+                    found.update(g for g in on if isinstance(g, int))
     return sorted(found)
 
 
@@ -105,10 +109,12 @@ def _gpu_figures(
         "energy_j": None,
         "energy_source": None,
         "energy_per_example_j": None,
+        **{f"{key}_mean": None for key in GPM_KEYS},
     }
     if not gpus:
         return empty
     utils, mems, powers = [], [], []
+    counters: dict[str, list[float]] = {key: [] for key in GPM_KEYS}
     for record in inside:
         watts = []
         for index in gpus:
@@ -117,6 +123,9 @@ def _gpu_figures(
                 continue
             if reading.get("util") is not None:
                 utils.append(reading["util"])
+            for key in GPM_KEYS:
+                if reading.get(key) is not None:
+                    counters[key].append(reading[key])
             if reading.get("mem_used") is not None:
                 mems.append(reading["mem_used"])
             if reading.get("power_w") is not None:
@@ -126,6 +135,8 @@ def _gpu_figures(
     figures = dict(empty)
     figures["util_mean"] = _mean(utils)
     figures["util_max"] = max(utils) if utils else None
+    for key in GPM_KEYS:  # GPM (Hopper and later): each reading covers the time since the one before
+        figures[f"{key}_mean"] = _mean(counters[key])
     figures["mem_peak_bytes"] = max(mems) if mems else None
     figures["power_mean_w"] = _mean(powers)
     joules = 0.0

@@ -13,10 +13,10 @@ from ddptop.tui.panels.cached import CachedStatic
 
 # (key, label, width): fixed widths, so that cells updated in place never reflow the table
 GPU_COLUMNS = (
-    ("gpu", "GPU", 3), ("name", "name", 22), ("util", "util", 13), ("hist", "util history", 12),
+    ("gpu", "GPU", 3), ("name", "name", 22), ("util", "util", 13), ("hist", "util hist.", 10),
     # wide enough for 141/141 GiB and 1000/1000 W (H200, B200): a cell that fits is never cut mid-value
     ("mem", "memory", 13), ("memgib", "GiB", 11), ("power", "power W", 9), ("temp", "temp", 4),
-    ("clock", "SM MHz", 6), ("pcie", "PCIe GB/s", 9), ("nvlink", "NVLink GB/s", 11), ("rank", "rank", 5),
+    ("clock", "SM MHz", 6), ("gpm", "SM/TC%", 6), ("pcie", "PCIe GB/s", 9), ("nvlink", "NVLink GB/s", 11), ("rank", "rank", 5),
     ("notes", "notes", 16),
 )
 
@@ -72,12 +72,15 @@ def _gpu_cells(reading: dict[str, Any], name: str, history: list[Any], ranks: li
         "gpu": str(reading["index"]),
         "name": name.removeprefix("Tesla ").removeprefix("NVIDIA ")[:22],
         "util": fmt.bar(reading.get("util"), 8),
-        "hist": fmt.sparkline(history, 12),
+        "hist": fmt.sparkline(history, 10),
         "mem": fmt.bar(mem_pct, 8, fmt.MEMORY_THRESHOLDS),
         "memgib": fmt.pair(fmt.gib(reading.get("mem_used")), fmt.gib(reading.get("mem_total"))),
         "power": "N/A" if power is None else f"{power:.0f}/{limit:.0f}" if limit else f"{power:.0f}",
         "temp": "N/A" if reading.get("temp_c") is None else f"{reading['temp_c']}C",
         "clock": "N/A" if reading.get("sm_clock_mhz") is None else str(reading["sm_clock_mhz"]),
+        # GPM (Hopper and later): SM active / tensor pipe active, where NVML util counts any kernel at all
+        "gpm": "-" if reading.get("sm_active") is None
+        else f"{reading['sm_active']:.0f}/{reading.get('tensor_active') or 0:.0f}",
         "pcie": fmt.pair(fmt.gbps(reading.get("pcie_tx_bps")), fmt.gbps(reading.get("pcie_rx_bps"))),
         "nvlink": fmt.pair(fmt.gbps(reading.get("nvlink_tx_bps")), fmt.gbps(reading.get("nvlink_rx_bps"))),
         "rank": ",".join(ranks) or "-",
