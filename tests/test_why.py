@@ -182,3 +182,34 @@ def test_gpm_counters_from_the_hopper_node_to_the_load_table(tmp_path):
     assert "SM active" in text and "tensor active" in text and "82%" in text and "33%" in text
     assert "SM active" not in tables.load_text({**summary, "configs": [
         {"label": "1M/1G", "model": "m", "batch_size": 8, "telemetry": {**figures, "sm_active_mean": None}}]})
+
+
+# -- link peaks -----------------------------------------------------------------------------------------------------
+
+
+def test_link_peaks_and_bus_bandwidth_shares_under_simulated_nodes():
+    from ddptop.analysis.links import add_link_shares, link_peak
+    from ddptop.telemetry.fake_nvml import FakeNvml
+    from ddptop.telemetry.topology import read_topology
+
+    h100 = read_topology(FakeNvml("hgx-h100")).to_json()
+    assert h100["links"]["GPU3"] == {"nvlink_active": 18, "nvlink_version": 4, "nvlink_gbs": 450.0,
+                                     "pcie_gen_max": 5, "pcie_width_max": 16, "pcie_gbs": pytest.approx(63.0, 0.01)}
+    assert link_peak(h100, [0, 1, 2, 3], "cuda") == {"link": "NVLink", "peak_gbs": 450.0}  # 18 x 25 GB/s
+    pcie = read_topology(FakeNvml("pcie-4gpu")).to_json()
+    assert link_peak(pcie, [0, 1], "cuda") == {"link": "PCIe", "peak_gbs": pytest.approx(31.5, 0.01)}  # gen 4 x16
+    assert link_peak(pcie, [0, 1], "cpu")["why"] == "no link peak: the ranks ran on the CPU"
+    assert link_peak(pcie, [], "cuda")["link"] is None
+    dgx1 = read_topology(FakeNvml("dgx1")).to_json()
+    assert link_peak(dgx1, [0, 5], "cuda")["link"] == "PCIe"  # GPUs 0 and 5 share no NVLink (SYS)
+
+    entry = {"world_size": 4, "backend": "nccl", "device": "cuda", "telemetry": {"gpus": [0, 1, 2, 3]},
+             "communication": {"buckets": {"achieved": {"busbw_gbs": 270.0}}}}
+    table = {"world_size": 4, "backend": "nccl", "peak_busbw_gbs": 360.0}
+    add_link_shares([entry], [table], h100)
+    achieved = entry["communication"]["buckets"]["achieved"]
+    assert achieved["link"] == "NVLink" and achieved["link_share"] == pytest.approx(0.6)
+    assert table["link_share"] == pytest.approx(0.8) and table["link_peak_gbs"] == 450.0
+    found = v.verdict({**entry, "mode": "ddp", "stats": {"n": 50}, "communication": {
+        **entry["communication"], "exposed_comm_fraction": 0.4, "exposed_comm_fraction_ci": [0.3, 0.5]}})
+    assert "allreduce at 60% of NVLink peak" in found["text"]

@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any
 
-from ddptop.analysis import communication, scaling, verdict
+from ddptop.analysis import communication, links, scaling, verdict
 from ddptop.protocol.layout import RUNNER_FILE, TIMELINE_FILE, node_file
 from ddptop.protocol.marks import LaunchEnd, parse_mark
 from ddptop.protocol.vocab import Status
@@ -171,6 +171,8 @@ def build_summary(session: Session, environment: dict[str, Any] | None = None) -
         collectives = communication.collective_tables(session.collectives, session.launches)
         intervals.add_collective_intervals(collectives, session.collectives, session.launches)
         scaling.compare_with_collectives(entries, collectives)
+        topology = load_saved_topology(session.run_dir)
+        links.add_link_shares(entries, collectives, topology)
         for entry in entries:
             entry["verdict"] = verdict.verdict(entry, env)
         return {
@@ -193,7 +195,7 @@ def build_summary(session: Session, environment: dict[str, Any] | None = None) -
             "collectives": collectives,
             "overhead": _overhead(session, entries),
             "telemetry": telemetry,
-            "topology": load_saved_topology(session.run_dir),
+            "topology": topology,
             "nodes": _nodes(session),
             "malformed_event_lines": session.malformed_lines(),
         }

@@ -208,17 +208,24 @@ def communication_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
                 units.milliseconds(buckets.get("in_flight_s")),
                 units.milliseconds((estimates.get(entry["config_id"]) or {}).get("comm_estimate_from_t1_s")),
                 units.binary_bytes(comm.get("allreduce_bytes_per_rank")) if entry["world_size"] > 1 else units.DASH,
-                units.gbps(achieved.get("busbw_gbs")),
+                units.gbps(achieved.get("busbw_gbs")) + _of_link(achieved),
                 units.gbps(achieved.get("collective_busbw_gbs")),
             )
         )
     return rows
 
 
+def _of_link(figures: dict[str, Any]) -> str:
+    """" (61% of NVLink)" after a busbw: the share of the link's peak it ran over, when there is one."""
+    share = figures.get("link_share")
+    return f" ({units.percent(share)} of {figures['link']})" if share is not None else ""
+
+
 COMM_NOTE = (
     "exposed comm = step - no_sync step (95% interval in brackets); DDP columns are DDP's own averages; buckets in flight = time any "
     "gradient bucket's allreduce was running (comm hook); t(N)-t(1) est. = t(N) minus the N=1 time scaled to "
-    "the rank's work; busbw = bytes x 2(N-1)/N / time, the kernel's at DDP's bucket size."
+    "the rank's work; busbw = bytes x 2(N-1)/N / time, the kernel's at DDP's bucket size, with its share of "
+    "the peak of the link it ran over (NVLink, or PCIe) where there is one."
 )
 
 BATCH_HEADER = ("batch", "global batch", "sec/iter (p50)", "ex/sec (all ranks)", "status")
@@ -266,6 +273,11 @@ def _collective_title(table: dict[str, Any]) -> str:
     peak = ""
     if table.get("peak_busbw_gbs"):
         peak = f"; peak busbw {units.gbps(table['peak_busbw_gbs'])} at {units.binary_bytes(table['peak_at_bytes'])}"
+        if table.get("link_share") is not None:
+            peak += (f", {units.percent(table['link_share'])} of the {units.gbps(table['link_peak_gbs'])} "
+                     f"{table['link']} peak")
+        elif table.get("link_why"):
+            peak += f" ({table['link_why']})"
     return (
         f"Collective {table['op']} at N={table['world_size']} ({table['backend']}), "
         f"busbw = algbw x {units.significant(table['busbw_factor'])}{peak}"

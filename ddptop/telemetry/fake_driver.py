@@ -281,6 +281,13 @@ def nvmlDeviceGetNvLinkRemoteDeviceType(handle: int, link: int, out: int) -> Non
     put(out, c_uint, node.nvlink_remote(gpu, link)[0])
 
 
+@_c(_VOIDP, c_uint, _VOIDP)
+def nvmlDeviceGetNvLinkVersion(handle: int, link: int, out: int) -> None:
+    node, gpu, _ = device(handle)
+    node.nvlink_remote(gpu, link)
+    put(out, c_uint, node.profile.gpus[gpu].nvlink_version)
+
+
 @_c(_VOIDP, _VOIDP)
 def nvmlDeviceGetUtilizationRates(handle: int, out: int) -> None:
     node, gpu, mig = device(handle)

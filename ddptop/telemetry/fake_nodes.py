@@ -46,6 +46,7 @@ class GpuSpec:
     mig_capable: bool = False
     gpm: bool = False  # NVML GPM counters (Hopper and later)
     uuid: str = ""
+    nvlink_version: int = 0  # NVLink generation (2: V100, 3: A100, 4: H100), as nvmlDeviceGetNvLinkVersion
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,7 @@ def _profile(name: str, data: dict[str, Any]) -> NodeProfile:
             name=spec["name"], memory_mib=int(spec["memory_mib"]), power_limit_w=int(spec["power_limit_w"]),
             sm_clock_max_mhz=int(spec["sm_clock_max_mhz"]), memory_clock_mhz=int(spec["memory_clock_mhz"]),
             pcie=(int(spec["pcie"][0]), int(spec["pcie"][1])), nvlink_slots=int(spec.get("nvlink_slots", 0)),
+            nvlink_version=int(spec.get("nvlink_version", 0)),
             switch=int(spec["switch"]), cpu_affinity=spec.get("cpu_affinity"),
             accessible=bool(spec.get("accessible", True)), mig=mig,
             mig_capable=bool(spec.get("mig_capable", bool(mig))), gpm=bool(spec.get("gpm", False)),

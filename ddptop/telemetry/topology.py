@@ -29,6 +29,12 @@ LINK_RANK = {"X": 0, "NV": 1, "PIX": 2, "PXB": 3, "PHB": 4, "NODE": 5, "SYS": 6}
 
 CPU_SET_WORDS = 16  # 64-bit words of the affinity mask: up to 1024 CPUs
 
+# GB/s per link and direction, by NVLink generation: P100 20; V100, A100 and H100 25 (6, 12 and 18 links:
+# 300, 600 and 900 GB/s both directions, NVIDIA's datasheets); Blackwell 50 (18 links, 1.8 TB/s)
+NVLINK_GBS_PER_LINK = {1: 20.0, 2: 25.0, 3: 25.0, 4: 25.0, 5: 50.0}
+# GB/s per lane and direction after line coding, by PCIe generation (8b/10b to gen 2, 128b/130b from gen 3)
+PCIE_GBS_PER_LANE = {1: 0.25, 2: 0.5, 3: 0.985, 4: 1.969, 5: 3.938, 6: 7.877}
+
 
 @dataclass
 class PciDevice:
@@ -48,6 +54,8 @@ class Topology:
     fake: bool = False
     problem: str | None = None  # why GPUs are missing
     notes: list[str] = field(default_factory=list)
+    # per GPU: NVLink generation, active links, their peak, PCIe generation x width and its peak (links_of)
+    links: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def devices(self) -> list[str]:
@@ -63,6 +71,7 @@ class Topology:
             "fake": self.fake,
             "problem": self.problem,
             "notes": self.notes,
+            "links": self.links,
         }
 
     @classmethod
@@ -194,8 +203,10 @@ def _nvml_ancestor(nvml: Any, first: Any, second: Any) -> str | None:
     return names.get(int(level))
 
 
-def _nvlinks(nvml: Any, handles: list[Any], bus_ids: list[str]) -> tuple[dict[tuple[int, int], int], list[int]]:
-    """Links per GPU pair, and per GPU the links that end at an NVSwitch.
+def _nvlinks(nvml: Any, handles: list[Any], bus_ids: list[str], active: list[int],
+             versions: list[int | None]) -> tuple[dict[tuple[int, int], int], list[int]]:
+    """Links per GPU pair, and per GPU the links that end at an NVSwitch; fills each GPU's active link count
+    and NVLink generation into ``active`` and ``versions``.
 
     ``handles`` holds None for a GPU NVML could not open; it is skipped, and indices stay NVML's. The far end
     of a link is named by NVML's remote device type: a link to a GPU this process cannot see (a container
@@ -205,6 +216,8 @@ def _nvlinks(nvml: Any, handles: list[Any], bus_ids: list[str]) -> tuple[dict[tu
     by_bus = {bdf: i for i, bdf in enumerate(bus_ids) if bdf}
     pairs: dict[tuple[int, int], int] = {}
     to_switch = [0] * len(handles)
+    active[:] = [0] * len(handles)
+    versions[:] = [None] * len(handles)
     max_links = int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))
     switch_type = getattr(nvml, "NVML_NVLINK_DEVICE_TYPE_SWITCH", 2)
     for i, handle in enumerate(handles):
@@ -219,6 +232,10 @@ def _nvlinks(nvml: Any, handles: list[Any], bus_ids: list[str]) -> tuple[dict[tu
                 continue
             if int(state) != nvml.NVML_FEATURE_ENABLED:
                 continue
+            active[i] += 1
+            if versions[i] is None:
+                version = nv.call(nvml, "nvmlDeviceGetNvLinkVersion", handle, link)
+                versions[i] = None if isinstance(version, nv.Unavailable) else int(version)
             remote = nv.call(nvml, "nvmlDeviceGetNvLinkRemotePciInfo", handle, link)
             if isinstance(remote, nv.Unavailable):
                 continue
@@ -271,8 +288,25 @@ def read_topology(nvml_module: Any | None = None, sysfs_root: str | None = None)
     return topo
 
 
+def _link_peaks(nvml: Any, handle: Any, active: int, version: int | None) -> dict[str, Any]:
+    """One GPU's links and their peaks, GB/s in one direction (what a ring's bus bandwidth is measured
+    against): every active NVLink at its generation's rate, and PCIe at the most the GPU and slot allow."""
+    found: dict[str, Any] = {"nvlink_active": active, "nvlink_version": version}
+    per_link = NVLINK_GBS_PER_LINK.get(version or 0)
+    found["nvlink_gbs"] = active * per_link if active and per_link else None
+    for key, function in (("pcie_gen_max", "nvmlDeviceGetMaxPcieLinkGeneration"),
+                          ("pcie_width_max", "nvmlDeviceGetMaxPcieLinkWidth")):
+        value = nv.call(nvml, function, handle)
+        found[key] = None if isinstance(value, nv.Unavailable) else int(value)
+    lane = PCIE_GBS_PER_LANE.get(found["pcie_gen_max"] or 0)
+    found["pcie_gbs"] = lane * found["pcie_width_max"] if lane and found["pcie_width_max"] else None
+    return found
+
+
 def _fill_gpus(topo: Topology, nvml: Any, handles: list[Any], bus_ids: list[str], root: str) -> None:
-    links, switch_links = _nvlinks(nvml, handles, bus_ids)
+    active: list[int] = []
+    versions: list[int | None] = []
+    links, switch_links = _nvlinks(nvml, handles, bus_ids, active, versions)
     devices = [pci_device(root, f"GPU{i}", bus_ids[i] or None) for i in range(len(handles))]
     topo.gpus = [f"GPU{i}" for i in range(len(handles))]
     for i, first in enumerate(handles):
@@ -292,6 +326,7 @@ def _fill_gpus(topo: Topology, nvml: Any, handles: list[Any], bus_ids: list[str]
             topo.cpu_affinity[f"GPU{i}"] = topo.numa_affinity[f"GPU{i}"] = "N/A"
             continue
         topo.cpu_affinity[f"GPU{i}"] = _affinity(nvml, first)
+        topo.links[f"GPU{i}"] = _link_peaks(nvml, first, active[i], versions[i])
         numa = nv.call(nvml, "nvmlDeviceGetNumaNodeId", first)
         if isinstance(numa, nv.Unavailable) or int(numa) < 0:
             numa = devices[i].numa
