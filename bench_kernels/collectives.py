@@ -23,6 +23,8 @@ import sys
 import time
 from typing import Any
 
+from ddptop.protocol.devices import apply_rank_device
+
 OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast")
 OUT_OF_PLACE_OPS = ("allgather", "reduce_scatter")
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
@@ -131,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
     from ddptop.protocol.bandwidth import busbw_factor
 
     cuda = torch.cuda.is_available() and args.backend != "gloo"
-    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0"))) if cuda else torch.device("cpu")
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    device = torch.device("cuda", apply_rank_device(local_rank)) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
     dist.init_process_group(args.backend or ("nccl" if cuda else "gloo"))

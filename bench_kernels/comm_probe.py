@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Sequence
 from typing import Any
 
+from bench_kernels.faults import Fault, fire
 from bench_kernels.timing import SampleStream, run_steps
 from bench_kernels.workload import Workload, wrap_in_ddp
 from ddptop.protocol.launchspec import RunConfig
@@ -29,13 +31,15 @@ DDP_LOGGING_TIMES = (
 
 
 def probe_communication(
-    workload: Workload, cfg: RunConfig, local_rank: int, nosync_stream: SampleStream, iters: int
+    workload: Workload, cfg: RunConfig, local_rank: int, nosync_stream: SampleStream, iters: int,
+    faults: Sequence[Fault] = (),
 ) -> dict[str, Any]:
     """Run the probe's phases (``iters`` steps each) on a workload whose measured steps are done; return the
-    fields of the ``comm`` event. ``workload.net`` is the hooked wrapper afterwards."""
+    fields of the ``comm`` event. ``workload.net`` is the hooked wrapper afterwards. ``faults`` (a testing
+    aid) fire where the second wrapper is built, the analysis's largest allocation."""
     logging_data = ddp_logging_times(workload.net)
     measure_without_sync(workload, nosync_stream, iters)
-    timer = rewrap_with_bucket_timer(workload, cfg, local_rank)
+    timer = rewrap_with_bucket_timer(workload, cfg, local_rank, faults)
     # the new wrapper's own warm-up, the model being warm already: the configuration's fixed count (2 at least),
     # or 2 after an auto warm-up
     warmup = max(2, cfg.warmup) if cfg.warmup is not None else 2
@@ -62,7 +66,8 @@ def measure_without_sync(workload: Workload, stream: SampleStream, iters: int) -
     run_steps(step_without_sync, iters, stream)
 
 
-def rewrap_with_bucket_timer(workload: Workload, cfg: RunConfig, local_rank: int) -> BucketTimer:
+def rewrap_with_bucket_timer(workload: Workload, cfg: RunConfig, local_rank: int,
+                             faults: Sequence[Fault] = ()) -> BucketTimer:
     """Replace ``workload.net`` with a new DDP wrapper of the same model that carries a BucketTimer hook.
 
     Why a second wrapper: DDP takes a comm hook only before its first backward pass, and the measured steps
@@ -74,6 +79,10 @@ def rewrap_with_bucket_timer(workload: Workload, cfg: RunConfig, local_rank: int
 
     workload.net = None
     gc.collect()
+    if workload.device.type == "cuda":
+        torch.cuda.empty_cache()  # the first wrapper's bucket buffers go back before the second allocates its own
+    for fault in faults:
+        fire(fault, torch)
     timer = BucketTimer(dist, torch, workload.device)
     workload.net = wrap_in_ddp(workload.model, cfg, workload.device, local_rank)
     workload.net.register_comm_hook(None, timer.hook)
@@ -85,7 +94,7 @@ def time_hooked_steps(step: Any, timer: BucketTimer, iters: int, warmup: int) ->
     rebuild its buckets: not representative)."""
     for _ in range(warmup):
         step()
-    timer.intervals, timer.steps = [], []
+    timer.reset()
     step_times = []
     for _ in range(iters):
         timer.begin_step()
@@ -99,32 +108,80 @@ def time_hooked_steps(step: Any, timer: BucketTimer, iters: int, warmup: int) ->
 class BucketTimer:
     """A DDP comm hook that allreduces each bucket (averaging, as DDP's default does) and records when it
     was handed over and when its result arrived. Per step: the time any bucket was in flight (intervals
-    merged), their sum, the bucket count and the bytes reduced."""
+    merged), their sum, the bucket count and the bytes reduced.
+
+    On the CPU both ends are wall-clock times. On CUDA the hook never waits for the device: with NCCL the
+    allreduce's future completes as soon as the work is enqueued, so a synchronize in the hook or its
+    callback would hold backward behind every bucket and time a schedule with no overlap. Instead a CUDA
+    event is recorded at hook entry (on the stream backward runs on: the bucket is ready there) and another
+    in the callback, which torch runs with a stream that waits for the allreduce's kernels (torch.futures
+    ``Future.then``); both are read after the step's own synchronize (``begin_step``/``finish``), as offsets
+    from an event recorded when the step began.
+    """
 
     def __init__(self, dist: Any, torch: Any, device: Any) -> None:
         self.dist, self.torch, self.device = dist, torch, device
+        self.cuda = device.type == "cuda"
         self.intervals: list[tuple[float, float, int]] = []  # (handed over, arrived, bytes) of this step
+        self.pending: list[tuple[Any, Any, int]] = []  # CUDA: (start event, end event, bytes) of this step
+        self.origin: Any = None  # CUDA: the event the step's offsets are measured from
         self.steps: list[dict[str, Any]] = []
 
+    def reset(self) -> None:
+        """Forget everything recorded so far (the new wrapper's first steps)."""
+        self.intervals, self.pending, self.steps, self.origin = [], [], [], None
+
+    def _event(self) -> Any:
+        event = self.torch.cuda.Event(enable_timing=True)
+        event.record()
+        return event
+
     def begin_step(self) -> None:
+        """Close the step before (its events are complete: the step ended in a synchronize) and start one."""
+        self._collect()
         if self.intervals:
             self.steps.append(merge_intervals(self.intervals))
         self.intervals = []
+        if self.cuda:
+            with self.torch.cuda.device(self.device):
+                self.origin = self._event()
 
     def finish(self) -> None:
-        self.begin_step()
+        self._collect()
+        if self.intervals:
+            self.steps.append(merge_intervals(self.intervals))
+        self.intervals, self.origin = [], None
+
+    def _collect(self) -> None:
+        """CUDA: turn the step's recorded events into intervals (milliseconds from the origin, in seconds)."""
+        if not self.pending:
+            return
+        if self.origin is not None:
+            for start, end, nbytes in self.pending:
+                self.intervals.append((self.origin.elapsed_time(start) / 1e3, self.origin.elapsed_time(end) / 1e3,
+                                       nbytes))
+        self.pending = []
 
     def hook(self, _state, bucket):  # no annotations: DDP insists that a present one is dist.GradBucket
         buffer = bucket.buffer()
         nbytes = buffer.numel() * buffer.element_size()
-        cuda = self.device.type == "cuda"
-        start = time.perf_counter()
+        if not self.cuda:
+            start = time.perf_counter()
+            future = self.dist.all_reduce(buffer.div_(self.dist.get_world_size()), async_op=True).get_future()
+
+            def arrived(fut: Any) -> Any:
+                self.intervals.append((start, time.perf_counter(), nbytes))
+                return fut.value()[0]
+
+            return future.then(arrived)
+        torch, device = self.torch, self.device
+        handed_over = self._event()  # on the current (backward) stream, where the bucket became ready
         future = self.dist.all_reduce(buffer.div_(self.dist.get_world_size()), async_op=True).get_future()
 
         def done(fut: Any) -> Any:
-            if cuda:  # a CUDA future completes when the work is queued; the stream says when it ran
-                self.torch.cuda.current_stream().synchronize()
-            self.intervals.append((start, time.perf_counter(), nbytes))
+            # gloo completes CUDA futures on its own thread, whose current device is cuda:0: set ours
+            with torch.cuda.device(device):
+                self.pending.append((handed_over, self._event(), nbytes))
             return fut.value()[0]
 
         return future.then(done)

@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import ctypes
+import dataclasses
 import functools
 import gc
 import os
@@ -63,7 +64,8 @@ from bench_kernels.timing import (
     run_steps,
     warm_up_until_steady,
 )
-from bench_kernels.workload import Workload, accepts, build_workload
+from bench_kernels.workload import Workload, accepts, build_workload, devices_used
+from ddptop.protocol.devices import apply_rank_device
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError, RunConfig
 from ddptop.protocol.precision import relative_half_width
 from ddptop.protocol.layout import events_name
@@ -73,6 +75,11 @@ from ddptop.protocol.wire import EventWriter
 
 class Terminated(Exception):
     """SIGTERM/SIGINT arrived (torchrun shutting the group down); leave through the normal flush path."""
+
+
+class AnalysisFailed(Exception):
+    """A rank's communication analysis failed after its configuration ended (reported already): the group
+    must end, since the other ranks may be waiting for this one inside a collective."""
 
 
 def _die_with_parent() -> None:
@@ -111,6 +118,7 @@ class Measured:
     precision_reached: float | None = None  # this rank's relative half-width of its median at the stop
     unstable: bool = False  # stopped on a limit before every rank reached the precision
     samples: tuple[float, ...] = ()
+    peak_memory_bytes: int | None = None  # the device's allocator peak over the round, read right after it
 
 
 def round_order(configs: tuple[RunConfig, ...] | list[RunConfig], round_index: int) -> list[RunConfig]:
@@ -136,6 +144,8 @@ def _combined(rounds: list[Measured]) -> Measured:
         precision_reached=relative_half_width(samples),
         unstable=any(r.unstable for r in rounds),
         samples=samples,
+        peak_memory_bytes=max((r.peak_memory_bytes for r in rounds if r.peak_memory_bytes is not None),
+                              default=None),
     )
 
 
@@ -163,8 +173,9 @@ class Worker:
         if self.spec.threads_per_rank:
             torch.set_num_threads(self.spec.threads_per_rank)
         if self.spec.device == "cuda":
-            torch.cuda.set_device(self.local_rank)
-            self.device = torch.device("cuda", self.local_rank)
+            index = apply_rank_device(self.local_rank)  # a MIG instance of its own: cuda:0 of a narrowed view
+            torch.cuda.set_device(index)
+            self.device = torch.device("cuda", index)
         else:
             self.device = torch.device("cpu")
         self._join_process_group()
@@ -179,8 +190,11 @@ class Worker:
         }
         if self.device.type == "cuda" and accepts(self.dist.init_process_group, "device_id"):
             kwargs["device_id"] = self.device  # binds NCCL to this GPU eagerly (a keyword of newer torch)
-            if self.spec.memory_cap_mb:
-                limit_gpu_memory(self.device, self.spec.memory_cap_mb)
+        if self.device.type == "cuda" and self.spec.memory_cap_mb:
+            # a process alone in its group may drive every GPU it sees (DataParallel): cap them all
+            capped = range(self.torch.cuda.device_count()) if self.world_size == 1 else [self.device.index]
+            for index in capped:
+                limit_gpu_memory(self.torch.device("cuda", index), self.spec.memory_cap_mb)
         self.dist.init_process_group(**kwargs)
 
     def _say_hello(self) -> None:
@@ -223,16 +237,18 @@ class Worker:
         if cap and self.device.type == "cpu":
             check_cpu_memory_cap(workload.model, workload.inputs, workload.grad_bytes, cap)
         measured = self._measure(cfg, workload, round_index)
-        analysis_s = None
-        if last and cfg.mode == Mode.DDP and cfg.comm_iters > 0:
-            analysis_start = time.perf_counter()
-            self._probe_communication(cfg, workload, round_index)
-            analysis_s = time.perf_counter() - analysis_start
+        # read now: what the analysis below allocates (a second DDP wrapper's buckets) is no part of the step
+        measured = dataclasses.replace(measured, peak_memory_bytes=self._peak_memory(cfg))
         rounds = self.rounds.setdefault(cfg.config_id, [])
         rounds.append(measured)
-        self._config_end(cfg, measured, analysis_s, round_index, last)
+        # The configuration ends on every rank before its analysis starts, so a failure there (out of memory
+        # building the second wrapper, say) cannot change the measured steps' status, nor make a batch sweep
+        # skip the larger batches.
+        self._config_end(cfg, measured, round_index, last)
         if last and cfg.rounds > 1:
-            self._config_end(cfg, _combined(rounds), analysis_s, round_index, last, whole=True)
+            self._config_end(cfg, _combined(rounds), round_index, last, whole=True)
+        if last and cfg.mode == Mode.DDP and cfg.comm_iters > 0:
+            self._probe_communication(cfg, workload, round_index)
         del workload
         self._release_memory()
         if self.world_size > 1:
@@ -255,8 +271,20 @@ class Worker:
             round=round_index,
             rounds=cfg.rounds,
             setup_s=setup_s,
+            notes=self._precision_notes(cfg),
         )
         self.writer.flush()
+
+    def _precision_notes(self, cfg: RunConfig) -> list[str]:
+        """What makes the configuration's dtype not what it says: bf16 on a GPU without bf16 tensor cores
+        runs, emulated, at about fp32's speed (torch.cuda.is_bf16_supported: compute capability 8.0 or
+        later, or only by emulation)."""
+        if cfg.amp != "bf16" or self.device.type != "cuda":
+            return []
+        check = self.torch.cuda.is_bf16_supported
+        native = check(including_emulation=False) if accepts(check, "including_emulation") else check()
+        return [] if native else ["bf16 is emulated on this GPU (no bf16 tensor cores below compute capability "
+                                  "8.0): these are not bf16 step times"]
 
     def _measure(self, cfg: RunConfig, workload: Workload, round_index: int) -> Measured:
         """The warm-up (fixed, or until steady), then the measured steps: as many as asked, as fill the time
@@ -310,21 +338,43 @@ class Worker:
         self.dist.all_reduce(agreed, op=self.dist.ReduceOp.MAX)
         return int(agreed.item())
 
+    def _peak_memory(self, cfg: RunConfig) -> int | None:
+        """The most device memory the configuration's step held: over every GPU of a DataParallel one."""
+        if self.device.type != "cuda":
+            return None
+        return max(self.torch.cuda.max_memory_allocated(d) for d in devices_used(cfg, self.device))
+
     def _probe_communication(self, cfg: RunConfig, workload: Workload, round_index: int) -> None:
+        """The communication probe, after the configuration's end: its failure is reported as the analysis's
+        (``phase`` "analysis"), never as the configuration's. Alone, the rank goes on to the next
+        configuration; in a group the peers may be waiting inside a collective, so the group ends
+        (``AnalysisFailed``) and the sweep relaunches what is left."""
         iters = cfg.comm_iters
         stream = self._stream(cfg, "nosync", iters, round_index)
-        fields = probe_communication(workload, cfg, self.local_rank, stream, iters)
-        self.writer.emit("comm", config_id=cfg.config_id, **fields)
+        start = time.perf_counter()
+        try:
+            fields = probe_communication(workload, cfg, self.local_rank, stream, iters, self.faults_for(cfg))
+        except Terminated:
+            raise
+        except Exception as exc:  # noqa: BLE001 - out of memory, or anything else: the analysis is lost, not the steps
+            self.report_error(cfg.config_id, exc, phase="analysis")
+            workload.net = None
+            if self.world_size > 1:
+                raise AnalysisFailed(cfg.config_id) from exc
+            return
+        self.writer.emit("comm", config_id=cfg.config_id, analysis_s=time.perf_counter() - start, **fields)
         self.writer.flush()
 
+    def faults_for(self, cfg: RunConfig) -> list[Any]:
+        """Injected faults (a testing aid) aimed at this rank's communication analysis of ``cfg``."""
+        return [f for f in self.faults if f.phase == "analysis" and f.matches(cfg.config_id, self.rank)]
+
     def _config_end(
-        self, cfg: RunConfig, measured: Measured, analysis_s: float | None, round_index: int, last: bool,
-        whole: bool = False,
+        self, cfg: RunConfig, measured: Measured, round_index: int, last: bool, whole: bool = False,
     ) -> None:
         """The end of one round (``last`` false), or of the configuration. With one round that is the same
         event; with several, the last round's own end (``last`` false) is followed by the configuration's,
         which sums the rounds (``whole``)."""
-        cuda = self.device.type == "cuda"
         self.writer.emit(
             "config_end",
             config_id=cfg.config_id,
@@ -340,8 +390,7 @@ class Worker:
             unstable=measured.unstable,
             warmup_s=measured.warmup_s,
             measure_s=measured.measure_s,
-            analysis_s=analysis_s,
-            peak_memory_bytes=self.torch.cuda.max_memory_allocated(self.device) if cuda else None,
+            peak_memory_bytes=measured.peak_memory_bytes,
             max_rss_bytes=_max_rss_bytes(),
         )
         self.writer.flush()
@@ -358,7 +407,7 @@ class Worker:
     def _injected_fault(self, config_id: str) -> InjectedFault | None:
         """The fault (a testing aid, --inject) this rank should suffer in this configuration's measured steps."""
         for fault in self.faults:
-            if fault.matches(config_id, self.rank):
+            if fault.phase == "measure" and fault.matches(config_id, self.rank):
                 return InjectedFault(fault.iteration, functools.partial(fire, fault, self.torch))
         return None
 
@@ -373,7 +422,9 @@ class Worker:
         run_collectives(self.torch, self.dist, self.device, self.spec.collectives.to_json(), emit)
 
     # -- errors ---------------------------------------------------------------------------------------------
-    def report_error(self, config_id: str | None, exc: BaseException) -> None:
+    def report_error(self, config_id: str | None, exc: BaseException, phase: str | None = None) -> None:
+        """An error event; for a configuration still running, its end as failed (or oom). An error in a
+        ``phase`` after the configuration ended (the analysis) says which, and ends nothing."""
         oom = _is_oom(exc)
         self.writer.emit(
             "error",
@@ -382,8 +433,9 @@ class Worker:
             message=str(exc)[:2000],
             traceback="".join(traceback.format_exception(exc))[-8000:],
             oom=oom,
+            **({"phase": phase} if phase else {}),
         )
-        if config_id is not None:
+        if config_id is not None and phase is None:
             self.writer.emit("config_end", config_id=config_id, status=Status.OOM if oom else Status.FAILED)
         self.writer.flush(durable=True)
 
@@ -433,6 +485,10 @@ def main(argv: list[str] | None = None) -> int:
     except Terminated:  # the phase in progress has sent its samples; close writes them
         worker.writer.close()
         return 143
+    except AnalysisFailed:  # reported, and its configuration ended before: end the group
+        traceback.print_exc()
+        worker.writer.close()
+        return 1
     except BaseException as exc:  # noqa: BLE001 - every failure becomes an event, then a non-zero exit
         worker.report_error(config_id, exc)
         traceback.print_exc()

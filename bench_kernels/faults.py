@@ -2,8 +2,10 @@
 
     ddptop run --inject crash:rank=1:iter=20 --inject hang:rank=0:iter=5:config=n2
 
-A fault is ``KIND[:rank=R][:iter=I][:config=TEXT]``: at measured step ``I`` (default 0) of every
-configuration whose id contains ``TEXT`` (default: all), rank ``R`` (default 0)
+A fault is ``KIND[:rank=R][:iter=I][:config=TEXT][:phase=P]``: at measured step ``I`` (default 0) of every
+configuration whose id contains ``TEXT`` (default: all), rank ``R`` (default 0); with ``phase=analysis``
+instead when that configuration's communication analysis builds its second DDP wrapper (after the
+configuration's measured steps have ended)
 - ``crash``: raises RuntimeError, as a bug in a model would;
 - ``oom``: raises torch's OutOfMemoryError, as a too-large batch would;
 - ``hang``: stops making progress (sleeps until signalled), as a rank stuck in a collective would;
@@ -21,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 KINDS = ("crash", "oom", "hang", "kill", "exit")
+PHASES = ("measure", "analysis")
 
 
 class FaultSpecError(ValueError):
@@ -33,6 +36,7 @@ class Fault:
     rank: int = 0
     iteration: int = 0
     config: str = ""
+    phase: str = "measure"
 
     def matches(self, config_id: str, rank: int) -> bool:
         return rank == self.rank and self.config in config_id
@@ -45,10 +49,16 @@ def parse_fault(text: str) -> Fault:
     values: dict[str, Any] = {}
     for option in options:
         key, sep, value = option.partition("=")
-        if not sep or key not in ("rank", "iter", "config"):
-            raise FaultSpecError(f"--inject {text!r}: expected rank=R, iter=I or config=TEXT, got {option!r}")
+        if not sep or key not in ("rank", "iter", "config", "phase"):
+            raise FaultSpecError(
+                f"--inject {text!r}: expected rank=R, iter=I, config=TEXT or phase=P, got {option!r}")
         if key == "config":
             values["config"] = value
+            continue
+        if key == "phase":
+            if value not in PHASES:
+                raise FaultSpecError(f"--inject {text!r}: phase must be one of {', '.join(PHASES)}")
+            values["phase"] = value
             continue
         if not value.isdigit():
             raise FaultSpecError(f"--inject {text!r}: {key} must be a non-negative integer")

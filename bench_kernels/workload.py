@@ -17,6 +17,8 @@ from typing import Any
 from ddptop.protocol.launchspec import RunConfig
 from ddptop.protocol.vocab import Mode
 
+AMP_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}  # --amp -> torch dtype name
+
 
 @dataclass
 class Workload:
@@ -69,7 +71,8 @@ def build_workload(cfg: RunConfig, device: Any, local_rank: int, rank: int) -> W
 
     torch.manual_seed(1234 + rank)
     if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
+        for used in devices_used(cfg, device):  # DataParallel: each of its GPUs
+            torch.cuda.reset_peak_memory_stats(used)
     model = build_model(cfg.model, cfg.num_classes, cfg.image_size).to(device)
     memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
     model = model.to(memory_format=memory_format)
@@ -80,7 +83,7 @@ def build_workload(cfg: RunConfig, device: Any, local_rank: int, rank: int) -> W
     size = cfg.image_size
     inputs = torch.randn(batch, 3, size, size, device=device).contiguous(memory_format=memory_format)
     targets = torch.randint(0, cfg.num_classes, (batch,), device=device)
-    amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.amp) if cfg.amp else None
+    amp_dtype = getattr(torch, AMP_DTYPES[cfg.amp]) if cfg.amp else None
     return Workload(
         model=model,
         net=net,
@@ -107,19 +110,82 @@ def wrap(model: Any, cfg: RunConfig, device: Any, local_rank: int) -> Any:
         # One process scatters the batch over N devices, replicates the model every step and gathers the
         # outputs. Without CUDA, DataParallel is a pass-through: one process does the N ranks' work on the
         # cores they would have shared.
-        devices = list(range(cfg.world_size)) if device.type == "cuda" else None
-        return torch.nn.DataParallel(model, device_ids=devices)
+        amp_dtype = AMP_DTYPES.get(cfg.amp or "") if device.type == "cuda" else None
+        inner = AutocastForward(model, amp_dtype) if amp_dtype else model
+        return torch.nn.DataParallel(inner, device_ids=dp_devices(cfg, device))
     return model
+
+
+def dp_devices(cfg: RunConfig, device: Any) -> list[int] | None:
+    """The GPUs a DataParallel configuration drives from its one process (None on the CPU)."""
+    return list(range(cfg.world_size)) if cfg.mode == Mode.DP and device.type == "cuda" else None
+
+
+def devices_used(cfg: RunConfig, device: Any) -> list[Any]:
+    """Every device this process's configuration allocates on: DataParallel's N GPUs, else its own one."""
+    import torch
+
+    indices = dp_devices(cfg, device)
+    return [torch.device("cuda", i) for i in indices] if indices else [device]
+
+
+class AutocastForward:
+    """Runs the wrapped module's forward under ``torch.autocast("cuda", dtype)``, inside each replica.
+
+    DataParallel's ``parallel_apply`` re-enters autocast in each replica's thread without a dtype
+    (``torch.amp.autocast(device_type, enabled=autocast_enabled)`` in torch/nn/parallel/parallel_apply.py,
+    read in torch 2.14), which means CUDA's default, fp16: ``--amp bf16`` then ran fp16 in every replica.
+    The replica's own forward setting the dtype again makes it the one that counts. Built lazily as an
+    ``nn.Module`` subclass so importing this file does not import torch.
+    """
+
+    def __new__(cls, module: Any, dtype: Any) -> Any:
+        return _autocast_module_class()(module, dtype)
+
+
+def _autocast_module_class() -> Any:
+    import torch
+
+    global _AUTOCAST_CLASS
+    if _AUTOCAST_CLASS is None:
+        class _AutocastForward(torch.nn.Module):
+            def __init__(self, module: Any, dtype: Any) -> None:
+                super().__init__()
+                self.module, self.dtype = module, dtype
+
+            def forward(self, *args: Any, **kwargs: Any) -> Any:
+                device_type = "cuda" if torch.cuda.is_available() else "cpu"
+                with torch.autocast(device_type=device_type, dtype=self.dtype):
+                    return self.module(*args, **kwargs)
+
+        _AUTOCAST_CLASS = _AutocastForward
+    return _AUTOCAST_CLASS
+
+
+_AUTOCAST_CLASS: Any = None
 
 
 def wrap_in_ddp(model: Any, cfg: RunConfig, device: Any, local_rank: int) -> Any:
     from torch.nn.parallel import DistributedDataParallel
 
-    return DistributedDataParallel(
+    # Buffers re-sent before each forward: torch 2.14 names it forward_sync_buffers and deprecates
+    # broadcast_buffers, which also skipped the sync at construction (torch/nn/parallel/distributed.py). The
+    # step times are the same either way; the newer keyword where torch has it, so no warning is printed.
+    buffers = ("forward_sync_buffers" if accepts(DistributedDataParallel.__init__, "forward_sync_buffers")
+               else "broadcast_buffers")
+    ddp = DistributedDataParallel(
         model,
         device_ids=[local_rank] if device.type == "cuda" else None,
         bucket_cap_mb=cfg.bucket_cap_mb,
+        **{buffers: cfg.broadcast_buffers},
     )
+    # DDP's runtime averages (_get_ddp_logging_data) sample the first 10 iterations, then one in 100
+    # (kDDPRuntimeLoggingSampleRate, torch/nn/parallel/distributed.py): with a short warm-up and 50 measured
+    # steps they would describe mostly the warm-up. Every iteration, so they describe the measured steps.
+    sample_every = getattr(ddp, "_set_ddp_runtime_logging_sample_rate", None)
+    if sample_every is not None:
+        sample_every(1)
+    return ddp
 
 
 def grad_scaler(torch: Any) -> Any:

@@ -113,6 +113,7 @@ class Plan:
     # the CUDA identity (GPU-… or MIG-… UUID) of each local rank's device, from NVML at plan time; empty when
     # NVML could not say (ranks then get --gpus positions). per_rank_devices: each rank sees only its own
     # device (MIG: one instance per CUDA process), else all ranks see the whole list.
+    broadcast_buffers: bool = True  # DDP's broadcast_buffers (RunConfig)
     rank_devices: tuple[str, ...] = ()
     per_rank_devices: bool = False
 
@@ -198,6 +199,7 @@ class Plan:
             max_time_per_config=self.max_time_per_config,
             max_warmup=self.max_warmup,
             rounds=self.rounds,
+            broadcast_buffers=self.broadcast_buffers,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -149,6 +149,9 @@ RUN_OPTIONS: tuple[Option, ...] = (
            help="skip the no-DDP row at N=1"),
     Option("amp", str, group=WHAT, nargs="?", const="bf16", choices=AMP_DTYPES, help="autocast on GPU (bf16)"),
     Option("channels_last", bool, False, group=WHAT, action="store_true"),
+    Option("broadcast_buffers", bool, True, group=WHAT, flag="--no-broadcast-buffers", action="store_false",
+           help="DDP without re-sending module buffers from rank 0 each step (as PyTorch's DDP benchmark runs; "
+                "default: DDP's own default, on)"),
     Option("threads_per_rank", int, group=WHAT, help="CPU threads per rank (default: usable cores / N)"),
     # -- analysis
     Option("comm_iters", int, group=ANALYSIS,

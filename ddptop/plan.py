@@ -109,6 +109,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         raise PlanError(f"--memory-cap-mb must be positive (got {options.memory_cap_mb:g})")
     comm_iters = _resolve_comm_iters(options.comm_iters, iters if iters is not None else (50 if on_gpu else 20))
     collectives = _resolve_collectives(options, on_gpu)
+    _check_gloo_collectives(collectives["collectives"], backends, on_gpu)
     _check_report_settings(options)
     _check_amp(options.amp, on_gpu)
     _check_cost_settings(options)
@@ -377,6 +378,19 @@ def _resolve_collectives(options: PlanOptions, on_gpu: bool) -> dict[str, Any]:
         raise PlanError(f"--coll-iters must be at least 1 (got {coll_iters})")
     return {"collectives": collectives, "coll_min_bytes": coll_min, "coll_max_bytes": coll_max,
             "coll_iters": coll_iters}
+
+
+# What gloo runs on CUDA tensors, per the backend table of torch.distributed's documentation: broadcast and
+# all_reduce (and barrier); all_gather and reduce_scatter are CPU-only there.
+GLOO_CUDA_COLLECTIVES = ("allreduce", "broadcast")
+
+
+def _check_gloo_collectives(ops: tuple[str, ...], backends: tuple[str, ...], on_gpu: bool) -> None:
+    """Refuse before the sweep what gloo cannot run on GPU tensors, instead of failing at a launch's end."""
+    unsupported = [op for op in ops if op not in GLOO_CUDA_COLLECTIVES]
+    if on_gpu and "gloo" in backends and unsupported:
+        raise PlanError(f"--collectives {','.join(unsupported)}: gloo runs only "
+                        f"{' and '.join(GLOO_CUDA_COLLECTIVES)} on GPUs; use --backend nccl for them")
 
 
 def _check_report_settings(options: PlanOptions) -> None:

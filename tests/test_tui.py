@@ -153,8 +153,11 @@ class Tmux:
             check=True,
         )
 
-    def screen(self) -> str:
-        shown = subprocess.run([*self.base, "capture-pane", "-p", "-t", self.name], capture_output=True, text=True)
+    def screen(self, scrollback: int = 0) -> str:
+        """What the pane shows, with ``scrollback`` lines above it (a long report scrolls its start away)."""
+        history = ["-S", f"-{scrollback}"] if scrollback else []
+        shown = subprocess.run([*self.base, "capture-pane", "-p", *history, "-t", self.name], capture_output=True,
+                               text=True)
         return shown.stdout if shown.returncode == 0 else f"(tmux capture-pane failed: {shown.stderr.strip()})"
 
     def wait_for(self, text: str, timeout: float = 180.0) -> str:
@@ -194,7 +197,7 @@ def test_ddptop_in_tmux_shows_gpus_configurations_and_summary(tmp_path):
         tmux.keys("q")
         wait_path(tmp_path / "exit")
         assert (tmp_path / "exit").read_text().strip() == "EXIT=0"
-        after = tmux.screen()
+        after = tmux.screen(scrollback=300)
         assert "Summary: " in after and "Scaling: resnet18" in after  # printed to the terminal on exit
     finally:
         tmux.kill()

@@ -66,6 +66,9 @@ class RunConfig:
     max_time_per_config: float = 20.0  # seconds of measured steps; the auto warm-up gets a third of it
     max_warmup: int = 50
     rounds: int = 1  # the launch's configurations are measured this many times, interleaved
+    # DDP re-sends module buffers (BatchNorm's running statistics) from rank 0 before every forward: DDP's
+    # own default, kept because it is what training scripts run; PyTorch's DDP benchmark turns it off
+    broadcast_buffers: bool = True
 
     @property
     def adaptive(self) -> bool:
