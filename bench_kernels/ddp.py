@@ -46,6 +46,7 @@ from typing import Any
 
 from bench_kernels.comm_probe import probe_communication
 from bench_kernels.faults import fire, parse_fault
+from bench_kernels.flops import compute_dtype, count_step_flops, matmul_ceiling
 from bench_kernels.memory_cap import check_cpu_memory_cap, limit_gpu_memory
 from bench_kernels.timing import (
     FIXED,
@@ -178,8 +179,20 @@ class Worker:
             self.device = torch.device("cuda", index)
         else:
             self.device = torch.device("cpu")
+        if self.spec.measure_ceiling and self.rank == 0:
+            self._measure_ceiling()  # before the group forms: the other ranks are not running steps yet
         self._join_process_group()
         self._say_hello()
+
+    def _measure_ceiling(self) -> None:
+        """The best matmul FLOP/s this device reaches in the sweep's dtype (``bench_kernels.flops``)."""
+        amp = self.spec.configs[0].amp if self.spec.configs else None
+        dtype = compute_dtype(self.torch, self.device, amp)
+        found = matmul_ceiling(self.torch, self.device, dtype)
+        cuda = self.device.type == "cuda"
+        name = self.torch.cuda.get_device_name(self.device) if cuda else platform.processor() or "cpu"
+        self.writer.emit("ceiling", device_name=name, threads=self.torch.get_num_threads(), **found)
+        self.writer.flush()
 
     def _join_process_group(self) -> None:
         from datetime import timedelta
@@ -232,7 +245,8 @@ class Worker:
         last = round_index >= cfg.rounds - 1
         setup_start = time.perf_counter()
         workload = build_workload(cfg, self.device, self.local_rank, self.rank)
-        self._config_start(cfg, workload, time.perf_counter() - setup_start, round_index)
+        flops = self._count_flops(cfg, workload) if round_index == 0 else None
+        self._config_start(cfg, workload, time.perf_counter() - setup_start, round_index, flops)
         cap = self.spec.memory_cap_mb
         if cap and self.device.type == "cpu":
             check_cpu_memory_cap(workload.model, workload.inputs, workload.grad_bytes, cap)
@@ -254,7 +268,31 @@ class Worker:
         if self.world_size > 1:
             self.dist.barrier()  # configurations start together on every rank
 
-    def _config_start(self, cfg: RunConfig, workload: Workload, setup_s: float, round_index: int) -> None:
+    def _count_flops(self, cfg: RunConfig, workload: Workload) -> int | None:
+        """FLOPs of one forward and backward of this rank's batch, before any timed step. DDP runs it under
+        ``no_sync()`` (no allreduce), DataParallel on the bare model with the global batch (FlopCounterMode
+        follows this thread, not the replicas' threads); the gradients are dropped after."""
+        torch = self.torch
+        net = workload.model if cfg.mode == Mode.DP else workload.net
+        quiet = net.no_sync() if cfg.mode == Mode.DDP else contextlib.nullcontext()
+
+        def forward_and_backward() -> None:
+            autocast = (torch.autocast(device_type=self.device.type, dtype=workload.amp_dtype)
+                        if workload.amp_dtype else contextlib.nullcontext())
+            with quiet:
+                with autocast:
+                    loss = workload.loss_fn(net(workload.inputs), workload.targets)
+                loss.backward()
+
+        try:
+            return count_step_flops(torch, forward_and_backward)
+        except Exception:  # noqa: BLE001 - a model FlopCounterMode cannot follow: no count, not a failure
+            return None
+        finally:
+            workload.optimizer.zero_grad(set_to_none=True)
+
+    def _config_start(self, cfg: RunConfig, workload: Workload, setup_s: float, round_index: int,
+                      flops: int | None = None) -> None:
         self.writer.emit(
             "config_start",
             config_id=cfg.config_id,
@@ -272,6 +310,8 @@ class Worker:
             rounds=cfg.rounds,
             setup_s=setup_s,
             notes=self._precision_notes(cfg),
+            flops_per_step=flops,
+            compute_dtype=compute_dtype(self.torch, self.device, cfg.amp),
         )
         self.writer.flush()
 

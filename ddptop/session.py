@@ -55,6 +55,7 @@ class ConfigState:
     info: dict[str, Any] = field(default_factory=dict)  # rank 0's config_start fields
     end: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> config_end fields
     errors: list[dict[str, Any]] = field(default_factory=list)
+    analysis_error: str | None = None  # the communication analysis failed after the measured steps ended
     nosync: dict[int, list[float]] = field(default_factory=dict)  # rank -> step times inside no_sync()
     comm: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> comm event (DDP logging, hook)
     log_tail: list[str] = field(default_factory=list)  # last lines of the ranks' stderr, when it failed
@@ -217,6 +218,7 @@ class Session:
         self.launches: dict[str, LaunchRecord] = {}
         self.hellos: dict[tuple[str, int], dict[str, Any]] = {}  # (launch, rank) -> hello event
         self.collectives: list[dict[str, Any]] = []  # collective benchmark events, with their launch
+        self.ceilings: list[dict[str, Any]] = []  # measured matmul ceilings (device, dtype, FLOP/s)
         self.readers: dict[str, EventFileReader] = {}
         self.runner_reader = EventFileReader(os.path.join(run_dir, layout.RUNNER_FILE))
         self.lock = threading.RLock()
@@ -286,6 +288,9 @@ class Session:
         if kind == "collective":
             self.collectives.append(dict(event, launch=launch))
             return
+        if kind == "ceiling":
+            self.ceilings.append(dict(event, launch=launch))
+            return
         state = self.configs.get(event.get("config_id") or "")
         if state is None:
             return  # an error outside any configuration; kept in the launch's logs
@@ -332,6 +337,10 @@ class Session:
             ):
                 self._end(state, Status.OK, None, event["t"])
         elif kind == "error":
+            if event.get("phase") == "analysis":  # after the configuration ended: its steps stand
+                if state.analysis_error is None:
+                    state.analysis_error = _error_words(event)
+                return
             state.errors.append(event)
             if state.reason is None:
                 state.reason = _error_reason(state)
@@ -517,8 +526,10 @@ def _caused(cause: str, reason: str | None) -> str:
 
 
 def _error_reason(state: ConfigState) -> str | None:
-    if not state.errors:
-        return None
-    error = state.errors[0]
+    return _error_words(state.errors[0]) if state.errors else None
+
+
+def _error_words(error: dict[str, Any]) -> str:
+    """A rank's error event in one line."""
     prefix = "out of memory: " if error.get("oom") else ""
     return f"{prefix}rank {error['rank']}: {error['error_type']}: {error['message']}".splitlines()[0][:500]

@@ -155,6 +155,7 @@ class SweepRunner:
                 memory_cap_mb=self.plan.memory_cap_mb,
                 inject=tuple(self.plan.inject),
                 collectives=CollectiveSpec.from_json(collectives) if collectives else None,
+                measure_ceiling=self._launch_index == 1 and attempt == 0,  # once per sweep, its first launch
                 configs=tuple(RunConfig.from_json(c.to_json()) for c in remaining),
             )
             env = {"OMP_NUM_THREADS": str(threads),

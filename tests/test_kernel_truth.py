@@ -220,6 +220,13 @@ def test_an_oom_in_the_communication_analysis_keeps_the_measured_steps(tmp_path)
     after = configs["tests.tiny_models:tiny_cnn/ddp/bs2/n1/gloo/bucket1"]
     assert after["status"] == "ok" and after["communication"]["buckets"]["steps"] == 3
     assert "communication analysis failed: out of memory" in done.stdout
+    # the sweep's first launch measured the CPU's matmul ceiling; the share of it is FLOPs / p50 / ceiling
+    summary = done.summary()
+    (ceiling,) = summary["ceilings"]
+    assert ceiling["dtype"] == "fp32" and ceiling["flops_per_s"] > 0
+    flops = after["flops"]
+    assert flops["per_step"] > 0 and flops["mfu_ceiling"] == pytest.approx(
+        flops["per_step"] / after["stats"]["sec_iter"]["p50"] / ceiling["flops_per_s"])
     events = [json.loads(line) for line in open(os.path.join(
         done.run_dir, "launches", sorted(os.listdir(os.path.join(done.run_dir, "launches")))[0],
         "events", "rank-0.jsonl"))]

@@ -213,3 +213,53 @@ def test_link_peaks_and_bus_bandwidth_shares_under_simulated_nodes():
     found = v.verdict({**entry, "mode": "ddp", "stats": {"n": 50}, "communication": {
         **entry["communication"], "exposed_comm_fraction": 0.4, "exposed_comm_fraction_ci": [0.3, 0.5]}})
     assert "allreduce at 60% of NVLink peak" in found["text"]
+
+
+# -- FLOPs and MFU ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, published_gmacs", [("resnet18", 1.81), ("resnet50", 4.09)])
+def test_flops_per_step_match_the_published_forward_counts(name, published_gmacs):
+    """torchvision's model table: 1.81 and 4.09 GMACs (listed as "GFLOPS") per 224-px image forward; a
+    forward and backward is about three forwards, and FLOPs are two per multiply-add. Within 3%: the first
+    convolution needs no gradient for its input."""
+    torch = pytest.importorskip("torch")
+    torchvision = pytest.importorskip("torchvision")
+    from bench_kernels.flops import count_step_flops
+
+    model = getattr(torchvision.models, name)(num_classes=1000)
+    images, labels = torch.randn(2, 3, 224, 224), torch.tensor([1, 2])
+
+    def forward_and_backward():
+        torch.nn.functional.cross_entropy(model(images), labels).backward()
+
+    counted = count_step_flops(torch, forward_and_backward)
+    assert counted == pytest.approx(2 * 3 * 2 * published_gmacs * 1e9, rel=0.03)
+    # and what FlopCounterMode itself says of the same step, built again here
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as mode:
+        forward_and_backward()
+    assert counted == mode.get_total_flops()
+
+
+def test_mfu_by_hand():
+    from ddptop.analysis.compute import compute_figures
+
+    entry = {"mode": "ddp", "world_size": 4, "device": "cuda", "amp": "bf16",
+             "stats": {"sec_iter": {"p50": 0.1}, "p50_ci": [0.095, 0.11]}}
+    info = {"flops_per_step": 3.12e13, "compute_dtype": "bf16"}
+    ceilings = [{"device_name": "NVIDIA A100-SXM4-80GB", "dtype": "bf16", "flops_per_s": 2.6e14}]
+    found = compute_figures(entry, info, "NVIDIA A100-SXM4-80GB", ceilings)
+    assert found["achieved_per_device"] == pytest.approx(3.12e14) and found["achieved_total"] == pytest.approx(1.248e15)
+    assert found["mfu_datasheet"] == pytest.approx(3.12e14 / 312e12) and "A100" in found["datasheet_source"]
+    assert found["mfu_ceiling"] == pytest.approx(3.12e14 / 2.6e14)
+    assert found["achieved_per_device_ci"] == pytest.approx([3.12e13 / 0.11, 3.12e13 / 0.095])
+    # the CPU is one device: every rank's FLOP/s against the node's ceiling; no datasheet
+    cpu = compute_figures({**entry, "device": "cpu", "world_size": 2}, {"flops_per_step": 1e9, "compute_dtype": "fp32"},
+                          "x86", [{"device_name": "x86", "dtype": "fp32", "flops_per_s": 5e10}])
+    assert cpu["mfu_ceiling"] == pytest.approx(2 * 1e9 / 0.1 / 5e10) and cpu["mfu_datasheet"] is None
+    # DataParallel counted the global batch on one process: per GPU is a share of it
+    dp = compute_figures({**entry, "mode": "dp"}, info, "NVIDIA A100-SXM4-80GB", ceilings)
+    assert dp["achieved_per_device"] == pytest.approx(3.12e14 / 4)
+    assert compute_figures(entry, {}, None, []) is None  # no count: no block

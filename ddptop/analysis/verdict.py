@@ -70,7 +70,7 @@ def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = No
         return {"kind": UNKNOWN, "text": "no verdict: no measured steps"}
     on_gpu = entry.get("device") == "cuda"
     telemetry = entry.get("telemetry") or {}
-    notes: list[str] = []
+    notes: list[str] = [str(note) for note in entry.get("notes") or ()]  # from the rank (bf16 emulated)
 
     total = _gpu_memory_total(entry, environment) if on_gpu else None
     peak = entry.get("peak_memory_bytes")

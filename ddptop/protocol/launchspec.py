@@ -117,6 +117,7 @@ class LaunchSpec:
     inject: tuple[str, ...] = ()  # fault injection specs (bench_kernels.faults), a testing aid
     collectives: CollectiveSpec | None = None
     collective_timeout: float = DEFAULT_COLLECTIVE_TIMEOUT
+    measure_ceiling: bool = False  # rank 0 measures the device's matmul ceiling first (the sweep's first launch)
     version: int = LAUNCH_SPEC_VERSION
 
     def to_json(self) -> dict[str, Any]:

@@ -42,11 +42,14 @@ EVENT_FIELDS: dict[str, tuple[tuple[str, frozenset | None, bool], ...]] = {
     "config_end": _COMMON + (("config_id", _STR, True), ("status", _STR, True), ("round", _INT, False),
                              ("last", _BOOL, False), ("warmup_iters", _INT | _NONE, False),
                              ("precision_reached", _NUMBERS | _NONE, False), ("unstable", _BOOL, False)),
+    # phase "analysis": the communication analysis failed after its configuration ended (the steps stand)
     "error": _COMMON + (("error_type", None, True), ("message", None, True), ("traceback", None, True),
-                        ("oom", None, True)) + _ANY_CONFIG,
+                        ("oom", None, True), ("phase", _STR, False)) + _ANY_CONFIG,
     "bye": _COMMON + _ANY_CONFIG,
     # the analysis phases of a DDP configuration: DDP's own averages and the comm hook's bucket timings
-    "comm": _COMMON + (("config_id", _STR, True),),
+    "comm": _COMMON + (("config_id", _STR, True), ("analysis_s", _NUMBERS | _NONE, False)),
+    # the best matmul FLOP/s rank 0 reached on its device in the sweep's dtype (bench_kernels.flops)
+    "ceiling": _COMMON + (("flops_per_s", _NUMBERS, True), ("dtype", _STR, True)) + _ANY_CONFIG,
     # one collective benchmark result (bench_kernels.collectives): op, size, placement, per-op seconds
     "collective": _COMMON + (("op", _STR, True), ("bytes", _INT, True), ("inplace", None, True),
                              ("sec", _LIST, True)) + _ANY_CONFIG,

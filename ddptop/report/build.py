@@ -11,7 +11,7 @@ import os
 import time
 from typing import Any
 
-from ddptop.analysis import communication, links, scaling, verdict
+from ddptop.analysis import communication, compute, links, scaling, verdict
 from ddptop.protocol.layout import RUNNER_FILE, TIMELINE_FILE, node_file
 from ddptop.protocol.marks import LaunchEnd, parse_mark
 from ddptop.protocol.vocab import Status
@@ -61,7 +61,10 @@ def _config_entry(session: Session, state: Any, writer_died: str | None = None) 
             "setup_s": state.info.get("setup_s"),
             "warmup_s": end.get("warmup_s"),
             "measure_s": end.get("measure_s"),
-            "analysis_s": end.get("analysis_s"),
+            # the probe runs after the configuration's end (its comm event says how long); older runs: config_end
+            "analysis_s": (state.comm.get(0) or {}).get("analysis_s", end.get("analysis_s")),
+            "analysis_error": state.analysis_error,
+            "notes": list(state.info.get("notes") or []) if isinstance(state.info.get("notes"), list) else [],
             "measured_iters": end.get("iters"),
             "warmup_iters": end.get("warmup_iters"),
             "stop_reason": end.get("stop_reason"),
@@ -168,6 +171,9 @@ def build_summary(session: Session, environment: dict[str, Any] | None = None) -
         for entry in entries:
             counts[entry["status"]] = counts.get(entry["status"], 0) + 1
         replicates = intervals.add_step_intervals(states, entries)
+        for state, entry in zip(states, entries):  # FLOP/s and MFU, with the p50's interval carried over
+            hello = session.hellos.get((state.launch, 0)) or {}
+            entry["flops"] = compute.compute_figures(entry, state.info, hello.get("device_name"), session.ceilings)
         collectives = communication.collective_tables(session.collectives, session.launches)
         intervals.add_collective_intervals(collectives, session.collectives, session.launches)
         scaling.compare_with_collectives(entries, collectives)
@@ -187,6 +193,8 @@ def build_summary(session: Session, environment: dict[str, Any] | None = None) -
             "status_counts": counts,
             "configs": entries,
             "verdict_thresholds": verdict.thresholds(),
+            "ceilings": [{k: c.get(k) for k in ("device_name", "dtype", "flops_per_s", "sizes", "threads")}
+                         for c in session.ceilings],
             "uncertainty": {"method": uncertainty.METHOD, "confidence": uncertainty.CONFIDENCE,
                             "resamples": uncertainty.RESAMPLES},
             "scaling": scaling.scaling_tables(entries, session.plan, replicates),

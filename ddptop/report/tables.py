@@ -353,8 +353,8 @@ def collectives_markdown(summary: dict[str, Any]) -> list[str]:
 def analysis_text(summary: dict[str, Any]) -> str:
     """Compute vs communication, why it is not faster, DataParallel vs DDP, throughput per batch size and the
     collective benchmark."""
-    parts = (communication_text(summary), verdict_text(summary), dp_text(summary), batch_text(summary),
-             collectives_text(summary))
+    parts = (communication_text(summary), compute_text(summary), verdict_text(summary), dp_text(summary),
+             batch_text(summary), collectives_text(summary))
     return "\n".join(part for part in parts if part)
 
 
@@ -420,6 +420,8 @@ def problems_text(summary: dict[str, Any]) -> str:
                 if stats else ""
             )
             lines.append(f"{entry['config_id']}: {entry['status']}{kept}" + (f": {entry['reason']}" if entry["reason"] else ""))
+        elif entry.get("analysis_error"):
+            lines.append(f"{entry['config_id']}: ok, steps kept; communication analysis failed: {entry['analysis_error']}")
     return "\n".join(lines)
 
 
@@ -441,6 +443,56 @@ def disturbed_lines(summary: dict[str, Any]) -> list[str]:
         if found.get("disturbed"):
             lines.append(f"{entry['config_id']}: " + "; ".join(found.get("reasons") or ()))
     return lines
+
+
+def _tflops(value: float | None) -> str:
+    return units.DASH if value is None else units.number(value / 1e12, 3)
+
+
+COMPUTE_HEADER = ("config", "dtype", "GFLOPs/step", "TFLOP/s per device", "all devices", "MFU (datasheet)",
+                  "of measured ceiling")
+
+
+def compute_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
+    """Per configuration with a FLOP count: what it achieved and the share of the two peaks."""
+    rows = []
+    for entry in summary["configs"]:
+        flops = entry.get("flops")
+        if not flops:
+            continue
+        rows.append((
+            f"{entry['label']} {entry['model']} bs{entry['batch_size']}",
+            flops.get("dtype") or units.DASH,
+            units.number(flops["per_step"] / 1e9, 2),
+            units.with_interval(flops["achieved_per_device"], flops.get("achieved_per_device_ci"), _tflops),
+            _tflops(flops.get("achieved_total")),
+            units.with_interval(flops.get("mfu_datasheet"), flops.get("mfu_datasheet_ci"), units.percent),
+            units.with_interval(flops.get("mfu_ceiling"), flops.get("mfu_ceiling_ci"), units.percent),
+        ))
+    return rows
+
+
+def _peaks_note(summary: dict[str, Any]) -> str:
+    sources = sorted({e["flops"]["datasheet_source"] for e in summary["configs"] if e.get("flops")
+                      and e["flops"].get("datasheet_source")})
+    ceilings = "; ".join(f"{units.number(c['flops_per_s'] / 1e12, 3)} TFLOP/s {c['dtype']} on "
+                         f"{c.get('device_name') or 'this device'}" for c in summary.get("ceilings") or ())
+    return ("FLOPs per step counted by torch.utils.flop_counter on one forward and backward of the rank's batch; "
+            f"datasheet: {', '.join(sources) or 'none'}; measured ceiling (best square matmul at the sweep's "
+            f"start): {ceilings or 'not measured'}.")
+
+
+def compute_text(summary: dict[str, Any]) -> str:
+    rows = compute_rows(summary)
+    if not rows:
+        return ""
+    return "\n".join(["Compute: achieved FLOP/s and model FLOPs utilisation"]
+                     + aligned(COMPUTE_HEADER, rows, first_left=True) + ["  " + _peaks_note(summary)]) + "\n"
+
+
+def compute_markdown(summary: dict[str, Any]) -> list[str]:
+    rows = compute_rows(summary)
+    return markdown_table(COMPUTE_HEADER, rows) + ["", _peaks_note(summary), ""] if rows else []
 
 
 def verdict_lines(summary: dict[str, Any]) -> list[str]:

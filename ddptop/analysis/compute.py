@@ -1,0 +1,72 @@
+"""Achieved FLOP/s and model FLOPs utilisation (MFU), against the datasheet and against the measured ceiling.
+
+Per configuration, from what its rank 0 counted (``flops_per_step``: one forward and backward of its batch,
+``torch.utils.flop_counter``) and the median step time:
+- achieved FLOP/s per device = FLOPs per step / p50 (DataParallel: the global batch's FLOPs over its N
+  GPUs); for all devices together, times their number;
+- MFU = achieved per device / the device's dense datasheet peak in the step's dtype (``analysis/peaks.py``);
+- share of the measured ceiling = achieved / the best matmul FLOP/s the same device reached in that dtype
+  at the start of the sweep (``bench_kernels/flops.py``). On the CPU the node is the device: all ranks'
+  FLOP/s against the ceiling rank 0 measured with the first launch's threads.
+The 95% interval of the p50 carries over (FLOP/s falls as the step time rises).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ddptop.analysis.peaks import peak_flops
+
+
+def _ceiling_for(ceilings: Sequence[Mapping[str, Any]], dtype: str | None, device_name: str | None) -> float | None:
+    found = [c for c in ceilings if c.get("dtype") == dtype and (device_name is None or c.get("device_name") in
+                                                                   (device_name, None))]
+    values = [c["flops_per_s"] for c in found if isinstance(c.get("flops_per_s"), (int, float))]
+    return max(values) if values else None
+
+
+def compute_figures(entry: Mapping[str, Any], info: Mapping[str, Any], device_name: str | None,
+                    ceilings: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The ``flops`` block of one configuration's summary entry, or None without a count or a step time."""
+    per_step = info.get("flops_per_step")
+    stats = entry.get("stats") or {}
+    p50 = (stats.get("sec_iter") or {}).get("p50")
+    if not isinstance(per_step, (int, float)) or per_step <= 0 or not p50:
+        return None
+    dp = entry.get("mode") == "dp"
+    devices = int(entry.get("world_size") or 1)
+    on_gpu = entry.get("device") == "cuda"
+    dtype = info.get("compute_dtype") or ("fp32" if not entry.get("amp") else entry["amp"])
+    per_device_flops = per_step / devices if dp else per_step  # DataParallel counted the global batch
+
+    def rate(seconds: float) -> float:
+        return per_device_flops / seconds
+
+    interval = stats.get("p50_ci")
+    achieved = rate(p50)
+    figures: dict[str, Any] = {
+        "per_step": per_step,
+        "dtype": dtype,
+        "achieved_per_device": achieved,
+        "achieved_total": achieved * devices,
+        "device_name": device_name,
+    }
+    if interval and None not in interval and min(interval) > 0:
+        figures["achieved_per_device_ci"] = [rate(interval[1]), rate(interval[0])]
+    peak, source = peak_flops(device_name, dtype) if on_gpu else (None, "no datasheet peak for a CPU")
+    figures["datasheet_peak"], figures["datasheet_source"] = peak, source
+    figures["mfu_datasheet"] = achieved / peak if peak else None
+    ceiling = _ceiling_for(ceilings, dtype, device_name if on_gpu else None)
+    figures["ceiling"] = ceiling
+    # on the CPU the node is one device: every rank's FLOP/s against the node's ceiling
+    used = achieved if on_gpu else achieved * devices
+    figures["mfu_ceiling"] = used / ceiling if ceiling else None
+    if "achieved_per_device_ci" in figures:
+        low, high = figures["achieved_per_device_ci"]
+        scale = 1 if on_gpu else devices
+        if peak:
+            figures["mfu_datasheet_ci"] = [low / peak, high / peak]
+        if ceiling:
+            figures["mfu_ceiling_ci"] = [low * scale / ceiling, high * scale / ceiling]
+    return figures
