@@ -138,10 +138,12 @@ class TorchrunLaunch:
         else:
             nodes = [f"--nnodes={where.nnodes}", f"--node-rank={where.node_rank}", f"--master-addr={where.host}",
                      f"--master-port={where.port}", f"--rdzv-conf=timeout={int(where.join_timeout)}"]
+        # one node: torchrun behind a store that listens on loopback only (bench_kernels.loopback_agent)
+        agent = "torch.distributed.run" if where is not None else "bench_kernels.loopback_agent"
         return [
             self.python,
             "-m",
-            "torch.distributed.run",
+            agent,
             *nodes,
             f"--nproc-per-node={self.nproc_per_node}",
             "--max-restarts=0",
@@ -163,8 +165,9 @@ class TorchrunLaunch:
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
         env["PYTHONUNBUFFERED"] = "1"
         # One node: gloo's connections between ranks stay on loopback instead of the interface the host name
-        # resolves to (a user's own setting wins). torch's TCPStore in the agent listens on every interface
-        # whatever it is told; it gets a fresh random port for the launch only (README, Security).
+        # resolves to (a user's own setting wins); the rendezvous store listens on loopback only
+        # (bench_kernels.loopback_agent). Several nodes: torchrun's store listens on every interface of node 0
+        # for the launch (docs/faults.md, Security).
         one_machine = self.placement is None or self.placement.loopback
         if one_machine and "GLOO_SOCKET_IFNAME" not in env and os.path.exists("/sys/class/net/lo"):
             env["GLOO_SOCKET_IFNAME"] = "lo"
