@@ -17,7 +17,7 @@ from ddptop import __version__
 
 from ddptop.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, DdptopError, UsageError
 
-COMMANDS = ("run", "watch", "view", "report", "diff", "plot", "gpus", "topo", "kernels")
+COMMANDS = ("run", "watch", "view", "report", "diff", "plot", "gpus", "topo", "kernels", "doctor")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -71,6 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
     topo = commands.add_parser("topo", help="the GPU/NIC/CPU topology matrix (like nvidia-smi topo -m)")
     topo.add_argument("--json", action="store_true", help="machine-readable output")
     commands.add_parser("kernels", help="list the benchmark kernels and models")
+    doctor = commands.add_parser("doctor", help="check a node before trusting a sweep on it (NVML, nvidia-smi, "
+                                              "torch, P2P, a plain DDP loop, the rendezvous store)")
+    doctor.add_argument("--out", metavar="DIR", default=".", help="where to write doctor.json (default: here)")
+    doctor.add_argument("--skip-loop", action="store_true",
+                        help="skip the comparison of ddptop's kernel with a plain DDP loop (about 30 s)")
     return parser
 
 
@@ -310,6 +315,15 @@ def cmd_topo(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from ddptop.doctor import FAIL, run_doctor, save, table
+
+    checks = run_doctor(args.out, skip_loop=args.skip_loop)
+    sys.stdout.write(table(checks))
+    print(f"Saved: {save(checks, args.out)}")
+    return EXIT_FAILED if any(c.status == FAIL for c in checks) else EXIT_OK
+
+
 def cmd_kernels(_args: argparse.Namespace) -> int:
     from bench_kernels.catalog import TORCHVISION_MODELS
 
@@ -347,7 +361,7 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError("--fps must be positive")
         _check_fake_nvml()
         handlers = {"run": cmd_run, "watch": cmd_watch, "view": cmd_view, "report": cmd_report, "diff": cmd_diff, "plot": cmd_plot, "gpus": cmd_gpus,
-                    "topo": cmd_topo, "kernels": cmd_kernels}
+                    "topo": cmd_topo, "kernels": cmd_kernels, "doctor": cmd_doctor}
         handler = handlers[args.command]
         return handler(args)
     except DdptopError as exc:
