@@ -17,8 +17,9 @@ import os
 import socket
 import statistics
 import sys
-import time
 from typing import Any
+
+from bench_kernels.reference_loop import plain_step_times
 
 
 def versions(torch: Any) -> dict[str, Any]:
@@ -85,17 +86,8 @@ def reference_loop(torch: Any, steps: int) -> dict[str, Any]:
         optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
         inputs = torch.randn(8, 3, 32, 32, device=device)
         targets = torch.randint(0, 10, (8,), device=device)
-        loss_fn = torch.nn.CrossEntropyLoss()
-        times = []
-        for step in range(steps + 3):
-            start = time.perf_counter()
-            optimizer.zero_grad(set_to_none=True)
-            loss_fn(net(inputs), targets).backward()
-            optimizer.step()
-            if cuda:
-                torch.cuda.synchronize(device)
-            if step >= 3:  # three warm-up steps
-                times.append(time.perf_counter() - start)
+        times = plain_step_times(torch, net, optimizer, torch.nn.CrossEntropyLoss(), inputs, targets, device,
+                                 warmup=3, iters=steps)
         return {"steps": len(times), "p50_s": statistics.median(times)}
     finally:
         dist.destroy_process_group()

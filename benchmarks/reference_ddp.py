@@ -12,12 +12,16 @@ Rank 0 gathers every rank's measured step times and writes them as JSON to --out
 import argparse
 import json
 import os
-import time
+import sys
 
-import torch
-import torch.distributed as dist
-import torchvision
-from torch.nn.parallel import DistributedDataParallel
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import torch  # noqa: E402
+import torch.distributed as dist  # noqa: E402
+import torchvision  # noqa: E402
+from torch.nn.parallel import DistributedDataParallel  # noqa: E402
+
+from bench_kernels.reference_loop import plain_step_times  # noqa: E402 - the plain loop, shared with doctor
 
 
 def main() -> None:
@@ -50,16 +54,7 @@ def main() -> None:
     inputs = torch.randn(args.batch_size, 3, args.image_size, args.image_size, device=device)
     targets = torch.randint(0, args.num_classes, (args.batch_size,), device=device)
 
-    times = []
-    for index in range(args.warmup + args.iters):
-        start = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        loss_fn(net(inputs), targets).backward()
-        optimizer.step()
-        if cuda:
-            torch.cuda.synchronize(device)
-        if index >= args.warmup:
-            times.append(time.perf_counter() - start)
+    times = plain_step_times(torch, net, optimizer, loss_fn, inputs, targets, device, args.warmup, args.iters)
 
     gathered = [None] * dist.get_world_size()
     dist.all_gather_object(gathered, times)

@@ -123,3 +123,16 @@ def cpu_sweep(tmp_path_factory) -> Finished:
         "--iters", "8",
         "--telemetry-interval", "0.25",
     )
+
+
+@pytest.fixture
+def one_rank_group():
+    """A real gloo process group of one rank in this process (the kernels' DDP paths without torchrun)."""
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        yield torch
+    finally:
+        dist.destroy_process_group()

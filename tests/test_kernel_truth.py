@@ -140,16 +140,6 @@ def test_the_cpu_bucket_timer_keeps_wall_clock_times():
 # -- DDP's logging averages and broadcast_buffers, on a real one-rank group ----------------------------------------
 
 
-@pytest.fixture
-def one_rank_group():
-    torch = pytest.importorskip("torch")
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        yield torch
-    finally:
-        dist.destroy_process_group()
 
 
 def test_ddp_logging_describes_every_step_and_broadcast_buffers_reaches_ddp(one_rank_group):

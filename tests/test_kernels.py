@@ -143,16 +143,6 @@ def test_a_step_past_the_cpu_cap_is_out_of_memory():
 
 # -- the communication probe on a one-rank group ---------------------------------------------------------------
 
-@pytest.fixture
-def one_rank_group():
-    torch = pytest.importorskip("torch")
-    import torch.distributed as dist
-
-    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        yield torch
-    finally:
-        dist.destroy_process_group()
 
 
 def test_the_probe_times_buckets_on_a_second_wrapper_after_releasing_the_first(tmp_path, one_rank_group):

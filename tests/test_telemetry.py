@@ -17,6 +17,7 @@ import pynvml
 import pytest
 
 from ddptop.telemetry import timeline
+from ddptop.doctor import parse_topo_matrix
 from ddptop.telemetry.fake_nvml import FakeNvml
 from ddptop.telemetry.gpu import GpuSampler
 from ddptop.telemetry.host import HostSampler, RankProcess
@@ -30,20 +31,7 @@ from .conftest import REPO, ddptop
 PUBLISHED_DGX1 = os.path.join(REPO, "..", "shared", "seeds", "001_6a810b76499e3c2f.txt")
 
 
-def parse_matrix(text: str) -> dict[tuple[str, str], str]:
-    """The cells of a printed matrix (ours or nvidia-smi's) keyed by (row, column): ours must equal the real
-    one cell for cell."""
-    rows = [line for line in text.splitlines() if line.strip()]
-    header_index = next(i for i, line in enumerate(rows) if line.split() and line.split()[0] == "GPU0")
-    columns = [c for c in rows[header_index].split() if c not in ("CPU", "Affinity", "NUMA")]
-    cells: dict[tuple[str, str], str] = {}
-    for line in rows[header_index + 1 :]:
-        parts = line.split()
-        if not parts or parts[0].rstrip(":") == "Legend":
-            break
-        for column, value in zip(columns, parts[1 : 1 + len(columns)]):
-            cells[(parts[0], column)] = value
-    return cells
+parse_matrix = parse_topo_matrix  # the doctor's reader of nvidia-smi's matrix reads ours too
 
 
 class ManualClock:
