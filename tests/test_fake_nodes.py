@@ -252,3 +252,26 @@ def test_loopback_nodes_each_get_their_own_gpus():
     # on separate machines each node keeps its own view: node 1 is told its own GPUs, read there
     own = (("GPU-node1-a", "GPU-node1-b", "GPU-node1-c", "GPU-node1-d"), False)
     assert rank_gpu_environment(plan, {}, node_rank=1, own=own)["CUDA_VISIBLE_DEVICES"] == ",".join(own[0])
+
+
+def test_a_counter_that_wraps_costs_one_reading_never_a_negative_rate():
+    """A driver whose byte counters are 32-bit (``counter_bits``): PCIe TX at 2 GB/s wraps every ~2 s."""
+    from ddptop.telemetry.fake_nodes import with_changes
+    from ddptop.telemetry.gpu import GpuSampler
+
+    class Clock:
+        now = 0.0
+
+        def __call__(self):
+            return self.now
+
+    clock = Clock()
+    fake = FakeNvml(with_changes(load_profile("dgx1"), counter_bits=32), clock=clock, steady=True)
+    with GpuSampler(fake) as sampler:
+        rates = []
+        for now in (0.5, 1.0, 1.5, 2.0, 2.5, 3.0):  # the 2.0 -> 2.5 s step crosses 2**32 bytes
+            clock.now = now
+            reading = sampler.sample()[0]
+            rates.append(reading.pcie_tx_bps)
+    assert rates[0] is None and rates[4] is None  # the first reading, and the one across the wrap
+    assert all(r == pytest.approx(2.0e9, rel=1e-3) for i, r in enumerate(rates) if i not in (0, 4))
