@@ -179,20 +179,23 @@ class Worker:
             self.device = torch.device("cuda", index)
         else:
             self.device = torch.device("cpu")
-        if self.spec.measure_ceiling and self.rank == 0:
-            self._measure_ceiling()  # before the group forms: the other ranks are not running steps yet
+        # measured before the group forms (the other ranks run no steps yet), reported after the hello, which
+        # stays every events file's first line
+        ceiling = self._measure_ceiling() if self.spec.measure_ceiling and self.rank == 0 else None
         self._join_process_group()
         self._say_hello()
+        if ceiling is not None:
+            self.writer.emit("ceiling", **ceiling)
+            self.writer.flush()
 
-    def _measure_ceiling(self) -> None:
+    def _measure_ceiling(self) -> dict[str, Any]:
         """The best matmul FLOP/s this device reaches in the sweep's dtype (``bench_kernels.flops``)."""
         amp = self.spec.configs[0].amp if self.spec.configs else None
         dtype = compute_dtype(self.torch, self.device, amp)
         found = matmul_ceiling(self.torch, self.device, dtype)
         cuda = self.device.type == "cuda"
         name = self.torch.cuda.get_device_name(self.device) if cuda else platform.processor() or "cpu"
-        self.writer.emit("ceiling", device_name=name, threads=self.torch.get_num_threads(), **found)
-        self.writer.flush()
+        return {"device_name": name, "threads": self.torch.get_num_threads(), **found}
 
     def _join_process_group(self) -> None:
         from datetime import timedelta

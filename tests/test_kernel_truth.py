@@ -210,6 +210,9 @@ def test_an_oom_in_the_communication_analysis_keeps_the_measured_steps(tmp_path)
     after = configs["tests.tiny_models:tiny_cnn/ddp/bs2/n1/gloo/bucket1"]
     assert after["status"] == "ok" and after["communication"]["buckets"]["steps"] == 3
     assert "communication analysis failed: out of memory" in done.stdout
+    # a real run's verdict, printed and saved (one rank: compute only, with its share of the ceiling)
+    assert after["verdict"]["kind"] == "compute-bound" and "of the measured matmul ceiling" in after["verdict"]["text"]
+    assert "Why it is not faster" in done.stdout and after["verdict"]["text"] in done.stdout
     # the sweep's first launch measured the CPU's matmul ceiling; the share of it is FLOPs / p50 / ceiling
     summary = done.summary()
     (ceiling,) = summary["ceilings"]
