@@ -107,7 +107,8 @@ def cmd_run(args: argparse.Namespace) -> int:
             from ddptop.plan import usable_cpu_count
 
             cores = max(1, usable_cpu_count() // cluster.nnodes)
-    live = create_live_run(options, args.out, args.telemetry_interval, cluster, cpu_count=cores)
+    live = create_live_run(options, args.out, args.telemetry_interval, cluster, cpu_count=cores,
+                           fallback_dir=args.fallback_dir)
     if args.headless or not _on_terminal():
         code = run_headless(live, args.fps, Console())
     else:
@@ -226,9 +227,11 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     target = args.target
     data, rebuilt = store.load_target(target, args.rebuild)
+    saved: dict[str, str] = {}
     if rebuilt:  # a run whose ddptop died, or an asked-for rebuild: keep the result beside the events
-        store.save_summary(data, target)
-        store.save_plots_safely(data, target)
+        saved = store.save_summary(data, target)
+        if "json" in saved and not saved.get("save_error"):
+            store.save_plots_safely(data, target)
     renderers = {
         "text": tables.text_report,
         "md": tables.markdown,
@@ -236,6 +239,11 @@ def cmd_report(args: argparse.Namespace) -> int:
         "json": lambda d: json.dumps(d, indent=2) + "\n",
     }
     sys.stdout.write(_render_saved(target, lambda: renderers[args.format](data)))
+    if saved.get("save_error"):  # printed in full above; say once where it went instead
+        from ddptop.report.sections import saved_line
+
+        print(saved_line(data, saved).splitlines()[0], file=sys.stderr)
+        return EXIT_FAILED
     return EXIT_OK
 
 

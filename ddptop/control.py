@@ -206,7 +206,10 @@ class LiveControl(RunControl):
 
     def save_now(self) -> str:
         paths = self.live.save_now()
-        return f"Saved {display_path(paths['json'])}"
+        if "json" not in paths:
+            return f"Not saved: {paths.get('save_error')}"
+        where = f" (not in the run directory: {paths['save_error']})" if paths.get("save_error") else ""
+        return f"Saved {display_path(paths['json'])}{where}"
 
     def finish(self) -> int:
         return self.live.finish()

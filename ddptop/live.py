@@ -35,8 +35,10 @@ class LiveRun:
         monitor: Monitor | None = None,
         cluster: Cluster | None = None,
         topology: Topology | None = None,
+        fallback_dir: str | None = None,
     ) -> None:
         self.plan = plan
+        self.fallback_dir = fallback_dir  # the summary's second home (store.save_summary)
         self.session = session
         self.environment = environment
         self.monitor = monitor
@@ -78,7 +80,7 @@ class LiveRun:
             self.session.refresh()
             from ddptop.report import build  # with the summary, not the live view
             summary = build.build_summary(self.session, self.environment)
-            return store.save_summary(summary, self.session.run_dir)
+            return store.save_summary(summary, self.session.run_dir, self.fallback_dir)
 
     def finish(self) -> int:
         """Wait for the sweep, write the final summary; the exit code (0 ok, 1 a failure, 130 stopped)."""
@@ -96,7 +98,7 @@ class LiveRun:
             self.session.refresh(final=True)
             from ddptop.report import build  # with the summary, not the live view
             self.summary = build.build_summary(self.session, self.environment)
-            self.paths = store.save_summary(self.summary, self.session.run_dir)
+            self.paths = store.save_summary(self.summary, self.session.run_dir, self.fallback_dir)
             self.paths.update(store.save_plots_safely(self.summary, self.session.run_dir))
         self.session.close()
 
@@ -106,6 +108,8 @@ class LiveRun:
         # A batch sweep runs until out of memory on purpose: there "oom" is the answer, not a fault.
         faults = {Status.FAILED} if self.plan.batch_sweep else FAILED
         if self.summary and any(c["status"] in faults for c in self.summary["configs"]):
+            return EXIT_FAILED
+        if self.paths and self.paths.get("save_error"):  # measured, but not saved where it belongs
             return EXIT_FAILED
         return EXIT_OK
 
@@ -117,6 +121,7 @@ def create_live_run(
     cluster: Cluster | None = None,
     inventory: Any | None = None,
     cpu_count: int | None = None,
+    fallback_dir: str | None = None,
 ) -> LiveRun:
     """Validate the plan, then write the run directory's first files and wire session, monitor and sweep.
 
@@ -126,7 +131,7 @@ def create_live_run(
     from ddptop import environment
     from ddptop.plan import build_plan
     from ddptop.protocol.layout import ENVIRONMENT_FILE, TOPOLOGY_FILE
-    from ddptop.rundir import create_run_dir, write_json
+    from ddptop.rundir import RunDirError, create_run_dir, describe_os_error, write_json
     from ddptop.telemetry.inventory import read_inventory
     from ddptop.telemetry.topology import read_topology
 
@@ -134,11 +139,15 @@ def create_live_run(
     plan = build_plan(options, inventory, cpu_count)
     run_dir = create_run_dir(out, plan.name)
     env = environment.collect(inventory)
-    write_json(os.path.join(run_dir, ENVIRONMENT_FILE), env)
     topology = read_topology()
-    write_json(os.path.join(run_dir, TOPOLOGY_FILE), topology.to_json())
-    session = Session.create(plan, run_dir)
+    try:
+        write_json(os.path.join(run_dir, ENVIRONMENT_FILE), env)
+        write_json(os.path.join(run_dir, TOPOLOGY_FILE), topology.to_json())
+        session = Session.create(plan, run_dir)
+    except OSError as exc:  # a full disk or quota before anything ran: one line, nothing measured to lose
+        raise RunDirError(f"cannot write the run directory {run_dir}: "
+                          f"{describe_os_error(exc, exc.filename or run_dir)}") from None
     monitor = None
     if telemetry_interval > 0:
         monitor = Monitor(telemetry_interval, os.path.join(run_dir, TIMELINE_FILE), None, session.rank_processes)
-    return LiveRun(plan, session, env, monitor, cluster, topology)
+    return LiveRun(plan, session, env, monitor, cluster, topology, fallback_dir)

@@ -210,6 +210,9 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("out", str, group=OUTPUT, metavar="DIR", in_plan=False,
            help="run directory (default runs/<time>-<name>)"),
     Option("name", str, group=OUTPUT, help="name of the run"),
+    Option("fallback_dir", str, group=OUTPUT, metavar="DIR", in_plan=False,
+           help="where the summary goes when the run directory cannot take it (full disk, quota; "
+                "default: a user-only directory under the system temp dir)"),
     Option("fps", float, group=OUTPUT, cli_default=4.0, in_plan=False, help="display refresh rate (default 4)"),
     Option("telemetry_interval", float, group=OUTPUT, metavar="SECONDS", cli_default=1.0, in_plan=False,
            help="GPU/host sampling period (default 1; 0 turns telemetry off)"),

@@ -21,6 +21,8 @@ user-only (0700) and files 0600; a run directory is never reused, and summaries 
 """
 from __future__ import annotations
 
+import contextlib
+import errno
 import glob
 import json
 import os
@@ -74,18 +76,53 @@ def _make_private_dirs(path: str) -> None:
         raise RunDirError(f"run directory {path} is not writable")
 
 
+# A testing aid, like --inject: every write_atomic to a path that starts with this prefix (a directory, or
+# RUN_DIR/summary for the summary files alone) runs out of space half-way through its file, exactly where a
+# full disk or an exhausted quota would stop it (ENOSPC from os.write).
+DISK_FULL_ENV = "DDPTOP_FAULT_DISK_FULL"
+
+
+def _write(fd: int, data: memoryview, path: str, written: int, total: int) -> int:
+    full = os.environ.get(DISK_FULL_ENV)
+    if full and os.path.abspath(path).startswith(os.path.abspath(full)) and written + len(data) > total // 2:
+        if written < total // 2:
+            return os.write(fd, data[: total // 2 - written])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    return os.write(fd, data)
+
+
 def write_atomic(path: str, data: str | bytes) -> None:
+    """Write ``path`` whole or not at all: a temporary file beside it, synced, then renamed over it. On any
+    failure (a full disk, a quota, a directory gone or read-only) the temporary file is removed and the
+    OSError raised, the old file (if any) untouched."""
     payload = data.encode() if isinstance(data, str) else data
     tmp = f"{path}.tmp-{os.getpid()}"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        view = memoryview(payload)
-        while view:
-            view = view[os.write(fd, view) :]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            view, written = memoryview(payload), 0
+            while view:
+                count = _write(fd, view, path, written, len(payload))
+                written += count
+                view = view[count:]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if exc.filename is None:
+            exc.filename = path  # os.write's error names no file: the one being written
+        raise
+
+
+def describe_os_error(exc: OSError, path: str) -> str:
+    """``no space left on device writing summary.json`` and the like, for one line."""
+    words = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
+             errno.EROFS: "read-only filesystem", errno.ENOENT: "directory no longer exists",
+             errno.EACCES: "permission denied"}.get(exc.errno or 0, (exc.strerror or str(exc)).lower())
+    return f"{words} writing {os.path.basename(path)}"
 
 
 def write_json(path: str, data: Any) -> None:

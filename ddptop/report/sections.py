@@ -86,13 +86,26 @@ def markdown(summary: Summary) -> str:
 
 
 def closing_text(summary: Summary, paths: dict[str, str]) -> str:
-    """What a run prints when it ends: the report, then where the summary files are."""
-    text = text_report(summary) + f"Summary: {paths['json']}  {paths['md']}  {paths['csv']}\n"
+    """What a run prints when it ends: the report, then where the summary files are, or why they are not
+    where they should be and how to write them later."""
+    text = text_report(summary) + saved_line(summary, paths)
     if paths.get("plots"):
         text += f"Plots: {paths['plots']}/ (PNG and SVG)\n"
     elif paths.get("plots_error"):
         text += f"Plots not drawn: {paths['plots_error']}\n"
     return text
+
+
+def saved_line(summary: Summary, paths: dict[str, str]) -> str:
+    run_dir = summary.get("run_dir") or "RUN_DIR"
+    if "json" not in paths:
+        return (f"Summary not saved: {paths.get('save_error')}; the fallback failed too "
+                f"({paths.get('fallback_error')}). Free some space, then run: ddptop report {run_dir} --rebuild\n")
+    line = f"Summary: {paths['json']}  {paths['md']}  {paths['csv']}\n"
+    if paths.get("save_error"):
+        line = (f"Summary not saved in {run_dir}: {paths['save_error']}; written to {paths['fallback']} instead. "
+                f"Once there is room: ddptop report {run_dir} --rebuild\n") + line
+    return line
 
 
 def screen_sections(summary: Summary, with_topology: bool) -> list[tuple[str | None, str, str]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from typing import Any
 
 from ddptop import rundir
@@ -48,14 +49,40 @@ def summary_paths(run_dir: str) -> dict[str, str]:
             (("json", SUMMARY_JSON), ("md", SUMMARY_MD), ("csv", SUMMARY_CSV))}
 
 
-def save_summary(summary: dict[str, Any], run_dir: str) -> dict[str, str]:
+def _write_summary(summary: dict[str, Any], directory: str) -> dict[str, str]:
     from ddptop.report import tables
 
-    paths = summary_paths(run_dir)
+    paths = summary_paths(directory)
     rundir.write_json(paths["json"], summary)
     rundir.write_atomic(paths["md"], tables.markdown(summary))
     rundir.write_atomic(paths["csv"], tables.csv_text(summary))
     return paths
+
+
+def default_fallback_dir() -> str:
+    """A directory only this user can read, under the system's temporary directory."""
+    return os.path.join(tempfile.gettempdir(), f"ddptop-{os.getuid()}")
+
+
+def save_summary(summary: dict[str, Any], run_dir: str, fallback_dir: str | None = None) -> dict[str, str]:
+    """Write summary.json, .md and .csv into the run directory; the paths.
+
+    Where the run directory cannot take them (a full disk, a quota, a directory removed or made read-only),
+    they go to ``fallback_dir`` (a new directory below it, user-only) and the paths say so: ``save_error``
+    is why, ``fallback`` where they went. Where neither can, the paths hold only ``save_error``: the tables
+    are in memory and printed, and ``ddptop report RUN_DIR --rebuild`` writes them once there is room."""
+    try:
+        return _write_summary(summary, run_dir)
+    except OSError as exc:
+        reason = rundir.describe_os_error(exc, exc.filename or os.path.join(run_dir, SUMMARY_JSON))
+    try:
+        base = fallback_dir or default_fallback_dir()
+        os.makedirs(base, mode=0o700, exist_ok=True)
+        target = tempfile.mkdtemp(prefix=f"{os.path.basename(os.path.abspath(run_dir))}-", dir=base)
+        paths = _write_summary(summary, target)
+    except OSError as exc:
+        return {"save_error": reason, "fallback_error": rundir.describe_os_error(exc, exc.filename or "")}
+    return {**paths, "save_error": reason, "fallback": target}
 
 
 def load_target(target: str, rebuild: bool = False) -> tuple[dict[str, Any], bool]:

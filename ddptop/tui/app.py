@@ -75,7 +75,8 @@ class SummaryApp(App[int]):
         self.exit(0)
 
     def action_screenshot(self) -> None:
-        path = self.save_screenshot(path=os.path.dirname(os.path.abspath(self.paths["json"])) if self.paths else None)
+        where = self.paths.get("json") if self.paths else None
+        path = self.save_screenshot(path=os.path.dirname(os.path.abspath(where)) if where else None)
         self.notify(f"Screenshot: {display_path(path)}")
 
 

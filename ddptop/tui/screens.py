@@ -77,9 +77,13 @@ class SummaryScreen(Screen[None]):
         if self.note:
             out.append(self.note + "\n", style="yellow")
         if self.paths:
+            if self.paths.get("save_error"):  # a full disk or quota: where it went, and how to write it later
+                from ddptop.report import sections
+
+                out.append(sections.saved_line(self.summary, self.paths).splitlines()[0] + "\n", style="bold yellow")
             out.append("Saved: ", style="bold")
             shown = [self.paths[k] for k in ("json", "md", "csv", "plots") if self.paths.get(k)]
-            out.append("  ".join(display_path(p) for p in shown) + "\n")
+            out.append("  ".join(display_path(p) for p in shown) + "\n" if shown else "nothing\n")
             if self.paths.get("plots_error"):
                 out.append(f"Plots not drawn: {self.paths['plots_error']}\n", style="yellow")
         out.append("\n")
