@@ -188,11 +188,19 @@ class Worker:
             self.writer.emit("ceiling", **ceiling)
             self.writer.flush()
 
-    def _measure_ceiling(self) -> dict[str, Any]:
-        """The best matmul FLOP/s this device reaches in the sweep's dtype (``bench_kernels.flops``)."""
+    def _measure_ceiling(self) -> dict[str, Any] | None:
+        """The best matmul FLOP/s this device reaches in the sweep's dtype (``bench_kernels.flops``); None,
+        with a line in the rank's log, if it cannot be measured (a small GPU out of memory): only the
+        "of measured ceiling" figures are lost, never the launch."""
         amp = self.spec.configs[0].amp if self.spec.configs else None
         dtype = compute_dtype(self.torch, self.device, amp)
-        found = matmul_ceiling(self.torch, self.device, dtype)
+        try:
+            found = matmul_ceiling(self.torch, self.device, dtype)
+        except Exception as exc:  # noqa: BLE001 - see above
+            print(f"bench_kernels.ddp: matmul ceiling not measured: {type(exc).__name__}: {exc}", file=sys.stderr)
+            if self.device.type == "cuda":
+                self.torch.cuda.empty_cache()
+            return None
         cuda = self.device.type == "cuda"
         name = self.torch.cuda.get_device_name(self.device) if cuda else platform.processor() or "cpu"
         return {"device_name": name, "threads": self.torch.get_num_threads(), **found}

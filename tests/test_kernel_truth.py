@@ -256,3 +256,18 @@ def test_bf16_without_tensor_cores_is_said_and_gloo_gpu_collectives_are_refused(
     with pytest.raises(PlanError, match="gloo runs only allreduce and broadcast on GPUs"):
         build_plan(PlanOptions(backend=["gloo"], collectives=["allreduce", "reduce_scatter"]), gpus, cpu_count=4)
     assert build_plan(PlanOptions(backend=["nccl"], collectives=["reduce_scatter"]), gpus, cpu_count=4)
+
+
+def test_a_ceiling_that_cannot_be_measured_loses_only_the_ceiling(monkeypatch, capsys):
+    import bench_kernels.ddp as ddp
+
+    def out_of_memory(*args):
+        raise MemoryError("CUDA out of memory")
+
+    monkeypatch.setattr(ddp, "matmul_ceiling", out_of_memory)
+    worker = ddp.Worker.__new__(ddp.Worker)
+    worker.spec = SimpleNamespace(configs=(config(),))
+    worker.device = SimpleNamespace(type="cpu")
+    worker.torch = SimpleNamespace()
+    assert worker._measure_ceiling() is None
+    assert "matmul ceiling not measured: MemoryError: CUDA out of memory" in capsys.readouterr().err
