@@ -1,5 +1,5 @@
 """Command line: ``ddptop [run] ...``, ``watch``, ``view``, ``report``, ``diff``, ``plot``, ``gpus``, ``topo``,
-``kernels``.
+``kernels``, ``doctor``.
 
 Exit codes: 0 success, 1 a configuration failed, 2 bad input, 130 interrupted.
 Bad input is one line on stderr (``ddptop: error: ...``), never a traceback.
@@ -75,7 +75,9 @@ def build_parser() -> argparse.ArgumentParser:
                                               "torch, P2P, a plain DDP loop, the rendezvous store)")
     doctor.add_argument("--out", metavar="DIR", default=".", help="where to write doctor.json (default: here)")
     doctor.add_argument("--skip-loop", action="store_true",
-                        help="skip the comparison of ddptop's kernel with a plain DDP loop (about 30 s)")
+                        help="skip the comparison of ddptop's kernel with a plain DDP loop")
+    doctor.add_argument("--quick", action="store_true",
+                        help="launch nothing: no rendezvous store check, no DDP loop, no nccl-tests")
     return parser
 
 
@@ -324,10 +326,10 @@ def cmd_topo(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from ddptop.doctor import FAIL, run_doctor, save, table
+    from ddptop.doctor import FAIL, line, prepare_out, run_doctor, save
 
-    checks = run_doctor(args.out, skip_loop=args.skip_loop)
-    sys.stdout.write(table(checks))
+    prepare_out(args.out)
+    checks = run_doctor(skip_loop=args.skip_loop, quick=args.quick, report=lambda c: print(line(c), flush=True))
     print(f"Saved: {save(checks, args.out)}")
     return EXIT_FAILED if any(c.status == FAIL for c in checks) else EXIT_OK
 
