@@ -136,10 +136,14 @@ class TorchrunLaunch:
         if where is None:
             nodes = ["--nnodes=1", "--master-addr=127.0.0.1", f"--master-port={port}"]
         else:
-            nodes = [f"--nnodes={where.nnodes}", f"--node-rank={where.node_rank}", f"--master-addr={where.host}",
+            # every node on this machine: each agent meets at 127.0.0.1, where node 0's store listens
+            host = "127.0.0.1" if where.loopback else where.host
+            nodes = [f"--nnodes={where.nnodes}", f"--node-rank={where.node_rank}", f"--master-addr={host}",
                      f"--master-port={where.port}", f"--rdzv-conf=timeout={int(where.join_timeout)}"]
-        # one node: torchrun behind a store that listens on loopback only (bench_kernels.loopback_agent)
-        agent = "torch.distributed.run" if where is not None else "bench_kernels.loopback_agent"
+        # The agent that hosts the store on this machine alone (one node, or node 0 of nodes that are all on this
+        # machine): torchrun behind a store that listens on loopback only (bench_kernels.loopback_agent).
+        local_store = where is None or (where.loopback and where.node_rank == 0)
+        agent = "bench_kernels.loopback_agent" if local_store else "torch.distributed.run"
         return [
             self.python,
             "-m",
@@ -164,13 +168,15 @@ class TorchrunLaunch:
         paths = [source_root, os.getcwd(), env.get("PYTHONPATH")]
         env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
         env["PYTHONUNBUFFERED"] = "1"
-        # One node: gloo's connections between ranks stay on loopback instead of the interface the host name
-        # resolves to (a user's own setting wins); the rendezvous store listens on loopback only
-        # (bench_kernels.loopback_agent). Several nodes: torchrun's store listens on every interface of node 0
-        # for the launch (docs/faults.md, Security).
+        # Every rank on this machine: gloo's connections between ranks, and NCCL's bootstrap and proxy sockets,
+        # listen on loopback instead of the interface the host name resolves to (NCCL's choice: the first
+        # non-loopback one); a user's own setting wins. The rendezvous store listens on loopback only
+        # (bench_kernels.loopback_agent). Several machines: torchrun's store listens on every interface of
+        # node 0 for the launch (docs/faults.md, Security).
         one_machine = self.placement is None or self.placement.loopback
-        if one_machine and "GLOO_SOCKET_IFNAME" not in env and os.path.exists("/sys/class/net/lo"):
-            env["GLOO_SOCKET_IFNAME"] = "lo"
+        if one_machine and os.path.exists("/sys/class/net/lo"):
+            for variable in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
+                env.setdefault(variable, "lo")
         env.update(self.extra_env)
         return env
 
