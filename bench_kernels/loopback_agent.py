@@ -48,15 +48,29 @@ def listen_on_loopback(port: int) -> tuple[object, socket.socket] | None:
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind((LOOPBACK, port))
     listener.listen(128)
-    store = dist.TCPStore(LOOPBACK, port, None, True, datetime.timedelta(minutes=30), wait_for_workers=False,
-                          multi_tenant=True, master_listen_fd=listener.fileno())
-    return store, listener
+    options = {"wait_for_workers": False, "multi_tenant": True, "master_listen_fd": listener.fileno()}
+    # torch 2.4 to 2.7: the libuv server, the default, refuses a listen fd (NotImplementedError, raised before
+    # the socket is touched); the legacy server takes one in every version that has the keyword
+    for backend in ({}, {"use_libuv": False}):
+        try:
+            store = dist.TCPStore(LOOPBACK, port, None, True, datetime.timedelta(seconds=60), **options, **backend)
+        except NotImplementedError:
+            continue
+        except Exception:
+            break
+        listener.detach()  # the store owns the socket now and closes it when it goes
+        return store, listener
+    listener.close()
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     port = _master_port(argv)
-    kept = listen_on_loopback(port) if port else None  # kept alive while torchrun runs
+    try:
+        kept = listen_on_loopback(port) if port else None  # kept alive while torchrun runs
+    except OSError:  # the port was taken between ddptop's choice and this bind: torchrun reports it too
+        kept = None
     if kept is None:
         print("ddptop: this torch's TCPStore cannot be given a bound socket: the rendezvous store listens on "
               "every interface during this launch", file=sys.stderr, flush=True)
