@@ -27,6 +27,13 @@ from ddptop.protocol.devices import apply_rank_device
 
 OPS = ("allreduce", "allgather", "reduce_scatter", "broadcast")
 OUT_OF_PLACE_OPS = ("allgather", "reduce_scatter")
+# What gloo runs on GPU tensors, by torch.distributed's backend table (its gloo GPU column: broadcast and
+# all_reduce). ProcessGroupGloo has CUDA code for more, but not the collectives benchmarked here as such: its
+# reduce-scatter clones the whole input, allreduces it and copies this rank's chunk out
+# (reduce_scatter_tensor_coalesced, torch/csrc/distributed/c10d/ProcessGroupGloo.cpp), so its time is an
+# allreduce's and a reduce-scatter's bus bandwidth computed from it is wrong; its coalesced allgather has no
+# CUDA path at all. ddptop's plan refuses these before the sweep; the kernel refuses them too.
+GLOO_GPU_OPS = ("allreduce", "broadcast")
 DTYPE_BYTES = {"float32": 4, "float16": 2, "bfloat16": 2}
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMG]i?B?|B)?\s*$", re.IGNORECASE)
 
@@ -57,9 +64,21 @@ def _element_count(op: str, size_bytes: int, element_bytes: int, world_size: int
     return count
 
 
+def refusal(op: str, backend: str | None, device_type: str) -> str | None:
+    """Why ``op`` is not benchmarked with ``backend`` on ``device_type`` tensors, in one line; None: it is."""
+    if backend == "gloo" and device_type == "cuda" and op not in GLOO_GPU_OPS:
+        return (f"{op} not measured: gloo runs only {' and '.join(GLOO_GPU_OPS)} on GPU tensors "
+                "(torch.distributed's backend table); use --backend nccl for it")
+    return None
+
+
 def _operation(dist: Any, torch: Any, op: str, count: int, inplace: bool, rank: int, world_size: int, device: Any,
                dtype: Any):
-    """Buffers and a zero-argument callable running one collective on them."""
+    """Buffers and a zero-argument callable running one collective on them. Torch 2.14 names the single-tensor
+    gathers all_gather_single and reduce_scatter_single and deprecates the older names (a FutureWarning per
+    call site, torch/distributed/distributed_c10d.py): the newer where torch has them."""
+    all_gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+    reduce_scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
     if op == "allreduce":
         buffer = torch.ones(count, dtype=dtype, device=device)
         return lambda: dist.all_reduce(buffer)
@@ -69,19 +88,23 @@ def _operation(dist: Any, torch: Any, op: str, count: int, inplace: bool, rank: 
     share = count // world_size
     if op == "allgather":
         output = torch.empty(count, dtype=dtype, device=device)
-        source = output[rank * share : (rank + 1) * share] if inplace else torch.ones(share, dtype=dtype, device=device)
+        source = (output[rank * share : (rank + 1) * share] if inplace
+                  else torch.ones(share, dtype=dtype, device=device))
         if inplace:
             source.fill_(1)
-        return lambda: dist.all_gather_into_tensor(output, source)
+        return lambda: all_gather(output, source)
     if op == "reduce_scatter":
         source = torch.ones(count, dtype=dtype, device=device)
-        output = source[rank * share : (rank + 1) * share] if inplace else torch.empty(share, dtype=dtype, device=device)
-        return lambda: dist.reduce_scatter_tensor(output, source)
+        output = (source[rank * share : (rank + 1) * share] if inplace
+                  else torch.empty(share, dtype=dtype, device=device))
+        return lambda: reduce_scatter(output, source)
     raise ValueError(f"unknown collective {op!r}")
 
 
-def run_collectives(torch: Any, dist: Any, device: Any, spec: dict[str, Any], emit: Any) -> None:
-    """Time every (op, size, placement) of ``spec`` and hand each result to ``emit(**fields)``."""
+def run_collectives(torch: Any, dist: Any, device: Any, spec: dict[str, Any], emit: Any,
+                    backend: str | None = None) -> None:
+    """Time every (op, size, placement) of ``spec`` and hand each result to ``emit(**fields)``. An op the
+    ``backend`` cannot run on this device is left out with one line on stderr (the launch's log)."""
     rank, world_size = dist.get_rank(), dist.get_world_size()
     dtype_name = spec.get("dtype", "float32")
     dtype = getattr(torch, dtype_name)
@@ -89,6 +112,11 @@ def run_collectives(torch: Any, dist: Any, device: Any, spec: dict[str, Any], em
     synchronize = (lambda: torch.cuda.synchronize(device)) if device.type == "cuda" else (lambda: None)
     clock = time.perf_counter
     for op in spec["ops"]:
+        reason = refusal(op, backend, device.type)
+        if reason is not None:
+            if rank == 0:
+                print(f"bench_kernels.collectives: {reason}", file=sys.stderr, flush=True)
+            continue
         placements = (False, True) if op in OUT_OF_PLACE_OPS else (True,)
         for size in message_sizes(int(spec["min_bytes"]), int(spec["max_bytes"])):
             count = _element_count(op, size, element_bytes, world_size)
@@ -137,7 +165,8 @@ def main(argv: list[str] | None = None) -> int:
     device = torch.device("cuda", apply_rank_device(local_rank)) if cuda else torch.device("cpu")
     if cuda:
         torch.cuda.set_device(device)
-    dist.init_process_group(args.backend or ("nccl" if cuda else "gloo"))
+    backend = args.backend or ("nccl" if cuda else "gloo")
+    dist.init_process_group(backend)
     spec = {"ops": ops, "min_bytes": parse_size(args.min_bytes), "max_bytes": parse_size(args.max_bytes),
             "iters": args.iters, "warmup": args.warmup, "dtype": args.dtype}
 
@@ -152,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{row['op']:>15s} {place:>3s} {row['bytes']:>12d} B {p50 * 1e6:>10.1f} us "
               f"algbw {algbw:8.3f} GB/s busbw {busbw:8.3f} GB/s", flush=True)
 
-    run_collectives(torch, dist, device, spec, show)
+    run_collectives(torch, dist, device, spec, show, backend)
     dist.destroy_process_group()
     return 0
 

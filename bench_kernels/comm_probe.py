@@ -37,7 +37,7 @@ def probe_communication(
     """Run the probe's phases (``iters`` steps each) on a workload whose measured steps are done; return the
     fields of the ``comm`` event. ``workload.net`` is the hooked wrapper afterwards. ``faults`` (a testing
     aid) fire where the second wrapper is built, the analysis's largest allocation."""
-    logging_data = ddp_logging_times(workload.net)
+    logging_data = ddp_logging_times(workload.net, since=workload.logging_mark)
     measure_without_sync(workload, nosync_stream, iters)
     timer = rewrap_with_bucket_timer(workload, cfg, local_rank, faults)
     # the new wrapper's own warm-up, the model being warm already: the configuration's fixed count (2 at least),
@@ -83,7 +83,7 @@ def rewrap_with_bucket_timer(workload: Workload, cfg: RunConfig, local_rank: int
         torch.cuda.empty_cache()  # the first wrapper's bucket buffers go back before the second allocates its own
     for fault in faults:
         fire(fault, torch)
-    timer = BucketTimer(dist, torch, workload.device)
+    timer = BucketTimer(dist, torch, workload.device, cfg.backend)
     workload.net = wrap_in_ddp(workload.model, cfg, workload.device, local_rank)
     workload.net.register_comm_hook(None, timer.hook)
     return timer
@@ -117,11 +117,19 @@ class BucketTimer:
     in the callback, which torch runs with a stream that waits for the allreduce's kernels (torch.futures
     ``Future.then``); both are read after the step's own synchronize (``begin_step``/``finish``), as offsets
     from an event recorded when the step began.
+
+    Under gloo (``backend`` other than nccl) on CUDA the future carries no device: its callback runs on gloo's
+    own thread, whose current device is cuda:0 (hence the device context) and whose current stream is the
+    default one. Gloo has made that stream wait for its copy back to the GPU (``AsyncWork::synchronize``),
+    but the stream also holds every backward kernel queued behind the bucket, so an event there would arrive
+    late by that backlog. The arrival is stamped on an idle stream of the timer's own instead: when gloo's
+    host-side allreduce ended (the copy back of the result, one bucket over PCIe, is not in it).
     """
 
-    def __init__(self, dist: Any, torch: Any, device: Any) -> None:
+    def __init__(self, dist: Any, torch: Any, device: Any, backend: str = "nccl") -> None:
         self.dist, self.torch, self.device = dist, torch, device
         self.cuda = device.type == "cuda"
+        self.stamp_stream = torch.cuda.Stream(device=device) if self.cuda and backend != "nccl" else None
         self.intervals: list[tuple[float, float, int]] = []  # (handed over, arrived, bytes) of this step
         self.pending: list[tuple[Any, Any, int]] = []  # CUDA: (start event, end event, bytes) of this step
         self.origin: Any = None  # CUDA: the event the step's offsets are measured from
@@ -131,9 +139,10 @@ class BucketTimer:
         """Forget everything recorded so far (the new wrapper's first steps)."""
         self.intervals, self.pending, self.steps, self.origin = [], [], [], None
 
-    def _event(self) -> Any:
+    def _event(self, stream: Any = None) -> Any:
+        """A timing event recorded on ``stream`` (None: the current stream of the current device)."""
         event = self.torch.cuda.Event(enable_timing=True)
-        event.record()
+        event.record(stream)
         return event
 
     def begin_step(self) -> None:
@@ -179,9 +188,11 @@ class BucketTimer:
         future = self.dist.all_reduce(buffer.div_(self.dist.get_world_size()), async_op=True).get_future()
 
         def done(fut: Any) -> Any:
-            # gloo completes CUDA futures on its own thread, whose current device is cuda:0: set ours
+            # gloo completes CUDA futures on its own thread, whose current device is cuda:0: set ours. NCCL
+            # runs this inline, on a pool stream made to wait for the allreduce (torch/futures: "the callback
+            # will be invoked with some dedicated streams set as current"); gloo on the stamp stream.
             with torch.cuda.device(device):
-                self.pending.append((handed_over, self._event(), nbytes))
+                self.pending.append((handed_over, self._event(self.stamp_stream), nbytes))
             return fut.value()[0]
 
         return future.then(done)
@@ -207,20 +218,75 @@ def merge_intervals(intervals: list[tuple[float, float, int]]) -> dict[str, Any]
     }
 
 
-def ddp_logging_times(net: Any) -> dict[str, Any] | None:
-    """DDP's own per-iteration averages (nanoseconds in torch, seconds here), where this torch has them."""
+def _records_every_step(net: Any) -> bool:
+    """Whether DDP records every step of ``net`` (``wrap_in_ddp`` set its sample rate to 1 where torch has
+    the setter) and a step's record can be asked for after it (``Logger.set_runtime_stats_and_log``)."""
+    logger = getattr(net, "logger", None)
+    return (hasattr(net, "_set_ddp_runtime_logging_sample_rate")
+            and callable(getattr(logger, "set_runtime_stats_and_log", None)))
+
+
+def _logging_data(net: Any, record: bool) -> dict[str, Any] | None:
     getter = getattr(net, "_get_ddp_logging_data", None)
     if getter is None:
         return None
     try:
-        data = getter()
+        if record:
+            net.logger.set_runtime_stats_and_log()
+        return dict(getter())
     except Exception:  # noqa: BLE001 - a private API: absent or changed means "not available"
         return None
+
+
+def ddp_logging_mark(net: Any) -> dict[str, Any] | None:
+    """DDP's logging data between two steps, the step just run recorded: where the measured steps begin.
+
+    DDP records a step's times at the next step's forward (``self.logger.set_runtime_stats_and_log()`` in
+    ``DistributedDataParallel._pre_forward``, torch/nn/parallel/distributed.py), and its ``avg_*`` figures
+    average every step recorded since the wrapper's first, the slow first steps of the warm-up included
+    (logger.cpp ``calculate_avg_time``). Recorded here, then again after the measured steps, the difference
+    is the measured steps' alone (``ddp_logging_times``). None where DDP does not record every step."""
+    return _logging_data(net, record=True) if _records_every_step(net) else None
+
+
+def _measured_averages(data: dict[str, Any], mark: dict[str, Any]) -> tuple[dict[str, float], int] | None:
+    """The ``avg_*`` figures over the steps between ``mark`` and ``data`` (both taken by recording the step just
+    run), and how many steps that is.
+
+    With every step recorded, DDP's ``iteration`` is the number of steps recorded; the first forward after
+    the mark records the mark's step once more (the same timer, so the same times, still in the mark's
+    per-step fields), so it is taken out of the sum."""
+    first, last = mark.get("iteration"), data.get("iteration")
+    if not isinstance(first, int) or not isinstance(last, int) or last <= first:
+        return None
+    repeated = 1 if first > 0 else 0  # before any step (no warm-up) there was no step to record again
+    averages: dict[str, float] = {}
+    for key in DDP_LOGGING_TIMES:
+        before, after, again = mark.get(key), data.get(key), mark.get(key.removeprefix("avg_")) if repeated else 0
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in (before, after, again)):
+            continue
+        total = after * (last + repeated) - before * first - again
+        if after > 0 and total > 0:
+            averages[key] = total / (last - first)
+    return averages, last - first
+
+
+def ddp_logging_times(net: Any, since: dict[str, Any] | None = None) -> dict[str, Any] | None:
+    """DDP's own per-iteration averages (nanoseconds in torch, seconds here), where this torch has them: over
+    the steps after ``since`` (a ``ddp_logging_mark``, with ``iterations`` saying how many), else over every
+    step DDP recorded."""
+    data = _logging_data(net, record=since is not None)
+    if data is None:
+        return None
+    window = _measured_averages(data, since) if since is not None else None
+    averages = window[0] if window is not None else data
     result: dict[str, Any] = {}
     for key in DDP_LOGGING_TIMES:
-        value = data.get(key)
+        value = averages.get(key)
         if isinstance(value, (int, float)) and value > 0:
             result[key.removeprefix("avg_").removesuffix("_time") + "_s"] = value / 1e9
+    if window is not None:
+        result["iterations"] = window[1]
     for key in ("bucket_cap_bytes", "num_buckets_reduced", "iteration"):
         if isinstance(data.get(key), int):
             result[key] = data[key]

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-from bench_kernels.comm_probe import probe_communication
+from bench_kernels.comm_probe import ddp_logging_mark, probe_communication
 from bench_kernels.faults import fire, parse_fault
 from bench_kernels.flops import compute_dtype, count_step_flops, matmul_ceiling
 from bench_kernels.memory_cap import check_cpu_memory_cap, limit_gpu_memory
@@ -163,6 +163,7 @@ class Worker:
         self.writer = EventWriter(path, self.rank, spec.flush_interval)
         self.faults = [parse_fault(text) for text in spec.inject]
         self.rounds: dict[str, list[Measured]] = {}  # config id -> its rounds measured so far
+        self.said_bf16 = False  # the bf16 emulation line is in the rank's log
 
     # -- setup -------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -257,6 +258,9 @@ class Worker:
         setup_start = time.perf_counter()
         workload = build_workload(cfg, self.device, self.local_rank, self.rank)
         flops = self._count_flops(cfg, workload) if round_index == 0 else None
+        # the peak from here on: DataParallel's FLOP count runs the whole global batch on its first GPU, which
+        # no step does (each replica takes its share)
+        self._reset_peak_memory(cfg)
         self._config_start(cfg, workload, time.perf_counter() - setup_start, round_index, flops)
         cap = self.spec.memory_cap_mb
         if cap and self.device.type == "cpu":
@@ -320,22 +324,31 @@ class Worker:
             round=round_index,
             rounds=cfg.rounds,
             setup_s=setup_s,
-            notes=self._precision_notes(cfg),
+            notes=self._precision_notes(cfg, say=True),
             flops_per_step=flops,
             compute_dtype=compute_dtype(self.torch, self.device, cfg.amp),
         )
         self.writer.flush()
 
-    def _precision_notes(self, cfg: RunConfig) -> list[str]:
+    def _precision_notes(self, cfg: RunConfig, say: bool = False) -> list[str]:
         """What makes the configuration's dtype not what it says: bf16 on a GPU without bf16 tensor cores
-        runs, emulated, at about fp32's speed (torch.cuda.is_bf16_supported: compute capability 8.0 or
-        later, or only by emulation)."""
+        runs, emulated, at about fp32's speed. torch.cuda.is_bf16_supported(including_emulation=False) is
+        true from compute capability 8.0 on, for the current device (torch/cuda/__init__.py; ``start`` made
+        it this rank's); without the keyword (older torch) it has no emulation to count. The notes go with
+        config_start into the summary; with ``say`` the rank also writes one line to its log, once, where
+        ddptop's live view shows the launch's log."""
         if cfg.amp != "bf16" or self.device.type != "cuda":
             return []
         check = self.torch.cuda.is_bf16_supported
         native = check(including_emulation=False) if accepts(check, "including_emulation") else check()
-        return [] if native else ["bf16 is emulated on this GPU (no bf16 tensor cores below compute capability "
-                                  "8.0): these are not bf16 step times"]
+        if native:
+            return []
+        note = ("bf16 is emulated on this GPU (no bf16 tensor cores below compute capability 8.0): these are not "
+                "bf16 step times")
+        if say and not getattr(self, "said_bf16", False):
+            self.said_bf16 = True
+            print(f"bench_kernels.ddp: warning: {note}", file=sys.stderr, flush=True)
+        return [note]
 
     def _measure(self, cfg: RunConfig, workload: Workload, round_index: int) -> Measured:
         """The warm-up (fixed, or until steady), then the measured steps: as many as asked, as fill the time
@@ -351,6 +364,8 @@ class Worker:
         else:
             warmup = run_steps(step, cfg.warmup, self._stream(cfg, "warmup", cfg.warmup, round_index))
             pace = warmup.samples
+        if cfg.mode == Mode.DDP and cfg.comm_iters > 0:  # where DDP's own averages are to start from
+            workload.logging_mark = ddp_logging_mark(workload.net)
         fault = self._injected_fault(cfg.config_id) if round_index == 0 else None
         if cfg.time_budget or cfg.iters is not None:
             if cfg.time_budget:
@@ -388,6 +403,12 @@ class Worker:
         agreed = self.torch.tensor([iters], device=self.device)
         self.dist.all_reduce(agreed, op=self.dist.ReduceOp.MAX)
         return int(agreed.item())
+
+    def _reset_peak_memory(self, cfg: RunConfig) -> None:
+        """Start the allocator's peak again on every GPU the configuration uses (what is allocated stays in)."""
+        if self.device.type == "cuda":
+            for device in devices_used(cfg, self.device):
+                self.torch.cuda.reset_peak_memory_stats(device)
 
     def _peak_memory(self, cfg: RunConfig) -> int | None:
         """The most device memory the configuration's step held: over every GPU of a DataParallel one."""
@@ -470,7 +491,7 @@ class Worker:
             self.writer.emit("collective", **fields)
             self.writer.flush()
 
-        run_collectives(self.torch, self.dist, self.device, self.spec.collectives.to_json(), emit)
+        run_collectives(self.torch, self.dist, self.device, self.spec.collectives.to_json(), emit, self.spec.backend)
 
     # -- errors ---------------------------------------------------------------------------------------------
     def report_error(self, config_id: str | None, exc: BaseException, phase: str | None = None) -> None:

@@ -34,6 +34,9 @@ class Workload:
     batch_size: int  # what one process feeds per step: the global batch for DataParallel
     params: int  # trainable parameters
     grad_bytes: int  # gradient bytes per step, what DDP allreduces
+    # DDP's logging data as the measured steps began (``comm_probe.ddp_logging_mark``): its averages run from
+    # the wrapper's first step, so the probe takes the measured steps' share from the difference
+    logging_mark: Any = None
 
     def step_through(self, net: Any) -> Callable[[], None]:
         """One training step through ``net``: zero_grad, forward, loss, backward (DDP's allreduce happens
@@ -110,10 +113,19 @@ def wrap(model: Any, cfg: RunConfig, device: Any, local_rank: int) -> Any:
         # One process scatters the batch over N devices, replicates the model every step and gathers the
         # outputs. Without CUDA, DataParallel is a pass-through: one process does the N ranks' work on the
         # cores they would have shared.
-        amp_dtype = AMP_DTYPES.get(cfg.amp or "") if device.type == "cuda" else None
-        inner = AutocastForward(model, amp_dtype) if amp_dtype else model
-        return torch.nn.DataParallel(inner, device_ids=dp_devices(cfg, device))
+        return torch.nn.DataParallel(replica_module(model, cfg, device), device_ids=dp_devices(cfg, device))
     return model
+
+
+def replica_module(model: Any, cfg: RunConfig, device: Any) -> Any:
+    """What DataParallel replicates: under ``--amp`` on a GPU, the model inside an ``AutocastForward`` of the
+    configuration's torch dtype (a ``torch.dtype``: ``torch.autocast`` takes no dtype name, and on entry
+    ``torch.set_autocast_dtype`` refuses a string with a TypeError), else the model itself."""
+    import torch
+
+    if not cfg.amp or device.type != "cuda":
+        return model
+    return AutocastForward(model, getattr(torch, AMP_DTYPES[cfg.amp]), device.type)
 
 
 def dp_devices(cfg: RunConfig, device: Any) -> list[int] | None:
@@ -135,12 +147,14 @@ class AutocastForward:
     DataParallel's ``parallel_apply`` re-enters autocast in each replica's thread without a dtype
     (``torch.amp.autocast(device_type, enabled=autocast_enabled)`` in torch/nn/parallel/parallel_apply.py,
     read in torch 2.14), which means CUDA's default, fp16: ``--amp bf16`` then ran fp16 in every replica.
-    The replica's own forward setting the dtype again makes it the one that counts. Built lazily as an
-    ``nn.Module`` subclass so importing this file does not import torch.
+    The replica's own forward setting the dtype again makes it the one that counts. Autocast's dtype is
+    thread-local and each replica runs in a thread parallel_apply starts, so the caller's ``torch.autocast``
+    cannot reach it. ``device_type`` is the replicas' (None: CUDA where torch has it, else the CPU). Built
+    lazily as an ``nn.Module`` subclass so importing this file does not import torch.
     """
 
-    def __new__(cls, module: Any, dtype: Any) -> Any:
-        return _autocast_module_class()(module, dtype)
+    def __new__(cls, module: Any, dtype: Any, device_type: str | None = None) -> Any:
+        return _autocast_module_class()(module, dtype, device_type)
 
 
 def _autocast_module_class() -> Any:
@@ -149,13 +163,13 @@ def _autocast_module_class() -> Any:
     global _AUTOCAST_CLASS
     if _AUTOCAST_CLASS is None:
         class _AutocastForward(torch.nn.Module):
-            def __init__(self, module: Any, dtype: Any) -> None:
+            def __init__(self, module: Any, dtype: Any, device_type: str | None) -> None:
                 super().__init__()
                 self.module, self.dtype = module, dtype
+                self.device_type = device_type or ("cuda" if torch.cuda.is_available() else "cpu")
 
             def forward(self, *args: Any, **kwargs: Any) -> Any:
-                device_type = "cuda" if torch.cuda.is_available() else "cpu"
-                with torch.autocast(device_type=device_type, dtype=self.dtype):
+                with torch.autocast(device_type=self.device_type, dtype=self.dtype):
                     return self.module(*args, **kwargs)
 
         _AUTOCAST_CLASS = _AutocastForward

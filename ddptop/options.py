@@ -149,6 +149,10 @@ RUN_OPTIONS: tuple[Option, ...] = (
            help="skip the no-DDP row at N=1"),
     Option("amp", str, group=WHAT, nargs="?", const="bf16", choices=AMP_DTYPES, help="autocast on GPU (bf16)"),
     Option("channels_last", bool, False, group=WHAT, action="store_true"),
+    # On by default, as DDP's own default: the step a training script runs re-sends BatchNorm's running
+    # statistics from rank 0 before every forward, and that broadcast is part of what scaling costs it.
+    # PyTorch's DDP benchmark (benchmarks/distributed/ddp/benchmark.py) turns it off to time the gradient
+    # allreduce alone; --no-broadcast-buffers measures that way.
     Option("broadcast_buffers", bool, True, group=WHAT, flag="--no-broadcast-buffers", action="store_false",
            help="DDP without re-sending module buffers from rank 0 each step (as PyTorch's DDP benchmark runs; "
                 "default: DDP's own default, on)"),
