@@ -136,3 +136,16 @@ def one_rank_group():
         yield torch
     finally:
         dist.destroy_process_group()
+
+
+def tiny_config(**changes):
+    """One DDP configuration of the tiny CNN on one CPU rank, as a rank reads it (``changes`` on top)."""
+    from ddptop.protocol.launchspec import RunConfig
+    from ddptop.protocol.vocab import Mode, Scaling
+
+    values = dict(config_id="c", model="tests.tiny_models:tiny_cnn", mode=Mode.DDP, batch_size=2, global_batch=2,
+                  world_size=1, nnodes=1, backend="gloo", device="cpu", scaling=Scaling.WEAK, image_size=32,
+                  num_classes=10, warmup=1, iters=2, time_budget=None, bucket_cap_mb=25.0, amp=None,
+                  channels_last=False, comm_iters=3)
+    values.update(changes)
+    return RunConfig(**values)

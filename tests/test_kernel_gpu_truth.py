@@ -22,17 +22,10 @@ import pytest
 
 from bench_kernels.comm_probe import BucketTimer
 from ddptop.protocol.launchspec import LaunchSpec, RunConfig
-from ddptop.protocol.vocab import Mode, Scaling, Status
-from tests.conftest import REPO
+from ddptop.protocol.vocab import Mode, Status
+from tests.conftest import REPO, tiny_config as config
 
 
-def config(**changes):
-    values = dict(config_id="c", model="tests.tiny_models:tiny_cnn", mode=Mode.DDP, batch_size=2, global_batch=2,
-                  world_size=1, nnodes=1, backend="gloo", device="cpu", scaling=Scaling.WEAK, image_size=32,
-                  num_classes=10, warmup=1, iters=2, time_budget=None, bucket_cap_mb=25.0, amp=None,
-                  channels_last=False, comm_iters=3)
-    values.update(changes)
-    return RunConfig(**values)
 
 
 # -- the bucket timer under gloo on a GPU ------------------------------------------------------------------------

@@ -15,18 +15,10 @@ import pytest
 
 from bench_kernels.comm_probe import BucketTimer
 from bench_kernels.faults import FaultSpecError, parse_fault
-from ddptop.protocol.launchspec import RunConfig
-from ddptop.protocol.vocab import Mode, Scaling
-from tests.conftest import run_sweep
+from ddptop.protocol.vocab import Mode
+from tests.conftest import run_sweep, tiny_config as config
 
 
-def config(**changes):
-    values = dict(config_id="c", model="tests.tiny_models:tiny_cnn", mode=Mode.DDP, batch_size=2, global_batch=2,
-                  world_size=1, nnodes=1, backend="gloo", device="cpu", scaling=Scaling.WEAK, image_size=32,
-                  num_classes=10, warmup=1, iters=2, time_budget=None, bucket_cap_mb=25.0, amp=None,
-                  channels_last=False, comm_iters=3)
-    values.update(changes)
-    return RunConfig(**values)
 
 
 # -- the bucket timer on CUDA, through a stand-in torch ------------------------------------------------------------
