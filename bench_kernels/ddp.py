@@ -69,9 +69,10 @@ from bench_kernels.workload import Workload, accepts, build_workload, devices_us
 from ddptop.protocol.devices import apply_rank_device
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError, RunConfig
 from ddptop.protocol.precision import relative_half_width
+from ddptop.protocol.storage import describe_os_error
 from ddptop.protocol.layout import events_name
 from ddptop.protocol.vocab import Mode, Status
-from ddptop.protocol.wire import EventWriter
+from ddptop.protocol.wire import UNWRITABLE_MARK, EventsUnwritable, EventWriter
 
 
 class Terminated(Exception):
@@ -541,7 +542,22 @@ def main(argv: list[str] | None = None) -> int:
     _die_with_parent()
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    worker = Worker(spec)
+    try:
+        worker = Worker(spec)
+    except OSError as exc:  # its events file cannot even be opened (the directory removed, read-only)
+        where = exc.filename or spec.events_dir
+        print(f"{UNWRITABLE_MARK}rank {os.environ.get('RANK', '0')}: {describe_os_error(exc, where)}", file=sys.stderr)
+        return 1
+    try:
+        return _run(worker, spec)
+    except EventsUnwritable as exc:  # a full disk, a quota, the directory read-only or gone: say so where it can be read
+        print(f"{UNWRITABLE_MARK}rank {worker.rank}: {exc}", file=sys.stderr, flush=True)
+        with contextlib.suppress(Exception):
+            worker.writer.close()
+        return 1
+
+
+def _run(worker: "Worker", spec: LaunchSpec) -> int:
     config_id: str | None = None
     started = time.time()
     try:
@@ -561,7 +577,11 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         worker.writer.close()
         return 1
+    except EventsUnwritable:
+        raise
     except BaseException as exc:  # noqa: BLE001 - every failure becomes an event, then a non-zero exit
+        if worker.writer.failed is not None:  # the events file failed first; this is its echo
+            raise worker.writer.failed from exc
         worker.report_error(config_id, exc)
         traceback.print_exc()
         worker.writer.close()

@@ -73,7 +73,13 @@ class RunControl:
             phase=phase,
             who=who,
             live=self.owns_run,
+            not_saved=self._not_saved(),
         )
+
+    def _not_saved(self) -> tuple[str, ...]:
+        telemetry = getattr(self.telemetry, "not_saved", None)  # a Monitor's; a follower writes nothing
+        found = list(self.session.not_saved.values())
+        return tuple(found + [f"telemetry not saved: {telemetry}"] if telemetry else found)
 
     def _phase(self) -> tuple[str, str | None]:
         raise NotImplementedError

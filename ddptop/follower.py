@@ -10,6 +10,7 @@ follower did goes to runner-node<K>.jsonl and its node's telemetry to telemetry-
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -25,7 +26,7 @@ from ddptop.protocol import layout
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError
 from ddptop.protocol.marks import FollowerEnd, LaunchEnd, LaunchJoin, LaunchStart, SweepEnd, parse_mark
 from ddptop.protocol.vocab import Status, SweepStatus
-from ddptop.protocol.wire import EventFileReader, EventWriter
+from ddptop.protocol.wire import EventFileReader, EventsUnwritable, EventWriter
 from ddptop.telemetry.inventory import devices_for, rank_gpu_environment, read_inventory
 
 END_GRACE = 10.0  # seconds a follower's agent gets to end by itself once the leader's launch has ended
@@ -77,7 +78,8 @@ class Follower:
             return SweepStatus.STOPPED
         finally:
             self._mark(FollowerEnd(self.leader_status))
-            self._writer.close()
+            with contextlib.suppress(EventsUnwritable):  # said once already, by _mark
+                self._writer.close()
 
     def _read_leader(self) -> None:
         """Apply the leader's new marks: launches started and ended, the sweep's end (which ends them all)."""
@@ -172,5 +174,10 @@ class Follower:
     def _mark(self, mark: FollowerEnd | LaunchEnd | LaunchJoin) -> None:
         """Write one of this node's marks (with its node rank) to runner-node<K>.jsonl, durably."""
         assert self._writer is not None
+        if self._writer.failed is not None:
+            return
         self._writer.emit("mark", data=dataclasses.replace(mark, node_rank=self.cluster.node_rank).to_data())
-        self._writer.flush(durable=True)
+        try:
+            self._writer.flush(durable=True)
+        except EventsUnwritable as exc:  # node 0 waits for this node's marks a while, then goes on without them
+            self.say(f"ddptop: node {self.cluster.node_rank}: {exc}; this node's marks are not saved")

@@ -72,6 +72,8 @@ class HeadlessView:
             self.progress.refresh()
             return
         for config in configs:
+            if config.status in FAILED and not config.settled:
+                continue  # a rank's own report may be the echo of another's fault: the runner's word comes next
             if config.status in ENDED and config.config_id not in self.reported:
                 self.reported.add(config.config_id)
                 self.console.print(f"[{config.config_id}] {_status_text(config)}", highlight=False, markup=False)
@@ -86,9 +88,14 @@ def run_headless(live: LiveRun, fps: float, console: Console) -> int:
             with HeadlessView(session, console) as view:
                 live.start()
                 period = 1.0 / max(fps, 0.1)
+                told: set[str] = set()
                 while live.running:
                     live.join(period)
                     view.render()
+                    for name, why in live.not_saved().items():  # a full disk: said once, as it happens
+                        if name not in told and name != "run directory":  # that one: the stopped line says it
+                            told.add(name)
+                            console.print(f"ddptop: {why}; kept in memory for the summary", highlight=False)
         finally:
             code = live.finish()
     monitor = live.monitor

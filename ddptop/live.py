@@ -94,13 +94,29 @@ class LiveRun:
         self._worker.join()
         if self.monitor is not None:
             self.monitor.stop()  # before the summary, which reads the whole timeline
+        self.session.close()  # its last line, before what could not be saved is told
         with self._save_lock:
             self.session.refresh(final=True)
             from ddptop.report import build  # with the summary, not the live view
-            self.summary = build.build_summary(self.session, self.environment)
-            self.paths = store.save_summary(self.summary, self.session.run_dir, self.fallback_dir)
-            self.paths.update(store.save_plots_safely(self.summary, self.session.run_dir))
-        self.session.close()
+            kept = self.monitor.unsaved if self.monitor is not None else None
+            topology = self.topology.to_json() if self.topology is not None else None
+            self.summary = build.build_summary(self.session, self.environment, kept, topology)
+            not_saved = self.not_saved()
+            if not_saved:
+                self.summary["not_saved"] = not_saved
+            self.paths = store.save_summary(self.summary, self.session.run_dir, self.fallback_dir,
+                                            {TIMELINE_FILE: kept} if kept else None)
+            if "fallback" not in self.paths and "save_error" not in self.paths:
+                self.paths.update(store.save_plots_safely(self.summary, self.session.run_dir))
+
+    def not_saved(self) -> dict[str, str]:
+        """Run-directory files a full disk (a quota, ...) stopped, and why: their data is in memory only."""
+        found = dict(self.session.not_saved)
+        if self.monitor is not None and self.monitor.not_saved:
+            found[TIMELINE_FILE] = self.monitor.not_saved
+        if self.runner.storage_stop is not None:  # removed or read-only: none of its files can be trusted whole
+            found["run directory"] = self.runner.storage_stop.removeprefix("sweep stopped: ")
+        return found
 
     def exit_code(self) -> int:
         if self.interrupted:
@@ -109,8 +125,8 @@ class LiveRun:
         faults = {Status.FAILED} if self.plan.batch_sweep else FAILED
         if self.summary and any(c["status"] in faults for c in self.summary["configs"]):
             return EXIT_FAILED
-        if self.paths and self.paths.get("save_error"):  # measured, but not saved where it belongs
-            return EXIT_FAILED
+        if (self.paths and self.paths.get("save_error")) or (self.summary and self.summary.get("not_saved")):
+            return EXIT_FAILED  # measured, but not all saved where it belongs
         return EXIT_OK
 
 
@@ -131,6 +147,7 @@ def create_live_run(
     from ddptop import environment
     from ddptop.plan import build_plan
     from ddptop.protocol.layout import ENVIRONMENT_FILE, TOPOLOGY_FILE
+    from ddptop.protocol.wire import EventsUnwritable
     from ddptop.rundir import RunDirError, create_run_dir, describe_os_error, write_json
     from ddptop.telemetry.inventory import read_inventory
     from ddptop.telemetry.topology import read_topology
@@ -147,6 +164,8 @@ def create_live_run(
     except OSError as exc:  # a full disk or quota before anything ran: one line, nothing measured to lose
         raise RunDirError(f"cannot write the run directory {run_dir}: "
                           f"{describe_os_error(exc, exc.filename or run_dir)}") from None
+    except EventsUnwritable as exc:
+        raise RunDirError(f"cannot write the run directory {run_dir}: {exc}") from None
     monitor = None
     if telemetry_interval > 0:
         monitor = Monitor(telemetry_interval, os.path.join(run_dir, TIMELINE_FILE), None, session.rank_processes)

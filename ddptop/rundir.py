@@ -31,7 +31,7 @@ import time
 from typing import Any
 
 from ddptop.errors import DdptopError
-from ddptop.protocol import layout
+from ddptop.protocol import layout, storage
 
 
 class RunDirError(DdptopError):
@@ -76,35 +76,21 @@ def _make_private_dirs(path: str) -> None:
         raise RunDirError(f"run directory {path} is not writable")
 
 
-# A testing aid, like --inject: every write_atomic to a path that starts with this prefix (a directory, or
-# RUN_DIR/summary for the summary files alone) runs out of space half-way through its file, exactly where a
-# full disk or an exhausted quota would stop it (ENOSPC from os.write).
-DISK_FULL_ENV = "DDPTOP_FAULT_DISK_FULL"
-
-
-def _write(fd: int, data: memoryview, path: str, written: int, total: int) -> int:
-    full = os.environ.get(DISK_FULL_ENV)
-    if full and os.path.abspath(path).startswith(os.path.abspath(full)) and written + len(data) > total // 2:
-        if written < total // 2:
-            return os.write(fd, data[: total // 2 - written])
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-    return os.write(fd, data)
+# The testing aid that injects a full disk lives with the one function every write goes through.
+DISK_FULL_ENV = storage.DISK_FULL_ENV
+describe_os_error = storage.describe_os_error
 
 
 def write_atomic(path: str, data: str | bytes) -> None:
     """Write ``path`` whole or not at all: a temporary file beside it, synced, then renamed over it. On any
     failure (a full disk, a quota, a directory gone or read-only) the temporary file is removed and the
-    OSError raised, the old file (if any) untouched."""
+    OSError raised naming ``path``, the old file (if any) untouched."""
     payload = data.encode() if isinstance(data, str) else data
     tmp = f"{path}.tmp-{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         try:
-            view, written = memoryview(payload), 0
-            while view:
-                count = _write(fd, view, path, written, len(payload))
-                written += count
-                view = view[count:]
+            storage.write_all(fd, payload, path)
             os.fsync(fd)
         finally:
             os.close(fd)
@@ -112,17 +98,21 @@ def write_atomic(path: str, data: str | bytes) -> None:
     except OSError as exc:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
-        if exc.filename is None:
-            exc.filename = path  # os.write's error names no file: the one being written
+        exc.filename = path
         raise
 
 
-def describe_os_error(exc: OSError, path: str) -> str:
-    """``no space left on device writing summary.json`` and the like, for one line."""
-    words = {errno.ENOSPC: "no space left on device", errno.EDQUOT: "disk quota exceeded",
-             errno.EROFS: "read-only filesystem", errno.ENOENT: "directory no longer exists",
-             errno.EACCES: "permission denied"}.get(exc.errno or 0, (exc.strerror or str(exc)).lower())
-    return f"{words} writing {os.path.basename(path)}"
+def storage_problem(directory: str) -> str | None:
+    """Whether a small file can be written in ``directory`` now: None, or why not (``no space left on
+    device writing events/``)."""
+    probe = os.path.join(directory, f".space-probe-{os.getpid()}")
+    try:
+        write_atomic(probe, b"\0" * 4096)
+    except OSError as exc:
+        return describe_os_error(exc, directory) + "/"
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+    return None
 
 
 def write_json(path: str, data: Any) -> None:

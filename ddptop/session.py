@@ -10,6 +10,7 @@ and that too is written to disk first.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import threading
@@ -29,7 +30,7 @@ from ddptop.protocol import layout
 from ddptop.protocol import precision
 from ddptop.protocol.marks import ConfigEnd, LaunchEnd, LaunchStart, SweepEnd, parse_mark
 from ddptop.protocol.vocab import ENDED, Status
-from ddptop.protocol.wire import EventFileReader, EventWriter
+from ddptop.protocol.wire import EventFileReader, EventsUnwritable, EventWriter, make_event
 
 RUNNER_RANK = -1  # runner.jsonl events carry this rank
 
@@ -62,6 +63,7 @@ class ConfigState:
     started_t: float | None = None
     ended_t: float | None = None
     launch: str | None = None
+    settled: bool = False  # the runner's mark ended it: status and reason are final (a rank's may be an echo)
     revision: int = 0  # bumped on every change, for cached summaries
     _summary_cache: tuple[int, Any] | None = field(default=None, repr=False, compare=False)
     _precision_cache: tuple[int, float | None, float] | None = field(default=None, repr=False, compare=False)
@@ -229,6 +231,7 @@ class Session:
         self.events_applied = 0
         self.last_started: str | None = None  # the configuration of the newest config_start
         self._runner_writer: EventWriter | None = None
+        self.not_saved: dict[str, str] = {}  # run-directory file -> why it could not be written (in memory only)
 
     # -- construction ----------------------------------------------------------------------------------
     @classmethod
@@ -236,8 +239,10 @@ class Session:
         rundir.write_json(os.path.join(run_dir, layout.PLAN_FILE), plan.to_json())
         session = cls(plan, run_dir)
         session._runner_writer = EventWriter(os.path.join(run_dir, layout.RUNNER_FILE), RUNNER_RANK, 0.0)
-        session._runner_writer.emit("hello", world_size=0, host=os.uname().nodename, pid=os.getpid(), device="-")
+        hello = make_event("hello", RUNNER_RANK, world_size=0, host=os.uname().nodename, pid=os.getpid(), device="-")
+        session._runner_writer.emit_event(hello)
         session._runner_writer.flush(durable=True)
+        session._apply(hello, None)  # its own events are applied as written, never read back (see mark)
         return session
 
     @classmethod
@@ -263,7 +268,9 @@ class Session:
             for path in rundir.event_files(self.run_dir):
                 if path not in self.readers:
                     self.readers[path] = EventFileReader(path)
-            sources = [(self.runner_reader, None)] + [
+            # the runner file of a live session is this process's own: applied as written (``mark``)
+            own = self._runner_writer is not None
+            sources = ([] if own else [(self.runner_reader, None)]) + [
                 (reader, layout.launch_of_events_file(path))
                 for path, reader in self.readers.items()
             ]
@@ -368,6 +375,7 @@ class Session:
         elif isinstance(mark, ConfigEnd):
             state = self.configs.get(mark.config_id)
             if state is not None:
+                state.settled = True
                 if mark.log_tail and not state.log_tail:
                     state.log_tail = list(mark.log_tail)
                 cause = mark.cause
@@ -389,16 +397,28 @@ class Session:
 
     # -- what only the runner knows, written to runner.jsonl before it is applied ------------------------
     def mark(self, **data: Any) -> None:
+        """Record one of the runner's marks (a launch started, a configuration ended) in runner.jsonl and
+        apply it. Where that file cannot be written any more (``not_saved`` says why) the run goes on, its
+        summary is complete, and only a rebuild from the files would lack the mark."""
         if self._runner_writer is None:
             raise RuntimeError("a loaded session is read-only")
+        event = make_event("mark", RUNNER_RANK, data=data)
         with self.lock:
-            self._runner_writer.emit("mark", data=data)
-            self._runner_writer.flush(durable=True)
+            if self._runner_writer.failed is None:
+                self._runner_writer.emit_event(event)
+                try:
+                    self._runner_writer.flush(durable=True)
+                except EventsUnwritable as exc:
+                    self.not_saved[layout.RUNNER_FILE] = str(exc)
+            # applied from memory, not read back: the file may be gone (its directory removed) or cut short
+            self._apply(event, None)
+            self.events_applied += 1
         self.refresh()
 
     def close(self) -> None:
         if self._runner_writer is not None:
-            self._runner_writer.close()
+            with contextlib.suppress(EventsUnwritable):  # said in not_saved already
+                self._runner_writer.close()
 
     # -- reading ----------------------------------------------------------------------------------------
     def snapshot(self) -> SessionSnapshot:
@@ -488,7 +508,7 @@ def process_is_alive(pid: int, started: float | None) -> bool:
 def _config_snapshot(state: ConfigState) -> ConfigSnapshot:
     """The configuration's frozen copy; the same object again while nothing it holds has changed."""
     precision_now = state.live_precision()
-    key = (state.revision, state.status, state.reason, precision_now)
+    key = (state.revision, state.status, state.reason, precision_now, state.settled)
     if state._snapshot_cache is not None and state._snapshot_cache[0] == key:
         return state._snapshot_cache[1]
     spec = state.spec
@@ -509,6 +529,7 @@ def _config_snapshot(state: ConfigState) -> ConfigSnapshot:
         unstable=state.unstable,
         precision_reached=precision_now,
         warmup_used=state.warmup_used,
+        settled=state.settled,
     )
     state._snapshot_cache = (key, snapshot)
     return snapshot

@@ -87,6 +87,7 @@ class ConfigSnapshot:
     precision_reached: float | None = None
     warmup_used: int | None = None  # warm-up steps run (so far, while the configuration runs)
     validity: Validity | None = None  # the running configuration's, from the telemetry since it started
+    settled: bool = False  # ddptop has ended it (its runner's mark): the status and reason are final
 
     @property
     def heading(self) -> str:
@@ -158,4 +159,5 @@ class RunSnapshot:
     phase: str = "running"  # see control.RUNNING...; a recorded run's state
     who: str | None = None  # who writes a recorded run ("pid 12 on host")
     live: bool = False  # this process runs the sweep
+    not_saved: tuple[str, ...] = ()  # run-directory files a full disk stopped, why, in words (kept in memory)
     taken_t: float = field(default_factory=time.time)

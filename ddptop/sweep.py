@@ -22,7 +22,8 @@ from ddptop.protocol import layout
 from ddptop.protocol.launchspec import CollectiveSpec, LaunchSpec, RunConfig
 from ddptop.protocol.marks import ConfigEnd, LaunchEnd, LaunchStart, SweepEnd, parse_mark
 from ddptop.protocol.vocab import ENDED, FAILED, OnFailure, Status, SweepStatus
-from ddptop.protocol.wire import EventFileReader
+from ddptop.protocol.storage import lasting
+from ddptop.protocol.wire import UNWRITABLE_MARK, EventFileReader
 from ddptop.session import Session
 from ddptop.telemetry.inventory import rank_gpu_environment
 
@@ -82,6 +83,15 @@ class HangWatch:
         )
 
 
+def _identity(path: str) -> tuple[int, int] | None:
+    """The directory's device and inode: a directory removed, or removed and made again, reads different."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino
+
+
 class SweepRunner:
     def __init__(
         self,
@@ -106,6 +116,8 @@ class SweepRunner:
         self._skip = threading.Event()
         self._launch_index = 0
         self.stop_reason = "sweep stopped"
+        self.storage_stop: str | None = None  # the run directory went away or read-only: why the sweep stopped
+        self._run_dir_id = _identity(session.run_dir)
 
     # -- commands from frontends (any thread) ---------------------------------------------------------------
     def request_stop(self) -> None:
@@ -125,7 +137,11 @@ class SweepRunner:
             for launch in self.plan.launches():
                 if self._stop.is_set():
                     break
-                self._run_launch(launch)
+                try:
+                    self._run_launch(launch)
+                except OSError as exc:  # a launch's own files (its directory, launch.json) cannot be written
+                    self._stop_for_storage(rundir.describe_os_error(exc, exc.filename or self.session.run_dir))
+                    break
         finally:
             if self.current is not None:  # an exception mid-launch: leave no process behind
                 self.current.stop(self.stop_grace)
@@ -171,6 +187,9 @@ class SweepRunner:
             if placement is not None:
                 self._wait_for_followers(name, launch.nodes)
             self.session.refresh(final=True)
+            unwritable = self._unwritable_events(path) if outcome.status == Status.FAILED else None
+            if unwritable and lasting(unwritable.partition(": ")[2] or unwritable):
+                self._stop_for_storage(unwritable)  # read-only or gone: every later launch would fail alike
 
             for config in remaining:
                 state = self.session.configs[config.config_id]
@@ -179,15 +198,20 @@ class SweepRunner:
                         status, reason = Status.SKIPPED, "skipped by the user"
                     elif ended_by == "hang" and ended_config == config.config_id:
                         status, reason = Status.FAILED, hang_reason
+                    elif self.storage_stop is not None:
+                        status, reason = Status.FAILED, self.storage_stop
                     elif self._stop.is_set():
                         status, reason = Status.STOPPED, "stopped by the user"
                     else:
-                        status, reason = Status.FAILED, state.reason or outcome.reason
+                        status, reason = Status.FAILED, unwritable or state.reason or outcome.reason
                 elif state.status in FAILED and not state.log_tail:
                     status, reason = state.status, state.reason  # a rank reported it; add what its log says
                 else:
                     continue
-                cause = self._silent_death(path, state) if status in FAILED else None
+                if unwritable and status == Status.FAILED:  # said in the reason, or the peers' errors echo it
+                    cause = unwritable if state.status in FAILED else None
+                else:
+                    cause = self._silent_death(path, state) if status in FAILED else None
                 tail = tuple(self._log_tail(path)) if status in FAILED else None
                 self._mark(ConfigEnd(config.config_id, status, reason, cause=cause, log_tail=tail))
             self._mark(LaunchEnd(name, outcome.exit_code, outcome.status, outcome.reason, outcome.wall_s))
@@ -202,7 +226,7 @@ class SweepRunner:
             remaining = [c for c in remaining if self.session.configs[c.config_id].status not in ENDED]
             hung_early = ended_by == "hang" and ended_config is None
             if remaining and (outcome.status == Status.FAILED or hung_early) and len(remaining) == before:
-                cause = hang_reason if hung_early else outcome.reason
+                cause = hang_reason if hung_early else (unwritable or outcome.reason)
                 reason = f"launch failed before any configuration ran: {cause}"
                 tail = tuple(self._log_tail(path))
                 for config in remaining:
@@ -265,6 +289,11 @@ class SweepRunner:
                     ended = ("skip", running, None)
                     torchrun.stop(self.stop_grace)
                     break
+            problem = self._run_dir_problem()
+            if problem is not None:
+                self._stop_for_storage(problem)
+                torchrun.stop(self.stop_grace)
+                break
             silent = watch.silent_for()
             if silent is not None:
                 running = self._running_config()
@@ -274,6 +303,31 @@ class SweepRunner:
             time.sleep(self.poll_interval)
         torchrun.kill_tree()  # ranks can outlive a dead agent; make sure none does
         return ended
+
+    def _run_dir_problem(self) -> str | None:
+        """Why the run directory can no longer be written (removed, replaced or made read-only), or None:
+        two system calls, cheap enough for every poll."""
+        if _identity(self.session.run_dir) != self._run_dir_id:
+            return f"the run directory {self.session.run_dir} was removed"
+        if not os.access(self.session.run_dir, os.W_OK):
+            return f"the run directory {self.session.run_dir} became read-only"
+        return None
+
+    def _stop_for_storage(self, problem: str) -> None:
+        self.storage_stop = f"sweep stopped: {problem}"
+        self.stop_reason = self.storage_stop
+        self._stop.set()
+
+    @staticmethod
+    def _unwritable_events(path: str) -> str | None:
+        """Why a rank could not write its events: its own last words (``UNWRITABLE_MARK`` on its stderr),
+        else a probe of the events directory (a real full disk takes the ranks' logs with it)."""
+        for _, logs_dir in rundir.node_log_dirs(path):
+            for _, streams in sorted(rundir.worker_logs(path, logs_dir).items()):
+                for line in rundir.tail_lines(streams.get("stderr", ""), LOG_TAIL_LINES):
+                    if UNWRITABLE_MARK in line:
+                        return line.split(UNWRITABLE_MARK, 1)[1].strip()
+        return rundir.storage_problem(layout.events_dir(path))
 
     def _mark(self, mark: ConfigEnd | LaunchEnd | LaunchStart | SweepEnd) -> None:
         self.session.mark(**mark.to_data())

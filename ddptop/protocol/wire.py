@@ -19,6 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddptop.protocol import storage
+
 WIRE_VERSION = 1
 
 _NUMBERS = frozenset((int, float))  # bool is not one: type(True) is bool
@@ -175,21 +177,40 @@ def open_private_append(path: str) -> int:
     return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
 
 
+class EventsUnwritable(Exception):
+    """An events file that can no longer be written (a full disk, a quota, its directory read-only or gone):
+    ``str()`` says so in words, ``errno`` is the OSError's."""
+
+    def __init__(self, reason: str, error_number: int | None) -> None:
+        super().__init__(reason)
+        self.errno = error_number
+
+
+# What a rank writes to stderr, before exiting, when its events file cannot be written: the one channel
+# left to say why, as the file that would have said it is the one that failed.
+UNWRITABLE_MARK = "ddptop: events not written: "
+
+
 class EventWriter:
     """Appends one rank's events to its file; buffers and writes at most every ``flush_interval`` s.
 
     ``emit`` only appends to a list, so it is cheap enough to call between timed iterations; the caller
     decides when to ``flush`` (``last_flush`` tells when it last did). ``flush`` writes everything with one
     ``os.write`` per batch (whole lines, so a reader never sees half an event
-    unless the process dies mid-write, which readers tolerate).
+    unless the process dies mid-write, which readers tolerate). A write that fails raises
+    ``EventsUnwritable``, and so does every flush after it (``failed``): the file is not written again, so
+    it never holds a gap.
     """
 
     def __init__(self, path: str, rank: int, flush_interval: float = 0.1) -> None:
+        self.path = path
         self.rank = rank
         self.flush_interval = flush_interval
         self._fd = open_private_append(path)
+        self._size = os.fstat(self._fd).st_size
         self._pending: list[bytes] = []
         self.last_flush = time.monotonic()
+        self.failed: EventsUnwritable | None = None
 
     def emit(self, event_type: str, **fields: Any) -> None:
         self.emit_event(make_event(event_type, self.rank, **fields))
@@ -199,22 +220,30 @@ class EventWriter:
         self._pending.append(encode(event))
 
     def flush(self, durable: bool = False) -> None:
-        if self._pending:
-            data = b"".join(self._pending)
+        if self.failed is not None:
             self._pending.clear()
-            view = memoryview(data)
-            while view:
-                written = os.write(self._fd, view)
-                view = view[written:]
-        if durable:
-            os.fsync(self._fd)
+            raise self.failed
+        try:
+            if self._pending:
+                data = b"".join(self._pending)
+                self._pending.clear()
+                storage.write_all(self._fd, data, self.path, self._size)
+                self._size += len(data)
+            if durable:
+                os.fsync(self._fd)
+        except OSError as exc:
+            self.failed = EventsUnwritable(storage.describe_os_error(exc, self.path), exc.errno)
+            raise self.failed from exc
         self.last_flush = time.monotonic()
 
     def close(self) -> None:
+        """Write what is pending and close; a file that cannot take it is closed all the same (raising)."""
         if self._fd >= 0:
-            self.flush(durable=True)
-            os.close(self._fd)
-            self._fd = -1
+            try:
+                self.flush(durable=True)
+            finally:
+                os.close(self._fd)
+                self._fd = -1
 
 
 @dataclass

@@ -133,8 +133,12 @@ def _measure_window(state: Any, entry: dict[str, Any], last_t: float) -> tuple[f
     return state.started_t, state.ended_t or last_t
 
 
-def _add_telemetry(session: Session, states: list[Any], entries: list[dict[str, Any]]) -> dict[str, Any]:
+def _add_telemetry(
+    session: Session, states: list[Any], entries: list[dict[str, Any]], kept: list[dict[str, Any]] | None
+) -> dict[str, Any]:
     records, malformed = timeline.read_timeline(os.path.join(session.run_dir, TIMELINE_FILE))
+    if kept:  # the records the file could not take (a full disk), from the monitor's memory
+        records = sorted(records + list(kept), key=lambda e: e["t"])
     last_t = records[-1]["t"] if records else time.time()
     info = timeline.timeline_info(records)
     for state, entry in zip(states, entries):
@@ -157,14 +161,22 @@ def _add_telemetry(session: Session, states: list[Any], entries: list[dict[str, 
     }
 
 
-def build_summary(session: Session, environment: dict[str, Any] | None = None) -> dict[str, Any]:
+def build_summary(
+    session: Session,
+    environment: dict[str, Any] | None = None,
+    telemetry_kept: list[dict[str, Any]] | None = None,
+    topology: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Everything the run measured, as one JSON-ready document. What the caller holds in memory is used
+    before the run directory's files, which a full disk or a removed directory may lack: the environment,
+    the ``topology`` and ``telemetry_kept`` (the telemetry records the timeline file could not take)."""
     from ddptop.analysis import intervals, uncertainty  # numpy: loaded when a summary is built, not with the view
 
     with session.lock:
         states = session.ordered_states()
         writer_died = _writer_died(session)
         entries = [_config_entry(session, s, writer_died) for s in states]
-        telemetry = _add_telemetry(session, states, entries)
+        telemetry = _add_telemetry(session, states, entries, telemetry_kept)
         env = dict(environment or read_environment(session.run_dir))
         env["versions"] = session.versions()
         counts: dict[str, int] = {}
@@ -177,7 +189,7 @@ def build_summary(session: Session, environment: dict[str, Any] | None = None) -
         collectives = communication.collective_tables(session.collectives, session.launches)
         intervals.add_collective_intervals(collectives, session.collectives, session.launches)
         scaling.compare_with_collectives(entries, collectives)
-        topology = load_saved_topology(session.run_dir)
+        topology = topology if topology is not None else load_saved_topology(session.run_dir)
         links.add_link_shares(entries, collectives, topology)
         for entry in entries:
             entry["verdict"] = verdict.verdict(entry, env)

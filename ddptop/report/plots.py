@@ -14,9 +14,11 @@ while it draws.
 
 from __future__ import annotations
 
+import io
 import os
 from typing import Any
 
+from ddptop import rundir
 from ddptop.analysis import formulas
 from ddptop.protocol.layout import PLOTS_DIR
 
@@ -41,8 +43,9 @@ def _save(fig: Any, out_dir: str, name: str) -> list[str]:
     paths = []
     for fmt in FORMATS:
         path = os.path.join(out_dir, f"{name}.{fmt}")
-        fig.savefig(path, format=fmt, dpi=110, bbox_inches="tight")
-        os.chmod(path, 0o600)  # like every file of a run directory: the user's only
+        image = io.BytesIO()
+        fig.savefig(image, format=fmt, dpi=110, bbox_inches="tight")
+        rundir.write_atomic(path, image.getvalue())  # whole or not at all, the user's only, on a full disk too
         paths.append(path)
     return paths
 

@@ -97,14 +97,22 @@ def closing_text(summary: Summary, paths: dict[str, str]) -> str:
 
 
 def saved_line(summary: Summary, paths: dict[str, str]) -> str:
+    """Where the summary went; where a full disk (a quota, ...) stopped a file, one line first that says
+    what was not saved and how to save it later."""
     run_dir = summary.get("run_dir") or "RUN_DIR"
+    lost = "; ".join((summary.get("not_saved") or {}).values())
+    # the run directory's events lack what a full disk stopped: the summary from memory is the whole record
+    later = (f"keep this summary, it holds every figure ({lost}, so a rebuild from the files would lack them)"
+             if lost else f"once there is room: ddptop report {run_dir} --rebuild")
     if "json" not in paths:
         return (f"Summary not saved: {paths.get('save_error')}; the fallback failed too "
                 f"({paths.get('fallback_error')}). Free some space, then run: ddptop report {run_dir} --rebuild\n")
     line = f"Summary: {paths['json']}  {paths['md']}  {paths['csv']}\n"
     if paths.get("save_error"):
         line = (f"Summary not saved in {run_dir}: {paths['save_error']}; written to {paths['fallback']} instead. "
-                f"Once there is room: ddptop report {run_dir} --rebuild\n") + line
+                f"{later[0].upper()}{later[1:]}\n") + line
+    elif lost:
+        line = f"Not saved in {run_dir}: {lost}; the summary was made from memory and holds every figure\n" + line
     return line
 
 

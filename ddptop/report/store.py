@@ -16,6 +16,7 @@ from ddptop import rundir
 from ddptop.errors import DdptopError
 from ddptop.protocol.layout import (ENVIRONMENT_FILE, PLOTS_DIR, SUMMARY_CSV, SUMMARY_JSON, SUMMARY_MD,
                                     TOPOLOGY_FILE)
+from ddptop.protocol.wire import encode
 from ddptop.report import keys
 
 SCHEMA = "ddptop.summary"
@@ -64,13 +65,19 @@ def default_fallback_dir() -> str:
     return os.path.join(tempfile.gettempdir(), f"ddptop-{os.getuid()}")
 
 
-def save_summary(summary: dict[str, Any], run_dir: str, fallback_dir: str | None = None) -> dict[str, str]:
+def save_summary(
+    summary: dict[str, Any],
+    run_dir: str,
+    fallback_dir: str | None = None,
+    kept_records: dict[str, list[dict[str, Any]]] | None = None,
+) -> dict[str, str]:
     """Write summary.json, .md and .csv into the run directory; the paths.
 
     Where the run directory cannot take them (a full disk, a quota, a directory removed or made read-only),
     they go to ``fallback_dir`` (a new directory below it, user-only) and the paths say so: ``save_error``
-    is why, ``fallback`` where they went. Where neither can, the paths hold only ``save_error``: the tables
-    are in memory and printed, and ``ddptop report RUN_DIR --rebuild`` writes them once there is room."""
+    is why, ``fallback`` where they went; ``kept_records`` (file name -> events a full disk kept in memory)
+    go there too. Where neither can, the paths hold only ``save_error``: the tables are in memory and
+    printed, and ``ddptop report RUN_DIR --rebuild`` writes them once there is room."""
     try:
         return _write_summary(summary, run_dir)
     except OSError as exc:
@@ -80,6 +87,8 @@ def save_summary(summary: dict[str, Any], run_dir: str, fallback_dir: str | None
         os.makedirs(base, mode=0o700, exist_ok=True)
         target = tempfile.mkdtemp(prefix=f"{os.path.basename(os.path.abspath(run_dir))}-", dir=base)
         paths = _write_summary(summary, target)
+        for name, records in (kept_records or {}).items():
+            rundir.write_atomic(os.path.join(target, name), b"".join(map(encode, records)))
     except OSError as exc:
         return {"save_error": reason, "fallback_error": rundir.describe_os_error(exc, exc.filename or "")}
     return {**paths, "save_error": reason, "fallback": target}
@@ -109,6 +118,8 @@ def save_plots_safely(summary: dict[str, Any], run_dir: str) -> dict[str, str]:
         from ddptop.report import plots
 
         written = plots.save_plots(summary, run_dir)
+    except OSError as exc:  # a full disk: the pictures drawn before it are whole, the rest not written
+        return {"plots_error": rundir.describe_os_error(exc, exc.filename or os.path.join(run_dir, PLOTS_DIR))}
     except Exception as exc:  # noqa: BLE001 - the numbers are saved already; say why the pictures are not
         return {"plots_error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
     return {"plots": os.path.join(run_dir, PLOTS_DIR)} if written else {}

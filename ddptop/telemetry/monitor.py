@@ -8,12 +8,15 @@ namespace's (a rank on that GPU was found by its PID), and ``"foreign": "unknown
 ranks on that GPU were placed through CUDA_VISIBLE_DEVICES: NVML shows host PIDs, which cannot be told
 apart). The host part says how much CPU other processes took (``ddptop.telemetry.host``).
 Records are appended to ``telemetry.jsonl`` in the run directory as they are taken, so the timeline
-survives a crash, and the last ``keep`` stay in memory for live views.
+survives a crash, and the last ``keep`` stay in memory for live views. Where the file cannot take them
+(a full disk, a quota), ``not_saved`` says why and every later record is kept in ``unsaved`` for the
+summary and for the fallback directory.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 import time
 from dataclasses import asdict
@@ -23,9 +26,10 @@ from ddptop.telemetry import nvml as nv
 from ddptop.telemetry.gpu import GpuReading, GpuSampler
 from ddptop.telemetry.host import HostSampler, RankProcess
 from ddptop.telemetry.inventory import filter_visible
-from ddptop.protocol.wire import EventWriter, make_event
+from ddptop.protocol.wire import EventsUnwritable, EventWriter, make_event
 
 DEFAULT_INTERVAL = 1.0
+UNSAVED_LIMIT = 100_000  # records kept in memory once the file is full (~300 MB at most)
 
 
 class Monitor:
@@ -47,6 +51,8 @@ class Monitor:
         self.errors = 0
         self.last_error: str | None = None
         self._writer: EventWriter | None = None
+        self.not_saved: str | None = None  # why the timeline file stopped taking records
+        self.unsaved: list[dict[str, Any]] = []  # the records since, for the summary and the fallback
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -97,7 +103,8 @@ class Monitor:
             stuck = self._thread.is_alive()
             self._thread = None
         if self._writer is not None and not stuck:
-            self._writer.close()
+            with contextlib.suppress(EventsUnwritable):  # said in not_saved already
+                self._writer.close()
             self._writer = None
         if stuck:
             self.errors += 1
@@ -138,11 +145,22 @@ class Monitor:
         record = make_event("telemetry", -1, **fields)  # the same record in memory and on disk
         with self._lock:
             self.records.append(record)
-        if self._writer is not None:
+        if self.not_saved is not None:
+            self._keep_unsaved(record)
+        elif self._writer is not None:
             self._writer.emit_event(record)
-            self._writer.flush()
+            try:
+                self._writer.flush()
+            except EventsUnwritable as exc:  # a full disk: the view says so, the records stay in memory
+                self.not_saved = str(exc)
+                self._keep_unsaved(record)
         self.sample_cpu_s.append(time.thread_time() - cpu_before)
         return record
+
+    def _keep_unsaved(self, record: dict[str, Any]) -> None:
+        if len(self.unsaved) >= UNSAVED_LIMIT:  # hours at a fast interval: thin to every other record
+            del self.unsaved[::2]
+        self.unsaved.append(record)
 
     def _attach_ranks(self, gpus: list[GpuReading], ranks: list[dict[str, Any]], wanted: list[RankProcess]) -> None:
         by_pid = {r["pid"]: r for r in ranks}

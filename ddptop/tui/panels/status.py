@@ -46,6 +46,8 @@ class StatusLine(CachedStatic):
         if paused:
             parts.append("PAUSED (display only; the sweep goes on)")
         text = Text("  ·  ".join(parts))
+        for problem in snapshot.not_saved:  # a full disk: what the run directory no longer receives
+            text.append(f"   {problem} (kept in memory)", style="bold red")
         if snapshot.telemetry.info.get("fake"):
             text.append("   FAKE GPUs (DDPTOP_FAKE_NVML)", style="bold magenta")
         self.show_content(text)
