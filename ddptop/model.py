@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
+from ddptop.protocol import jsontypes
 from ddptop.protocol.launchspec import RunConfig
 from ddptop.protocol.vocab import Mode, OnFailure, Scaling
 
@@ -209,6 +210,13 @@ class Plan:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> "Plan":
+        """A saved plan.json; a ValueError names the fields of a damaged one."""
+        if not isinstance(data, dict):
+            raise ValueError("not a JSON object")
+        cap = data.get("bucket_cap_mb")  # one number in plans written before it became a list
+        wrong = jsontypes.wrong_fields(cls, data, skip=("bucket_cap_mb",) if jsontypes.fits(cap, float) else ())
+        if wrong:
+            raise ValueError(f"fields of the wrong type: {', '.join(wrong)}")
         values = {f.name: data[f.name] for f in fields(cls) if f.name in data}
         for key in ("models", "batch_sizes", "world_sizes", "backends"):
             values[key] = tuple(values[key])

@@ -243,6 +243,7 @@ class Session:
         session._runner_writer.emit_event(hello)
         session._runner_writer.flush(durable=True)
         session._apply(hello, None)  # its own events are applied as written, never read back (see mark)
+        session.events_applied += 1
         return session
 
     @classmethod
@@ -260,6 +261,11 @@ class Session:
         session.refresh(final=False)
         return session
 
+    @property
+    def writes_runner_file(self) -> bool:
+        """This process runs the sweep: runner.jsonl is its own, applied as written, never read back."""
+        return self._runner_writer is not None
+
     # -- feeding -----------------------------------------------------------------------------------------
     def refresh(self, final: bool = False) -> int:
         """Apply every event appended since the last call; ``final`` also reads unterminated last lines."""
@@ -269,8 +275,7 @@ class Session:
                 if path not in self.readers:
                     self.readers[path] = EventFileReader(path)
             # the runner file of a live session is this process's own: applied as written (``mark``)
-            own = self._runner_writer is not None
-            sources = ([] if own else [(self.runner_reader, None)]) + [
+            sources = ([] if self.writes_runner_file else [(self.runner_reader, None)]) + [
                 (reader, layout.launch_of_events_file(path))
                 for path, reader in self.readers.items()
             ]

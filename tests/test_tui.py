@@ -251,3 +251,28 @@ def test_braille_chart_colours_every_dot_by_its_series_and_nothing_else():
             style = str(row.get_style_at_offset(Console(), offset))
             assert (colour in style) == (char != " "), (offset, char, style)
     assert not any(r.plain.strip() for r in rows[1:-1])  # nothing between the two bands
+
+
+def test_a_finished_run_on_screen_repaints_nothing(in_repo):
+    """Idle cost: once a finished run is drawn, later frames change no panel, so none is refreshed (a
+    refresh is what makes Textual render a widget again and write its cells to the terminal)."""
+    asyncio.run(finished_run_repaints_nothing())
+
+
+async def finished_run_repaints_nothing():
+    app = DdptopApp.for_recorded(RECORDED, fps=20.0)  # many frames in a short wait
+    async with app.run_test(size=(160, 50)) as pilot:
+        await first_frame(pilot)
+        await wait_for(pilot, lambda: app.frames_shown >= 6, timeout=30, step=0.05)
+        panels = {name: app.query_one(f"#{name}") for name in
+                  ("status-line", "gpus", "host", "configs", "chart", "ranks", "logs-view")}
+        refreshed = {name: 0 for name in panels}
+        for name, panel in panels.items():
+            def counting(*args, _name=name, _refresh=panel.refresh, **kwargs):
+                refreshed[_name] += 1
+                return _refresh(*args, **kwargs)
+
+            panel.refresh = counting
+        frames_before = app.frames_shown
+        await wait_for(pilot, lambda: app.frames_shown >= frames_before + 20, timeout=30, step=0.05)
+        assert refreshed == {name: 0 for name in panels}, refreshed

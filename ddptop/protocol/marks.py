@@ -15,6 +15,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, ClassVar, Union
 
+from ddptop.protocol import jsontypes
+
 
 @dataclass(frozen=True)
 class _Mark:
@@ -107,17 +109,21 @@ def parse_mark(event: dict[str, Any]) -> Mark | None:
     data = event.get("data")
     if not isinstance(data, dict):
         return None
-    cls = MARKS.get(data.get("what"))  # type: ignore[arg-type]
+    what = data.get("what")
+    cls = MARKS.get(what) if isinstance(what, str) else None
     if cls is None:
         return None
     values: dict[str, Any] = {}
+    types_of = jsontypes.hints(cls)
     for f in dataclasses.fields(cls):
         if f.name in data:
             value = data[f.name]
             if f.name in _SEQUENCES and value is not None:
-                if not isinstance(value, list):
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
                     return None
                 value = tuple(value)
+            elif not jsontypes.fits(value, types_of[f.name]):
+                return None  # a damaged file's value of the wrong type: the mark is left out, not trusted
             values[f.name] = value
         elif f.default is dataclasses.MISSING:
             return None

@@ -12,11 +12,11 @@ import time
 from typing import Any
 
 from ddptop.analysis import communication, compute, links, scaling, verdict
-from ddptop.protocol.layout import RUNNER_FILE, TIMELINE_FILE, node_file
+from ddptop.protocol.layout import ENVIRONMENT_FILE, RUNNER_FILE, TIMELINE_FILE, TOPOLOGY_FILE, node_file
 from ddptop.protocol.marks import LaunchEnd, parse_mark
 from ddptop.protocol.vocab import Status
 from ddptop.protocol.wire import EventFileReader
-from ddptop.report.store import SCHEMA, SCHEMA_VERSION, load_saved_topology, read_environment
+from ddptop.report.store import SCHEMA, SCHEMA_VERSION, load_saved_topology, read_environment, read_json_object
 from ddptop.session import Session
 from ddptop.telemetry import timeline, validity
 
@@ -189,7 +189,8 @@ def build_summary(
         collectives = communication.collective_tables(session.collectives, session.launches)
         intervals.add_collective_intervals(collectives, session.collectives, session.launches)
         scaling.compare_with_collectives(entries, collectives)
-        topology = topology if topology is not None else load_saved_topology(session.run_dir)
+        topology_given = topology is not None
+        topology = topology if topology_given else load_saved_topology(session.run_dir)
         links.add_link_shares(entries, collectives, topology)
         for entry in entries:
             entry["verdict"] = verdict.verdict(entry, env)
@@ -218,7 +219,25 @@ def build_summary(
             "topology": topology,
             "nodes": _nodes(session),
             "malformed_event_lines": session.malformed_lines(),
+            "damaged": _damage(session, telemetry, environment is None, topology_given),
         }
+
+
+def _damage(session: Session, telemetry: dict[str, Any], read_env: bool, topology_given: bool) -> dict[str, str]:
+    """The run directory's files read around damage (cut short, corrupted), and what was wrong with each."""
+    found: dict[str, str] = {}
+    readers = [] if session.writes_runner_file else [session.runner_reader]
+    for reader in readers + list(session.readers.values()):
+        if reader.malformed:
+            name = os.path.relpath(reader.path, session.run_dir)
+            found[name] = f"{reader.malformed} unreadable line(s) skipped (first: {reader.first_problem})"
+    if telemetry.get("malformed_lines"):
+        found[TIMELINE_FILE] = f"{telemetry['malformed_lines']} unreadable line(s) skipped"
+    for name, wanted in ((ENVIRONMENT_FILE, read_env), (TOPOLOGY_FILE, not topology_given)):
+        problem = read_json_object(os.path.join(session.run_dir, name))[1] if wanted else None
+        if problem:
+            found[name] = f"{problem}; left out"
+    return found
 
 
 def _nodes(session: Session) -> list[dict[str, Any]]:

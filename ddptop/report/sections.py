@@ -53,6 +53,7 @@ SECTIONS: tuple[Section, ...] = (
             screen_style="bold yellow"),
     Section("disturbed", "Disturbed while measured", tables.disturbed_text, tables.disturbed_markdown,
             on_screen=True, screen_style="bold yellow"),
+    Section("damaged", "Read around damaged files", tables.damaged_text, tables.damaged_markdown, on_screen=True),
     Section("nodes", "Nodes", tables.nodes_text, tables.nodes_markdown),
     Section("overhead", "Overhead", tables.overhead_text, tables.overhead_markdown, on_screen=True, always=True),
 )

@@ -27,21 +27,26 @@ class SummaryError(DdptopError):
     """A summary that cannot be read; one line for the user."""
 
 
-def load_saved_topology(run_dir: str) -> dict[str, Any] | None:
+def read_json_object(path: str) -> tuple[dict[str, Any] | None, str | None]:
+    """A JSON object file: (its data, None), (None, None) where it does not exist, or (None, what is wrong)."""
     try:
-        with open(os.path.join(run_dir, TOPOLOGY_FILE), encoding="utf-8") as handle:
+        with open(path, encoding="utf-8") as handle:
             data = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) else None
+    except FileNotFoundError:
+        return None, None
+    except OSError as exc:
+        return None, exc.strerror or str(exc)
+    except ValueError as exc:  # JSON or UTF-8
+        return None, f"not JSON ({str(exc).splitlines()[0][:120]})"
+    return (data, None) if isinstance(data, dict) else (None, f"not a JSON object but {type(data).__name__}")
+
+
+def load_saved_topology(run_dir: str) -> dict[str, Any] | None:
+    return read_json_object(os.path.join(run_dir, TOPOLOGY_FILE))[0]
 
 
 def read_environment(run_dir: str) -> dict[str, Any]:
-    try:
-        with open(os.path.join(run_dir, ENVIRONMENT_FILE), encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return {}
+    return read_json_object(os.path.join(run_dir, ENVIRONMENT_FILE))[0] or {}
 
 
 def summary_paths(run_dir: str) -> dict[str, str]:

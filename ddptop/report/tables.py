@@ -435,6 +435,23 @@ def problems_markdown(summary: dict[str, Any]) -> list[str]:
     return [f"- {p}" for p in problems.splitlines()] + [""] if problems else []
 
 
+def damaged_lines(summary: dict[str, Any]) -> list[str]:
+    """The run directory's files read around damage (``build._damage``), one line each."""
+    damaged = summary.get("damaged") or {}
+    return [f"{name}: {what}" for name, what in sorted(damaged.items())] if isinstance(damaged, dict) else []
+
+
+def damaged_text(summary: dict[str, Any]) -> str:
+    lines = damaged_lines(summary)
+    return "Read around damaged files (the figures leave out what they lost):\n" + "".join(
+        f"  {line}\n" for line in lines) if lines else ""
+
+
+def damaged_markdown(summary: dict[str, Any]) -> list[str]:
+    lines = damaged_lines(summary)
+    return [f"- {line}" for line in lines] + [""] if lines else []
+
+
 def disturbed_lines(summary: dict[str, Any]) -> list[str]:
     """One line per configuration measured while something else used the node (``telemetry/validity.py``)."""
     lines = []
