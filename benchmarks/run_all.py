@@ -25,6 +25,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "startup": ([], ["--repeat", "3"]),
     "ingest": ([], ["--repeat", "2"]),
     "tui_cost": ([], ["--rounds", "2"]),
+    "terminal_cost": ([], ["--seconds", "5"]),
     "telemetry_cost": ([], ["--rounds", "3"]),
     "observer": ([], ["--rounds", "3", "--iters", "20"]),
     "sweep_overhead": ([], []),

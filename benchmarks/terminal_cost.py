@@ -132,6 +132,17 @@ def in_pty(argv: list[str], size: tuple[int, int], seconds: float, ready, env: d
         screen.close(timeout=30)
 
 
+def replay(args: argparse.Namespace, run: str, size: tuple[int, int], env: dict) -> tuple[float, float]:
+    writer = subprocess.Popen([sys.executable, __file__, "--replay-writer", run, "--rate", str(args.rate)], env=env)
+    try:
+        wait_until(lambda: os.path.exists(os.path.join(run, "telemetry.jsonl")))
+        return in_pty([sys.executable, "-m", "ddptop", "watch", run, "--fps", str(args.fps)], size, args.seconds,
+                      lambda: True, env, settle=3.0)
+    finally:
+        writer.terminate()
+        writer.wait()
+
+
 def measure(args: argparse.Namespace) -> dict[str, dict[str, tuple[float, float]]]:
     env = ddptop_env(DDPTOP_FAKE_NVML="dgx1")
     python = sys.executable
@@ -140,22 +151,19 @@ def measure(args: argparse.Namespace) -> dict[str, dict[str, tuple[float, float]
         for size in args.sizes:
             label = f"{size[0]}x{size[1]}"
             run = os.path.join(tmp, f"replay-{label}")
-            writer = subprocess.Popen([python, __file__, "--replay-writer", run, "--rate", str(args.rate)], env=env)
-            try:
-                wait_until(lambda: os.path.exists(os.path.join(run, "telemetry.jsonl")))
-                results.setdefault("replay", {})[label] = in_pty(
-                    [python, "-m", "ddptop", "watch", run, "--fps", str(args.fps)], size, args.seconds,
-                    lambda: True, env, settle=3.0)
-            finally:
-                writer.terminate()
-                writer.wait()
+            if "replay" in args.scenarios:
+                results.setdefault("replay", {})[label] = replay(args, run, size, env)
             out = os.path.join(tmp, f"sweep-{label}")
-            results.setdefault("sweep", {})[label] = in_pty(
-                [python, "-m", "ddptop", "run", "--out", out, "--fps", str(args.fps), *TINY], size, args.seconds,
-                lambda out=out: measuring(out), env, settle=2.0)
-            results.setdefault("idle", {})[label] = in_pty(
-                [python, "-m", "ddptop", "view", RECORDED, "--fps", str(args.fps)], size, args.seconds,
-                lambda: True, env, settle=4.0)
+            if "sweep" in args.scenarios:
+                results.setdefault("sweep", {})[label] = in_pty(
+                    [python, "-m", "ddptop", "run", "--out", out, "--fps", str(args.fps), *TINY], size, args.seconds,
+                    lambda out=out: measuring(out), env, settle=2.0)
+            if "idle" in args.scenarios:
+                results.setdefault("idle", {})[label] = in_pty(
+                    [python, "-m", "ddptop", "view", RECORDED, "--fps", str(args.fps)], size, args.seconds,
+                    lambda: True, env, settle=4.0)
+        if "headless" not in args.scenarios:
+            return results
         out = os.path.join(tmp, "headless")
         with open(os.path.join(tmp, "headless.log"), "w", encoding="utf-8") as log:
             process = subprocess.Popen([python, "-m", "ddptop", "run", "--headless", "--out", out, *TINY],
@@ -176,6 +184,7 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=1000.0, help="replay: steps per second, both ranks together")
     parser.add_argument("--fps", type=float, default=4.0)
     parser.add_argument("--sizes", default="80x24,160x50")
+    parser.add_argument("--scenarios", default="replay,sweep,idle,headless")
     parser.add_argument("--replay-writer", metavar="RUN_DIR", help=argparse.SUPPRESS)
     add_json_option(parser)
     args = parser.parse_args()
@@ -183,6 +192,7 @@ def main() -> None:
         replay_writer(args.replay_writer, args.rate)
         return
     args.sizes = [tuple(int(n) for n in s.split("x")) for s in args.sizes.split(",")]
+    args.scenarios = set(args.scenarios.split(","))
     results = measure(args)
     print(f"The live view in a pseudo-terminal at {args.fps:g} fps, 8 fake GPUs, windows of {args.seconds:g} s")
     print(f"  {'scenario':10s} {'terminal':9s} {'CPU (one core)':>15s} {'to terminal':>12s}")

@@ -94,7 +94,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     world_sizes = _unique(options.world_sizes or _spanning_world_sizes(one_node_sizes, per_node, nnodes))
     image_size = options.image_size or (224 if on_gpu else 64)
     measurement = _resolve_measurement(options, on_gpu)
-    warmup, iters = measurement["warmup"], measurement["iters"]
+    iters = measurement["iters"]
 
     scaling = _resolve_scaling(options.scaling)
     backends = _resolve_backends(options.backend, on_gpu)

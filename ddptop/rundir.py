@@ -22,7 +22,6 @@ user-only (0700) and files 0600; a run directory is never reused, and summaries 
 from __future__ import annotations
 
 import contextlib
-import errno
 import glob
 import json
 import os

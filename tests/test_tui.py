@@ -253,26 +253,39 @@ def test_braille_chart_colours_every_dot_by_its_series_and_nothing_else():
     assert not any(r.plain.strip() for r in rows[1:-1])  # nothing between the two bands
 
 
-def test_a_finished_run_on_screen_repaints_nothing(in_repo):
-    """Idle cost: once a finished run is drawn, later frames change no panel, so none is refreshed (a
+def test_a_finished_run_on_screen_repaints_nothing(in_repo, monkeypatch):
+    """Idle cost: once a finished run is drawn, no more snapshots are read and no panel is refreshed (a
     refresh is what makes Textual render a widget again and write its cells to the terminal)."""
-    asyncio.run(finished_run_repaints_nothing())
+    asyncio.run(finished_run_repaints_nothing(settles=True))
+    # and where frames go on (a run that could still change), unchanged panels are not refreshed either
+    monkeypatch.setattr("ddptop.tui.app.FINAL_PHASES", ())
+    asyncio.run(finished_run_repaints_nothing(settles=False))
 
 
-async def finished_run_repaints_nothing():
-    app = DdptopApp.for_recorded(RECORDED, fps=20.0)  # many frames in a short wait
+def _count_refreshes(app) -> dict:
+    refreshed = {}
+    for name in ("status-line", "gpus", "host", "configs", "chart", "ranks", "logs-view"):
+        panel = app.query_one(f"#{name}")
+        refreshed[name] = 0
+
+        def counting(*args, _name=name, _refresh=panel.refresh, **kwargs):
+            refreshed[_name] += 1
+            return _refresh(*args, **kwargs)
+
+        panel.refresh = counting
+    return refreshed
+
+
+async def finished_run_repaints_nothing(settles: bool):
+    app = DdptopApp.for_recorded(RECORDED, fps=20.0)  # many frames a second, were any taken
     async with app.run_test(size=(160, 50)) as pilot:
         await first_frame(pilot)
-        await wait_for(pilot, lambda: app.frames_shown >= 6, timeout=30, step=0.05)
-        panels = {name: app.query_one(f"#{name}") for name in
-                  ("status-line", "gpus", "host", "configs", "chart", "ranks", "logs-view")}
-        refreshed = {name: 0 for name in panels}
-        for name, panel in panels.items():
-            def counting(*args, _name=name, _refresh=panel.refresh, **kwargs):
-                refreshed[_name] += 1
-                return _refresh(*args, **kwargs)
-
-            panel.refresh = counting
-        frames_before = app.frames_shown
-        await wait_for(pilot, lambda: app.frames_shown >= frames_before + 20, timeout=30, step=0.05)
-        assert refreshed == {name: 0 for name in panels}, refreshed
+        await wait_for(pilot, lambda: app.settled if settles else app.frames_shown >= 4, timeout=30, step=0.05)
+        await pilot.pause(0.5)  # the layout passes the last frame started
+        refreshed = _count_refreshes(app)
+        frames = app.frames_shown
+        await pilot.pause(3.0)  # 60 frame periods
+        assert (app.frames_shown == frames) if settles else (app.frames_shown >= frames + 20)
+        assert refreshed == {name: 0 for name in refreshed}, refreshed
+        await pilot.press("2")  # a key still works on what is drawn
+        assert app.query_one("TabbedContent").active == "ranks-tab"

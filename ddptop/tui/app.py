@@ -24,7 +24,8 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
 
-from ddptop.control import LiveControl, RecordedControl, RunControl, ScreenSummary, display_path
+from ddptop.watch import FINISHED, WRITER_GONE
+from ddptop.control import ENDED, LiveControl, RecordedControl, RunControl, ScreenSummary, display_path
 from ddptop.live import LiveRun
 from ddptop.signals import handle_stop_signals
 from ddptop.snapshot import RunSnapshot
@@ -32,6 +33,9 @@ from ddptop.telemetry.topology import format_matrix
 from ddptop.tui.panels import ConfigTable, GpuTable, HostLine, LogPanel, RankTable, StatusLine, StepChart
 from ddptop.tui.screens import HelpScreen, SummaryScreen
 
+# The phases after which a run's files and state no longer change (a live sweep's ranks done, a watched
+# run finished or its writer gone).
+FINAL_PHASES = (ENDED, FINISHED, WRITER_GONE)
 PANELS = ("overview", "ranks", "topology", "logs")
 SHUTDOWN_GRACE = 10.0  # seconds Textual gets to restore the terminal after a signal, once the summary is saved
 
@@ -119,6 +123,8 @@ class DdptopApp(App[int]):
         self.frames_shown = 0
         self.last_snapshot: RunSnapshot | None = None
         self._frame_pending = False
+        self._settled = False  # a finished run is drawn in full: no more snapshots are taken
+        self._last_events: int | None = None
         self._snapshots: threading.Thread | None = None
         self._snapshot_wanted = threading.Event()
         self._snapshots_stop = threading.Event()
@@ -202,9 +208,14 @@ class DdptopApp(App[int]):
         os._exit(code)  # reached only if the normal exit has not happened in the meantime
 
     # -- frames ------------------------------------------------------------------------------------------------
+    @property
+    def settled(self) -> bool:
+        """The run can no longer change and is drawn in full: no snapshot is taken any more."""
+        return self._settled
+
     def request_frame(self) -> None:
         """Ask for a snapshot unless one is on its way (reads never overlap) or the display is paused."""
-        if self.paused or self._frame_pending or not self.is_running:
+        if self.paused or self._frame_pending or self._settled or not self.is_running:
             return
         self._frame_pending = True
         if self._snapshots is None:  # one thread for the app's life: a thread per frame costs more than the frame
@@ -232,10 +243,16 @@ class DdptopApp(App[int]):
         self._frame_pending = False
         if not self.is_running or self._quitting:  # widgets may be going away: nothing to draw into
             return
-        self.show_snapshot(message.snapshot)
-        if not self._summary_asked and not self._summary_shown and self.control.wants_summary(message.snapshot):
+        snapshot = message.snapshot
+        self.show_snapshot(snapshot)
+        wants_summary = not self._summary_shown and self.control.wants_summary(snapshot)
+        if wants_summary and not self._summary_asked:
             self._summary_asked = True
             self._fetch_final_summary()
+        # Idle cost: once a run that can no longer change is drawn twice alike, stop reading it
+        events = snapshot.session.events_applied
+        self._settled = snapshot.phase in FINAL_PHASES and events == self._last_events and not wants_summary
+        self._last_events = events
 
     def show_snapshot(self, snapshot: RunSnapshot) -> None:
         self.last_snapshot = snapshot
