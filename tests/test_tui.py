@@ -10,7 +10,7 @@ import time
 
 import pytest
 from rich.console import Console
-from textual.widgets import DataTable
+from ddptop.tui.panels import ConfigTable
 
 from ddptop.errors import EXIT_INTERRUPTED, EXIT_OK
 from ddptop.live import LiveRun, create_live_run
@@ -50,7 +50,7 @@ async def recorded_run_fills_every_panel():
     async with app.run_test(size=(160, 50)) as pilot:
         await first_frame(pilot)
         gpus = app.query_one("#gpus")
-        configs = app.query_one("#configs", DataTable)
+        configs = app.query_one("#configs")
         assert gpus.row_count == 8 and "(FAKE)" in str(gpus.get_cell("0", "name"))
         assert [str(configs.get_cell(k, "status")) for k in configs.rows] == ["ok", "ok", "ok"]
         assert str(configs.get_cell("resnet18/ddp/bs4/n1/gloo", "speedup")) == "1.00"
@@ -102,7 +102,7 @@ async def tui_runs_a_real_sweep_to_the_summary_screen(tmp_path):
     live = live_run(tmp_path)
     app = DdptopApp.for_live(live, fps=8)
     async with app.run_test(size=(120, 40)) as pilot:
-        table = app.query_one("#configs", DataTable)
+        table = app.query_one("#configs", ConfigTable)
         await wait_for(pilot, lambda: any(str(table.get_cell(k, "status")) == "running" for k in table.rows))
         await wait_for(pilot, lambda: isinstance(app.screen, SummaryScreen))
         statuses = [str(table.get_cell(k, "status")) for k in table.rows]

@@ -9,7 +9,7 @@ import sys
 import time
 
 import pytest
-from textual.widgets import DataTable
+from ddptop.tui.panels import ConfigTable
 
 from ddptop.tui.app import DdptopApp, SummaryApp, SummaryScreen
 from ddptop.watch import FINISHED, WRITER_GONE, RecordedRun
@@ -21,7 +21,7 @@ RECORDED = os.path.join(REPO, "tests", "data", "recorded-run")
 
 
 def statuses(app) -> list[str]:
-    table = app.query_one("#configs", DataTable)
+    table = app.query_one("#configs", ConfigTable)
     return [str(table.get_cell(key, "status")) for key in table.rows]
 
 

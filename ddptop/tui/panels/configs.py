@@ -6,11 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from rich.text import Text
-from textual.widgets import DataTable
 
 from ddptop.protocol.vocab import FAILED
 from ddptop.snapshot import ConfigSnapshot, RunSnapshot, ScalingFigures, Validity
 from ddptop.tui import format as fmt
+from ddptop.tui.lines import LineTable
 
 STATUS_STYLE = {
     "pending": "dim",
@@ -32,22 +32,19 @@ CONFIG_COLUMNS = (
 )
 
 
-class ConfigTable(DataTable):
-    """Edited in place, cell by changed cell: a DataTable re-renders itself on any update."""
+class ConfigTable(LineTable):
+    """Drawn through the line API like the GPU table: only a row whose cells changed is drawn again (a
+    DataTable re-renders every cell of every row on any change, which the running row makes every frame)."""
 
     def __init__(self, specs: list[Any], **kwargs: Any) -> None:
-        super().__init__(cursor_type="row", **kwargs)
+        super().__init__(CONFIG_COLUMNS, **kwargs)
         self._specs = specs  # the plan's configurations: what the first frame shows before any snapshot
-        self._cells: dict[tuple[str, str], Any] = {}
         self._drawn: dict[str, tuple[int, ScalingFigures | None, float, Validity | None]] = {}
 
     def on_mount(self) -> None:
-        for key, label, width in CONFIG_COLUMNS:
-            self.add_column(label, key=key, width=width)
         for spec in self._specs:
-            static = {"label": spec.label, "model": spec.model, "bs": str(spec.batch_size), "backend": spec.backend}
-            self.add_row(*(static.get(key, "") for key, _, _ in CONFIG_COLUMNS), key=spec.config_id)
-            self._cells.update({(spec.config_id, key): value for key, value in static.items()})
+            self.set_row(spec.config_id, {"label": spec.label, "model": spec.model, "bs": str(spec.batch_size),
+                                          "backend": spec.backend})
 
     def update_from(self, snapshot: RunSnapshot) -> None:
         for config in snapshot.session.configs:
@@ -56,13 +53,7 @@ class ConfigTable(DataTable):
             if self._drawn.get(config.config_id) == drawn_from:
                 continue
             self._drawn[config.config_id] = drawn_from
-            for column, value in _config_cells(config, scale).items():
-                self._set(config.config_id, column, value)
-
-    def _set(self, row: str, column: str, value: Any) -> None:
-        if self._cells.get((row, column)) != value:
-            self._cells[(row, column)] = value
-            self.update_cell(row, column, value)
+            self.set_row(config.config_id, _config_cells(config, scale))
 
 
 def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None) -> dict[str, Any]:
