@@ -36,32 +36,37 @@ def torch_loaded(pid: int) -> bool:
         return any("libtorch" in line or "/torch/_C" in line for line in handle)
 
 
-def first_frame(out: str, timeout: float = 30.0) -> tuple[float, bool]:
-    """Seconds until the status line is drawn, and whether the TUI process had torch loaded then."""
-    screen = PtyProgram(
-        [sys.executable, "-m", "ddptop", "run", "--out", out, "--models", "resnet18", "--image-size", "32",
-         "--num-classes", "10", "--batch-sizes", "4", "--iters", "2", "--warmup", "1"],
-        ddptop_env(DDPTOP_FAKE_NVML="dgx1"),
-    )
+PLAN = ["--models", "resnet18", "--image-size", "32", "--num-classes", "10", "--batch-sizes", "4", "--iters", "2",
+        "--warmup", "1"]
+
+
+def first_frame(out: str, plan: list[str], timeout: float = 30.0) -> tuple[float, float, bool]:
+    """Seconds until the status line is drawn, until the GPU table is (8 fake GPUs: a first useful frame),
+    and whether the TUI process had torch loaded then."""
+    screen = PtyProgram([sys.executable, "-m", "ddptop", "run", "--out", out, *plan], ddptop_env(DDPTOP_FAKE_NVML="dgx1"))
     try:
         shown = screen.wait_for(b"configurations", timeout)
+        gpus = screen.wait_for(b"V100", timeout)
         loaded = torch_loaded(screen.process.pid)
     finally:
         os.killpg(screen.process.pid, signal.SIGTERM)  # the TUI stops its ranks and saves, as on a dropped link
         screen.close()
-    return shown, loaded
+    return shown, gpus, loaded
 
 
 def measure(repeat: int) -> dict[str, float | bool]:
-    helps, frames, loaded = [], [], False
+    helps, frames, useful, defaults, loaded = [], [], [], [], False
     with tempfile.TemporaryDirectory() as tmp:
-        for index in range(repeat):  # interleaved, so that a slow moment of the machine hits both
+        for index in range(repeat):  # interleaved, so that a slow moment of the machine hits all
             helps.append(help_seconds())
-            seconds, torch_in = first_frame(os.path.join(tmp, f"run{index}"))
+            seconds, gpus, torch_in = first_frame(os.path.join(tmp, f"run{index}"), PLAN)
             frames.append(seconds)
+            useful.append(gpus)
+            defaults.append(first_frame(os.path.join(tmp, f"default{index}"), [])[1])  # `ddptop`, default plan
             loaded = loaded or torch_in
     return {"help_s": statistics.median(helps), "first_frame_s": statistics.median(frames),
-            "first_frame_max_s": max(frames), "torch_in_tui": loaded}
+            "first_frame_max_s": max(frames), "useful_s": statistics.median(useful), "useful_max_s": max(useful),
+            "default_s": statistics.median(defaults), "default_max_s": max(defaults), "torch_in_tui": loaded}
 
 
 def main() -> None:
@@ -72,11 +77,15 @@ def main() -> None:
     result = measure(args.repeat)
     print(f"ddptop --help: {result['help_s']:.2f} s (median of {args.repeat})")
     print(f"first frame of the live view in a pty: {result['first_frame_s']:.2f} s median, "
-          f"{result['first_frame_max_s']:.2f} s max; torch loaded in the TUI process: {result['torch_in_tui']}")
+          f"{result['first_frame_max_s']:.2f} s max; with the GPU table: {result['useful_s']:.2f} s "
+          f"(max {result['useful_max_s']:.2f} s); default plan: {result['default_s']:.2f} s "
+          f"(max {result['default_max_s']:.2f} s); torch loaded in the TUI process: {result['torch_in_tui']}")
     write_rows(args.json, [
         row("ddptop --help", f"{result['help_s']:.2f} s", "<= 0.3 s", result["help_s"] <= 0.3),
         row("first frame of the live view in a pty", f"{result['first_frame_s']:.2f} s "
-            f"(max {result['first_frame_max_s']:.2f} s)", "<= 1 s", result["first_frame_s"] <= 1.0),
+            f"(max {result['first_frame_max_s']:.2f} s)", "<= 0.5 s", result["first_frame_s"] <= 0.5),
+        row("first frame with the GPU table (8 fake GPUs), default plan", f"{result['default_s']:.2f} s "
+            f"(max {result['default_max_s']:.2f} s)", "<= 0.5 s", result["default_s"] <= 0.5),
         row("torch loaded in the TUI process", "yes" if result["torch_in_tui"] else "no", "no",
             not result["torch_in_tui"]),
     ])

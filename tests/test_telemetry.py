@@ -296,10 +296,10 @@ def test_monitor_ties_ranks_to_gpus_and_writes_the_timeline_as_it_goes(tmp_path)
         RankProcess(os.getppid(), 1, "L1", 1, "cuda:1", "4,6"),  # a container: found through CUDA_VISIBLE_DEVICES
     ]
     path = tmp_path / "telemetry.jsonl"
-    monitor = Monitor(0.05, str(path), fake, lambda: refs).start()
+    monitor = Monitor(0.05, str(path), fake, lambda: refs).start()  # its thread opens NVML and the file
     try:
         deadline = time.time() + 10
-        while len(path.read_text().splitlines()) < 3 and time.time() < deadline:
+        while (not path.exists() or len(path.read_text().splitlines()) < 3) and time.time() < deadline:
             time.sleep(0.02)
         on_disk, malformed = timeline.read_timeline(str(path))  # while the monitor still runs
     finally:

@@ -87,9 +87,11 @@ class Monitor:
         return info
 
     def start(self) -> "Monitor":
-        self.open()
-        self._thread = threading.Thread(target=self._loop, name="ddptop-telemetry", daemon=True)
-        self._thread.start()
+        """Sample in a thread of its own, which also opens NVML (its first call can take a while: never on
+        the caller's thread, the UI's). Starting a started monitor does nothing."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._loop, name="ddptop-telemetry", daemon=True)
+            self._thread.start()
         return self
 
     def stop(self, timeout: float | None = None) -> None:

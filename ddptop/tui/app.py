@@ -36,6 +36,9 @@ from ddptop.tui.screens import HelpScreen, SummaryScreen
 # The phases after which a run's files and state no longer change (a live sweep's ranks done, a watched
 # run finished or its writer gone).
 FINAL_PHASES = (ENDED, FINISHED, WRITER_GONE)
+# Until the telemetry's first reading is in (the monitor starts with the app), frames come this often, for
+# this long: the first useful frame should not wait a whole frame period for it.
+FIRST_READING_POLL, FIRST_READING_WAIT = 0.03, 3.0
 PANELS = ("overview", "ranks", "topology", "logs")
 SHUTDOWN_GRACE = 10.0  # seconds Textual gets to restore the terminal after a signal, once the summary is saved
 
@@ -124,6 +127,7 @@ class DdptopApp(App[int]):
         self.last_snapshot: RunSnapshot | None = None
         self._frame_pending = False
         self._settled = False  # a finished run is drawn in full: no more snapshots are taken
+        self._mounted_t = time.monotonic()
         self._last_events: int | None = None
         self._snapshots: threading.Thread | None = None
         self._snapshot_wanted = threading.Event()
@@ -175,6 +179,7 @@ class DdptopApp(App[int]):
         self.query_one(StatusLine).starting(
             len(self.control.session.order), "starting" if self.control.owns_run else "reading the run")
         self.control.start()
+        self._mounted_t = time.monotonic()
         self.request_frame()
         self.set_interval(1.0 / max(self.fps, 0.1), self.request_frame)
 
@@ -245,6 +250,8 @@ class DdptopApp(App[int]):
             return
         snapshot = message.snapshot
         self.show_snapshot(snapshot)
+        if snapshot.telemetry.latest is None and time.monotonic() - self._mounted_t < FIRST_READING_WAIT:
+            self.set_timer(FIRST_READING_POLL, self.request_frame)  # the GPU table as soon as a reading exists
         wants_summary = not self._summary_shown and self.control.wants_summary(snapshot)
         if wants_summary and not self._summary_asked:
             self._summary_asked = True
@@ -347,6 +354,8 @@ def run_tui(live: LiveRun, fps: float, mouse: bool = True) -> int:
 
     from ddptop.report import tables
 
+    if live.monitor is not None:
+        live.monitor.start()  # its first reading comes while the terminal is set up: the first frame has GPUs
     app = DdptopApp.for_live(live, fps)
     try:
         app.run(mouse=mouse)
