@@ -100,17 +100,34 @@ class SummaryScreen(Screen[None]):
         plt = plot.plt
         plt.title("speedup vs N")
         plt.xlabel("N")
-        largest = 1
-        for table in self.summary["scaling"]:
+        measured: set[int] = {1}
+        highest = 1.0
+        for color, table in zip(CHART_COLORS * 4, self.summary["scaling"]):
             rows = table["rows"]
             if not rows:
                 continue
             xs = [r["world_size"] for r in rows]
-            largest = max(largest, *xs)
-            plt.plot(xs, [r["speedup"] for r in rows], marker="dot", label=f"{table['model']} bs{table['batch_size']}")
-        plt.plot([1, largest], [1, largest], label="perfect")
-        highest = max([largest] + [r["speedup"] for t in self.summary["scaling"] for r in t["rows"]])
-        plt.ylim(0, highest * 1.1)
+            measured.update(xs)
+            label = f"{table['model']} bs{table['batch_size']}"
+            plt.plot(xs, [r["speedup"] for r in rows], marker="dot", color=color, label=label)
+            for row in rows:  # the 95% interval, as a vertical bar through the point
+                low, high = row.get("speedup_ci") or (None, None)
+                if low is not None and high is not None:
+                    plt.plot([row["world_size"]] * 2, [low, high], marker="│", color=color)
+                    highest = max(highest, high)
+            highest = max(highest, *(r["speedup"] for r in rows))
+            projected = (table.get("projection") or {}).get("points") or []
+            if projected:  # a model, not a measurement: its own marker, said in the legend
+                plt.plot([rows[-1]["world_size"]] + [p["world_size"] for p in projected],
+                         [rows[-1]["speedup"]] + [p["speedup"] for p in projected], marker="x", color=color,
+                         label=f"{label} projected")
+                measured.update(p["world_size"] for p in projected)
+                highest = max(highest, *(p["speedup"] for p in projected))
+        largest = max(measured)
+        plt.plot([1, largest], [1, largest], color="gray", label="perfect")
+        ticks = sorted(measured)
+        plt.xticks(ticks, [str(n) for n in ticks])  # the world sizes run, not a continuous axis
+        plt.ylim(0, max(highest, largest) * 1.1)
         plt.xlim(0.5, largest + 0.5)
 
     def action_back(self) -> None:
@@ -118,6 +135,9 @@ class SummaryScreen(Screen[None]):
             self.app.exit(0)  # nothing behind it
             return
         self.app.pop_screen()
+
+
+CHART_COLORS = ["cyan", "magenta", "yellow", "green", "blue", "red"]
 
 
 def _plot() -> Any:
