@@ -396,3 +396,33 @@ def test_real_nvml_sampler_and_topology():
     assert topo.gpus and all(topo.matrix[g][g] == "X" for g in topo.gpus)
     print(format_matrix(topo))
     print(json.dumps([r.to_json() for r in readings], indent=1))
+
+
+def test_the_cpu_layout_is_read_from_sysfs_and_shown_where_there_is_no_gpu(tmp_path):
+    """Two sockets of two cores with two threads each, two NUMA nodes, as sysfs lays them out."""
+    from ddptop.telemetry.topology import Topology, format_matrix, read_cpu_layout
+
+    cpu_dir = tmp_path / "devices" / "system" / "cpu"
+    cpu_dir.mkdir(parents=True)
+    (cpu_dir / "online").write_text("0-7\n")
+    for cpu in range(8):
+        topology = cpu_dir / f"cpu{cpu}" / "topology"
+        topology.mkdir(parents=True)
+        (topology / "physical_package_id").write_text(f"{cpu // 4}\n")
+        (topology / "core_id").write_text(f"{cpu % 2}\n")  # cpu and cpu+2 are one core's two threads
+    for node, cpus in (("0", "0-3"), ("1", "4-7")):
+        (tmp_path / "devices" / "system" / "node" / f"node{node}").mkdir(parents=True)
+        (tmp_path / "devices" / "system" / "node" / f"node{node}" / "cpulist").write_text(cpus + "\n")
+    layout = read_cpu_layout(str(tmp_path))
+    assert {k: layout[k] for k in ("logical", "cores", "sockets", "numa")} == {
+        "logical": 8, "cores": 4, "sockets": 2, "numa": {"0": "0-3", "1": "4-7"}}
+    text = format_matrix(Topology(problem="NVML unavailable", cpu=layout), {1: 2, 2: 1})
+    assert text.splitlines()[1:6] == [
+        "No GPU or RDMA NIC found.",
+        "",
+        "CPUs of this machine: 2 socket(s), 4 physical cores, 8 logical CPUs",
+        "  NUMA node 0: CPUs 0-3",
+        "  NUMA node 1: CPUs 4-7",
+    ]
+    assert text.rstrip().endswith("with this many threads (OMP_NUM_THREADS) per rank: N=1: 2, N=2: 1")
+    assert Topology.from_json(Topology(cpu=layout).to_json()).cpu == layout  # saved in topology.json

@@ -8,6 +8,7 @@ same host bridge PHB, another host bridge in the same NUMA node NODE, another NU
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 from dataclasses import dataclass, field
@@ -56,6 +57,8 @@ class Topology:
     notes: list[str] = field(default_factory=list)
     # per GPU: NVLink generation, active links, their peak, PCIe generation x width and its peak (links_of)
     links: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # this machine's CPUs (read_cpu_layout): sockets, cores, NUMA nodes and the CPUs ddptop may use
+    cpu: dict[str, Any] = field(default_factory=dict)
 
     @property
     def devices(self) -> list[str]:
@@ -72,6 +75,7 @@ class Topology:
             "problem": self.problem,
             "notes": self.notes,
             "links": self.links,
+            "cpu": self.cpu,
         }
 
     @classmethod
@@ -285,7 +289,80 @@ def read_topology(nvml_module: Any | None = None, sysfs_root: str | None = None)
     finally:
         if nvml is not None:
             nv.shutdown(nvml)
+    topo.cpu = read_cpu_layout(sysfs_root or "/sys")  # the real machine's, also beside a simulated node
     return topo
+
+
+def _read_text(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as handle:
+            return handle.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def parse_cpu_list(text: str) -> list[int]:
+    """sysfs's "0-3,8,10-11" -> [0, 1, 2, 3, 8, 10, 11] (the inverse of ``cpu_ranges``)."""
+    cpus: list[int] = []
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        low, _, high = part.partition("-")
+        if low.isdigit() and (not high or high.isdigit()):
+            cpus.extend(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def read_cpu_layout(sysfs_root: str = "/sys") -> dict[str, Any]:
+    """Sockets, physical cores, logical CPUs and NUMA nodes (each with its CPUs) from sysfs, and the CPUs
+    this process may run on (a SLURM job or a container often gets fewer than the machine has)."""
+    cpu_dir = os.path.join(sysfs_root, "devices", "system", "cpu")
+    logical = parse_cpu_list(_read_text(os.path.join(cpu_dir, "online")) or "")
+    packages: set[str] = set()
+    cores: set[tuple[str, str]] = set()
+    for cpu in logical:
+        topology_dir = os.path.join(cpu_dir, f"cpu{cpu}", "topology")
+        package, core = (_read_text(os.path.join(topology_dir, name)) for name in ("physical_package_id", "core_id"))
+        if package is not None:
+            packages.add(package)
+            if core is not None:
+                cores.add((package, core))
+    numa: dict[str, str] = {}
+    for path in sorted(glob.glob(os.path.join(sysfs_root, "devices", "system", "node", "node[0-9]*")),
+                       key=lambda p: int(os.path.basename(p)[4:])):
+        listed = _read_text(os.path.join(path, "cpulist"))
+        if listed:
+            numa[os.path.basename(path)[4:]] = listed
+    try:
+        allowed = cpu_ranges(sorted(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        allowed = None
+    return {
+        "logical": len(logical) or os.cpu_count(),
+        "cores": len(cores) or None,
+        "sockets": len(packages) or None,
+        "numa": numa,
+        "allowed": allowed,
+    }
+
+
+def format_cpus(cpu: dict[str, Any], threads_per_rank: dict[int, int] | None = None, fake: bool = False) -> list[str]:
+    """The CPU part of the Topology tab: what a CPU-only user needs, and what each GPU's affinity refers to."""
+    if not cpu:
+        return []
+    sockets, cores = cpu.get("sockets"), cpu.get("cores")
+    counts = [f"{sockets} socket(s)" if sockets else None, f"{cores} physical cores" if cores else None,
+              f"{cpu.get('logical')} logical CPUs"]
+    whose = "this machine (not of the simulated node above)" if fake else "this machine"
+    lines = [f"CPUs of {whose}: " + ", ".join(c for c in counts if c)]
+    for node, cpus in (cpu.get("numa") or {}).items():
+        lines.append(f"  NUMA node {node}: CPUs {cpus}")
+    if cpu.get("allowed"):
+        lines.append(f"  ddptop and its ranks may run on CPUs {cpu['allowed']} (this process's affinity: a "
+                     "SLURM job or a container may allow fewer than the machine has)")
+    if threads_per_rank:
+        per = ", ".join(f"N={n}: {t}" for n, t in sorted(threads_per_rank.items()))
+        lines.append(f"  Ranks are not pinned to cores: each may use any of those CPUs, with this many threads "
+                     f"(OMP_NUM_THREADS) per rank: {per}")
+    return lines
 
 
 def _link_peaks(nvml: Any, handle: Any, active: int, version: int | None) -> dict[str, Any]:
@@ -349,8 +426,9 @@ def _fill_nics(topo: Topology, root: str, bus_ids: list[str]) -> None:
             row[other.name] = "X" if other is nic else pci_link(nic, other)
 
 
-def format_matrix(topo: Topology) -> str:
-    """The matrix and legend, in nvidia-smi's layout."""
+def format_matrix(topo: Topology, threads_per_rank: dict[int, int] | None = None) -> str:
+    """The matrix and legend, in nvidia-smi's layout, then the machine's CPUs (and, given the plan's
+    ``threads_per_rank``, how the ranks use them)."""
     lines: list[str] = []
     if topo.fake:
         lines.append(f"{nv.FAKE_LABEL}: simulated node from {nv.FAKE_ENV}; not this machine's hardware\n")
@@ -359,7 +437,8 @@ def format_matrix(topo: Topology) -> str:
     names = topo.devices
     if not names:
         lines.append("No GPU or RDMA NIC found.")
-        return "\n".join(lines) + "\n"
+        cpus = format_cpus(topo.cpu, threads_per_rank, topo.fake)
+        return "\n".join(lines + ([""] + cpus if cpus else [])) + "\n"
     width = max(8, max(len(n) for n in names) + 2)
     header = " " * width + "".join(f"{n:<{width}}" for n in names)
     if topo.gpus:
@@ -378,5 +457,6 @@ def format_matrix(topo: Topology) -> str:
         lines.append(f"  {key:<4} = {words}")
     for note in topo.notes:
         lines.append(f"Note: {note}")
-    return "\n".join(lines) + "\n"
+    cpus = format_cpus(topo.cpu, threads_per_rank, topo.fake)
+    return "\n".join(lines + ([""] + cpus if cpus else [])) + "\n"
 

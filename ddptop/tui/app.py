@@ -164,7 +164,8 @@ class DdptopApp(App[int]):
                 with ScrollableContainer():
                     topology = self.control.topology
                     yield Static(
-                        format_matrix(topology) if topology is not None else "Topology was not recorded.",
+                        format_matrix(topology, self.control.session.plan.threads_per_rank)
+                        if topology is not None else "Topology was not recorded.",
                         id="topology",
                     )
             with TabPane("4 Logs", id="logs-tab"):
