@@ -289,3 +289,37 @@ async def finished_run_repaints_nothing(settles: bool):
         assert refreshed == {name: 0 for name in refreshed}, refreshed
         await pilot.press("2")  # a key still works on what is drawn
         assert app.query_one("TabbedContent").active == "ranks-tab"
+
+
+def test_the_step_chart_shows_a_rolling_median_over_its_p10_p90_band():
+    """Two ranks, 1,000 steps each, 10 ms slower from step 600 on: the median line steps up where the steps
+    did, and each column's band spans its p10-p90 rows."""
+    from ddptop.tui.format import BAND_STYLE, band_chart
+
+    series = [[0.100 + 0.002 * ((i * 7 + rank) % 5) + (0.010 if i >= 600 else 0.0) for i in range(1000)]
+              for rank in range(2)]
+    rows, low, high, per_column = band_chart(series, 50, 8)
+    assert per_column == 20 and low == pytest.approx(0.100) and high == pytest.approx(0.118)
+
+    def median_row(column):
+        return next(r for r, row in enumerate(rows) if row.plain[column] != " ")
+
+    assert median_row(5) > median_row(45)  # lower on screen = a smaller step time, before step 600
+    assert median_row(5) - median_row(45) >= 3  # 10 ms of an 18 ms range, on 8 rows
+    banded = [r for r, row in enumerate(rows) if any(s.start <= 45 < s.end and s.style == BAND_STYLE for s in row.spans)]
+    assert banded and min(banded) <= median_row(45) <= max(banded)
+
+
+def test_the_chart_key_switches_to_every_rank_and_back(in_repo):
+    async def run():
+        app = DdptopApp.for_recorded(RECORDED)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await first_frame(pilot)
+            chart = app.query_one("#chart")
+            assert "median and p10-p90 of 2 rank(s)" in str(chart.render_line(0).text)
+            await pilot.press("c")
+            assert "rank 0 rank 1" in str(chart.render_line(0).text)
+            await pilot.press("c")
+            assert "median" in str(chart.render_line(0).text)
+
+    asyncio.run(run())

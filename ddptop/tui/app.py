@@ -110,6 +110,7 @@ class DdptopApp(App[int]):
         Binding("p", "pause", "Pause"),
         Binding("r", "results", "Summary"),
         Binding("t", "screenshot", "Screenshot"),
+        Binding("c", "chart_mode", "step chart: median and p10-p90 band, or every rank", show=False),
         Binding("1", "panel('overview')", "Overview", show=False),
         Binding("2", "panel('ranks')", "Ranks", show=False),
         Binding("3", "panel('topology')", "Topology", show=False),
@@ -302,6 +303,12 @@ class DdptopApp(App[int]):
             )
 
     # -- actions ----------------------------------------------------------------------------------------------
+    def action_chart_mode(self) -> None:
+        """The step-time chart: median and p10-p90 band, or every rank's steps."""
+        self.query_one(StepChart).toggle()
+        if self.last_snapshot is not None:
+            self.query_one(StepChart).update_from(self.last_snapshot)
+
     def action_quit_run(self) -> None:
         if self.control.running:
             self._quitting = True

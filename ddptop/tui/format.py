@@ -127,3 +127,58 @@ def braille_chart(series: Sequence[Sequence[float]], width: int, height: int) ->
             start = column
         rows.append(Text(plain, spans=spans))
     return rows, low, high
+
+
+BAND_STYLE = "on grey23"  # the p10-p90 band: a background, so the median's dots stay readable on it
+
+
+def band_chart(series: Sequence[Sequence[float]], width: int, height: int) -> tuple[list[Text], float, float, int]:
+    """The steps of every series pooled and cut into ``width`` columns of consecutive steps (newest on the
+    right): per column the median as a line of braille dots over the p10-p90 band as a shaded background.
+
+    Returns the rows (top first), the y range (low, high) and the steps per column. The range is the band's,
+    so one slow outlier does not flatten the rest (the per-rank view shows every point).
+    """
+    width, height = max(1, width), max(1, height)
+    tails = [list(values) for values in series if values]
+    if not tails:
+        return [Text(" " * width) for _ in range(height)], 0.0, 0.0, 0
+    steps = min(len(tail) for tail in tails)  # aligned on the newest step
+    per_column = max(1, -(-steps // width))
+    columns = []
+    for end in range(steps, 0, -per_column):
+        values = sorted(v for tail in tails for v in tail[len(tail) - steps + max(0, end - per_column):len(tail) - steps + end])
+        pick = lambda q: values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))]  # noqa: E731
+        columns.append((pick(0.10), pick(0.50), pick(0.90)))
+        if len(columns) == width:
+            break
+    columns.reverse()
+    if len(columns) < width:  # fewer steps than columns: each step widened to fill the chart, as it starts
+        columns = [columns[x * len(columns) // width] for x in range(width)]
+    offset = 0
+    low, high = min(c[0] for c in columns), max(c[2] for c in columns)
+    if high - low < 1e-12:
+        low, high = low * 0.95, high * 1.05 + 1e-9
+    levels = 4 * height - 1
+    chars = [[" "] * width for _ in range(height)]
+    banded = [[False] * width for _ in range(height)]
+    for index, (p10, p50, p90) in enumerate(columns):
+        column = offset + index
+        top, bottom = (int((levels - round((v - low) / (high - low) * levels)) // 4) for v in (p90, p10))
+        for row in range(top, bottom + 1):
+            banded[row][column] = True
+        row, dot = divmod(levels - round((p50 - low) / (high - low) * levels), 4)
+        chars[row][column] = chr(BRAILLE_BASE + (BRAILLE_DOTS[0][dot] | BRAILLE_DOTS[1][dot]))
+    rows = []
+    for row in range(height):
+        spans, start = [], None
+        for column in range(width + 1):
+            inside = column < width and banded[row][column]
+            if inside and start is None:
+                start = column
+            elif not inside and start is not None:
+                spans.append(Span(start, column, BAND_STYLE))
+                start = None
+        text = Text("".join(chars[row]), spans=spans, style="bold cyan")
+        rows.append(text)
+    return rows, low, high, per_column

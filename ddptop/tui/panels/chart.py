@@ -1,4 +1,6 @@
-"""The followed configuration's step times per rank, newest on the right, as braille dots."""
+"""The followed configuration's step times, newest on the right: by default the median of each column of
+steps as a line over their p10-p90 band (all ranks pooled); on a key (``c``), every rank's steps as dots
+of its own colour."""
 
 from __future__ import annotations
 
@@ -20,31 +22,48 @@ class StepChart(TextLines):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self._key: tuple[str, int, tuple[int, int]] | None = None
+        self._key: tuple[str, int, tuple[int, int], bool] | None = None
         self._drawn = 0.0
+        self.per_rank = False  # the per-rank dots instead of the median and band
+
+    def toggle(self) -> None:
+        """Switch between the median and band and the per-rank dots; drawn at the next frame."""
+        self.per_rank = not self.per_rank
+        self._key = None
 
     def update_from(self, snapshot: RunSnapshot) -> None:
         config = snapshot.session.current()
         size = (self.size.width, self.size.height)
         if config is None or size[0] < 20 or size[1] < 3:
             return
-        key = (config.config_id, config.revision, size)
+        key = (config.config_id, config.revision, size, self.per_rank)
         if key == self._key or (
             self._key is not None
             and self._key[0] == key[0]
-            and self._key[2] == size
+            and self._key[2:] == key[2:]
             and time.monotonic() - self._drawn < CHART_PERIOD
         ):
             return
         self._key = key
         self._drawn = time.monotonic()
         ranks = sorted(config.tails)[:MAX_RANKS]
-        rows, low, high = fmt.braille_chart(
-            [config.tails[r] for r in ranks], size[0] - LABEL_WIDTH - 1, size[1] - 1
-        )
         title = Text(f"sec/iter, {config.heading} ({config.status}): ")
-        for position, rank in enumerate(ranks):
-            title.append(f"rank {rank} ", style=fmt.SERIES_STYLES[position % len(fmt.SERIES_STYLES)])
+        if self.per_rank:
+            rows, low, high = fmt.braille_chart(
+                [config.tails[r] for r in ranks], size[0] - LABEL_WIDTH - 1, size[1] - 1
+            )
+            for position, rank in enumerate(ranks):
+                title.append(f"rank {rank} ", style=fmt.SERIES_STYLES[position % len(fmt.SERIES_STYLES)])
+            title.append(" (c: median and band)", style="dim")
+        else:
+            rows, low, high, per_column = fmt.band_chart(
+                [config.tails[r] for r in sorted(config.tails)], size[0] - LABEL_WIDTH - 1, size[1] - 1
+            )
+            title.append("median", style="bold cyan")
+            title.append(" and ")
+            title.append("p10-p90", style=fmt.BAND_STYLE)
+            title.append(f" of {len(config.tails)} rank(s), {per_column} step(s) per column (c: per rank)",
+                         style="dim")
         lines = [title]
         for number, row in enumerate(rows):
             label = f"{high:.4f}s" if number == 0 else f"{low:.4f}s" if number == len(rows) - 1 else ""
