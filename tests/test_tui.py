@@ -323,3 +323,20 @@ def test_the_chart_key_switches_to_every_rank_and_back(in_repo):
             assert "median" in str(chart.render_line(0).text)
 
     asyncio.run(run())
+
+
+def test_shift_t_cycles_the_colour_themes_and_no_color_is_honoured(in_repo, monkeypatch):
+    async def run(expect_no_color):
+        app = DdptopApp.for_recorded(RECORDED)
+        async with app.run_test(size=(100, 30)) as pilot:
+            await first_frame(pilot)
+            assert app.no_color is expect_no_color
+            seen = [app.theme]
+            for _ in range(3):
+                await pilot.press("T")
+                seen.append(app.theme)
+            assert len(set(seen)) == 4 and set(seen) <= set(app.available_themes)
+
+    asyncio.run(run(False))
+    monkeypatch.setenv("NO_COLOR", "1")  # Textual then draws through its monochrome filter
+    asyncio.run(run(True))

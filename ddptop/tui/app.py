@@ -111,6 +111,7 @@ class DdptopApp(App[int]):
         Binding("r", "results", "Summary"),
         Binding("t", "screenshot", "Screenshot"),
         Binding("c", "chart_mode", "step chart: median and p10-p90 band, or every rank", show=False),
+        Binding("T", "next_theme", "next colour theme", show=False),
         Binding("1", "panel('overview')", "Overview", show=False),
         Binding("2", "panel('ranks')", "Ranks", show=False),
         Binding("3", "panel('topology')", "Topology", show=False),
@@ -308,6 +309,12 @@ class DdptopApp(App[int]):
         self.query_one(StepChart).toggle()
         if self.last_snapshot is not None:
             self.query_one(StepChart).update_from(self.last_snapshot)
+
+    def action_next_theme(self) -> None:
+        """Cycle through Textual's themes (a light terminal, a 256-colour one that renders some badly)."""
+        names = sorted(self.available_themes)
+        self.theme = names[(names.index(self.theme) + 1) % len(names)] if self.theme in names else names[0]
+        self.notify(f"theme: {self.theme} (T: next)", timeout=2)
 
     def action_quit_run(self) -> None:
         if self.control.running:
