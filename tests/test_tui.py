@@ -340,3 +340,21 @@ def test_shift_t_cycles_the_colour_themes_and_no_color_is_honoured(in_repo, monk
     asyncio.run(run(False))
     monkeypatch.setenv("NO_COLOR", "1")  # Textual then draws through its monochrome filter
     asyncio.run(run(True))
+
+
+def test_the_summary_chart_moves_behind_a_key_in_a_narrow_terminal(in_repo):
+    async def run(size):
+        app = DdptopApp.for_recorded(RECORDED)
+        async with app.run_test(size=size) as pilot:
+            await open_summary(pilot)
+            await pilot.pause(0.2)
+            chart, text = app.screen.query_one("#speedup-chart"), app.screen.query_one("#summary-text")
+            shown = (chart.display, text.display)
+            await pilot.press("g")
+            await pilot.pause(0.1)
+            return shown, (chart.display, text.display), text.size.width
+
+    beside, still_beside, _ = asyncio.run(run((160, 50)))
+    assert beside == still_beside == (True, True)
+    narrow, chart_only, _ = asyncio.run(run((80, 24)))
+    assert narrow == (False, True) and chart_only == (True, False)  # the tables get the whole width, then the chart

@@ -38,16 +38,23 @@ class SummaryScreen(Screen[None]):
     # A class default, not set on mount: a title changed after mount schedules a Header update that can
     # land after a quick "q" has already torn the Header down.
     TITLE = "ddptop: summary"
+    # Beside the tables from CHART_BESIDE columns on; below that the chart takes the whole screen on a key
+    # (g) instead of squeezing the tables, which scroll sideways rather than being cut.
+    CHART_BESIDE = 120
     DEFAULT_CSS = """
     #summary-text { width: 1fr; }
     #summary-tables { width: auto; }
     #speedup-chart { width: 40%; min-width: 30; }
+    SummaryScreen.narrow #speedup-chart { display: none; }
+    SummaryScreen.narrow.chart-only #speedup-chart { display: block; width: 100%; }
+    SummaryScreen.narrow.chart-only #summary-text { display: none; }
     """
 
     BINDINGS = [
         Binding("escape", "back", "Back to the sweep"),
         Binding("q", "app.quit_run", "Quit"),
         Binding("t", "app.screenshot", "Screenshot"),
+        Binding("g", "chart", "Chart/tables"),
     ]
 
     def __init__(
@@ -129,6 +136,16 @@ class SummaryScreen(Screen[None]):
         plt.xticks(ticks, [str(n) for n in ticks])  # the world sizes run, not a continuous axis
         plt.ylim(0, max(highest, largest) * 1.1)
         plt.xlim(0.5, largest + 0.5)
+
+    def on_resize(self, event: Any) -> None:
+        self.set_class(event.size.width < self.CHART_BESIDE, "narrow")
+
+    def action_chart(self) -> None:
+        """In a narrow terminal: the speedup chart over the whole screen, or the tables again."""
+        if self.has_class("narrow"):
+            self.toggle_class("chart-only")
+        else:
+            self.notify("the chart is beside the tables at this width", timeout=2)
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) <= 2 and self.alone:
