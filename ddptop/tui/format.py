@@ -8,6 +8,7 @@ from typing import Sequence
 from rich.text import Span, Text
 
 from ddptop import units
+from ddptop.analysis import stats
 
 SPARK = "▁▂▃▄▅▆▇█"
 # nvitop's load thresholds: below the first is light (green), below the second moderate (yellow), else heavy.
@@ -143,27 +144,23 @@ def band_chart(series: Sequence[Sequence[float]], width: int, height: int) -> tu
     tails = [list(values) for values in series if values]
     if not tails:
         return [Text(" " * width) for _ in range(height)], 0.0, 0.0, 0
-    steps = min(len(tail) for tail in tails)  # aligned on the newest step
+    steps = min(len(tail) for tail in tails)
+    aligned = [tail[len(tail) - steps:] for tail in tails]  # on the newest step
     per_column = max(1, -(-steps // width))
     columns = []
-    for end in range(steps, 0, -per_column):
-        values = sorted(v for tail in tails for v in tail[len(tail) - steps + max(0, end - per_column):len(tail) - steps + end])
-        pick = lambda q: values[min(len(values) - 1, int(q * (len(values) - 1) + 0.5))]  # noqa: E731
-        columns.append((pick(0.10), pick(0.50), pick(0.90)))
-        if len(columns) == width:
-            break
+    for end in range(steps, 0, -per_column):  # at most width columns: per_column * width >= steps
+        values = sorted(v for tail in aligned for v in tail[max(0, end - per_column):end])
+        columns.append(tuple(stats.percentile(values, q) for q in (10, 50, 90)))  # the tables' definition
     columns.reverse()
     if len(columns) < width:  # fewer steps than columns: each step widened to fill the chart, as it starts
         columns = [columns[x * len(columns) // width] for x in range(width)]
-    offset = 0
     low, high = min(c[0] for c in columns), max(c[2] for c in columns)
     if high - low < 1e-12:
         low, high = low * 0.95, high * 1.05 + 1e-9
     levels = 4 * height - 1
     chars = [[" "] * width for _ in range(height)]
     banded = [[False] * width for _ in range(height)]
-    for index, (p10, p50, p90) in enumerate(columns):
-        column = offset + index
+    for column, (p10, p50, p90) in enumerate(columns):
         top, bottom = (int((levels - round((v - low) / (high - low) * levels)) // 4) for v in (p90, p10))
         for row in range(top, bottom + 1):
             banded[row][column] = True
