@@ -16,7 +16,7 @@ from ddptop.protocol.layout import ENVIRONMENT_FILE, RUNNER_FILE, TIMELINE_FILE,
 from ddptop.protocol.marks import LaunchEnd, parse_mark
 from ddptop.protocol.vocab import Status
 from ddptop.protocol.wire import EventFileReader
-from ddptop.report.store import SCHEMA, SCHEMA_VERSION, load_saved_topology, read_environment, read_json_object
+from ddptop.report.store import SCHEMA, SCHEMA_VERSION, read_json_object
 from ddptop.session import Session
 from ddptop.telemetry import timeline, validity
 
@@ -177,7 +177,11 @@ def build_summary(
         writer_died = _writer_died(session)
         entries = [_config_entry(session, s, writer_died) for s in states]
         telemetry = _add_telemetry(session, states, entries, telemetry_kept)
-        env = dict(environment or read_environment(session.run_dir))
+        damaged_json: dict[str, str | None] = {}  # what the run directory's JSON files read here lacked
+        if not environment:
+            path = os.path.join(session.run_dir, ENVIRONMENT_FILE)
+            environment, damaged_json[ENVIRONMENT_FILE] = read_json_object(path)
+        env = dict(environment or {})
         env["versions"] = session.versions()
         counts: dict[str, int] = {}
         for entry in entries:
@@ -189,8 +193,8 @@ def build_summary(
         collectives = communication.collective_tables(session.collectives, session.launches)
         intervals.add_collective_intervals(collectives, session.collectives, session.launches)
         scaling.compare_with_collectives(entries, collectives)
-        topology_given = topology is not None
-        topology = topology if topology_given else load_saved_topology(session.run_dir)
+        if topology is None:
+            topology, damaged_json[TOPOLOGY_FILE] = read_json_object(os.path.join(session.run_dir, TOPOLOGY_FILE))
         links.add_link_shares(entries, collectives, topology)
         for entry in entries:
             entry["verdict"] = verdict.verdict(entry, env)
@@ -219,12 +223,13 @@ def build_summary(
             "topology": topology,
             "nodes": _nodes(session),
             "malformed_event_lines": session.malformed_lines(),
-            "damaged": _damage(session, telemetry, environment is None, topology_given),
+            "damaged": _damage(session, telemetry, damaged_json),
         }
 
 
-def _damage(session: Session, telemetry: dict[str, Any], read_env: bool, topology_given: bool) -> dict[str, str]:
-    """The run directory's files read around damage (cut short, corrupted), and what was wrong with each."""
+def _damage(session: Session, telemetry: dict[str, Any], json_problems: dict[str, str | None]) -> dict[str, str]:
+    """The run directory's files read around damage (cut short, corrupted), and what was wrong with each;
+    ``json_problems``: the JSON files the summary read, and what was wrong with each (None: nothing)."""
     found: dict[str, str] = {}
     readers = [] if session.writes_runner_file else [session.runner_reader]
     for reader in readers + list(session.readers.values()):
@@ -233,8 +238,7 @@ def _damage(session: Session, telemetry: dict[str, Any], read_env: bool, topolog
             found[name] = f"{reader.malformed} unreadable line(s) skipped (first: {reader.first_problem})"
     if telemetry.get("malformed_lines"):
         found[TIMELINE_FILE] = f"{telemetry['malformed_lines']} unreadable line(s) skipped"
-    for name, wanted in ((ENVIRONMENT_FILE, read_env), (TOPOLOGY_FILE, not topology_given)):
-        problem = read_json_object(os.path.join(session.run_dir, name))[1] if wanted else None
+    for name, problem in json_problems.items():
         if problem:
             found[name] = f"{problem}; left out"
     return found

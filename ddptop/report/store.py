@@ -14,7 +14,7 @@ from typing import Any
 
 from ddptop import rundir
 from ddptop.errors import DdptopError
-from ddptop.protocol.layout import (ENVIRONMENT_FILE, PLOTS_DIR, SUMMARY_CSV, SUMMARY_JSON, SUMMARY_MD,
+from ddptop.protocol.layout import (PLOTS_DIR, SUMMARY_CSV, SUMMARY_JSON, SUMMARY_MD,
                                     TOPOLOGY_FILE)
 from ddptop.protocol.wire import encode
 from ddptop.report import keys
@@ -43,10 +43,6 @@ def read_json_object(path: str) -> tuple[dict[str, Any] | None, str | None]:
 
 def load_saved_topology(run_dir: str) -> dict[str, Any] | None:
     return read_json_object(os.path.join(run_dir, TOPOLOGY_FILE))[0]
-
-
-def read_environment(run_dir: str) -> dict[str, Any]:
-    return read_json_object(os.path.join(run_dir, ENVIRONMENT_FILE))[0] or {}
 
 
 def summary_paths(run_dir: str) -> dict[str, str]:
