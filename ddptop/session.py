@@ -242,8 +242,7 @@ class Session:
         hello = make_event("hello", RUNNER_RANK, world_size=0, host=os.uname().nodename, pid=os.getpid(), device="-")
         session._runner_writer.emit_event(hello)
         session._runner_writer.flush(durable=True)
-        session._apply(hello, None)  # its own events are applied as written, never read back (see mark)
-        session.events_applied += 1
+        session._apply_own(hello)
         return session
 
     @classmethod
@@ -415,10 +414,14 @@ class Session:
                     self._runner_writer.flush(durable=True)
                 except EventsUnwritable as exc:
                     self.not_saved[layout.RUNNER_FILE] = str(exc)
-            # applied from memory, not read back: the file may be gone (its directory removed) or cut short
-            self._apply(event, None)
-            self.events_applied += 1
+            self._apply_own(event)
         self.refresh()
+
+    def _apply_own(self, event: dict[str, Any]) -> None:
+        """Apply an event of runner.jsonl this process wrote, from memory: it is never read back, as the file
+        may be gone (its directory removed) or cut short (a full disk)."""
+        self._apply(event, None)
+        self.events_applied += 1
 
     def close(self) -> None:
         if self._runner_writer is not None:
