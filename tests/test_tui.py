@@ -148,6 +148,10 @@ class Tmux:
     def __init__(self, command: str, size=(160, 50)) -> None:
         self.name = f"ddptop-test-{os.getpid()}-{time.monotonic_ns()}"
         self.base = ["tmux", "-L", self.name]
+        # Importing readline (pytest's debugger support does) exports COLUMNS=80 and LINES=24 into this
+        # process's C environment, which tmux would pass on, and Textual sizes itself by them before the pty:
+        # the program in the pane must see the pane's size, as in a person's terminal.
+        command = f"unset COLUMNS LINES; {command}"
         subprocess.run(
             [*self.base, "new-session", "-d", "-s", self.name, "-x", str(size[0]), "-y", str(size[1]), command],
             check=True,
