@@ -12,6 +12,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Header, Static
 
 from ddptop.control import display_path
+from ddptop.tui import format as fmt
 
 
 class HelpScreen(ModalScreen[None]):
@@ -109,7 +110,8 @@ class SummaryScreen(Screen[None]):
         plt.xlabel("N")
         measured: set[int] = {1}
         highest = 1.0
-        for color, table in zip(CHART_COLORS * 4, self.summary["scaling"]):
+        for index, table in enumerate(self.summary["scaling"]):
+            color = CHART_COLORS[index % len(CHART_COLORS)]
             rows = table["rows"]
             if not rows:
                 continue
@@ -154,7 +156,8 @@ class SummaryScreen(Screen[None]):
         self.app.pop_screen()
 
 
-CHART_COLORS = ["cyan", "magenta", "yellow", "green", "blue", "red"]
+# the live chart's series colours that plotext also names (its grey is the perfect-scaling line's)
+CHART_COLORS = fmt.SERIES_STYLES[:6]
 
 
 def _plot() -> Any:
