@@ -46,8 +46,10 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("run_dir", metavar="RUN_DIR")
     view = commands.add_parser("view", help="browse a saved run in the TUI: summary, tables, charts, topology")
     view.add_argument("target", metavar="RUN_DIR|summary.json")
+    from ddptop.options import DEFAULT_FPS
+
     for viewer in (watch, view):
-        viewer.add_argument("--fps", type=float, default=4.0, help="display refresh rate (default 4)")
+        viewer.add_argument("--fps", type=float, default=DEFAULT_FPS, help=f"display refresh rate (default {DEFAULT_FPS:g})")
         viewer.add_argument("--no-mouse", action="store_true", help="leave the mouse to the terminal")
     report = commands.add_parser("report", help="print the tables of a saved run")
     report.add_argument("target", metavar="RUN_DIR|summary.json")

@@ -28,7 +28,10 @@ from ddptop.protocol import layout
 from ddptop.protocol.launchspec import LaunchSpec
 from ddptop.protocol.vocab import Status
 
-TREE_SCAN_INTERVAL = 1.0  # seconds between looks for the launch's processes while it runs
+# Seconds between looks for the launch's processes while it runs: each look reads every /proc/<pid>/stat,
+# so the gap doubles from the first to the last (the ranks appear in a launch's first seconds; stopping a
+# launch looks once more whatever the gap).
+TREE_SCAN_INTERVALS = (1.0, 8.0)
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,7 @@ class TorchrunLaunch:
         self.stop_requested = False
         self._tree: dict[int, psutil.Process] = {}
         self._next_tree_scan = 0.0
+        self._tree_scan_gap = TREE_SCAN_INTERVALS[0]
 
     @property
     def node_rank(self) -> int:
@@ -206,7 +210,8 @@ class TorchrunLaunch:
             now = time.monotonic()
             if now >= self._next_tree_scan:  # a scan reads every /proc/<pid>/stat: not ten times a second
                 self._remember_tree()
-                self._next_tree_scan = now + TREE_SCAN_INTERVAL
+                self._next_tree_scan = now + self._tree_scan_gap
+                self._tree_scan_gap = min(2 * self._tree_scan_gap, TREE_SCAN_INTERVALS[1])
         elif self.ended is None:
             self.ended = time.monotonic()
         return code

@@ -18,7 +18,7 @@ from ddptop.plan import PlanOptions
 from ddptop.tui.app import DdptopApp, SummaryScreen
 
 from .conftest import REPO, processes_mentioning, wait_path
-from .tui_helpers import first_frame, open_summary, screen_text, summary_text, wait_for
+from .tui_helpers import first_frame, open_summary, screen_text, settled, summary_text, wait_for
 
 RECORDED = os.path.join("tests", "data", "recorded-run")  # relative: paths on screen stay the same anywhere
 
@@ -33,7 +33,7 @@ def in_repo(monkeypatch):
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 50)])
 def test_main_screen_snapshot(snap_compare, in_repo, size):
-    assert snap_compare(DdptopApp.for_recorded(RECORDED), terminal_size=size, run_before=first_frame)
+    assert snap_compare(DdptopApp.for_recorded(RECORDED), terminal_size=size, run_before=settled)
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 50)])
@@ -298,7 +298,7 @@ async def finished_run_repaints_nothing(settles: bool):
 def test_the_step_chart_shows_a_rolling_median_over_its_p10_p90_band():
     """Two ranks, 1,000 steps each, 10 ms slower from step 600 on: the median line steps up where the steps
     did, and each column's band spans its p10-p90 rows."""
-    from ddptop.tui.format import BAND_STYLE, band_chart
+    from ddptop.tui.format import MEDIAN_ON_BAND_STYLE, band_chart
 
     series = [[0.100 + 0.002 * ((i * 7 + rank) % 5) + (0.010 if i >= 600 else 0.0) for i in range(1000)]
               for rank in range(2)]
@@ -310,7 +310,7 @@ def test_the_step_chart_shows_a_rolling_median_over_its_p10_p90_band():
 
     assert median_row(5) > median_row(45)  # lower on screen = a smaller step time, before step 600
     assert median_row(5) - median_row(45) >= 3  # 10 ms of an 18 ms range, on 8 rows
-    banded = [r for r, row in enumerate(rows) if any(s.start <= 45 < s.end and s.style == BAND_STYLE for s in row.spans)]
+    banded = [r for r, row in enumerate(rows) if any(s.start <= 45 < s.end and s.style == MEDIAN_ON_BAND_STYLE for s in row.spans)]
     assert banded and min(banded) <= median_row(45) <= max(banded)
 
 

@@ -26,6 +26,11 @@ async def first_frame(pilot) -> None:
     await wait_for(pilot, lambda: pilot.app.frames_shown >= 2, timeout=30, step=0.02)
 
 
+async def settled(pilot) -> None:
+    """A finished run drawn in full (no more snapshots are taken): what a snapshot test compares."""
+    await wait_for(pilot, lambda: pilot.app.settled, timeout=30, step=0.02)
+
+
 async def open_summary(pilot) -> None:
     await first_frame(pilot)
     await pilot.press("r")

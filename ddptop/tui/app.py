@@ -27,6 +27,7 @@ from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
 from ddptop.watch import FINISHED, WRITER_GONE
 from ddptop.control import ENDED, LiveControl, RecordedControl, RunControl, ScreenSummary, display_path
 from ddptop.live import LiveRun
+from ddptop.options import DEFAULT_FPS
 from ddptop.signals import handle_stop_signals
 from ddptop.snapshot import RunSnapshot
 from ddptop.telemetry.topology import format_matrix
@@ -40,6 +41,14 @@ FINAL_PHASES = (ENDED, FINISHED, WRITER_GONE)
 # this long: the first useful frame should not wait a whole frame period for it.
 FIRST_READING_POLL, FIRST_READING_WAIT = 0.03, 3.0
 PANELS = ("overview", "ranks", "topology", "logs")
+TAB_OF_PANEL = {"overview": "overview", "ranks": "ranks-tab", "topology": "topology-tab", "logs": "logs-tab"}
+# The panels each tab shows, drawn only while it is the active tab: a hidden widget that asks to be redrawn
+# makes Textual rebuild its map of every widget at the next frame (half the view's compositing cost).
+TAB_WIDGETS: dict[str, tuple[type, ...]] = {
+    "overview": (GpuTable, HostLine, ConfigTable, StepChart), "ranks-tab": (RankTable,), "topology-tab": (),
+    "logs-tab": (LogPanel,),
+}
+PANEL_KINDS = tuple(kind for kinds in TAB_WIDGETS.values() for kind in kinds)
 SHUTDOWN_GRACE = 10.0  # seconds Textual gets to restore the terminal after a signal, once the summary is saved
 
 
@@ -119,7 +128,7 @@ class DdptopApp(App[int]):
         Binding("question_mark,f1", "help", "Help", key_display="?"),
     ]
 
-    def __init__(self, control: RunControl, fps: float = 4.0, screenshot_dir: str | None = None) -> None:
+    def __init__(self, control: RunControl, fps: float = DEFAULT_FPS, screenshot_dir: str | None = None) -> None:
         super().__init__()
         self.control = control
         self.fps = fps
@@ -127,6 +136,7 @@ class DdptopApp(App[int]):
         self.paused = False
         self.frames_shown = 0
         self.last_snapshot: RunSnapshot | None = None
+        self._panels: dict[type, Any] | None = None
         self._frame_pending = False
         self._settled = False  # a finished run is drawn in full: no more snapshots are taken
         self._mounted_t = time.monotonic()
@@ -141,11 +151,11 @@ class DdptopApp(App[int]):
         self._signals = contextlib.ExitStack()
 
     @classmethod
-    def for_live(cls, live: LiveRun, fps: float = 4.0, telemetry: Any | None = None) -> "DdptopApp":
+    def for_live(cls, live: LiveRun, fps: float = DEFAULT_FPS, telemetry: Any | None = None) -> "DdptopApp":
         return cls(LiveControl(live, telemetry), fps)
 
     @classmethod
-    def for_recorded(cls, run_dir: str, fps: float = 4.0, open_summary: str | None = None) -> "DdptopApp":
+    def for_recorded(cls, run_dir: str, fps: float = DEFAULT_FPS, open_summary: str | None = None) -> "DdptopApp":
         """A view of a run directory from its files: a finished run, or one another process is writing."""
         return cls(RecordedControl.of(run_dir, open_summary), fps)
 
@@ -266,14 +276,17 @@ class DdptopApp(App[int]):
 
     def show_snapshot(self, snapshot: RunSnapshot) -> None:
         self.last_snapshot = snapshot
-        self.query_one(StatusLine).update_from(snapshot, self.paused)
-        self.query_one(GpuTable).update_from(snapshot)
-        self.query_one(HostLine).update_from(snapshot)
-        self.query_one(ConfigTable).update_from(snapshot)
-        self.query_one(StepChart).update_from(snapshot)
-        self.query_one(RankTable).update_from(snapshot)
-        self.query_one(LogPanel).update_from(snapshot)
+        if self._panels is None:  # looked up once: a DOM query per panel per frame shows in the view's cost
+            self._panels = {kind: self.query_one(kind) for kind in (StatusLine, TabbedContent, *PANEL_KINDS)}
+        self._panels[StatusLine].update_from(snapshot, self.paused)
+        for kind in TAB_WIDGETS[self._panels[TabbedContent].active]:
+            self._panels[kind].update_from(snapshot)
         self.frames_shown += 1
+
+    def on_tabbed_content_tab_activated(self, _event: TabbedContent.TabActivated) -> None:
+        """A tab shown again is drawn from the newest snapshot at once (a settled run takes no more)."""
+        if self.last_snapshot is not None:
+            self.show_snapshot(self.last_snapshot)
 
     # -- the summary ---------------------------------------------------------------------------------------------
     @work(thread=True, exclusive=True, group="summary")
@@ -356,8 +369,7 @@ class DdptopApp(App[int]):
         self.notify(f"Screenshot: {display_path(path)}")
 
     def action_panel(self, panel: str) -> None:
-        tab = {"overview": "overview", "ranks": "ranks-tab", "topology": "topology-tab", "logs": "logs-tab"}[panel]
-        self.query_one(TabbedContent).active = tab
+        self.query_one(TabbedContent).active = TAB_OF_PANEL[panel]
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.BINDINGS))

@@ -131,6 +131,8 @@ def braille_chart(series: Sequence[Sequence[float]], width: int, height: int) ->
 
 
 BAND_STYLE = "on grey23"  # the p10-p90 band: a background, so the median's dots stay readable on it
+MEDIAN_STYLE = "bold cyan"
+MEDIAN_ON_BAND_STYLE = f"{MEDIAN_STYLE} {BAND_STYLE}"
 
 
 def band_chart(series: Sequence[Sequence[float]], width: int, height: int) -> tuple[list[Text], float, float, int]:
@@ -168,14 +170,12 @@ def band_chart(series: Sequence[Sequence[float]], width: int, height: int) -> tu
         chars[row][column] = chr(BRAILLE_BASE + (BRAILLE_DOTS[0][dot] | BRAILLE_DOTS[1][dot]))
     rows = []
     for row in range(height):
-        spans, start = [], None
-        for column in range(width + 1):
-            inside = column < width and banded[row][column]
-            if inside and start is None:
-                start = column
-            elif not inside and start is not None:
-                spans.append(Span(start, column, BAND_STYLE))
-                start = None
-        text = Text("".join(chars[row]), spans=spans, style="bold cyan")
-        rows.append(text)
+        # one span per run of cells in or out of the band, none nested: cheap to draw
+        spans, start = [], 0
+        for column in range(1, width + 1):
+            if column < width and banded[row][column] == banded[row][start]:
+                continue
+            spans.append(Span(start, column, MEDIAN_ON_BAND_STYLE if banded[row][start] else MEDIAN_STYLE))
+            start = column
+        rows.append(Text("".join(chars[row]), spans=spans))
     return rows, low, high, per_column

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rich.cells import cell_len
 from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
@@ -25,21 +26,27 @@ _CONSOLE = Console(width=10_000, color_system="truecolor", legacy_windows=False)
 
 
 def text_segments(text: Text) -> list[Segment]:
-    """The segments of a one-line Text; runs of one style stay one segment."""
+    """The segments of a one-line Text, its own style under its spans' (rich's ``Text.render`` drops the
+    Text's style when it has no spans); neighbours of one style are joined, so each run is one escape."""
     spans = sorted(text.spans, key=lambda s: s.start)
-    if text.style or any(a.end > b.start for a, b in zip(spans, spans[1:])):
-        return list(text.render(_CONSOLE, end=""))  # nested styles: let rich combine them
+    if any(a.end > b.start for a, b in zip(spans, spans[1:])):
+        return list(Segment.simplify(text.render(_CONSOLE, end="")))  # nested styles: let rich combine them
+    base = _style(text.style) if text.style else None
     plain = text.plain
     segments, position = [], 0
     for span in spans:
         if span.start > position:
-            segments.append(Segment(plain[position : span.start]))
-        style = span.style if isinstance(span.style, Style) else Style.parse(span.style)
-        segments.append(Segment(plain[span.start : span.end], style))
+            segments.append(Segment(plain[position : span.start], base))
+        style = _style(span.style)
+        segments.append(Segment(plain[span.start : span.end], base + style if base else style))
         position = max(position, span.end)
     if position < len(plain):
-        segments.append(Segment(plain[position:]))
-    return segments
+        segments.append(Segment(plain[position:], base))
+    return list(Segment.simplify(segments))
+
+
+def _style(style: str | Style) -> Style:
+    return style if isinstance(style, Style) else Style.parse(style)
 
 
 class TextLines(Widget):
@@ -48,11 +55,20 @@ class TextLines(Widget):
     def __init__(self, *, id: str | None = None) -> None:  # noqa: A002 - Textual's own keyword
         super().__init__(id=id)
         self._lines: list[list[Segment]] = []
+        self._shown_size = Size(0, 0)
         self._pass: tuple[int, Style] | None = None
 
     def show(self, lines: list[Text]) -> None:
-        self._lines = [text_segments(line) for line in lines]
-        self.refresh()
+        """Only the lines that changed are drawn again (a terminal is sent every cell of a redrawn line)."""
+        new = [text_segments(line) for line in lines]
+        old, self._lines = self._lines, new
+        if len(old) != len(new) or self._shown_size != self.size:  # laid out anew: every line
+            self._shown_size = self.size
+            self.refresh()
+            return
+        for y, (before, now) in enumerate(zip(old, new)):
+            if before != now:
+                self.refresh(Region(0, y, self.size.width, 1))
 
     def _lookups(self) -> tuple[int, Style]:
         return self.size.width, self.rich_style
@@ -119,12 +135,13 @@ class LineTable(ScrollView, can_focus=False):
             self._keys.append(key)
             self._cells[key] = {}
             self.virtual_size = Size(self._width, len(self._keys) + 1)
+            self.refresh()
         row = self._cells[key]
         changed = {c: v for c, v in cells.items() if row.get(c) != v}
         if changed:
             row.update(changed)
             self._strips.pop(key, None)
-            self.refresh()
+            self.refresh_line(self._keys.index(key) + 1)  # the row's line alone, below the header
 
     def clear(self) -> None:
         self._keys, self._cells, self._strips = [], {}, {}
@@ -136,12 +153,15 @@ class LineTable(ScrollView, can_focus=False):
         segments = []
         for key, _label, width in self.columns:  # one space either side of a cell, as DataTable pads
             value = cells.get(key, "")
-            text = value.copy() if isinstance(value, Text) else Text(str(value))
-            text.truncate(width, overflow="ellipsis", pad=True)
             segments.append(Segment(" "))
-            segments += text_segments(text)
+            if isinstance(value, str) and cell_len(value) <= width:  # most cells: no Text to build
+                segments.append(Segment(value + " " * (width - cell_len(value))))
+            else:
+                text = value.copy() if isinstance(value, Text) else Text(str(value))
+                text.truncate(width, overflow="ellipsis", pad=True)
+                segments += text_segments(text)
             segments.append(Segment(" "))
-        return Strip(segments)
+        return Strip(Segment.simplify(segments))
 
     def _lookups(self) -> tuple[Any, ...]:
         base = self.rich_style

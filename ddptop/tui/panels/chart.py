@@ -8,17 +8,19 @@ import time
 
 from rich.text import Text
 
+from ddptop.protocol.vocab import Status
 from ddptop.snapshot import RunSnapshot
 from ddptop.tui import format as fmt
 from ddptop.tui.lines import TextLines
 
-CHART_PERIOD = 1.0  # seconds between redraws while samples stream in
+CHART_PERIOD = 2.0  # seconds between redraws while samples stream in (each redraw sends most of its lines)
 MAX_RANKS = 8  # series drawn; more would be colours nobody can tell apart
 LABEL_WIDTH = 9
 
 
 class StepChart(TextLines):
-    """Redrawn when its configuration, its size or (at most once a second) its samples change."""
+    """Redrawn when its configuration, its size or (at most every CHART_PERIOD while it runs) its samples
+    change."""
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -38,7 +40,8 @@ class StepChart(TextLines):
             return
         key = (config.config_id, config.revision, size, self.per_rank)
         if key == self._key or (
-            self._key is not None
+            config.status == Status.RUNNING  # an ended configuration is drawn as it ended, at once
+            and self._key is not None
             and self._key[0] == key[0]
             and self._key[2:] == key[2:]
             and time.monotonic() - self._drawn < CHART_PERIOD
