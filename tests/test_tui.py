@@ -362,3 +362,17 @@ def test_the_summary_chart_moves_behind_a_key_in_a_narrow_terminal(in_repo):
     assert beside == still_beside == (True, True)
     narrow, chart_only, _ = asyncio.run(run((80, 24)))
     assert narrow == (False, True) and chart_only == (True, False)  # the tables get the whole width, then the chart
+
+
+def test_a_cells_own_colour_reaches_the_screen():
+    """A bar's colour is the Text's own style, not a span: rich's Text.render drops such a style, and the
+    GPU bars and status words were once drawn without colour."""
+    from ddptop.tui.format import bar
+    from ddptop.tui.lines import LineTable, text_segments
+
+    segments = text_segments(bar(92, 8))
+    assert [s.style.color.name for s in segments if s.text.strip()] == ["red"]
+    table = LineTable([("util", "util", 13)])
+    table.set_row("0", {"util": bar(5, 8)})
+    line = table._line(table._cells["0"])
+    assert any(s.style is not None and s.style.color is not None and s.style.color.name == "green" for s in line)
