@@ -17,7 +17,8 @@ async def screen_text(app, pilot, selector: str, timeout: float = 30.0) -> str:
 
 
 async def summary_text(app, pilot) -> str:
-    return await screen_text(app, pilot, "#summary-tables")
+    await wait_for(pilot, lambda: bool(app.screen.query("#summary-tables")), 30.0, step=0.05)
+    return app.screen.plain_text()
 
 
 async def first_frame(pilot) -> None:

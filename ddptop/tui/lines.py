@@ -84,10 +84,15 @@ class TextLines(Widget):
         return Strip(self._lines[y]).apply_style(base).crop_extend(0, width, base)
 
 
+KEEP = 100  # a column priority never dropped
+HINT_WIDTH = 4  # "+N" after the header when columns are hidden
+
+
 class LineTable(ScrollView, can_focus=False):
     """A read-only table with fixed column widths: rows keyed, cells str or Text, header always on top.
 
-    Only rows whose cells changed are drawn again. It scrolls sideways in a narrow window.
+    Only rows whose cells changed are drawn again. In a narrow window whole columns are dropped by priority
+    (the header ends with "+N", the number hidden); what still does not fit scrolls sideways.
     """
 
     COMPONENT_CLASSES = {"line-table--header", "line-table--even-row"}
@@ -103,10 +108,12 @@ class LineTable(ScrollView, can_focus=False):
     }
     """
 
-    def __init__(self, columns: Sequence[tuple[str, str, int]], *, zebra_stripes: bool = False,
+    def __init__(self, columns: Sequence[tuple[Any, ...]], *, zebra_stripes: bool = False,
                  id: str | None = None) -> None:  # noqa: A002 - Textual's own keyword
         super().__init__(id=id)
-        self.columns = [(key, label, width) for key, label, width in columns]
+        # (key, label, width[, priority]): in a narrow window the lowest priorities go first, whole columns
+        # rather than values cut at the edge; without one a column is kept as long as any is
+        self.all_columns = [(c[0], c[1], c[2], c[3] if len(c) > 3 else KEEP) for c in columns]
         self.zebra_stripes = zebra_stripes
         self._keys: list[str] = []
         self._cells: dict[str, dict[str, Any]] = {}
@@ -114,8 +121,35 @@ class LineTable(ScrollView, can_focus=False):
         # change does not make it stale)
         self._strips: dict[str, Strip] = {}
         self._pass: tuple[Any, ...] | None = None
+        self._show_columns(self.all_columns)
+
+    def _show_columns(self, columns: list[tuple[str, str, int, int]]) -> None:
+        self.columns = [(key, label, width) for key, label, width, _ in columns]
+        self.hidden = len(self.all_columns) - len(columns)
         self._width = sum(width + 2 for _, _, width in self.columns)
-        self._header = self._line({key: label for key, label, _ in self.columns})
+        header = self._line({key: label for key, label, _ in self.columns})
+        if self.hidden:  # said where the eye reads the columns: more exist in a wider window
+            header = Strip.join([header, Strip([Segment(f"+{self.hidden}", Style(dim=True))])])
+        self._header = header
+        self._strips.clear()
+        self._width = header.cell_length
+        self.virtual_size = Size(self._width, len(self._keys) + 1)
+
+    def fit_columns(self, width: int) -> None:
+        """Drop the lowest-priority columns until the rest fit ``width`` cells (all back when they fit)."""
+        shown = list(self.all_columns)
+        while sum(c[2] + 2 for c in shown) + (HINT_WIDTH if len(shown) < len(self.all_columns) else 0) > width:
+            droppable = [c for c in shown if c[3] < KEEP]
+            if not droppable:
+                break  # the rest scroll sideways
+            lowest = min(droppable, key=lambda c: (c[3], -shown.index(c)))
+            shown.remove(lowest)
+        if [c[0] for c in shown] != [c[0] for c in self.columns]:
+            self._show_columns(shown)
+            self.refresh()
+
+    def on_resize(self) -> None:
+        self.fit_columns(self.scrollable_content_region.width)
 
     # -- data ---------------------------------------------------------------------------------------------
     @property
@@ -144,7 +178,8 @@ class LineTable(ScrollView, can_focus=False):
             self.refresh_line(self._keys.index(key) + 1)  # the row's line alone, below the header
 
     def clear(self) -> None:
-        self._keys, self._cells, self._strips = [], {}, {}
+        self._keys, self._cells = [], {}
+        self._strips.clear()
         self.virtual_size = Size(self._width, 1)
         self.refresh()
 

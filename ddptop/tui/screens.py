@@ -7,7 +7,7 @@ from typing import Any
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, ScrollableContainer
+from textual.containers import Horizontal, HorizontalScroll, ScrollableContainer, Vertical
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Header, Static
 
@@ -44,8 +44,13 @@ class SummaryScreen(Screen[None]):
     CHART_BESIDE = 120
     DEFAULT_CSS = """
     #summary-text { width: 1fr; }
-    #summary-tables { width: auto; }
-    #speedup-chart { width: 40%; min-width: 30; }
+    #summary-tables { height: auto; }
+    #summary-tables .prose { width: 100%; }
+    #summary-tables HorizontalScroll { height: auto; }
+    #summary-tables .table { width: auto; }
+    #summary-tables .scroll-hint { color: $text-muted; display: none; }
+    #summary-tables .scroll-hint.shown { display: block; }
+    #speedup-chart { width: 40%; min-width: 30; margin-left: 1; }
     SummaryScreen.narrow #speedup-chart { display: none; }
     SummaryScreen.narrow.chart-only #speedup-chart { display: block; width: 100%; }
     SummaryScreen.narrow.chart-only #summary-text { display: none; }
@@ -69,14 +74,31 @@ class SummaryScreen(Screen[None]):
         self.paths = paths
         self.note = note
         self.with_topology = with_topology  # a lone summary.json has no Topology panel to show it
+        self._scroll_hints: list[tuple[HorizontalScroll, Static]] = []
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         with Horizontal(id="summary-body"):
             with ScrollableContainer(id="summary-text"):
-                yield Static(self._text(), id="summary-tables")
+                with Vertical(id="summary-tables"):
+                    # sentences wrap to the window; a table keeps its columns and scrolls sideways instead
+                    for kind, indent, block in text_blocks(self._text()):
+                        if kind == PROSE:
+                            prose = Static(block, classes="prose")
+                            prose.styles.padding = (0, 0, 0, indent)  # a wrapped line keeps its indent
+                            yield prose
+                        else:
+                            scroller, hint = HorizontalScroll(), Static(SCROLL_HINT, classes="scroll-hint")
+                            self._scroll_hints.append((scroller, hint))
+                            with scroller:
+                                yield Static(block, classes="table")
+                            yield hint
             yield _plot()(id="speedup-chart")
         yield Footer()
+
+    def plain_text(self) -> str:
+        """Every block's text, in order (what the screen shows, before wrapping)."""
+        return "".join(str(w.render()) + "\n" for w in self.query("#summary-tables > Static, .table"))
 
     def _text(self) -> Text:
         out = Text()
@@ -141,6 +163,12 @@ class SummaryScreen(Screen[None]):
 
     def on_resize(self, event: Any) -> None:
         self.set_class(event.size.width < self.CHART_BESIDE, "narrow")
+        self.call_after_refresh(self._show_scroll_hints)
+
+    def _show_scroll_hints(self) -> None:
+        """Under each table wider than its window, the line that says it scrolls."""
+        for scroller, hint in self._scroll_hints:
+            hint.set_class(scroller.virtual_size.width > scroller.scrollable_content_region.width, "shown")
 
     def action_chart(self) -> None:
         """In a narrow terminal: the speedup chart over the whole screen, or the tables again."""
@@ -154,6 +182,30 @@ class SummaryScreen(Screen[None]):
             self.app.exit(0)  # nothing behind it
             return
         self.app.pop_screen()
+
+
+PROSE, TABLE = "prose", "table"
+SCROLL_HINT = "  ◂ ▸ wider than the window: Tab to the table, then ← →"
+
+
+def text_blocks(text: Text) -> list[tuple[str, int, Text]]:
+    """The summary's text cut into runs of prose lines (of one indent, taken off) and of table lines, in
+    order, styles kept: (kind, indent, text).
+
+    A table line has two spaces or more between words after its indent (aligned columns); a sentence has one.
+    """
+    blocks: list[tuple[str, int, list[Text]]] = []
+    for line in text.split("\n", allow_blank=True):
+        words = line.plain.strip()
+        kind = TABLE if "  " in words else PROSE
+        indent = len(line.plain) - len(line.plain.lstrip(" ")) if kind == PROSE and words else 0
+        if kind == PROSE:
+            line = line[indent:]
+        if blocks and blocks[-1][:2] == (kind, indent):
+            blocks[-1][2].append(line)
+        else:
+            blocks.append((kind, indent, [line]))
+    return [(kind, indent, Text("\n").join(lines)) for kind, indent, lines in blocks]
 
 
 # the live chart's series colours that plotext also names (its grey is the perfect-scaling line's)

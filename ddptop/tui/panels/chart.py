@@ -57,7 +57,7 @@ class StepChart(TextLines):
             )
             for position, rank in enumerate(ranks):
                 title.append(f"rank {rank} ", style=fmt.SERIES_STYLES[position % len(fmt.SERIES_STYLES)])
-            title.append(" (c: median and band)", style="dim")
+            title.append(" (c: median and band)" if title.cell_len + 21 <= size[0] else " (c)", style="dim")
         else:
             rows, low, high, per_column = fmt.band_chart(
                 [config.tails[r] for r in sorted(config.tails)], size[0] - LABEL_WIDTH - 1, size[1] - 1
@@ -65,8 +65,10 @@ class StepChart(TextLines):
             title.append("median", style="bold cyan")
             title.append(" and ")
             title.append("p10-p90", style=fmt.BAND_STYLE)
-            title.append(f" of {len(config.tails)} rank(s), {per_column} step(s) per column (c: per rank)",
-                         style="dim")
+            detail = f" of {len(config.tails)} rank(s), {per_column} step(s) per column (c: per rank)"
+            if title.cell_len + len(detail) > size[0]:  # a narrow window: the key, not a cut sentence
+                detail = " (c: per rank)"
+            title.append(detail, style="dim")
         lines = [title]
         for number, row in enumerate(rows):
             label = f"{high:.4f}s" if number == 0 else f"{low:.4f}s" if number == len(rows) - 1 else ""

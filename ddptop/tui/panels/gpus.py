@@ -11,13 +11,14 @@ from ddptop.tui import format as fmt
 from ddptop.tui.lines import LineTable
 from ddptop.tui.panels.cached import CachedStatic
 
-# (key, label, width): fixed widths, so that cells updated in place never reflow the table
+# (key, label, width, priority): fixed widths, so that cells updated in place never reflow the table; in a
+# narrow window the lowest priority goes first (nvitop's compact mode), the load, memory and notes stay
 GPU_COLUMNS = (
-    ("gpu", "GPU", 3), ("name", "name", 22), ("util", "util", 13), ("hist", "util hist.", 10),
+    ("gpu", "GPU", 3), ("name", "name", 22, 40), ("util", "util", 13), ("hist", "util hist.", 10, 20),
     # wide enough for 141/141 GiB and 1000/1000 W (H200, B200): a cell that fits is never cut mid-value
-    ("mem", "memory", 13), ("memgib", "GiB", 11), ("power", "power W", 9), ("temp", "temp", 4),
-    ("clock", "SM MHz", 6), ("gpm", "SM/TC%", 6), ("pcie", "PCIe GB/s", 9), ("nvlink", "NVLink GB/s", 11), ("rank", "rank", 5),
-    ("notes", "notes", 16),
+    ("mem", "memory", 13, 90), ("memgib", "GiB", 11, 80), ("power", "power W", 9, 60), ("temp", "temp", 4, 30),
+    ("clock", "SM MHz", 6, 25), ("gpm", "SM/TC%", 6, 35), ("pcie", "PCIe GB/s", 9, 45),
+    ("nvlink", "NVLink GB/s", 11, 50), ("rank", "rank", 5, 95), ("notes", "notes", 16, 85),
 )
 
 

@@ -11,10 +11,11 @@ from ddptop.snapshot import RunSnapshot
 from ddptop.tui import format as fmt
 from ddptop.tui.lines import LineTable
 
+# (key, label, width, priority): the lowest priority is dropped first in a narrow window
 RANK_COLUMNS = (
-    ("rank", "rank", 4), ("pid", "PID", 8), ("host", "host", 16), ("gpu", "GPU", 3), ("cpu", "CPU %", 5),
-    ("rss", "RSS GiB", 7), ("threads", "threads", 7), ("last", "last step s", 11), ("median", "median s", 8),
-    ("mark", "", 16),
+    ("rank", "rank", 4), ("pid", "PID", 8, 60), ("host", "host", 16, 40), ("gpu", "GPU", 3, 80),
+    ("cpu", "CPU %", 5, 90), ("rss", "RSS GiB", 7, 70), ("threads", "threads", 7, 30),
+    ("last", "last step s", 11, 85), ("median", "median s", 8), ("mark", "", 16),
 )
 
 
