@@ -207,6 +207,23 @@ def test_ddptop_in_tmux_shows_gpus_configurations_and_summary(tmp_path):
         tmux.kill()
 
 
+@needs_tmux
+def test_the_recommendation_reads_whole_at_80x24_in_tmux(in_repo):
+    """A person over SSH in an 80x24 terminal: the summary's recommendation is there, wrapped, not cut."""
+    from ddptop.report import store
+
+    summary, _rebuilt = store.load_target(RECORDED, False)  # built from the events, nothing written
+    sentence = summary["scaling"][0]["recommendation"]
+    assert len(sentence) > 80  # wider than the window: it has to wrap to be read whole
+    tmux = Tmux(f"cd {REPO} && DDPTOP_FAKE_NVML=dgx1 {sys.executable} -m ddptop view {RECORDED}", size=(80, 24))
+    try:
+        screen = tmux.wait_for("Sweep complete", timeout=60)
+        assert max(len(line) for line in screen.splitlines()) <= 80
+        assert " ".join(sentence.split()) in " ".join(screen.split())
+    finally:
+        tmux.kill()
+
+
 @pytest.mark.slow
 @needs_tmux
 def test_terminal_going_away_stops_the_ranks_and_saves_what_was_measured(tmp_path):
@@ -376,3 +393,79 @@ def test_a_cells_own_colour_reaches_the_screen():
     table.set_row("0", {"util": bar(5, 8)})
     line = table._line(table._cells["0"])
     assert any(s.style is not None and s.style.color is not None and s.style.color.name == "green" for s in line)
+
+
+# -- layout at every size: no text meets other text, no table value cut -------------------------------------------
+
+LAYOUT_SIZES = [(80, 24), (120, 40), (200, 60)]
+
+
+def _is_text(char: str) -> bool:
+    """A character that belongs to words or numbers: not a space, a box-drawing line or a block (borders,
+    bars, scrollbars)."""
+    return not char.isspace() and not 0x2500 <= ord(char) <= 0x259F
+
+
+def layout_problems(app) -> list[str]:
+    """Where two widgets side by side can run their texts together, and tables wider than their window with
+    nothing saying so. Read from the screen as composed, cell by cell.
+
+    Two widgets touch at a column boundary; if the left one has text in its edge column on any row and the
+    right one in its edge column on any row, a change of data can make them meet (a chart's axis labels
+    move with the data): no space or border guards them.
+    """
+    from textual.containers import HorizontalScroll
+    from textual.scrollbar import ScrollBar, ScrollBarCorner
+
+    from ddptop.tui.lines import LineTable
+
+    screen = app.screen
+    lines = [strip.text for strip in screen._compositor.render_strips()]
+    width, height = screen.size
+    edges: dict[tuple[int, int, int], list] = {}  # (left widget, right widget, column) -> [left text?, right text?, row]
+    for y in range(height):
+        owners = [screen.get_widget_at(x, y)[0] for x in range(width)]
+        for x in range(1, min(width, len(lines[y]))):
+            left, right = owners[x - 1], owners[x]
+            if left is right or isinstance(left, (ScrollBar, ScrollBarCorner)) or isinstance(
+                    right, (ScrollBar, ScrollBarCorner)):
+                continue
+            edge = edges.setdefault((id(left), id(right), x), [False, False, y, left, right])
+            edge[0] |= _is_text(lines[y][x - 1])
+            edge[1] |= _is_text(lines[y][x])
+    problems = [
+        f"column {x} from row {y}: {type(left).__name__}#{left.id} and {type(right).__name__}#{right.id} touch with "
+        f"text on both edges: {lines[y].rstrip()!r}"
+        for (_, _, x), (left_text, right_text, y, left, right) in edges.items() if left_text and right_text
+    ]
+    for table in screen.query(LineTable):
+        if table.display and table.size.width and table.virtual_size.width > table.scrollable_content_region.width:
+            problems.append(f"{table.id}: {table.virtual_size.width} columns wide in "
+                            f"{table.scrollable_content_region.width}: a value cut at the edge")
+    for scroller, hint in getattr(screen, "_scroll_hints", ()):
+        if scroller.virtual_size.width > scroller.scrollable_content_region.width and not hint.has_class("shown"):
+            problems.append("a summary table wider than its window with no hint that it scrolls")
+    return problems
+
+
+@pytest.mark.parametrize("size", LAYOUT_SIZES)
+def test_no_text_overlaps_and_no_table_value_is_cut_at_any_size(in_repo, size):
+    """The main, ranks, topology and summary screens of the recorded run (8 fake GPUs), scanned cell by cell."""
+
+    async def run():
+        app = DdptopApp.for_recorded(RECORDED)
+        found = {}
+        async with app.run_test(size=size) as pilot:
+            await settled(pilot)
+            for key, name in (("1", "overview"), ("2", "ranks"), ("3", "topology")):
+                await pilot.press(key)
+                await pilot.pause(0.1)
+                found[name] = layout_problems(app)
+            await pilot.press("r")
+            await wait_for(pilot, lambda: bool(app.screen.query("#summary-tables")), timeout=30, step=0.05)
+            await pilot.pause(0.3)
+            found["summary"] = layout_problems(app)
+        return found
+
+    found = asyncio.run(run())
+    assert found == {"overview": [], "ranks": [], "topology": [], "summary": []}
