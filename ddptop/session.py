@@ -516,7 +516,7 @@ def process_is_alive(pid: int, started: float | None) -> bool:
 def _config_snapshot(state: ConfigState) -> ConfigSnapshot:
     """The configuration's frozen copy; the same object again while nothing it holds has changed."""
     precision_now = state.live_precision()
-    key = (state.revision, state.status, state.reason, precision_now, state.settled)
+    key = (state.revision, state.status, state.reason, precision_now, state.settled, state.ended_t)
     if state._snapshot_cache is not None and state._snapshot_cache[0] == key:
         return state._snapshot_cache[1]
     spec = state.spec
@@ -538,6 +538,8 @@ def _config_snapshot(state: ConfigState) -> ConfigSnapshot:
         precision_reached=precision_now,
         warmup_used=state.warmup_used,
         settled=state.settled,
+        started_t=state.started_t,
+        ended_t=state.ended_t,
     )
     state._snapshot_cache = (key, snapshot)
     return snapshot

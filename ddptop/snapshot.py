@@ -88,6 +88,8 @@ class ConfigSnapshot:
     warmup_used: int | None = None  # warm-up steps run (so far, while the configuration runs)
     validity: Validity | None = None  # the running configuration's, from the telemetry since it started
     settled: bool = False  # ddptop has ended it (its runner's mark): the status and reason are final
+    started_t: float | None = None  # its first config_start (after its launch set up), its end
+    ended_t: float | None = None
 
     @property
     def heading(self) -> str:

@@ -1,4 +1,5 @@
-"""The one-line status: configurations done, elapsed time, what runs, who writes a watched run."""
+"""The status line: configurations done, elapsed time, what runs and the time left (``ddptop.eta``), who
+writes a watched run."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import time
 
 from rich.text import Text
 
+from ddptop import eta
 from ddptop.control import ENDED
 from ddptop.protocol.vocab import ENDED as CONFIG_ENDED
 from ddptop.snapshot import RunSnapshot
@@ -32,8 +34,13 @@ class StatusLine(CachedStatic):
             end = time.time()
         elapsed = max(0.0, end - session.started_t)
         parts = [f"{done}/{len(configs)} configurations", f"elapsed {fmt.duration(elapsed)}"]
+        going = session.ended_t is None and snapshot.phase not in (ENDED, FINISHED, WRITER_GONE)
         if running is not None:
-            parts.append(f"running {running.heading}")
+            left = eta.config_remaining(running, end) if going else None
+            parts.append(f"running {running.heading}" + (f", ~{fmt.duration(left)} left" if left is not None else ""))
+        sweep_left = eta.sweep_remaining(session, end) if going else None
+        if sweep_left is not None:
+            parts.append(f"sweep ~{fmt.duration(sweep_left)} left")
         elif snapshot.phase == ENDED:
             parts.append("finished")
         if not snapshot.live:
