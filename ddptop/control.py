@@ -41,6 +41,9 @@ class ScreenSummary:
     note: str | None = None  # what the reader should know about it (not finished, rebuilt here...)
 
 
+NODE_LOOK_PERIOD = 3.0  # seconds between looks for follower nodes' timelines
+
+
 class RunControl:
     """The common part: snapshots of a session, its telemetry and its newest launch's logs."""
 
@@ -52,6 +55,8 @@ class RunControl:
         self.topology = topology
         self._logs_read = -LOG_PERIOD
         self._validity = LiveValidity()
+        self._nodes: dict[int, TimelineFollower] = {}  # follower nodes' timelines, found as they appear
+        self._nodes_looked = -NODE_LOOK_PERIOD
 
     @property
     def run_dir(self) -> str:
@@ -64,6 +69,9 @@ class RunControl:
         session = self.session.snapshot()
         phase, who = self._phase()
         telemetry = TelemetrySnapshot.of(self.telemetry)
+        nodes = self._node_telemetry()
+        if nodes:
+            telemetry = dataclasses.replace(telemetry, nodes=nodes)
         session = self._with_validity(session, telemetry)
         return RunSnapshot(
             session=session,
@@ -75,6 +83,21 @@ class RunControl:
             live=self.owns_run,
             not_saved=self._not_saved(),
         )
+
+    def _node_telemetry(self) -> dict[int, TelemetrySnapshot]:
+        """Each follower node's telemetry, from its own timeline in the shared run directory (looked for
+        every few seconds: a follower writes its first record once it has joined)."""
+        now = time.monotonic()
+        if now - self._nodes_looked >= NODE_LOOK_PERIOD:
+            self._nodes_looked = now
+            for node_rank in layout.node_ranks_with(self.run_dir, TIMELINE_FILE):
+                if node_rank and node_rank not in self._nodes:
+                    self._nodes[node_rank] = TimelineFollower(layout.run_file(self.run_dir, TIMELINE_FILE, node_rank))
+        found = {}
+        for node_rank, follower in sorted(self._nodes.items()):
+            follower.refresh()
+            found[node_rank] = TelemetrySnapshot.of(follower)
+        return found
 
     def _not_saved(self) -> tuple[str, ...]:
         telemetry = getattr(self.telemetry, "not_saved", None)  # a Monitor's; a follower writes nothing

@@ -134,6 +134,8 @@ class TelemetrySnapshot:
     latest: Mapping[str, Any] | None
     recent: tuple[Mapping[str, Any], ...]  # oldest first, the last HISTORY readings
     info: Mapping[str, Any]
+    # a multi-node run's other nodes, by node rank: what each follower's own sampler wrote beside node 0's
+    nodes: Mapping[int, "TelemetrySnapshot"] = field(default_factory=lambda: EMPTY)
 
     HISTORY = 60
 

@@ -117,3 +117,8 @@ def test_two_agents_on_loopback_form_a_two_node_sweep(tmp_path):
     assert any(t["world_size"] == 2 and t["rows"] for t in summary["collectives"])
     assert os.path.getsize(os.path.join(run_dir, "telemetry-node1.jsonl")) > 0
     assert not processes_mentioning(run_dir)
+    # what `ddptop watch` shows of the run: node 1's telemetry beside node 0's
+    from ddptop.control import RecordedControl
+
+    telemetry = RecordedControl.of(run_dir, None).take_snapshot().telemetry
+    assert telemetry.latest["host"] and list(telemetry.nodes) == [1] and telemetry.nodes[1].latest["host"]

@@ -469,3 +469,27 @@ def test_no_text_overlaps_and_no_table_value_is_cut_at_any_size(in_repo, size):
 
     found = asyncio.run(run())
     assert found == {"overview": [], "ranks": [], "topology": [], "summary": []}
+
+
+def test_every_nodes_telemetry_is_shown_grouped_by_node(in_repo, tmp_path):
+    """A multi-node run directory: node 1's sampler wrote telemetry-node1.jsonl beside node 0's timeline.
+    The view reads both: the GPU panel groups the GPUs by node (one summary line for a node when they do not
+    fit), and the host line has a line per node."""
+    run = tmp_path / "run"
+    shutil.copytree(RECORDED, run)
+    shutil.copy(run / "telemetry.jsonl", run / "telemetry-node1.jsonl")
+
+    async def run_view(size):
+        app = DdptopApp.for_recorded(str(run))
+        async with app.run_test(size=size) as pilot:
+            await wait_for(pilot, lambda: app.last_snapshot is not None and app.last_snapshot.telemetry.nodes,
+                           timeout=30, step=0.05)
+            await pilot.pause(0.2)
+            await settled(pilot)
+            return list(app.query_one("#gpus").rows), str(app.query_one("#host").render())
+
+    rows, host = asyncio.run(run_view((200, 60)))
+    assert rows == [f"{node}:{gpu}" for node in (0, 1) for gpu in range(8)]  # 16 rows fit in 60 lines
+    assert "node 0" in host and "node 1" in host
+    rows, _ = asyncio.run(run_view((120, 40)))
+    assert rows == [f"0:{gpu}" for gpu in range(8)] + ["1:*"]  # node 1 as one line

@@ -118,6 +118,23 @@ def launch_of_events_file(path: str) -> str:
     return os.path.basename(os.path.dirname(os.path.dirname(path)))
 
 
+def node_ranks_with(run_dir: str, name: str) -> list[int]:
+    """The node ranks whose copy of the run file ``name`` exists (0 for the single-node name), sorted."""
+    stem, ext = os.path.splitext(name)
+    prefix = f"{stem}{_NODE_TAG}"
+    found = []
+    try:
+        entries = os.listdir(run_dir)
+    except OSError:
+        return []
+    for entry in entries:
+        if entry == name:
+            found.append(0)
+        elif entry.startswith(prefix) and entry.endswith(ext) and entry[len(prefix):len(entry) - len(ext)].isdigit():
+            found.append(int(entry[len(prefix):len(entry) - len(ext)]))
+    return sorted(found)
+
+
 def run_file(run_dir: str, name: str, node_rank: int = 0) -> str:
     """A file at the top of the run directory, node K's copy for ``node_rank`` K (runner, telemetry)."""
     return os.path.join(run_dir, node_file(name, node_rank))

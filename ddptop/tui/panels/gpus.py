@@ -14,7 +14,7 @@ from ddptop.tui.panels.cached import CachedStatic
 # (key, label, width, priority): fixed widths, so that cells updated in place never reflow the table; in a
 # narrow window the lowest priority goes first (nvitop's compact mode), the load, memory and notes stay
 GPU_COLUMNS = (
-    ("gpu", "GPU", 3), ("name", "name", 22, 40), ("util", "util", 13), ("hist", "util hist.", 10, 20),
+    ("gpu", "GPU", 4), ("name", "name", 22, 40), ("util", "util", 13), ("hist", "util hist.", 10, 20),
     # wide enough for 141/141 GiB and 1000/1000 W (H200, B200): a cell that fits is never cut mid-value
     ("mem", "memory", 13, 90), ("memgib", "GiB", 11, 80), ("power", "power W", 9, 60), ("temp", "temp", 4, 30),
     ("clock", "SM MHz", 6, 25), ("gpm", "SM/TC%", 6, 35), ("pcie", "PCIe GB/s", 9, 45),
@@ -23,7 +23,11 @@ GPU_COLUMNS = (
 
 
 class GpuTable(LineTable):
-    """Redrawn only when a new telemetry reading arrives (about once a second), whatever the frame rate."""
+    """Redrawn only when a new telemetry reading arrives (about once a second), whatever the frame rate.
+
+    A multi-node run shows every node's GPUs, grouped by node ("node:GPU"); when they are more than the rows
+    the panel has, the follower nodes (then node 0) shrink to one summary line each, from the last node on.
+    """
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(GPU_COLUMNS, zebra_stripes=True, **kwargs)
@@ -31,25 +35,112 @@ class GpuTable(LineTable):
 
     def update_from(self, snapshot: RunSnapshot) -> None:
         telemetry = snapshot.telemetry
-        latest = telemetry.latest
-        if latest is not None and latest is self._drawn_from:
+        nodes = [(0, telemetry), *sorted(telemetry.nodes.items())]
+        drawn_from = (tuple(node.latest for _, node in nodes), self._capacity())
+        previous = self._drawn_from
+        if (telemetry.latest is not None and previous is not None and drawn_from[1] == previous[1]
+                and _same_readings(drawn_from[0], previous[0])):
             return
-        self._drawn_from = latest
-        names = {g["index"]: g.get("name", "") for g in telemetry.info.get("gpus") or []}
-        readings = (latest or {}).get("gpus") or []
-        ranks_on: dict[int, list[str]] = {}
-        for rank in (latest or {}).get("ranks") or []:
-            for gpu in rank.get("gpus") or ([rank["gpu"]] if rank.get("gpu") is not None else []):
-                ranks_on.setdefault(gpu, []).append(str(rank["rank"]))
-        if self.display != bool(readings):
-            self.display = bool(readings)
-        for reading in readings:
-            index = reading["index"]
-            history = [
-                next((g.get("util") for g in r.get("gpus") or [] if g.get("index") == index), None)
-                for r in telemetry.recent
-            ]
-            self.set_row(str(index), _gpu_cells(reading, names.get(index, ""), history, ranks_on.get(index, [])))
+        self._drawn_from = drawn_from
+        several = len(nodes) > 1
+        per_node = [(node_rank, node, (node.latest or {}).get("gpus") or []) for node_rank, node in nodes]
+        shown = sum(len(readings) for _, _, readings in per_node)
+        if self.display != bool(shown):
+            self.display = bool(shown)
+        capacity = drawn_from[1]
+        summarised: set[int] = set()
+        for node_rank, _, readings in reversed(per_node[1:]):  # the last follower shrinks first
+            if shown <= capacity:
+                break
+            if len(readings) > 1:
+                summarised.add(node_rank)
+                shown -= len(readings) - 1
+        # still too many: node 0 shows what fits and one line for the rest of its GPUs
+        first = per_node[0][2]
+        keep = len(first) if shown <= capacity else max(1, len(first) - (shown - capacity) - 1)
+        rows: dict[str, dict[str, Any]] = {}
+        for node_rank, node, readings in per_node:
+            ranks_on = _ranks_on(node.latest or {})
+            if node_rank in summarised:
+                rows[f"{node_rank}:*"] = _node_summary_cells(f"node {node_rank}", f"{node_rank}:*", readings,
+                                                             node.recent, ranks_on)
+                continue
+            names = {g["index"]: g.get("name", "") for g in node.info.get("gpus") or []}
+            if node_rank == 0 and keep < len(readings):
+                rest = readings[keep:]
+                readings = readings[:keep]
+                rows["rest"] = _node_summary_cells(
+                    f"GPUs {rest[0]['index']}-{rest[-1]['index']}", "+" + str(len(rest)), rest,
+                    [{"gpus": [g for g in r.get("gpus") or [] if g.get("index") in {x["index"] for x in rest}]}
+                     for r in node.recent], ranks_on)
+            for reading in readings:
+                index = reading["index"]
+                history = [
+                    next((g.get("util") for g in r.get("gpus") or [] if g.get("index") == index), None)
+                    for r in node.recent
+                ]
+                cells = _gpu_cells(reading, names.get(index, ""), history, ranks_on.get(index, []))
+                if several:
+                    cells["gpu"] = f"{node_rank}:{index}"
+                rows[f"{node_rank}:{index}" if several else str(index)] = cells
+        if "rest" in rows:  # the summary of node 0's other GPUs after its rows
+            rows["rest"] = rows.pop("rest")
+        if list(rows) != self.rows:
+            self.clear()
+        for key, cells in rows.items():
+            self.set_row(key, cells)
+
+    def _capacity(self) -> int:
+        """GPU rows the panel can show: its maximum height (40% of the overview) less the header."""
+        parent = self.parent
+        height = getattr(getattr(parent, "size", None), "height", 0)
+        return max(1, int(height * 0.4) - 1) if height else 1_000
+
+
+def _same_readings(new: tuple[Any, ...], old: tuple[Any, ...] | None) -> bool:
+    """Each node's newest record the same (by identity: records are never changed once read)."""
+    return old is not None and len(new) == len(old) and all(x is y for x, y in zip(new, old))
+
+
+def _ranks_on(latest: dict[str, Any]) -> dict[int, list[str]]:
+    ranks_on: dict[int, list[str]] = {}
+    for rank in latest.get("ranks") or []:
+        for gpu in rank.get("gpus") or ([rank["gpu"]] if rank.get("gpu") is not None else []):
+            ranks_on.setdefault(gpu, []).append(str(rank["rank"]))
+    return ranks_on
+
+
+def _node_summary_cells(what: str, key: str, readings: list[dict[str, Any]], recent: Any,
+                        ranks_on: dict[int, list[str]]) -> dict[str, Any]:
+    """One line for several GPUs (a node's, or those past the panel's rows): mean load and memory, summed
+    memory and power, their ranks, how many have notes."""
+    indices = {r["index"] for r in readings}
+    def mean(values: list[Any]) -> float | None:
+        known = [v for v in values if v is not None]
+        return sum(known) / len(known) if known else None
+
+    def total(key: str) -> float | None:
+        known = [r.get(key) for r in readings if r.get(key) is not None]
+        return sum(known) if known else None
+
+    used, size = total("mem_used"), total("mem_total")
+    power, limit = total("power_w"), total("power_limit_w")
+    history = [mean([g.get("util") for g in r.get("gpus") or []]) for r in recent]
+    noted = sum(1 for r in readings if r.get("throttle") or r.get("lost") or r.get("xid") or r.get("ecc_uncorrected"))
+    return {
+        "gpu": key,
+        "name": f"{what}: {len(readings)} GPUs",
+        "util": fmt.bar(mean([r.get("util") for r in readings]), 8),
+        "hist": fmt.sparkline(history, 10),
+        "mem": fmt.bar(100 * used / size if used is not None and size else None, 8, fmt.MEMORY_THRESHOLDS),
+        "memgib": fmt.pair(fmt.gib(used), fmt.gib(size)),
+        "power": "N/A" if power is None else f"{power:.0f}/{limit:.0f}" if limit else f"{power:.0f}",
+        "temp": "N/A" if not readings or all(r.get("temp_c") is None for r in readings)
+        else f"{max(r['temp_c'] for r in readings if r.get('temp_c') is not None)}C",
+        "clock": "-", "gpm": "-", "pcie": "-", "nvlink": "-",
+        "rank": ",".join(r for index in sorted(ranks_on) if index in indices for r in ranks_on[index]) or "-",
+        "notes": Text(f"{noted} GPU(s) with notes" if noted else "", style="yellow"),
+    }
 
 
 def _gpu_cells(reading: dict[str, Any], name: str, history: list[Any], ranks: list[str]) -> dict[str, Any]:
@@ -96,24 +187,36 @@ class HostLine(CachedStatic):
 
     def update_from(self, snapshot: RunSnapshot) -> None:
         telemetry = snapshot.telemetry
-        if telemetry.latest is not None and telemetry.latest is self._drawn_from:
-            return
-        self._drawn_from = telemetry.latest
-        latest = telemetry.latest or {}
-        readings = latest.get("gpus") or []
-        host = latest.get("host")
+        nodes = [(0, telemetry), *sorted(telemetry.nodes.items())]
+        drawn_from = tuple(node.latest for _, node in nodes)
+        if telemetry.latest is not None and _same_readings(drawn_from, self._drawn_from):
+            return  # no node has a new reading
+        self._drawn_from = drawn_from
         line = Text()
-        if not readings:
-            line.append(f"GPUs: {telemetry.info.get('nvml', 'no telemetry')}\n", style="yellow")
-        if host:
-            line.append("Host CPU ")
-            line.append_text(fmt.bar(host.get("cpu"), 10))
-            line.append("  cores ")
-            line.append_text(fmt.sparkline(host.get("per_cpu") or [], len(host.get("per_cpu") or []) or 1))
-            line.append(f"  mem {fmt.gib(host.get('mem_used'))}/{fmt.gib(host.get('mem_total'))} GiB")
-            if host.get("load"):
-                line.append(f"  load {' '.join(f'{v:.2f}' for v in host['load'])}")
-            line.append(f"  ddptop {host.get('ddptop_cpu', 0):.0f}%")
-        elif not readings:
-            line.append("Host: no reading yet")
+        for node_rank, node in nodes:
+            if len(nodes) > 1:  # a multi-node run: a line per node, each from its own sampler
+                line.append(f"node {node_rank}  ", style="bold")
+            _host_line(line, node)
+            if node_rank != nodes[-1][0]:
+                line.append("\n")
         self.show_content(line)
+
+
+def _host_line(line: Text, telemetry: Any) -> None:
+    """One node's host reading appended to ``line``."""
+    latest = telemetry.latest or {}
+    readings = latest.get("gpus") or []
+    host = latest.get("host")
+    if not readings:
+        line.append(f"GPUs: {telemetry.info.get('nvml', 'no telemetry')}\n", style="yellow")
+    if host:
+        line.append("Host CPU ")
+        line.append_text(fmt.bar(host.get("cpu"), 10))
+        line.append("  cores ")
+        line.append_text(fmt.sparkline(host.get("per_cpu") or [], len(host.get("per_cpu") or []) or 1))
+        line.append(f"  mem {fmt.gib(host.get('mem_used'))}/{fmt.gib(host.get('mem_total'))} GiB")
+        if host.get("load"):
+            line.append(f"  load {' '.join(f'{v:.2f}' for v in host['load'])}")
+        line.append(f"  ddptop {host.get('ddptop_cpu', 0):.0f}%")
+    elif not readings:
+        line.append("Host: no reading yet")

@@ -27,12 +27,17 @@ class RankTable(LineTable):
     def update_from(self, snapshot: RunSnapshot) -> None:
         latest = snapshot.telemetry.latest or {}
         config = snapshot.session.current()
-        processes = snapshot.session.ranks  # other nodes' ranks too, without readings
-        drawn_from = (latest.get("t"), config and config.config_id, config and config.revision, processes)
+        processes = snapshot.session.ranks  # every node's ranks
+        others = [node.latest or {} for _, node in sorted(snapshot.telemetry.nodes.items())]
+        drawn_from = (latest.get("t"), tuple(o.get("t") for o in others), config and config.config_id,
+                      config and config.revision, processes)
         if drawn_from == self._drawn_from:
             return
         self._drawn_from = drawn_from
         by_pid = {r["pid"]: r for r in latest.get("ranks") or []}
+        # a follower node's readings of its own ranks (its timeline): matched by rank and PID, PIDs being
+        # per host
+        by_rank = {(r.get("rank"), r.get("pid")): r for other in others for r in other.get("ranks") or []}
         stats = config.stats if config is not None else None
         medians = stats.rank_medians if stats is not None else {}
         straggler = stats.straggler if stats is not None else None
@@ -42,7 +47,8 @@ class RankTable(LineTable):
             self.clear()
         for process in processes:
             row = str(process.rank)
-            reading = by_pid.get(process.pid, {}) if process.host in ("", sampled_host) else {}
+            reading = (by_pid.get(process.pid, {}) if process.host in ("", sampled_host)
+                       else by_rank.get((process.rank, process.pid), {}))
             samples = config.tails.get(process.rank, ()) if config is not None else ()
             flagged = bool(straggler and straggler.flagged and straggler.rank == process.rank)
             self.set_row(row, {
