@@ -51,6 +51,8 @@ def build_parser() -> argparse.ArgumentParser:
     for viewer in (watch, view):
         viewer.add_argument("--fps", type=float, default=DEFAULT_FPS, help=f"display refresh rate (default {DEFAULT_FPS:g})")
         viewer.add_argument("--no-mouse", action="store_true", help="leave the mouse to the terminal")
+        viewer.add_argument("--ascii", action="store_true",
+                            help="ASCII only (no braille, block or box-drawing characters)")
     report = commands.add_parser("report", help="print the tables of a saved run")
     report.add_argument("target", metavar="RUN_DIR|summary.json")
     report.add_argument("--format", choices=("text", "md", "csv", "json"), default="text")
@@ -118,6 +120,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     else:
         from ddptop.tui.app import run_tui
 
+        _ascii_if_asked(args)
         code = run_tui(live, args.fps, mouse=not args.no_mouse)
     if baseline is None or live.summary is None:
         return code
@@ -196,11 +199,19 @@ def _need_terminal(command: str, target: str) -> None:
         raise UsageError(f"{command} needs a terminal; for text, run: ddptop report {target}")
 
 
+def _ascii_if_asked(args: argparse.Namespace) -> None:
+    if getattr(args, "ascii", False):
+        from ddptop.tui.ascii import use_ascii
+
+        use_ascii()
+
+
 def cmd_watch(args: argparse.Namespace) -> int:
     from ddptop.tui.app import DdptopApp
 
     if not os.path.isdir(args.run_dir):
         raise UsageError(f"{args.run_dir} is not a directory")
+    _ascii_if_asked(args)
     app = DdptopApp.for_recorded(args.run_dir, args.fps, open_summary="when_done")  # one-line error if not a run
     _need_terminal("watch", args.run_dir)
     app.run(mouse=not args.no_mouse)
@@ -212,6 +223,7 @@ def cmd_view(args: argparse.Namespace) -> int:
     from ddptop.protocol.layout import PLAN_FILE
     from ddptop.tui.app import DdptopApp, SummaryApp
 
+    _ascii_if_asked(args)
     target = args.target
     if os.path.isfile(target) and os.path.exists(os.path.join(os.path.dirname(os.path.abspath(target)), PLAN_FILE)):
         target = os.path.dirname(os.path.abspath(target))  # the summary of a run directory: open the whole run

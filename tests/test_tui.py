@@ -493,3 +493,28 @@ def test_every_nodes_telemetry_is_shown_grouped_by_node(in_repo, tmp_path):
     assert "node 0" in host and "node 1" in host
     rows, _ = asyncio.run(run_view((120, 40)))
     assert rows == [f"0:{gpu}" for gpu in range(8)] + ["1:*"]  # node 1 as one line
+
+
+@needs_tmux
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+def test_ascii_draws_every_screen_in_ascii(in_repo, size):
+    """--ascii in tmux: the summary (and its chart), every tab and the help, not one character past ASCII,
+    with the figures still there."""
+    tmux = Tmux(f"cd {REPO} && DDPTOP_FAKE_NVML=dgx1 {sys.executable} -m ddptop view {RECORDED} --ascii",
+                size=size)
+    screens = {}
+    try:
+        screens["summary"] = tmux.wait_for("Sweep complete", timeout=60)
+        for name, keys in (("chart", "g"), ("overview", "Escape"), ("ranks", "2"), ("topology", "3"),
+                           ("logs", "4"), ("help", "?")):
+            if name == "chart" and size[0] >= 120:
+                continue  # beside the tables already
+            tmux.keys(keys)
+            time.sleep(0.8)
+            screens[name] = tmux.screen()
+    finally:
+        tmux.kill()
+    outside = {name: sorted({c for c in text if not c.isascii()}) for name, text in screens.items()}
+    assert outside == {name: [] for name in screens}
+    assert "speedup vs N" in screens.get("chart", screens["summary"]) and "+-" in screens["overview"]
+    assert "#" in screens["overview"] and "1.14" in screens["overview"]  # bars of '#', the speedup

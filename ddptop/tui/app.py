@@ -19,6 +19,7 @@ from typing import Any, Iterable
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.content import Content
 from textual.containers import ScrollableContainer, Vertical
 from textual.message import Message
 from textual.screen import Screen
@@ -31,6 +32,8 @@ from ddptop.options import DEFAULT_FPS
 from ddptop.signals import handle_stop_signals
 from ddptop.snapshot import RunSnapshot
 from ddptop.telemetry.topology import format_matrix
+from ddptop.tui import ascii
+from ddptop.tui import format as fmt
 from ddptop.tui.panels import ConfigTable, GpuTable, HostLine, LogPanel, RankTable, StatusLine, StepChart
 from ddptop.tui.screens import HelpScreen, SummaryScreen
 
@@ -81,8 +84,13 @@ class SummaryApp(App[int]):
 
     def __init__(self, summary: dict[str, Any], paths: dict[str, str] | None) -> None:
         super().__init__()
+        if fmt.ASCII:
+            self.CSS = ascii.CSS
         self.summary = summary
         self.paths = paths
+
+    def format_title(self, title: str, sub_title: str) -> Content:
+        return ascii.format_title(title, sub_title) if fmt.ASCII else super().format_title(title, sub_title)
 
     def on_mount(self) -> None:
         self.push_screen(SummaryScreen(self.summary, self.paths, with_topology=True, alone=True))
@@ -130,6 +138,8 @@ class DdptopApp(App[int]):
 
     def __init__(self, control: RunControl, fps: float = DEFAULT_FPS, screenshot_dir: str | None = None) -> None:
         super().__init__()
+        if fmt.ASCII:  # read when the app starts
+            self.CSS = type(self).CSS + ascii.CSS
         self.control = control
         self.fps = fps
         self.screenshot_dir = screenshot_dir or control.run_dir
@@ -160,8 +170,11 @@ class DdptopApp(App[int]):
         return cls(RecordedControl.of(run_dir, open_summary), fps)
 
     # -- layout ------------------------------------------------------------------------------------------------
+    def format_title(self, title: str, sub_title: str) -> Content:
+        return ascii.format_title(title, sub_title) if fmt.ASCII else super().format_title(title, sub_title)
+
     def compose(self) -> ComposeResult:
-        yield Header(show_clock=False)
+        yield Header(show_clock=False, icon=ascii.HEADER_ICON if fmt.ASCII else None)
         yield StatusLine(id="status-line")
         with TabbedContent(initial="overview"):
             with TabPane("1 Overview", id="overview"):
@@ -175,11 +188,9 @@ class DdptopApp(App[int]):
             with TabPane("3 Topology", id="topology-tab"):
                 with ScrollableContainer():
                     topology = self.control.topology
-                    yield Static(
-                        format_matrix(topology, self.control.session.plan.threads_per_rank)
-                        if topology is not None else "Topology was not recorded.",
-                        id="topology",
-                    )
+                    text = (format_matrix(topology, self.control.session.plan.threads_per_rank)
+                            if topology is not None else "Topology was not recorded.")
+                    yield Static(fmt.ascii_of(text) if fmt.ASCII else text, id="topology")
             with TabPane("4 Logs", id="logs-tab"):
                 yield LogPanel(id="logs-view")
         yield Footer()

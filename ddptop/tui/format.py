@@ -3,7 +3,7 @@ Textual. Numbers are written by ``ddptop.units``; the names below keep the scree
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Any, Sequence
 
 from rich.text import Span, Text
 
@@ -11,6 +11,50 @@ from ddptop import units
 from ddptop.analysis import stats
 
 SPARK = "▁▂▃▄▅▆▇█"
+ASCII_SPARK = "_.,-=+*#"
+# --ascii: every character drawn is ASCII (a serial console, an old terminal, a font without braille or
+# blocks): bars of '#', sparklines of punctuation, charts of '*' and 'o', and the rest transliterated
+ASCII = False
+AXIS = "│"
+TRANSLITERATION = {
+    "±": "+-", "–": "-", "—": "-", "·": "|", "×": "x", "≥": ">=", "≤": "<=", "…": "~", "→": "->", "←": "<-",
+    "◂": "<", "▸": ">", "µ": "u", "≈": "~", "°": "", "│": "|", "─": "-", "━": "-", "▏": "|", "’": "'", "✓": "ok",
+}
+
+
+def use_ascii() -> None:
+    """Draw with ASCII alone from now on (the whole process: ``--ascii``)."""
+    global ASCII, AXIS
+    ASCII, AXIS = True, "|"
+
+
+def ascii_of(text: str) -> str:
+    """``text`` in ASCII: known symbols spelled out, anything else outside ASCII as '?'."""
+    if text.isascii():
+        return text
+    return "".join(c if c.isascii() else TRANSLITERATION.get(c, "?") for c in text)
+
+
+def ascii_text(content: Any) -> Any:
+    """A str or a rich Text in ASCII, styles kept (a symbol may take more cells than it did)."""
+    if isinstance(content, str):
+        return ascii_of(content)
+    if not isinstance(content, Text) or content.plain.isascii():
+        return content
+    plain = content.plain
+    cuts = sorted({0, len(plain), *(i for span in content.spans for i in (span.start, span.end) if 0 <= i <= len(plain))})
+    out = Text(style=content.style, end=content.end, justify=content.justify, no_wrap=content.no_wrap,
+               overflow=content.overflow)
+    for start, end in zip(cuts, cuts[1:]):
+        piece = ascii_of(plain[start:end])
+        at = len(out.plain)
+        out.append(piece)
+        for span in content.spans:  # in their order: a later span still wins where they overlap
+            if span.start <= start and end <= span.end:
+                out.stylize(span.style, at, at + len(piece))
+    return out
+
+
 # nvitop's load thresholds: below the first is light (green), below the second moderate (yellow), else heavy.
 UTIL_THRESHOLDS = (10, 75)
 MEMORY_THRESHOLDS = (10, 80)
@@ -33,7 +77,9 @@ def bar(percent: float | None, width: int = 10, thresholds: tuple[int, int] = UT
     percent = max(0.0, min(100.0, percent))
     eighths = round(percent / 100 * width * 8)
     full, part = divmod(eighths, 8)
-    cells = "█" * full + (" ▏▎▍▌▋▊▉"[part] if part else "")
+    if ASCII:
+        full, part = round(eighths / 8), 0
+    cells = ("#" if ASCII else "█") * full + (" ▏▎▍▌▋▊▉"[part] if part else "")
     text = Text(cells.ljust(width), style=load_style(percent, thresholds))
     text.append(f"{percent:4.0f}%")
     return text
@@ -51,7 +97,8 @@ def sparkline(values: Sequence[float | None], width: int = 12, top: float | None
         if value is None:
             chars.append(" ")
         else:
-            chars.append(SPARK[min(len(SPARK) - 1, max(0, int(value / ceiling * (len(SPARK) - 1) + 0.5)))])
+            levels = ASCII_SPARK if ASCII else SPARK
+            chars.append(levels[min(len(levels) - 1, max(0, int(value / ceiling * (len(levels) - 1) + 0.5)))])
     return Text("".join(chars).rjust(width), style="cyan")
 
 
@@ -117,7 +164,7 @@ def braille_chart(series: Sequence[Sequence[float]], width: int, height: int) ->
     rows = []
     for row in range(height):
         # one span per run of cells of the same series, not one per cell: far fewer segments to draw
-        plain = "".join(chr(BRAILLE_BASE + bits) if bits else " " for bits in cells[row])
+        plain = "".join(("o" if ASCII else chr(BRAILLE_BASE + bits)) if bits else " " for bits in cells[row])
         spans, start = [], 0
         for column in range(1, width + 1):
             here = owner[row][start] if cells[row][start] else -1
@@ -166,8 +213,10 @@ def band_chart(series: Sequence[Sequence[float]], width: int, height: int) -> tu
         top, bottom = (int((levels - round((v - low) / (high - low) * levels)) // 4) for v in (p90, p10))
         for row in range(top, bottom + 1):
             banded[row][column] = True
+            if ASCII:  # the band as characters too: without colour a background is not seen
+                chars[row][column] = ":"
         row, dot = divmod(levels - round((p50 - low) / (high - low) * levels), 4)
-        chars[row][column] = chr(BRAILLE_BASE + (BRAILLE_DOTS[0][dot] | BRAILLE_DOTS[1][dot]))
+        chars[row][column] = "*" if ASCII else chr(BRAILLE_BASE + (BRAILLE_DOTS[0][dot] | BRAILLE_DOTS[1][dot]))
     rows = []
     for row in range(height):
         # one span per run of cells in or out of the band, none nested: cheap to draw

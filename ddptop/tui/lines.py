@@ -22,6 +22,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widget import Widget
 
+from ddptop.tui import format as fmt
+
 _CONSOLE = Console(width=10_000, color_system="truecolor", legacy_windows=False)  # for overlapping spans
 
 
@@ -60,7 +62,7 @@ class TextLines(Widget):
 
     def show(self, lines: list[Text]) -> None:
         """Only the lines that changed are drawn again (a terminal is sent every cell of a redrawn line)."""
-        new = [text_segments(line) for line in lines]
+        new = [text_segments(fmt.ascii_text(line) if fmt.ASCII else line) for line in lines]
         old, self._lines = self._lines, new
         if len(old) != len(new) or self._shown_size != self.size:  # laid out anew: every line
             self._shown_size = self.size
@@ -188,12 +190,14 @@ class LineTable(ScrollView, can_focus=False):
         segments = []
         for key, _label, width in self.columns:  # one space either side of a cell, as DataTable pads
             value = cells.get(key, "")
+            if fmt.ASCII:
+                value = fmt.ascii_text(value)
             segments.append(Segment(" "))
             if isinstance(value, str) and cell_len(value) <= width:  # most cells: no Text to build
                 segments.append(Segment(value + " " * (width - cell_len(value))))
             else:
                 text = value.copy() if isinstance(value, Text) else Text(str(value))
-                text.truncate(width, overflow="ellipsis", pad=True)
+                text.truncate(width, overflow="crop" if fmt.ASCII else "ellipsis", pad=True)
                 segments += text_segments(text)
             segments.append(Segment(" "))
         return Strip(Segment.simplify(segments))

@@ -12,7 +12,9 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Header, Static
 
 from ddptop.control import display_path
+from ddptop.tui import ascii
 from ddptop.tui import format as fmt
+from ddptop.tui.lines import TextLines
 
 
 class HelpScreen(ModalScreen[None]):
@@ -26,11 +28,9 @@ class HelpScreen(ModalScreen[None]):
         rows = "\n".join(
             f"  {b.key_display or b.key:<10} {b.description}" for b in self.app_keys if isinstance(b, Binding)
         )
-        yield Static(
-            "ddptop keys\n\n" + rows + "\n\n  ctrl+p     command palette (every action by name)\n\n"
-            "Esc closes this help.",
-            id="help",
-        )
+        text = ("ddptop keys\n\n" + rows + "\n\n  ctrl+p     command palette (every action by name)\n\n"
+                "Esc closes this help.")
+        yield Static(fmt.ascii_of(text) if fmt.ASCII else text, id="help")
 
 
 class SummaryScreen(Screen[None]):
@@ -77,23 +77,25 @@ class SummaryScreen(Screen[None]):
         self._scroll_hints: list[tuple[HorizontalScroll, Static]] = []
 
     def compose(self) -> ComposeResult:
-        yield Header(show_clock=False)
+        yield Header(show_clock=False, icon=ascii.HEADER_ICON if fmt.ASCII else None)
         with Horizontal(id="summary-body"):
             with ScrollableContainer(id="summary-text"):
                 with Vertical(id="summary-tables"):
                     # sentences wrap to the window; a table keeps its columns and scrolls sideways instead
-                    for kind, indent, block in text_blocks(self._text()):
+                    text = self._text()
+                    for kind, indent, block in text_blocks(fmt.ascii_text(text) if fmt.ASCII else text):
                         if kind == PROSE:
                             prose = Static(block, classes="prose")
                             prose.styles.padding = (0, 0, 0, indent)  # a wrapped line keeps its indent
                             yield prose
                         else:
-                            scroller, hint = HorizontalScroll(), Static(SCROLL_HINT, classes="scroll-hint")
+                            scroller = HorizontalScroll()
+                            hint = Static(fmt.ascii_of(SCROLL_HINT) if fmt.ASCII else SCROLL_HINT, classes="scroll-hint")
                             self._scroll_hints.append((scroller, hint))
                             with scroller:
                                 yield Static(block, classes="table")
                             yield hint
-            yield _plot()(id="speedup-chart")
+            yield AsciiSpeedupChart(self.summary, id="speedup-chart") if fmt.ASCII else _plot()(id="speedup-chart")
         yield Footer()
 
     def plain_text(self) -> str:
@@ -126,6 +128,8 @@ class SummaryScreen(Screen[None]):
         return out
 
     def on_mount(self) -> None:
+        if fmt.ASCII:
+            return  # the ASCII chart draws itself at its size
         plot = self.query_one("#speedup-chart", _plot())
         plt = plot.plt
         plt.title("speedup vs N")
@@ -206,6 +210,18 @@ def text_blocks(text: Text) -> list[tuple[str, int, Text]]:
         else:
             blocks.append((kind, indent, [line]))
     return [(kind, indent, Text("\n").join(lines)) for kind, indent, lines in blocks]
+
+
+class AsciiSpeedupChart(TextLines):
+    """The speedup chart in ASCII (``--ascii``), drawn again at each size."""
+
+    def __init__(self, summary: dict[str, Any], **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.summary = summary
+
+    def on_resize(self) -> None:
+        if self.size.width and self.size.height:
+            self.show([Text(line) for line in ascii.speedup_lines(self.summary, self.size.width, self.size.height)])
 
 
 # the live chart's series colours that plotext also names (its grey is the perfect-scaling line's)

@@ -7,6 +7,8 @@ from typing import Any
 from rich.text import Text
 from textual.widgets import Static
 
+from ddptop.tui import format as fmt
+
 
 class CachedStatic(Static):
     """Its height is the lines its content wraps to at its width, set here rather than left to ``height:
@@ -17,6 +19,8 @@ class CachedStatic(Static):
     _shown_height: int | None = None
 
     def show_content(self, content: Any) -> None:
+        if fmt.ASCII:
+            content = fmt.ascii_text(content)
         if self._shown == content:
             return
         self._shown = content

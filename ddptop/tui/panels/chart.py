@@ -72,7 +72,7 @@ class StepChart(TextLines):
         lines = [title]
         for number, row in enumerate(rows):
             label = f"{high:.4f}s" if number == 0 else f"{low:.4f}s" if number == len(rows) - 1 else ""
-            line = Text(f"{label:>{LABEL_WIDTH}}│")
+            line = Text(f"{label:>{LABEL_WIDTH}}{fmt.AXIS}")
             line.append_text(row)
             lines.append(line)
         self.show(lines)

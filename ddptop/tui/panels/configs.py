@@ -26,7 +26,7 @@ STATUS_STYLE = {
 # (key, label, width, priority): the lowest priority is dropped first in a narrow window
 CONFIG_COLUMNS = (
     ("label", "N", 6), ("model", "model", 12, 70), ("bs", "batch", 5, 60), ("backend", "backend", 7, 30),
-    ("status", "status", 10), ("progress", "progress", 13, 50), ("p50", "p50 s", 7), ("prec", "±p50", 6, 95),
+    ("status", "status", 10), ("progress", "progress", 13, 50), ("p50", "p50 s", 7), ("prec", "±p50", 7, 95),
     ("p75", "p75 s", 7, 20), ("p90", "p90 s", 7, 40), ("p95", "p95 s", 7, 25), ("exs", "ex/s", 7, 80),
     ("speedup", "speedup", 7, 90), ("eff", "eff", 5, 85), ("comm", "comm", 5, 55),
 )

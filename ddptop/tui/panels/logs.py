@@ -6,6 +6,7 @@ from textual.widgets import Log
 
 from ddptop.control import LOG_LINES
 from ddptop.snapshot import RunSnapshot
+from ddptop.tui import format as fmt
 
 
 class LogPanel(Log):
@@ -18,4 +19,4 @@ class LogPanel(Log):
             return
         self._shown = snapshot.logs
         self.clear()
-        self.write_lines(snapshot.logs)
+        self.write_lines([fmt.ascii_of(line) for line in snapshot.logs] if fmt.ASCII else snapshot.logs)

@@ -1,0 +1,90 @@
+"""``--ascii``: the whole view in ASCII (no braille, block or box-drawing character), for a serial console,
+an old terminal or a font without those glyphs.
+
+ddptop's own cells switch through ``format.use_ascii``; Textual's chrome through its own extension points:
+the scrollbar renderer class (``ScrollBar.renderer``), the tab underline's bar characters, the header's icon
+and title separator (``App.format_title``), and CSS for the footer's and the help's borders.
+"""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.renderables.bar import Bar
+from textual.scrollbar import ScrollBar, ScrollBarRender
+
+from ddptop.tui import format as fmt
+
+CSS = """
+FooterKey.-command-palette { border-left: none; }
+#help { border: ascii $accent; }
+"""
+HEADER_ICON = "*"
+
+
+class AsciiScrollBarRender(ScrollBarRender):
+    """The thumb in colour alone, without the block characters Textual draws its ends with."""
+
+    VERTICAL_BARS = [" "] * 8
+    HORIZONTAL_BARS = [" "] * 8
+
+
+def use_ascii() -> None:
+    """Switch this process's view to ASCII (before the app starts)."""
+    fmt.use_ascii()
+    ScrollBar.renderer = AsciiScrollBarRender
+    Bar.HALF_BAR_LEFT = Bar.BAR = Bar.HALF_BAR_RIGHT = "-"
+
+
+def format_title(title: str, sub_title: str) -> Content:
+    """The header's title and subtitle, joined by an ASCII dash (Textual's own uses an em dash)."""
+    return Content(fmt.ascii_of(f"{title} - {sub_title}" if sub_title else title))
+
+
+def speedup_lines(summary: dict, width: int, height: int) -> list[str]:
+    """The summary's speedup against N in ASCII: 'o' measured (a letter per table past the first), '|' its
+    95% interval, 'x' the projection, '.' perfect scaling; ticks at the world sizes, a legend below."""
+    marks = "oabcdefghijk"
+    tables = [t for t in summary.get("scaling") or [] if t.get("rows")]
+    label_width, plot_w, plot_h = 6, max(4, width - 8), max(3, height - 4)
+    sizes = sorted({1, *(r["world_size"] for t in tables for r in t["rows"]),
+                    *(p["world_size"] for t in tables for p in (t.get("projection") or {}).get("points") or [])})
+    top = max([float(sizes[-1])] + [v for t in tables for r in t["rows"]
+                                    for v in [r["speedup"], *((r.get("speedup_ci") or [None, None])[1:])] if v])
+    top *= 1.1
+    grid = [[" "] * plot_w for _ in range(plot_h)]
+
+    def col(n: float) -> int:
+        return min(plot_w - 1, max(0, round((n - 0.5) / (sizes[-1]) * (plot_w - 1))))
+
+    def row(v: float) -> int:
+        return min(plot_h - 1, max(0, plot_h - 1 - round(v / top * (plot_h - 1))))
+
+    for x in range(plot_w):  # perfect scaling: speedup = N
+        n = 0.5 + x * sizes[-1] / max(1, plot_w - 1)
+        if n <= top:
+            grid[row(n)][x] = "."
+    for index, table in enumerate(tables):
+        for point in (table.get("projection") or {}).get("points") or []:
+            grid[row(point["speedup"])][col(point["world_size"])] = "x"
+        for r in table["rows"]:
+            low, high = r.get("speedup_ci") or (None, None)
+            if low is not None and high is not None:
+                for y in range(row(high), row(low) + 1):
+                    grid[y][col(r["world_size"])] = "|"
+            grid[row(r["speedup"])][col(r["world_size"])] = marks[index % len(marks)]
+    lines = ["speedup vs N".center(width).rstrip()]
+    for y in range(plot_h):
+        label = f"{top * (plot_h - 1 - y) / (plot_h - 1):.2f}" if y in (0, plot_h // 2, plot_h - 1) else ""
+        lines.append(f"{label:>{label_width}} |" + "".join(grid[y]))
+    axis = [" "] * plot_w
+    ticks = [" "] * plot_w
+    for n in sizes:
+        axis[col(n)] = "+"
+        for offset, char in enumerate(str(n)):
+            if col(n) + offset < plot_w:
+                ticks[col(n) + offset] = char
+    lines.append(" " * label_width + " +" + "".join(axis).replace(" ", "-"))
+    lines.append(" " * (label_width + 2) + "".join(ticks) + "  N")
+    legend = [f"{marks[i % len(marks)]} {t['model']} bs{t['batch_size']}" for i, t in enumerate(tables)]
+    lines.append(fmt.ascii_of("  ".join(legend + [". perfect", "x projected", "| 95% interval"])))
+    return lines
