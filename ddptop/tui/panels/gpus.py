@@ -91,10 +91,12 @@ class GpuTable(LineTable):
             self.set_row(key, cells)
 
     def _capacity(self) -> int:
-        """GPU rows the panel can show: its maximum height (40% of the overview) less the header."""
-        parent = self.parent
-        height = getattr(getattr(parent, "size", None), "height", 0)
-        return max(1, int(height * 0.4) - 1) if height else 1_000
+        """GPU rows the panel can show: its max-height (40% of the overview in the app) less the header."""
+        limit, parent = self.styles.max_height, self.parent
+        size = getattr(parent, "size", None)
+        if limit is None or size is None or not size.height:
+            return 1_000
+        return max(1, int(limit.resolve(size, self.app.size)) - 1)
 
 
 def _same_readings(new: tuple[Any, ...], old: tuple[Any, ...] | None) -> bool:
