@@ -96,7 +96,7 @@ def test_stopping_a_healthy_monitor_shuts_nvml_down(tmp_path):
 def test_the_gpu_table_fits_the_largest_gpus_without_cutting_a_value():
     from ddptop.tui.panels.gpus import GPU_COLUMNS, _gpu_cells
 
-    widths = {key: width for key, _, width in GPU_COLUMNS}
+    widths = {column[0]: column[2] for column in GPU_COLUMNS}  # (key, label, width[, priority])
     h200 = {"index": 7, "mem_used": 140 * 2**30, "mem_total": 141 * 2**30, "power_w": 1000.0,
             "power_limit_w": 1000.0, "util": 100, "temp_c": 85, "sm_clock_mhz": 1980}
     cells = _gpu_cells(h200, "NVIDIA H200", [100] * 12, ["7"])
