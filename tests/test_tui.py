@@ -41,6 +41,23 @@ def test_summary_screen_snapshot(snap_compare, in_repo, size):
     assert snap_compare(DdptopApp.for_recorded(RECORDED), terminal_size=size, run_before=open_summary)
 
 
+@pytest.mark.parametrize("size", [(80, 24), (120, 40), (200, 60)])
+@pytest.mark.parametrize("screen", ["overview", "ranks", "topology", "summary"])
+def test_every_screen_at_every_size_snapshot(snap_compare, in_repo, screen, size):
+    """The four screens at 80x24, 120x40 and 200x60: what the layout scan below checks, kept as pictures."""
+
+    async def show(pilot):
+        await settled(pilot)
+        if screen == "summary":
+            await pilot.press("r")
+            await wait_for(pilot, lambda: bool(pilot.app.screen.query("#summary-tables")), timeout=30, step=0.02)
+            await pilot.pause(0.3)
+        else:
+            await pilot.press({"overview": "1", "ranks": "2", "topology": "3"}[screen])
+
+    assert snap_compare(DdptopApp.for_recorded(RECORDED), terminal_size=size, run_before=show)
+
+
 def test_recorded_run_fills_every_panel(in_repo):
     asyncio.run(recorded_run_fills_every_panel())
 
@@ -520,3 +537,24 @@ def test_ascii_draws_every_screen_in_ascii(in_repo, size):
     assert outside == {name: [] for name in screens}
     assert "speedup vs N" in screens.get("chart", screens["summary"]) and "+-" in screens["overview"]
     assert "#" in screens["overview"] and "1.14" in screens["overview"]  # bars of '#', the speedup
+
+
+@needs_tmux
+def test_a_256_colour_terminal_gets_256_colour_codes_only(in_repo):
+    """TERM=xterm-256color without COLORTERM (most SSH sessions): every colour is sent as one of the 256,
+    none as 24-bit RGB the terminal would render wrong, and the load colours stay apart."""
+    import re
+
+    tmux = Tmux(f"unset COLORTERM; export TERM=xterm-256color; cd {REPO} && DDPTOP_FAKE_NVML=dgx1 "
+                f"{sys.executable} -m ddptop view {RECORDED}", size=(120, 40))
+    try:
+        tmux.wait_for("Sweep complete", timeout=60)
+        tmux.keys("Escape")
+        tmux.wait_for("Host CPU", timeout=30)
+        shown = subprocess.run([*tmux.base, "capture-pane", "-e", "-p", "-t", tmux.name], capture_output=True,
+                               text=True, check=True).stdout
+    finally:
+        tmux.kill()
+    assert not re.search(r"[34]8;2;", shown)  # no 24-bit colour
+    foregrounds = set(re.findall(r"38;5;(\d+)", shown))
+    assert len(foregrounds) >= 5, foregrounds  # text, dim, and the bars' green, yellow and red at least
