@@ -128,7 +128,6 @@ class LineTable(ScrollView, can_focus=False):
     def _show_columns(self, columns: list[tuple[str, str, int, int]]) -> None:
         self.columns = [(key, label, width) for key, label, width, _ in columns]
         self.hidden = len(self.all_columns) - len(columns)
-        self._width = sum(width + 2 for _, _, width in self.columns)
         header = self._line({key: label for key, label, _ in self.columns})
         if self.hidden:  # said where the eye reads the columns: more exist in a wider window
             header = Strip.join([header, Strip([Segment(f"+{self.hidden}", Style(dim=True))])])

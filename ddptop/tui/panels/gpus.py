@@ -66,14 +66,8 @@ class GpuTable(LineTable):
                                                              node.recent, ranks_on)
                 continue
             names = {g["index"]: g.get("name", "") for g in node.info.get("gpus") or []}
-            if node_rank == 0 and keep < len(readings):
-                rest = readings[keep:]
-                readings = readings[:keep]
-                rows["rest"] = _node_summary_cells(
-                    f"GPUs {rest[0]['index']}-{rest[-1]['index']}", "+" + str(len(rest)), rest,
-                    [{"gpus": [g for g in r.get("gpus") or [] if g.get("index") in {x["index"] for x in rest}]}
-                     for r in node.recent], ranks_on)
-            for reading in readings:
+            rest = readings[keep:] if node_rank == 0 else []
+            for reading in readings[:keep] if node_rank == 0 else readings:
                 index = reading["index"]
                 history = [
                     next((g.get("util") for g in r.get("gpus") or [] if g.get("index") == index), None)
@@ -83,8 +77,11 @@ class GpuTable(LineTable):
                 if several:
                     cells["gpu"] = f"{node_rank}:{index}"
                 rows[f"{node_rank}:{index}" if several else str(index)] = cells
-        if "rest" in rows:  # the summary of node 0's other GPUs after its rows
-            rows["rest"] = rows.pop("rest")
+            if rest:  # node 0's GPUs past the panel's rows, as one line after its others
+                indices = {r["index"] for r in rest}
+                history = [{"gpus": [g for g in r.get("gpus") or [] if g.get("index") in indices]} for r in node.recent]
+                rows["rest"] = _node_summary_cells(f"GPUs {rest[0]['index']}-{rest[-1]['index']}",
+                                                   f"+{len(rest)}", rest, history, ranks_on)
         if list(rows) != self.rows:
             self.clear()
         for key, cells in rows.items():
