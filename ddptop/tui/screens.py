@@ -100,7 +100,7 @@ class SummaryScreen(Screen[None]):
 
     def plain_text(self) -> str:
         """Every block's text, in order (what the screen shows, before wrapping)."""
-        return "".join(str(w.render()) + "\n" for w in self.query("#summary-tables > Static, .table"))
+        return "".join(str(w.render()) + "\n" for w in self.query("#summary-tables > .prose, .table"))
 
     def _text(self) -> Text:
         out = Text()
