@@ -30,6 +30,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "observer": ([], ["--rounds", "3", "--iters", "20"]),
     "sweep_overhead": ([], []),
     "adaptive": ([], ["--rounds", "1"]),
+    "subgroups": ([], ["--rounds", "2"]),
 }
 
 
