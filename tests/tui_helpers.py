@@ -17,7 +17,9 @@ async def screen_text(app, pilot, selector: str, timeout: float = 30.0) -> str:
 
 
 async def summary_text(app, pilot) -> str:
-    await wait_for(pilot, lambda: bool(app.screen.query("#summary-tables")), 30.0, step=0.05)
+    # the screen composes its blocks a moment after it is pushed: wait for their text, not the container
+    await wait_for(pilot, lambda: bool(app.screen.query("#summary-tables")) and bool(app.screen.plain_text()),
+                   30.0, step=0.05)
     return app.screen.plain_text()
 
 

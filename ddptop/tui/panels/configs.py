@@ -7,7 +7,7 @@ from typing import Any
 
 from rich.text import Text
 
-from ddptop.protocol.vocab import FAILED
+from ddptop.protocol.vocab import FAILED, Status
 from ddptop.snapshot import ConfigSnapshot, RunSnapshot, ScalingFigures, Validity
 from ddptop.tui import format as fmt
 from ddptop.tui.lines import LineTable
@@ -44,7 +44,7 @@ class ConfigTable(LineTable):
     def on_mount(self) -> None:
         for spec in self._specs:
             self.set_row(spec.config_id, {"label": spec.label, "model": spec.model, "bs": str(spec.batch_size),
-                                          "backend": spec.backend})
+                                          "backend": spec.backend, "status": Text(Status.PENDING, style="dim")})
 
     def update_from(self, snapshot: RunSnapshot) -> None:
         for config in snapshot.session.configs:
