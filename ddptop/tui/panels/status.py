@@ -38,11 +38,11 @@ class StatusLine(CachedStatic):
         if running is not None:
             left = eta.config_remaining(running, end) if going else None
             parts.append(f"running {running.heading}" + (f", ~{fmt.duration(left)} left" if left is not None else ""))
+        elif snapshot.phase == ENDED:
+            parts.append("finished")
         sweep_left = eta.sweep_remaining(session, end) if going else None
         if sweep_left is not None:
             parts.append(f"sweep ~{fmt.duration(sweep_left)} left")
-        elif snapshot.phase == ENDED:
-            parts.append("finished")
         if not snapshot.live:
             if snapshot.phase == FINISHED:
                 parts.append("finished")
