@@ -120,19 +120,11 @@ def launch_of_events_file(path: str) -> str:
 
 def node_ranks_with(run_dir: str, name: str) -> list[int]:
     """The node ranks whose copy of the run file ``name`` exists (0 for the single-node name), sorted."""
-    stem, ext = os.path.splitext(name)
-    prefix = f"{stem}{_NODE_TAG}"
-    found = []
     try:
         entries = os.listdir(run_dir)
     except OSError:
         return []
-    for entry in entries:
-        if entry == name:
-            found.append(0)
-        elif entry.startswith(prefix) and entry.endswith(ext) and entry[len(prefix):len(entry) - len(ext)].isdigit():
-            found.append(int(entry[len(prefix):len(entry) - len(ext)]))
-    return sorted(found)
+    return sorted(rank for rank in (node_of(entry, name) for entry in entries) if rank is not None)
 
 
 def run_file(run_dir: str, name: str, node_rank: int = 0) -> str:

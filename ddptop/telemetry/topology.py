@@ -98,11 +98,21 @@ def sysfs_bdf(bus_id: str) -> str:
         return bus_id.lower()
 
 
-def _read_int(path: str) -> int | None:
+def _read_text(path: str) -> str | None:
     try:
         with open(path, encoding="ascii") as handle:
-            value = int(handle.read().strip())
-    except (OSError, ValueError):
+            return handle.read().strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+
+
+def _read_int(path: str) -> int | None:
+    text = _read_text(path)
+    if text is None:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
         return None
     return value if value >= 0 else None
 
@@ -293,14 +303,6 @@ def read_topology(nvml_module: Any | None = None, sysfs_root: str | None = None)
     return topo
 
 
-def _read_text(path: str) -> str | None:
-    try:
-        with open(path, encoding="ascii") as handle:
-            return handle.read().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
 def parse_cpu_list(text: str) -> list[int]:
     """sysfs's "0-3,8,10-11" -> [0, 1, 2, 3, 8, 10, 11] (the inverse of ``cpu_ranges``)."""
     cpus: list[int] = []
@@ -437,8 +439,7 @@ def format_matrix(topo: Topology, threads_per_rank: dict[int, int] | None = None
     names = topo.devices
     if not names:
         lines.append("No GPU or RDMA NIC found.")
-        cpus = format_cpus(topo.cpu, threads_per_rank, topo.fake)
-        return "\n".join(lines + ([""] + cpus if cpus else [])) + "\n"
+        return _with_cpus(lines, topo, threads_per_rank)
     width = max(8, max(len(n) for n in names) + 2)
     header = " " * width + "".join(f"{n:<{width}}" for n in names)
     if topo.gpus:
@@ -457,6 +458,11 @@ def format_matrix(topo: Topology, threads_per_rank: dict[int, int] | None = None
         lines.append(f"  {key:<4} = {words}")
     for note in topo.notes:
         lines.append(f"Note: {note}")
+    return _with_cpus(lines, topo, threads_per_rank)
+
+
+def _with_cpus(lines: list[str], topo: Topology, threads_per_rank: dict[int, int] | None) -> str:
+    """The tab's text: ``lines``, then the machine's CPUs after a blank line."""
     cpus = format_cpus(topo.cpu, threads_per_rank, topo.fake)
     return "\n".join(lines + ([""] + cpus if cpus else [])) + "\n"
 
