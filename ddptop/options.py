@@ -31,9 +31,9 @@ OUTPUT = "output"
 DEVICES = ("auto", "cuda", "cpu")
 AUTO = "auto"  # --iters auto, --warmup auto: measured until precise (or steady), not a fixed count
 BACKENDS = ("auto", "nccl", "gloo")
-# Frames a second of the live view. The telemetry comes once a second and the step chart is drawn once a
-# second, so a frame between them only moves the running row and the clock; at 4 a second the view took
-# 2.6% of a core against 1.9% at 2 (benchmarks/terminal_cost.py, 160x50, a ~1,000 steps/s sweep).
+# Frames a second of the live view. The telemetry comes once a second and the step chart is redrawn every
+# 2 s, so a frame between them only moves the running row and the clock; at 4 a second the view took 2.6%
+# of a core against 1.8-1.9% at 2 (benchmarks/terminal_cost.py, 160x50, a ~1,000 steps/s sweep).
 DEFAULT_FPS = 2.0
 AMP_DTYPES = ("bf16", "fp16")
 
@@ -237,7 +237,6 @@ RUN_OPTIONS: tuple[Option, ...] = (
 )
 
 PLAN_OPTIONS: tuple[Option, ...] = tuple(o for o in RUN_OPTIONS if o.in_plan)
-
 OPTIONS_BY_NAME: dict[str, Option] = {o.name: o for o in PLAN_OPTIONS}
 
 

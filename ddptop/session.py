@@ -516,7 +516,7 @@ def process_is_alive(pid: int, started: float | None) -> bool:
 def _config_snapshot(state: ConfigState) -> ConfigSnapshot:
     """The configuration's frozen copy; the same object again while nothing it holds has changed."""
     precision_now = state.live_precision()
-    key = (state.revision, state.status, state.reason, precision_now, state.settled, state.ended_t)
+    key = (state.revision, state.status, state.reason, precision_now, state.settled)
     if state._snapshot_cache is not None and state._snapshot_cache[0] == key:
         return state._snapshot_cache[1]
     spec = state.spec

@@ -43,8 +43,8 @@ FINAL_PHASES = (ENDED, FINISHED, WRITER_GONE)
 # Until the telemetry's first reading is in (the monitor starts with the app), frames come this often, for
 # this long: the first useful frame should not wait a whole frame period for it.
 FIRST_READING_POLL, FIRST_READING_WAIT = 0.03, 3.0
-PANELS = ("overview", "ranks", "topology", "logs")
 TAB_OF_PANEL = {"overview": "overview", "ranks": "ranks-tab", "topology": "topology-tab", "logs": "logs-tab"}
+PANELS = tuple(TAB_OF_PANEL)
 # The panels each tab shows, drawn only while it is the active tab: a hidden widget that asks to be redrawn
 # makes Textual rebuild its map of every widget at the next frame (half the view's compositing cost).
 TAB_WIDGETS: dict[str, tuple[type, ...]] = {

@@ -62,7 +62,7 @@ class StepChart(TextLines):
             rows, low, high, per_column = fmt.band_chart(
                 [config.tails[r] for r in sorted(config.tails)], size[0] - LABEL_WIDTH - 1, size[1] - 1
             )
-            title.append("median", style="bold cyan")
+            title.append("median", style=fmt.MEDIAN_STYLE)
             title.append(" and ")
             title.append("p10-p90", style=fmt.BAND_STYLE)
             detail = f" of {len(config.tails)} rank(s), {per_column} step(s) per column (c: per rank)"

@@ -114,6 +114,7 @@ def _node_summary_cells(what: str, key: str, readings: list[dict[str, Any]], rec
     """One line for several GPUs (a node's, or those past the panel's rows): mean load and memory, summed
     memory and power, their ranks, how many have notes."""
     indices = {r["index"] for r in readings}
+
     def mean(values: list[Any]) -> float | None:
         known = [v for v in values if v is not None]
         return sum(known) / len(known) if known else None
@@ -125,29 +126,25 @@ def _node_summary_cells(what: str, key: str, readings: list[dict[str, Any]], rec
     used, size = total("mem_used"), total("mem_total")
     power, limit = total("power_w"), total("power_limit_w")
     history = [mean([g.get("util") for g in r.get("gpus") or []]) for r in recent]
-    noted = sum(1 for r in readings if r.get("throttle") or r.get("lost") or r.get("xid") or r.get("ecc_uncorrected"))
+    noted = sum(1 for r in readings if _notes(r))
+    temps = [r["temp_c"] for r in readings if r.get("temp_c") is not None]
     return {
         "gpu": key,
         "name": f"{what}: {len(readings)} GPUs",
         "util": fmt.bar(mean([r.get("util") for r in readings]), 8),
         "hist": fmt.sparkline(history, 10),
-        "mem": fmt.bar(100 * used / size if used is not None and size else None, 8, fmt.MEMORY_THRESHOLDS),
+        "mem": fmt.bar(_percent(used, size), 8, fmt.MEMORY_THRESHOLDS),
         "memgib": fmt.pair(fmt.gib(used), fmt.gib(size)),
-        "power": "N/A" if power is None else f"{power:.0f}/{limit:.0f}" if limit else f"{power:.0f}",
-        "temp": "N/A" if not readings or all(r.get("temp_c") is None for r in readings)
-        else f"{max(r['temp_c'] for r in readings if r.get('temp_c') is not None)}C",
+        "power": _power_cell(power, limit),
+        "temp": _temp_cell(max(temps) if temps else None),
         "clock": "-", "gpm": "-", "pcie": "-", "nvlink": "-",
         "rank": ",".join(r for index in sorted(ranks_on) if index in indices for r in ranks_on[index]) or "-",
         "notes": Text(f"{noted} GPU(s) with notes" if noted else "", style="yellow"),
     }
 
 
-def _gpu_cells(reading: dict[str, Any], name: str, history: list[Any], ranks: list[str]) -> dict[str, Any]:
-    mem_pct = (
-        100 * reading["mem_used"] / reading["mem_total"]
-        if reading.get("mem_used") is not None and reading.get("mem_total")
-        else None
-    )
+def _notes(reading: dict[str, Any]) -> list[str]:
+    """What a GPU's notes cell says: clock limits, lost, not accessible, Xid, uncorrected ECC."""
     notes = list(reading.get("throttle") or [])
     if reading.get("lost"):
         notes = ["GPU LOST"]
@@ -157,17 +154,32 @@ def _gpu_cells(reading: dict[str, Any], name: str, history: list[Any], ranks: li
         notes.append("Xid " + ",".join(map(str, reading["xid"])))
     if reading.get("ecc_uncorrected"):
         notes.append(f"ECC {reading['ecc_uncorrected']}")
-    power = reading.get("power_w")
-    limit = reading.get("power_limit_w")
+    return notes
+
+
+def _percent(used: float | None, total: float | None) -> float | None:
+    return 100 * used / total if used is not None and total else None
+
+
+def _power_cell(power: float | None, limit: float | None) -> str:
+    return "N/A" if power is None else f"{power:.0f}/{limit:.0f}" if limit else f"{power:.0f}"
+
+
+def _temp_cell(temp: Any) -> str:
+    return "N/A" if temp is None else f"{temp}C"
+
+
+def _gpu_cells(reading: dict[str, Any], name: str, history: list[Any], ranks: list[str]) -> dict[str, Any]:
+    notes = _notes(reading)
     return {
         "gpu": str(reading["index"]),
         "name": name.removeprefix("Tesla ").removeprefix("NVIDIA ")[:22],
         "util": fmt.bar(reading.get("util"), 8),
         "hist": fmt.sparkline(history, 10),
-        "mem": fmt.bar(mem_pct, 8, fmt.MEMORY_THRESHOLDS),
+        "mem": fmt.bar(_percent(reading.get("mem_used"), reading.get("mem_total")), 8, fmt.MEMORY_THRESHOLDS),
         "memgib": fmt.pair(fmt.gib(reading.get("mem_used")), fmt.gib(reading.get("mem_total"))),
-        "power": "N/A" if power is None else f"{power:.0f}/{limit:.0f}" if limit else f"{power:.0f}",
-        "temp": "N/A" if reading.get("temp_c") is None else f"{reading['temp_c']}C",
+        "power": _power_cell(reading.get("power_w"), reading.get("power_limit_w")),
+        "temp": _temp_cell(reading.get("temp_c")),
         "clock": "N/A" if reading.get("sm_clock_mhz") is None else str(reading["sm_clock_mhz"]),
         # GPM (Hopper and later): SM active / tensor pipe active, where NVML util counts any kernel at all
         "gpm": "-" if reading.get("sm_active") is None
