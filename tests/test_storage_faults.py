@@ -164,6 +164,63 @@ def test_marks_that_a_full_disk_stops_are_applied_in_memory(tmp_path, monkeypatc
     session.close()  # no traceback at the end either
 
 
+def _launch_writing_events(session):
+    """A launch of one rank that has said hello and started the first configuration (its writer, config id)."""
+    from ddptop.protocol import layout
+    from ddptop.protocol.marks import LaunchStart
+    from ddptop.protocol.wire import EventWriter
+
+    config = session.plan.configs()[0].config_id
+    launch = layout.launch_name(1, "n1-gloo")
+    events = os.path.join(layout.events_dir(layout.launch_path(session.run_dir, launch)), layout.events_name(0))
+    os.makedirs(os.path.dirname(events))
+    session.mark(**LaunchStart(launch, 1, "gloo", (config,)).to_data())
+    writer = EventWriter(events, 0, 0.0)
+    writer.emit("hello", world_size=1, host="h", pid=os.getpid(), device="cpu")
+    writer.emit("config_start", config_id=config)
+    writer.flush()
+    return writer, launch, config
+
+
+def _open_files():
+    return len(os.listdir("/proc/self/fd"))
+
+
+def test_steps_written_before_the_run_directory_was_removed_are_kept(tmp_path):
+    """The directory goes between two reads: what the rank had written is read from the file the session
+    opened, and the last read lets that file go."""
+    session = _session(tmp_path)
+    writer, _, config = _launch_writing_events(session)
+    before = _open_files()
+    session.refresh()
+    assert _open_files() == before + 1  # the rank's file, held between reads
+    writer.emit("samples", config_id=config, phase="measure", first_iter=0, of=10, sec=[0.01] * 10)
+    writer.flush()
+    shutil.rmtree(tmp_path / "run")
+    session.refresh(final=True)
+    assert session.configs[config].samples == {0: [0.01] * 10}
+    assert _open_files() == before
+    writer.close()
+    session.close()
+
+
+def test_the_files_of_an_ended_launch_are_read_to_their_end_and_let_go(tmp_path):
+    from ddptop.protocol.marks import LaunchEnd
+
+    session = _session(tmp_path)
+    writer, launch, config = _launch_writing_events(session)
+    before = _open_files()
+    session.refresh()
+    writer.emit("samples", config_id=config, phase="measure", first_iter=0, of=10, sec=[0.01] * 10)
+    writer.close()
+    session.mark(**LaunchEnd(launch, 0, "ok").to_data())
+    assert session.configs[config].samples == {0: [0.01] * 10}
+    assert _open_files() == before - 1  # the writer's and the reader's, both gone
+    session.refresh()
+    assert _open_files() == before - 1  # not opened again
+    session.close()
+
+
 def test_telemetry_a_full_disk_stops_stays_in_memory_and_the_view_says_so(tmp_path, monkeypatch):
     from ddptop.control import RecordedControl
     from ddptop.telemetry.monitor import Monitor

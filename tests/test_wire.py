@@ -67,6 +67,39 @@ def test_read_rest_takes_an_unterminated_last_event(tmp_path):
     assert len(reader.read_rest()) == 1
 
 
+def test_a_file_removed_after_it_was_seen_is_still_read_to_its_end(tmp_path):
+    """A run directory removed mid-run takes the path, not what the writer wrote: the reader keeps the file it
+    opened last, and lets it go with its last read."""
+    path = tmp_path / "events" / "rank-0.jsonl"
+    path.parent.mkdir()
+    writer = wire.EventWriter(str(path), rank=0)
+    writer.emit("hello", world_size=1, host="h", pid=1, device="cpu")
+    writer.flush()
+    reader = wire.EventFileReader(str(path))
+    assert [e["type"] for e in reader.read_new()] == ["hello"]
+    writer.emit("samples", config_id="c", phase="measure", first_iter=0, sec=[0.1, 0.2])
+    writer.flush()
+    os.unlink(path)
+    os.rmdir(path.parent)
+    writer.emit("bye")
+    writer.close()
+    assert [e["type"] for e in reader.read_rest()] == ["samples", "bye"]
+    assert reader.read_new() == []  # let go: the path is gone, and so is the file
+
+
+def test_a_file_is_opened_afresh_for_every_read(tmp_path):
+    """Over NFS, appends from another node show only on a fresh open: a replaced file is read from its path."""
+    path = tmp_path / "rank-0.jsonl"
+    line = wire.encode(wire.make_event("bye", 0))
+    path.write_bytes(line)
+    reader = wire.EventFileReader(str(path))
+    assert len(reader.read_new()) == 1
+    replacement = tmp_path / "replacement"
+    replacement.write_bytes(line * 3)
+    os.replace(replacement, path)
+    assert len(reader.read_new()) == 2
+
+
 @pytest.mark.parametrize(
     "line, reason",
     [

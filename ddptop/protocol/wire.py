@@ -22,6 +22,7 @@ from typing import Any
 from ddptop.protocol import storage
 
 WIRE_VERSION = 1
+READ_CHUNK = 1 << 20  # bytes per read of an events file
 
 _NUMBERS = frozenset((int, float))  # bool is not one: type(True) is bool
 _INT, _STR, _LIST, _DICT = frozenset((int,)), frozenset((str,)), frozenset((list,)), frozenset((dict,))
@@ -252,6 +253,10 @@ class EventFileReader:
 
     A trailing partial line is kept until its newline arrives. Malformed lines are skipped and counted
     (``malformed``), with the first reason kept for the user.
+
+    Each read opens the path afresh (over NFS another client's appends show only on open) and keeps that file
+    open until the next: when the path is gone (a run directory removed mid-run), what the writer had written
+    is still read from it. ``close`` (or ``read_rest``, the last read) lets the file go.
     """
 
     path: str
@@ -259,14 +264,10 @@ class EventFileReader:
     malformed: int = 0
     first_problem: str | None = None
     _partial: bytes = field(default=b"", repr=False)
+    _fd: int = field(default=-1, repr=False)  # the file as last opened
 
     def read_new(self) -> list[dict[str, Any]]:
-        try:
-            with open(self.path, "rb") as handle:
-                handle.seek(self.offset)
-                chunk = handle.read()
-        except FileNotFoundError:
-            return []
+        chunk = self._read_appended(self._reopen())
         if not chunk:
             return []
         self.offset += len(chunk)
@@ -284,7 +285,37 @@ class EventFileReader:
         if self._partial:
             tail, self._partial = self._partial, b""
             events.extend(self._decode_lines([tail]))
+        self.close()
         return events
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:
+        if getattr(self, "_fd", -1) >= 0:  # a reader dropped without close: its file is let go all the same
+            self.close()
+
+    def _reopen(self) -> int:
+        """The path opened now, or the file opened last if the path is gone (-1 if it never existed)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except (FileNotFoundError, NotADirectoryError):
+            return self._fd
+        self.close()
+        self._fd = fd
+        return fd
+
+    def _read_appended(self, fd: int) -> bytes:
+        if fd < 0:
+            return b""
+        chunks = []
+        position = self.offset
+        while chunk := os.pread(fd, READ_CHUNK, position):
+            chunks.append(chunk)
+            position += len(chunk)
+        return b"".join(chunks)
 
     def _decode_lines(self, lines: list[bytes]) -> list[dict[str, Any]]:
         lines = [line for line in lines if line.strip()]
