@@ -23,7 +23,6 @@ from ddptop.telemetry.fake_nodes import ProfileError, known_nodes, load_profile
 from ddptop.telemetry.fake_nvml import FakeNvml
 from ddptop.telemetry.inventory import read_inventory, rank_gpu_environment
 from ddptop.telemetry.monitor import Monitor
-from ddptop.telemetry.topology import read_topology
 
 from .conftest import ddptop
 

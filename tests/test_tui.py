@@ -431,7 +431,6 @@ def layout_problems(app) -> list[str]:
     right one in its edge column on any row, a change of data can make them meet (a chart's axis labels
     move with the data): no space or border guards them.
     """
-    from textual.containers import HorizontalScroll
     from textual.scrollbar import ScrollBar, ScrollBarCorner
 
     from ddptop.tui.lines import LineTable
@@ -463,6 +462,68 @@ def layout_problems(app) -> list[str]:
         if scroller.virtual_size.width > scroller.scrollable_content_region.width and not hint.has_class("shown"):
             problems.append("a summary table wider than its window with no hint that it scrolls")
     return problems
+
+
+def test_the_summary_text_is_cut_into_prose_keyed_lines_and_tables():
+    from rich.text import Text
+
+    from ddptop.tui.screens import KEYED, PROSE, TABLE, text_blocks
+
+    text = Text("Scaling: one sentence\n      N  sec/iter  speedup\n      1    0.0886     1.00\n"
+                "  a/ddp/n1  compute only (one rank)\n  a/ddp/n2  no verdict: not told apart\n"
+                "  X     = Self\n  SYS   = Connection traversing PCIe\n  wrapped prose, indented\n")
+    assert [(kind, indent, block.plain) for kind, indent, block in text_blocks(text)] == [
+        (PROSE, 0, "Scaling: one sentence"),
+        (TABLE, 0, "      N  sec/iter  speedup\n      1    0.0886     1.00"),
+        (KEYED, 2, "a/ddp/n1  compute only (one rank)\na/ddp/n2  no verdict: not told apart\n"
+                   "X     = Self\nSYS   = Connection traversing PCIe"),
+        (PROSE, 2, "wrapped prose, indented"),
+        (PROSE, 0, ""),
+    ]
+
+
+def test_saved_files_are_one_sentence_that_wraps(tmp_path):
+    from ddptop.tui.screens import saved_paths
+
+    (tmp_path / "plots").mkdir()
+    shared = [str(tmp_path / "summary.json"), str(tmp_path / "summary.md"), str(tmp_path / "plots")]
+    assert saved_paths(shared) == f"in {tmp_path}: summary.json, summary.md, plots/"
+    apart = [str(tmp_path / "fallback" / "summary.json"), str(tmp_path / "plots")]
+    assert saved_paths(apart) == f"{apart[0]}, {tmp_path / 'plots'}/"
+    assert saved_paths([]) == "nothing"
+
+
+def test_a_keyed_sentence_wraps_beside_its_key_in_a_narrow_window(in_repo):
+    """'Why it is not faster' at 80 columns: each verdict wraps under itself, its configuration keeps the left
+    column, and nothing scrolls sideways."""
+    from ddptop.tui.screens import KeyedLines
+
+    async def run():
+        app = DdptopApp.for_recorded(RECORDED)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settled(pilot)
+            await pilot.press("r")
+            await summary_text(app, pilot)
+            (why,) = [w for w in app.screen.query(KeyedLines) if "no verdict" in w.text.plain]
+            app.screen.query_one("#summary-text").scroll_to_widget(why, animate=False, top=True)
+            await pilot.pause(0.3)
+            strips = app.screen._compositor.render_strips()
+            region = why.content_region
+            assert why.parent.id == "summary-tables"  # in the text's own column, not in a sideways scroller
+            return [strips[y].text[region.x:region.right] for y in range(region.y, region.bottom)]
+
+    lines = asyncio.run(run())
+    key = "resnet18/ddp/bs4/n2/gloo"
+    (start,) = [i for i, line in enumerate(lines) if line.startswith(key)]
+    column = len(key) + 2 + 3  # the longest key, resnet18/no_ddp/..., is 3 longer; then the gap
+    continued = []
+    for line in lines[start + 1:]:
+        if line[:column].strip():
+            break
+        continued.append(line[column:].strip())
+    assert continued  # it wrapped, under itself
+    verdict = " ".join([lines[start][column:].strip(), *continued])
+    assert verdict == "no verdict: compute and communication were not told apart (no no_sync steps)"
 
 
 @pytest.mark.parametrize("size", LAYOUT_SIZES)

@@ -455,7 +455,7 @@ def format_matrix(topo: Topology, threads_per_rank: dict[int, int] | None = None
     lines.append("Legend:")
     lines.append("")
     for key, words in LEGEND:
-        lines.append(f"  {key:<4} = {words}")
+        lines.append(f"  {key:<4}  = {words}")  # two spaces after every key: views align the sentences
     for note in topo.notes:
         lines.append(f"Note: {note}")
     return _with_cpus(lines, topo, threads_per_rank)

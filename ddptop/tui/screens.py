@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import re
 from typing import Any
 
+from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -84,8 +87,8 @@ class SummaryScreen(Screen[None]):
                     # sentences wrap to the window; a table keeps its columns and scrolls sideways instead
                     text = self._text()
                     for kind, indent, block in text_blocks(fmt.ascii_text(text) if fmt.ASCII else text):
-                        if kind == PROSE:
-                            prose = Static(block, classes="prose")
+                        if kind in (PROSE, KEYED):
+                            prose = KeyedLines(block) if kind == KEYED else Static(block, classes="prose")
                             prose.styles.padding = (0, 0, 0, indent)  # a wrapped line keeps its indent
                             yield prose
                         else:
@@ -100,7 +103,8 @@ class SummaryScreen(Screen[None]):
 
     def plain_text(self) -> str:
         """Every block's text, in order (what the screen shows, before wrapping)."""
-        return "".join(str(w.render()) + "\n" for w in self.query("#summary-tables > .prose, .table"))
+        return "".join(w.text.plain + "\n" if isinstance(w, KeyedLines) else str(w.render()) + "\n"
+                       for w in self.query("#summary-tables > .prose, .table"))
 
     def _text(self) -> Text:
         out = Text()
@@ -115,7 +119,7 @@ class SummaryScreen(Screen[None]):
                 out.append(sections.saved_line(self.summary, self.paths).splitlines()[0] + "\n", style="bold yellow")
             out.append("Saved: ", style="bold")
             shown = [self.paths[k] for k in ("json", "md", "csv", "plots") if self.paths.get(k)]
-            out.append("  ".join(display_path(p) for p in shown) + "\n" if shown else "nothing\n")
+            out.append(saved_paths(shown) + "\n")
             if self.paths.get("plots_error"):
                 out.append(f"Plots not drawn: {self.paths['plots_error']}\n", style="yellow")
         out.append("\n")
@@ -188,28 +192,63 @@ class SummaryScreen(Screen[None]):
         self.app.pop_screen()
 
 
-PROSE, TABLE = "prose", "table"
+def saved_paths(paths: list[str]) -> str:
+    """The saved files as one sentence that wraps: "in DIR: a, b, plots/" when they share a directory."""
+    if not paths:
+        return "nothing"
+    shown = [display_path(p) for p in paths]
+    names = [p + (os.sep if os.path.isdir(p) else "") for p in shown]  # plots/ is a folder
+    folder = os.path.dirname(shown[0])
+    if len(shown) > 1 and folder and all(os.path.dirname(p) == folder for p in shown):
+        return f"in {folder}: " + ", ".join(name[len(folder) + 1 :] for name in names)
+    return ", ".join(names)
+
+
+PROSE, KEYED, TABLE = "prose", "keyed", "table"
 SCROLL_HINT = "  ◂ ▸ wider than the window: Tab to the table, then ← →"
+_GAP = re.compile(r" {2,}")
+
+
+def _line_kind(words: str) -> str:
+    """A table line has two spaces or more between words (aligned columns); a sentence has one; a keyed line
+    is a key, such a gap, then a sentence of two words or more ("resnet18/ddp/bs4/n2  compute only ...")."""
+    cells = _GAP.split(words)
+    if len(cells) == 1:
+        return PROSE
+    return KEYED if len(cells) == 2 and " " in cells[1] else TABLE
 
 
 def text_blocks(text: Text) -> list[tuple[str, int, Text]]:
-    """The summary's text cut into runs of prose lines (of one indent, taken off) and of table lines, in
-    order, styles kept: (kind, indent, text).
-
-    A table line has two spaces or more between words after its indent (aligned columns); a sentence has one.
-    """
+    """The summary's text cut into runs of prose lines, of keyed lines (each of one indent, taken off) and
+    of table lines, in order, styles kept: (kind, indent, text)."""
     blocks: list[tuple[str, int, list[Text]]] = []
     for line in text.split("\n", allow_blank=True):
         words = line.plain.strip()
-        kind = TABLE if "  " in words else PROSE
-        indent = len(line.plain) - len(line.plain.lstrip(" ")) if kind == PROSE and words else 0
-        if kind == PROSE:
+        kind = _line_kind(words)
+        indent = len(line.plain) - len(line.plain.lstrip(" ")) if kind != TABLE and words else 0
+        if kind != TABLE:
             line = line[indent:]
         if blocks and blocks[-1][:2] == (kind, indent):
             blocks[-1][2].append(line)
         else:
             blocks.append((kind, indent, [line]))
     return [(kind, indent, Text("\n").join(lines)) for kind, indent, lines in blocks]
+
+
+class KeyedLines(Static):
+    """Lines of a key and a sentence: the keys keep their column, each sentence wraps beside its key."""
+
+    def __init__(self, text: Text) -> None:
+        grid = Table.grid(padding=(0, 0, 0, 2))
+        grid.add_column(no_wrap=True)
+        grid.add_column(ratio=1)
+        for line in text.split("\n"):
+            gap = _GAP.search(line.plain)
+            if gap is None:
+                continue
+            grid.add_row(line[: gap.start()], line[gap.end() :])
+        super().__init__(grid, classes="prose")
+        self.text = text  # what it says, unwrapped
 
 
 class AsciiSpeedupChart(TextLines):
