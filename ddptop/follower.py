@@ -22,7 +22,7 @@ from ddptop.cluster import Cluster, ClusterError
 from ddptop.errors import DdptopError
 from ddptop.launcher import NodePlacement, TorchrunLaunch, describe_exit
 from ddptop.model import Plan
-from ddptop.protocol import layout
+from ddptop.protocol import layout, storage
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError
 from ddptop.protocol.marks import FollowerEnd, LaunchEnd, LaunchJoin, LaunchStart, SweepEnd, parse_mark
 from ddptop.protocol.vocab import Status, SweepStatus
@@ -56,11 +56,7 @@ class Follower:
     def run(self, plan: dict[str, Any] | None = None) -> str:
         """Follow until the leader's sweep ends (its status), or until stopped ("stopped")."""
         plan = plan if plan is not None else self.wait_for_plan()
-        runner_file = layout.run_file(self.run_dir, layout.RUNNER_FILE, self.cluster.node_rank)
-        self._writer = EventWriter(runner_file, -1, 0.0)
-        self._writer.emit("hello", world_size=0, host=os.uname().nodename, pid=os.getpid(), device="-",
-                          node_rank=self.cluster.node_rank)
-        self._writer.flush(durable=True)
+        self._writer = self._start_records()
         self.say(f"ddptop: node {self.cluster.node_rank} of {self.cluster.nnodes} following {self.run_dir} "
                  f"(rendezvous {self.cluster.endpoint})")
         try:
@@ -80,6 +76,28 @@ class Follower:
             self._mark(FollowerEnd(self.leader_status))
             with contextlib.suppress(EventsUnwritable):  # said once already, by _mark
                 self._writer.close()
+
+    def _start_records(self) -> EventWriter:
+        """runner-node<K>.jsonl, opened and said hello to. A node that cannot write there cannot write its
+        ranks' events either (a read-only mount, a full quota): one line, before any launch is joined."""
+        runner_file = layout.run_file(self.run_dir, layout.RUNNER_FILE, self.cluster.node_rank)
+        try:
+            writer = EventWriter(runner_file, -1, 0.0)
+        except OSError as exc:
+            raise ClusterError(self._unwritable(storage.describe_os_error(exc, runner_file))) from None
+        writer.emit("hello", world_size=0, host=os.uname().nodename, pid=os.getpid(), device="-",
+                    node_rank=self.cluster.node_rank)
+        try:
+            writer.flush(durable=True)
+        except EventsUnwritable as exc:
+            with contextlib.suppress(EventsUnwritable):
+                writer.close()
+            raise ClusterError(self._unwritable(str(exc))) from None
+        return writer
+
+    def _unwritable(self, problem: str) -> str:
+        return (f"node {self.cluster.node_rank}: {problem} in {self.run_dir}: every node writes its records and its "
+                "ranks' events there (a shared filesystem, writable from each node)")
 
     def _read_leader(self) -> None:
         """Apply the leader's new marks: launches started and ended, the sweep's end (which ends them all)."""

@@ -2,6 +2,7 @@
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -74,6 +75,27 @@ def test_a_follower_without_a_leader_gives_up_with_one_line(tmp_path):
                   "--out", str(tmp_path / "run"), "--join-timeout", "1")
     assert done.returncode == 2 and done.stderr.count("\n") == 1
     assert "node 0 wrote no plan.json" in done.stderr and "same --out" in done.stderr
+
+
+@pytest.mark.parametrize("fault", ["cannot open", "full disk"])
+def test_a_follower_that_cannot_write_the_run_directory_says_so_in_one_line(tmp_path, fault):
+    """Its own records go first; a node that cannot write them cannot write its ranks' events either."""
+    from ddptop.protocol import storage
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    shutil.copy(os.path.join("tests", "data", "recorded-run", "plan.json"), run_dir / "plan.json")
+    env = {}
+    if fault == "cannot open":
+        (run_dir / "runner-node1.jsonl").mkdir()  # as root, a directory is what refuses to be opened for writing
+    else:
+        env = {storage.DISK_FULL_ENV: str(run_dir / "runner-node1.jsonl"), "DDPTOP_FAULT_DISK_FULL_AFTER": "0"}
+    done = ddptop("run", "--nnodes", "2", "--node-rank", "1", "--rdzv-endpoint", "127.0.0.1:1",
+                  "--out", str(run_dir), "--join-timeout", "1", env=env)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
+    problem = "is a directory" if fault == "cannot open" else "no space left on device"
+    assert f"node 1: {problem} writing runner-node1.jsonl in {run_dir}: every node writes" in done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
 
 
 @pytest.mark.slow
