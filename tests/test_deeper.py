@@ -130,6 +130,12 @@ def test_plots_are_valid_images(run_a):
     # the speedup chart names its perfect-scaling line; the text is in the SVG
     with open(os.path.join(plots, "speedup.svg"), encoding="utf-8") as handle:
         assert "perfect scaling" in handle.read()
+    # every measured figure drawn with its 95% interval: the parts of a step, and each bus bandwidth
+    for stem, intervals in (("speedup", ('id="ci-speedup-', 'id="ci-efficiency-')),
+                            ("comm_split", ('id="ci-compute"', 'id="ci-step"')), ("busbw", ('id="ci-busbw-',))):
+        with open(os.path.join(plots, f"{stem}.svg"), encoding="utf-8") as handle:
+            drawn = handle.read()
+        assert all(interval in drawn for interval in intervals), stem
     assert f"Plots: {plots}/" in run_a.stdout
 
 

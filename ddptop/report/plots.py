@@ -63,21 +63,33 @@ def _finish(plt: Any, fig: Any, axes: list[Any], out_dir: str, name: str, legend
     return paths
 
 
-def _error_bars(rows: list[dict[str, Any]], key: str, scale: float = 1.0) -> Any:
-    """matplotlib's yerr for the rows' 95% intervals (distances below and above each point); None without."""
-    if not all(r.get(f"{key}_ci") for r in rows):
+def _yerr(points: list[float], intervals: list[Any], scale: float = 1.0) -> Any:
+    """matplotlib's yerr for 95% intervals (distances below and above each point); None unless every point
+    has one."""
+    if not intervals or not all(intervals):
         return None
-    below = [max(0.0, scale * (r[key] - r[f"{key}_ci"][0])) for r in rows]
-    above = [max(0.0, scale * (r[f"{key}_ci"][1] - r[key])) for r in rows]
+    below = [max(0.0, scale * (point - low)) for point, (low, _) in zip(points, intervals)]
+    above = [max(0.0, scale * (high - point)) for point, (_, high) in zip(points, intervals)]
     return [below, above]
+
+
+def _error_bars(rows: list[dict[str, Any]], key: str, scale: float = 1.0) -> Any:
+    return _yerr([r[key] for r in rows], [r.get(f"{key}_ci") for r in rows], scale)
+
+
+def _name_intervals(drawn: Any, gid: str) -> None:
+    """Name an errorbar's interval lines in the SVG (``id="ci-step"``...), so a reader can find them."""
+    for index, collection in enumerate(drawn.lines[2]):
+        collection.set_gid(gid if index == 0 else f"{gid}-{index}")
 
 
 def _draw_efficiency(axis: Any, summary: dict[str, Any], tables: list[dict[str, Any]], many_caps: bool) -> None:
     for table in tables:
         rows = table["rows"]
-        axis.errorbar([r["world_size"] for r in rows], [100 * r["efficiency"] for r in rows],
-                      yerr=_error_bars(rows, "efficiency", 100), capsize=3, marker="o",
-                      label=_table_label(table, many_caps))
+        drawn = axis.errorbar([r["world_size"] for r in rows], [100 * r["efficiency"] for r in rows],
+                              yerr=_error_bars(rows, "efficiency", 100), capsize=3, marker="o",
+                              label=_table_label(table, many_caps))
+        _name_intervals(drawn, f"ci-efficiency-{len(axis.containers)}")
     threshold = 100 * tables[0].get("efficiency_threshold", 0.7)
     axis.axhline(threshold, linestyle="--", color="grey", label=f"threshold {threshold:.0f}%")
     axis.set(xlabel=f"N ({_unit(summary)})", ylabel="efficiency (%)", title="Efficiency", ylim=(0, 110))
@@ -97,6 +109,7 @@ def _speedup(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
         ns = [r["world_size"] for r in table["rows"]]
         drawn = left.errorbar(ns, [r["speedup"] for r in table["rows"]], yerr=_error_bars(table["rows"], "speedup"),
                               capsize=3, marker="o", label=_table_label(table, many_caps))
+        _name_intervals(drawn, f"ci-speedup-{len(left.containers)}")
         projected = (table.get("projection") or {}).get("points") or []
         if projected:  # a model, not a measurement: dashed, from the last measured point
             left.plot([ns[-1]] + [p["world_size"] for p in projected],
@@ -147,8 +160,18 @@ def _comm_split(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
     positions = range(len(entries))
     axis.bar(positions, compute, label="compute (step inside no_sync)")
     axis.bar(positions, exposed, bottom=compute, label="exposed communication")
+    compute_ci = _yerr([e["communication"]["compute_s"] for e in entries],
+                       [e["communication"].get("compute_s_ci") for e in entries], 1e3)
+    if compute_ci is not None:  # the interval of each part measured: the no_sync step, and the step
+        _name_intervals(axis.errorbar(positions, compute, yerr=compute_ci, fmt="none", ecolor="dimgrey",
+                                      capsize=4, zorder=3), "ci-compute")
     steps = [1e3 * e["communication"]["step_s"] for e in entries]
     axis.scatter(positions, steps, color="black", marker="_", s=300, zorder=3, label="measured step (p50)")
+    step_ci = _yerr([e["communication"]["step_s"] for e in entries],
+                    [(e.get("stats") or {}).get("p50_ci") for e in entries], 1e3)
+    if step_ci is not None:
+        _name_intervals(axis.errorbar(positions, steps, yerr=step_ci, fmt="none", ecolor="black", capsize=4,
+                                      zorder=3, label="95% interval"), "ci-step")
     axis.set_xticks(list(positions), labels, fontsize=8)
     axis.set(ylabel="ms per step", title="Compute vs communication")
     return _finish(plt, fig, [axis], out_dir, "comm_split")
@@ -164,8 +187,10 @@ def _busbw(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
             rows = [r for r in table["rows"] if r["inplace"] is inplace and r["busbw_gbs"]]
             if rows:
                 place = "" if table["op"] in ("allreduce", "broadcast") else (" in place" if inplace else " out of place")
-                axis.plot([r["bytes"] for r in rows], [r["busbw_gbs"] for r in rows], marker=".",
-                          label=f"{table['op']}{place} N={table['world_size']} {table['backend']}")
+                drawn = axis.errorbar([r["bytes"] for r in rows], [r["busbw_gbs"] for r in rows],
+                                      yerr=_error_bars(rows, "busbw_gbs"), marker=".", capsize=2,
+                                      label=f"{table['op']}{place} N={table['world_size']} {table['backend']}")
+                _name_intervals(drawn, f"ci-busbw-{len(axis.containers)}")  # ids are unique in an SVG
     for entry in summary["configs"]:
         buckets = (entry.get("communication") or {}).get("buckets") or {}
         achieved = buckets.get("achieved")
