@@ -441,7 +441,7 @@ class Session:
             return SessionSnapshot(
                 run_dir=self.run_dir,
                 plan_name=self.plan.name,
-                configs=tuple(_config_snapshot(state) for state in self.ordered_states()),
+                configs=tuple(_config_snapshot(state, self._analysing(state)) for state in self.ordered_states()),
                 launches=tuple(LaunchSnapshot(r.name, r.ended_t is not None) for r in self.launches.values()),
                 ranks=tuple(self.rank_processes(local_only=False)),
                 started_t=self.started_t,
@@ -461,6 +461,16 @@ class Session:
             if last is not None and last.status == Status.RUNNING:
                 return last.spec.config_id
             return next((c for c in self.order if self.configs[c].status == Status.RUNNING), None)
+
+    def _analysing(self, state: ConfigState) -> bool:
+        """Its steps ended well and its communication analysis runs: a rank has yet to report it, and the
+        launch still runs (a launch that ended took any analysis left with it)."""
+        if state.status != Status.OK or state.spec.comm_iters <= 0 or state.analysis_error is not None:
+            return False
+        if len(state.comm) >= state.spec.processes:
+            return False
+        launch = self.launches.get(state.launch or "")
+        return launch is not None and launch.ended_t is None
 
     def ordered_states(self) -> list[ConfigState]:
         return [self.configs[c] for c in self.order]
@@ -519,10 +529,10 @@ def process_is_alive(pid: int, started: float | None) -> bool:
         return False
 
 
-def _config_snapshot(state: ConfigState) -> ConfigSnapshot:
+def _config_snapshot(state: ConfigState, analysing: bool = False) -> ConfigSnapshot:
     """The configuration's frozen copy; the same object again while nothing it holds has changed."""
     precision_now = state.live_precision()
-    key = (state.revision, state.status, state.reason, precision_now, state.settled)
+    key = (state.revision, state.status, state.reason, precision_now, state.settled, analysing)
     if state._snapshot_cache is not None and state._snapshot_cache[0] == key:
         return state._snapshot_cache[1]
     spec = state.spec
@@ -546,6 +556,7 @@ def _config_snapshot(state: ConfigState) -> ConfigSnapshot:
         settled=state.settled,
         started_t=state.started_t,
         ended_t=state.ended_t,
+        analysing=analysing,
     )
     state._snapshot_cache = (key, snapshot)
     return snapshot

@@ -90,6 +90,7 @@ class ConfigSnapshot:
     settled: bool = False  # ddptop has ended it (its runner's mark): the status and reason are final
     started_t: float | None = None  # its first config_start (after its launch set up), its end
     ended_t: float | None = None
+    analysing: bool = False  # ended well; its communication analysis (no_sync and hooked steps) runs now
 
     @property
     def heading(self) -> str:
@@ -127,6 +128,10 @@ class SessionSnapshot:
         if running is not None:
             return running
         return next((c for c in reversed(self.configs) if c.sample_count), None)
+
+    def analysing(self) -> ConfigSnapshot | None:
+        """The configuration whose communication analysis runs now (its steps ended), if any."""
+        return next((c for c in self.configs if c.analysing), None)
 
 
 @dataclass(frozen=True)

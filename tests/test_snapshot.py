@@ -175,3 +175,59 @@ def test_with_rounds_the_view_follows_the_configuration_being_measured(tmp_path)
     assert session.measuring() == second and snapshot.running().config_id == second
     writer.close()
     session.close()
+
+
+@pytest.mark.parametrize("ending", ["reported", "launch ended"])
+def test_a_ddp_configuration_is_analysing_between_its_end_and_its_analysis(tmp_path, ending):
+    """Its steps ended well, its compute/communication split still runs: the views say so, until every rank
+    has reported it or the launch ended without it."""
+    options = PlanOptions(models=["resnet18"], world_sizes=[2], batch_sizes=[4], iters=10, warmup=0, comm_iters=5,
+                          baseline=False)
+    plan = build_plan(options, Inventory(problem="test"), cpu_count=2)
+    session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), plan.name))
+    (launch,) = plan.launches()
+    (config,) = launch.configs
+    name = f"01-{launch.launch_key}"
+    session.mark(what="launch_start", launch=name, world_size=2, backend=launch.backend, configs=[config.config_id])
+    events = os.path.join(rundir.launch_dir(session.run_dir, 1, launch.launch_key, 0), "events")
+    writers = [EventWriter(os.path.join(events, f"rank-{r}.jsonl"), r, 0.0) for r in range(2)]
+
+    def emit_all(kind, **fields):
+        for writer in writers:
+            writer.emit(kind, config_id=config.config_id, **fields)
+            writer.flush()
+        session.refresh()
+        (shown,) = session.snapshot().configs
+        return shown
+
+    assert not emit_all("config_start", warmup=0, iters=10).analysing
+    emit_all("samples", phase="measure", first_iter=0, sec=[0.05] * 10)
+    shown = emit_all("config_end", status="ok")
+    assert shown.status == "ok" and shown.analysing and session.snapshot().analysing() == shown
+    assert _config_cells(shown, None)["status"].plain == "analysing"
+    assert "analysing 1M/2P resnet18 bs4: compute vs communication" in _status_line(session)
+    if ending == "reported":
+        shown = emit_all("comm", analysis_s=1.0)
+    else:
+        session.mark(what="launch_end", launch=name, exit_code=1, status="failed")
+        (shown,) = session.snapshot().configs
+    assert not shown.analysing and session.snapshot().analysing() is None
+    assert _config_cells(shown, None)["status"].plain == "ok"
+    assert "analysing" not in _status_line(session)
+    for writer in writers:
+        writer.close()
+    session.close()
+
+
+def _status_line(session) -> str:
+    """The live view's status line over this session (a recorded run's snapshot supplies the rest)."""
+    import dataclasses
+
+    from ddptop.control import RecordedControl
+    from ddptop.tui.panels.status import StatusLine
+
+    recorded = RecordedControl.of(os.path.join(os.path.dirname(__file__), "data", "recorded-run")).take_snapshot()
+    line, shown = StatusLine(), []
+    line.show_content = lambda text: shown.append(str(text))
+    line.update_from(dataclasses.replace(recorded, session=session.snapshot(), phase="running", live=True))
+    return shown[0]

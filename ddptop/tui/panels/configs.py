@@ -39,7 +39,7 @@ class ConfigTable(LineTable):
     def __init__(self, specs: list[Any], **kwargs: Any) -> None:
         super().__init__(CONFIG_COLUMNS, **kwargs)
         self._specs = specs  # the plan's configurations: what the first frame shows before any snapshot
-        self._drawn: dict[str, tuple[int, ScalingFigures | None, float, Validity | None]] = {}
+        self._drawn: dict[str, tuple[int, ScalingFigures | None, float, Validity | None, bool]] = {}
 
     def on_mount(self) -> None:
         for spec in self._specs:
@@ -49,7 +49,7 @@ class ConfigTable(LineTable):
     def update_from(self, snapshot: RunSnapshot) -> None:
         for config in snapshot.session.configs:
             scale = snapshot.scaling.get(config.config_id)
-            drawn_from = (config.revision, scale, config.progress, config.validity)
+            drawn_from = (config.revision, scale, config.progress, config.validity, config.analysing)
             if self._drawn.get(config.config_id) == drawn_from:
                 continue
             self._drawn[config.config_id] = drawn_from
@@ -59,7 +59,9 @@ class ConfigTable(LineTable):
 def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None) -> dict[str, Any]:
     stats = config.stats
     status = Text(config.status, style=STATUS_STYLE.get(config.status, ""))
-    if config.status in FAILED and config.reason:
+    if config.analysing:  # its steps are in, ok; the compute/communication split is still being measured
+        status = Text("analysing", style=STATUS_STYLE.get(Status.RUNNING, ""))
+    elif config.status in FAILED and config.reason:
         status.append(f" {config.reason[:60]}", style="red")
     elif config.validity is not None and config.validity.disturbed:  # measured on a busy node: say so
         status.append(" !", style="bold yellow")

@@ -35,9 +35,12 @@ class StatusLine(CachedStatic):
         elapsed = max(0.0, end - session.started_t)
         parts = [f"{done}/{len(configs)} configurations", f"elapsed {fmt.duration(elapsed)}"]
         going = session.ended_t is None and snapshot.phase not in (ENDED, FINISHED, WRITER_GONE)
+        analysing = session.analysing() if going else None
         if running is not None:
             left = eta.config_remaining(running, end) if going else None
             parts.append(f"running {running.heading}" + (f", ~{fmt.duration(left)} left" if left is not None else ""))
+        elif analysing is not None:
+            parts.append(f"analysing {analysing.heading}: compute vs communication")
         elif snapshot.phase == ENDED:
             parts.append("finished")
         sweep_left = eta.sweep_remaining(session, end) if going else None
