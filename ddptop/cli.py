@@ -94,9 +94,7 @@ def _plan_options(args: argparse.Namespace):
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
-    from ddptop.headless import run_headless
+    from ddptop.headless import headless_console, run_headless
     from ddptop.live import create_live_run
 
     if args.telemetry_interval < 0:
@@ -116,7 +114,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     live = create_live_run(options, args.out, args.telemetry_interval, cluster, cpu_count=cores,
                            fallback_dir=args.fallback_dir)
     if args.headless or not _on_terminal():
-        code = run_headless(live, args.fps, Console())
+        code = run_headless(live, args.fps, headless_console(args.ascii))
     else:
         from ddptop.tui.app import run_tui
 
@@ -127,7 +125,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     text, failing = _diff_report(baseline, live.summary, f"{args.baseline_run} or this run", args.min_effect,
                                  args.fail_on_regression)
     try:
-        sys.stdout.write(f"\nCompared with {args.baseline_run}:\n" + text)
+        compared = f"\nCompared with {args.baseline_run}:\n" + text
+        if args.ascii:
+            from ddptop.tui.format import ascii_of
+
+            compared = ascii_of(compared)
+        sys.stdout.write(compared)
         sys.stdout.flush()
     except OSError:  # the terminal went away: the summary is saved, the comparison can be redone with diff
         pass

@@ -6,8 +6,9 @@ as it ends. Either way the display reads session snapshots at a fixed rate, neve
 
 from __future__ import annotations
 
+import io
 import sys
-from typing import Any
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
@@ -18,6 +19,7 @@ from ddptop.report import tables
 from ddptop.session import Session
 from ddptop.signals import handle_stop_signals
 from ddptop.snapshot import ConfigSnapshot
+from ddptop.tui import format as fmt
 
 
 def _status_text(config: ConfigSnapshot) -> str:
@@ -67,8 +69,9 @@ class HeadlessView:
         configs = self.session.snapshot().configs
         if self.live:
             for config in configs:
+                analysing = "  analysing compute vs communication" if config.analysing else ""
                 self.progress.update(self.tasks[config.config_id], completed=config.progress,
-                                     status=_status_text(config))
+                                     status=_status_text(config) + analysing)
             self.progress.refresh()
             return
         for config in configs:
@@ -77,6 +80,40 @@ class HeadlessView:
             if config.status in ENDED and config.config_id not in self.reported:
                 self.reported.add(config.config_id)
                 self.console.print(f"[{config.config_id}] {_status_text(config)}", highlight=False, markup=False)
+
+
+class AsciiStream(io.TextIOBase):
+    """A text stream that passes on only ASCII (``--ascii`` without the TUI): symbols spelled out as the TUI
+    spells them. It says its encoding is ASCII, so rich draws its progress bars with '-' too."""
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self.stream = stream
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return "ascii"
+
+    def write(self, text: str) -> int:
+        self.stream.write(fmt.ascii_of(text))
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def isatty(self) -> bool:
+        return self.stream.isatty()
+
+    def fileno(self) -> int:
+        return self.stream.fileno()
+
+
+def headless_console(ascii_only: bool = False) -> Console:
+    """Where the headless progress and tables go: stdout, or stdout in ASCII alone."""
+    if ascii_only:
+        fmt.use_ascii()
+        return Console(file=AsciiStream(sys.stdout))
+    return Console()
 
 
 def run_headless(live: LiveRun, fps: float, console: Console) -> int:
@@ -102,8 +139,9 @@ def run_headless(live: LiveRun, fps: float, console: Console) -> int:
     if monitor is not None and monitor.errors:
         console.print(f"ddptop: telemetry missed {monitor.errors} readings ({monitor.last_error})", highlight=False)
     # Plain stdout, not rich: the tables must not be re-wrapped to the terminal width, nor styled in logs.
-    console.file.flush()
+    out = console.file
+    out.flush()
     assert live.summary is not None and live.paths is not None
-    sys.stdout.write("\n" + tables.closing_text(live.summary, live.paths))
-    sys.stdout.flush()
+    out.write("\n" + tables.closing_text(live.summary, live.paths))
+    out.flush()
     return code

@@ -117,7 +117,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("no_mouse", bool, action="store_true", cli_default=False, in_plan=False,
            help="TUI: leave the mouse to the terminal"),
     Option("ascii", bool, action="store_true", cli_default=False, in_plan=False,
-           help="TUI: ASCII only (no braille, block or box-drawing characters)"),
+           help="ASCII only (no braille, block or box-drawing characters), in the TUI and headless"),
     # -- what to run
     Option("models", str, is_list=True, group=WHAT, help="torchvision names or package.module:factory"),
     Option("batch_sizes", int, is_list=True, group=WHAT, help="per rank (weak) or global (strong)"),

@@ -600,6 +600,25 @@ def test_ascii_draws_every_screen_in_ascii(in_repo, size):
     assert "#" in screens["overview"] and "1.14" in screens["overview"]  # bars of '#', the speedup
 
 
+@pytest.mark.slow
+@needs_tmux
+def test_ascii_keeps_the_headless_progress_and_tables_in_ascii(tmp_path):
+    """--headless --ascii on a terminal: rich's progress bars, the per-configuration lines and the closing
+    tables, not one character past ASCII."""
+    tmux = Tmux(ddptop_command(tmp_path / "run", "--headless", "--ascii", "--iters", "40", "--world-sizes", "1",
+                               then="; echo EXIT=$?; sleep 30"), size=(120, 40))
+    try:
+        while_running = tmux.wait_for("%", timeout=120)  # a progress bar is drawn
+        tmux.wait_for("EXIT=", timeout=240)
+        ended = tmux.screen(scrollback=400)
+    finally:
+        tmux.kill()
+    assert "EXIT=0" in ended and "sec/iter" in ended  # the closing tables were printed
+    outside = {name: sorted({c for c in text if not c.isascii()}) for name, text in
+               (("running", while_running), ("ended", ended))}
+    assert outside == {"running": [], "ended": []}
+
+
 @needs_tmux
 def test_a_256_colour_terminal_gets_256_colour_codes_only(in_repo):
     """TERM=xterm-256color without COLORTERM (most SSH sessions): every colour is sent as one of the 256,
