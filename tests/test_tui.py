@@ -549,6 +549,43 @@ def test_no_text_overlaps_and_no_table_value_is_cut_at_any_size(in_repo, size):
     assert found == {"overview": [], "ranks": [], "topology": [], "summary": []}
 
 
+def test_w_shows_every_column_and_the_table_scrolls_sideways(in_repo):
+    """At 80 columns the tables drop columns (their header ends with +N); w brings every one back, a table
+    wider than the window takes the focus with Tab and scrolls with the arrow keys, and w again drops them."""
+    from ddptop.tui.lines import LineTable
+
+    async def run():
+        app = DdptopApp.for_recorded(RECORDED)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await settled(pilot)
+            await pilot.press("escape")  # from the summary to the overview
+            await pilot.pause(0.2)
+            tables = {t.id: t for t in app.screen.query(LineTable) if t.display}
+            before = {name: t.hidden for name, t in tables.items()}
+            await pilot.press("w")
+            await pilot.pause(0.2)
+            every = {name: t.hidden for name, t in tables.items()}
+            for _ in range(6):  # Tab along the focus chain to a table that is wider than its window
+                await pilot.press("tab")
+                focused = app.focused
+                if isinstance(focused, LineTable) and focused.virtual_size.width > focused.size.width:
+                    break
+            await pilot.press("right", "right")
+            await pilot.pause(0.1)
+            scrolled = (app.focused.id, app.focused.scroll_x) if isinstance(app.focused, LineTable) else None
+            await pilot.press("w")
+            await pilot.pause(0.2)
+            after = {name: t.hidden for name, t in tables.items()}
+            back = [t.scroll_x for t in tables.values()]
+        return before, every, scrolled, after, back
+
+    before, every, scrolled, after, back = asyncio.run(run())
+    assert before["gpus"] > 0 and before["configs"] > 0
+    assert every == {name: 0 for name in before}
+    assert scrolled is not None and scrolled[1] > 0, scrolled
+    assert after == before and back == [0] * len(back)
+
+
 def test_every_nodes_telemetry_is_shown_grouped_by_node(in_repo, tmp_path):
     """A multi-node run directory: node 1's sampler wrote telemetry-node1.jsonl beside node 0's timeline.
     The view reads both: the GPU panel groups the GPUs by node (one summary line for a node when they do not

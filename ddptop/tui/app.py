@@ -35,6 +35,7 @@ from ddptop.telemetry.topology import format_matrix
 from ddptop.tui import ascii
 from ddptop.tui import format as fmt
 from ddptop.tui.panels import ConfigTable, GpuTable, HostLine, LogPanel, RankTable, StatusLine, StepChart
+from ddptop.tui.lines import LineTable
 from ddptop.tui.screens import HelpScreen, SummaryScreen
 
 # The phases after which a run's files and state no longer change (a live sweep's ranks done, a watched
@@ -128,6 +129,7 @@ class DdptopApp(App[int]):
         Binding("r", "results", "Summary"),
         Binding("t", "screenshot", "Screenshot"),
         Binding("c", "chart_mode", "step chart: median and p10-p90 band, or every rank", show=False),
+        Binding("w", "every_column", "tables: every column (Tab to one, then ← →), or those that fit", show=False),
         Binding("T", "next_theme", "next colour theme", show=False),
         Binding("1", "panel('overview')", "Overview", show=False),
         Binding("2", "panel('ranks')", "Ranks", show=False),
@@ -144,6 +146,7 @@ class DdptopApp(App[int]):
         self.fps = fps
         self.screenshot_dir = screenshot_dir or control.run_dir
         self.paused = False
+        self.every_column = False  # `w`: the tables keep every column and scroll sideways
         self.frames_shown = 0
         self.last_snapshot: RunSnapshot | None = None
         self._panels: dict[type, Any] | None = None
@@ -333,6 +336,20 @@ class DdptopApp(App[int]):
         self.query_one(StepChart).toggle()
         if self.last_snapshot is not None:
             self.query_one(StepChart).update_from(self.last_snapshot)
+
+    def action_every_column(self) -> None:
+        """The tables with every column, scrolling sideways where the window is narrower; or those that fit."""
+        every = not self.every_column
+        self.every_column = every
+        tables = list(self.query(LineTable))
+        for table in tables:
+            table.show_every_column(every)
+        wider = sum(1 for t in tables if t.virtual_size.width > t.scrollable_content_region.width)
+        if every:
+            self.notify("every column: Tab to a table, then ← →; w: only those that fit" if wider
+                        else "every column fits already", timeout=3)
+        else:
+            self.notify("the columns that fit (w: every column)", timeout=2)
 
     def action_next_theme(self) -> None:
         """Cycle through Textual's themes (a light terminal, a 256-colour one that renders some badly)."""

@@ -123,6 +123,7 @@ class LineTable(ScrollView, can_focus=False):
         # change does not make it stale)
         self._strips: dict[str, Strip] = {}
         self._pass: tuple[Any, ...] | None = None
+        self.every_column = False  # `w`: keep every column, and scroll sideways (focused, with ← →) instead
         self._show_columns(self.all_columns)
 
     def _show_columns(self, columns: list[tuple[str, str, int, int]]) -> None:
@@ -139,7 +140,8 @@ class LineTable(ScrollView, can_focus=False):
     def fit_columns(self, width: int) -> None:
         """Drop the lowest-priority columns until the rest fit ``width`` cells (all back when they fit)."""
         shown = list(self.all_columns)
-        while sum(c[2] + 2 for c in shown) + (HINT_WIDTH if len(shown) < len(self.all_columns) else 0) > width:
+        while not self.every_column and sum(c[2] + 2 for c in shown) + (
+                HINT_WIDTH if len(shown) < len(self.all_columns) else 0) > width:
             droppable = [c for c in shown if c[3] < KEEP]
             if not droppable:
                 break  # the rest scroll sideways
@@ -151,6 +153,16 @@ class LineTable(ScrollView, can_focus=False):
 
     def on_resize(self) -> None:
         self.fit_columns(self.scrollable_content_region.width)
+
+    def show_every_column(self, every: bool) -> None:
+        """Every column (a table wider than its window takes the focus and scrolls with ← →), or those that
+        fit."""
+        self.every_column = every
+        self.can_focus = every
+        if self.size.width:  # one on a hidden tab is fitted when it is shown (on_resize)
+            self.fit_columns(self.scrollable_content_region.width)
+        if not every:
+            self.scroll_to(x=0, animate=False)
 
     # -- data ---------------------------------------------------------------------------------------------
     @property
