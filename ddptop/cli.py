@@ -247,6 +247,15 @@ def cmd_report(args: argparse.Namespace) -> int:
     target = args.target
     data, rebuilt = store.load_target(target, args.rebuild)
     saved: dict[str, str] = {}
+    if rebuilt and not args.rebuild:
+        from ddptop.watch import RUNNING, UNKNOWN, writer_of
+
+        state, writer = writer_of(target)
+        if state in (RUNNING, UNKNOWN):  # its writer saves the summary when the sweep ends: not ours to write
+            runs = "still runs" if state == RUNNING else "may still run (on another host)"
+            print(f"ddptop: the sweep in {target} has not ended and its ddptop ({writer}) {runs}: this report is "
+                  "of the steps so far and is not saved (--rebuild saves it)", file=sys.stderr)
+            rebuilt = False
     if rebuilt:  # a run whose ddptop died, or an asked-for rebuild: keep the result beside the events
         saved = store.save_summary(data, target)
         if "json" in saved and not saved.get("save_error"):

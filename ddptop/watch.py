@@ -12,13 +12,44 @@ import os
 import time
 from typing import Any
 
-from ddptop.report import store
+from ddptop.protocol import layout
 from ddptop.protocol.layout import PLOTS_DIR, SUMMARY_JSON
+from ddptop.protocol.marks import SweepEnd, parse_mark
+from ddptop.protocol.wire import EventFileReader
+from ddptop.report import store
 from ddptop.session import Session, process_is_alive
 
 RUNNING, FINISHED, WRITER_GONE, UNKNOWN = "running", "finished", "writer gone", "unknown"
 SAVE_GRACE = 30.0  # seconds the writer gets after the sweep's end to save summary.json
 CHECK_PERIOD = 2.0  # seconds between checks that the writer is alive
+
+
+def writer_is_alive(hello: dict[str, Any] | None) -> bool | None:
+    """Whether the ddptop that said this hello still runs; None when it runs on another host (or is not
+    known)."""
+    if not hello or hello.get("host") != os.uname().nodename or not isinstance(hello.get("pid"), int):
+        return None
+    return process_is_alive(hello["pid"], hello.get("t"))
+
+
+def run_state(ended: bool, alive: bool | None) -> str:
+    if ended:
+        return FINISHED
+    return WRITER_GONE if alive is False else RUNNING if alive else UNKNOWN
+
+
+def who(hello: dict[str, Any] | None) -> str:
+    hello = hello or {}
+    return f"pid {hello.get('pid', '?')} on {hello.get('host', '?')}"
+
+
+def writer_of(run_dir: str) -> tuple[str, str]:
+    """The state of a run directory's sweep and who writes it, from runner.jsonl alone (its hello and its
+    sweep_end mark): cheap beside rebuilding the session from every rank's events."""
+    events = EventFileReader(layout.run_file(run_dir, layout.RUNNER_FILE)).read_rest()
+    hello = next((e for e in events if e["type"] == "hello"), None)
+    ended = any(isinstance(parse_mark(e), SweepEnd) for e in events)
+    return run_state(ended, None if ended else writer_is_alive(hello)), who(hello)
 
 
 class RecordedRun:
@@ -34,25 +65,19 @@ class RecordedRun:
 
     @property
     def writer(self) -> str:
-        hello = self.session.writer or {}
-        return f"pid {hello.get('pid', '?')} on {hello.get('host', '?')}"
+        return who(self.session.writer)
 
     def writer_alive(self) -> bool | None:
         """Whether the writing ddptop still runs; None when it runs on another host (or is not known)."""
-        hello = self.session.writer
-        if not hello or hello.get("host") != os.uname().nodename or not isinstance(hello.get("pid"), int):
-            return None
         now = time.monotonic()
         if now - self._checked >= CHECK_PERIOD:
             self._checked = now
-            self._alive = process_is_alive(hello["pid"], hello.get("t"))
+            self._alive = writer_is_alive(self.session.writer)
         return self._alive
 
     def state(self) -> str:
-        if self.session.ended_t is not None:
-            return FINISHED
-        alive = self.writer_alive()
-        return WRITER_GONE if alive is False else RUNNING if alive else UNKNOWN
+        ended = self.session.ended_t is not None
+        return run_state(ended, None if ended else self.writer_alive())
 
     def final_summary(self) -> dict[str, Any] | None:
         """The summary once there is a final one: the writer's, or one built here when it cannot come."""

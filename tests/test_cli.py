@@ -1,5 +1,8 @@
 import json
 import os
+import subprocess
+import sys
+import time
 
 import pytest
 
@@ -120,3 +123,36 @@ def test_damaged_summary_and_corrupt_events(tmp_path):
     done = ddptop("report", str(run), "--rebuild", "--format", "json")
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["malformed_event_lines"] == 2
+
+
+@pytest.mark.parametrize("writer", ["alive here", "on another host", "dead"])
+def test_report_saves_a_rebuilt_summary_only_where_no_ddptop_will(tmp_path, writer):
+    """A run without summary.json: its tables are printed from the events either way; the summary is
+    written beside them only when its writer is known gone. A live writer saves its own when the sweep ends
+    (and a watcher takes summary.json for that final one)."""
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(os.path.join(REPO, "tests", "data", "recorded-run"), run)
+    runner = run / "runner.jsonl"
+    lines = [json.loads(line) for line in runner.read_text().splitlines()]
+    hello, marks = lines[0], [e for e in lines[1:] if e["data"]["what"] != "sweep_end"]  # not ended
+    if writer == "alive here":  # this test's own process, started before the hello's time
+        hello.update(host=os.uname().nodename, pid=os.getpid(), t=time.time())
+    elif writer == "on another host":
+        hello.update(host="gpu-node-elsewhere")
+    else:  # a pid of this host that is gone
+        done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+        hello.update(host=os.uname().nodename, pid=int(done.stdout))
+    runner.write_text("".join(json.dumps(e) + "\n" for e in [hello, *marks]))
+    done = ddptop("report", str(run))
+    assert done.returncode == 0 and "Scaling: resnet18" in done.stdout
+    if writer == "dead":
+        assert os.path.exists(run / "summary.json") and done.stderr == ""
+        return
+    assert not os.path.exists(run / "summary.json")
+    runs = "still runs" if writer == "alive here" else "may still run (on another host)"
+    assert done.stderr == (f"ddptop: the sweep in {run} has not ended and its ddptop (pid {hello['pid']} on "
+                           f"{hello['host']}) {runs}: this report is of the steps so far and is not saved "
+                           "(--rebuild saves it)\n")
+    assert ddptop("report", str(run), "--rebuild").returncode == 0 and os.path.exists(run / "summary.json")
