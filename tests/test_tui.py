@@ -526,6 +526,30 @@ def test_a_keyed_sentence_wraps_beside_its_key_in_a_narrow_window(in_repo):
     assert verdict == "no verdict: compute and communication were not told apart (no no_sync steps)"
 
 
+@pytest.mark.parametrize(("width", "narrow"), [(80, True), (SummaryScreen.CHART_BESIDE, False)])
+def test_the_summary_is_laid_out_for_the_window_from_its_first_frame(in_repo, monkeypatch, width, narrow):
+    """The layout is chosen before the screen is first drawn, not on the resize that follows: over a slow link
+    the wide layout (chart beside the text, overlapping it at 80 columns) was on screen until then."""
+    at_mount: list[bool] = []
+    mounted = SummaryScreen.on_mount
+
+    def on_mount(screen):
+        at_mount.append(screen.has_class("narrow"))  # before any Resize has reached the screen
+        mounted(screen)
+
+    monkeypatch.setattr(SummaryScreen, "on_mount", on_mount)
+
+    async def run():
+        app = DdptopApp.for_recorded(RECORDED, open_summary="now")
+        async with app.run_test(size=(width, 30)) as pilot:
+            await wait_for(pilot, lambda: bool(at_mount), timeout=30, step=0.05)
+            await pilot.pause(0.2)
+            return app.screen.has_class("narrow")
+
+    assert asyncio.run(run()) is narrow
+    assert at_mount == [narrow]
+
+
 @pytest.mark.parametrize("size", LAYOUT_SIZES)
 def test_no_text_overlaps_and_no_table_value_is_cut_at_any_size(in_repo, size):
     """The main, ranks, topology and summary screens of the recorded run (8 fake GPUs), scanned cell by cell."""

@@ -80,6 +80,9 @@ class SummaryScreen(Screen[None]):
         self._scroll_hints: list[tuple[HorizontalScroll, Static]] = []
 
     def compose(self) -> ComposeResult:
+        # the layout for the terminal's width from the first frame: a resize arrives only after it is drawn,
+        # and a slow link would show the wide layout, overlapping, until then
+        self._fit_layout(self.app.size.width)
         yield Header(show_clock=False, icon=ascii.HEADER_ICON if fmt.ASCII else None)
         with Horizontal(id="summary-body"):
             with ScrollableContainer(id="summary-text"):
@@ -169,8 +172,11 @@ class SummaryScreen(Screen[None]):
         plt.ylim(0, max(highest, largest) * 1.1)
         plt.xlim(0.5, largest + 0.5)
 
+    def _fit_layout(self, width: int) -> None:
+        self.set_class(width < self.CHART_BESIDE, "narrow")
+
     def on_resize(self, event: Any) -> None:
-        self.set_class(event.size.width < self.CHART_BESIDE, "narrow")
+        self._fit_layout(event.size.width)
         self.call_after_refresh(self._show_scroll_hints)
 
     def _show_scroll_hints(self) -> None:
