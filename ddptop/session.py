@@ -222,7 +222,7 @@ class Session:
         self.collectives: list[dict[str, Any]] = []  # collective benchmark events, with their launch
         self.ceilings: list[dict[str, Any]] = []  # measured matmul ceilings (device, dtype, FLOP/s)
         self.readers: dict[str, EventFileReader] = {}
-        self._drained: set[str] = set()  # events files of ended launches, read to their end
+        self._drained: set[str] = set()  # events files of ended launches, read after they ended; the final read reads them to the end
         self.runner_reader = EventFileReader(os.path.join(run_dir, layout.RUNNER_FILE))
         self.lock = threading.RLock()
         self.started_t = time.time()
@@ -283,8 +283,12 @@ class Session:
                 ended = launch is not None and launch in self.launches and self.launches[launch].ended_t is not None
                 if ended and not final and reader.path in self._drained:
                     continue
-                events = reader.read_rest() if final or ended else reader.read_new()
-                if ended:  # its writers are gone: read to the end once, and its file let go
+                if final:  # every writer is gone: an unterminated last line is all there will be of it
+                    events = reader.read_rest()
+                else:
+                    events = reader.read_new()
+                if ended:  # its writers are gone: read once more, and its file let go until the final read
+                    reader.close()
                     self._drained.add(reader.path)
                 for event in events:
                     self._apply(event, launch)

@@ -221,6 +221,29 @@ def test_the_files_of_an_ended_launch_are_read_to_their_end_and_let_go(tmp_path)
     session.close()
 
 
+def test_a_line_still_arriving_when_its_launch_ends_is_read_whole_at_the_final_read(tmp_path):
+    """Over NFS a rank's last line can land after its launch is known to have ended: the half that is there is
+    kept back, not counted malformed, and the final read takes the whole line."""
+    from ddptop.protocol import wire
+    from ddptop.protocol.marks import LaunchEnd
+
+    session = _session(tmp_path)
+    writer, launch, config = _launch_writing_events(session)
+    writer.close()
+    line = wire.encode(wire.make_event("samples", 0, config_id=config, phase="measure", first_iter=0, of=10,
+                                       sec=[0.01] * 10))
+    with open(writer.path, "ab") as out:
+        out.write(line[:20])
+        out.flush()
+        session.mark(**LaunchEnd(launch, 0, "ok").to_data())
+        out.write(line[20:])
+    assert session.configs[config].samples == {}
+    session.refresh(final=True)
+    assert session.configs[config].samples == {0: [0.01] * 10}
+    assert sum(reader.malformed for reader in session.readers.values()) == 0
+    session.close()
+
+
 def test_telemetry_a_full_disk_stops_stays_in_memory_and_the_view_says_so(tmp_path, monkeypatch):
     from ddptop.control import RecordedControl
     from ddptop.telemetry.monitor import Monitor

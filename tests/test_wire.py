@@ -1,6 +1,9 @@
+import errno
 import json
 import os
 import stat
+import subprocess
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -85,6 +88,58 @@ def test_a_file_removed_after_it_was_seen_is_still_read_to_its_end(tmp_path):
     writer.close()
     assert [e["type"] for e in reader.read_rest()] == ["samples", "bye"]
     assert reader.read_new() == []  # let go: the path is gone, and so is the file
+
+
+@pytest.mark.parametrize("error", [errno.ESTALE, errno.EIO])
+def test_a_read_that_fails_part_way_keeps_what_it_read_and_goes_on_next_time(tmp_path, monkeypatch, error):
+    """A stale NFS handle or an I/O error mid-file: the lines read before it are applied, the file is opened
+    afresh on the next read and read on from there; no line is lost or read twice."""
+    path = tmp_path / "rank-0.jsonl"
+    lines = [wire.encode(wire.make_event("samples", 0, config_id="c", phase="measure", first_iter=i, sec=[0.1]))
+             for i in range(40)]
+    path.write_bytes(b"".join(lines))
+    monkeypatch.setattr(wire, "READ_CHUNK", len(lines[0]) * 8 + 5)  # several reads, the last line cut
+    real_pread, calls = os.pread, []
+
+    def failing_pread(fd, size, offset):  # the third read of the file fails, as a server would fail it
+        calls.append(offset)
+        if len(calls) == 3:
+            raise OSError(error, os.strerror(error))
+        return real_pread(fd, size, offset)
+
+    monkeypatch.setattr(os, "pread", failing_pread)
+    reader = wire.EventFileReader(str(path))
+    first = reader.read_new()
+    assert 0 < len(first) < 40 and reader._fd == -1  # what came before the error, and the handle let go
+    rest = reader.read_new()
+    assert [e["first_iter"] for e in first + rest] == list(range(40))
+
+
+def test_a_read_when_the_process_is_out_of_file_descriptors_lets_its_own_go_and_reads(tmp_path):
+    """With every descriptor taken (a soft limit of 64 and many files tailed), the reader frees the one it
+    holds to open the path afresh, instead of failing the refresh."""
+    path = tmp_path / "rank-0.jsonl"
+    line = wire.encode(wire.make_event("bye", 0))
+    path.write_bytes(line)
+    script = f"""
+import os, resource
+from ddptop.protocol import wire
+resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+writer = os.open({str(path)!r}, os.O_WRONLY | os.O_APPEND)
+reader = wire.EventFileReader({str(path)!r})
+assert len(reader.read_new()) == 1
+taken = []
+try:
+    while True:
+        taken.append(os.open(os.devnull, os.O_RDONLY))
+except OSError as exc:
+    assert exc.errno == 24, exc  # EMFILE: not one descriptor is left
+os.write(writer, {line!r})
+print(len(reader.read_new()), reader._fd >= 0)
+"""
+    found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.split() == ["1", "True"]
 
 
 def test_a_file_is_opened_afresh_for_every_read(tmp_path):

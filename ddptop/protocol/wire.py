@@ -11,6 +11,7 @@ line holding one JSON object with at least ``v`` (wire version), ``type``, ``t``
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
@@ -300,21 +301,39 @@ class EventFileReader:
     def _reopen(self) -> int:
         """The path opened now, or the file opened last if the path is gone (-1 if it never existed)."""
         try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        except (FileNotFoundError, NotADirectoryError):
-            return self._fd
+            fd = self._open_path()
+        except OSError as exc:
+            if isinstance(exc, (FileNotFoundError, NotADirectoryError)) or exc.errno == errno.ESTALE:
+                return self._fd  # gone (or, over NFS, removed by another client): what was written is still here
+            raise
         self.close()
         self._fd = fd
         return fd
+
+    def _open_path(self) -> int:
+        try:
+            return os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError as exc:
+            if exc.errno not in (errno.EMFILE, errno.ENFILE) or self._fd < 0:
+                raise
+        # out of file descriptors: let this reader's own go and try once more (it is opened afresh anyway)
+        self.close()
+        return os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
 
     def _read_appended(self, fd: int) -> bytes:
         if fd < 0:
             return b""
         chunks = []
         position = self.offset
-        while chunk := os.pread(fd, READ_CHUNK, position):
-            chunks.append(chunk)
-            position += len(chunk)
+        try:
+            while chunk := os.pread(fd, READ_CHUNK, position):
+                chunks.append(chunk)
+                position += len(chunk)
+        except OSError as exc:  # a stale NFS handle or an I/O error: keep what was read, try afresh next time
+            if fd == self._fd:
+                self.close()
+            if not chunks and exc.errno not in (errno.ESTALE, errno.EIO):
+                raise
         return b"".join(chunks)
 
     def _decode_lines(self, lines: list[bytes]) -> list[dict[str, Any]]:
