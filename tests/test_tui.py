@@ -589,6 +589,8 @@ def test_w_shows_every_column_and_the_table_scrolls_sideways(in_repo):
             await pilot.press("w")
             await pilot.pause(0.2)
             every = {name: t.hidden for name, t in tables.items()}
+            focusable = {name: (t.can_focus, t.virtual_size.width > t.scrollable_content_region.width)
+                         for name, t in tables.items()}
             for _ in range(6):  # Tab along the focus chain to a table that is wider than its window
                 await pilot.press("tab")
                 focused = app.focused
@@ -601,11 +603,26 @@ def test_w_shows_every_column_and_the_table_scrolls_sideways(in_repo):
             await pilot.pause(0.2)
             after = {name: t.hidden for name, t in tables.items()}
             back = [t.scroll_x for t in tables.values()]
-        return before, every, scrolled, after, back
+            left_focused = isinstance(app.focused, LineTable)
+            await pilot.press("r")  # w on the summary screen is for the sweep's tables behind it
+            await wait_for(pilot, lambda: isinstance(app.screen, SummaryScreen), timeout=30, step=0.05)
+            await pilot.press("w")
+            await pilot.pause(0.2)
+            from_summary = {name: t.hidden for name, t in tables.items()}
+            await pilot.press("escape")
+            await pilot.resize_terminal(250, 40)  # where some tables fit: those leave the focus chain
+            await pilot.pause(0.3)
+            wide = {name: (t.can_focus, t.virtual_size.width > t.scrollable_content_region.width)
+                    for name, t in tables.items()}
+        return before, every, focusable, scrolled, after, back, left_focused, from_summary, wide
 
-    before, every, scrolled, after, back = asyncio.run(run())
+    before, every, focusable, scrolled, after, back, left_focused, from_summary, wide = asyncio.run(run())
     assert before["gpus"] > 0 and before["configs"] > 0
     assert every == {name: 0 for name in before}
+    assert all(can for can, _ in focusable.values())  # at 80 columns every one is wider than the window
+    assert all(can == wider for can, wider in wide.values()), wide  # Tab skips a table that fits
+    assert not all(can for can, _ in wide.values())  # and at 250 columns some do
+    assert not left_focused and from_summary == every
     assert scrolled is not None and scrolled[1] > 0, scrolled
     assert after == before and back == [0] * len(back)
 

@@ -341,7 +341,7 @@ class DdptopApp(App[int]):
         """The tables with every column, scrolling sideways where the window is narrower; or those that fit."""
         every = not self.every_column
         self.every_column = every
-        tables = list(self.query(LineTable))
+        tables = list(self.screen_stack[0].query(LineTable))  # the sweep's tables, from any screen
         for table in tables:
             table.show_every_column(every)
         wider = sum(1 for t in tables if t.virtual_size.width > t.scrollable_content_region.width)

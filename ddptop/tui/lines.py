@@ -150,6 +150,13 @@ class LineTable(ScrollView, can_focus=False):
         if [c[0] for c in shown] != [c[0] for c in self.columns]:
             self._show_columns(shown)
             self.refresh()
+        self._focusable(self.every_column and self._width > width)
+
+    def _focusable(self, wider: bool) -> None:
+        """Only a table that scrolls sideways is on the focus chain (Tab skips the ones that fit)."""
+        self.can_focus = wider
+        if not wider and self.has_focus:
+            self.blur()
 
     def on_resize(self) -> None:
         self.fit_columns(self.scrollable_content_region.width)
@@ -158,9 +165,10 @@ class LineTable(ScrollView, can_focus=False):
         """Every column (a table wider than its window takes the focus and scrolls with ← →), or those that
         fit."""
         self.every_column = every
-        self.can_focus = every
         if self.size.width:  # one on a hidden tab is fitted when it is shown (on_resize)
             self.fit_columns(self.scrollable_content_region.width)
+        else:
+            self._focusable(every)
         if not every:
             self.scroll_to(x=0, animate=False)
 
