@@ -27,11 +27,11 @@ from ddptop.snapshot import RunSnapshot, ScalingFigures, SessionSnapshot, Teleme
 from ddptop.telemetry.timeline import TimelineFollower
 from ddptop.telemetry.validity import LiveValidity
 from ddptop.telemetry.topology import Topology
-from ddptop.watch import FINISHED, RUNNING, WRITER_GONE, RecordedRun
+from ddptop.snapshot import ENDED, FINISHED, RUNNING, WRITER_GONE
+from ddptop.watch import RecordedRun
 
 LOG_LINES = 200  # lines of the newest launch's logs a view keeps
 LOG_PERIOD = 1.0  # seconds between reads of the log files
-ENDED = "ended"  # a live sweep whose ranks are done (its summary may still be being written)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,12 @@ from typing import Any, Mapping
 
 from ddptop.telemetry.host import RankProcess
 
+# a run's phase (RunSnapshot.phase): the first two for the sweep this process runs, the rest for a run read from
+# its files (watch, view)
+RUNNING, ENDED = "running", "ended"  # ended: the ranks are done, the summary may still be being written
+FINISHED, WRITER_GONE, UNKNOWN = "finished", "writer gone", "unknown"
+FINAL_PHASES = (ENDED, FINISHED, WRITER_GONE)  # nothing more will be measured
+
 CHART_TAIL = 1024  # last step times kept per rank for the chart: it draws at most 2 points per column
 EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
@@ -165,8 +171,13 @@ class RunSnapshot:
     telemetry: TelemetrySnapshot
     scaling: Mapping[str, ScalingFigures] = field(default_factory=lambda: EMPTY)  # config id -> live scaling figures
     logs: tuple[str, ...] | None = None  # None: not read for this frame, keep what is shown
-    phase: str = "running"  # see control.RUNNING...; a recorded run's state
+    phase: str = RUNNING  # see FINAL_PHASES
     who: str | None = None  # who writes a recorded run ("pid 12 on host")
     live: bool = False  # this process runs the sweep
     not_saved: tuple[str, ...] = ()  # run-directory files a full disk stopped, why, in words (kept in memory)
     taken_t: float = field(default_factory=time.time)
+
+    @property
+    def going(self) -> bool:
+        """More may still be measured: the sweep has not ended, and whoever runs it has not gone."""
+        return self.session.ended_t is None and self.phase not in FINAL_PHASES

@@ -18,8 +18,8 @@ from ddptop.protocol.marks import SweepEnd, parse_mark
 from ddptop.protocol.wire import EventFileReader
 from ddptop.report import store
 from ddptop.session import Session, process_is_alive
+from ddptop.snapshot import FINISHED, RUNNING, UNKNOWN, WRITER_GONE
 
-RUNNING, FINISHED, WRITER_GONE, UNKNOWN = "running", "finished", "writer gone", "unknown"
 SAVE_GRACE = 30.0  # seconds the writer gets after the sweep's end to save summary.json
 CHECK_PERIOD = 2.0  # seconds between checks that the writer is alive
 

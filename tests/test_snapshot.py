@@ -15,6 +15,7 @@ from ddptop.session import Session
 from ddptop.snapshot import CHART_TAIL
 from ddptop.telemetry.inventory import Inventory
 from ddptop.tui.format import braille_chart
+from ddptop.snapshot import WRITER_GONE
 from ddptop.tui.panels.configs import _config_cells
 
 RUN_SECONDS = 10.0
@@ -206,6 +207,9 @@ def test_a_ddp_configuration_is_analysing_between_its_end_and_its_analysis(tmp_p
     assert shown.status == "ok" and shown.analysing and session.snapshot().analysing() == shown
     assert _config_cells(shown, None)["status"].plain == "analysing"
     assert "analysing 1M/2P resnet18 bs4: compute vs communication" in _status_line(session)
+    assert _table_status(session, "running") == "analysing"
+    # a watched run whose ddptop died here: nothing analyses it any more, whatever its files last said
+    assert _table_status(session, WRITER_GONE) == "ok" and "analysing" not in _status_line(session, WRITER_GONE)
     if ending == "reported":
         shown = emit_all("comm", analysis_s=1.0)
     else:
@@ -219,15 +223,30 @@ def test_a_ddp_configuration_is_analysing_between_its_end_and_its_analysis(tmp_p
     session.close()
 
 
-def _status_line(session) -> str:
-    """The live view's status line over this session (a recorded run's snapshot supplies the rest)."""
+def _table_status(session, phase: str) -> str:
+    """The status cell the configuration table draws for the only configuration, in a run in this phase."""
+    from ddptop.tui.panels.configs import ConfigTable
+
+    table = ConfigTable([])
+    table.update_from(_run_snapshot(session, phase))
+    (row,) = table.rows
+    return table.get_cell(row, "status").plain
+
+
+def _run_snapshot(session, phase: str):
     import dataclasses
 
     from ddptop.control import RecordedControl
-    from ddptop.tui.panels.status import StatusLine
 
     recorded = RecordedControl.of(os.path.join(os.path.dirname(__file__), "data", "recorded-run")).take_snapshot()
+    return dataclasses.replace(recorded, session=session.snapshot(), phase=phase, live=phase == "running")
+
+
+def _status_line(session, phase: str = "running") -> str:
+    """The live view's status line over this session (a recorded run's snapshot supplies the rest)."""
+    from ddptop.tui.panels.status import StatusLine
+
     line, shown = StatusLine(), []
     line.show_content = lambda text: shown.append(str(text))
-    line.update_from(dataclasses.replace(recorded, session=session.snapshot(), phase="running", live=True))
+    line.update_from(_run_snapshot(session, phase))
     return shown[0]

@@ -25,12 +25,11 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
 
-from ddptop.watch import FINISHED, WRITER_GONE
-from ddptop.control import ENDED, LiveControl, RecordedControl, RunControl, ScreenSummary, display_path
+from ddptop.control import LiveControl, RecordedControl, RunControl, ScreenSummary, display_path
 from ddptop.live import LiveRun
 from ddptop.options import DEFAULT_FPS
 from ddptop.signals import handle_stop_signals
-from ddptop.snapshot import RunSnapshot
+from ddptop.snapshot import FINAL_PHASES, RunSnapshot
 from ddptop.telemetry.topology import format_matrix
 from ddptop.tui import ascii
 from ddptop.tui import format as fmt
@@ -40,7 +39,6 @@ from ddptop.tui.screens import HelpScreen, SummaryScreen
 
 # The phases after which a run's files and state no longer change (a live sweep's ranks done, a watched
 # run finished or its writer gone).
-FINAL_PHASES = (ENDED, FINISHED, WRITER_GONE)
 # Until the telemetry's first reading is in (the monitor starts with the app), frames come this often, for
 # this long: the first useful frame should not wait a whole frame period for it.
 FIRST_READING_POLL, FIRST_READING_WAIT = 0.03, 3.0

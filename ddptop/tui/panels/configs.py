@@ -49,17 +49,18 @@ class ConfigTable(LineTable):
     def update_from(self, snapshot: RunSnapshot) -> None:
         for config in snapshot.session.configs:
             scale = snapshot.scaling.get(config.config_id)
-            drawn_from = (config.revision, scale, config.progress, config.validity, config.analysing)
+            going = snapshot.going  # a sweep that ended, or whose ddptop is gone, analyses nothing more
+            drawn_from = (config.revision, scale, config.progress, config.validity, config.analysing and going)
             if self._drawn.get(config.config_id) == drawn_from:
                 continue
             self._drawn[config.config_id] = drawn_from
-            self.set_row(config.config_id, _config_cells(config, scale))
+            self.set_row(config.config_id, _config_cells(config, scale, going))
 
 
-def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None) -> dict[str, Any]:
+def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None, going: bool = True) -> dict[str, Any]:
     stats = config.stats
     status = Text(config.status, style=STATUS_STYLE.get(config.status, ""))
-    if config.analysing:  # its steps are in, ok; the compute/communication split is still being measured
+    if config.analysing and going:  # its steps are in, ok; the compute/communication split is still being measured
         status = Text("analysing", style=STATUS_STYLE.get(Status.RUNNING, ""))
     elif config.status in FAILED and config.reason:
         status.append(f" {config.reason[:60]}", style="red")

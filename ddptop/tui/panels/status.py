@@ -8,12 +8,10 @@ import time
 from rich.text import Text
 
 from ddptop import eta
-from ddptop.control import ENDED
 from ddptop.protocol.vocab import ENDED as CONFIG_ENDED
-from ddptop.snapshot import RunSnapshot
+from ddptop.snapshot import ENDED, FINISHED, WRITER_GONE, RunSnapshot
 from ddptop.tui import format as fmt
 from ddptop.tui.panels.cached import CachedStatic
-from ddptop.watch import FINISHED, WRITER_GONE
 
 
 class StatusLine(CachedStatic):
@@ -34,7 +32,7 @@ class StatusLine(CachedStatic):
             end = time.time()
         elapsed = max(0.0, end - session.started_t)
         parts = [f"{done}/{len(configs)} configurations", f"elapsed {fmt.duration(elapsed)}"]
-        going = session.ended_t is None and snapshot.phase not in (ENDED, FINISHED, WRITER_GONE)
+        going = snapshot.going
         analysing = session.analysing() if going else None
         if running is not None:
             left = eta.config_remaining(running, end) if going else None
