@@ -248,13 +248,17 @@ def cmd_report(args: argparse.Namespace) -> int:
     data, rebuilt = store.load_target(target, args.rebuild)
     saved: dict[str, str] = {}
     if rebuilt and not args.rebuild:
-        from ddptop.watch import RUNNING, UNKNOWN, writer_of
+        from ddptop.watch import RUNNING, SAVING, UNKNOWN, writer_of
 
         state, writer = writer_of(target)
-        if state in (RUNNING, UNKNOWN):  # its writer saves the summary when the sweep ends: not ours to write
-            runs = "still runs" if state == RUNNING else "may still run (on another host)"
-            print(f"ddptop: the sweep in {target} has not ended and its ddptop ({writer}) {runs}: this report is "
-                  "of the steps so far and is not saved (--rebuild saves it)", file=sys.stderr)
+        if state in (RUNNING, UNKNOWN, SAVING):  # its writer saves the summary when the sweep ends: not ours
+            if state == SAVING:
+                print(f"ddptop: the sweep in {target} has ended and its ddptop ({writer}) is saving the summary: "
+                      "this report is built from the events and is not saved (--rebuild saves it)", file=sys.stderr)
+            else:
+                runs = "still runs" if state == RUNNING else "may still run (on another host)"
+                print(f"ddptop: the sweep in {target} has not ended and its ddptop ({writer}) {runs}: this report "
+                      "is of the steps so far and is not saved (--rebuild saves it)", file=sys.stderr)
             rebuilt = False
     if rebuilt:  # a run whose ddptop died, or an asked-for rebuild: keep the result beside the events
         saved = store.save_summary(data, target)

@@ -21,6 +21,7 @@ from ddptop.session import Session, process_is_alive
 from ddptop.snapshot import FINISHED, RUNNING, UNKNOWN, WRITER_GONE
 
 SAVE_GRACE = 30.0  # seconds the writer gets after the sweep's end to save summary.json
+SAVING = "saving"  # the sweep ended and its ddptop, alive, is within SAVE_GRACE of it: summary.json is coming
 CHECK_PERIOD = 2.0  # seconds between checks that the writer is alive
 
 
@@ -48,8 +49,11 @@ def writer_of(run_dir: str) -> tuple[str, str]:
     sweep_end mark): cheap beside rebuilding the session from every rank's events."""
     events = EventFileReader(layout.run_file(run_dir, layout.RUNNER_FILE)).read_rest()
     hello = next((e for e in events if e["type"] == "hello"), None)
-    ended = any(isinstance(parse_mark(e), SweepEnd) for e in events)
-    return run_state(ended, None if ended else writer_is_alive(hello)), who(hello)
+    end = next((e for e in events if isinstance(parse_mark(e), SweepEnd)), None)
+    if end is None:
+        return run_state(False, writer_is_alive(hello)), who(hello)
+    saving = time.time() - end["t"] < SAVE_GRACE and writer_is_alive(hello) is True
+    return (SAVING if saving else FINISHED), who(hello)
 
 
 class RecordedRun:
