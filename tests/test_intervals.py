@@ -3,6 +3,8 @@ only when its steps are slower beyond noise."""
 
 import random
 
+import pytest
+
 from ddptop.analysis import intervals, stats
 from ddptop.report import build
 from ddptop.session import Session
@@ -49,3 +51,43 @@ def test_a_straggler_is_flagged_only_beyond_noise():
         intervals._straggler(figures, samples, "c")
         assert figures["straggler"]["flagged"] is flagged, figures["straggler"]
         assert figures["straggler"]["ratio_ci"][0] <= figures["straggler"]["ratio_ci"][1]
+
+
+def test_throughput_per_batch_carries_its_interval_in_the_table_and_the_plot(tmp_path):
+    """The batch-size table and plot: each measured batch with its 95% interval; a batch whose interval could
+    not be had gets no bar (not a zero-length one, which would read as certainty), and the rest keep theirs."""
+    import copy
+    import math
+
+    from ddptop.analysis import scaling
+    from ddptop.report import plots, tables
+
+    session = Session.load(RECORDED)
+    session.refresh(final=True)
+    summary = build.build_summary(session)
+    ddp = next(e for e in summary["configs"] if e["mode"] == "ddp" and e["world_size"] == 2)
+    batches = []
+    for factor in (1, 2, 4):  # the same measurement standing for three batch sizes: what is checked is the path
+        entry = copy.deepcopy(ddp)
+        entry["batch_size"] *= factor
+        entry["global_batch"] *= factor
+        batches.append(entry)
+    batches[1]["stats"]["p50_ci"] = None  # as a batch too short to resample would have it
+    (table,) = scaling.batch_throughput(batches)
+    rows = table["rows"]
+    for row in (rows[0], rows[2]):
+        low, high = row["ex_sec_total_ci"]
+        assert low < row["ex_sec_total"] < high
+    assert rows[1]["ex_sec_total_ci"] is None
+    assert rows[0]["ex_sec_total_ci"] == pytest.approx(ddp["stats"]["ex_sec_total_p50_ci"])  # as the run's own
+    text = tables.batch_text({"batch_throughput": [table]})
+    first = next(line for line in text.splitlines() if line.split()[:1] == [str(rows[0]["batch_size"])])
+    assert f"({rows[0]['ex_sec_total_ci'][0]:.1f}–{rows[0]['ex_sec_total_ci'][1]:.1f})" in first
+
+    below, above = plots._error_bars(rows, "ex_sec_total")
+    assert math.isnan(below[1]) and math.isnan(above[1])
+    assert below[0] == rows[0]["ex_sec_total"] - rows[0]["ex_sec_total_ci"][0]
+    plt = plots._pyplot()
+    plots._batch_throughput(plt, {"batch_throughput": [table]}, str(tmp_path))
+    drawn = (tmp_path / "batch_throughput.svg").read_text(encoding="utf-8")
+    assert 'id="ci-throughput-' in drawn

@@ -150,8 +150,8 @@ def rows_by_config(tables: Iterable[dict[str, Any]]) -> dict[str, dict[str, Any]
 
 
 def batch_throughput(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Throughput per batch size for each model/N/backend with more than one batch: the batch-size sweep
-    up to out-of-memory of "Problem 2 - Data Parallelism in Pytorch"."""
+    """Throughput per batch size for each model/N/backend with more than one batch: the batch-size sweep up to
+    out of memory, with the 95% interval of each throughput."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for entry in entries:
         if entry["mode"] != "ddp":
@@ -164,7 +164,10 @@ def batch_throughput(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
             continue
         rows = []
         for entry in sorted(members, key=lambda e: e["batch_size"]):
-            p50 = entry["stats"]["sec_iter"]["p50"] if entry["stats"] else None
+            stats = entry["stats"] or {}
+            p50 = stats["sec_iter"]["p50"] if stats else None
+            measured_ok = bool(p50) and entry["status"] == "ok"
+            step_ci = stats.get("p50_ci") if measured_ok else None
             rows.append(
                 {
                     "batch_size": entry["batch_size"],
@@ -172,7 +175,11 @@ def batch_throughput(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                     "status": entry["status"],
                     "reason": entry["reason"],
                     "sec_iter": p50,
-                    "ex_sec_total": entry["global_batch"] / p50 if p50 and entry["status"] == "ok" else None,
+                    "sec_iter_ci": step_ci,
+                    "ex_sec_total": entry["global_batch"] / p50 if measured_ok else None,
+                    # a slower step is fewer examples per second: the interval's ends swap
+                    "ex_sec_total_ci": [entry["global_batch"] / step_ci[1], entry["global_batch"] / step_ci[0]]
+                    if step_ci and step_ci[0] > 0 else None,
                     "peak_memory_bytes": entry["peak_memory_bytes"],
                 }
             )

@@ -64,12 +64,13 @@ def _finish(plt: Any, fig: Any, axes: list[Any], out_dir: str, name: str, legend
 
 
 def _yerr(points: list[float], intervals: list[Any], scale: float = 1.0) -> Any:
-    """matplotlib's yerr for 95% intervals (distances below and above each point); None unless every point
-    has one."""
-    if not intervals or not all(intervals):
+    """matplotlib's yerr for 95% intervals (distances below and above each point); a point without one gets no
+    bar (NaN), not a zero-length one; None when no point has one."""
+    if not any(intervals):
         return None
-    below = [max(0.0, scale * (point - low)) for point, (low, _) in zip(points, intervals)]
-    above = [max(0.0, scale * (high - point)) for point, (_, high) in zip(points, intervals)]
+    nan = float("nan")
+    below = [max(0.0, scale * (point - ci[0])) if ci else nan for point, ci in zip(points, intervals)]
+    above = [max(0.0, scale * (ci[1] - point)) if ci else nan for point, ci in zip(points, intervals)]
     return [below, above]
 
 
@@ -138,12 +139,13 @@ def _batch_throughput(plt: Any, summary: dict[str, Any], out_dir: str) -> list[s
     for table in tables:
         measured = [r for r in table["rows"] if r["ex_sec_total"]]
         label = f"{table['model']} N={table['world_size']}"
-        line = axis.plot([r["batch_size"] for r in measured], [r["ex_sec_total"] for r in measured], marker="o",
-                         label=label)
+        drawn = axis.errorbar([r["batch_size"] for r in measured], [r["ex_sec_total"] for r in measured],
+                              yerr=_error_bars(measured, "ex_sec_total"), marker="o", capsize=3, label=label)
+        _name_intervals(drawn, f"ci-throughput-{len(axis.containers)}")
         ooms = [r["batch_size"] for r in table["rows"] if r["status"] == "oom"]
         if ooms and measured:
             axis.scatter(ooms, [measured[-1]["ex_sec_total"]] * len(ooms), marker="x", s=80,
-                         color=line[0].get_color(), label=f"{label}: out of memory")
+                         color=drawn.lines[0].get_color(), label=f"{label}: out of memory")
     axis.set_xscale("log", base=2)
     axis.set(xlabel="batch per rank", ylabel="examples/s (all ranks)", title="Throughput per batch size")
     return _finish(plt, fig, [axis], out_dir, "batch_throughput")

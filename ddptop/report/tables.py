@@ -236,8 +236,8 @@ def _batch_rows(table: dict[str, Any]) -> list[tuple[str, ...]]:
         (
             str(r["batch_size"]),
             str(r["global_batch"]),
-            units.seconds(r["sec_iter"]),
-            units.number(r["ex_sec_total"], 1),
+            units.with_interval(r["sec_iter"], r.get("sec_iter_ci"), units.seconds),
+            units.with_interval(r["ex_sec_total"], r.get("ex_sec_total_ci"), lambda v: units.number(v, 1)),
             r["status"] + (" <- best" if r["batch_size"] == table["best_batch"] and r["status"] == "ok" else ""),
         )
         for r in table["rows"]
