@@ -664,10 +664,12 @@ def test_ascii_draws_every_screen_in_ascii(in_repo, size):
         if size[0] >= 120:  # the chart beside the tables, drawn once laid out
             screens["summary"] = tmux.wait_for("speedup vs N", timeout=30)
         for name, keys in (("chart", "g"), ("overview", "Escape"), ("ranks", "2"), ("topology", "3"),
-                           ("logs", "4"), ("help", "?")):
+                           ("logs", "4"), ("help", "?"), ("palette", "Escape C-p"), ("commands", "s u m")):
             if name == "chart" and size[0] >= 120:
                 continue  # beside the tables already
-            tmux.keys(keys)
+            for key in keys.split():
+                tmux.keys(key)
+                time.sleep(0.3)
             time.sleep(0.8)
             screens[name] = tmux.screen()
     finally:
@@ -676,6 +678,7 @@ def test_ascii_draws_every_screen_in_ascii(in_repo, size):
     assert outside == {name: [] for name in screens}
     assert "speedup vs N" in screens.get("chart", screens["summary"]) and "+-" in screens["overview"]
     assert "#" in screens["overview"] and "1.14" in screens["overview"]  # bars of '#', the speedup
+    assert "Search for commands..." in screens["palette"] and "Summary screen" in screens["commands"]
 
 
 @pytest.mark.slow

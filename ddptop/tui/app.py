@@ -19,6 +19,7 @@ from typing import Any, Iterable
 from textual import work
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
+from textual.command import CommandPalette
 from textual.content import Content
 from textual.containers import ScrollableContainer, Vertical
 from textual.message import Message
@@ -76,7 +77,20 @@ class SummaryShown(Message):
         self.found = found
 
 
-class SummaryApp(App[int]):
+class AsciiAwareApp(App[int]):
+    """Textual's own chrome (the header's title, the command palette) in ASCII under ``--ascii``."""
+
+    def format_title(self, title: str, sub_title: str) -> Content:
+        return ascii.format_title(title, sub_title) if fmt.ASCII else super().format_title(title, sub_title)
+
+    def action_command_palette(self) -> None:
+        if fmt.ASCII and self.use_command_palette and not CommandPalette.is_open(self):
+            self.push_screen(ascii.AsciiCommandPalette())
+        else:
+            super().action_command_palette()
+
+
+class SummaryApp(AsciiAwareApp):
     """``ddptop view summary.json`` for a summary without its run directory: the summary screen alone."""
 
     TITLE = "ddptop: summary"
@@ -87,9 +101,6 @@ class SummaryApp(App[int]):
             self.CSS = ascii.CSS
         self.summary = summary
         self.paths = paths
-
-    def format_title(self, title: str, sub_title: str) -> Content:
-        return ascii.format_title(title, sub_title) if fmt.ASCII else super().format_title(title, sub_title)
 
     def on_mount(self) -> None:
         self.push_screen(SummaryScreen(self.summary, self.paths, with_topology=True, alone=True))
@@ -103,7 +114,7 @@ class SummaryApp(App[int]):
         self.notify(f"Screenshot: {display_path(path)}")
 
 
-class DdptopApp(App[int]):
+class DdptopApp(AsciiAwareApp):
     TITLE = "ddptop"
     CSS = """
     TabbedContent { height: 1fr; }
@@ -171,9 +182,6 @@ class DdptopApp(App[int]):
         return cls(RecordedControl.of(run_dir, open_summary), fps)
 
     # -- layout ------------------------------------------------------------------------------------------------
-    def format_title(self, title: str, sub_title: str) -> Content:
-        return ascii.format_title(title, sub_title) if fmt.ASCII else super().format_title(title, sub_title)
-
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon=ascii.HEADER_ICON if fmt.ASCII else None)
         yield StatusLine(id="status-line")

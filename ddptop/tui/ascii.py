@@ -3,11 +3,13 @@ an old terminal or a font without those glyphs.
 
 ddptop's own cells switch through ``format.use_ascii``; Textual's chrome through its own extension points:
 the scrollbar renderer class (``ScrollBar.renderer``), the tab underline's bar characters, the header's icon
-and title separator (``App.format_title``), and CSS for the footer's and the help's borders.
+and title separator (``App.format_title``), the command palette's icon and placeholder, and CSS for the
+footer's, the help's and the palette's borders.
 """
 
 from __future__ import annotations
 
+from textual.command import CommandPalette, SearchIcon
 from textual.content import Content
 from textual.renderables.bar import Bar
 from textual.scrollbar import ScrollBar, ScrollBarRender
@@ -17,6 +19,11 @@ from ddptop.tui import format as fmt
 CSS = """
 FooterKey.-command-palette { border-left: none; }
 #help { border: ascii $accent; }
+CommandPalette #--input { border: blank; }
+CommandPalette LoadingIndicator { border-bottom: blank; }
+CommandPalette CommandList { border-bottom: ascii $panel; }
+CommandPalette CommandList:focus { border-bottom: blank; }
+CommandPalette CommandList.--populating { border-bottom: none; }
 """
 HEADER_ICON = "*"
 
@@ -26,6 +33,17 @@ class AsciiScrollBarRender(ScrollBarRender):
 
     VERTICAL_BARS = [" "] * 8
     HORIZONTAL_BARS = [" "] * 8
+
+
+class AsciiCommandPalette(CommandPalette):
+    """Textual's command palette (ctrl+p) without its magnifier glyph and the ellipsis of its placeholder."""
+
+    def __init__(self) -> None:
+        super().__init__(id="--command-palette", placeholder="Search for commands...")
+
+    def on_mount(self) -> None:
+        for icon in self.query(SearchIcon):
+            icon.icon = ">"
 
 
 def use_ascii() -> None:
