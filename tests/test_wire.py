@@ -92,8 +92,8 @@ def test_a_file_removed_after_it_was_seen_is_still_read_to_its_end(tmp_path):
 
 @pytest.mark.parametrize("error", [errno.ESTALE, errno.EIO])
 def test_a_read_that_fails_part_way_keeps_what_it_read_and_goes_on_next_time(tmp_path, monkeypatch, error):
-    """A stale NFS handle or an I/O error mid-file: the lines read before it are applied, the file is opened
-    afresh on the next read and read on from there; no line is lost or read twice."""
+    """A stale NFS handle or an I/O error mid-file: the lines read before it are applied and the next read goes
+    on from there (a stale handle is let go, the path opened afresh); no line is lost or read twice."""
     path = tmp_path / "rank-0.jsonl"
     lines = [wire.encode(wire.make_event("samples", 0, config_id="c", phase="measure", first_iter=i, sec=[0.1]))
              for i in range(40)]
@@ -110,14 +110,29 @@ def test_a_read_that_fails_part_way_keeps_what_it_read_and_goes_on_next_time(tmp
     monkeypatch.setattr(os, "pread", failing_pread)
     reader = wire.EventFileReader(str(path))
     first = reader.read_new()
-    assert 0 < len(first) < 40 and reader._fd == -1  # what came before the error, and the handle let go
+    assert 0 < len(first) < 40  # what came before the error
+    assert (reader._fd == -1) is (error == errno.ESTALE)  # a stale handle is let go; after EIO the file is kept
     rest = reader.read_new()
     assert [e["first_iter"] for e in first + rest] == list(range(40))
 
 
-def test_a_read_when_the_process_is_out_of_file_descriptors_lets_its_own_go_and_reads(tmp_path):
-    """With every descriptor taken (a soft limit of 64 and many files tailed), the reader frees the one it
-    holds to open the path afresh, instead of failing the refresh."""
+def test_an_io_error_before_anything_is_read_is_raised_not_taken_for_a_quiet_file(tmp_path, monkeypatch):
+    path = tmp_path / "rank-0.jsonl"
+    path.write_bytes(wire.encode(wire.make_event("bye", 0)))
+
+    def failing_pread(fd, size, offset):
+        raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    monkeypatch.setattr(os, "pread", failing_pread)
+    with pytest.raises(OSError, match="Input/output error"):
+        wire.EventFileReader(str(path)).read_new()
+
+
+@pytest.mark.parametrize("removed", [False, True], ids=["path there", "path removed"])
+def test_a_read_when_the_process_is_out_of_file_descriptors_reads_the_file_it_holds(tmp_path, removed):
+    """With every descriptor taken (a soft limit of 64 and many files tailed), the reader reads on from the
+    file it holds instead of failing the refresh; and where the path is gone too, that file is all there is:
+    it is kept."""
     path = tmp_path / "rank-0.jsonl"
     line = wire.encode(wire.make_event("bye", 0))
     path.write_bytes(line)
@@ -135,6 +150,8 @@ try:
 except OSError as exc:
     assert exc.errno == 24, exc  # EMFILE: not one descriptor is left
 os.write(writer, {line!r})
+if {removed!r}:
+    os.unlink({str(path)!r})
 print(len(reader.read_new()), reader._fd >= 0)
 """
     found = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)

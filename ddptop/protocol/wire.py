@@ -301,24 +301,16 @@ class EventFileReader:
     def _reopen(self) -> int:
         """The path opened now, or the file opened last if the path is gone (-1 if it never existed)."""
         try:
-            fd = self._open_path()
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
             if isinstance(exc, (FileNotFoundError, NotADirectoryError)) or exc.errno == errno.ESTALE:
                 return self._fd  # gone (or, over NFS, removed by another client): what was written is still here
+            if exc.errno in (errno.EMFILE, errno.ENFILE) and self._fd >= 0:
+                return self._fd  # no descriptor to spare: read on from the file held (it may be all there is)
             raise
         self.close()
         self._fd = fd
         return fd
-
-    def _open_path(self) -> int:
-        try:
-            return os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        except OSError as exc:
-            if exc.errno not in (errno.EMFILE, errno.ENFILE) or self._fd < 0:
-                raise
-        # out of file descriptors: let this reader's own go and try once more (it is opened afresh anyway)
-        self.close()
-        return os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
 
     def _read_appended(self, fd: int) -> bytes:
         if fd < 0:
@@ -329,12 +321,12 @@ class EventFileReader:
             while chunk := os.pread(fd, READ_CHUNK, position):
                 chunks.append(chunk)
                 position += len(chunk)
-        except OSError as exc:  # a stale NFS handle or an I/O error: keep what was read, try afresh next time
-            if fd == self._fd:
-                self.close()
-            if not chunks and exc.errno not in (errno.ESTALE, errno.EIO):
-                raise
-        return b"".join(chunks)
+        except OSError as exc:
+            if exc.errno == errno.ESTALE and fd == self._fd:
+                self.close()  # a stale handle reads nothing more: the next read opens the path afresh
+            if not chunks and exc.errno != errno.ESTALE:
+                raise  # an error that keeps coming is said, not taken for a quiet file
+        return b"".join(chunks)  # what came before the error; the next read goes on from there
 
     def _decode_lines(self, lines: list[bytes]) -> list[dict[str, Any]]:
         lines = [line for line in lines if line.strip()]
