@@ -664,7 +664,8 @@ def test_ascii_draws_every_screen_in_ascii(in_repo, size):
         if size[0] >= 120:  # the chart beside the tables, drawn once laid out
             screens["summary"] = tmux.wait_for("speedup vs N", timeout=30)
         for name, keys in (("chart", "g"), ("overview", "Escape"), ("ranks", "2"), ("topology", "3"),
-                           ("logs", "4"), ("help", "?"), ("palette", "Escape C-p"), ("commands", "s u m")):
+                           ("logs", "4"), ("help", "?"), ("palette", "Escape C-p"), ("commands", "s u m"),
+                           ("themes", "BSpace BSpace BSpace t h e m e Enter")):
             if name == "chart" and size[0] >= 120:
                 continue  # beside the tables already
             for key in keys.split():
@@ -679,6 +680,7 @@ def test_ascii_draws_every_screen_in_ascii(in_repo, size):
     assert "speedup vs N" in screens.get("chart", screens["summary"]) and "+-" in screens["overview"]
     assert "#" in screens["overview"] and "1.14" in screens["overview"]  # bars of '#', the speedup
     assert "Search for commands..." in screens["palette"] and "Summary screen" in screens["commands"]
+    assert "Search for themes..." in screens["themes"]
 
 
 @pytest.mark.slow

@@ -78,16 +78,32 @@ class SummaryShown(Message):
 
 
 class AsciiAwareApp(App[int]):
-    """Textual's own chrome (the header's title, the command palette) in ASCII under ``--ascii``."""
+    """Textual's own chrome (the header's title, the command palettes, borders, the loading indicator) in ASCII
+    under ``--ascii``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        if fmt.ASCII:  # read when the app starts
+            self.CSS = type(self).CSS + ascii.CSS
+            self.animation_level = "none"  # a loading indicator says "Loading..." instead of animated dots
 
     def format_title(self, title: str, sub_title: str) -> Content:
         return ascii.format_title(title, sub_title) if fmt.ASCII else super().format_title(title, sub_title)
 
     def action_command_palette(self) -> None:
         if fmt.ASCII and self.use_command_palette and not CommandPalette.is_open(self):
-            self.push_screen(ascii.AsciiCommandPalette())
+            self.push_screen(ascii.AsciiCommandPalette(id="--command-palette"))
         else:
             super().action_command_palette()
+
+    def search_themes(self) -> None:
+        """The palette's theme list ("Theme" in ctrl+p)."""
+        if fmt.ASCII:
+            from textual.theme import ThemeProvider
+
+            self.push_screen(ascii.AsciiCommandPalette(providers=[ThemeProvider], placeholder="Search for themes..."))
+        else:
+            super().search_themes()
 
 
 class SummaryApp(AsciiAwareApp):
@@ -97,8 +113,6 @@ class SummaryApp(AsciiAwareApp):
 
     def __init__(self, summary: dict[str, Any], paths: dict[str, str] | None) -> None:
         super().__init__()
-        if fmt.ASCII:
-            self.CSS = ascii.CSS
         self.summary = summary
         self.paths = paths
 
@@ -149,8 +163,6 @@ class DdptopApp(AsciiAwareApp):
 
     def __init__(self, control: RunControl, fps: float = DEFAULT_FPS, screenshot_dir: str | None = None) -> None:
         super().__init__()
-        if fmt.ASCII:  # read when the app starts
-            self.CSS = type(self).CSS + ascii.CSS
         self.control = control
         self.fps = fps
         self.screenshot_dir = screenshot_dir or control.run_dir

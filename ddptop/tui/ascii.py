@@ -9,6 +9,8 @@ footer's, the help's and the palette's borders.
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.command import CommandPalette, SearchIcon
 from textual.content import Content
 from textual.renderables.bar import Bar
@@ -38,8 +40,9 @@ class AsciiScrollBarRender(ScrollBarRender):
 class AsciiCommandPalette(CommandPalette):
     """Textual's command palette (ctrl+p) without its magnifier glyph and the ellipsis of its placeholder."""
 
-    def __init__(self) -> None:
-        super().__init__(id="--command-palette", placeholder="Search for commands...")
+    def __init__(self, providers: Any = None, placeholder: str = "Search for commands...",
+                 id: str | None = None) -> None:  # noqa: A002 - Textual's own keyword
+        super().__init__(providers, id=id, placeholder=placeholder)
 
     def on_mount(self) -> None:
         for icon in self.query(SearchIcon):
