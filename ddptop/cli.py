@@ -248,13 +248,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     data, rebuilt = store.load_target(target, args.rebuild)
     saved: dict[str, str] = {}
     if rebuilt and not args.rebuild:
-        from ddptop.watch import RUNNING, SAVING, UNKNOWN, writer_of
+        from ddptop.watch import RUNNING, SAVE_GRACE, SAVING, UNKNOWN, writer_of
 
         state, writer = writer_of(target)
         if state in (RUNNING, UNKNOWN, SAVING):  # its writer saves the summary when the sweep ends: not ours
             if state == SAVING:
-                print(f"ddptop: the sweep in {target} has ended and its ddptop ({writer}) is saving the summary: "
-                      "this report is built from the events and is not saved (--rebuild saves it)", file=sys.stderr)
+                print(f"ddptop: the sweep in {target} ended less than {SAVE_GRACE:.0f} s ago and its ddptop ({writer}) "
+                      "saves the summary: this report is built from the events and is not saved (--rebuild saves "
+                      "it)", file=sys.stderr)
             else:
                 runs = "still runs" if state == RUNNING else "may still run (on another host)"
                 print(f"ddptop: the sweep in {target} has not ended and its ddptop ({writer}) {runs}: this report "

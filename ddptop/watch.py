@@ -21,7 +21,7 @@ from ddptop.session import Session, process_is_alive
 from ddptop.snapshot import FINISHED, RUNNING, UNKNOWN, WRITER_GONE
 
 SAVE_GRACE = 30.0  # seconds the writer gets after the sweep's end to save summary.json
-SAVING = "saving"  # the sweep ended and its ddptop, alive, is within SAVE_GRACE of it: summary.json is coming
+SAVING = "saving"  # the sweep ended within SAVE_GRACE and its ddptop is not known gone: summary.json is coming
 CHECK_PERIOD = 2.0  # seconds between checks that the writer is alive
 
 
@@ -52,7 +52,8 @@ def writer_of(run_dir: str) -> tuple[str, str]:
     end = next((e for e in events if isinstance(parse_mark(e), SweepEnd)), None)
     if end is None:
         return run_state(False, writer_is_alive(hello)), who(hello)
-    saving = time.time() - end["t"] < SAVE_GRACE and writer_is_alive(hello) is True
+    # alive, or on another host where it cannot be told: within the grace it is taken to be saving
+    saving = time.time() - end["t"] < SAVE_GRACE and writer_is_alive(hello) is not False
     return (SAVING if saving else FINISHED), who(hello)
 
 

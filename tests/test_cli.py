@@ -125,7 +125,8 @@ def test_damaged_summary_and_corrupt_events(tmp_path):
     assert json.loads(done.stdout)["malformed_event_lines"] == 2
 
 
-@pytest.mark.parametrize("writer", ["alive here", "on another host", "dead", "saving", "saved nothing"])
+@pytest.mark.parametrize("writer", ["alive here", "on another host", "dead", "saving", "saving elsewhere",
+                                    "saved nothing"])
 def test_report_saves_a_rebuilt_summary_only_where_no_ddptop_will(tmp_path, writer):
     """A run without summary.json: its tables are printed from the events either way; the summary is
     written beside them only when its writer is known gone. A live writer saves its own when the sweep ends
@@ -138,13 +139,13 @@ def test_report_saves_a_rebuilt_summary_only_where_no_ddptop_will(tmp_path, writ
     lines = [json.loads(line) for line in runner.read_text().splitlines()]
     hello, marks = lines[0], [e for e in lines[1:] if e["data"]["what"] != "sweep_end"]  # not ended
     end = next(e for e in lines if e.get("data", {}).get("what") == "sweep_end")
-    if writer == "saving":  # ended a moment ago; its ddptop, alive, writes summary.json now
+    if writer in ("saving", "saving elsewhere"):  # ended a moment ago; its ddptop writes summary.json now
         marks.append(dict(end, t=time.time()))
     elif writer == "saved nothing":  # ended longer ago than a save takes, its ddptop still open (a full disk)
         marks.append(dict(end, t=time.time() - 120))
     if writer in ("alive here", "saving", "saved nothing"):  # this test's own process, started before the hello's time
         hello.update(host=os.uname().nodename, pid=os.getpid(), t=time.time())
-    elif writer == "on another host":
+    elif writer in ("on another host", "saving elsewhere"):
         hello.update(host="gpu-node-elsewhere")
     else:  # a pid of this host that is gone
         done = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
@@ -156,10 +157,10 @@ def test_report_saves_a_rebuilt_summary_only_where_no_ddptop_will(tmp_path, writ
         assert os.path.exists(run / "summary.json") and done.stderr == ""
         return
     assert not os.path.exists(run / "summary.json")
-    if writer == "saving":
-        assert done.stderr == (f"ddptop: the sweep in {run} has ended and its ddptop (pid {hello['pid']} on "
-                               f"{hello['host']}) is saving the summary: this report is built from the events and "
-                               "is not saved (--rebuild saves it)\n")
+    if writer in ("saving", "saving elsewhere"):
+        assert done.stderr == (f"ddptop: the sweep in {run} ended less than 30 s ago and its ddptop (pid "
+                               f"{hello['pid']} on {hello['host']}) saves the summary: this report is built from the "
+                               "events and is not saved (--rebuild saves it)\n")
         return
     runs = "still runs" if writer == "alive here" else "may still run (on another host)"
     assert done.stderr == (f"ddptop: the sweep in {run} has not ended and its ddptop (pid {hello['pid']} on "

@@ -3,8 +3,6 @@ only when its steps are slower beyond noise."""
 
 import random
 
-import pytest
-
 from ddptop.analysis import intervals, stats
 from ddptop.report import build
 from ddptop.session import Session
@@ -71,21 +69,24 @@ def test_throughput_per_batch_carries_its_interval_in_the_table_and_the_plot(tmp
         entry = copy.deepcopy(ddp)
         entry["batch_size"] *= factor
         entry["global_batch"] *= factor
+        entry["stats"]["ex_sec_total_p50_ci"] = [factor * v for v in entry["stats"]["ex_sec_total_p50_ci"]]
         batches.append(entry)
-    batches[1]["stats"]["p50_ci"] = None  # as a batch too short to resample would have it
+    batches[1]["stats"]["p50_ci"] = batches[1]["stats"]["ex_sec_total_p50_ci"] = None  # too short to resample
     (table,) = scaling.batch_throughput(batches)
     rows = table["rows"]
     for row in (rows[0], rows[2]):
         low, high = row["ex_sec_total_ci"]
         assert low < row["ex_sec_total"] < high
     assert rows[1]["ex_sec_total_ci"] is None
-    assert rows[0]["ex_sec_total_ci"] == pytest.approx(ddp["stats"]["ex_sec_total_p50_ci"])  # as the run's own
+    assert rows[0]["ex_sec_total_ci"] == ddp["stats"]["ex_sec_total_p50_ci"]  # the configuration's own, as shown
     text = tables.batch_text({"batch_throughput": [table]})
     first = next(line for line in text.splitlines() if line.split()[:1] == [str(rows[0]["batch_size"])])
     assert f"({rows[0]['ex_sec_total_ci'][0]:.1f}–{rows[0]['ex_sec_total_ci'][1]:.1f})" in first
 
     below, above = plots._error_bars(rows, "ex_sec_total")
     assert math.isnan(below[1]) and math.isnan(above[1])
+    nan = float("nan")  # an interval the bootstrap could not fill is no interval either
+    assert plots._yerr([1.0, 2.0], [[nan, nan], None]) is None
     assert below[0] == rows[0]["ex_sec_total"] - rows[0]["ex_sec_total_ci"][0]
     plt = plots._pyplot()
     plots._batch_throughput(plt, {"batch_throughput": [table]}, str(tmp_path))

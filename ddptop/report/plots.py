@@ -15,6 +15,7 @@ while it draws.
 from __future__ import annotations
 
 import io
+import math
 import os
 from typing import Any
 
@@ -66,11 +67,12 @@ def _finish(plt: Any, fig: Any, axes: list[Any], out_dir: str, name: str, legend
 def _yerr(points: list[float], intervals: list[Any], scale: float = 1.0) -> Any:
     """matplotlib's yerr for 95% intervals (distances below and above each point); a point without one gets no
     bar (NaN), not a zero-length one; None when no point has one."""
-    if not any(intervals):
+    known = [ci if ci and all(v is not None and math.isfinite(v) for v in ci) else None for ci in intervals]
+    if not any(known):
         return None
     nan = float("nan")
-    below = [max(0.0, scale * (point - ci[0])) if ci else nan for point, ci in zip(points, intervals)]
-    above = [max(0.0, scale * (ci[1] - point)) if ci else nan for point, ci in zip(points, intervals)]
+    below = [max(0.0, scale * (point - ci[0])) if ci else nan for point, ci in zip(points, known)]
+    above = [max(0.0, scale * (ci[1] - point)) if ci else nan for point, ci in zip(points, known)]
     return [below, above]
 
 

@@ -362,7 +362,7 @@ class DdptopApp(AsciiAwareApp):
         tables = list(self.screen_stack[0].query(LineTable))  # the sweep's tables, from any screen
         for table in tables:
             table.show_every_column(every)
-        wider = sum(1 for t in tables if t.virtual_size.width > t.scrollable_content_region.width)
+        wider = sum(1 for t in tables if t.can_focus and t.size.width)  # on the tab shown, wider than the window
         if every:
             self.notify("every column: Tab to a table, then ← →; w: only those that fit" if wider
                         else "every column fits already", timeout=3)
