@@ -3,6 +3,9 @@ only when its steps are slower beyond noise."""
 
 import random
 
+import pytest
+
+from ddptop import units
 from ddptop.analysis import intervals, stats
 from ddptop.report import build
 from ddptop.session import Session
@@ -28,6 +31,46 @@ def test_every_headline_figure_of_a_summary_has_its_interval_around_it():
     low, high = table["ddp_overhead_at_reference_ci"]
     assert low <= table["ddp_overhead_at_reference"] <= high
     assert "serial_fraction_ci" in table["amdahl"]
+
+
+def test_amdahl_fit_outside_what_the_law_allows_is_said_not_to_fit(tmp_path):
+    """A speedup below 1 fits a serial fraction above 100%; bounded to 100% it would read "speedup can never
+    pass 1.0", a law the data contradict. The text says the law does not fit, with the unbounded fraction and
+    its interval (for one N > 1 that is the Karp-Flatt metric's), and the plot draws no Amdahl curve."""
+    from ddptop.analysis import formulas
+    from ddptop.report import plots, tables
+
+    session = Session.load(RECORDED)
+    session.refresh(final=True)
+    summary = build.build_summary(session)
+    table = summary["scaling"][0]
+    fit, two = table["amdahl"], table["rows"][1]
+    assert fit["raw_serial_fraction"] == pytest.approx(two["karp_flatt"])
+    assert fit["raw_serial_fraction_ci"] == pytest.approx(two["karp_flatt_ci"])
+    inside = " ".join(tables.model_lines(table))
+    assert "Amdahl fit over 1 world size above 1" in inside and "does not fit" not in inside
+
+    for speedup, words in ((0.89, "the speedup is below 1"), (2.2, "the speedup is above N (superlinear)")):
+        misfit = formulas.amdahl_fit([(2, speedup)])
+        misfit["raw_serial_fraction_ci"] = [misfit["raw_serial_fraction"] - 0.05, misfit["raw_serial_fraction"] + 0.05]
+        said = " ".join(tables.model_lines({"amdahl": misfit, "rows": []}))
+        assert "Amdahl's law does not fit over 1 world size above 1" in said and words in said, said
+        assert "can never pass" not in said and "reaches" not in said
+        fitted = units.with_interval(misfit["raw_serial_fraction"], misfit["raw_serial_fraction_ci"],
+                                     lambda v: units.percent(v, 1))
+        assert f"fitted serial fraction {fitted}" in said and "(" in fitted
+    edge = formulas.amdahl_fit([(2, 0.99)])
+    edge["raw_serial_fraction_ci"] = [0.9, 1.1]
+    assert "cannot be ruled out" in " ".join(tables.model_lines({"amdahl": edge, "rows": []}))
+
+    plt = plots._pyplot()
+    (tmp_path / "fits").mkdir()
+    (tmp_path / "misfit").mkdir()
+    plots._speedup(plt, summary, str(tmp_path / "fits"))
+    assert 'id="amdahl-' in (tmp_path / "fits" / "speedup.svg").read_text(encoding="utf-8")
+    table["amdahl"] = formulas.amdahl_fit([(2, 0.89)])
+    plots._speedup(plt, summary, str(tmp_path / "misfit"))
+    assert 'id="amdahl-' not in (tmp_path / "misfit" / "speedup.svg").read_text(encoding="utf-8")
 
 
 def _straggler_stats(samples):

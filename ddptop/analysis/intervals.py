@@ -140,8 +140,10 @@ def add_scaling_intervals(table: dict[str, Any], plan: Any, by_size: Mapping[int
             table["ddp_overhead_at_reference_ci"] = _from(t_ref / t_plain - 1, table["ddp_overhead_at_reference"])
     fit = table.get("amdahl")
     if fit is not None:
-        fractions = _amdahl_fractions({n: s for n, s in speedups.items()})
-        if fractions is not None:
+        raw = _amdahl_fractions({n: s for n, s in speedups.items()})
+        if raw is not None:
+            fit["raw_serial_fraction_ci"] = _from(raw, fit["raw_serial_fraction"])
+            fractions = np.clip(raw, 0.0, 1.0)
             fit["serial_fraction_ci"] = _from(fractions, fit["serial_fraction"])
             fit["max_speedup_ci"] = _from(np.where(fractions > 0, 1 / np.maximum(fractions, 1e-12), np.inf),
                                           fit["max_speedup"]) if fit.get("max_speedup") is not None else None
@@ -156,14 +158,14 @@ def _from(derived: np.ndarray, value: float | None) -> list[float] | None:
 
 def _amdahl_fractions(speedups: Mapping[int, np.ndarray]) -> np.ndarray | None:
     """``formulas.amdahl_fit``'s closed form applied to every replicate: f = sum((1/S - 1/N)(1 - 1/N)) /
-    sum((1 - 1/N)^2) over N > 1, bounded to [0, 1]."""
+    sum((1 - 1/N)^2) over N > 1, not yet bounded to [0, 1] (outside it the law does not fit)."""
     usable = [(n, s) for n, s in speedups.items() if n > 1]
     if not usable:
         return None
     with np.errstate(divide="ignore", invalid="ignore"):
         numerator = sum((1 / s - 1 / n) * (1 - 1 / n) for n, s in usable)
     denominator = sum((1 - 1 / n) ** 2 for n, _ in usable)
-    return np.clip(numerator / denominator, 0.0, 1.0)
+    return numerator / denominator
 
 
 def add_collective_intervals(tables: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]],

@@ -120,9 +120,10 @@ def _speedup(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
                       marker="x", color=drawn.lines[0].get_color(),
                       label="projected beyond the node (a model)")
         fit = table.get("amdahl")
-        if fit:
+        if fit and formulas.amdahl_applies(fit):
             left.plot(sizes, [formulas.amdahl_speedup(fit["serial_fraction"], n) for n in sizes], linestyle=":",
-                      color=drawn.lines[0].get_color(), label=f"Amdahl, serial {100 * fit['serial_fraction']:.1f}%")
+                      color=drawn.lines[0].get_color(), label=f"Amdahl, serial {100 * fit['serial_fraction']:.1f}%",
+                      gid=f"amdahl-{len(left.containers)}")
     left.set(xlabel=f"N ({_unit(summary)})", ylabel="speedup", title="Speedup")
     _draw_efficiency(right, summary, tables, many_caps)
     fig.suptitle(summary.get("name") or "")
