@@ -11,7 +11,9 @@ Method (weak scaling: the batch per rank stays as measured):
   did not time buckets, nothing overlaps (the pessimistic end).
 Projected step = compute + exposed share x projected allreduce; speedup = N' x (t(reference) / step) and
 efficiency = speedup / N', against the table's reference N as every row is. The compute time's 95%
-interval gives the step's range; the assumptions' own error is not in it, and is said beside the figures.
+interval gives the step's range; the speedup's range puts the step's ends against the reference time's
+opposite ends (wider than a joint interval would be). The assumptions' own error is in neither, and is said
+beside the figures.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ def project(table: Mapping[str, Any], entries_by_id: Mapping[str, Mapping[str, A
     intra = ((buckets.get("achieved") or {}).get("busbw_gbs")
              or (in_flight and 2 * (n - 1) / n * grad_bytes / in_flight / 1e9) or None)
     compute_ci = comm.get("compute_s_ci")
+    reference_ci = reference.get("sec_iter_ci") or [reference["sec_iter"]] * 2
     points = []
     for factor in FACTORS:
         ranks = n * factor
@@ -50,10 +53,14 @@ def project(table: Mapping[str, Any], entries_by_id: Mapping[str, Mapping[str, A
         allreduce_s = 2 * (ranks - 1) / ranks * grad_bytes / (link * 1e9)
         step = compute + exposed_share * allreduce_s
         speedup = ranks * reference["sec_iter"] / step
+        ranges = {}
+        if compute_ci:  # the compute time's interval carried through (the saved summary has it; the live view not)
+            step_ci = [c + exposed_share * allreduce_s for c in compute_ci]
+            speedup_ci = [ranks * reference_ci[0] / step_ci[1], ranks * reference_ci[1] / step_ci[0]]
+            ranges = {"sec_iter_ci": step_ci, "speedup_ci": speedup_ci,
+                      "efficiency_ci": [v / ranks for v in speedup_ci]}
         points.append({
-            "world_size": ranks, "nodes": factor, "sec_iter": step,
-            # the compute time's interval carried through (the saved summary has it; the live view does not)
-            **({"sec_iter_ci": [c + exposed_share * allreduce_s for c in compute_ci]} if compute_ci else {}),
+            "world_size": ranks, "nodes": factor, "sec_iter": step, **ranges,
             "allreduce_s": allreduce_s, "speedup": speedup, "efficiency": speedup / ranks,
             "link_gbps": link, "link": "inter-node" if not intra or internode_gbps <= intra else "intra-node",
         })

@@ -139,7 +139,8 @@ def projection_lines(table: dict[str, Any]) -> list[str]:
     points = "; ".join(
         f"N={p['world_size']} on {p['nodes']} nodes "
         f"{units.with_interval(p['sec_iter'], p.get('sec_iter_ci'), units.seconds)} s/iter, "
-        f"speedup {units.number(p['speedup'], 1)}, efficiency {units.percent(p['efficiency'])}"
+        f"speedup {units.with_interval(p['speedup'], p.get('speedup_ci'), lambda v: units.number(v, 1))}, "
+        f"efficiency {units.with_interval(p['efficiency'], p.get('efficiency_ci'), units.percent)}"
         for p in found["points"])
     return [f"Projected beyond this node ({found['assumptions']}): {points}."]
 

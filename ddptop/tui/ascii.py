@@ -85,13 +85,15 @@ def speedup_lines(summary: dict, width: int, height: int) -> list[str]:
         if n <= top:
             grid[row(n)][x] = "."
     for index, table in enumerate(tables):
-        for point in (table.get("projection") or {}).get("points") or []:
-            grid[row(point["speedup"])][col(point["world_size"])] = "x"
-        for r in table["rows"]:
-            low, high = r.get("speedup_ci") or (None, None)
+        projected = (table.get("projection") or {}).get("points") or []
+        for point in table["rows"] + projected:  # the 95% interval (the projection's range) first, marks over it
+            low, high = point.get("speedup_ci") or (None, None)
             if low is not None and high is not None:
                 for y in range(row(high), row(low) + 1):
-                    grid[y][col(r["world_size"])] = "|"
+                    grid[y][col(point["world_size"])] = "|"
+        for point in projected:
+            grid[row(point["speedup"])][col(point["world_size"])] = "x"
+        for r in table["rows"]:
             grid[row(r["speedup"])][col(r["world_size"])] = marks[index % len(marks)]
     lines = ["speedup vs N".center(width).rstrip()]
     for y in range(plot_h):

@@ -152,13 +152,13 @@ class SummaryScreen(Screen[None]):
             measured.update(xs)
             label = f"{table['model']} bs{table['batch_size']}"
             plt.plot(xs, [r["speedup"] for r in rows], marker="dot", color=color, label=label)
-            for row in rows:  # the 95% interval, as a vertical bar through the point
-                low, high = row.get("speedup_ci") or (None, None)
+            projected = (table.get("projection") or {}).get("points") or []
+            for point in rows + projected:  # the 95% interval (the projection's range), a bar through the point
+                low, high = point.get("speedup_ci") or (None, None)
                 if low is not None and high is not None:
-                    plt.plot([row["world_size"]] * 2, [low, high], marker="│", color=color)
+                    plt.plot([point["world_size"]] * 2, [low, high], marker="│", color=color)
                     highest = max(highest, high)
             highest = max(highest, *(r["speedup"] for r in rows))
-            projected = (table.get("projection") or {}).get("points") or []
             if projected:  # a model, not a measurement: its own marker, said in the legend
                 plt.plot([rows[-1]["world_size"]] + [p["world_size"] for p in projected],
                          [rows[-1]["speedup"]] + [p["speedup"] for p in projected], marker="x", color=color,
