@@ -140,7 +140,7 @@ def add_scaling_intervals(table: dict[str, Any], plan: Any, by_size: Mapping[int
             table["ddp_overhead_at_reference_ci"] = _from(t_ref / t_plain - 1, table["ddp_overhead_at_reference"])
     fit = table.get("amdahl")
     if fit is not None:
-        raw = _amdahl_fractions({n: s for n, s in speedups.items()})
+        raw = _amdahl_fractions(speedups)
         if raw is not None:
             fit["raw_serial_fraction_ci"] = _from(raw, fit["raw_serial_fraction"])
             fractions = np.clip(raw, 0.0, 1.0)

@@ -181,18 +181,15 @@ def _amdahl_misfit(fit: dict[str, Any]) -> str:
     """The sentence for a fit outside [0, 1]: printing it bounded ("serial fraction 100%, speedup can never
     pass 1.0") would state a law the data contradict."""
     sizes = f"{fit['points']} world size{'s' if fit['points'] > 1 else ''} above 1"
+    whole = ", on the whole," if fit["points"] > 1 else ""
     raw, raw_ci = fit["raw_serial_fraction"], fit.get("raw_serial_fraction_ci")
     fitted = units.with_interval(raw, raw_ci, lambda v: units.percent(v, 1))
     if raw > 1:
-        edge = " The interval reaches 100%: an all-serial step cannot be ruled out." if (
-            raw_ci and raw_ci[0] is not None and raw_ci[0] <= 1.0) else ""
-        whole = ", on the whole," if fit["points"] > 1 else ""
+        edge = (" The interval reaches 100%: an all-serial step cannot be ruled out."
+                if units.interval_includes(raw_ci, 1.0) else "")
         return (f"Amdahl's law does not fit over {sizes}: the speedup is{whole} below 1, so the step grew with N, which "
-                f"no fixed serial part explains (fitted serial fraction {fitted}, above the 100% it can be)."
-                f"{edge}")
-    edge = " The interval reaches 0%: it may be plain linear scaling." if (
-        raw_ci and raw_ci[1] is not None and raw_ci[1] >= 0.0) else ""
-    whole = ", on the whole," if fit["points"] > 1 else ""
+                f"no fixed serial part explains (fitted serial fraction {fitted}, above the 100% it can be).{edge}")
+    edge = " The interval reaches 0%: it may be plain linear scaling." if units.interval_includes(raw_ci, 0.0) else ""
     return (f"Amdahl's law does not fit over {sizes}: the speedup is{whole} above N (superlinear), so there is no "
             f"serial part to fit (fitted serial fraction {fitted}).{edge}")
 
