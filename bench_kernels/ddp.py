@@ -12,9 +12,10 @@ that. A warm-up first (``warmup`` steps, or until the step time stops falling), 
 (``iters``, a time budget, or until the median is precise; every rank stops after the same step, agreed by a
 small all_reduce between blocks of steps). Samples stream to the rank's events file between steps, never
 inside one. After the measured steps of a DDP configuration the communication probe runs (``comm_iters``
-steps per phase). With ``rounds`` K > 1 the launch's configurations are measured K times, round r in the
-spec's order rotated by r, each round with a freshly built model and its own warm-up, so that slow drift of
-the machine falls on every configuration alike. At the end of the launch the collective benchmark
+steps per phase). A configuration measured in K > 1 launches (``rounds`` K, the launch being its round
+``round``) runs one round here; its last launch also runs the communication probe, and each launch's
+config_end carries its own round's figures (the session adds them up). At the end of the launch the
+collective benchmark
 (bench_kernels.collectives) runs in the same process group when the spec asks for it.
 
 This module is the worker's orchestration: process group, configuration lifecycle, events, failures. The
@@ -45,7 +46,7 @@ from importlib import metadata
 from typing import Any
 
 from bench_kernels.comm_probe import ddp_logging_mark, probe_communication
-from bench_kernels.faults import fire, parse_fault
+from bench_kernels.faults import SLOW, Slowdown, fire, parse_fault
 from bench_kernels.flops import compute_dtype, count_step_flops, matmul_ceiling
 from bench_kernels.memory_cap import check_cpu_memory_cap, limit_gpu_memory
 from bench_kernels.timing import (
@@ -66,6 +67,7 @@ from bench_kernels.timing import (
     warm_up_until_steady,
 )
 from bench_kernels.workload import Workload, accepts, build_workload, devices_used
+from ddptop.protocol.affinity import NUMA_BINDING_ENV, UNBOUND_ENV, bind_this_process
 from ddptop.protocol.devices import apply_rank_device
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError, RunConfig
 from ddptop.protocol.precision import relative_half_width
@@ -101,6 +103,40 @@ def _on_signal(signum: int, _frame: Any) -> None:
     raise Terminated(signal.Signals(signum).name)
 
 
+def bind_cores(spec: LaunchSpec, local_rank: int) -> tuple[str, list[int] | None]:
+    """Put this rank on its CPUs before anything starts a thread; how it is bound and the CPUs it may run on.
+
+    CPU launches: the set ddptop planned for this local rank (launch.json's rank_cores). GPU launches: torchrun
+    bound the process to its GPU's NUMA node before it started (--numa-binding), where numactl was found."""
+    if spec.numa_binding:
+        given = os.environ.get(NUMA_BINDING_ENV)
+        how = (f"NUMA node of its GPU (torchrun --numa-binding={given})" if given == spec.numa_binding
+               else "not bound: no numactl for torchrun's --numa-binding on this node")
+        return bind_this_process(None, how)
+    if spec.rank_cores is not None and os.environ.get(UNBOUND_ENV):
+        return bind_this_process(None, f"not bound: {os.environ[UNBOUND_ENV]}")
+    if spec.rank_cores is not None and not 0 <= local_rank < len(spec.rank_cores):
+        return bind_this_process(None, f"not bound: no planned CPUs for local rank {local_rank}")
+    planned = spec.rank_cores[local_rank] if spec.rank_cores is not None else None
+    return bind_this_process(planned, spec.binding)
+
+
+def launch_setup(torch: Any) -> dict[str, Any]:
+    """What can make one GPU launch differ from another of the same configuration, beyond the versions:
+    cuDNN's algorithm search (benchmark: chosen by timing at each launch, so it may choose differently) and
+    determinism, and the NCCL settings of the environment (algorithm, protocol, channels). Neither the
+    algorithms cuDNN chose nor the channels NCCL set up are captured (NCCL_DEBUG=INFO prints them into the
+    rank logs kept in the launch directory)."""
+    wanted = ("NCCL_", "TORCH_NCCL_")
+    named = ("CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_LAUNCH_BLOCKING", "CUBLAS_WORKSPACE_CONFIG")
+    return {
+        "cudnn_enabled": bool(torch.backends.cudnn.enabled),
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+        "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(wanted) or k in named},
+    }
+
+
 def _version(package: str) -> str | None:
     try:
         return metadata.version(package)
@@ -123,34 +159,6 @@ class Measured:
     peak_memory_bytes: int | None = None  # the device's allocator peak over the round, read right after it
 
 
-def round_order(configs: tuple[RunConfig, ...] | list[RunConfig], round_index: int) -> list[RunConfig]:
-    """The configurations of round ``round_index``: the spec's order rotated by the round (A B C, B C A, C A B),
-    so that each is measured early in one round and late in another."""
-    if not configs:
-        return []
-    shift = round_index % len(configs)
-    return [*configs[shift:], *configs[:shift]]
-
-
-def _combined(rounds: list[Measured]) -> Measured:
-    """The whole configuration over its rounds: steps and seconds summed, unstable if any round was, the
-    precision over every measured step, and a limit as the reason when any round stopped on one."""
-    samples = tuple(s for r in rounds for s in r.samples)
-    limits = [r.stop_reason for r in rounds if r.stop_reason in LIMITS]
-    return Measured(
-        iters=sum(r.iters for r in rounds),
-        warmup_s=sum(r.warmup_s for r in rounds),
-        measure_s=sum(r.measure_s for r in rounds),
-        warmup_iters=sum(r.warmup_iters for r in rounds),
-        stop_reason=limits[0] if limits else rounds[-1].stop_reason,
-        precision_reached=relative_half_width(samples),
-        unstable=any(r.unstable for r in rounds),
-        samples=samples,
-        peak_memory_bytes=max((r.peak_memory_bytes for r in rounds if r.peak_memory_bytes is not None),
-                              default=None),
-    )
-
-
 class Worker:
     """One rank: joins the process group, then runs the launch spec's configurations one after another,
     reporting each through its events file."""
@@ -163,8 +171,8 @@ class Worker:
         path = os.path.join(spec.events_dir, events_name(self.rank))
         self.writer = EventWriter(path, self.rank, spec.flush_interval)
         self.faults = [parse_fault(text) for text in spec.inject]
-        self.rounds: dict[str, list[Measured]] = {}  # config id -> its rounds measured so far
         self.said_bf16 = False  # the bf16 emulation line is in the rank's log
+        self.binding: tuple[str, list[int] | None] = ("not bound", None)  # bind_cores' answer, for the hello
 
     # -- setup -------------------------------------------------------------------------------------------
     def start(self) -> None:
@@ -237,6 +245,8 @@ class Worker:
             device_name=torch.cuda.get_device_name(self.device) if cuda else platform.processor() or "cpu",
             backend=self.spec.backend,
             threads=torch.get_num_threads(),
+            binding=self.binding[0],
+            cores=self.binding[1],
             cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
             versions={
                 "python": platform.python_version(),
@@ -246,6 +256,7 @@ class Worker:
                 "cudnn": torch.backends.cudnn.version() if cuda else None,
                 "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
             },
+            **({"gpu_setup": launch_setup(torch)} if cuda and self.rank == 0 else {}),
         )
         self.writer.flush()
 
@@ -259,6 +270,7 @@ class Worker:
         setup_start = time.perf_counter()
         workload = build_workload(cfg, self.device, self.local_rank, self.rank)
         flops = self._count_flops(cfg, workload) if round_index == 0 else None
+        self._slow_down(cfg, workload)
         # the peak from here on: DataParallel's FLOP count runs the whole global batch on its first GPU, which
         # no step does (each replica takes its share)
         self._reset_peak_memory(cfg)
@@ -269,14 +281,10 @@ class Worker:
         measured = self._measure(cfg, workload, round_index)
         # read now: what the analysis below allocates (a second DDP wrapper's buckets) is no part of the step
         measured = dataclasses.replace(measured, peak_memory_bytes=self._peak_memory(cfg))
-        rounds = self.rounds.setdefault(cfg.config_id, [])
-        rounds.append(measured)
         # The configuration ends on every rank before its analysis starts, so a failure there (out of memory
         # building the second wrapper, say) cannot change the measured steps' status, nor make a batch sweep
         # skip the larger batches.
         self._config_end(cfg, measured, round_index, last)
-        if last and cfg.rounds > 1:
-            self._config_end(cfg, _combined(rounds), round_index, last, whole=True)
         if last and cfg.mode == Mode.DDP and cfg.comm_iters > 0:
             self._probe_communication(cfg, workload, round_index)
         del workload
@@ -440,20 +448,25 @@ class Worker:
 
     def faults_for(self, cfg: RunConfig) -> list[Any]:
         """Injected faults (a testing aid) aimed at this rank's communication analysis of ``cfg``."""
-        return [f for f in self.faults if f.phase == "analysis" and f.matches(cfg.config_id, self.rank)]
+        return [f for f in self.faults
+                if f.at_step and f.phase == "analysis" and f.matches(cfg.config_id, self.rank)]
 
-    def _config_end(
-        self, cfg: RunConfig, measured: Measured, round_index: int, last: bool, whole: bool = False,
-    ) -> None:
-        """The end of one round (``last`` false), or of the configuration. With one round that is the same
-        event; with several, the last round's own end (``last`` false) is followed by the configuration's,
-        which sums the rounds (``whole``)."""
+    def _slow_down(self, cfg: RunConfig, workload: Workload) -> None:
+        """An injected ``slow`` fault (a testing aid) aimed at this rank in ``cfg``: every step from here on."""
+        for fault in self.faults:
+            if fault.kind == SLOW and fault.matches(cfg.config_id, self.rank):
+                workload.slow_down(Slowdown(fault.factor))
+                return
+
+    def _config_end(self, cfg: RunConfig, measured: Measured, round_index: int, last: bool) -> None:
+        """The end of one round (``last`` false: a later launch measures the configuration again), or of its
+        last round, which ends the configuration; each carries that round's figures alone."""
         self.writer.emit(
             "config_end",
             config_id=cfg.config_id,
             status=Status.OK,
             round=round_index,
-            last=last and (whole or cfg.rounds == 1),
+            last=last,
             rounds=cfg.rounds,
             iters=measured.iters,
             warmup_iters=measured.warmup_iters,
@@ -480,7 +493,7 @@ class Worker:
     def _injected_fault(self, config_id: str) -> InjectedFault | None:
         """The fault (a testing aid, --inject) this rank should suffer in this configuration's measured steps."""
         for fault in self.faults:
-            if fault.phase == "measure" and fault.matches(config_id, self.rank):
+            if fault.at_step and fault.phase == "measure" and fault.matches(config_id, self.rank):
                 return InjectedFault(fault.iteration, functools.partial(fire, fault, self.torch))
         return None
 
@@ -540,6 +553,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_kernels.ddp: {exc}", file=sys.stderr)
         return 2
     _die_with_parent()
+    binding = bind_cores(spec, int(os.environ.get("LOCAL_RANK", "0")))  # before torch starts its threads
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
     try:
@@ -548,6 +562,7 @@ def main(argv: list[str] | None = None) -> int:
         where = exc.filename or spec.events_dir
         print(f"{UNWRITABLE_MARK}rank {os.environ.get('RANK', '0')}: {describe_os_error(exc, where)}", file=sys.stderr)
         return 1
+    worker.binding = binding
     try:
         return _run(worker, spec)
     except EventsUnwritable as exc:  # a full disk, a quota, the directory read-only or gone: say so where it can be read
@@ -562,12 +577,10 @@ def _run(worker: "Worker", spec: LaunchSpec) -> int:
     started = time.time()
     try:
         worker.start()
-        for round_index in range(max((cfg.rounds for cfg in spec.configs), default=1)):
-            for cfg in round_order(spec.configs, round_index):
-                if round_index < cfg.rounds:
-                    config_id = cfg.config_id
-                    worker.run_config(cfg, round_index)
-                    config_id = None
+        for cfg in spec.configs:  # one round each: the sweep puts the rounds in separate launches
+            config_id = cfg.config_id
+            worker.run_config(cfg, cfg.round)
+            config_id = None
         if spec.collectives and worker.world_size > 1:
             worker.run_collectives()
     except Terminated:  # the phase in progress has sent its samples; close writes them

@@ -1,6 +1,8 @@
-"""Fault injection, a testing aid: make a rank crash, run out of memory, hang or die at a chosen step.
+"""Fault injection, a testing aid: make a rank crash, run out of memory, hang or die at a chosen step, or
+run slow.
 
     ddptop run --inject crash:rank=1:iter=20 --inject hang:rank=0:iter=5:config=n2
+    ddptop run --inject slow:rank=1:factor=3
 
 A fault is ``KIND[:rank=R][:iter=I][:config=TEXT][:phase=P]``: at measured step ``I`` (default 0) of every
 configuration whose id contains ``TEXT`` (default: all), rank ``R`` (default 0); with ``phase=analysis``
@@ -11,18 +13,26 @@ configuration's measured steps have ended)
 - ``hang``: stops making progress (sleeps until signalled), as a rank stuck in a collective would;
 - ``kill``: sends itself SIGKILL, as the kernel's OOM killer or a node fault would;
 - ``exit``: leaves at once with exit code 3, without reporting anything.
+``slow:rank=R:factor=F[:config=TEXT]`` is no event at a step but a rank slower than its peers, as a throttled
+GPU or a busier node would make it: every training step of rank R in those configurations (warm-up,
+measured, and the communication analysis) computes about F times as long (``Slowdown``; a late wake-up from
+its sleep on a busy node adds to that).
 Standard library only: ddptop validates the specs, the ranks act on them.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-KINDS = ("crash", "oom", "hang", "kill", "exit")
+STEP_KINDS = ("crash", "oom", "hang", "kill", "exit")  # fire once, just before a chosen step
+SLOW = "slow"
+KINDS = (*STEP_KINDS, SLOW)
 PHASES = ("measure", "analysis")
 
 
@@ -37,6 +47,12 @@ class Fault:
     iteration: int = 0
     config: str = ""
     phase: str = "measure"
+    factor: float = 1.0  # slow: how many times as long the rank's compute takes
+
+    @property
+    def at_step(self) -> bool:
+        """Fires once at a step (``fire``), rather than slowing every step down (``Slowdown``)."""
+        return self.kind in STEP_KINDS
 
     def matches(self, config_id: str, rank: int) -> bool:
         return rank == self.rank and self.config in config_id
@@ -46,12 +62,14 @@ def parse_fault(text: str) -> Fault:
     kind, *options = text.strip().split(":")
     if kind not in KINDS:
         raise FaultSpecError(f"--inject {text!r}: unknown fault {kind!r} (known: {', '.join(KINDS)})")
+    allowed = ("rank", "factor", "config") if kind == SLOW else ("rank", "iter", "config", "phase")
     values: dict[str, Any] = {}
     for option in options:
         key, sep, value = option.partition("=")
-        if not sep or key not in ("rank", "iter", "config", "phase"):
-            raise FaultSpecError(
-                f"--inject {text!r}: expected rank=R, iter=I, config=TEXT or phase=P, got {option!r}")
+        if not sep or key not in allowed:
+            expected = ("rank=R, factor=F or config=TEXT" if kind == SLOW
+                        else "rank=R, iter=I, config=TEXT or phase=P")
+            raise FaultSpecError(f"--inject {text!r}: expected {expected}, got {option!r}")
         if key == "config":
             values["config"] = value
             continue
@@ -60,14 +78,65 @@ def parse_fault(text: str) -> Fault:
                 raise FaultSpecError(f"--inject {text!r}: phase must be one of {', '.join(PHASES)}")
             values["phase"] = value
             continue
+        if key == "factor":
+            values["factor"] = _factor(text, value)
+            continue
         if not value.isdigit():
             raise FaultSpecError(f"--inject {text!r}: {key} must be a non-negative integer")
         values["rank" if key == "rank" else "iteration"] = int(value)
+    if kind == SLOW and "factor" not in values:
+        raise FaultSpecError(f"--inject {text!r}: slow needs factor=F (its compute takes F times as long)")
     return Fault(kind, **values)
 
 
+def _factor(text: str, value: str) -> float:
+    try:
+        factor = float(value)
+    except ValueError:
+        factor = math.nan
+    if not (math.isfinite(factor) and factor > 1):
+        raise FaultSpecError(f"--inject {text!r}: factor must be a number above 1, got {value!r}")
+    return factor
+
+
+class Slowdown:
+    """``slow``: one rank's compute takes ``factor`` times as long.
+
+    The rank sleeps at the start of its model's forward (``before_forward``, a forward pre-hook on the bare
+    model): after DDP has re-sent the buffers and before the first gradient is ready, so its peers wait for
+    it in the gradient allreduce, as they would for a slower device. The sleep is ``factor - 1`` times the
+    rank's own previous step (``timed``: the step's time with the sleep left out). As the slowest rank it
+    hardly waits for its peers, so that time is its compute. A GPU step ends in a synchronize, so the time is
+    the device's there too (run on CPU only).
+    """
+
+    def __init__(self, factor: float) -> None:
+        self.factor = factor
+        self.own_s: float | None = None  # the previous step without the sleep; None before the first
+        self.slept_s = 0.0  # slept during the current step
+
+    def before_forward(self, *_args: Any) -> None:
+        if self.own_s is not None:
+            start = time.perf_counter()
+            time.sleep((self.factor - 1) * self.own_s)
+            # as slept: a late wake-up (a busy node) is no part of the rank's compute, or it would compound
+            self.slept_s += time.perf_counter() - start
+
+    def timed(self, step: Callable[[], None]) -> Callable[[], None]:
+        """``step``, measuring its own time for the next step's sleep."""
+        clock = time.perf_counter
+
+        def slowed_step() -> None:
+            self.slept_s = 0.0
+            start = clock()
+            step()
+            self.own_s = max(0.0, clock() - start - self.slept_s)
+
+        return slowed_step
+
+
 def fire(fault: Fault, torch: Any = None) -> None:
-    """Make the fault happen, here and now."""
+    """Make a fault of ``STEP_KINDS`` happen, here and now."""
     if fault.kind == "crash":
         raise RuntimeError(f"injected crash at step {fault.iteration} (--inject {fault.kind})")
     if fault.kind == "oom":

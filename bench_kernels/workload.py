@@ -37,6 +37,13 @@ class Workload:
     # DDP's logging data as the measured steps began (``comm_probe.ddp_logging_mark``): its averages run from
     # the wrapper's first step, so the probe takes the measured steps' share from the difference
     logging_mark: Any = None
+    slowdown: Any = None  # an injected ``slow`` fault (``bench_kernels.faults.Slowdown``), a testing aid
+
+    def slow_down(self, slowdown: Any) -> None:
+        """Make every later step of this workload slow (``--inject slow``), through any wrapper: the sleep is
+        a forward pre-hook of the bare model that every wrapper shares."""
+        self.slowdown = slowdown
+        self.model.register_forward_pre_hook(slowdown.before_forward)
 
     def step_through(self, net: Any) -> Callable[[], None]:
         """One training step through ``net``: zero_grad, forward, loss, backward (DDP's allreduce happens
@@ -64,7 +71,7 @@ class Workload:
             if synchronize is not None:
                 synchronize(device)
 
-        return step
+        return self.slowdown.timed(step) if self.slowdown is not None else step
 
 
 def build_workload(cfg: RunConfig, device: Any, local_rank: int, rank: int) -> Workload:

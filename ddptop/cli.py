@@ -321,7 +321,7 @@ def _diff_report(a: dict, b: dict, source: str, min_effect: float, fail_pct: flo
         return json.dumps(result, indent=2) + "\n", failing
     text = diff_mod.diff_text(result, markdown=form == "md")
     if failing:
-        text += f"Failing: {len(failing)} configuration(s) slower by more than {fail_pct:g}%\n"
+        text += f"Failing: {len(failing)} configuration(s) slower by more than {fail_pct:g}% beyond noise (the interval's low end)\n"
     return text, failing
 
 

@@ -11,6 +11,7 @@ leader's endpoint, one agent per node, each with its own agent log and worker lo
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,7 +26,8 @@ import bench_kernels
 from ddptop import rundir
 from ddptop.cluster import Cluster
 from ddptop.protocol import layout
-from ddptop.protocol.launchspec import LaunchSpec
+from ddptop.protocol.affinity import NUMA_BINDING_ENV, UNBOUND_ENV
+from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError
 from ddptop.protocol.vocab import Status
 
 # Seconds between looks for the launch's processes while it runs: each look reads every /proc/<pid>/stat,
@@ -148,11 +150,13 @@ class TorchrunLaunch:
         # machine): torchrun behind a store that listens on loopback only (bench_kernels.loopback_agent).
         local_store = where is None or (where.loopback and where.node_rank == 0)
         agent = "bench_kernels.loopback_agent" if local_store else "torch.distributed.run"
+        numa = self.numa_binding()
         return [
             self.python,
             "-m",
             agent,
             *nodes,
+            *([f"--numa-binding={numa}"] if numa else []),
             f"--nproc-per-node={self.nproc_per_node}",
             "--max-restarts=0",
             "--monitor-interval=0.2",
@@ -163,6 +167,18 @@ class TorchrunLaunch:
             "--spec",
             self.spec_path,
         ]
+
+    def numa_binding(self) -> str | None:
+        """The --numa-binding mode this node's agent gets: the launch spec's, where numactl is on this node's
+        PATH (torch's binding runs it, and without it fails the whole launch). Unverified: it needs a GPU."""
+        spec = self.spec
+        if spec is None:  # a follower node: the leader's launch.json, written before its agent starts
+            try:
+                spec = LaunchSpec.read(self.spec_path)
+            except LaunchSpecError:
+                return None
+        path = {**os.environ, **self.extra_env}.get("PATH")
+        return spec.numa_binding if spec.numa_binding and shutil.which("numactl", path=path) else None
 
     def environment(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -182,6 +198,14 @@ class TorchrunLaunch:
             for variable in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"):
                 env.setdefault(variable, "lo")
         env.update(self.extra_env)
+        numa = self.numa_binding()
+        if numa:  # so each rank can say how it was bound
+            env[NUMA_BINDING_ENV] = numa
+        else:
+            env.pop(NUMA_BINDING_ENV, None)
+        env.pop(UNBOUND_ENV, None)
+        if self.placement is not None and self.placement.loopback and self.placement.nnodes > 1:
+            env[UNBOUND_ENV] = "several nodes of the launch on this one machine"
         return env
 
     def start(self) -> None:

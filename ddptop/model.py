@@ -7,7 +7,9 @@ read these frozen records, and a run directory keeps them as JSON (``to_json``/`
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, fields
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from ddptop.protocol import jsontypes
@@ -42,6 +44,14 @@ class ConfigSpec(RunConfig):
         return 1 if self.mode in (Mode.NO_DDP, Mode.DP) else self.world_size
 
 
+def rotated(items: Sequence[ConfigSpec], shift: int) -> list[ConfigSpec]:
+    """``items`` rotated left by ``shift`` (A B C, B C A, C A B), so that each is early once and late once."""
+    if not items:
+        return []
+    shift %= len(items)
+    return [*items[shift:], *items[:shift]]
+
+
 @dataclass(frozen=True)
 class Launch:
     """Configurations run inside one torchrun launch (one world size, one backend, on ``nodes`` nodes)."""
@@ -50,6 +60,7 @@ class Launch:
     backend: str
     configs: tuple[ConfigSpec, ...]
     nodes: int = 1
+    replicate: int = 0  # which of the plan's launches of these configurations (their round)
 
     @property
     def launch_key(self) -> str:
@@ -110,13 +121,16 @@ class Plan:
     max_iters: int = 200
     max_time_per_config: float = 20.0
     max_warmup: int = 50
-    rounds: int = 1
+    # separate launches that measure every configuration (the unit of replication: a launch carries an
+    # offset no step inside it can show); a plan.json from before this field ran each in one launch
+    launches_per_config: int = 1
     # the CUDA identity (GPU-… or MIG-… UUID) of each local rank's device, from NVML at plan time; empty when
     # NVML could not say (ranks then get --gpus positions). per_rank_devices: each rank sees only its own
     # device (MIG: one instance per CUDA process), else all ranks see the whole list.
     broadcast_buffers: bool = True  # DDP's broadcast_buffers (RunConfig)
     rank_devices: tuple[str, ...] = ()
     per_rank_devices: bool = False
+    bind_cores: bool = True  # each rank on CPUs of its own (ddptop.binding); plans from before it ran unbound
 
     def nodes_for(self, world_size: int) -> int:
         """Nodes a world size runs on: one while it fits a node, else full nodes of nproc_per_node ranks."""
@@ -132,6 +146,21 @@ class Plan:
                 "iters": self.coll_iters, "warmup": max(5, self.coll_iters // 4), "dtype": "float32"}
 
     def launches(self) -> list[Launch]:
+        """Every launch of the sweep in the order it runs: the plan's launches once per replicate, the world
+        sizes ascending in even replicates and descending in odd ones (1 2 4 8 8 4 2 1), so that slow drift
+        of the machine falls on every world size alike instead of posing as scaling; within a launch the
+        configurations' order is rotated by the replicate (A B C, then B C A), for the same reason."""
+        once = self._launches_once()
+        result = []
+        for replicate in range(max(1, self.launches_per_config)):
+            ordered = once if replicate % 2 == 0 else once[::-1]
+            for launch in ordered:
+                configs = rotated(launch.configs, replicate)
+                result.append(replace(launch, configs=tuple(replace(c, round=replicate) for c in configs),
+                                      replicate=replicate))
+        return result
+
+    def _launches_once(self) -> list[Launch]:
         result = []
         data_parallel = self._data_parallel_configs()
         if data_parallel and 1 not in self.world_sizes:  # DataParallel is one process: it needs an N=1 launch
@@ -165,10 +194,12 @@ class Plan:
         ]
 
     def configs(self) -> list[ConfigSpec]:
-        return [c for launch in self.launches() for c in launch.configs]
+        """Every configuration once, in the order of its first launch (as round 0)."""
+        return [c for launch in self._launches_once() for c in launch.configs]
 
     def _config(self, model: str, batch: int, world_size: int, backend: str, mode: Mode, cap: float) -> ConfigSpec:
         per_rank = batch if self.scaling == Scaling.WEAK else batch // world_size
+        launches = max(1, self.launches_per_config)
         nodes = 1 if mode == Mode.DP else self.nodes_for(world_size)
         spread = f"/{nodes}nodes" if nodes > 1 else ""
         config_id = f"{model}/{mode}/bs{per_rank}/n{world_size}{spread}/{backend}"
@@ -194,12 +225,15 @@ class Plan:
             amp=self.amp,
             channels_last=self.channels_last,
             comm_iters=self.comm_iters if mode == Mode.DDP else 0,
-            precision=self.precision,
+            # the configuration's measured steps split between its launches rather than repeated in each: a
+            # launch's median needs only sqrt(K) times the precision for the pooled one to reach the target,
+            # and gets 1/K of the step and time limits (a fixed --iters N stays N steps in every launch)
+            precision=min(0.5, self.precision * math.sqrt(launches)),
             min_iters=self.min_iters,
-            max_iters=self.max_iters,
-            max_time_per_config=self.max_time_per_config,
+            max_iters=max(self.min_iters, math.ceil(self.max_iters / launches)),
+            max_time_per_config=self.max_time_per_config / launches,
             max_warmup=self.max_warmup,
-            rounds=self.rounds,
+            rounds=launches,
             broadcast_buffers=self.broadcast_buffers,
         )
 

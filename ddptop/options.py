@@ -144,9 +144,17 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("max_time_per_config", float, group=WHAT, metavar="SECONDS",
            help="--iters auto: stop measuring a configuration after this many seconds (default 60 GPU, 20 CPU)"),
     Option("max_warmup", int, group=WHAT, help="--warmup auto: at most this many warm-up steps (default 50)"),
-    Option("rounds", int, 1, group=WHAT,
-           help="measure every configuration of a launch K times, interleaved, each round in an order rotated "
-                "by one (default 1)"),
+    Option("launches", int, group=WHAT, metavar="K",
+           help="measure every configuration in K separate torchrun launches, the world sizes interleaved "
+                "(1 2 4 4 2 1), the measured steps split between them; intervals then include the "
+                "launch-to-launch spread (default 2; 1: within-launch intervals only)"),
+    Option("rounds", int, group=WHAT, metavar="K", help="the old name of --launches"),
+    # On by default, as the measure against launch-to-launch offsets; benchmarks/launch_spread.py compares
+    # the spread of launch p50s with and without it (--no-bind-cores), interleaved.
+    Option("bind_cores", bool, True, group=WHAT, flag="--no-bind-cores", action="store_false",
+           help="leave the ranks unbound (default: each CPU rank on cores of its own, each GPU rank on its "
+                "GPU's NUMA node)",
+           also=(Flag("--bind-cores", "store_const", const=True, help="bind the ranks (the default)"),)),
     Option("time_budget", float, group=WHAT,
            help="measure for about this many seconds instead (--iters and the precision settings are not used)"),
     Option("bucket_cap_mb", float, (25.0,), is_list=True, group=WHAT,

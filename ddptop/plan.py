@@ -28,6 +28,8 @@ from ddptop.options import AMP_DTYPES, AUTO, BACKENDS, DEVICES, OPTIONS_BY_NAME,
 from ddptop.protocol.vocab import OnFailure, Scaling
 from ddptop.telemetry.inventory import Inventory, devices_for
 
+DEFAULT_LAUNCHES = 2  # launches per configuration: the fewest that measure the launch-to-launch spread
+
 __all__ = [  # ConfigSpec, Launch, Plan and PlanOptions live in ddptop.model and ddptop.options
     "ConfigSpec", "Launch", "Plan", "PlanError", "PlanOptions", "build_plan", "default_world_sizes",
     "read_plan_file", "usable_cpu_count",
@@ -325,11 +327,18 @@ def _resolve_measurement(options: PlanOptions, on_gpu: bool) -> dict[str, Any]:
     max_warmup = options.max_warmup if options.max_warmup is not None else 50
     if max_warmup < 0:
         raise PlanError(f"--max-warmup cannot be negative (got {max_warmup})")
-    if options.rounds < 1:
-        raise PlanError(f"--rounds must be at least 1 (got {options.rounds})")
+    launches, flag = options.launches, "--launches"
+    if launches is None and options.rounds is not None:  # rounds were folded into launches
+        launches, flag = options.rounds, "--rounds"
+    if launches is None:
+        launches = DEFAULT_LAUNCHES
+    if launches < 1:
+        raise PlanError(f"{flag} must be at least 1 (got {launches})")
+    if options.launches is not None and options.rounds is not None and options.launches != options.rounds:
+        raise PlanError(f"--rounds is the old name of --launches: give one (got {options.rounds} and {launches})")
     return {"warmup": warmup, "iters": iters, "time_budget": time_budget, "precision": float(precision),
             "min_iters": min_iters, "max_iters": max_iters, "max_time_per_config": float(max_time),
-            "max_warmup": max_warmup, "rounds": options.rounds}
+            "max_warmup": max_warmup, "launches_per_config": launches}
 
 
 def _resolve_bucket_caps(requested: list[float] | float) -> tuple[float, ...]:

@@ -50,6 +50,9 @@ class ConfigState:
     rounds_ended: dict[int, int] = field(default_factory=dict)  # rank -> rounds it ended before the last one
     round_base: dict[int, int] = field(default_factory=dict)  # rank -> its measured steps before this round
     round_end: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> its latest round's config_end
+    round_ends: dict[int, list[dict[str, Any]]] = field(default_factory=dict)  # rank -> every round's config_end
+    # rank -> [(index in samples of the first step a launch measured, that launch)], as round_starts
+    launch_starts: dict[int, list[tuple[int, str]]] = field(default_factory=dict)
     warmup_seen: dict[int, int] = field(default_factory=dict)  # rank -> warm-up steps of its current round
     planned_iters: int | None = None
     warmup: int | None = None
@@ -72,10 +75,15 @@ class ConfigState:
     _pooled: stats.SampleSet = field(default_factory=stats.SampleSet, repr=False, compare=False)
     _by_rank: dict[int, stats.SampleSet] = field(default_factory=dict, repr=False, compare=False)
 
-    def add_samples(self, rank: int, seconds: list[float], round_index: int | None = None) -> None:
+    def add_samples(self, rank: int, seconds: list[float], round_index: int | None = None,
+                    launch: str | None = None) -> None:
         """Measured step times of one rank, in the order it ran them (ingest: one list append, and one
-        comparison for a round)."""
+        comparison for a round and one for the launch)."""
         known = self.samples.get(rank)
+        if launch is not None:
+            marks = self.launch_starts.get(rank)
+            if not marks or marks[-1][1] != launch:
+                self.launch_starts.setdefault(rank, []).append((len(known) if known else 0, launch))
         if round_index is not None:
             starts = self.round_starts.get(rank)
             if (starts[-1][1] if starts else 0) != round_index:
@@ -97,6 +105,49 @@ class ConfigState:
             rounds += [current] * (len(values) - len(rounds))
             result[rank] = rounds
         return result
+
+    def launches_of_steps(self) -> dict[int, list[str]]:
+        """rank -> the launch that measured each of its steps, parallel to ``samples`` (the launch is the
+        unit of replication of the intervals, ``analysis.launches``)."""
+        result = {}
+        for rank, values in self.samples.items():
+            names: list[str] = []
+            current = self.launch or ""
+            marks = self.launch_starts.get(rank, ())
+            if marks:
+                current = marks[0][1]
+            for first, launch in marks:
+                names += [current] * (first - len(names))
+                current = launch
+            names += [current] * (len(values) - len(names))
+            result[rank] = names
+        return result
+
+    def launch_names(self) -> list[str]:
+        """The launches that measured steps of this configuration, in the order they ran."""
+        seen: dict[str, None] = {}
+        for marks in self.launch_starts.values():
+            for _, launch in marks:
+                seen.setdefault(launch, None)
+        return list(seen) or ([self.launch] if self.launch else [])
+
+    def launch_windows(self) -> list[tuple[str, float, float, int]]:
+        """(launch, start, end, measured steps) of each launch's measured steps, from rank 0's round ends
+        (another rank's when rank 0 has none)."""
+        ends = self.round_ends.get(0) or next(iter(self.round_ends.values()), [])
+        windows = []
+        for end in ends:
+            if end.get("measure_s") is not None and end.get("launch"):
+                windows.append((end["launch"], end["t"] - end["measure_s"], end["t"], end.get("iters") or 0))
+        return windows
+
+    def ended_round(self, round_index: int) -> bool:
+        """Every rank ended its round ``round_index`` well (a launch that measures it again comes later)."""
+        for rank in range(self.spec.processes):
+            ends = self.round_ends.get(rank, ())
+            if not any(e.get("round", 0) == round_index and e["status"] == Status.OK for e in ends):
+                return False
+        return True
 
     def _latest_end(self) -> dict[str, Any]:
         """Rank 0's config_end (of the configuration, else of its latest round), or another rank's."""
@@ -187,12 +238,29 @@ class ConfigState:
         self._summary_cache = (self.revision, result)
         return result
 
+    def summary_of(self, launches: set[str]) -> dict[str, Any] | None:
+        """The exact summary of the steps that ``launches`` measured (the others were disturbed)."""
+        labels = self.launches_of_steps()
+        by_rank: dict[int, stats.SampleSet] = {}
+        pooled = stats.SampleSet()
+        for rank, values in self.samples.items():
+            kept = sorted(v for v, name in zip(values, labels[rank]) if name in launches)
+            if kept:
+                by_rank[rank] = stats.SampleSet()
+                by_rank[rank].extend_sorted(kept)
+                pooled.extend_sorted(kept)
+        return self._summary_from(pooled, by_rank, exact=True)
+
     def _compute_summary(self, exact: bool) -> dict[str, Any] | None:
         self._catch_up()
-        if not self._pooled.n:
+        return self._summary_from(self._pooled, self._by_rank, exact)
+
+    def _summary_from(self, pooled: stats.SampleSet, by_rank: dict[int, stats.SampleSet],
+                      exact: bool) -> dict[str, Any] | None:
+        if not pooled.n:
             return None
-        result = stats.sample_summary(self._pooled, self.spec.batch_size, self.spec.world_size, exact=exact)
-        medians = stats.rank_medians(self._by_rank)
+        result = stats.sample_summary(pooled, self.spec.batch_size, self.spec.world_size, exact=exact)
+        medians = stats.rank_medians(by_rank)
         result["rank_medians"] = {str(rank): value for rank, value in medians.items()}
         result["straggler"] = stats.straggler(medians)
         return result
@@ -318,12 +386,14 @@ class Session:
         state.revision += 1
         if kind == "config_start":
             self.last_started = state.spec.config_id
+            state.launch = launch  # the latest launch that measures it (its analysis runs in the last)
             if state.status == Status.PENDING:
                 state.status = Status.RUNNING
                 state.started_t = event["t"]
-                state.launch = launch
             if event["rank"] == 0 or not state.info:
-                state.info = {k: v for k, v in event.items() if k not in ("v", "type", "rank")}
+                # a later round's start keeps what only the first round measured (its FLOPs)
+                fresh = {k: v for k, v in event.items() if k not in ("v", "type", "rank")}
+                state.info = {**state.info, **{k: v for k, v in fresh.items() if v is not None or k not in state.info}}
             state.warmup = event.get("warmup", state.warmup)
             if event.get("iters") is not None and not event.get("time_budget"):
                 state.planned_iters = event["iters"]
@@ -333,7 +403,7 @@ class Session:
             if state.status == Status.PENDING:
                 state.status = Status.RUNNING
             if event["phase"] == "measure":
-                state.add_samples(event["rank"], event["sec"], event.get("round"))
+                state.add_samples(event["rank"], event["sec"], event.get("round"), launch)
                 if event.get("of") is not None:
                     state.planned_iters = event["of"]
             elif event["phase"] == "nosync":
@@ -343,12 +413,23 @@ class Session:
         elif kind == "comm":
             state.comm[event["rank"]] = event
         elif kind == "config_end":
+            ends = state.round_ends.setdefault(event["rank"], [])
+            if event["status"] == Status.OK:
+                event = dict(event, launch=launch)  # whose window it closes: validity is judged per launch
             if event.get("last") is False and event["status"] == Status.OK:  # one round of several ended
                 state.round_end[event["rank"]] = event
+                ends.append(event)
                 if event.get("round", 0) < state.spec.rounds - 1:
                     state.rounds_ended[event["rank"]] = state.rounds_ended.get(event["rank"], 0) + 1
                     _next_round(state, event["rank"])
                 return
+            if event["status"] == Status.OK:
+                # a run recorded before rounds moved into launches followed its last round's end with one
+                # that summed them all: that one is not added up again
+                summed = any(e.get("round", 0) == event.get("round", 0) for e in ends)
+                if not summed:
+                    ends.append(event)
+                    event = combine_round_ends(ends)
             state.end[event["rank"]] = event
             status = event["status"]
             if status != Status.OK:
@@ -564,6 +645,28 @@ def _config_snapshot(state: ConfigState, analysing: bool = False) -> ConfigSnaps
     )
     state._snapshot_cache = (key, snapshot)
     return snapshot
+
+
+def combine_round_ends(ends: list[dict[str, Any]]) -> dict[str, Any]:
+    """One rank's config_end over every round it measured (each in its own launch): steps and seconds
+    summed, unstable if any round was, a limit as the stop reason when any round stopped on one, the widest
+    round's precision, the highest memory peaks; the last round's event otherwise."""
+    last = ends[-1]
+    if len(ends) == 1:
+        return last
+    combined = dict(last)
+    for key in ("iters", "warmup_iters", "warmup_s", "measure_s"):
+        values = [e.get(key) for e in ends]
+        combined[key] = sum(values) if all(v is not None for v in values) else last.get(key)
+    limits = [e.get("stop_reason") for e in ends if e.get("stop_reason") in ("max_iters", "max_time")]
+    combined["stop_reason"] = limits[0] if limits else last.get("stop_reason")
+    combined["unstable"] = any(e.get("unstable") is True for e in ends)
+    reached = [e.get("precision_reached") for e in ends if e.get("precision_reached") is not None]
+    combined["precision_reached"] = max(reached) if reached else None
+    for key in ("peak_memory_bytes", "max_rss_bytes"):
+        peaks = [e.get(key) for e in ends if e.get(key) is not None]
+        combined[key] = max(peaks) if peaks else None
+    return combined
 
 
 def _next_round(state: ConfigState, rank: int) -> None:

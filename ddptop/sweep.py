@@ -11,13 +11,15 @@ from __future__ import annotations
 import os
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 from ddptop import rundir
+from ddptop.binding import launch_binding
 from ddptop.cluster import Cluster
 from ddptop.follower import END_GRACE
 from ddptop.launcher import NodePlacement, TorchrunLaunch, describe_exit
-from ddptop.model import Launch, Plan
+from ddptop.model import ConfigSpec, Launch, Plan
 from ddptop.protocol import layout
 from ddptop.protocol.launchspec import CollectiveSpec, LaunchSpec, RunConfig
 from ddptop.protocol.marks import ConfigEnd, LaunchEnd, LaunchStart, SweepEnd, parse_mark
@@ -25,6 +27,7 @@ from ddptop.protocol.vocab import ENDED, FAILED, OnFailure, Status, SweepStatus
 from ddptop.protocol.storage import lasting
 from ddptop.protocol.wire import UNWRITABLE_MARK, EventFileReader
 from ddptop.session import Session
+from ddptop.telemetry import timeline, validity
 from ddptop.telemetry.inventory import rank_gpu_environment
 
 LOG_TAIL_LINES = 12
@@ -134,14 +137,15 @@ class SweepRunner:
     def run(self) -> str:
         self.status = SweepStatus.RUNNING
         try:
-            for launch in self.plan.launches():
-                if self._stop.is_set():
-                    break
-                try:
-                    self._run_launch(launch)
-                except OSError as exc:  # a launch's own files (its directory, launch.json) cannot be written
-                    self._stop_for_storage(rundir.describe_os_error(exc, exc.filename or self.session.run_dir))
-                    break
+            for launches in (self.plan.launches, self._repeats_of_disturbed):
+                for launch in launches():
+                    if self._stop.is_set():
+                        break
+                    try:
+                        self._run_launch(launch)
+                    except OSError as exc:  # a launch's own files (its directory, launch.json) cannot be written
+                        self._stop_for_storage(rundir.describe_os_error(exc, exc.filename or self.session.run_dir))
+                        break
         finally:
             if self.current is not None:  # an exception mid-launch: leave no process behind
                 self.current.stop(self.stop_grace)
@@ -172,6 +176,7 @@ class SweepRunner:
                 inject=tuple(self.plan.inject),
                 collectives=CollectiveSpec.from_json(collectives) if collectives else None,
                 measure_ceiling=self._launch_index == 1 and attempt == 0,  # once per sweep, its first launch
+                **launch_binding(self.plan, launch.nproc_per_node, threads),  # rank_cores/binding/numa_binding
                 configs=tuple(RunConfig.from_json(c.to_json()) for c in remaining),
             )
             env = {"OMP_NUM_THREADS": str(threads),
@@ -193,6 +198,8 @@ class SweepRunner:
 
             for config in remaining:
                 state = self.session.configs[config.config_id]
+                if state.status == Status.RUNNING and state.ended_round(config.round):
+                    continue  # its round in this launch is measured; a later launch measures it again
                 if state.status == Status.RUNNING:
                     if ended_by == "skip" and ended_config == config.config_id:
                         status, reason = Status.SKIPPED, "skipped by the user"
@@ -223,7 +230,8 @@ class SweepRunner:
                 self.stop_reason = "sweep stopped after a failed configuration (--on-failure stop)"
                 self._stop.set()
             before = len(remaining)
-            remaining = [c for c in remaining if self.session.configs[c.config_id].status not in ENDED]
+            remaining = [c for c in remaining if self.session.configs[c.config_id].status not in ENDED
+                         and not self.session.configs[c.config_id].ended_round(c.round)]
             hung_early = ended_by == "hang" and ended_config is None
             if remaining and (outcome.status == Status.FAILED or hung_early) and len(remaining) == before:
                 cause = hang_reason if hung_early else (unwritable or outcome.reason)
@@ -233,6 +241,30 @@ class SweepRunner:
                     self._mark(ConfigEnd(config.config_id, Status.FAILED, reason, log_tail=tail))
                 remaining = []
             attempt += 1
+
+    def _repeats_of_disturbed(self) -> list[Launch]:
+        """One more launch for each configuration that ended well but had a launch measured while the node was
+        disturbed (another process's load, throttling: ``telemetry.validity``), so that its figures can come
+        from quiet launches; the summary says which launches it used and why (``report.build``)."""
+        records, _ = timeline.read_timeline(os.path.join(self.session.run_dir, layout.TIMELINE_FILE))
+        if not records:
+            return []
+        info = timeline.timeline_info(records)
+        again: dict[tuple[int, str, int], list[ConfigSpec]] = {}
+        for launch in self.plan.launches():
+            if launch.replicate:
+                continue
+            for config in launch.configs:
+                state = self.session.configs[config.config_id]
+                if state.status != Status.OK:
+                    continue
+                disturbed = [name for name, start, end, _ in state.launch_windows()
+                             if (validity.window_validity(records, start, end, name, info) or {}).get("disturbed")]
+                if disturbed:
+                    again.setdefault((launch.world_size, launch.backend, launch.nodes), []).append(
+                        replace(config, round=config.rounds))
+        return [Launch(n, backend, tuple(configs), nodes, replicate=configs[0].round)
+                for (n, backend, nodes), configs in again.items()]
 
     def _skip_past_oom(self, configs: list) -> None:
         """Batch sweep: once a batch ran out of memory, larger batches of the same kind cannot fit either."""

@@ -121,6 +121,7 @@ def cpu_sweep(tmp_path_factory) -> Finished:
         "--num-classes", "10",
         "--warmup", "2",
         "--iters", "8",
+        "--launches", "1",  # one launch per world size: the tests below read one launch's events
         "--telemetry-interval", "0.25",
     )
 

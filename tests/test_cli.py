@@ -47,6 +47,8 @@ def test_wire_is_standard_library_only():
         (["run", "--out", "/etc/passwd/run"], "cannot create run directory /etc/passwd/run"),
         (["run", "--inject", "boom"], "unknown fault 'boom'"),
         (["run", "--inject", "crash:iter=soon"], "iter must be a non-negative integer"),
+        (["run", "--inject", "slow:rank=1"], "slow needs factor=F"),
+        (["run", "--inject", "slow:rank=1:factor=0.5"], "factor must be a number above 1"),
         (["run", "--hang-timeout", "0"], "--hang-timeout must be positive"),
         (["run", "--coll-max-bytes", "5XB"], "is not a size"),
         (["run", "--memory-cap-mb", "-5"], "--memory-cap-mb must be positive"),

@@ -177,7 +177,7 @@ def _orchestration(monkeypatch, cfg, gpus=4):
         max_memory_allocated=lambda device: log.append(("peak", device.index)) or 100 * (device.index + 1),
         device_count=lambda: gpus, empty_cache=lambda: None)
     worker = ddp.Worker.__new__(ddp.Worker)
-    worker.world_size, worker.rank, worker.local_rank, worker.rounds = 1, 0, 0, {}
+    worker.world_size, worker.rank, worker.local_rank, worker.faults = 1, 0, 0, []
     worker.spec = SimpleNamespace(memory_cap_mb=None)
     worker.device, worker.torch = SimpleNamespace(type="cuda", index=0), SimpleNamespace(cuda=cuda)
     monkeypatch.setattr(ddp, "build_workload", lambda *a: log.append("build") or SimpleNamespace(net=None))

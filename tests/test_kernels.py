@@ -169,7 +169,6 @@ def test_the_probe_times_buckets_on_a_second_wrapper_after_releasing_the_first(t
 
 # -- adaptive measurement: until precise, warm-up until steady, rounds ------------------------------------------
 
-from bench_kernels.ddp import Measured, _combined, round_order  # noqa: E402
 from bench_kernels.timing import (  # noqa: E402
     MAX_ITERS,
     MAX_TIME,
@@ -312,20 +311,28 @@ def test_the_warm_up_needs_two_windows_and_stops_at_its_limits(tmp_path, fake_cl
         == MAX_TIME
 
 
-def test_rounds_rotate_the_order_of_the_launch():
+def test_launches_rotate_the_order_of_their_configurations():
+    from ddptop.model import rotated
+
     configs = ["A", "B", "C"]
-    assert [round_order(configs, r) for r in range(4)] == [
+    assert [rotated(configs, r) for r in range(4)] == [
         ["A", "B", "C"], ["B", "C", "A"], ["C", "A", "B"], ["A", "B", "C"]]
-    assert round_order([], 2) == [] and round_order(["A"], 5) == ["A"]
+    assert rotated([], 2) == [] and rotated(["A"], 5) == ["A"]
 
 
-def test_a_configuration_over_its_rounds_sums_them_and_is_unstable_if_one_was():
-    quiet = Measured(10, 1.0, 2.0, 6, PRECISION, 0.01, False, tuple([0.1] * 10))
-    limit = Measured(20, 0.5, 4.0, 3, MAX_TIME, 0.09, True, tuple([0.1, 0.2] * 10))
-    whole = _combined([quiet, limit])
-    assert (whole.iters, whole.warmup_iters, whole.warmup_s, whole.measure_s) == (30, 9, 1.5, 6.0)
-    assert whole.stop_reason == MAX_TIME and whole.unstable and len(whole.samples) == 30
-    assert _combined([quiet, quiet]).stop_reason == PRECISION and not _combined([quiet, quiet]).unstable
+def test_a_configuration_over_its_launches_sums_them_and_is_unstable_if_one_was():
+    from ddptop.session import combine_round_ends
+
+    quiet = dict(iters=10, warmup_s=1.0, measure_s=2.0, warmup_iters=6, stop_reason=PRECISION,
+                 precision_reached=0.01, unstable=False, peak_memory_bytes=5)
+    limit = dict(iters=20, warmup_s=0.5, measure_s=4.0, warmup_iters=3, stop_reason=MAX_TIME,
+                 precision_reached=0.09, unstable=True, peak_memory_bytes=7)
+    whole = combine_round_ends([quiet, limit])
+    assert (whole["iters"], whole["warmup_iters"], whole["warmup_s"], whole["measure_s"]) == (30, 9, 1.5, 6.0)
+    assert whole["stop_reason"] == MAX_TIME and whole["unstable"] and whole["peak_memory_bytes"] == 7
+    assert whole["precision_reached"] == 0.09
+    calm = combine_round_ends([quiet, quiet])
+    assert calm["stop_reason"] == PRECISION and not calm["unstable"]
 
 
 def test_samples_carry_their_round_only_when_there_are_rounds(tmp_path):
@@ -338,7 +345,7 @@ def test_samples_carry_their_round_only_when_there_are_rounds(tmp_path):
 
 # -- what the kernel writes of rounds and precision, as the session reads it ---------------------------------
 
-def test_the_session_keeps_each_step_s_round_and_ends_the_configuration_after_its_last_round(tmp_path):
+def test_the_session_keeps_each_step_s_launch_and_ends_the_configuration_after_its_last_launch(tmp_path):
     import os
 
     from ddptop import rundir
@@ -346,14 +353,18 @@ def test_the_session_keeps_each_step_s_round_and_ends_the_configuration_after_it
     from ddptop.session import Session
     from ddptop.telemetry.inventory import Inventory
 
-    plan = build_plan(PlanOptions(models=["resnet18"], world_sizes=[2], batch_sizes=[4], rounds=2),
+    plan = build_plan(PlanOptions(models=["resnet18"], world_sizes=[2], batch_sizes=[4], launches=2),
                       Inventory(problem="test"), cpu_count=2)
     (config,) = plan.configs()
-    session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), "rounds"))
-    events = os.path.join(session.run_dir, "launches", "01-n2-gloo", "events")
-    os.makedirs(events)
-    writers = [EventWriter(os.path.join(events, f"rank-{r}.jsonl"), r, 0.0) for r in range(2)]
+    assert [(launch.replicate, launch.configs[0].round) for launch in plan.launches()] == [(0, 0), (1, 1)]
+    session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), "launches"))
     cid = config.config_id
+    writers: list[EventWriter] = []
+
+    def launch(name):
+        events = os.path.join(session.run_dir, "launches", name, "events")
+        os.makedirs(events)
+        writers[:] = [EventWriter(os.path.join(events, f"rank-{r}.jsonl"), r, 0.0) for r in range(2)]
 
     def both(kind, **fields):
         for writer in writers:
@@ -363,30 +374,56 @@ def test_the_session_keeps_each_step_s_round_and_ends_the_configuration_after_it
 
     common = dict(status="ok", rounds=2, stop_reason="precision", precision_target=0.05, warmup_s=0.1,
                   measure_s=1.0, analysis_s=None)
-    both("config_start", warmup=None, iters=None, round=0, rounds=2)
+    launch("01-n2-gloo")
+    both("config_start", warmup=None, iters=None, round=0, rounds=2, flops_per_step=1000)
     both("samples", phase="warmup", first_iter=0, of=50, sec=[0.3, 0.2, 0.2], round=0)
     both("samples", phase="measure", first_iter=0, of=10, sec=[0.1] * 10, round=0)
     state = session.configs[cid]
-    assert state.progress() == pytest.approx(0.5 * 13 / 13)  # half the rounds: round 0's steps all seen
+    assert state.progress() == pytest.approx(0.5 * 13 / 13)  # half the launches: the first one's steps all seen
     both("config_end", round=0, last=False, iters=10, warmup_iters=3, precision_reached=0.01, unstable=False,
          **common)
     assert state.status == "running" and state.progress() == pytest.approx(0.5)
-    both("config_start", warmup=None, iters=None, round=1, rounds=2)
+    assert state.ended_round(0) and not state.ended_round(1)
+    launch("02-n2-gloo")
+    both("config_start", warmup=None, iters=None, round=1, rounds=2, flops_per_step=None)
     both("samples", phase="measure", first_iter=0, of=12, sec=[0.2] * 12, round=1)
-    both("config_end", round=1, last=False, iters=12, warmup_iters=3, precision_reached=0.2, unstable=True,
-         **{**common, "stop_reason": "max_iters"})
-    assert state.status == "running" and state.unstable and state.precision_reached == 0.2
-    both("config_end", round=1, last=True, iters=22, warmup_iters=6, precision_reached=0.3, unstable=True,
+    both("config_end", round=1, last=True, iters=12, warmup_iters=3, precision_reached=0.2, unstable=True,
          **{**common, "stop_reason": "max_iters"})
     assert state.status == "ok" and state.progress() == 1.0
     assert state.rounds_of_steps() == {0: [0] * 10 + [1] * 12, 1: [0] * 10 + [1] * 12}
-    assert (state.unstable, state.precision_reached, state.warmup_used) == (True, 0.3, 6)
+    names = ["01-n2-gloo"] * 10 + ["02-n2-gloo"] * 12
+    assert state.launches_of_steps() == {0: names, 1: names}
+    assert state.launch_names() == ["01-n2-gloo", "02-n2-gloo"]
+    assert [w[0] for w in state.launch_windows()] == ["01-n2-gloo", "02-n2-gloo"]
+    # the configuration's end adds up its launches; the FLOPs counted in the first launch are kept
+    assert (state.end[0]["iters"], state.end[0]["warmup_iters"], state.end[0]["stop_reason"]) == (22, 6, "max_iters")
+    assert state.info["flops_per_step"] == 1000
+    assert (state.unstable, state.precision_reached, state.warmup_used) == (True, 0.2, 6)
     shown = session.snapshot().configs[0]
-    assert (shown.unstable, shown.precision_reached, shown.warmup_used) == (True, 0.3, 6)
+    assert (shown.unstable, shown.precision_reached, shown.warmup_used) == (True, 0.2, 6)
 
     from ddptop.headless import _status_text
 
-    assert _status_text(shown).endswith("unstable (±30.0%)")
+    assert _status_text(shown).endswith("unstable (±20.0%)")
+
+
+def test_a_recorded_run_with_rounds_inside_one_launch_is_not_summed_twice(tmp_path):
+    """Runs recorded when rounds shared a launch ended with a configuration end that already summed them."""
+    from ddptop.plan import PlanOptions, build_plan
+    from ddptop.session import ConfigState, Session
+    from ddptop.telemetry.inventory import Inventory
+
+    (config, *_) = build_plan(PlanOptions(models=["resnet18"], world_sizes=[1], batch_sizes=[4], launches=2),
+                           Inventory(problem="test"), cpu_count=2).configs()
+    state = ConfigState(config)
+    session = Session.__new__(Session)
+    session.configs, session.last_event_t, session.last_started = {config.config_id: state}, None, None
+    session.launches = {}
+    base = dict(type="config_end", rank=0, t=1.0, config_id=config.config_id, status="ok", rounds=2)
+    session._apply(dict(base, round=0, last=False, iters=10), "01-n1-gloo")
+    session._apply(dict(base, round=1, last=False, iters=12), "01-n1-gloo")
+    session._apply(dict(base, round=1, last=True, iters=22), "01-n1-gloo")
+    assert state.end[0]["iters"] == 22 and state.status == "ok"
 
 
 def test_steps_without_a_round_are_round_zero_and_an_end_without_last_ends_the_configuration():

@@ -34,7 +34,12 @@ def test_launches_group_configurations_by_world_size_with_baseline_at_one():
         cpu_count=2,
     )
     launches = plan.launches()
-    assert [(l.world_size, l.backend) for l in launches] == [(1, "gloo"), (2, "gloo")]
+    # two launches of each world size, interleaved: 1 2 then 2 1, the configurations' order rotated
+    assert [(l.world_size, l.backend, l.replicate) for l in launches] == [
+        (1, "gloo", 0), (2, "gloo", 0), (2, "gloo", 1), (1, "gloo", 1)]
+    assert [c.config_id for c in launches[3].configs] == [*[c.config_id for c in launches[0].configs][1:],
+                                                           launches[0].configs[0].config_id]
+    assert {c.round for c in launches[3].configs} == {1} and {c.rounds for c in plan.configs()} == {2}
     assert len(launches[0].configs) == 2 * 2 * 2  # no_ddp + ddp per model and batch
     assert {c.mode for c in launches[1].configs} == {"ddp"}
     ids = [c.config_id for c in plan.configs()]
@@ -77,6 +82,8 @@ def test_strong_scaling_splits_the_global_batch():
         (PlanOptions(max_time_per_config=0), NO_GPU, "--max-time-per-config must be positive"),
         (PlanOptions(max_warmup=-2), NO_GPU, "--max-warmup cannot be negative"),
         (PlanOptions(rounds=0), NO_GPU, "--rounds must be at least 1"),
+        (PlanOptions(launches=0), NO_GPU, "--launches must be at least 1"),
+        (PlanOptions(launches=2, rounds=3), NO_GPU, "--rounds is the old name of --launches"),
         (PlanOptions(bucket_cap_mb=0), NO_GPU, "--bucket-cap-mb must be positive"),
         (PlanOptions(gpus=[0, 9]), gpus(8), "--gpus 9: only GPUs 0..7"),
         (PlanOptions(gpus=[1, 1]), gpus(8), "twice"),
@@ -122,13 +129,15 @@ def test_plan_json_round_trip():
 def test_measurement_is_adaptive_by_default_with_the_device_s_limits():
     cpu = build_plan(PlanOptions(), NO_GPU, cpu_count=2)
     assert (cpu.warmup, cpu.iters, cpu.time_budget) == (None, None, None)  # auto, auto
-    assert (cpu.precision, cpu.min_iters, cpu.max_iters, cpu.max_time_per_config, cpu.max_warmup, cpu.rounds) == (
-        0.05, 10, 200, 20.0, 50, 1)
+    assert (cpu.precision, cpu.min_iters, cpu.max_iters, cpu.max_time_per_config, cpu.max_warmup, cpu.launches_per_config) == (
+        0.05, 10, 200, 20.0, 50, 2)
     assert cpu.comm_iters == 5  # as with the former fixed 20 steps
     gpu = build_plan(PlanOptions(), gpus(2), cpu_count=8)
     assert (gpu.precision, gpu.max_iters, gpu.max_time_per_config, gpu.comm_iters) == (0.02, 1000, 60.0, 12)
     config = cpu.configs()[0]
-    assert config.adaptive and (config.precision, config.max_iters, config.rounds) == (0.05, 200, 1)
+    # each of the two launches measures half the steps, to sqrt(2) times the precision
+    assert config.adaptive and (config.max_iters, config.max_time_per_config, config.rounds) == (100, 10.0, 2)
+    assert config.precision == pytest.approx(0.05 * 2 ** 0.5)
 
 
 def test_fixed_counts_and_a_time_budget_are_kept_as_given():
@@ -145,14 +154,16 @@ def test_a_plan_file_may_say_auto(tmp_path):
     values = read_plan_file(str(path))
     assert values == {"iters": "auto", "warmup": 4, "precision": 0.01, "rounds": 3, "max_time_per_config": 30}
     plan = build_plan(PlanOptions(**values), NO_GPU, cpu_count=2)
-    assert (plan.iters, plan.warmup, plan.precision, plan.rounds, plan.max_time_per_config) == (None, 4, 0.01, 3, 30.0)
+    # rounds are the old name of launches
+    assert (plan.iters, plan.warmup, plan.precision, plan.launches_per_config, plan.max_time_per_config) == (
+        None, 4, 0.01, 3, 30.0)
 
 
 def test_a_plan_json_from_before_adaptive_measurement_reads_as_fixed_counts():
     from ddptop.model import Plan
 
     data = build_plan(PlanOptions(warmup=3, iters=20), NO_GPU, cpu_count=2).to_json()
-    for key in ("precision", "min_iters", "max_iters", "max_time_per_config", "max_warmup", "rounds"):
+    for key in ("precision", "min_iters", "max_iters", "max_time_per_config", "max_warmup", "launches_per_config"):
         del data[key]
     plan = Plan.from_json(data)
-    assert (plan.warmup, plan.iters, plan.rounds) == (3, 20, 1) and not plan.configs()[0].adaptive
+    assert (plan.warmup, plan.iters, plan.launches_per_config) == (3, 20, 1) and not plan.configs()[0].adaptive

@@ -183,7 +183,7 @@ def test_a_ddp_configuration_is_analysing_between_its_end_and_its_analysis(tmp_p
     """Its steps ended well, its compute/communication split still runs: the views say so, until every rank
     has reported it or the launch ended without it."""
     options = PlanOptions(models=["resnet18"], world_sizes=[2], batch_sizes=[4], iters=10, warmup=0, comm_iters=5,
-                          baseline=False)
+                          baseline=False, launches=1)
     plan = build_plan(options, Inventory(problem="test"), cpu_count=2)
     session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), plan.name))
     (launch,) = plan.launches()

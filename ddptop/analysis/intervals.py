@@ -19,8 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from ddptop.analysis import communication
+from ddptop.analysis import communication, launches
 from ddptop.analysis import stats as stats_module
+from ddptop.analysis import stragglers
 from ddptop.analysis import uncertainty
 from ddptop.analysis.uncertainty import Estimate
 
@@ -31,29 +32,65 @@ def _seed(name: str) -> int:
     return zlib.crc32(name.encode())
 
 
-def _rounds(state: Any) -> Mapping[int, Sequence[int]] | None:
-    rounds = state.rounds_of_steps() if hasattr(state, "rounds_of_steps") else None
-    return rounds if rounds and any(len(set(r)) > 1 for r in rounds.values()) else None
+def used_units(entry: Mapping[str, Any]) -> dict[str, dict[int, list[float]]]:
+    """A saved (or just built) entry's steps split by launch, the launches its figures use only (a disturbed
+    launch that was measured again is left out); one unnamed launch for a summary without launch labels."""
+    samples = {int(rank): list(values) for rank, values in (entry.get("samples") or {}).items() if values}
+    units_list = entry.get("launches") or []
+    runs = entry.get("launch_of_steps")
+    if not units_list or not isinstance(runs, dict):
+        return launches.split_by_launch(samples, None)
+    names = [u.get("launch") or str(i) for i, u in enumerate(units_list)]
+    labels: dict[int, list[str]] = {}
+    for rank in samples:
+        expanded: list[str] = []
+        for index, count in runs.get(str(rank), ()):
+            expanded += [names[index] if 0 <= index < len(names) else ""] * count
+        labels[rank] = expanded
+    split = launches.split_by_launch(samples, labels)
+    unused = {u.get("launch") for u in units_list if u.get("used") is False}
+    kept = {name: steps for name, steps in split.items() if name not in unused}
+    return kept or split
 
 
-def add_step_intervals(states: Sequence[Any], entries: Sequence[dict[str, Any]]) -> dict[str, np.ndarray]:
+def fit_launches(entries: Sequence[Mapping[str, Any]], salt: str = "",
+                 resamples: int = uncertainty.RESAMPLES) -> list[launches.ConfigLaunches]:
+    """Every entry with steps, split by launch and bootstrapped within each launch."""
+    return [launches.config_launches(e["config_id"], used_units(e), resamples, salt)
+            for e in entries if e.get("stats") and e.get("samples")]
+
+
+def add_step_intervals(states: Sequence[Any], entries: Sequence[dict[str, Any]]
+                       ) -> tuple[dict[str, np.ndarray], launches.LaunchVariance]:
     """Put the p50's interval (and ex/s's, and exposed communication's) into each entry with steps; return
-    the replicates by configuration id for the figures derived from several configurations."""
-    replicates: dict[str, np.ndarray] = {}
+    the replicates by configuration id for the figures derived from several configurations, and the
+    launch-to-launch variance pooled over the configurations (``analysis.launches``)."""
+    fitted = {c.config_id: c for c in fit_launches(entries)}
+    variance, replicates = launches.estimates(list(fitted.values()))
     for state, entry in zip(states, entries):
         stats = entry.get("stats")
-        if not stats:
+        if not stats or entry["config_id"] not in fitted:
             continue
+        config = fitted[entry["config_id"]]
         samples = {rank: values for rank, values in state.samples.items() if values}
-        estimate, reps = uncertainty.median_estimate(samples, _rounds(state), seed=_seed(entry["config_id"]))
-        replicates[entry["config_id"]] = reps
+        reps = replicates[entry["config_id"]]
+        estimate = uncertainty.estimate(reps, stats["sec_iter"]["p50"])
+        every = used_units({**entry, "launches": [dict(u, used=True) for u in entry.get("launches") or ()]})
+        for unit in entry.get("launches") or ():
+            fit = next((u for u in config.units if u.name == unit["launch"]), None)
+            unit["steps"] = sum(len(v) for v in every.get(unit["launch"], {}).values())
+            unit["p50"] = fit.median if fit else None
+            if fit is not None:
+                unit["p50_ci"] = uncertainty.estimate(fit.median * np.exp(fit.deviations), fit.median).to_ci()
         stats["p50_ci"] = estimate.to_ci()
         stats["p50_precision"] = estimate.rel_half_width()
+        stats["p50_levels"] = "launches" if variance.estimated else "within launch"
         for key, examples in (("ex_sec_total", entry["global_batch"]), ("ex_sec_replica", entry["batch_size"])):
             stats[f"{key}_p50_ci"] = _derived(lambda t, e=examples: e / t, reps, value=stats[key]["p50"])
         _exposed_communication(state, entry, reps)
         _straggler(stats, samples, entry["config_id"])
-    return replicates
+        entry["straggler"] = stragglers.config_straggler(state, entry)
+    return replicates, variance
 
 
 def _straggler(stats: dict[str, Any], samples: Mapping[int, Sequence[float]], config_id: str) -> None:

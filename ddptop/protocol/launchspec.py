@@ -65,7 +65,8 @@ class RunConfig:
     max_iters: int = 200
     max_time_per_config: float = 20.0  # seconds of measured steps; the auto warm-up gets a third of it
     max_warmup: int = 50
-    rounds: int = 1  # the launch's configurations are measured this many times, interleaved
+    rounds: int = 1  # launches that measure this configuration, one round each (the launch is the unit)
+    round: int = 0  # which of them this launch is (0 .. rounds - 1; a repeat of a disturbed one: rounds)
     # DDP re-sends module buffers (BatchNorm's running statistics) from rank 0 before every forward: DDP's
     # own default, kept because it is what training scripts run; PyTorch's DDP benchmark turns it off
     broadcast_buffers: bool = True
@@ -118,6 +119,12 @@ class LaunchSpec:
     collectives: CollectiveSpec | None = None
     collective_timeout: float = DEFAULT_COLLECTIVE_TIMEOUT
     measure_ceiling: bool = False  # rank 0 measures the device's matmul ceiling first (the sweep's first launch)
+    # CPU launches: each local rank's CPUs (ddptop.protocol.affinity), None where the ranks are not bound;
+    # binding: how they were chosen, or why not. GPU launches: torchrun's --numa-binding mode (None: none).
+    # Absent from older files, which ran unbound.
+    rank_cores: tuple[tuple[int, ...], ...] | None = None
+    binding: str = "not bound"
+    numa_binding: str | None = None
     version: int = LAUNCH_SPEC_VERSION
 
     def to_json(self) -> dict[str, Any]:

@@ -35,8 +35,10 @@ _ANY_CONFIG = (("config_id", _STR | _NONE, False),)  # any event may name its co
 # reject a line without a required field, or with a field the reader acts on of another type: nothing
 # downstream should meet a list where it compares a time or looks a configuration up.
 EVENT_FIELDS: dict[str, tuple[tuple[str, frozenset | None, bool], ...]] = {
+    # binding/cores: how the rank was bound to CPUs and those it may run on; gpu_setup: rank 0 of a GPU launch
     "hello": _COMMON + (("world_size", _INT, True), ("host", _STR, True), ("pid", _INT, True),
-                        ("device", _STR, True)) + _ANY_CONFIG,
+                        ("device", _STR, True), ("binding", _STR, False), ("cores", _LIST | _NONE, False),
+                        ("gpu_setup", _DICT, False)) + _ANY_CONFIG,
     "config_start": _COMMON + (("config_id", _STR, True), ("warmup", _INT | _NONE, False),
                                ("iters", _INT | _NONE, False), ("time_budget", _NUMBERS | _NONE, False),
                                ("round", _INT, False)),

@@ -77,10 +77,24 @@ def _config_entry(session: Session, state: Any, writer_died: str | None = None) 
             "samples": {str(rank): values for rank, values in sorted(state.samples.items())},
         }
     )
-    if spec.rounds > 1:  # the round of each measured step, beside its time (only then: summaries stay small)
-        entry["rounds_of_steps"] = {str(rank): rounds for rank, rounds in sorted(state.rounds_of_steps().items())}
+    # the launch of each measured step, as runs of [launch index, steps] (the launch is the intervals' unit)
+    names = state.launch_names()
+    entry["launches"] = [{"launch": name} for name in names]
+    entry["launch_of_steps"] = {str(rank): run_lengths([names.index(n) if n in names else 0 for n in labels])
+                                for rank, labels in sorted(state.launches_of_steps().items())}
     entry["communication"] = communication.config_communication(state, entry) if entry["stats"] else None
     return entry
+
+
+def run_lengths(values: list[int]) -> list[list[int]]:
+    """[[value, count], ...] of consecutive equal values (1 1 1 0 0: [[1, 3], [0, 2]])."""
+    runs: list[list[int]] = []
+    for value in values:
+        if runs and runs[-1][0] == value:
+            runs[-1][1] += 1
+        else:
+            runs.append([value, 1])
+    return runs
 
 
 def _step_seconds(entry: dict[str, Any]) -> float:
@@ -123,8 +137,36 @@ def _overhead(session: Session, entries: list[dict[str, Any]]) -> dict[str, Any]
     }
 
 
+def _judge_launches(state: Any, entry: dict[str, Any], records: list[dict[str, Any]], info: dict[str, Any]) -> None:
+    """Each launch's measured window judged on its own (was the node quiet?), and which launches the
+    configuration's figures use: the quiet ones when there are any, else all of them (and it is disturbed).
+    A configuration measured in one launch keeps its steps as they are."""
+    windows = {name: (start, end) for name, start, end, _ in state.launch_windows()}
+    for unit in entry["launches"]:
+        window = windows.get(unit["launch"])
+        judged = validity.window_validity(records, window[0], window[1], unit["launch"], info) if window else None
+        unit["disturbed"] = bool(judged and judged.get("disturbed"))
+        unit["reasons"] = list(judged.get("reasons") or []) if judged and judged.get("disturbed") else []
+    quiet = [u for u in entry["launches"] if not u["disturbed"]]
+    for unit in entry["launches"]:
+        unit["used"] = (not unit["disturbed"]) if quiet else True
+    if quiet and len(quiet) < len(entry["launches"]):  # the tables' percentiles from the quiet launches only
+        entry["stats"] = state.summary_of({u["launch"] for u in quiet})
+
+
+def _window_iters(state: Any, window: tuple[float, float]) -> int | None:
+    """The steps measured in one launch's window, when the window is one launch's of several."""
+    found = [iters for _, start, end, iters in state.launch_windows() if (start, end) == window]
+    return found[0] if found and len(state.launch_windows()) > 1 else None
+
+
 def _measure_window(state: Any, entry: dict[str, Any], last_t: float) -> tuple[float, float] | None:
-    """The measured steps' wall-clock window (whole configuration when it did not finish)."""
+    """The measured steps' wall-clock window (whole configuration when it did not finish); over several
+    launches, the last used launch's (each launch is judged on its own by ``_judge_launches``)."""
+    used = [u["launch"] for u in entry.get("launches", ()) if u.get("used")]
+    windows = [(start, end) for name, start, end, _ in state.launch_windows() if name in used]
+    if entry["status"] == "ok" and len(windows) > 1:
+        return windows[-1]  # (_window_iters gives its steps)
     end = _rank0_end(state)
     if entry["status"] == "ok" and end.get("measure_s") is not None:
         return end["t"] - end["measure_s"], end["t"]
@@ -142,8 +184,11 @@ def _add_telemetry(
     last_t = records[-1]["t"] if records else time.time()
     info = timeline.timeline_info(records)
     for state, entry in zip(states, entries):
+        _judge_launches(state, entry, records, info)
         window = _measure_window(state, entry, last_t)
-        examples = (entry["measured_iters"] or 0) * entry["global_batch"] if entry["status"] == "ok" else None
+        iters = _window_iters(state, window) if window else None
+        examples = (iters if iters is not None else entry["measured_iters"] or 0) * entry["global_batch"] \
+            if entry["status"] == "ok" else None
         entry["telemetry"] = (
             timeline.window_figures(
                 records, window[0], window[1], state.launch, examples, state.started_t, state.ended_t or last_t
@@ -170,7 +215,7 @@ def build_summary(
     """Everything the run measured, as one JSON-ready document. What the caller holds in memory is used
     before the run directory's files, which a full disk or a removed directory may lack: the environment,
     the ``topology`` and ``telemetry_kept`` (the telemetry records the timeline file could not take)."""
-    from ddptop.analysis import intervals, uncertainty  # numpy: loaded when a summary is built, not with the view
+    from ddptop.analysis import intervals, launches, uncertainty  # numpy: loaded when a summary is built, not with the view
 
     with session.lock:
         states = session.ordered_states()
@@ -183,10 +228,11 @@ def build_summary(
             environment, damaged_json[ENVIRONMENT_FILE] = read_json_object(path)
         env = dict(environment or {})
         env["versions"] = session.versions()
+        env["launch_setup"] = _launch_setup(session)
         counts: dict[str, int] = {}
         for entry in entries:
             counts[entry["status"]] = counts.get(entry["status"], 0) + 1
-        replicates = intervals.add_step_intervals(states, entries)
+        replicates, launch_variance = intervals.add_step_intervals(states, entries)
         for state, entry in zip(states, entries):  # FLOP/s and MFU, with the p50's interval carried over
             hello = session.hellos.get((state.launch, 0)) or {}
             entry["flops"] = compute.compute_figures(entry, state.info, hello.get("device_name"), session.ceilings)
@@ -212,8 +258,9 @@ def build_summary(
             "verdict_thresholds": verdict.thresholds(),
             "ceilings": [{k: c.get(k) for k in ("device_name", "dtype", "flops_per_s", "sizes", "threads")}
                          for c in session.ceilings],
-            "uncertainty": {"method": uncertainty.METHOD, "confidence": uncertainty.CONFIDENCE,
-                            "resamples": uncertainty.RESAMPLES},
+            "uncertainty": {"method": launches.METHOD if launch_variance.estimated
+                            else f"{uncertainty.METHOD}; {launches.WITHIN_ONLY}", "confidence": uncertainty.CONFIDENCE,
+                            "resamples": uncertainty.RESAMPLES, "launch_variance": launch_variance.to_json()},
             "scaling": scaling.scaling_tables(entries, session.plan, replicates),
             "batch_throughput": scaling.batch_throughput(entries),
             "dp_vs_ddp": scaling.data_parallel_vs_ddp(entries),
@@ -241,6 +288,20 @@ def _damage(session: Session, telemetry: dict[str, Any], json_problems: dict[str
     for name, problem in json_problems.items():
         if problem:
             found[name] = f"{problem}; left out"
+    return found
+
+
+def _launch_setup(session: Session) -> dict[str, Any]:
+    """Per launch, what its hellos said can make one launch differ from another: each rank's CPU binding
+    (how, and the CPUs it could run on) and rank 0's GPU setup (cuDNN flags, NCCL's environment)."""
+    found: dict[str, Any] = {}
+    for (launch, rank), hello in sorted(session.hellos.items()):
+        if "binding" not in hello and "gpu_setup" not in hello:
+            continue  # written before ranks said so
+        entry = found.setdefault(launch, {"ranks": {}})
+        entry["ranks"][str(rank)] = {"binding": hello.get("binding"), "cores": hello.get("cores")}
+        if isinstance(hello.get("gpu_setup"), dict):
+            entry["gpu_setup"] = hello["gpu_setup"]
     return found
 
 

@@ -1,9 +1,11 @@
 """Compare two summaries, like PyTorch's DDP benchmark ``diff.py``, and say which changes beat the noise.
 
 Configurations are matched by id. For each: p50/p75/p95 of sec/iter in A and B and the change in percent,
-then the ratio B/A of the pooled median step time with its 95% interval (``analysis.uncertainty.compare``:
-a block bootstrap of each run's saved step times, jointly over ranks and over rounds when the summary has
-them, which holds for autocorrelated steps). A change is called only when the interval lies beyond the
+then the ratio B/A of the pooled median step time with its 95% interval, with two levels
+(``analysis.launches``): each launch's saved steps block-bootstrapped, and the launch-to-launch variance
+pooled over every configuration of both summaries (two runs compare launches, whose offsets no step inside
+one can show). A summary whose configurations had one launch each gives within-launch intervals only, and
+the comparison says so. A change is called only when the interval lies beyond the
 margin: "slower" when its low end is above 1 + min_effect, "faster" when its high end is below
 1 - min_effect; "equivalent" when the whole interval lies within the margin; otherwise "within noise".
 """
@@ -51,8 +53,10 @@ def _by_rank(entry: dict[str, Any], field: str) -> dict[int, list[Any]] | None:
 
 
 def compare_config(a: dict[str, Any], b: dict[str, Any], min_effect: float = DEFAULT_MIN_EFFECT,
-                   resamples: int | None = None) -> dict[str, Any]:
-    from ddptop.analysis import uncertainty
+                   resamples: int | None = None, variance: Any = None) -> dict[str, Any]:
+    """One configuration of A against B. ``variance`` is the launch-to-launch variance pooled over both
+    summaries (``comparison_variance``); without it, it is pooled over this configuration's launches alone."""
+    from ddptop.analysis import intervals, launches, uncertainty
 
     row: dict[str, Any] = {"config_id": a["config_id"], "label": a["label"], "status_a": a["status"],
                            "status_b": b["status"]}
@@ -65,42 +69,54 @@ def compare_config(a: dict[str, Any], b: dict[str, Any], min_effect: float = DEF
         value_b = stats_b["sec_iter"][p] if stats_b else None
         row[f"{p}_a"], row[f"{p}_b"] = value_a, value_b
         row[f"{p}_change"] = (value_b / value_a - 1) if value_a and value_b is not None else None
-    samples_a, samples_b = _by_rank(a, "samples"), _by_rank(b, "samples")
-    row["samples_a"] = sum(len(v) for v in samples_a.values()) if samples_a else 0
-    row["samples_b"] = sum(len(v) for v in samples_b.values()) if samples_b else 0
-    rounds_a, rounds_b = _by_rank(a, "rounds_of_steps"), _by_rank(b, "rounds_of_steps")
-    row["rounds"] = rounds_a is not None or rounds_b is not None
+    units_a, units_b = intervals.used_units(a), intervals.used_units(b)
+    row["samples_a"] = sum(len(v) for unit in units_a.values() for v in unit.values())
+    row["samples_b"] = sum(len(v) for unit in units_b.values() for v in unit.values())
+    row["launches_a"], row["launches_b"] = len(units_a), len(units_b)
     row["ratio"] = row["ratio_ci"] = None
     row["min_effect"] = min_effect
-    if not row["samples_a"] or not row["samples_b"]:
+    if not row["samples_a"] or not row["samples_b"] or not stats_a or not stats_b:
         row["verdict"] = NOT_COMPARABLE
         return row
-    try:
-        result = uncertainty.compare(samples_a, samples_b, rounds_a, rounds_b, min_effect=min_effect,
-                                     resamples=resamples or uncertainty.RESAMPLES)
-    except ValueError:  # round indices that do not match the steps: compare without them
-        result = uncertainty.compare(samples_a, samples_b, min_effect=min_effect,
-                                     resamples=resamples or uncertainty.RESAMPLES)
-        row["rounds"] = False
-    row["ratio"] = result.ratio.value
-    row["ratio_ci"] = result.ratio.to_ci()
-    row["verdict"] = result.verdict
+    count = resamples or uncertainty.RESAMPLES
+    fit_a = launches.config_launches(a["config_id"], units_a, count, salt="a/")
+    fit_b = launches.config_launches(b["config_id"], units_b, count, salt="b/")
+    if variance is None:
+        variance = launches.pool_variance([fit_a, fit_b], count)
+    reps_a, reps_b = launches.replicates(fit_a, variance), launches.replicates(fit_b, variance)
+    ratio = uncertainty.propagate(lambda x, y: y / x, reps_a, reps_b, value=fit_b.value / fit_a.value)
+    row["ratio"] = ratio.value
+    row["ratio_ci"] = ratio.to_ci()
+    row["verdict"] = uncertainty.verdict(ratio, min_effect)
+    row["levels"] = "launches" if variance.estimated else "within launch"
     return row
 
 
+def comparison_variance(a: dict[str, Any], b: dict[str, Any], resamples: int | None = None) -> Any:
+    """The launch-to-launch variance pooled over every configuration of both summaries: the spread of the
+    node and the stack, shared by both runs when they ran on the same kind of node."""
+    from ddptop.analysis import intervals, launches, uncertainty
+
+    count = resamples or uncertainty.RESAMPLES
+    fitted = intervals.fit_launches(a["configs"], "a/", count) + intervals.fit_launches(b["configs"], "b/", count)
+    return launches.pool_variance(fitted, count)
+
+
 def regressions(diff: dict[str, Any], threshold: float = 0.0) -> list[dict[str, Any]]:
-    """Configurations called "slower" whose median step time grew by more than ``threshold`` (0.05: 5%)."""
+    """Configurations slower by more than ``threshold`` (0.05: 5%) beyond noise: the low end of the ratio's
+    interval above 1 + threshold (and above the margin: the verdict is "slower")."""
     return [
         {"config_id": r["config_id"], "change": r["ratio"] - 1, "ratio_ci": r["ratio_ci"]}
         for r in diff["configs"]
-        if r["verdict"] == "slower" and r["ratio"] is not None and r["ratio"] - 1 > threshold
+        if r["verdict"] == "slower" and r["ratio_ci"] is not None and r["ratio_ci"][0] - 1 > threshold
     ]
 
 
 def diff_summaries(a: dict[str, Any], b: dict[str, Any], min_effect: float = DEFAULT_MIN_EFFECT,
                    resamples: int | None = None) -> dict[str, Any]:
-    from ddptop.analysis import uncertainty
+    from ddptop.analysis import launches, uncertainty
 
+    variance = comparison_variance(a, b, resamples)
     configs_a = {e["config_id"]: e for e in a["configs"]}
     configs_b = {e["config_id"]: e for e in b["configs"]}
     common = [c for c in configs_a if c in configs_b]
@@ -118,11 +134,12 @@ def diff_summaries(a: dict[str, Any], b: dict[str, Any], min_effect: float = DEF
         "b": {"name": b.get("name"), "run_dir": b.get("run_dir"), "created": b.get("created")},
         "min_effect": min_effect,
         "confidence": uncertainty.CONFIDENCE,
-        "method": uncertainty.METHOD,
+        "method": launches.METHOD if variance.estimated else f"{uncertainty.METHOD}; {launches.WITHIN_ONLY}",
         "environment": differing_keys(a.get("environment") or {}, b.get("environment") or {},
                                       IGNORED_ENVIRONMENT_KEYS),
         "plan": differing_keys(a.get("plan") or {}, b.get("plan") or {}, IGNORED_PLAN_KEYS),
-        "configs": [compare_config(configs_a[c], configs_b[c], min_effect, resamples) for c in common],
+        "launch_variance": variance.to_json(),
+        "configs": [compare_config(configs_a[c], configs_b[c], min_effect, resamples, variance) for c in common],
         "only_a": [c for c in configs_a if c not in configs_b],
         "only_b": [c for c in configs_b if c not in configs_a],
         "scaling": scaling,
@@ -158,6 +175,16 @@ def _config_cells(row: dict[str, Any]) -> tuple[str, ...]:
     )
 
 
+def _levels_text(variance: dict[str, Any] | None) -> str:
+    """What the intervals cover, in words."""
+    if not variance or not variance.get("estimated"):
+        return ("within-launch only: one launch per configuration, so an offset between the runs' launches "
+                "can pose as a change; measure with --launches 2 or more")
+    return (f"two levels: each launch's steps block-bootstrapped, and the launch-to-launch spread "
+            f"{units.percent(variance['relative_sd'], 1)} pooled over both runs' {variance['configs']} "
+            f"configurations, {variance['df']} degrees of freedom")
+
+
 def diff_text(diff: dict[str, Any], markdown: bool = False) -> str:
     from ddptop.report.tables import aligned, markdown_table
 
@@ -171,8 +198,8 @@ def diff_text(diff: dict[str, Any], markdown: bool = False) -> str:
         out.append("")
     margin = diff["min_effect"]
     out.append(f"Step time, sec/iter; B/A = ratio of the pooled medians with its {diff['confidence']:.0%} interval "
-               f"(block bootstrap). A change is called when the interval lies beyond {1 - margin:.3g}..{1 + margin:.3g}; "
-               f"inside it: equivalent")
+               f"({_levels_text(diff.get('launch_variance'))}). A change is called when the interval lies beyond "
+               f"{1 - margin:.3g}..{1 + margin:.3g}; inside it: equivalent")
     out += render(CONFIG_HEADER, [_config_cells(r) for r in diff["configs"]]) if diff["configs"] else ["  none in common"]
     for side in ("a", "b"):
         only = diff[f"only_{side}"]

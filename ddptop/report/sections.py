@@ -40,6 +40,8 @@ SECTIONS: tuple[Section, ...] = (
             screen_empty="No scaling table: no configuration finished.\n"),
     Section("communication", "Compute vs communication", tables.communication_text, tables.communication_markdown,
             on_screen=True),
+    Section("launches", "Launch to launch", tables.launches_text, tables.launches_markdown, always=True),
+    Section("stragglers", "Stragglers", tables.stragglers_text, tables.stragglers_markdown, on_screen=True),
     Section("compute", "Compute: FLOP/s and MFU", tables.compute_text, tables.compute_markdown, on_screen=True),
     Section("verdict", "Why it is not faster", tables.verdict_text, tables.verdict_markdown, on_screen=True),
     Section("dp_vs_ddp", "DataParallel vs DDP", tables.dp_text, tables.dp_markdown, on_screen=True),

@@ -333,6 +333,125 @@ def communication_markdown(summary: dict[str, Any]) -> list[str]:
     return markdown_table(COMM_HEADER, rows) + ["", COMM_NOTE, ""] if rows else []
 
 
+def _times(ratio: float | None, ci: list[float] | None) -> str:
+    return units.with_interval(ratio, ci, lambda v: units.number(v, 2, "x"))
+
+
+def _steps(evidence: dict[str, Any]) -> str:
+    return f"{evidence['steps']} steps a rank" + (": too few to tell" if evidence.get("too_few_steps") else "")
+
+
+def straggler_figures(straggler: dict[str, Any]) -> tuple[str, list[str]]:
+    """The straggler named (``analysis/stragglers.py``), and the figures that name it or clear every rank."""
+    rank = straggler.get("rank")
+    head = (f"rank {rank} is the straggler ({straggler['evidence']})" if rank is not None
+            else "no straggler beyond noise")
+    figures = []
+    compute = straggler.get("compute")
+    if compute:
+        figures.append(f"compute alone (no_sync, {_steps(compute)}): rank {compute['rank']} "
+                       f"{_times(compute['ratio'], compute.get('ratio_ci'))} the other ranks'")
+    wait = straggler.get("allreduce_wait")
+    if wait:
+        longer = units.with_interval(wait["others_wait_s"], wait.get("others_wait_s_ci"), units.milliseconds)
+        figures.append(f"allreduce wait ({_steps(wait)}): the other ranks wait {longer} a step longer than "
+                       f"rank {wait['rank']}")
+    steps = straggler.get("step_time")
+    if steps and (compute or wait or rank is not None):
+        figures.append(f"step time: rank {steps['rank']} {_times(steps['ratio'], steps.get('ratio_ci'))} the "
+                       f"other ranks'" + (" (alike: DDP keeps the ranks in step)" if (compute or wait) and
+                                           units.interval_includes(steps.get("ratio_ci"), 1.0) else ""))
+    if rank is not None and not compute:
+        figures.append("each rank's compute was not timed alone (no no_sync steps: --comm-iters 0, or the "
+                       "communication analysis failed)")
+    return head, figures
+
+
+def stragglers_found(summary: dict[str, Any]) -> list[tuple[str, str, list[str]]]:
+    """(configuration, head, figures) for each configuration of two ranks or more that has a straggler named,
+    or the communication analysis's figures that show none beyond noise."""
+    found = []
+    for entry in summary["configs"]:
+        straggler = entry.get("straggler")
+        if straggler and (straggler.get("rank") is not None or straggler.get("compute")
+                          or straggler.get("allreduce_wait")):
+            found.append((entry["config_id"], *straggler_figures(straggler)))
+    return found
+
+
+STRAGGLER_NOTE = (
+    "DDP's allreduce keeps the ranks in step, so a slow rank stretches every rank's step alike: the straggler "
+    "shows in each rank's compute timed alone inside no_sync() and in how long the others wait for it in the "
+    "allreduce (95% intervals in brackets)."
+)
+
+
+LAUNCH_HEADER = ("config", "launch", "steps", "p50 (95% CI, within the launch)", "used")
+
+
+def launch_spread_line(summary: dict[str, Any]) -> str:
+    """What every interval covers: the launch-to-launch spread pooled over the sweep, or within one launch."""
+    variance = (summary.get("uncertainty") or {}).get("launch_variance")
+    if not variance:
+        return ("Intervals: within one launch only (a summary from before launches were replicated): an offset "
+                "between launches is not in them, and speedups compare launches.")
+    if not variance.get("estimated"):
+        return ("Intervals: within one launch only (one launch per configuration): an offset between launches "
+                "is not in them, and speedups compare launches; --launches 2 or more measures it.")
+    ci = variance.get("relative_sd_ci")
+    return (f"Intervals: two levels. Launch-to-launch spread {units.percent(variance['relative_sd'], 1)}"
+            + (f" ({units.percent(ci[0], 1)}-{units.percent(ci[1], 1)})" if ci else "")
+            + f" of the step time, pooled over {variance['configs']} configurations' {variance['launches']} "
+            f"launches ({variance['df']} degrees of freedom); every interval includes it.")
+
+
+def launch_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
+    rows = []
+    for entry in summary["configs"]:
+        for unit in entry.get("launches") or ():
+            if unit.get("p50") is None:
+                continue
+            used = "yes" if unit.get("used", True) else "no: disturbed, measured again"
+            if unit.get("used", True) and unit.get("disturbed"):
+                used = "yes, though disturbed (no quiet launch)"
+            rows.append((entry["label"] + " " + entry["model"] + f" bs{entry['batch_size']}", unit["launch"], str(unit.get("steps") or "-"),
+                         units.with_interval(unit["p50"], unit.get("p50_ci"), units.seconds), used))
+    return rows
+
+
+def launches_text(summary: dict[str, Any]) -> str:
+    rows = launch_rows(summary)
+    out = ["Launch to launch", "  " + launch_spread_line(summary)]
+    if any(len(e.get("launches") or ()) > 1 for e in summary["configs"]):
+        out += aligned(LAUNCH_HEADER, rows, first_left=True)
+    return "\n".join(out + [""])
+
+
+def launches_markdown(summary: dict[str, Any]) -> list[str]:
+    rows = launch_rows(summary)
+    out = [launch_spread_line(summary), ""]
+    if any(len(e.get("launches") or ()) > 1 for e in summary["configs"]):
+        out += markdown_table(LAUNCH_HEADER, rows) + [""]
+    return out
+
+
+def stragglers_text(summary: dict[str, Any]) -> str:
+    found = stragglers_found(summary)
+    if not found:
+        return ""
+    lines = ["Stragglers (per configuration)"]
+    for config, head, figures in found:
+        lines += [f"  {config}: {head}"] + [f"    {figure}" for figure in figures]
+    return "\n".join(lines + ["  " + STRAGGLER_NOTE, ""])
+
+
+def stragglers_markdown(summary: dict[str, Any]) -> list[str]:
+    lines = []
+    for config, head, figures in stragglers_found(summary):
+        lines += [f"- `{config}`: {head}"] + [f"  - {figure}" for figure in figures]
+    return lines + ["", STRAGGLER_NOTE, ""] if lines else []
+
+
 def dp_text(summary: dict[str, Any]) -> str:
     rows = dp_rows(summary)
     return "\n".join(["DataParallel vs DDP", *aligned(DP_HEADER, rows, first_left=True), ""]) if rows else ""
@@ -372,10 +491,10 @@ def collectives_markdown(summary: dict[str, Any]) -> list[str]:
 
 
 def analysis_text(summary: dict[str, Any]) -> str:
-    """Compute vs communication, why it is not faster, DataParallel vs DDP, throughput per batch size and the
-    collective benchmark."""
-    parts = (communication_text(summary), compute_text(summary), verdict_text(summary), dp_text(summary),
-             batch_text(summary), collectives_text(summary))
+    """Compute vs communication, stragglers, why it is not faster, DataParallel vs DDP, throughput per batch
+    size and the collective benchmark."""
+    parts = (communication_text(summary), stragglers_text(summary), compute_text(summary), verdict_text(summary),
+             dp_text(summary), batch_text(summary), collectives_text(summary))
     return "\n".join(part for part in parts if part)
 
 
@@ -702,8 +821,20 @@ def environment_markdown(summary: dict[str, Any]) -> list[str]:
         f"- torch {versions.get('torch', '?')}, torchvision {versions.get('torchvision', '?')}, "
         f"torch built for CUDA {versions.get('cuda') or '-'}, cuDNN {versions.get('cudnn') or '-'}, NCCL {versions.get('nccl') or '-'}",
         f"- ddptop {env.get('ddptop', '?')}, Python {env.get('python', '?')}",
+        *_launch_setup_lines(env.get("launch_setup") or {}),
         "",
     ]
+
+
+def _launch_setup_lines(setup: dict[str, Any]) -> list[str]:
+    """How the ranks were bound, and whether the GPU setup of the launches differed (summaries before these
+    were recorded: nothing)."""
+    hows = sorted({r["binding"] for e in setup.values() for r in (e.get("ranks") or {}).values() if r.get("binding")})
+    gpu = {repr(sorted(e["gpu_setup"].items())) for e in setup.values() if isinstance(e.get("gpu_setup"), dict)}
+    lines = [f"- ranks' CPUs: {'; '.join(hows)} (each rank's: environment.launch_setup)"] if hows else []
+    if len(gpu) > 1:
+        lines.append("- the launches' GPU setup (cuDNN flags, NCCL environment) differs: environment.launch_setup")
+    return lines
 
 
 def plan_markdown(summary: dict[str, Any]) -> list[str]:
@@ -718,7 +849,8 @@ def plan_markdown(summary: dict[str, Any]) -> list[str]:
         + (f"time budget {plan['time_budget']} s" if plan.get("time_budget") else f"{plan['iters']} measured steps"
            if plan["iters"] is not None else f"measured to ±{plan['precision']:.1%} of the median "
            f"({plan['min_iters']}-{plan['max_iters']} steps, at most {plan['max_time_per_config']:g} s)")
-        + (f", {plan['rounds']} rounds" if plan.get("rounds", 1) > 1 else "")
+        + (f", {plan['launches_per_config']} launches per configuration" if plan.get("launches_per_config", 1) > 1
+           else f", {plan['rounds']} rounds in one launch" if plan.get("rounds", 1) > 1 else "")
         + f", bucket_cap_mb {', '.join(f'{c:g}' for c in _caps(plan))}"
         + (f", AMP {plan['amp']}" if plan.get("amp") else "")
         + (", channels_last" if plan.get("channels_last") else ""),
@@ -777,6 +909,7 @@ def csv_text(summary: dict[str, Any]) -> str:
     header += [f"{key}_{end}" for key in CSV_INTERVAL_FIELDS for end in ("low", "high")]
     header += ["p50_precision", "stop_reason", "unstable", "disturbed", "disturbed_reason"]
     header += list(GPM_LOAD_KEYS) + ["verdict"]
+    header += ["straggler_rank", "straggler_evidence"]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
@@ -803,5 +936,7 @@ def csv_text(summary: dict[str, Any]) -> str:
         row += [stats.get("p50_precision"), entry.get("stop_reason"), entry.get("unstable"),
                 validity.get("disturbed"), (validity.get("reasons") or [None])[0]]
         row += [load.get(k) for k in GPM_LOAD_KEYS] + [(entry.get("verdict") or {}).get("text")]
+        straggler = entry.get("straggler") or {}
+        row += [straggler.get("rank"), straggler.get("evidence")]
         writer.writerow(["" if v is None else v for v in row])
     return buffer.getvalue()

@@ -362,8 +362,9 @@ def format_cpus(cpu: dict[str, Any], threads_per_rank: dict[int, int] | None = N
                      "SLURM job or a container may allow fewer than the machine has)")
     if threads_per_rank:
         per = ", ".join(f"N={n}: {t}" for n, t in sorted(threads_per_rank.items()))
-        lines.append(f"  Ranks are not pinned to cores: each may use any of those CPUs, with this many threads "
-                     f"(OMP_NUM_THREADS) per rank: {per}")
+        lines.append("  Unless --no-bind-cores, each CPU rank runs on CPUs of its own among those, each GPU rank on "
+                     "its GPU's NUMA node (each rank's hello says which), with this many threads (OMP_NUM_THREADS) "
+                     f"per rank: {per}")
     return lines
 
 
