@@ -164,7 +164,9 @@ class SweepRunner:
             path = rundir.launch_dir(self.session.run_dir, self._launch_index, launch.launch_key, attempt)
             name = os.path.basename(path)
             threads = self.plan.threads_per_rank[launch.world_size]
-            collectives = self.plan.collective_spec() if launch.world_size > 1 else None
+            # the collective benchmark once per world size, in its last launch (not again in each repeat)
+            last = launch.replicate == max(1, self.plan.launches_per_config) - 1
+            collectives = self.plan.collective_spec() if launch.world_size > 1 and last else None
             spec = LaunchSpec(
                 launch_id=name,
                 events_dir=layout.events_dir(path),
