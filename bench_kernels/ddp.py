@@ -46,7 +46,7 @@ from importlib import metadata
 from typing import Any
 
 from bench_kernels.comm_probe import ddp_logging_mark, probe_communication
-from bench_kernels.faults import SLOW, Slowdown, fire, parse_fault
+from bench_kernels.faults import SLOW, fire, parse_fault
 from bench_kernels.flops import compute_dtype, count_step_flops, matmul_ceiling
 from bench_kernels.memory_cap import check_cpu_memory_cap, limit_gpu_memory
 from bench_kernels.timing import (
@@ -452,10 +452,13 @@ class Worker:
                 if f.at_step and f.phase == "analysis" and f.matches(cfg.config_id, self.rank)]
 
     def _slow_down(self, cfg: RunConfig, workload: Workload) -> None:
-        """An injected ``slow`` fault (a testing aid) aimed at this rank in ``cfg``: every step from here on."""
+        """An injected ``slow`` fault (a testing aid) aimed at this rank in ``cfg``: every step from here on.
+        DDP's alone: a rank alone has no peer to hold back."""
+        if cfg.mode != Mode.DDP:
+            return
         for fault in self.faults:
             if fault.kind == SLOW and fault.matches(cfg.config_id, self.rank):
-                workload.slow_down(Slowdown(fault.factor))
+                workload.slow_down(fault.factor)
                 return
 
     def _config_end(self, cfg: RunConfig, measured: Measured, round_index: int, last: bool) -> None:

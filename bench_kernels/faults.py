@@ -15,8 +15,7 @@ configuration's measured steps have ended)
 - ``exit``: leaves at once with exit code 3, without reporting anything.
 ``slow:rank=R:factor=F[:config=TEXT]`` is no event at a step but a rank slower than its peers, as a throttled
 GPU or a busier node would make it: every training step of rank R in those configurations (warm-up,
-measured, and the communication analysis) computes about F times as long (``Slowdown``; a late wake-up from
-its sleep on a busy node adds to that).
+measured, and the communication analysis) computes about F times as long (``Slowdown``).
 Standard library only: ddptop validates the specs, the ranks act on them.
 """
 
@@ -100,37 +99,49 @@ def _factor(text: str, value: str) -> float:
 
 
 class Slowdown:
-    """``slow``: one rank's compute takes ``factor`` times as long.
+    """``slow``: one rank's compute, its forward and backward, takes ``factor`` times as long.
 
-    The rank sleeps at the start of its model's forward (``before_forward``, a forward pre-hook on the bare
-    model): after DDP has re-sent the buffers and before the first gradient is ready, so its peers wait for
-    it in the gradient allreduce, as they would for a slower device. The sleep is ``factor - 1`` times the
-    rank's own previous step (``timed``: the step's time with the sleep left out). As the slowest rank it
-    hardly waits for its peers, so that time is its compute. A GPU step ends in a synchronize, so the time is
-    the device's there too (run on CPU only).
+    At the start of its model's forward (``before_forward``, a forward pre-hook on the bare model: after DDP
+    has re-sent the buffers, before the first gradient is ready) the rank keeps its core busy for
+    ``factor - 1`` times its previous step's compute, so its peers wait for it in the gradient allreduce as
+    they would for a slower device. That compute runs from the end of the pause to its last gradient
+    (``gradient_ready``, a hook on every parameter's accumulated gradient): the allreduce's wait and tail
+    are no part of it, or a model whose step is mostly communication would be slowed by that. Busy rather
+    than asleep: a sleeper wakes late on a busy node and computes slower after its nap.
+
+    ``mark`` stamps a moment and ``elapsed`` measures between two stamps: ``time.perf_counter`` by default;
+    on a GPU, CUDA events (``bench_kernels.workload``), read after the step's closing synchronize, so the
+    compute is the device's (run on CPU only).
     """
 
-    def __init__(self, factor: float) -> None:
+    def __init__(self, factor: float, mark: Callable[[], Any] | None = None,
+                 elapsed: Callable[[Any, Any], float] | None = None) -> None:
         self.factor = factor
-        self.own_s: float | None = None  # the previous step without the sleep; None before the first
-        self.slept_s = 0.0  # slept during the current step
+        self.mark = mark or time.perf_counter
+        self.elapsed = elapsed or (lambda start, end: end - start)
+        self.compute_s: float | None = None  # the previous step's compute; None before the first
+        self.started: Any = None  # this step's compute began (the pause over)
+        self.ready: Any = None  # this step's latest gradient accumulated
 
     def before_forward(self, *_args: Any) -> None:
-        if self.own_s is not None:
-            start = time.perf_counter()
-            time.sleep((self.factor - 1) * self.own_s)
-            # as slept: a late wake-up (a busy node) is no part of the rank's compute, or it would compound
-            self.slept_s += time.perf_counter() - start
+        if self.compute_s is not None:
+            clock = time.perf_counter
+            until = clock() + (self.factor - 1) * self.compute_s
+            while clock() < until:
+                pass
+        self.started = self.mark()
+
+    def gradient_ready(self, *_args: Any) -> None:
+        self.ready = self.mark()
 
     def timed(self, step: Callable[[], None]) -> Callable[[], None]:
-        """``step``, measuring its own time for the next step's sleep."""
-        clock = time.perf_counter
+        """``step``, measuring its compute for the next step's pause."""
 
         def slowed_step() -> None:
-            self.slept_s = 0.0
-            start = clock()
+            self.started = self.ready = None
             step()
-            self.own_s = max(0.0, clock() - start - self.slept_s)
+            if self.started is not None and self.ready is not None:
+                self.compute_s = max(0.0, self.elapsed(self.started, self.ready))
 
         return slowed_step
 

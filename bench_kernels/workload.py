@@ -39,11 +39,26 @@ class Workload:
     logging_mark: Any = None
     slowdown: Any = None  # an injected ``slow`` fault (``bench_kernels.faults.Slowdown``), a testing aid
 
-    def slow_down(self, slowdown: Any) -> None:
-        """Make every later step of this workload slow (``--inject slow``), through any wrapper: the sleep is
-        a forward pre-hook of the bare model that every wrapper shares."""
-        self.slowdown = slowdown
-        self.model.register_forward_pre_hook(slowdown.before_forward)
+    def slow_down(self, factor: float) -> None:
+        """Make every later step of this workload slow (``--inject slow``), through any wrapper: the pause and
+        the compute's stamps are hooks of the bare model, which every wrapper shares."""
+        import torch
+
+        from bench_kernels.faults import Slowdown
+
+        if self.device.type == "cuda":
+            def mark() -> Any:
+                event = torch.cuda.Event(enable_timing=True)
+                event.record()
+                return event
+
+            self.slowdown = Slowdown(factor, mark, lambda start, end: start.elapsed_time(end) / 1e3)
+        else:
+            self.slowdown = Slowdown(factor)
+        self.model.register_forward_pre_hook(self.slowdown.before_forward)
+        for parameter in self.model.parameters():
+            if parameter.requires_grad:
+                parameter.register_post_accumulate_grad_hook(self.slowdown.gradient_ready)
 
     def step_through(self, net: Any) -> Callable[[], None]:
         """One training step through ``net``: zero_grad, forward, loss, backward (DDP's allreduce happens

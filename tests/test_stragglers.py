@@ -13,7 +13,7 @@ from bench_kernels import faults
 from bench_kernels.faults import FaultSpecError, Slowdown, parse_fault
 from ddptop.analysis import intervals, stats, stragglers
 from ddptop.report import sections, tables
-from tests.conftest import run_sweep
+from tests.conftest import run_sweep, tiny_config
 
 
 def _lockstep(factors: dict[int, float], steps: int = 40, seed: int = 1) -> tuple[SimpleNamespace, dict]:
@@ -150,39 +150,59 @@ def test_slow_fault_specs_are_checked():
 
 
 class _Clock:
-    """time.perf_counter and time.sleep on a clock that moves only when told: the slowed step's arithmetic
-    without a machine's noise."""
+    """time.perf_counter on a clock that moves a tick at each reading (a busy wait reads it) and otherwise only
+    when told: the slowed step's arithmetic without a machine's noise."""
+
+    TICK = 1e-7
 
     def __init__(self) -> None:
         self.now = 0.0
 
     def perf_counter(self) -> float:
+        self.now += self.TICK
         return self.now
 
-    def sleep(self, seconds: float) -> None:
-        self.now += seconds
 
-
-def test_a_slowed_step_computes_factor_times_as_long(monkeypatch):
+def test_a_slowed_rank_computes_factor_times_as_long_and_its_wait_stays_as_it_was(monkeypatch):
     clock = _Clock()
     monkeypatch.setattr(faults, "time", clock)
     slowdown = Slowdown(3.0)
-    own = [0.010, 0.012, 0.011, 0.010]
+    compute = [0.010, 0.012, 0.011, 0.010]
+    tail = 0.004  # the allreduce's last bucket, after the last gradient: no compute to scale
 
     def step(seconds):
         def run():
             slowdown.before_forward()  # the forward pre-hook, at the start of the model's forward
             clock.now += seconds
+            slowdown.gradient_ready()  # the last gradient accumulated
+            clock.now += tail
         return run
 
     took = []
-    for seconds in own:
-        start = clock.now
+    for seconds in compute:
+        start = clock.perf_counter()
         slowdown.timed(step(seconds))()
-        took.append(clock.now - start)
-    assert took[0] == pytest.approx(own[0])  # nothing to scale by before a first step
-    # each later step: its own time, plus (factor - 1) times the step before (its own time alone)
-    assert took[1:] == pytest.approx([own[i] + 2 * own[i - 1] for i in range(1, len(own))])
+        took.append(clock.perf_counter() - start)
+    assert took[0] == pytest.approx(compute[0] + tail, abs=1e-5)  # nothing to scale by before a first step
+    # each later step: its own, plus (factor - 1) times the step before's compute alone
+    assert took[1:] == pytest.approx([compute[i] + tail + 2 * compute[i - 1] for i in range(1, len(compute))],
+                                     abs=1e-5)
+
+
+def test_the_slowdown_hooks_fire_through_ddp_and_no_sync(one_rank_group):
+    """The pause and the compute's stamps are hooks of the bare model: DDP's wrapper, with or without its
+    allreduce, runs them (a real gloo group of one rank)."""
+    from bench_kernels.workload import build_workload
+
+    workload = build_workload(tiny_config(), one_rank_group.device("cpu"), local_rank=0, rank=0)
+    workload.slow_down(3.0)
+    slowdown, step = workload.slowdown, workload.step_through(workload.net)
+    step()
+    first = slowdown.compute_s
+    assert first is not None and first > 0 and slowdown.ready > slowdown.started
+    with workload.net.no_sync():
+        step()
+    assert slowdown.compute_s != first and slowdown.ready > slowdown.started
 
 
 @pytest.mark.slow
