@@ -14,7 +14,7 @@ configuration's measured steps have ended)
 - ``kill``: sends itself SIGKILL, as the kernel's OOM killer or a node fault would;
 - ``exit``: leaves at once with exit code 3, without reporting anything.
 ``slow:rank=R:factor=F[:config=TEXT]`` is no event at a step but a rank slower than its peers, as a throttled
-GPU or a busier node would make it: every training step of rank R in those configurations (warm-up,
+GPU or a busier node would make it: every training step of rank R in those DDP configurations (warm-up,
 measured, and the communication analysis) computes about F times as long (``Slowdown``).
 Standard library only: ddptop validates the specs, the ranks act on them.
 """
@@ -25,6 +25,7 @@ import math
 import os
 import signal
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -98,16 +99,23 @@ def _factor(text: str, value: str) -> float:
     return factor
 
 
+# A slowed rank sleeps through its pause but this last part, which it waits out busy: a sleeper wakes late and
+# computes slower after its nap (cold caches, a slower clock), while a rank busy for the whole pause takes a
+# core its peers may need on a node with fewer cores than work.
+WAKE_MARGIN_S = 0.001
+RECENT_STEPS = 10  # the pause scales the shortest compute of this many latest steps
+
+
 class Slowdown:
     """``slow``: one rank's compute, its forward and backward, takes ``factor`` times as long.
 
     At the start of its model's forward (``before_forward``, a forward pre-hook on the bare model: after DDP
-    has re-sent the buffers, before the first gradient is ready) the rank keeps its core busy for
-    ``factor - 1`` times its previous step's compute, so its peers wait for it in the gradient allreduce as
-    they would for a slower device. That compute runs from the end of the pause to its last gradient
+    has re-sent the buffers, before the first gradient is ready) the rank pauses for ``factor - 1`` times
+    its compute (``compute_s``), so its peers wait for it in the gradient allreduce as they would for a
+    slower device. That compute runs from the end of the pause to its last gradient
     (``gradient_ready``, a hook on every parameter's accumulated gradient): the allreduce's wait and tail
-    are no part of it, or a model whose step is mostly communication would be slowed by that. Busy rather
-    than asleep: a sleeper wakes late on a busy node and computes slower after its nap.
+    are no part of it, or a model whose step is mostly communication would be slowed by that. The pause is
+    slept, its last ``WAKE_MARGIN_S`` waited out busy.
 
     ``mark`` stamps a moment and ``elapsed`` measures between two stamps: ``time.perf_counter`` by default;
     on a GPU, CUDA events (``bench_kernels.workload``), read after the step's closing synchronize, so the
@@ -119,14 +127,23 @@ class Slowdown:
         self.factor = factor
         self.mark = mark or time.perf_counter
         self.elapsed = elapsed or (lambda start, end: end - start)
-        self.compute_s: float | None = None  # the previous step's compute; None before the first
+        self.computes: deque[float] = deque(maxlen=RECENT_STEPS)  # the latest steps' compute
         self.started: Any = None  # this step's compute began (the pause over)
         self.ready: Any = None  # this step's latest gradient accumulated
 
+    @property
+    def compute_s(self) -> float | None:
+        """The rank's compute undisturbed, as near as its latest steps tell: their shortest (a step that lost
+        its core for a while, or woke slowly from its pause, would stretch the next pause ``factor - 1`` times
+        that)."""
+        return min(self.computes) if self.computes else None
+
     def before_forward(self, *_args: Any) -> None:
-        if self.compute_s is not None:
+        if self.computes:
             clock = time.perf_counter
             until = clock() + (self.factor - 1) * self.compute_s
+            if until - clock() > WAKE_MARGIN_S:
+                time.sleep(until - clock() - WAKE_MARGIN_S)
             while clock() < until:
                 pass
         self.started = self.mark()
@@ -141,7 +158,7 @@ class Slowdown:
             self.started = self.ready = None
             step()
             if self.started is not None and self.ready is not None:
-                self.compute_s = max(0.0, self.elapsed(self.started, self.ready))
+                self.computes.append(max(0.0, self.elapsed(self.started, self.ready)))
 
         return slowed_step
 

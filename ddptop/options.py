@@ -205,7 +205,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("on_failure", str, OnFailure.CONTINUE, group=FAULTS, choices=_values(OnFailure),
            help="after a failed configuration: go on with the next (default) or stop the sweep"),
     Option("inject", str, is_list=True, group=FAULTS, action="append", metavar="KIND:rank=R:iter=I",
-           help="testing aid: make a rank crash, oom, hang, kill or exit at a step (repeatable)"),
+           help="testing aid: make a rank crash, oom, hang, kill or exit at a step, or run slow "
+                "(slow:rank=R:factor=F: its compute takes F times as long) (repeatable)"),
     # -- several nodes
     Option("nnodes", int, 1, group=NODES, help="nodes in the sweep (default 1)"),
     Option("nproc_per_node", int, group=NODES,

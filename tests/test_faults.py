@@ -18,7 +18,7 @@ from tests.conftest import REPO, ddptop, processes_mentioning, run_sweep
 pytestmark = pytest.mark.slow
 
 # two configurations at N=2 (tiny CNN, then resnet18 at 32 px), so a fault in the first leaves one to run
-TWO = ("--models", "tests.tiny_models:tiny_cnn,resnet18", "--batch-sizes", "2", "--world-sizes", "2",
+TWO = ("--launches", "1", "--models", "tests.tiny_models:tiny_cnn,resnet18", "--batch-sizes", "2", "--world-sizes", "2",
        "--image-size", "32", "--num-classes", "10", "--warmup", "1", "--iters", "6", "--comm-iters", "0",
        "--no-collectives", "--telemetry-interval", "0")
 FIRST, SECOND = "tests.tiny_models:tiny_cnn/ddp/bs2/n2/gloo", "resnet18/ddp/bs2/n2/gloo"

@@ -194,7 +194,7 @@ def test_an_oom_in_the_communication_analysis_keeps_the_measured_steps(tmp_path)
     done = run_sweep(str(tmp_path / "run"), "--models", "tests.tiny_models:tiny_cnn", "--batch-sizes", "2",
                      "--world-sizes", "1", "--image-size", "32", "--num-classes", "10", "--warmup", "1",
                      "--iters", "6", "--comm-iters", "3", "--no-collectives", "--telemetry-interval", "0",
-                     "--bucket-cap-mb", "25,1", "--inject", "oom:phase=analysis:config=bucket25")
+                     "--bucket-cap-mb", "25,1", "--inject", "oom:phase=analysis:config=bucket25", "--launches", "1")
     configs = {c["config_id"]: c for c in done.summary()["configs"]}
     hit = configs["tests.tiny_models:tiny_cnn/ddp/bs2/n1/gloo/bucket25"]
     assert hit["status"] == "ok" and hit["stats"]["n"] == 6, hit

@@ -61,7 +61,7 @@ def _failing_only_in(directory, write):
 def test_a_full_disk_before_the_run_is_one_line(tmp_path):
     from tests.conftest import ddptop
 
-    done = ddptop("run", "--headless", "--out", str(tmp_path / "run"), "--iters", "2",
+    done = ddptop("run", "--headless", "--out", str(tmp_path / "run"), "--launches", "1", "--iters", "2",
                   env={rundir.DISK_FULL_ENV: str(tmp_path / "run")})
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
@@ -76,7 +76,7 @@ def test_a_full_disk_at_the_end_prints_every_table_and_saves_to_the_fallback(tmp
     done = run_sweep(str(run_dir), "--models", "tests.tiny_models:tiny_cnn", "--image-size", "32",
                      "--num-classes", "10", "--batch-sizes", "2", "--world-sizes", "1,2", "--warmup", "1",
                      "--iters", "4", "--comm-iters", "0", "--no-collectives", "--telemetry-interval", "0",
-                     "--fallback-dir", str(fallback))
+                     "--launches", "1", "--fallback-dir", str(fallback))
     assert done.returncode == 1 and "Traceback" not in done.stderr + done.stdout
     assert "Scaling: tests.tiny_models:tiny_cnn" in done.stdout and "Why it is not faster" in done.stdout
     assert f"Summary not saved in {run_dir}: no space left on device writing summary.json" in done.stdout
@@ -286,7 +286,7 @@ def test_the_closing_line_says_what_was_not_saved_and_that_the_summary_holds_it(
 
 # -- whole runs: a filesystem that fills up, goes away or goes read-only, or stalls ---------------------------
 
-TINY = ("--models", "tests.tiny_models:tiny_cnn", "--image-size", "32", "--num-classes", "10", "--batch-sizes", "2",
+TINY = ("--launches", "1", "--models", "tests.tiny_models:tiny_cnn", "--image-size", "32", "--num-classes", "10", "--batch-sizes", "2",
         "--warmup", "1", "--comm-iters", "0", "--no-collectives")
 
 

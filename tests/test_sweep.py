@@ -15,7 +15,8 @@ from tests.conftest import ddptop, processes_mentioning, run_sweep
 pytestmark = pytest.mark.slow
 
 # Small inputs for the tests.tiny_models factories, world size 2: the fastest real process group there is.
-TINY = ("--batch-sizes", "2", "--world-sizes", "2", "--image-size", "32", "--num-classes", "10")
+TINY = ("--batch-sizes", "2", "--world-sizes", "2", "--image-size", "32", "--num-classes", "10",
+        "--launches", "1")  # one launch each, unless a test asks for more
 
 
 def raw_samples(run_dir: str, config_id: str) -> dict[int, list[float]]:
@@ -196,21 +197,27 @@ def test_an_unreachable_precision_ends_at_max_iters_unstable(tmp_path):
     assert "unstable (±" in done.stdout  # the headless line of the configuration
 
 
-def test_rounds_interleave_the_configurations_and_keep_each_step_s_round(tmp_path):
-    run_dir = str(tmp_path / "rounds")
+def test_launches_interleave_the_configurations_and_keep_each_step_s_launch(tmp_path):
+    run_dir = str(tmp_path / "launches")
     done = run_sweep(run_dir, "--models", "tests.tiny_models:tiny_cnn", *TINY, *QUICK, "--bucket-cap-mb", "25,1",
-                     "--rounds", "2", "--iters", "auto", "--max-iters", "20", "--max-time-per-config", "4")
+                     "--launches", "2", "--iters", "auto", "--max-iters", "20", "--max-time-per-config", "4")
     assert done.returncode == 0, done.stderr + done.stdout
-    configs = done.summary()["configs"]
+    summary = done.summary()
+    configs = summary["configs"]
     assert [c["config_id"].rsplit("/", 1)[1] for c in configs] == ["bucket25", "bucket1"]
     for config in configs:
         assert config["status"] == "ok" and config["rounds"] == 2
-        for rank, rounds in config["rounds_of_steps"].items():
-            assert len(rounds) == len(config["samples"][rank]) == config["measured_iters"]
-            assert set(rounds) == {0, 1} and rounds == sorted(rounds)
-    # round 1 ran the launch's configurations in the rotated order
-    (events,) = glob.glob(os.path.join(run_dir, "launches", "*", "events", "rank-0.jsonl"))
-    with open(events, encoding="utf-8") as handle:
-        starts = [(e["round"], e["config_id"].rsplit("/", 1)[1]) for e in map(json.loads, handle)
-                  if e["type"] == "config_start"]
+        assert [u["launch"] for u in config["launches"]] == ["01-n2-gloo", "02-n2-gloo"]
+        for rank, runs in config["launch_of_steps"].items():
+            assert [index for index, _ in runs] == [0, 1]
+            assert sum(count for _, count in runs) == len(config["samples"][rank]) == config["measured_iters"]
+        assert sum(u["steps"] for u in config["launches"]) == config["stats"]["n"]
+        assert config["stats"]["p50_levels"] == "launches"
+    assert summary["uncertainty"]["launch_variance"]["df"] == 2
+    # the second launch ran the configurations in the rotated order, each as its round 1
+    starts = []
+    for launch in ("01-n2-gloo", "02-n2-gloo"):
+        with open(os.path.join(run_dir, "launches", launch, "events", "rank-0.jsonl"), encoding="utf-8") as handle:
+            starts += [(e["round"], e["config_id"].rsplit("/", 1)[1]) for e in map(json.loads, handle)
+                       if e["type"] == "config_start"]
     assert starts == [(0, "bucket25"), (0, "bucket1"), (1, "bucket1"), (1, "bucket25")]

@@ -21,16 +21,17 @@ def test_a_run_compared_with_its_baseline_gets_an_interval_and_a_verdict_per_con
     # Whether two runs of one plan come out "within noise" depends on the machine: on this VM back-to-back
     # runs differ by up to 2x with nothing the guest can see, so the false-alarm rate of the comparison is
     # measured on synthetic series with a known truth (tests/test_uncertainty.py, tests/test_diff.py). Here:
-    # the whole path, run -> --baseline -> diff, with rounds, on real runs.
-    first = run_sweep(str(tmp_path / "a"), *TINY, "--rounds", "2")
+    # the whole path, run -> --baseline -> diff, with two launches a configuration, on real runs.
+    first = run_sweep(str(tmp_path / "a"), *TINY, "--launches", "2")
     assert first.returncode == 0, first.stderr
-    second = run_sweep(str(tmp_path / "b"), *TINY, "--rounds", "2", "--baseline", str(tmp_path / "a"))
+    second = run_sweep(str(tmp_path / "b"), *TINY, "--launches", "2", "--baseline", str(tmp_path / "a"))
     assert second.returncode == 0, second.stdout + second.stderr  # no gate asked for: never 1 for a change
     assert f"Compared with {tmp_path / 'a'}" in second.stdout
     done = ddptop("diff", str(tmp_path / "a"), str(tmp_path / "b"), "--format", "json")
     assert done.returncode == 0, done.stderr
     rows = json.loads(done.stdout)["configs"]
-    assert len(rows) == 2 and all(row["rounds"] for row in rows)
+    assert len(rows) == 2 and all(row["launches_a"] == row["launches_b"] == 2 for row in rows)
+    assert all(row["levels"] == "launches" for row in rows)
     for row in rows:
         assert row["verdict"] in ("slower", "faster", "within noise", "equivalent")
         assert row["ratio_ci"][0] <= row["ratio"] <= row["ratio_ci"][1]
@@ -39,20 +40,23 @@ def test_a_run_compared_with_its_baseline_gets_an_interval_and_a_verdict_per_con
 
 @pytest.mark.slow
 def test_the_gate_fails_a_run_much_slower_than_its_baseline(tmp_path):
-    baseline = run_sweep(str(tmp_path / "a"), *TINY)
+    baseline = run_sweep(str(tmp_path / "a"), *TINY, "--launches", "1")
     assert baseline.returncode == 0, baseline.stderr
     saved = baseline.summary()
     for entry in saved["configs"]:  # the baseline was 2.5 times as fast on every step: beyond this VM's drift
         entry["samples"] = {rank: [0.4 * s for s in values] for rank, values in entry["samples"].items()}
     faster = tmp_path / "faster.json"
     faster.write_text(json.dumps(saved))
-    slower = run_sweep(str(tmp_path / "b"), *TINY, "--baseline", str(faster), "--fail-on-regression", "5")
+    slower = run_sweep(str(tmp_path / "b"), *TINY, "--launches", "1", "--baseline", str(faster),
+                       "--fail-on-regression", "5")
     assert slower.returncode == 1, slower.stdout + slower.stderr
     assert "slower" in slower.stdout and "Failing:" in slower.stdout
 
 
 @pytest.mark.slow
-def test_a_busy_process_during_one_configuration_marks_it_disturbed(tmp_path):
+def test_a_busy_process_during_one_launch_gets_the_configuration_a_further_launch(tmp_path):
+    """A CPU hog during the first launch of the first configuration: that launch is marked disturbed, the
+    configuration gets one more launch at the end of the sweep, and its figures come from the quiet ones."""
     run_dir = tmp_path / "run"
     sweep = ddptop_process("run", "--headless", "--out", str(run_dir), *TINY[:-2], "--telemetry-interval", "0.25",
                            "--iters", "400", "--warmup", "3")
@@ -76,6 +80,12 @@ def test_a_busy_process_during_one_configuration_marks_it_disturbed(tmp_path):
     assert sweep.returncode == 0, output
     with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
         first = json.load(handle)["configs"][0]
-    validity = first["validity"]
-    assert validity["disturbed"] and validity["other_cpu_cores"] >= 0.5, validity
-    assert any("other processes used" in reason for reason in validity["reasons"])
+    launches = first["launches"]
+    assert len(launches) == 3, launches  # its two planned launches and the further one
+    hogged, *quiet = launches
+    assert hogged["launch"].startswith("01-") and hogged["disturbed"] and not hogged["used"], launches
+    assert any("other processes used" in reason for reason in hogged["reasons"])
+    assert all(not unit["disturbed"] and unit["used"] for unit in quiet), launches
+    assert not first["validity"]["disturbed"], first["validity"]
+    kept = sum(unit["steps"] for unit in quiet)
+    assert first["stats"]["n"] == kept  # the percentiles are the quiet launches' steps alone

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from ddptop.analysis import uncertainty as u
+from ddptop.analysis.synthetic import ar1
 from ddptop.protocol import precision
 
 BASE = 0.100  # seconds
@@ -27,19 +28,6 @@ def _normal_quantile(p: float) -> float:
     from statistics import NormalDist
 
     return NormalDist().inv_cdf(p)
-
-
-def ar1(rng: np.random.Generator, n: int, phi: float, ranks: int = 1, shared: float = 0.7) -> np.ndarray:
-    """(ranks, n) standard-normal AR(1) series; ``shared`` of each rank's variance is common to all ranks."""
-    burn = 50
-    noise = rng.standard_normal((ranks + 1, n + burn))
-    x = np.empty_like(noise)
-    x[:, 0] = noise[:, 0]
-    scale = math.sqrt(1 - phi * phi)
-    for i in range(1, n + burn):
-        x[:, i] = phi * x[:, i - 1] + scale * noise[:, i]
-    x = x[:, burn:]
-    return math.sqrt(shared) * x[0] + math.sqrt(1 - shared) * x[1:]
 
 
 def synthetic(kind: str, rng: np.random.Generator, n: int, phi: float, ranks: int, scale: float = 1.0):

@@ -8,10 +8,12 @@ communication analysis can:
 - **allreduce wait**: each rank's time per step with a gradient bucket's allreduce in flight (the comm
   hook's steps): a bucket completes only when every rank has handed it over, so the ranks wait there for
   the straggler, which itself waits least.
-A rank is named only when the figure clears the threshold beyond noise (its 95% interval), on at least
+Each names a rank when its figure clears the threshold beyond noise (its 95% interval), on at least
 ``MIN_STEPS`` steps a rank: compute at least ``STRAGGLER_RATIO`` times the others', or the others waiting for
-it at least ``STRAGGLER_RATIO - 1`` of a step. Failing both, the step times' own straggler is named when its
-ratio clears the same bar (``intervals._straggler``).
+it at least ``STRAGGLER_RATIO - 1`` of a step; the configuration's straggler is the rank both name
+(``name_straggler``). Without the analysis, the step times' own straggler is named when its ratio clears the
+same bar (``intervals._straggler``). On a GPU both measurements come from CUDA-event timings (the step's
+closing synchronize, the comm hook's events); only their CPU form has run.
 """
 
 from __future__ import annotations
@@ -105,17 +107,27 @@ def wait_evidence(waits: Mapping[int, Any], step_s: float | None,
 
 def name_straggler(compute: dict[str, Any] | None, wait: dict[str, Any] | None,
                    step_time: dict[str, Any] | None) -> dict[str, Any]:
-    """The configuration's ``straggler``: the rank named (None: none beyond noise) and the evidence that named
-    it, first compute, then the allreduce wait, then the step times; each measurement beside it."""
+    """The configuration's ``straggler``: the rank named (None: none) and the evidence that named it, with
+    each measurement beside it.
+
+    The two measurements of the analysis are taken apart in time (the no_sync steps, then the hooked ones), so
+    a passing load on one rank can slow it in one of them: where both were measured, a rank is named only
+    when both name it beyond noise, else the one that did is kept as ``unconfirmed``. Where neither was (no
+    analysis), the step times name it when they can."""
+    measured = [(evidence, found) for evidence, found in ((COMPUTE, compute), (WAIT, wait)) if found]
+    flagged = [(evidence, found) for evidence, found in measured if found.get("flagged")]
     named: dict[str, Any] = {"rank": None, "evidence": None}
-    for evidence, found in ((COMPUTE, compute), (WAIT, wait), (STEP_TIME, step_time)):
-        if found and found.get("flagged"):
-            named = {"rank": found["rank"], "evidence": evidence}
-            if "ratio" in found:
-                named.update(ratio=found["ratio"], ratio_ci=found.get("ratio_ci"))
-            else:
-                named.update(others_wait_s=found["others_wait_s"], others_wait_s_ci=found["others_wait_s_ci"])
-            break
+    if measured and len(flagged) == len(measured) and len({found["rank"] for _, found in flagged}) == 1:
+        named = {"rank": flagged[0][1]["rank"], "evidence": " and ".join(evidence for evidence, _ in flagged)}
+    elif flagged:
+        named["unconfirmed"] = [{"rank": found["rank"], "evidence": evidence} for evidence, found in flagged]
+    elif not measured and step_time and step_time.get("flagged"):
+        named = {"rank": step_time["rank"], "evidence": STEP_TIME,
+                 "ratio": step_time["ratio"], "ratio_ci": step_time.get("ratio_ci")}
+    if named["rank"] is not None and compute and compute.get("flagged"):
+        named.update(ratio=compute["ratio"], ratio_ci=compute["ratio_ci"])
+    if named["rank"] is not None and wait and wait.get("flagged"):
+        named.update(others_wait_s=wait["others_wait_s"], others_wait_s_ci=wait["others_wait_s_ci"])
     return {**named, "compute": compute, "allreduce_wait": wait, "step_time": step_time}
 
 

@@ -39,7 +39,7 @@ class CorePlan:
 
 
 def parse_cpu_list(text: str) -> list[int]:
-    """sysfs's "0-3,8,10-11" -> [0, 1, 2, 3, 8, 10, 11]."""
+    """sysfs's "0-3,8,10-11" -> [0, 1, 2, 3, 8, 10, 11] (the inverse of ``telemetry.topology.cpu_ranges``)."""
     cpus: list[int] = []
     for part in filter(None, (p.strip() for p in text.split(","))):
         low, _, high = part.partition("-")

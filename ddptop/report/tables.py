@@ -343,9 +343,20 @@ def _steps(evidence: dict[str, Any]) -> str:
 
 def straggler_figures(straggler: dict[str, Any]) -> tuple[str, list[str]]:
     """The straggler named (``analysis/stragglers.py``), and the figures that name it or clear every rank."""
-    rank = straggler.get("rank")
-    head = (f"rank {rank} is the straggler ({straggler['evidence']})" if rank is not None
-            else "no straggler beyond noise")
+    rank, unconfirmed = straggler.get("rank"), straggler.get("unconfirmed")
+    if rank is not None:
+        head = f"rank {rank} is the straggler ({straggler['evidence']})"
+    elif unconfirmed and len(unconfirmed) > 1:
+        first, second = unconfirmed[:2]
+        head = (f"no straggler named: the {first['evidence']} points at rank {first['rank']}, the "
+                f"{second['evidence']} at rank {second['rank']}")
+    elif unconfirmed:
+        found = unconfirmed[0]
+        other = "allreduce wait" if found["evidence"] == "no_sync compute" else "no_sync compute"
+        head = (f"no straggler named: the {found['evidence']} points at rank {found['rank']}, the {other} does "
+                f"not confirm it beyond noise (measured at another time: a passing load can slow one rank in one)")
+    else:
+        head = "no straggler beyond noise"
     figures = []
     compute = straggler.get("compute")
     if compute:

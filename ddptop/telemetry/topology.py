@@ -14,6 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddptop.protocol.affinity import parse_cpu_list
 from ddptop.telemetry import nvml as nv
 
 LEGEND = (
@@ -301,16 +302,6 @@ def read_topology(nvml_module: Any | None = None, sysfs_root: str | None = None)
             nv.shutdown(nvml)
     topo.cpu = read_cpu_layout(sysfs_root or "/sys")  # the real machine's, also beside a simulated node
     return topo
-
-
-def parse_cpu_list(text: str) -> list[int]:
-    """sysfs's "0-3,8,10-11" -> [0, 1, 2, 3, 8, 10, 11] (the inverse of ``cpu_ranges``)."""
-    cpus: list[int] = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        low, _, high = part.partition("-")
-        if low.isdigit() and (not high or high.isdigit()):
-            cpus.extend(range(int(low), int(high or low) + 1))
-    return cpus
 
 
 def read_cpu_layout(sysfs_root: str = "/sys") -> dict[str, Any]:
