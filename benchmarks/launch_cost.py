@@ -11,29 +11,19 @@ that knows the launch-to-launch spread should hold the other runs' speedups abou
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.common import REPO, add_json_option, row, write_rows  # noqa: E402
+from benchmarks.common import add_json_option, row, write_rows  # noqa: E402
+from benchmarks.sweep_overhead import run_sweep  # noqa: E402
 
 
 def sweep(out: str, launches: int, extra: list[str]) -> dict:
-    start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "ddptop", "run", "--headless", "--out", out,
-                           "--launches", str(launches), *extra],
-                          cwd=REPO, capture_output=True, text=True, stdin=subprocess.DEVNULL)
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        sys.exit(f"sweep failed ({done.returncode}): {done.stderr or done.stdout}")
-    with open(os.path.join(out, "summary.json"), encoding="utf-8") as handle:
-        summary = json.load(handle)
+    wall, summary = run_sweep(out, ["--launches", str(launches), *extra])
     overhead = summary["overhead"]
     top = max((r for t in summary["scaling"] for r in t["rows"]), key=lambda r: r["world_size"])
     return {"wall_s": wall, "setup": overhead.get("fraction_setup"), "speedup": top["speedup"],

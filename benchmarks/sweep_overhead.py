@@ -25,7 +25,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.common import REPO, add_json_option, row, write_rows  # noqa: E402
 
 
-def sweep(out: str, args: list[str]) -> dict:
+def run_sweep(out: str, args: list[str]) -> tuple[float, dict]:
+    """One `ddptop run --headless` into ``out``: its wall time as this process saw it, and its summary."""
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "ddptop", "run", "--headless", "--out", out, *args],
@@ -35,7 +36,11 @@ def sweep(out: str, args: list[str]) -> dict:
     if done.returncode != 0:
         sys.exit(f"sweep failed ({done.returncode}): {done.stderr or done.stdout}")
     with open(os.path.join(out, "summary.json"), encoding="utf-8") as handle:
-        summary = json.load(handle)
+        return wall, json.load(handle)
+
+
+def sweep(out: str, args: list[str]) -> dict:
+    wall, summary = run_sweep(out, args)
     overhead = summary["overhead"]
     return {
         "configs": len(summary["configs"]),
