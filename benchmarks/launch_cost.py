@@ -1,11 +1,11 @@
 """What the launch as the unit of replication costs and buys: the default plan at --launches 1 (one launch per
-world size, as ddptop measured before) beside --launches 2 (the default) and optionally 3, interleaved.
+world size, as ddptop measured before) beside --launches 3 (the default) and any other K, interleaved.
 
 For each K: the sweep's wall time and its setup share, the width of the N=2 speedup interval, and how often
 one run's speedup falls inside another run's interval (over every ordered pair of the K's runs): an interval
 that knows the launch-to-launch spread should hold the other runs' speedups about as often as it claims.
 
-    python benchmarks/launch_cost.py [--runs 3] [--launches 1,2] [--json rows.json] [--extra-args ...]
+    python benchmarks/launch_cost.py [--runs 3] [--launches 1,3] [--json rows.json] [--extra-args ...]
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_json_option(parser)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--launches", default="1,2")
+    parser.add_argument("--launches", default="1,3")
     parser.add_argument("--extra-args", nargs=argparse.REMAINDER, default=[])
     args = parser.parse_args()
     counts = [int(k) for k in args.launches.split(",")]

@@ -147,7 +147,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("launches", int, group=WHAT, metavar="K",
            help="measure every configuration in K separate torchrun launches, the world sizes interleaved "
                 "(1 2 4 4 2 1), the measured steps split between them; intervals then include the "
-                "launch-to-launch spread (default 2; 1: within-launch intervals only)"),
+                "launch-to-launch spread (default 3; 1: within-launch intervals only)"),
     Option("rounds", int, group=WHAT, metavar="K", help="the old name of --launches"),
     # On by default, as the measure against launch-to-launch offsets; benchmarks/launch_spread.py compares
     # the spread of launch p50s with and without it (--no-bind-cores), interleaved.

@@ -28,7 +28,10 @@ from ddptop.options import AMP_DTYPES, AUTO, BACKENDS, DEVICES, OPTIONS_BY_NAME,
 from ddptop.protocol.vocab import OnFailure, Scaling
 from ddptop.telemetry.inventory import Inventory, devices_for
 
-DEFAULT_LAUNCHES = 2  # launches per configuration: the fewest that measure the launch-to-launch spread
+# Launches per configuration. Two are the fewest that measure the launch-to-launch spread; three are the
+# fewest that see a 10% slowdown across 3% launch offsets in 80% of comparisons (two: about half), for about
+# 6% more wall time than two on the default CPU plan (benchmarks/launch_cost.py, tests/test_launches.py).
+DEFAULT_LAUNCHES = 3
 
 __all__ = [  # ConfigSpec, Launch, Plan and PlanOptions live in ddptop.model and ddptop.options
     "ConfigSpec", "Launch", "Plan", "PlanError", "PlanOptions", "build_plan", "default_world_sizes",

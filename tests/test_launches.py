@@ -26,11 +26,11 @@ def _report(name: str, rates: dict[str, float]) -> None:
 
 
 @pytest.mark.parametrize("scenario", [
-    Scenario(launch_offset=0.03, step_noise=0.05, ranks=2, launches=2, steps=80),
+    Scenario(launch_offset=0.03, step_noise=0.05, ranks=2, launches=3, steps=60),
     Scenario(launch_offset=0.01, step_noise=0.01, ranks=2, launches=3, steps=80),
     Scenario(launch_offset=0.10, step_noise=0.05, ranks=8, launches=2, steps=40),
     Scenario(launch_offset=0.03, step_noise=0.01, ranks=2, launches=4, steps=60),
-], ids=["3%-offset-5%-noise-2-launches", "1%-offset-1%-noise-3-launches", "10%-offset-8-ranks-2-launches",
+], ids=["3%-offset-5%-noise-3-launches-the-default", "1%-offset-1%-noise-3-launches", "10%-offset-8-ranks-2-launches",
         "3%-offset-1%-noise-4-launches"])
 def test_intervals_cover_the_truth_and_identical_runs_stay_quiet(scenario):
     rates = synthetic.check(scenario, TRIALS, RESAMPLES, seed=round(scenario.launch_offset * 1000)
@@ -41,6 +41,8 @@ def test_intervals_cover_the_truth_and_identical_runs_stay_quiet(scenario):
     if scenario.launch_offset < 0.1:
         assert rates["aa_false_calls"] <= 0.05
         assert rates["gate_false_fails"] <= 0.02
+    if scenario.launch_offset <= 0.03 and scenario.launches >= 3:  # see the power test below
+        assert rates["power"] >= 0.80
 
 
 @pytest.mark.xfail(reason="a known gap: 10% launch offsets, 8 ranks, 2 launches: 5.5% of identical pairs called "
@@ -63,16 +65,15 @@ def test_within_launch_intervals_do_not_cover_a_launch_offset():
 
 
 def test_power_to_see_a_ten_percent_slowdown_across_a_three_percent_launch_offset():
-    """With 3% offsets the ratio of two runs' medians has a standard error of sqrt(2/K) * 3%: three launches
-    per configuration call a real 10% slowdown in most pairs; two launches, the default, in about half."""
-    three = synthetic.check(Scenario(launch_offset=0.03, launches=3, steps=80), TRIALS, RESAMPLES, seed=31).rates()
+    """With 3% offsets the ratio of two runs' medians has a standard error of sqrt(2/K) * 3%, and a change is
+    called only when the interval clears 1 + 2%: three launches per configuration, the default, call a real
+    10% slowdown in at least 80% of pairs (the parametrized test above); two launches in about half (even a
+    known launch variance would leave two launches near 70%), and at 10% offsets little power is left."""
     two = synthetic.check(Scenario(launch_offset=0.03, launches=2, steps=80), TRIALS, RESAMPLES, seed=32).rates()
-    ten = synthetic.check(Scenario(launch_offset=0.10, launches=2, steps=80), 100, RESAMPLES, seed=33).rates()
-    _report("3% offset, 3 launches", three)
+    ten = synthetic.check(Scenario(launch_offset=0.10, launches=3, steps=60), 100, RESAMPLES, seed=33).rates()
     _report("3% offset, 2 launches", two)
-    _report("10% offset, 2 launches", ten)
-    assert three["power"] >= 0.80
-    assert 0.35 <= two["power"] < three["power"]
+    _report("10% offset, 3 launches", ten)
+    assert 0.35 <= two["power"] < 0.80
     assert ten["power"] < two["power"]  # what is left at 10% offsets: little, as it must be
 
 

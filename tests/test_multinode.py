@@ -60,7 +60,7 @@ def test_a_multi_node_plan_adds_whole_nodes_to_one_nodes_sizes():
     labels = [(launch.launch_key, [c.label for c in launch.configs]) for launch in plan.launches()]
     once = [("n1-gloo", ["1M/1P"]), ("n2-gloo", ["1M/2P"]), ("n4-2nodes-gloo", ["2M/2P"]),
             ("n8-4nodes-gloo", ["4M/2P"])]
-    assert labels == once + once[::-1]  # two launches of each, the world sizes interleaved
+    assert labels == once + once[::-1] + once  # three launches of each, the world sizes interleaved
     assert [c.config_id for c in plan.configs()][-1] == "resnet18/ddp/bs16/n8/4nodes/gloo"
     for options, message in (
         (PlanOptions(nnodes=2, nproc_per_node=2, world_sizes=[3]), "multiple of 2 ranks per node"),

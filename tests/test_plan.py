@@ -34,12 +34,14 @@ def test_launches_group_configurations_by_world_size_with_baseline_at_one():
         cpu_count=2,
     )
     launches = plan.launches()
-    # two launches of each world size, interleaved: 1 2 then 2 1, the configurations' order rotated
+    # three launches of each world size, interleaved: 1 2, then 2 1, then 1 2, the configurations' order rotated
     assert [(l.world_size, l.backend, l.replicate) for l in launches] == [
-        (1, "gloo", 0), (2, "gloo", 0), (2, "gloo", 1), (1, "gloo", 1)]
-    assert [c.config_id for c in launches[3].configs] == [*[c.config_id for c in launches[0].configs][1:],
-                                                           launches[0].configs[0].config_id]
-    assert {c.round for c in launches[3].configs} == {1} and {c.rounds for c in plan.configs()} == {2}
+        (1, "gloo", 0), (2, "gloo", 0), (2, "gloo", 1), (1, "gloo", 1), (1, "gloo", 2), (2, "gloo", 2)]
+    first = [c.config_id for c in launches[0].configs]
+    assert [c.config_id for c in launches[3].configs] == [*first[1:], first[0]]
+    assert [c.config_id for c in launches[4].configs] == [*first[2:], *first[:2]]
+    assert {c.round for c in launches[3].configs} == {1} and {c.round for c in launches[4].configs} == {2}
+    assert {c.rounds for c in plan.configs()} == {3}
     assert len(launches[0].configs) == 2 * 2 * 2  # no_ddp + ddp per model and batch
     assert {c.mode for c in launches[1].configs} == {"ddp"}
     ids = [c.config_id for c in plan.configs()]
@@ -130,14 +132,14 @@ def test_measurement_is_adaptive_by_default_with_the_device_s_limits():
     cpu = build_plan(PlanOptions(), NO_GPU, cpu_count=2)
     assert (cpu.warmup, cpu.iters, cpu.time_budget) == (None, None, None)  # auto, auto
     assert (cpu.precision, cpu.min_iters, cpu.max_iters, cpu.max_time_per_config, cpu.max_warmup, cpu.launches_per_config) == (
-        0.05, 10, 200, 20.0, 50, 2)
+        0.05, 10, 200, 20.0, 50, 3)
     assert cpu.comm_iters == 5  # as with the former fixed 20 steps
     gpu = build_plan(PlanOptions(), gpus(2), cpu_count=8)
     assert (gpu.precision, gpu.max_iters, gpu.max_time_per_config, gpu.comm_iters) == (0.02, 1000, 60.0, 12)
     config = cpu.configs()[0]
-    # each of the two launches measures half the steps, to sqrt(2) times the precision
-    assert config.adaptive and (config.max_iters, config.max_time_per_config, config.rounds) == (100, 10.0, 2)
-    assert config.precision == pytest.approx(0.05 * 2 ** 0.5)
+    # each of the three launches measures a third of the steps, to sqrt(3) times the precision
+    assert config.adaptive and (config.max_iters, config.max_time_per_config, config.rounds) == (67, 20.0 / 3, 3)
+    assert config.precision == pytest.approx(0.05 * 3 ** 0.5)
 
 
 def test_fixed_counts_and_a_time_budget_are_kept_as_given():

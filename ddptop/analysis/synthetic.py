@@ -32,7 +32,7 @@ class Scenario:
     launch_offset: float = 0.03  # standard deviation of a launch's log offset (0.03: about 3%)
     step_noise: float = 0.05  # relative standard deviation of a step around its launch's level
     ranks: int = 2
-    launches: int = 2  # per configuration
+    launches: int = 3  # per configuration (ddptop's default)
     steps: int = 100  # measured steps per rank in each launch
     phi: float = 0.5  # the steps' lag-1 autocorrelation
 
