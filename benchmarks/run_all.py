@@ -31,6 +31,9 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "sweep_overhead": ([], []),
     "adaptive": ([], ["--rounds", "1"]),
     "subgroups": ([], ["--rounds", "2"]),
+    "launch_variance": ([], ["--quick", "--trials", "100"]),
+    "launch_spread": ([], ["--launches", "3"]),
+    "launch_cost": ([], ["--runs", "1"]),
 }
 
 
