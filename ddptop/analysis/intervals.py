@@ -23,7 +23,6 @@ from ddptop.analysis import communication, launches
 from ddptop.analysis import stats as stats_module
 from ddptop.analysis import stragglers
 from ddptop.analysis import uncertainty
-from ddptop.analysis.uncertainty import Estimate
 
 Replicates = Mapping[str, np.ndarray]  # config id -> bootstrap replicates of its pooled median step time
 
@@ -53,6 +52,15 @@ def used_units(entry: Mapping[str, Any]) -> dict[str, dict[int, list[float]]]:
     return kept or split
 
 
+def _steps_by_launch(entry: Mapping[str, Any]) -> dict[int, int]:
+    """Every launch's steps over all ranks, used or not, counted from the entry's run lengths."""
+    counts: dict[int, int] = {}
+    for runs in (entry.get("launch_of_steps") or {}).values():
+        for index, count in runs:
+            counts[index] = counts.get(index, 0) + count
+    return counts
+
+
 def fit_launches(entries: Sequence[Mapping[str, Any]], salt: str = "",
                  resamples: int = uncertainty.RESAMPLES) -> list[launches.ConfigLaunches]:
     """Every entry with steps, split by launch and bootstrapped within each launch."""
@@ -75,10 +83,10 @@ def add_step_intervals(states: Sequence[Any], entries: Sequence[dict[str, Any]]
         samples = {rank: values for rank, values in state.samples.items() if values}
         reps = replicates[entry["config_id"]]
         estimate = uncertainty.estimate(reps, stats["sec_iter"]["p50"])
-        every = used_units({**entry, "launches": [dict(u, used=True) for u in entry.get("launches") or ()]})
-        for unit in entry.get("launches") or ():
+        steps = _steps_by_launch(entry)
+        for index, unit in enumerate(entry.get("launches") or ()):
             fit = next((u for u in config.units if u.name == unit["launch"]), None)
-            unit["steps"] = sum(len(v) for v in every.get(unit["launch"], {}).values())
+            unit["steps"] = steps.get(index, 0)
             unit["p50"] = fit.median if fit else None
             if fit is not None:
                 unit["p50_ci"] = uncertainty.estimate(fit.median * np.exp(fit.deviations), fit.median).to_ci()
@@ -221,10 +229,3 @@ def add_collective_intervals(tables: Sequence[dict[str, Any]], events: Sequence[
             slowest = np.max(np.vstack(reps), axis=0)
             scale = row["bytes"] / 1e9 * table["busbw_factor"]
             row["busbw_gbs_ci"] = _from(scale / slowest, row["busbw_gbs"])
-
-
-def estimate_of(value: float, ci: Sequence[float] | None) -> Estimate | None:
-    """An ``Estimate`` back from a saved figure and its ``_ci`` (for verdicts on loaded summaries)."""
-    if ci is None or value is None:
-        return None
-    return Estimate(value, ci[0], ci[1])

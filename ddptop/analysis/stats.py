@@ -1,6 +1,6 @@
 """Percentiles and scaling arithmetic. Pure functions on plain numbers; no I/O.
 
-Definitions (also in README "Measurement semantics"):
+Definitions (also in docs/measurement.md):
 - Percentiles pool every rank's measured step times (as PyTorch's DDP benchmark does), linear interpolation
   between order statistics (numpy's default). ex/sec at a percentile is ``batch / sec_iter`` at that
   percentile: per replica with the per-rank batch, aggregate with the global batch.

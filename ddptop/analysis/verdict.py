@@ -4,7 +4,7 @@ The verdict reads figures the summary already holds (exposed communication with 
 utilisation, bus bandwidth as a share of the link's peak, GPU utilisation, the ranks' CPU, peak memory) and
 never states an effect its interval cannot tell from noise: communication counts as the bound only when
 the lower end of its interval clears the threshold, and as negligible only when the upper end stays under
-its own. Thresholds are here, in one place, and documented in README ("Why it is not faster").
+its own. Thresholds are here, in one place, and documented in docs/scaling-analysis.md ("Why it is not faster").
 """
 
 from __future__ import annotations
