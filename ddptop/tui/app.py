@@ -84,7 +84,7 @@ class AsciiAwareApp(App[int]):
     def __init__(self) -> None:
         super().__init__()
         if fmt.ASCII:  # read when the app starts
-            self.CSS = type(self).CSS + ascii.CSS
+            self.css_path.append(ascii.CSS_PATH)  # last, so that its rules win over the app's own
             self.animation_level = "none"  # a loading indicator says "Loading..." instead of animated dots
 
     def format_title(self, title: str, sub_title: str) -> Content:
@@ -130,19 +130,7 @@ class SummaryApp(AsciiAwareApp):
 
 class DdptopApp(AsciiAwareApp):
     TITLE = "ddptop"
-    CSS = """
-    TabbedContent { height: 1fr; }
-    TabPane { height: 1fr; padding: 0; }
-    #overview-body { height: 1fr; }
-    #gpus { height: auto; max-height: 40%; }
-    #host { height: auto; padding: 0 1; }
-    #configs { height: auto; max-height: 35%; }
-    #chart { height: 1fr; min-height: 4; }
-    #ranks, #logs-view { height: 1fr; }
-    #help { width: 64; height: auto; border: round $accent; padding: 1 2; background: $panel; }
-    HelpScreen { align: center middle; }
-    #status-line { height: 1; padding: 0 1; background: $boost; }
-    """
+    CSS_PATH = "app.tcss"
     BINDINGS = [
         Binding("q", "quit_run", "Quit"),
         Binding("ctrl+c", "quit_run", "Quit", show=False, priority=True),

@@ -3,12 +3,13 @@ an old terminal or a font without those glyphs.
 
 ddptop's own cells switch through ``format.use_ascii``; Textual's chrome through its own extension points:
 the scrollbar renderer class (``ScrollBar.renderer``), the tab underline's bar characters, the header's icon
-and title separator (``App.format_title``), the command palette's icon and placeholder, and CSS for the
-footer's, the help's and the palette's borders.
+and title separator (``App.format_title``), the command palette's icon and placeholder, and CSS (ascii.tcss)
+for the footer's, the help's and the palette's borders.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from textual.command import CommandPalette, SearchIcon
@@ -18,15 +19,7 @@ from textual.scrollbar import ScrollBar, ScrollBarRender
 
 from ddptop.tui import format as fmt
 
-CSS = """
-FooterKey.-command-palette { border-left: none; }
-#help { border: ascii $accent; }
-CommandPalette #--input { border: blank; }
-CommandPalette LoadingIndicator { border-bottom: blank; }
-CommandPalette CommandList { border-bottom: ascii $panel; }
-CommandPalette CommandList:focus { border-bottom: blank; }
-CommandPalette CommandList.--populating { border-bottom: none; }
-"""
+CSS_PATH = Path(__file__).with_name("ascii.tcss")  # absolute: apps in other modules add it to theirs
 HEADER_ICON = "*"
 
 

@@ -45,19 +45,7 @@ class SummaryScreen(Screen[None]):
     # Beside the tables from CHART_BESIDE columns on; below that the chart takes the whole screen on a key
     # (g) instead of squeezing the tables, which scroll sideways rather than being cut.
     CHART_BESIDE = 120
-    DEFAULT_CSS = """
-    #summary-text { width: 1fr; }
-    #summary-tables { height: auto; }
-    #summary-tables .prose { width: 100%; }
-    #summary-tables HorizontalScroll { height: auto; }
-    #summary-tables .table { width: auto; }
-    #summary-tables .scroll-hint { color: $text-muted; display: none; }
-    #summary-tables .scroll-hint.shown { display: block; }
-    #speedup-chart { width: 40%; min-width: 30; margin-left: 1; }
-    SummaryScreen.narrow #speedup-chart { display: none; }
-    SummaryScreen.narrow.chart-only #speedup-chart { display: block; width: 100%; }
-    SummaryScreen.narrow.chart-only #summary-text { display: none; }
-    """
+    CSS_PATH = "summary.tcss"
 
     BINDINGS = [
         Binding("escape", "back", "Back to the sweep"),
