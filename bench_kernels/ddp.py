@@ -73,7 +73,7 @@ from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError, RunConfig
 from ddptop.protocol.precision import relative_half_width
 from ddptop.protocol.storage import describe_os_error
 from ddptop.protocol.layout import events_name
-from ddptop.protocol.vocab import Mode, Status
+from ddptop.protocol.vocab import Mode, Phase, Status
 from ddptop.protocol.wire import UNWRITABLE_MARK, EventsUnwritable, EventWriter
 
 
@@ -366,12 +366,12 @@ class Worker:
         agree = self._agreement(cfg)
         if cfg.warmup is None:
             window = WARMUP_WINDOW.get(self.device.type, WARMUP_WINDOW["cpu"])
-            stream = self._stream(cfg, "warmup", cfg.max_warmup, round_index)
+            stream = self._stream(cfg, Phase.WARMUP, cfg.max_warmup, round_index)
             warmup: PhaseTiming = warm_up_until_steady(step, window, cfg.precision, cfg.max_warmup,
                                                        cfg.max_time_per_config / WARMUP_SHARE, stream, agree)
             pace = warmup.samples[-window:]  # the steady window, not the first slow steps
         else:
-            warmup = run_steps(step, cfg.warmup, self._stream(cfg, "warmup", cfg.warmup, round_index))
+            warmup = run_steps(step, cfg.warmup, self._stream(cfg, Phase.WARMUP, cfg.warmup, round_index))
             pace = warmup.samples
         if cfg.mode == Mode.DDP and cfg.comm_iters > 0:  # where DDP's own averages are to start from
             workload.logging_mark = ddp_logging_mark(workload.net)
@@ -381,11 +381,11 @@ class Worker:
                 iters, reason = self._largest_on_any_rank(budget_iterations(cfg.time_budget, pace)), TIME_BUDGET
             else:
                 iters, reason = cfg.iters, FIXED
-            measure = run_steps(step, iters, self._stream(cfg, "measure", iters, round_index), fault)
+            measure = run_steps(step, iters, self._stream(cfg, Phase.MEASURE, iters, round_index), fault)
             return Measured(iters, warmup.wall_s, measure.wall_s, len(warmup.samples), reason,
                             relative_half_width(measure.samples), False, tuple(measure.samples))
         rule = StopRule(cfg.precision, cfg.min_iters, cfg.max_iters, cfg.max_time_per_config)
-        stream = self._stream(cfg, "measure", cfg.min_iters, round_index)
+        stream = self._stream(cfg, Phase.MEASURE, cfg.min_iters, round_index)
         adaptive = measure_until_precise(step, rule, stream, agree, fault)
         return Measured(len(adaptive.samples), warmup.wall_s, adaptive.wall_s, len(warmup.samples),
                         adaptive.stop_reason, adaptive.half_width, adaptive.stop_reason in LIMITS,
@@ -431,14 +431,14 @@ class Worker:
         configuration; in a group the peers may be waiting inside a collective, so the group ends
         (``AnalysisFailed``) and the sweep relaunches what is left."""
         iters = cfg.comm_iters
-        stream = self._stream(cfg, "nosync", iters, round_index)
+        stream = self._stream(cfg, Phase.NOSYNC, iters, round_index)
         start = time.perf_counter()
         try:
             fields = probe_communication(workload, cfg, self.local_rank, stream, iters, self.faults_for(cfg))
         except Terminated:
             raise
         except Exception as exc:  # noqa: BLE001 - out of memory, or anything else: the analysis is lost, not the steps
-            self.report_error(cfg.config_id, exc, phase="analysis")
+            self.report_error(cfg.config_id, exc, phase=Phase.ANALYSIS)
             workload.net = None
             if self.world_size > 1:
                 raise AnalysisFailed(cfg.config_id) from exc
@@ -449,7 +449,7 @@ class Worker:
     def faults_for(self, cfg: RunConfig) -> list[Any]:
         """Injected faults (a testing aid) aimed at this rank's communication analysis of ``cfg``."""
         return [f for f in self.faults
-                if f.at_step and f.phase == "analysis" and f.matches(cfg.config_id, self.rank)]
+                if f.at_step and f.phase == Phase.ANALYSIS and f.matches(cfg.config_id, self.rank)]
 
     def _slow_down(self, cfg: RunConfig, workload: Workload) -> None:
         """An injected ``slow`` fault (a testing aid) aimed at this rank in ``cfg``: every step from here on.
@@ -490,13 +490,13 @@ class Worker:
         if self.device.type == "cuda":
             self.torch.cuda.empty_cache()
 
-    def _stream(self, cfg: RunConfig, phase: str, count: int, round_index: int) -> SampleStream:
+    def _stream(self, cfg: RunConfig, phase: Phase, count: int, round_index: int) -> SampleStream:
         return SampleStream(self.writer, cfg.config_id, phase, count, round_index if cfg.rounds > 1 else None)
 
     def _injected_fault(self, config_id: str) -> InjectedFault | None:
         """The fault (a testing aid, --inject) this rank should suffer in this configuration's measured steps."""
         for fault in self.faults:
-            if fault.at_step and fault.phase == "measure" and fault.matches(config_id, self.rank):
+            if fault.at_step and fault.phase == Phase.MEASURE and fault.matches(config_id, self.rank):
                 return InjectedFault(fault.iteration, functools.partial(fire, fault, self.torch))
         return None
 
@@ -511,7 +511,7 @@ class Worker:
         run_collectives(self.torch, self.dist, self.device, self.spec.collectives.to_json(), emit, self.spec.backend)
 
     # -- errors ---------------------------------------------------------------------------------------------
-    def report_error(self, config_id: str | None, exc: BaseException, phase: str | None = None) -> None:
+    def report_error(self, config_id: str | None, exc: BaseException, phase: Phase | None = None) -> None:
         """An error event; for a configuration still running, its end as failed (or oom). An error in a
         ``phase`` after the configuration ended (the analysis) says which, and ends nothing."""
         oom = _is_oom(exc)

@@ -16,7 +16,7 @@ configuration's measured steps have ended)
 ``slow:rank=R:factor=F[:config=TEXT]`` is no event at a step but a rank slower than its peers, as a throttled
 GPU or a busier node would make it: every training step of rank R in those DDP configurations (warm-up,
 measured, and the communication analysis) computes about F times as long (``Slowdown``).
-Standard library only: ddptop validates the specs, the ranks act on them.
+Standard library and ddptop.protocol only: ddptop validates the specs, the ranks act on them.
 """
 
 from __future__ import annotations
@@ -30,10 +30,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ddptop.protocol.vocab import Phase
+
 STEP_KINDS = ("crash", "oom", "hang", "kill", "exit")  # fire once, just before a chosen step
 SLOW = "slow"
 KINDS = (*STEP_KINDS, SLOW)
-PHASES = ("measure", "analysis")
+PHASES = (Phase.MEASURE, Phase.ANALYSIS)
 
 
 class FaultSpecError(ValueError):
@@ -46,7 +48,7 @@ class Fault:
     rank: int = 0
     iteration: int = 0
     config: str = ""
-    phase: str = "measure"
+    phase: Phase = Phase.MEASURE
     factor: float = 1.0  # slow: how many times as long the rank's compute takes
 
     @property
@@ -76,7 +78,7 @@ def parse_fault(text: str) -> Fault:
         if key == "phase":
             if value not in PHASES:
                 raise FaultSpecError(f"--inject {text!r}: phase must be one of {', '.join(PHASES)}")
-            values["phase"] = value
+            values["phase"] = Phase(value)
             continue
         if key == "factor":
             values["factor"] = _factor(text, value)

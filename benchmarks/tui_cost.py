@@ -33,14 +33,14 @@ from ddptop.protocol.wire import EventWriter  # noqa: E402
 from ddptop.telemetry.inventory import Inventory  # noqa: E402
 from ddptop.telemetry.nvml import FAKE_ENV  # noqa: E402
 from ddptop.tui.app import DdptopApp  # noqa: E402
-from ddptop.watch import RUNNING  # noqa: E402
+from ddptop.snapshot import RunPhase  # noqa: E402
 
 
 class StreamedControl(RunControl):
     """The view's side of a run the writer thread below plays: read-only, always running."""
 
-    def _phase(self) -> tuple[str, str | None]:
-        return RUNNING, "the benchmark's writer thread"
+    def _phase(self) -> tuple[RunPhase, str | None]:
+        return RunPhase.RUNNING, "the benchmark's writer thread"
 
 
 class StreamingRanks(threading.Thread):

@@ -248,16 +248,18 @@ def cmd_report(args: argparse.Namespace) -> int:
     data, rebuilt = store.load_target(target, args.rebuild)
     saved: dict[str, str] = {}
     if rebuilt and not args.rebuild:
-        from ddptop.watch import RUNNING, SAVE_GRACE, SAVING, UNKNOWN, writer_of
+        from ddptop.snapshot import RunPhase
+        from ddptop.watch import SAVE_GRACE, writer_of
 
         state, writer = writer_of(target)
-        if state in (RUNNING, UNKNOWN, SAVING):  # its writer saves the summary when the sweep ends: not ours
-            if state == SAVING:
+        # its writer saves the summary when the sweep ends: not ours
+        if state in (RunPhase.RUNNING, RunPhase.UNKNOWN, RunPhase.SAVING):
+            if state == RunPhase.SAVING:
                 print(f"ddptop: the sweep in {target} ended less than {SAVE_GRACE:.0f} s ago and its ddptop ({writer}) "
                       "saves the summary: this report is built from the events and is not saved (--rebuild saves "
                       "it)", file=sys.stderr)
             else:
-                runs = "still runs" if state == RUNNING else "may still run (on another host)"
+                runs = "still runs" if state == RunPhase.RUNNING else "may still run (on another host)"
                 print(f"ddptop: the sweep in {target} has not ended and its ddptop ({writer}) {runs}: this report "
                       "is of the steps so far and is not saved (--rebuild saves it)", file=sys.stderr)
             rebuilt = False

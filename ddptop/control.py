@@ -23,11 +23,10 @@ from ddptop.report import store
 from ddptop.session import Session
 from ddptop.protocol import layout
 from ddptop.protocol.layout import TIMELINE_FILE
-from ddptop.snapshot import RunSnapshot, ScalingFigures, SessionSnapshot, TelemetrySnapshot, Validity
+from ddptop.snapshot import RunPhase, RunSnapshot, ScalingFigures, SessionSnapshot, TelemetrySnapshot, Validity
 from ddptop.telemetry.timeline import TimelineFollower
 from ddptop.telemetry.validity import LiveValidity
 from ddptop.telemetry.topology import Topology
-from ddptop.snapshot import ENDED, FINISHED, RUNNING, WRITER_GONE
 from ddptop.watch import RecordedRun
 
 LOG_LINES = 200  # lines of the newest launch's logs a view keeps
@@ -104,7 +103,7 @@ class RunControl:
         found = list(self.session.not_saved.values())
         return tuple(found + [f"telemetry not saved: {telemetry}"] if telemetry else found)
 
-    def _phase(self) -> tuple[str, str | None]:
+    def _phase(self) -> tuple[RunPhase, str | None]:
         raise NotImplementedError
 
     def _with_validity(self, session: SessionSnapshot, telemetry: TelemetrySnapshot) -> SessionSnapshot:
@@ -201,11 +200,11 @@ class LiveControl(RunControl):
         super().__init__(live.session, telemetry, live.topology)
         self.live = live
 
-    def _phase(self) -> tuple[str, str | None]:
-        return (RUNNING if self.live.running else ENDED), None
+    def _phase(self) -> tuple[RunPhase, str | None]:
+        return (RunPhase.RUNNING if self.live.running else RunPhase.ENDED), None
 
     def wants_summary(self, snapshot: RunSnapshot) -> bool:
-        return snapshot.phase == ENDED
+        return snapshot.phase == RunPhase.ENDED
 
     def final_summary(self) -> ScreenSummary | None:
         self.live.finish()  # waits for the sweep, saves summary and plots (seconds): never on the UI thread
@@ -264,7 +263,7 @@ class RecordedControl(RunControl):
     def of(cls, run_dir: str, open_summary: str | None = None) -> "RecordedControl":
         return cls(RecordedRun(run_dir), open_summary)
 
-    def _phase(self) -> tuple[str, str | None]:
+    def _phase(self) -> tuple[RunPhase, str | None]:
         return self.recorded.state(), self.recorded.writer
 
     def refusal(self) -> str:
@@ -276,7 +275,7 @@ class RecordedControl(RunControl):
     def wants_summary(self, snapshot: RunSnapshot) -> bool:
         if self.open_summary == "now":
             return True
-        return self.open_summary == "when_done" and snapshot.phase in (FINISHED, WRITER_GONE)
+        return self.open_summary == "when_done" and snapshot.phase in (RunPhase.FINISHED, RunPhase.WRITER_GONE)
 
     def final_summary(self) -> ScreenSummary | None:
         """watch: the summary once the run has a final one; view: at once, built from the events if need be."""

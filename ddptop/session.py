@@ -29,7 +29,7 @@ from ddptop.telemetry.host import RankProcess
 from ddptop.protocol import layout
 from ddptop.protocol import precision
 from ddptop.protocol.marks import ConfigEnd, LaunchEnd, LaunchStart, SweepEnd, parse_mark
-from ddptop.protocol.vocab import ENDED, Status
+from ddptop.protocol.vocab import ENDED, Phase, Status
 from ddptop.protocol.wire import EventFileReader, EventsUnwritable, EventWriter, make_event
 
 RUNNER_RANK = -1  # runner.jsonl events carry this rank
@@ -402,11 +402,11 @@ class Session:
         elif kind == "samples":
             if state.status == Status.PENDING:
                 state.status = Status.RUNNING
-            if event["phase"] == "measure":
+            if event["phase"] == Phase.MEASURE:
                 state.add_samples(event["rank"], event["sec"], event.get("round"), launch)
                 if event.get("of") is not None:
                     state.planned_iters = event["of"]
-            elif event["phase"] == "nosync":
+            elif event["phase"] == Phase.NOSYNC:
                 state.nosync.setdefault(event["rank"], []).extend(event["sec"])
             else:
                 state.warmup_seen[event["rank"]] = state.warmup_seen.get(event["rank"], 0) + len(event["sec"])
@@ -439,7 +439,7 @@ class Session:
             ):
                 self._end(state, Status.OK, None, event["t"])
         elif kind == "error":
-            if event.get("phase") == "analysis":  # after the configuration ended: its steps stand
+            if event.get("phase") == Phase.ANALYSIS:  # after the configuration ended: its steps stand
                 if state.analysis_error is None:
                     state.analysis_error = _error_words(event)
                 return

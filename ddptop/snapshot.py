@@ -12,16 +12,26 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Mapping
 
 from ddptop.telemetry.host import RankProcess
 
-# a run's phase (RunSnapshot.phase): the first two for the sweep this process runs, the rest for a run read from
-# its files (watch, view)
-RUNNING, ENDED = "running", "ended"  # ended: the ranks are done, the summary may still be being written
-FINISHED, WRITER_GONE, UNKNOWN = "finished", "writer gone", "unknown"
-FINAL_PHASES = (ENDED, FINISHED, WRITER_GONE)  # nothing more will be measured
+
+class RunPhase(StrEnum):
+    """Where a whole run stands (``RunSnapshot.phase``): RUNNING and ENDED for the sweep this process runs, the
+    others for a run read from its files (watch, view, report). Shown to the user as is."""
+
+    RUNNING = "running"
+    ENDED = "ended"  # the ranks are done, the summary may still be being written
+    FINISHED = "finished"
+    SAVING = "saving"  # ended within watch.SAVE_GRACE, its ddptop not known gone: its summary.json is coming
+    WRITER_GONE = "writer gone"
+    UNKNOWN = "unknown"  # its ddptop runs on another host: whether it still does cannot be told
+
+
+FINAL_PHASES = (RunPhase.ENDED, RunPhase.FINISHED, RunPhase.WRITER_GONE)  # nothing more will be measured
 
 CHART_TAIL = 1024  # last step times kept per rank for the chart: it draws at most 2 points per column
 EMPTY: Mapping[Any, Any] = MappingProxyType({})
@@ -171,7 +181,7 @@ class RunSnapshot:
     telemetry: TelemetrySnapshot
     scaling: Mapping[str, ScalingFigures] = field(default_factory=lambda: EMPTY)  # config id -> live scaling figures
     logs: tuple[str, ...] | None = None  # None: not read for this frame, keep what is shown
-    phase: str = RUNNING  # see FINAL_PHASES
+    phase: RunPhase = RunPhase.RUNNING
     who: str | None = None  # who writes a recorded run ("pid 12 on host")
     live: bool = False  # this process runs the sweep
     not_saved: tuple[str, ...] = ()  # run-directory files a full disk stopped, why, in words (kept in memory)

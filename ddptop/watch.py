@@ -18,10 +18,9 @@ from ddptop.protocol.marks import SweepEnd, parse_mark
 from ddptop.protocol.wire import EventFileReader
 from ddptop.report import store
 from ddptop.session import Session, process_is_alive
-from ddptop.snapshot import FINISHED, RUNNING, UNKNOWN, WRITER_GONE
+from ddptop.snapshot import RunPhase
 
 SAVE_GRACE = 30.0  # seconds the writer gets after the sweep's end to save summary.json
-SAVING = "saving"  # the sweep ended within SAVE_GRACE and its ddptop is not known gone: summary.json is coming
 CHECK_PERIOD = 2.0  # seconds between checks that the writer is alive
 
 
@@ -33,10 +32,10 @@ def writer_is_alive(hello: dict[str, Any] | None) -> bool | None:
     return process_is_alive(hello["pid"], hello.get("t"))
 
 
-def run_state(ended: bool, alive: bool | None) -> str:
+def run_state(ended: bool, alive: bool | None) -> RunPhase:
     if ended:
-        return FINISHED
-    return WRITER_GONE if alive is False else RUNNING if alive else UNKNOWN
+        return RunPhase.FINISHED
+    return RunPhase.WRITER_GONE if alive is False else RunPhase.RUNNING if alive else RunPhase.UNKNOWN
 
 
 def who(hello: dict[str, Any] | None) -> str:
@@ -44,7 +43,7 @@ def who(hello: dict[str, Any] | None) -> str:
     return f"pid {hello.get('pid', '?')} on {hello.get('host', '?')}"
 
 
-def writer_of(run_dir: str) -> tuple[str, str]:
+def writer_of(run_dir: str) -> tuple[RunPhase, str]:
     """The state of a run directory's sweep and who writes it, from runner.jsonl alone (its hello and its
     sweep_end mark): cheap beside rebuilding the session from every rank's events."""
     events = EventFileReader(layout.run_file(run_dir, layout.RUNNER_FILE)).read_rest()
@@ -54,7 +53,7 @@ def writer_of(run_dir: str) -> tuple[str, str]:
         return run_state(False, writer_is_alive(hello)), who(hello)
     # alive, or on another host where it cannot be told: within the grace it is taken to be saving
     saving = time.time() - end["t"] < SAVE_GRACE and writer_is_alive(hello) is not False
-    return (SAVING if saving else FINISHED), who(hello)
+    return (RunPhase.SAVING if saving else RunPhase.FINISHED), who(hello)
 
 
 class RecordedRun:
@@ -80,7 +79,7 @@ class RecordedRun:
             self._alive = writer_is_alive(self.session.writer)
         return self._alive
 
-    def state(self) -> str:
+    def state(self) -> RunPhase:
         ended = self.session.ended_t is not None
         return run_state(ended, None if ended else self.writer_alive())
 
@@ -89,15 +88,15 @@ class RecordedRun:
         if self.summary is not None:
             return self.summary
         state = self.state()
-        if state not in (FINISHED, WRITER_GONE):
+        if state not in (RunPhase.FINISHED, RunPhase.WRITER_GONE):
             return None
-        if state == FINISHED and self._ended_seen is None:
+        if state == RunPhase.FINISHED and self._ended_seen is None:
             self._ended_seen = time.monotonic()
         saved = self._saved_final(state)
         if saved is not None:
             self.summary, self.paths = saved, self._saved_paths()
         elif (
-            state == WRITER_GONE
+            state == RunPhase.WRITER_GONE
             or self.writer_alive() is False  # ended, but died before saving
             or time.monotonic() - (self._ended_seen or 0) > SAVE_GRACE
         ):
@@ -106,7 +105,7 @@ class RecordedRun:
             self.summary, self.summary_rebuilt = build.build_summary(self.session), True
         return self.summary
 
-    def _saved_final(self, state: str) -> dict[str, Any] | None:
+    def _saved_final(self, state: RunPhase) -> dict[str, Any] | None:
         path = os.path.join(self.run_dir, SUMMARY_JSON)
         if not os.path.exists(path):
             return None
@@ -115,7 +114,7 @@ class RecordedRun:
         except store.SummaryError:
             return None  # being replaced right now, or damaged: the next frame looks again
         # a summary saved mid-run ("s") is not the final one
-        return data if data.get("complete") or state == WRITER_GONE else None
+        return data if data.get("complete") or state == RunPhase.WRITER_GONE else None
 
     def _saved_paths(self) -> dict[str, str]:
         paths = dict(store.summary_paths(self.run_dir), plots=os.path.join(self.run_dir, PLOTS_DIR))

@@ -15,7 +15,7 @@ from ddptop.session import Session
 from ddptop.snapshot import CHART_TAIL
 from ddptop.telemetry.inventory import Inventory
 from ddptop.tui.format import braille_chart
-from ddptop.snapshot import WRITER_GONE
+from ddptop.snapshot import RunPhase
 from ddptop.tui.panels.configs import _config_cells
 
 RUN_SECONDS = 10.0
@@ -209,7 +209,8 @@ def test_a_ddp_configuration_is_analysing_between_its_end_and_its_analysis(tmp_p
     assert "analysing 1M/2P resnet18 bs4: compute vs communication" in _status_line(session)
     assert _table_status(session, "running") == "analysing"
     # a watched run whose ddptop died here: nothing analyses it any more, whatever its files last said
-    assert _table_status(session, WRITER_GONE) == "ok" and "analysing" not in _status_line(session, WRITER_GONE)
+    assert (_table_status(session, RunPhase.WRITER_GONE) == "ok"
+            and "analysing" not in _status_line(session, RunPhase.WRITER_GONE))
     if ending == "reported":
         shown = emit_all("comm", analysis_s=1.0)
     else:

@@ -12,7 +12,8 @@ import pytest
 from ddptop.tui.panels import ConfigTable
 
 from ddptop.tui.app import DdptopApp, SummaryApp, SummaryScreen
-from ddptop.watch import FINISHED, WRITER_GONE, RecordedRun
+from ddptop.snapshot import RunPhase
+from ddptop.watch import RecordedRun
 
 from .conftest import REPO, ddptop, ddptop_process, wait_path
 from .tui_helpers import summary_text
@@ -147,7 +148,7 @@ def stalled_copy(tmp_path) -> str:
 def test_watch_of_a_run_whose_writer_died_says_so_and_shows_what_was_measured(tmp_path):
     run_dir = stalled_copy(tmp_path)
     recorded = RecordedRun(run_dir)
-    assert recorded.state() == WRITER_GONE
+    assert recorded.state() == RunPhase.WRITER_GONE
 
     async def status_line(app, _pilot):
         return str(app.query_one("#status-line").render())
@@ -165,7 +166,7 @@ def test_a_summary_saved_mid_run_is_not_taken_for_the_final_one(tmp_path):
     rewrite_runner(run_dir, lambda events: [dict(events[0], pid=os.getpid(), host=os.uname().nodename,
                                                  t=time.time()), *events[1:]])
     recorded = RecordedRun(run_dir)
-    assert recorded.state() == FINISHED and recorded.writer_alive() is True
+    assert recorded.state() == RunPhase.FINISHED and recorded.writer_alive() is True
     interim = ddptop("report", run_dir, "--format", "json")  # saves a rebuilt (complete) summary; make it interim
     data = json.loads(interim.stdout)
     data["complete"] = False

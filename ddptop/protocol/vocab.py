@@ -1,4 +1,5 @@
-"""The words ddptop and its kernels both write: configuration status, run mode, scaling, failure policy.
+"""The words ddptop and its kernels both write: configuration status, run mode, scaling, failure policy,
+step phase.
 
 They are ``StrEnum``s, so a member equals its string (``Status.OK == "ok"``), formats as it and is written
 to JSON as it: event files and summaries read the same whether a side uses the enum or the bare string.
@@ -30,6 +31,15 @@ ENDED = frozenset(
 )
 # Ended by a fault, not by the user: the sweep exits 1.
 FAILED = frozenset({Status.FAILED, Status.OOM})
+
+
+class Phase(StrEnum):
+    """Which part of a configuration a rank's ``samples`` (or its ``error``, or an injected fault) belongs to."""
+
+    WARMUP = "warmup"
+    MEASURE = "measure"  # the steps the figures are of
+    NOSYNC = "nosync"  # the step inside DDP's no_sync(): no gradient allreduce
+    ANALYSIS = "analysis"  # the communication analysis after the configuration ended: no samples, its steps stand
 
 
 class SweepStatus(StrEnum):

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddptop.protocol import storage
+from ddptop.protocol.vocab import Phase
 
 WIRE_VERSION = 1
 READ_CHUNK = 1 << 20  # bytes per read of an events file
@@ -69,7 +70,7 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     event_type: tuple(name for name, _, required in fields[2:] if required)
     for event_type, fields in EVENT_FIELDS.items()
 }
-PHASES = ("warmup", "measure", "nosync")  # nosync: the step inside no_sync(), no gradient allreduce
+SAMPLE_PHASES = frozenset({Phase.WARMUP, Phase.MEASURE, Phase.NOSYNC})
 
 
 class MalformedEvent(ValueError):
@@ -171,7 +172,7 @@ def validate(event: Any) -> dict[str, Any]:
             raise MalformedEvent(f"{event_type}.sec is not a list of non-negative numbers")
         if event_type == "collective" and event["bytes"] <= 0:
             raise MalformedEvent("collective.bytes is not a positive integer")
-    if event_type == "samples" and event["phase"] not in PHASES:
+    if event_type == "samples" and event["phase"] not in SAMPLE_PHASES:
         raise MalformedEvent(f"unknown phase {event['phase']!r}")
     return event
 

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from ddptop import eta
 from ddptop.protocol.vocab import ENDED as CONFIG_ENDED
-from ddptop.snapshot import ENDED, FINISHED, WRITER_GONE, RunSnapshot
+from ddptop.snapshot import RunPhase, RunSnapshot
 from ddptop.tui import format as fmt
 from ddptop.tui.panels.cached import CachedStatic
 
@@ -26,7 +26,7 @@ class StatusLine(CachedStatic):
         running = session.running()
         if session.ended_t is not None:
             end = session.ended_t
-        elif snapshot.phase == WRITER_GONE:  # nothing more will come: the run stopped at its last event
+        elif snapshot.phase == RunPhase.WRITER_GONE:  # nothing more will come: the run stopped at its last event
             end = session.last_event_t or session.started_t
         else:
             end = time.time()
@@ -39,15 +39,15 @@ class StatusLine(CachedStatic):
             parts.append(f"running {running.heading}" + (f", ~{fmt.duration(left)} left" if left is not None else ""))
         elif analysing is not None:
             parts.append(f"analysing {analysing.heading}: compute vs communication")
-        elif snapshot.phase == ENDED:
+        elif snapshot.phase == RunPhase.ENDED:
             parts.append("finished")
         sweep_left = eta.sweep_remaining(session, end) if going else None
         if sweep_left is not None:
             parts.append(f"sweep ~{fmt.duration(sweep_left)} left")
         if not snapshot.live:
-            if snapshot.phase == FINISHED:
+            if snapshot.phase == RunPhase.FINISHED:
                 parts.append("finished")
-            elif snapshot.phase == WRITER_GONE:
+            elif snapshot.phase == RunPhase.WRITER_GONE:
                 parts.append(f"the ddptop running this sweep ({snapshot.who}) is gone: no more data")
             else:
                 parts.append(f"watching {snapshot.who}")
