@@ -234,7 +234,7 @@ def test_a_rank_slowed_by_an_injected_fault_is_named_the_straggler(tmp_path):
     done = run_sweep(str(tmp_path / "run"), "--models", "tests.tiny_models:tiny_cnn", "--batch-sizes", "32",
                      "--world-sizes", "2", "--image-size", "32", "--num-classes", "10", "--warmup", "2",
                      "--iters", "10", "--comm-iters", "40", "--no-collectives", "--telemetry-interval", "0",
-                     "--inject", "slow:rank=1:factor=3")
+                     "--inject", "slow:rank=1:factor=3", "--launches", "1")
     assert done.returncode == 0, done.stderr + done.stdout
     entry = done.summary()["configs"][0]
     found = entry["straggler"]

@@ -22,12 +22,13 @@ def loop_configuration(on_gpu: bool) -> dict[str, Any]:
 
 
 def loop_run_arguments(config: dict[str, Any]) -> list[str]:
-    """ddptop's run of the loop's configuration: one rank, exactly these steps, nothing else measured."""
+    """ddptop's run of the loop's configuration: one rank, one launch, exactly these steps, nothing else
+    measured (the plain loop it is compared with is one process too)."""
     return ["--models", config["model"], "--image-size", str(config["image_size"]), "--num-classes",
             str(config["num_classes"]), "--batch-sizes", str(config["batch_size"]), "--world-sizes", "1",
             "--warmup", str(config["warmup"]), "--iters", str(config["steps"]), "--threads-per-rank",
             str(config["threads"]), "--device", config["device"], "--no-baseline", "--comm-iters", "0",
-            "--no-collectives"]
+            "--no-collectives", "--launches", "1"]
 
 
 def reference_loop(config: dict[str, Any], view: NvmlView) -> tuple[dict | None, str]:
