@@ -113,7 +113,10 @@ def _screen_as_it_was(summary: dict, with_topology: bool) -> Text:
     out = Text()
     body = tables.scaling_text(summary).rstrip() or "No scaling table: no configuration finished."
     out.append(body + "\n\n")
-    deeper = tables.analysis_text(summary)
+    deeper = "\n".join(part for part in (
+        tables.communication_text(summary), tables.stragglers_text(summary), tables.compute_text(summary),
+        tables.verdict_text(summary), tables.dp_text(summary), tables.batch_text(summary),
+        tables.collectives_text(summary)) if part)
     if deeper:
         out.append(deeper + "\n")
     load = tables.load_text(summary)

@@ -501,14 +501,6 @@ def collectives_markdown(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
-def analysis_text(summary: dict[str, Any]) -> str:
-    """Compute vs communication, stragglers, why it is not faster, DataParallel vs DDP, throughput per batch
-    size and the collective benchmark."""
-    parts = (communication_text(summary), stragglers_text(summary), compute_text(summary), verdict_text(summary),
-             dp_text(summary), batch_text(summary), collectives_text(summary))
-    return "\n".join(part for part in parts if part)
-
-
 def _scaling_title(table: dict[str, Any]) -> str:
     title = (
         f"Scaling: {table['model']}, batch {table['batch_size']} {table['batch_meaning']} "

@@ -126,9 +126,6 @@ class FakeNvml:
     def attach_process(self, gpu: int, pid: int, used_bytes: int | None) -> None:
         self.processes_on.setdefault(gpu, []).append((pid, used_bytes))
 
-    def detach_process(self, gpu: int, pid: int) -> None:
-        self.processes_on[gpu] = [(p, b) for p, b in self.processes_on.get(gpu, ()) if p != pid]
-
     def xid(self, gpu: int, code: int) -> None:
         self._xids.append((gpu, code))
 

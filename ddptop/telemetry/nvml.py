@@ -102,14 +102,3 @@ def call(nvml: Any, function: str, *args: Any) -> Any:
         return getattr(nvml, function)(*args)
     except Exception as exc:  # every NVMLError subclass, and AttributeError for an old binding
         return reason_of(nvml, exc)
-
-
-def first_available(nvml: Any, functions: tuple[str, ...], *args: Any) -> Any:
-    """The first of several spellings of one query (NVML renames functions across versions)."""
-    result: Any = Unavailable("no such function")
-    for function in functions:
-        result = call(nvml, function, *args)
-        if not isinstance(result, Unavailable) or result.lost:
-            return result
-    return result
-

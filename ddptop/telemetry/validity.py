@@ -28,12 +28,6 @@ BUSY_UTIL = 50  # a GPU sample is busy at this SM utilisation (%) or more
 NOT_RECORDED = "not recorded"
 
 
-def _int_key(mapping: dict[str, Any] | None, index: int) -> Any:
-    if not mapping:
-        return None
-    return mapping.get(index, mapping.get(str(index)))
-
-
 def _new_codes(before: list[int], now: list[int]) -> list[int]:
     """Codes in ``now`` that ``before`` did not end with (both are the last codes seen, oldest first)."""
     if now == before:

@@ -38,8 +38,6 @@ from ddptop.tui.panels import ConfigTable, GpuTable, HostLine, LogPanel, RankTab
 from ddptop.tui.lines import LineTable
 from ddptop.tui.screens import HelpScreen, SummaryScreen
 
-# The phases after which a run's files and state no longer change (a live sweep's ranks done, a watched
-# run finished or its writer gone).
 # Until the telemetry's first reading is in (the monitor starts with the app), frames come this often, for
 # this long: the first useful frame should not wait a whole frame period for it.
 FIRST_READING_POLL, FIRST_READING_WAIT = 0.03, 3.0
