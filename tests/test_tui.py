@@ -102,7 +102,8 @@ def test_screenshot_key_and_palette_commands(in_repo, tmp_path):
 # -- Pilot driving real sweeps ---------------------------------------------------------------------------------
 
 TINY = PlanOptions(
-    models=["resnet18"], batch_sizes=[4], world_sizes=[1, 2], image_size=32, num_classes=10, warmup=2, iters=6
+    models=["resnet18"], batch_sizes=[4], world_sizes=[1, 2], image_size=32, num_classes=10, warmup=2, iters=6,
+    launches=1,
 )
 
 
@@ -198,7 +199,7 @@ class Tmux:
 def ddptop_command(run_dir, *args: str, then: str = "") -> str:
     return (
         f"cd {REPO} && DDPTOP_FAKE_NVML=dgx1 PYTHONPATH={REPO} {sys.executable} -m ddptop --out {run_dir} "
-        f"--models resnet18 --image-size 32 --num-classes 10 --batch-sizes 4 --warmup 2 {' '.join(args)}{then}"
+        f"--models resnet18 --image-size 32 --num-classes 10 --batch-sizes 4 --warmup 2 --launches 1 {' '.join(args)}{then}"
     )
 
 
