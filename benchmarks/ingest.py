@@ -19,9 +19,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.common import add_json_option, row, write_rows  # noqa: E402
-from ddptop import rundir  # noqa: E402
-from ddptop.plan import PlanOptions, build_plan  # noqa: E402
-from ddptop.session import Session  # noqa: E402
+from ddptop.run import rundir  # noqa: E402
+from ddptop.run.plan import PlanOptions, build_plan  # noqa: E402
+from ddptop.run.session import Session  # noqa: E402
 from ddptop.telemetry.inventory import Inventory  # noqa: E402
 from ddptop.protocol import wire  # noqa: E402
 from ddptop.protocol.layout import events_path  # noqa: E402

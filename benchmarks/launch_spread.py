@@ -35,7 +35,7 @@ RESAMPLES = 10_000
 
 def one_launch_flags() -> list[str]:
     """One torchrun launch per sweep where ddptop would otherwise repeat each launch (--launches)."""
-    from ddptop.options import OPTIONS_BY_NAME
+    from ddptop.run.options import OPTIONS_BY_NAME
 
     return ["--launches", "1"] if "launches" in OPTIONS_BY_NAME else []
 

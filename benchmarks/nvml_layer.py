@@ -47,9 +47,9 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pynvml  # noqa: E402  (the real module: only its constants are read here)
 
-from ddptop.telemetry import fake_driver  # noqa: E402
-from ddptop.telemetry.fake_nodes import known_nodes  # noqa: E402
-from ddptop.telemetry.fake_nvml import FakeNvml  # noqa: E402
+from ddptop.telemetry.fake import driver as fake_driver  # noqa: E402
+from ddptop.telemetry.fake.nodes import known_nodes  # noqa: E402
+from ddptop.telemetry.fake.nvml import FakeNvml  # noqa: E402
 from ddptop.telemetry.gpu import GpuSampler  # noqa: E402
 from ddptop.telemetry.inventory import read_inventory  # noqa: E402
 from ddptop.telemetry.topology import read_topology  # noqa: E402

@@ -39,7 +39,7 @@ import psutil
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.common import REPO, PtyProgram, add_json_option, ddptop_env, row, write_rows  # noqa: E402
-from ddptop.session import Session  # noqa: E402
+from ddptop.run.session import Session  # noqa: E402
 
 MODES = ("reference", "bare", "headless", "tui")
 GOAL_CPU, GOAL_GPU = 0.03, 0.01  # observer effect

@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 import pynvml  # noqa: E402
 
 from benchmarks.common import add_json_option, row, write_rows  # noqa: E402
-from ddptop.telemetry.fake_nvml import FakeNvml  # noqa: E402
+from ddptop.telemetry.fake.nvml import FakeNvml  # noqa: E402
 from ddptop.telemetry.gpu import GpuSampler  # noqa: E402
 from ddptop.telemetry.host import RankProcess  # noqa: E402
 from ddptop.telemetry.monitor import Monitor  # noqa: E402

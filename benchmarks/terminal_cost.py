@@ -34,7 +34,7 @@ import psutil
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from benchmarks.common import REPO, PtyProgram, add_json_option, ddptop_env, row, write_rows  # noqa: E402
-from ddptop.options import DEFAULT_FPS  # noqa: E402
+from ddptop.run.options import DEFAULT_FPS  # noqa: E402
 
 RECORDED = os.path.join(REPO, "tests", "data", "recorded-run")
 CONFIG = "resnet18/ddp/bs4/n2/gloo"
@@ -46,7 +46,7 @@ TINY = ["--models", "tests.tiny_models:tiny_cnn", "--image-size", "32", "--num-c
 # -- the replay writer: a separate process, so that its CPU is not the view's ----------------------------------
 
 def replay_writer(run_dir: str, rate: float) -> None:
-    from ddptop import rundir
+    from ddptop.run import rundir
     from ddptop.protocol.layout import events_path
     from ddptop.protocol.wire import EventWriter, make_event
 

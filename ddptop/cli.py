@@ -26,8 +26,8 @@ class OneLineParser(argparse.ArgumentParser):
 
 
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    """The ``ddptop run`` flags, generated from the one option table (``ddptop.options``)."""
-    from ddptop.options import add_run_arguments
+    """The ``ddptop run`` flags, generated from the one option table (``ddptop.run.options``)."""
+    from ddptop.run.options import add_run_arguments
 
     add_run_arguments(parser)
 
@@ -46,7 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("run_dir", metavar="RUN_DIR")
     view = commands.add_parser("view", help="browse a saved run in the TUI: summary, tables, charts, topology")
     view.add_argument("target", metavar="RUN_DIR|summary.json")
-    from ddptop.options import DEFAULT_FPS
+    from ddptop.run.options import DEFAULT_FPS
 
     for viewer in (watch, view):
         viewer.add_argument("--fps", type=float, default=DEFAULT_FPS, help=f"display refresh rate (default {DEFAULT_FPS:g})")
@@ -87,15 +87,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _plan_options(args: argparse.Namespace):
     """The plan file's options (--plan) with the flags given on top."""
-    from ddptop.options import merge_plan_options
-    from ddptop.plan import read_plan_file
+    from ddptop.run.options import merge_plan_options
+    from ddptop.run.plan import read_plan_file
 
     return merge_plan_options(read_plan_file(args.plan) if args.plan else {}, args)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ddptop.headless import headless_console, run_headless
-    from ddptop.live import create_live_run
+    from ddptop.run.live import create_live_run
 
     if args.telemetry_interval < 0:
         raise UsageError("--telemetry-interval must be 0 (off) or positive")
@@ -108,7 +108,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if cluster is not None:
         options.nnodes = cluster.nnodes
         if cluster.loopback:  # every "node" on this machine: they share its cores
-            from ddptop.plan import usable_cpu_count
+            from ddptop.run.plan import usable_cpu_count
 
             cores = max(1, usable_cpu_count() // cluster.nnodes)
     live = create_live_run(options, args.out, args.telemetry_interval, cluster, cpu_count=cores,
@@ -147,14 +147,14 @@ def _baseline_of(args: argparse.Namespace) -> dict | None:
         raise UsageError("--fail-on-regression must be a percentage >= 0")
     if not 0 <= args.min_effect < 1:
         raise UsageError("--min-effect must be a fraction between 0 and 1 (0.02 is 2%)")
-    from ddptop.report.store import load_target
+    from ddptop.report.build import load_target
 
     return load_target(args.baseline_run)[0]
 
 
 def _cluster(args: argparse.Namespace) -> Any:
     """The multi-node settings (None for one node); a multi-node run needs one shared --out for every node."""
-    from ddptop import cluster as cluster_mod
+    from ddptop.run import cluster as cluster_mod
 
     if args.slurm:
         found = cluster_mod.from_slurm(dict(os.environ), args.rdzv_endpoint, args.join_timeout)
@@ -170,9 +170,9 @@ def _cluster(args: argparse.Namespace) -> Any:
 
 def run_follower(args: argparse.Namespace, cluster: Any) -> int:
     """Node rank > 0: follow node 0's run directory, one torchrun agent per launch that spans this node."""
-    from ddptop.follower import Follower
+    from ddptop.run.follower import Follower
     from ddptop.protocol.layout import TIMELINE_FILE, run_file
-    from ddptop.signals import handle_stop_signals
+    from ddptop.run.signals import handle_stop_signals
     from ddptop.telemetry.monitor import Monitor
 
     follower = Follower(os.path.abspath(args.out), cluster, say=lambda line: print(line, flush=True))
@@ -222,7 +222,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    from ddptop.report import store
+    from ddptop.report.build import load_target
     from ddptop.protocol.layout import PLAN_FILE
     from ddptop.tui.app import DdptopApp, SummaryApp
 
@@ -233,7 +233,7 @@ def cmd_view(args: argparse.Namespace) -> int:
     if os.path.isdir(target):
         app: Any = DdptopApp.for_recorded(target, args.fps, open_summary="now")
     else:
-        summary, _ = store.load_target(target)
+        summary, _ = load_target(target)
         app = SummaryApp(summary, {"json": target})
     _need_terminal("view", args.target)
     app.run(mouse=not args.no_mouse)
@@ -241,15 +241,15 @@ def cmd_view(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ddptop.report import store
-    from ddptop.report import tables
+    from ddptop.report import sections, store, tables
+    from ddptop.report.build import load_target
 
     target = args.target
-    data, rebuilt = store.load_target(target, args.rebuild)
+    data, rebuilt = load_target(target, args.rebuild)
     saved: dict[str, str] = {}
     if rebuilt and not args.rebuild:
-        from ddptop.snapshot import RunPhase
-        from ddptop.watch import SAVE_GRACE, writer_of
+        from ddptop.run.snapshot import RunPhase
+        from ddptop.run.watch import SAVE_GRACE, writer_of
 
         state, writer = writer_of(target)
         # its writer saves the summary when the sweep ends: not ours
@@ -268,8 +268,8 @@ def cmd_report(args: argparse.Namespace) -> int:
         if "json" in saved and not saved.get("save_error"):
             store.save_plots_safely(data, target)
     renderers = {
-        "text": tables.text_report,
-        "md": tables.markdown,
+        "text": sections.text_report,
+        "md": sections.markdown,
         "csv": tables.csv_text,
         "json": lambda d: json.dumps(d, indent=2) + "\n",
     }
@@ -293,7 +293,7 @@ def _render_saved(source: str, render: Any) -> Any:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from ddptop.report.store import load_target
+    from ddptop.report.build import load_target
 
     if args.alpha is not None:  # the old significance test's level; the interval and --min-effect decide now
         if not 0 < args.alpha < 1:
@@ -329,7 +329,7 @@ def _diff_report(a: dict, b: dict, source: str, min_effect: float, fail_pct: flo
 
 def cmd_plot(args: argparse.Namespace) -> int:
     from ddptop.report import plots
-    from ddptop.report.store import load_target
+    from ddptop.report.build import load_target
 
     data, _ = load_target(args.target)
     out = args.out or (args.target if os.path.isdir(args.target) else os.path.dirname(os.path.abspath(args.target)))
@@ -383,7 +383,7 @@ def cmd_kernels(_args: argparse.Namespace) -> int:
 
 
 def _check_fake_nvml() -> None:
-    from ddptop.telemetry.fake_nodes import ProfileError, load_profile
+    from ddptop.telemetry.fake.nodes import ProfileError, load_profile
     from ddptop.telemetry.nvml import FAKE_ENV
 
     node = os.environ.get(FAKE_ENV)

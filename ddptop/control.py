@@ -15,19 +15,19 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from ddptop import rundir
-from ddptop.analysis.scaling import live_scaling
+from ddptop.run import rundir
+from ddptop.run.live_scaling import live_scaling
 from ddptop.errors import EXIT_OK
-from ddptop.live import LiveRun
+from ddptop.run.live import LiveRun
 from ddptop.report import store
-from ddptop.session import Session
+from ddptop.run.session import Session
 from ddptop.protocol import layout
 from ddptop.protocol.layout import TIMELINE_FILE
-from ddptop.snapshot import RunPhase, RunSnapshot, ScalingFigures, SessionSnapshot, TelemetrySnapshot, Validity
+from ddptop.run.snapshot import RunPhase, RunSnapshot, ScalingFigures, SessionSnapshot, TelemetrySnapshot, Validity
 from ddptop.telemetry.timeline import TimelineFollower
 from ddptop.telemetry.validity import LiveValidity
 from ddptop.telemetry.topology import Topology
-from ddptop.watch import RecordedRun
+from ddptop.run.watch import RecordedRun
 
 LOG_LINES = 200  # lines of the newest launch's logs a view keeps
 LOG_PERIOD = 1.0  # seconds between reads of the log files

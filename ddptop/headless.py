@@ -13,12 +13,12 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
-from ddptop.live import LiveRun
+from ddptop.run.live import LiveRun
 from ddptop.protocol.vocab import ENDED, FAILED, Status
-from ddptop.report import tables
-from ddptop.session import Session
-from ddptop.signals import handle_stop_signals
-from ddptop.snapshot import ConfigSnapshot
+from ddptop.report import sections
+from ddptop.run.session import Session
+from ddptop.run.signals import handle_stop_signals
+from ddptop.run.snapshot import ConfigSnapshot
 from ddptop.tui import format as fmt
 
 
@@ -142,6 +142,6 @@ def run_headless(live: LiveRun, fps: float, console: Console) -> int:
     out = console.file
     out.flush()
     assert live.summary is not None and live.paths is not None
-    out.write("\n" + tables.closing_text(live.summary, live.paths))
+    out.write("\n" + sections.closing_text(live.summary, live.paths))
     out.flush()
     return code

@@ -8,7 +8,7 @@ import pytest
 
 from bench_kernels.collectives import message_sizes, parse_size
 from ddptop.analysis import formulas
-from ddptop.plan import PlanError, PlanOptions, build_plan
+from ddptop.run.plan import PlanError, PlanOptions, build_plan
 from ddptop.protocol.bandwidth import busbw_factor
 from ddptop.telemetry.inventory import Inventory
 

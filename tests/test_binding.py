@@ -8,8 +8,8 @@ import os
 
 import pytest
 
-from ddptop import binding
-from ddptop.launcher import TorchrunLaunch
+from ddptop.run import binding
+from ddptop.run.launcher import TorchrunLaunch
 from ddptop.protocol import affinity
 from ddptop.protocol.affinity import PHYSICAL, SIBLINGS, assign_cores, bind_this_process, cpu_places
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError
@@ -149,7 +149,7 @@ def test_the_installed_torch_is_seen_to_have_numa_binding_or_not_without_importi
 
 @pytest.mark.parametrize("numactl", [True, False])
 def test_the_launcher_passes_numa_binding_only_where_numactl_is(tmp_path, monkeypatch, numactl):
-    monkeypatch.setattr("ddptop.launcher.shutil.which", lambda name, path=None: "/usr/bin/numactl" if numactl else None)
+    monkeypatch.setattr("ddptop.run.launcher.shutil.which", lambda name, path=None: "/usr/bin/numactl" if numactl else None)
     launch = TorchrunLaunch(str(tmp_path), _spec(device="cuda", numa_binding="node"), 2)
     command, env = launch.command(29500), launch.environment()
     assert ("--numa-binding=node" in command) == numactl
@@ -163,7 +163,7 @@ def test_the_launcher_passes_numa_binding_only_where_numactl_is(tmp_path, monkey
 
 def test_nodes_rehearsed_on_one_machine_leave_their_ranks_unbound(tmp_path, monkeypatch, restore_affinity):
     from bench_kernels.ddp import bind_cores
-    from ddptop.launcher import NodePlacement
+    from ddptop.run.launcher import NodePlacement
 
     spec = _spec(rank_cores=((0,), (1,)), binding=PHYSICAL)
     placement = NodePlacement(2, 1, "127.0.0.1", 29500, 60.0, loopback=True)

@@ -11,11 +11,11 @@ from tests.conftest import REPO, ddptop, imports_in_fresh_interpreter, stdlib_on
 
 def test_core_imports_neither_torch_nor_textual():
     packages, _ = imports_in_fresh_interpreter(
-        "ddptop.cli, ddptop.headless, ddptop.session, ddptop.sweep, ddptop.launcher, ddptop.plan, "
+        "ddptop.cli, ddptop.headless, ddptop.run.session, ddptop.run.sweep, ddptop.run.launcher, ddptop.run.plan, "
         "ddptop.analysis.stats, ddptop.analysis.scaling, ddptop.report.build, ddptop.report.store, "
         "ddptop.report.tables, ddptop.telemetry.inventory, ddptop.protocol.wire, "
-        "ddptop.telemetry.monitor, ddptop.telemetry.topology, ddptop.telemetry.snapshot, ddptop.telemetry.fake_nvml, "
-        "ddptop.live, bench_kernels.catalog"
+        "ddptop.telemetry.monitor, ddptop.telemetry.topology, ddptop.telemetry.snapshot, ddptop.telemetry.fake.nvml, "
+        "ddptop.run.live, bench_kernels.catalog"
     )
     assert not packages & {"torch", "torchvision", "textual"}
 

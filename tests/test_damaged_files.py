@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from ddptop import cli
 from ddptop.control import RecordedControl
 from ddptop.errors import DdptopError
-from ddptop.report import sections, store
+from ddptop.report import build, sections, store
 from tests.conftest import REPO
 
 RECORDED = os.path.join(REPO, "tests", "data", "recorded-run")
@@ -34,7 +34,7 @@ def pristine(tmp_path_factory):
     """The recorded run with its summary saved, as a finished run leaves it."""
     run = str(tmp_path_factory.mktemp("pristine") / "run")
     shutil.copytree(RECORDED, run)
-    summary, _ = store.load_target(run, rebuild=True)
+    summary, _ = build.load_target(run, rebuild=True)
     store.save_summary(summary, run)
     return run
 

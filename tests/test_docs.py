@@ -169,7 +169,7 @@ def test_github_slug_rules():
         "why-it-is-not-faster-flops-mfu-hardware-counters-link-peaks-a-verdict")
     assert github_slug("Several nodes: torchrun's rendezvous, or SLURM") == (
         "several-nodes-torchruns-rendezvous-or-slurm")
-    assert github_slug("The shipped nodes (`ddptop/telemetry/nodes/`)") == "the-shipped-nodes-ddptoptelemetrynodes"
+    assert github_slug("The shipped nodes (`ddptop/telemetry/fake/profiles/`)") == "the-shipped-nodes-ddptoptelemetryfakeprofiles"
 
 
 def test_the_link_check_catches_a_broken_link(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 
 from ddptop.doctor import (CHECK_NAMES, NvmlGpu, NvmlView, check_device_order, check_peer_access,
                            parse_all_reduce_perf, parse_query_gpu, parse_topo_matrix)
-from ddptop.telemetry.fake_nvml import FakeNvml
+from ddptop.telemetry.fake.nvml import FakeNvml
 from ddptop.telemetry.inventory import read_inventory
 from ddptop.telemetry.topology import read_topology
 from tests.conftest import REPO, ddptop

@@ -2,8 +2,8 @@
 
 import pytest
 
-from ddptop import eta
-from ddptop.snapshot import ConfigSnapshot, SessionSnapshot
+from ddptop.run import eta
+from ddptop.run.snapshot import ConfigSnapshot, SessionSnapshot
 
 T0 = 1_000_000.0
 

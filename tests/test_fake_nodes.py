@@ -1,6 +1,6 @@
 """The simulated nodes: the real pynvml binding over a fake C library, and every shipped profile end to end.
 
-Each profile (``ddptop/telemetry/nodes/*.toml``, ``docs/fake-nodes.md``) goes through ``ddptop gpus``,
+Each profile (``ddptop/telemetry/fake/profiles/*.toml``, ``docs/fake-nodes.md``) goes through ``ddptop gpus``,
 ``ddptop topo``, the plan ``ddptop run`` would make if its GPUs were real (world sizes and what each rank is
 told about its device), and the live view's GPU panel. Only the published DGX-1 matrix exists to match cell
 by cell (tests/test_telemetry.py); the other profiles' expected cells follow from their own layout.
@@ -15,12 +15,12 @@ from types import SimpleNamespace
 import pynvml
 import pytest
 
-from ddptop.options import PlanOptions
-from ddptop.plan import PlanError, build_plan, default_world_sizes
+from ddptop.run.options import PlanOptions
+from ddptop.run.plan import PlanError, build_plan, default_world_sizes
 from ddptop.protocol.devices import RANK_DEVICES_ENV, apply_rank_device
-from ddptop.telemetry import fake_driver
-from ddptop.telemetry.fake_nodes import ProfileError, known_nodes, load_profile
-from ddptop.telemetry.fake_nvml import FakeNvml
+from ddptop.telemetry.fake import driver as fake_driver
+from ddptop.telemetry.fake.nodes import NODES_DIR, ProfileError, known_nodes, load_profile
+from ddptop.telemetry.fake.nvml import FakeNvml
 from ddptop.telemetry.inventory import read_inventory, rank_gpu_environment
 from ddptop.telemetry.monitor import Monitor
 
@@ -104,7 +104,7 @@ def test_a_process_whose_memory_nvml_cannot_tell_reads_as_none():
 
 def test_a_profile_can_be_a_path_and_a_broken_one_is_one_line(tmp_path):
     good = tmp_path / "mine.toml"
-    source = open(os.path.join(os.path.dirname(load_profile.__code__.co_filename), "nodes", "mixed.toml")).read()
+    source = open(os.path.join(NODES_DIR, "mixed.toml")).read()
     good.write_text(source)
     assert load_profile(str(good)).gpus[1].name == "NVIDIA A100-PCIE-40GB"
     broken = tmp_path / "broken.toml"
@@ -197,7 +197,7 @@ def test_no_rank_devices_leaves_the_rank_alone():
 def test_the_gpu_panel_under_each_profile(profile):
     from textual.app import App
 
-    from ddptop.snapshot import TelemetrySnapshot
+    from ddptop.run.snapshot import TelemetrySnapshot
     from ddptop.tui.panels.gpus import GpuTable
 
     listed, _usable, _cells = EXPECTED[profile]
@@ -255,7 +255,7 @@ def test_loopback_nodes_each_get_their_own_gpus():
 
 def test_a_counter_that_wraps_costs_one_reading_never_a_negative_rate():
     """A driver whose byte counters are 32-bit (``counter_bits``): PCIe TX at 2 GB/s wraps every ~2 s."""
-    from ddptop.telemetry.fake_nodes import with_changes
+    from ddptop.telemetry.fake.nodes import with_changes
     from ddptop.telemetry.gpu import GpuSampler
 
     class Clock:

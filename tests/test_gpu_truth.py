@@ -6,7 +6,7 @@ import time
 import pynvml
 
 from ddptop.telemetry import nvml as nv
-from ddptop.telemetry.fake_nvml import RESERVED_BYTES, FakeNvml
+from ddptop.telemetry.fake.nvml import RESERVED_BYTES, FakeNvml
 from ddptop.telemetry.gpu import GpuSampler
 from ddptop.telemetry.monitor import Monitor
 

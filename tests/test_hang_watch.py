@@ -3,7 +3,7 @@
 import os
 import time
 
-from ddptop.sweep import STARTUP_GRACE, HangWatch
+from ddptop.run.sweep import STARTUP_GRACE, HangWatch
 
 
 def test_startup_is_not_a_hang_but_silence_after_events_is(tmp_path):

@@ -8,7 +8,7 @@ import pytest
 from ddptop import units
 from ddptop.analysis import intervals, stats
 from ddptop.report import build
-from ddptop.session import Session
+from ddptop.run.session import Session
 
 RECORDED = "tests/data/recorded-run"
 

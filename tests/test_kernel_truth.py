@@ -222,8 +222,8 @@ def test_an_oom_in_the_communication_analysis_keeps_the_measured_steps(tmp_path)
 
 def test_bf16_without_tensor_cores_is_said_and_gloo_gpu_collectives_are_refused():
     from bench_kernels.ddp import Worker
-    from ddptop.options import PlanOptions
-    from ddptop.plan import PlanError, build_plan
+    from ddptop.run.options import PlanOptions
+    from ddptop.run.plan import PlanError, build_plan
     from ddptop.telemetry.inventory import GpuInfo, Inventory
 
     worker = Worker.__new__(Worker)

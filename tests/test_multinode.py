@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 
-from ddptop.cluster import Cluster, ClusterError, expand_first, from_flags, from_slurm
-from ddptop.launcher import free_loopback_port
-from ddptop.plan import PlanError, PlanOptions, build_plan
+from ddptop.run.cluster import Cluster, ClusterError, expand_first, from_flags, from_slurm
+from ddptop.run.launcher import free_loopback_port
+from ddptop.run.plan import PlanError, PlanOptions, build_plan
 from ddptop.telemetry.inventory import read_inventory
 
 from .conftest import ddptop, ddptop_process, processes_mentioning

@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from ddptop.cli import _plan_options, build_parser
-from ddptop.options import PLAN_OPTIONS, RUN_OPTIONS, Option, PlanOptions, toml_types
-from ddptop.plan import PlanError, build_plan, read_plan_file
+from ddptop.run.options import PLAN_OPTIONS, RUN_OPTIONS, Option, PlanOptions, toml_types
+from ddptop.run.plan import PlanError, build_plan, read_plan_file
 from ddptop.protocol.vocab import ENDED, FAILED, Mode, Scaling, Status
 from ddptop.telemetry.inventory import GpuInfo, Inventory
 from tests.conftest import stdlib_only
@@ -156,7 +156,7 @@ def test_vocabularies_are_their_strings():
 
 
 def test_options_model_and_vocabularies_import_the_standard_library_only():
-    assert not stdlib_only("ddptop.options, ddptop.model, ddptop.protocol.vocab")
+    assert not stdlib_only("ddptop.run.options, ddptop.run.model, ddptop.protocol.vocab")
 
 
 def test_iters_and_warmup_take_auto_or_a_count():

@@ -7,12 +7,12 @@ import subprocess
 import sys
 import time
 
-from ddptop import rundir
-from ddptop.plan import PlanOptions, build_plan
+from ddptop.run import rundir
+from ddptop.run.plan import PlanOptions, build_plan
 from ddptop.protocol import layout
 from ddptop.protocol.wire import EventWriter
-from ddptop.report import build, tables
-from ddptop.session import RUNNER_RANK, Session
+from ddptop.report import build, sections, tables
+from ddptop.run.session import RUNNER_RANK, Session
 from ddptop.telemetry.inventory import Inventory
 
 from .conftest import ddptop
@@ -59,7 +59,7 @@ def test_a_run_whose_ddptop_died_reports_interrupted_with_the_steps_it_kept(tmp_
     assert summary["overhead"]["sweep_wall_s"] >= 0.3  # from the files' own timestamps
     assert not summary["complete"]
 
-    text = tables.text_report(summary)
+    text = sections.text_report(summary)
     assert "interrupted, 40 steps kept" in text  # the benchmark row shows its percentiles and that it was cut
     assert "[running" not in text and "running (" not in text
 
@@ -77,6 +77,6 @@ def test_a_stopped_configuration_shows_its_kept_steps_in_every_report(tmp_path):
     entry["status"], entry["reason"] = "stopped", "stopped by the user"
     problems = tables.problems_text(summary)
     assert "stopped (40 steps kept: p50 0.0012 s" in problems and "ex/s" in problems
-    markdown = tables.markdown(summary)
+    markdown = sections.markdown(summary)
     assert "stopped, 40 steps kept" in markdown
     json.dumps(summary)  # still plain JSON

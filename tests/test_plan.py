@@ -1,6 +1,6 @@
 import pytest
 
-from ddptop.plan import PlanError, PlanOptions, build_plan, default_world_sizes, read_plan_file
+from ddptop.run.plan import PlanError, PlanOptions, build_plan, default_world_sizes, read_plan_file
 from ddptop.telemetry.inventory import GpuInfo, Inventory
 
 NO_GPU = Inventory(problem="NVML unavailable: test")
@@ -120,7 +120,7 @@ def test_toml_plan_and_its_errors(tmp_path):
 
 
 def test_plan_json_round_trip():
-    from ddptop.model import Plan
+    from ddptop.run.model import Plan
 
     plan = build_plan(PlanOptions(models=["resnet18"], world_sizes=[1, 2]), NO_GPU, cpu_count=2)
     again = Plan.from_json(plan.to_json())
@@ -162,7 +162,7 @@ def test_a_plan_file_may_say_auto(tmp_path):
 
 
 def test_a_plan_json_from_before_adaptive_measurement_reads_as_fixed_counts():
-    from ddptop.model import Plan
+    from ddptop.run.model import Plan
 
     data = build_plan(PlanOptions(warmup=3, iters=20), NO_GPU, cpu_count=2).to_json()
     for key in ("precision", "min_iters", "max_iters", "max_time_per_config", "max_warmup", "launches_per_config"):

@@ -11,15 +11,15 @@ import sys
 
 import pytest
 
-from ddptop import rundir
-from ddptop.launcher import TorchrunLaunch
-from ddptop.model import ConfigSpec
-from ddptop.plan import PlanOptions, build_plan
+from ddptop.run import rundir
+from ddptop.run.launcher import TorchrunLaunch
+from ddptop.run.model import ConfigSpec
+from ddptop.run.plan import PlanOptions, build_plan
 from ddptop.protocol import layout, marks
 from ddptop.protocol.launchspec import LAUNCH_SPEC_VERSION, CollectiveSpec, LaunchSpec, LaunchSpecError, RunConfig
 from ddptop.protocol.vocab import Mode, Scaling
 from ddptop.protocol.wire import EventFileReader, EventWriter
-from ddptop.signals import STOP_SIGNALS, handle_stop_signals
+from ddptop.run.signals import STOP_SIGNALS, handle_stop_signals
 from ddptop.telemetry.inventory import Inventory
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

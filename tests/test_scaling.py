@@ -11,7 +11,8 @@ import pytest
 
 from ddptop.analysis import formulas, scaling
 from ddptop.report import build, keys, store
-from ddptop.session import Session
+from ddptop.run import live_scaling
+from ddptop.run.session import Session
 from tests.conftest import REPO
 
 RECORDED = os.path.join(REPO, "tests", "data", "recorded-run")
@@ -41,8 +42,8 @@ def session():
 
 def test_live_rows_equal_the_saved_summarys_rows(session):
     saved = build.build_summary(session)
-    live = scaling.LiveScaling(session.plan)
-    rows = live.session_rows(session)
+    live = live_scaling.SessionScaling(session)
+    rows = live.rows()
     # the live view does not bootstrap: its rows are the saved ones without their intervals
     assert rows == without_intervals(scaling.rows_by_config(saved["scaling"]))
     assert set(rows) == {"resnet18/ddp/bs4/n1/gloo", N2}
@@ -53,26 +54,26 @@ def test_live_rows_equal_the_saved_summarys_rows(session):
     # the fit too; the saved recommendation weighs the intervals, the live one (never shown) cannot
     assert [without_intervals({**t, "recommendation": None}) for t in live.tables] == [
         without_intervals({**t, "recommendation": None}) for t in saved["scaling"]]
-    assert scaling.live_scaling(session) == rows  # the session-wide cache gives the same
+    assert live_scaling.live_scaling(session) == rows  # the session-wide cache gives the same
 
 
 def test_unchanged_inputs_are_not_recomputed(session, monkeypatch):
     calls = []
     fit = formulas.amdahl_fit
     monkeypatch.setattr(formulas, "amdahl_fit", lambda points: calls.append(points) or fit(points))
-    live = scaling.LiveScaling(session.plan)
-    first = live.session_rows(session)
+    live = live_scaling.SessionScaling(session)
+    first = live.rows()
     assert len(calls) == 1
-    assert live.session_rows(session) is first
-    assert live.rows([scaling.live_entry(s) for s in session.ordered_states()]) is first  # equal inputs, rebuilt
+    assert live.rows() is first
+    assert live.scaling.rows([live_scaling.live_entry(s) for s in session.ordered_states()]) is first  # equal inputs, rebuilt
     assert len(calls) == 1
-    assert scaling.live_scaling(session) is scaling.live_scaling(session)
+    assert live_scaling.live_scaling(session) is live_scaling.live_scaling(session)
     assert len(calls) == 2  # once for the session's own cache
 
 
 def test_a_changed_p50_or_communication_figure_recomputes(session):
     live = scaling.LiveScaling(session.plan)
-    entries = [scaling.live_entry(s) for s in session.ordered_states()]
+    entries = [live_scaling.live_entry(s) for s in session.ordered_states()]
     first = live.rows(entries)
     slower = copy.deepcopy(entries)
     n2 = next(e for e in slower if e["config_id"] == N2)
@@ -86,13 +87,13 @@ def test_a_changed_p50_or_communication_figure_recomputes(session):
 
 
 def test_new_samples_reach_the_live_rows(session):
-    live = scaling.LiveScaling(session.plan)
-    first = live.session_rows(session)
+    live = live_scaling.SessionScaling(session)
+    first = live.rows()
     state = session.configs[N2]
     with session.lock:
         state.add_samples(0, [10.0] * 1000)  # as the session's ingest does: samples, then a revision bump
         state.revision += 1
-    second = live.session_rows(session)
+    second = live.rows()
     assert second is not first
     assert second[state.spec.config_id]["sec_iter"] == pytest.approx(10.0)
 
@@ -124,7 +125,7 @@ def test_a_version_1_summary_loads_as_version_2(session, tmp_path):
     run = tmp_path / "run"
     shutil.copytree(RECORDED, run)
     (run / store.SUMMARY_JSON).write_text(json.dumps(old))
-    loaded, rebuilt = store.load_target(str(run))
+    loaded, rebuilt = build.load_target(str(run))
     assert not rebuilt and loaded == current
 
 

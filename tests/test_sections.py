@@ -10,7 +10,7 @@ import os
 import pytest
 from rich.text import Text
 
-from ddptop.report import keys, sections, store, tables
+from ddptop.report import build, keys, sections, store, tables
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECORDED = os.path.join(REPO, "tests", "data", "recorded-run")
@@ -54,7 +54,7 @@ def _as_v1(summary: dict) -> dict:
 
 @pytest.fixture(scope="module")
 def summary() -> dict:
-    built, _ = store.load_target(RECORDED, rebuild=True)
+    built, _ = build.load_target(RECORDED, rebuild=True)
     return _with_new_keys(built)
 
 
@@ -74,11 +74,9 @@ def test_text_and_markdown_list_the_same_sections_in_the_same_order(summary):
     assert at == sorted(at)
 
 
-def test_tables_entry_points_render_through_the_list(summary):
-    assert tables.text_report(summary) == sections.text_report(summary)
-    assert tables.markdown(summary) == sections.markdown(summary)
+def test_the_closing_text_is_the_report_then_where_the_files_are(summary):
     paths = {"json": "s.json", "md": "s.md", "csv": "s.csv", "plots": "plots"}
-    closing = tables.closing_text(summary, paths)
+    closing = sections.closing_text(summary, paths)
     assert closing == sections.text_report(summary) + "Summary: s.json  s.md  s.csv\nPlots: plots/ (PNG and SVG)\n"
 
 
@@ -92,10 +90,10 @@ def test_a_version_1_summary_and_its_upgrade_render_identical_reports(summary, t
     assert upgraded["schema_version"] == store.SCHEMA_VERSION == 2
     current = json.loads(json.dumps(summary))
     assert upgraded == current
-    assert tables.text_report(upgraded) == tables.text_report(current)
-    assert tables.markdown(upgraded) == tables.markdown(current)
+    assert sections.text_report(upgraded) == sections.text_report(current)
+    assert sections.markdown(upgraded) == sections.markdown(current)
     assert tables.csv_text(upgraded) == tables.csv_text(current)
-    text = tables.text_report(upgraded)
+    text = sections.text_report(upgraded)
     assert "12.3 ms" in text and "t(N)-t(1) est." in text  # the estimate, under the method's name
     assert "33.5 GiB (gradient bytes × steps)" in text
     header, *rows = tables.csv_text(upgraded).splitlines()
@@ -104,7 +102,7 @@ def test_a_version_1_summary_and_its_upgrade_render_identical_reports(summary, t
 
 
 def test_no_earlier_key_name_is_written(summary):
-    for rendered in (tables.text_report(summary), tables.markdown(summary), tables.csv_text(summary)):
+    for rendered in (sections.text_report(summary), sections.markdown(summary), tables.csv_text(summary)):
         assert "seed" not in rendered.lower()
 
 

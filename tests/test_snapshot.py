@@ -6,16 +6,16 @@ import time
 
 import pytest
 
-from ddptop import rundir
-from ddptop.analysis.scaling import live_scaling
+from ddptop.run import rundir
+from ddptop.run.live_scaling import live_scaling
 from ddptop.headless import _status_text
-from ddptop.plan import PlanOptions, build_plan
+from ddptop.run.plan import PlanOptions, build_plan
 from ddptop.protocol.wire import EventWriter
-from ddptop.session import Session
-from ddptop.snapshot import CHART_TAIL
+from ddptop.run.session import Session
+from ddptop.run.snapshot import CHART_TAIL
 from ddptop.telemetry.inventory import Inventory
 from ddptop.tui.format import braille_chart
-from ddptop.snapshot import RunPhase
+from ddptop.run.snapshot import RunPhase
 from ddptop.tui.panels.configs import _config_cells
 
 RUN_SECONDS = 10.0

@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from ddptop import rundir
-from ddptop.report import sections, store
+from ddptop.run import rundir
+from ddptop.report import build, sections, store
 from tests.conftest import REPO, ddptop, ddptop_process, processes_mentioning, run_sweep
 
 
@@ -31,7 +31,7 @@ def test_a_write_that_runs_out_of_space_leaves_nothing_behind(tmp_path, monkeypa
 
 
 def test_the_summary_goes_to_the_fallback_and_the_closing_text_says_so(tmp_path, monkeypatch):
-    summary, _ = store.load_target(os.path.join(REPO, "tests", "data", "recorded-run"), rebuild=True)
+    summary, _ = build.load_target(os.path.join(REPO, "tests", "data", "recorded-run"), rebuild=True)
     summary["run_dir"] = str(tmp_path / "run")
     os.makedirs(tmp_path / "run")
     monkeypatch.setattr(store, "_write_summary", _failing_only_in(str(tmp_path / "run"), store._write_summary))
@@ -140,8 +140,8 @@ def test_an_events_file_that_fills_up_says_why_and_is_never_written_again(tmp_pa
 
 
 def _session(tmp_path):
-    from ddptop.plan import PlanOptions, build_plan
-    from ddptop.session import Session
+    from ddptop.run.plan import PlanOptions, build_plan
+    from ddptop.run.session import Session
     from ddptop.telemetry.inventory import Inventory
 
     plan = build_plan(PlanOptions(models=["resnet18"], world_sizes=[1], batch_sizes=[4], iters=10), Inventory(problem="test"), 2)

@@ -15,7 +15,7 @@ import time
 import psutil
 import pytest
 
-from ddptop.launcher import NodePlacement, TorchrunLaunch, free_loopback_port
+from ddptop.run.launcher import NodePlacement, TorchrunLaunch, free_loopback_port
 from tests.conftest import REPO, _ddptop_env
 
 RUN = ["--headless", "--models", "tests.tiny_models:tiny_cnn", "--image-size", "32", "--num-classes", "10",

@@ -1,6 +1,6 @@
 """Telemetry: the NVML sampler, topology, host/rank load and the timeline, against the fake 8-GPU node.
 
-The fake (ddptop/telemetry/fake_nvml.py) answers with pynvml's own constants and error classes, so these
+The fake (ddptop/telemetry/fake/nvml.py) answers with pynvml's own constants and error classes, so these
 tests run the same code that reads a real driver; tests marked ``gpu`` repeat the essentials on real NVML.
 """
 
@@ -18,7 +18,7 @@ import pytest
 
 from ddptop.telemetry import timeline
 from ddptop.doctor import parse_topo_matrix
-from ddptop.telemetry.fake_nvml import FakeNvml
+from ddptop.telemetry.fake.nvml import FakeNvml
 from ddptop.telemetry.gpu import GpuSampler
 from ddptop.telemetry.host import HostSampler, RankProcess
 from ddptop.telemetry.inventory import read_inventory

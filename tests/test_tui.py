@@ -13,8 +13,8 @@ from rich.console import Console
 from ddptop.tui.panels import ConfigTable
 
 from ddptop.errors import EXIT_INTERRUPTED, EXIT_OK
-from ddptop.live import LiveRun, create_live_run
-from ddptop.plan import PlanOptions
+from ddptop.run.live import LiveRun, create_live_run
+from ddptop.run.plan import PlanOptions
 from ddptop.tui.app import DdptopApp, SummaryScreen
 
 from .conftest import REPO, processes_mentioning, wait_path
@@ -228,9 +228,9 @@ def test_ddptop_in_tmux_shows_gpus_configurations_and_summary(tmp_path):
 @needs_tmux
 def test_the_recommendation_reads_whole_at_80x24_in_tmux(in_repo):
     """A person over SSH in an 80x24 terminal: the summary's recommendation is there, wrapped, not cut."""
-    from ddptop.report import store
+    from ddptop.report import build
 
-    summary, _rebuilt = store.load_target(RECORDED, False)  # built from the events, nothing written
+    summary, _rebuilt = build.load_target(RECORDED, False)  # built from the events, nothing written
     sentence = summary["scaling"][0]["recommendation"]
     assert len(sentence) > 80  # wider than the window: it has to wrap to be read whole
     tmux = Tmux(f"cd {REPO} && DDPTOP_FAKE_NVML=dgx1 {sys.executable} -m ddptop view {RECORDED}", size=(80, 24))

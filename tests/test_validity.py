@@ -1,6 +1,6 @@
 """Interference and validity: what a configuration's window ran through, from the telemetry ddptop records.
 
-GPU cases run the real Monitor against the fake node (``ddptop/telemetry/fake_nvml.py``), made to throttle,
+GPU cases run the real Monitor against the fake node (``ddptop/telemetry/fake/nvml.py``), made to throttle,
 host a stranger's process, train a link down or report an Xid. The host case spins real processes. This
 machine is shared, so GPU cases replace the host part of their records with a quiet one: the host figures
 are whatever else the machine runs at that moment.
@@ -15,9 +15,9 @@ import pynvml
 import pytest
 
 from ddptop.report import tables
-from ddptop.snapshot import ConfigSnapshot, Validity
+from ddptop.run.snapshot import ConfigSnapshot, Validity
 from ddptop.telemetry import timeline, validity
-from ddptop.telemetry.fake_nvml import FakeNvml
+from ddptop.telemetry.fake.nvml import FakeNvml
 from ddptop.telemetry.host import HostSampler, RankProcess
 from ddptop.telemetry.monitor import Monitor
 from ddptop.tui.panels.configs import _config_cells
@@ -256,7 +256,7 @@ def test_run_control_attaches_the_running_configurations_validity():
     import dataclasses
 
     from ddptop.control import RecordedControl
-    from ddptop.snapshot import TelemetrySnapshot
+    from ddptop.run.snapshot import TelemetrySnapshot
 
     control = RecordedControl.of(os.path.join(REPO, "tests", "data", "recorded-run"))
     session = control.take_snapshot().session

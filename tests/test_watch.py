@@ -12,8 +12,8 @@ import pytest
 from ddptop.tui.panels import ConfigTable
 
 from ddptop.tui.app import DdptopApp, SummaryApp, SummaryScreen
-from ddptop.snapshot import RunPhase
-from ddptop.watch import RecordedRun
+from ddptop.run.snapshot import RunPhase
+from ddptop.run.watch import RecordedRun
 
 from .conftest import REPO, ddptop, ddptop_process, wait_path
 from .tui_helpers import summary_text

@@ -145,8 +145,8 @@ def test_the_projection_by_hand():
 
 
 def test_internode_bandwidth_must_be_positive():
-    from ddptop.options import PlanOptions
-    from ddptop.plan import PlanError, build_plan
+    from ddptop.run.options import PlanOptions
+    from ddptop.run.plan import PlanError, build_plan
     from ddptop.telemetry.inventory import Inventory
 
     with pytest.raises(PlanError, match="--internode-gbps must be positive"):
@@ -163,7 +163,7 @@ def test_gpm_counters_from_the_hopper_node_to_the_load_table(tmp_path):
     import time
 
     from ddptop.report import tables
-    from ddptop.telemetry.fake_nvml import FakeNvml
+    from ddptop.telemetry.fake.nvml import FakeNvml
     from ddptop.telemetry.host import RankProcess
     from ddptop.telemetry.monitor import Monitor
     from ddptop.telemetry.timeline import window_figures
@@ -198,7 +198,7 @@ def test_gpm_counters_from_the_hopper_node_to_the_load_table(tmp_path):
 
 def test_link_peaks_and_bus_bandwidth_shares_under_simulated_nodes():
     from ddptop.analysis.links import add_link_shares, link_peak
-    from ddptop.telemetry.fake_nvml import FakeNvml
+    from ddptop.telemetry.fake.nvml import FakeNvml
     from ddptop.telemetry.topology import read_topology
 
     h100 = read_topology(FakeNvml("hgx-h100")).to_json()

@@ -287,9 +287,9 @@ FIELD_NAMES = sorted({name for fields in wire.EVENT_FIELDS.values() for name, _,
 def test_a_session_survives_any_event_the_reader_lets_through(tmp_path_factory, event_type, fields, config_id):
     """Lines of the right shape with values of any JSON type: each is refused by the reader (MalformedEvent)
     or applied by the session without an error."""
-    from ddptop import rundir
-    from ddptop.plan import PlanOptions, build_plan
-    from ddptop.session import Session
+    from ddptop.run import rundir
+    from ddptop.run.plan import PlanOptions, build_plan
+    from ddptop.run.session import Session
     from ddptop.telemetry.inventory import Inventory
 
     event = {"v": 1, "type": event_type, "t": 1.0, "rank": 0, **fields}

@@ -3,5 +3,5 @@ explanations (formulas), compute against communication (communication) and the s
 live view and the saved summary (scaling).
 
 Plain Python on plain numbers and a session's figures: no Textual, no torch. Import the modules themselves;
-this package imports none of them, so ``ddptop.session`` can use ``stats`` without pulling in the rest.
+this package imports none of them, so ``ddptop.run.session`` can use ``stats`` without pulling in the rest.
 """

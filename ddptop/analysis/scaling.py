@@ -8,21 +8,31 @@ against DDP and the collective kernel's bandwidth beside DDP's are here too.
 
 The live view asks for the same rows several times a second while only a few inputs change between looks.
 ``LiveScaling`` keeps the last tables and rebuilds them only when a configuration's inputs (its p50 step
-time, gradient size and communication figures) changed, so a frame with nothing new costs a key comparison.
+time, gradient size and communication figures) changed, so a frame with nothing new costs a key comparison
+(``ddptop.run.live_scaling`` feeds it a running session's configurations).
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ddptop.analysis import communication, formulas, projection, stats
-from ddptop.protocol.vocab import FAILED
 
-if TYPE_CHECKING:
-    from ddptop.plan import Plan
-    from ddptop.session import ConfigState, Session
+
+class Plan(Protocol):
+    """What the scaling tables read of a sweep's plan (``ddptop.run.model.Plan`` has it all)."""
+
+    scaling: str
+    device: str
+    threads_per_rank: dict[int, int]
+    cores_per_rank: float | None
+    su_core_weight: float
+    su_gpu_weight: float
+    efficiency_threshold: float
+    price_per_gpu_hour: float | None
+    epoch_examples: int
+    internode_gbps: float
 
 
 def scaling_tables(
@@ -244,24 +254,6 @@ def compare_with_collectives(entries: Sequence[dict[str, Any]], collectives: lis
 # -- the live view ------------------------------------------------------------------------------------------
 
 
-def live_entry(state: ConfigState) -> dict[str, Any]:
-    """What the scaling tables read of one configuration while it runs: its spec, running percentiles
-    (p50 is exact, as in the saved summary), gradient size and communication figures."""
-    entry = state.spec.to_json()
-    entry.update(
-        {
-            "config_id": state.spec.config_id,
-            "label": state.spec.label,
-            "stats": state.summary(),
-            "grad_bytes": state.info.get("grad_bytes"),
-            "params": state.info.get("params"),
-        }
-    )
-    if entry["stats"] is not None:
-        entry["communication"] = communication.config_communication(state, entry)
-    return entry
-
-
 # What the tables read of an entry besides its p50 and communication figures.
 _ENTRY_INPUTS = (
     "config_id", "label", "mode", "model", "scaling", "batch_size", "global_batch", "world_size", "backend",
@@ -296,7 +288,6 @@ class LiveScaling:
         self.tables: list[dict[str, Any]] = []
         self._key: tuple | None = None
         self._rows: dict[str, dict[str, Any]] = {}
-        self._entries: dict[str, tuple[int, str, dict[str, Any]]] = {}  # config id -> (revision, status, entry)
 
     def rows(self, entries: Sequence[dict[str, Any]]) -> dict[str, dict[str, Any]]:
         """Speedup, efficiency, exposed communication and the rest of each row, by configuration id."""
@@ -305,34 +296,3 @@ class LiveScaling:
             tables = scaling_tables(entries, self.plan)
             self.tables, self._rows, self._key = tables, rows_by_config(tables), key
         return self._rows
-
-    def session_rows(self, session: Session) -> dict[str, dict[str, Any]]:
-        """The rows of the configurations of ``session`` that have not failed, read under its lock; a
-        configuration's entry is rebuilt only when its revision or status moved."""
-        with session.lock:
-            entries = [self._entry(state) for state in session.ordered_states() if state.status not in FAILED]
-        return self.rows(entries)
-
-    def _entry(self, state: ConfigState) -> dict[str, Any]:
-        config_id = state.spec.config_id
-        known = self._entries.get(config_id)
-        if known is not None and known[0] == state.revision and known[1] == state.status:
-            return known[2]
-        entry = live_entry(state)
-        self._entries[config_id] = (state.revision, state.status, entry)
-        return entry
-
-
-_LIVE: weakref.WeakKeyDictionary[Session, LiveScaling] = weakref.WeakKeyDictionary()
-
-
-def live_scaling(session: Session) -> dict[str, dict[str, Any]]:
-    """Speedup and efficiency so far, per configuration id, from the configurations with samples.
-
-    Each session has one ``LiveScaling``, kept as long as the session lives: repeated looks at an unchanged
-    run return the same dict without recomputing. Call it from one thread at a time.
-    """
-    cache = _LIVE.get(session)
-    if cache is None or cache.plan is not session.plan:
-        cache = _LIVE[session] = LiveScaling(session.plan)
-    return cache.session_rows(session)

@@ -6,7 +6,7 @@ import os
 import time
 from typing import Any
 
-from ddptop import rundir
+from ddptop.run import rundir
 from ddptop.doctor.checks import CHECK_NAMES
 from ddptop.doctor.result import FAIL, STATUSES, Check
 from ddptop.errors import DdptopError

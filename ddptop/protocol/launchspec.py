@@ -35,7 +35,7 @@ class RunConfig:
     """One measured configuration: one model at one batch on one world size, DDP, DataParallel or the
     no-DDP baseline.
 
-    The one definition of a configuration's fields: the plan's ``ddptop.model.ConfigSpec`` subclasses it
+    The one definition of a configuration's fields: the plan's ``ddptop.run.model.ConfigSpec`` subclasses it
     (adding only what the core derives from them), so plan.json, launch.json and summary.json hold one
     shape, and a rank reads the configuration with the same types the plan wrote.
     """

@@ -2,7 +2,8 @@
 
 ``build_summary`` gathers a session's configurations, the scaling tables (``ddptop.analysis.scaling``), the
 sweep's overhead and the run directory's telemetry timeline, topology and follower files into that document;
-it reads those files but writes nothing (``ddptop.report.store`` saves and loads it).
+it reads those files but writes nothing (``ddptop.report.store`` saves and loads it). ``load_target`` gives
+a run's summary: the saved one, or one built from the run directory's events.
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import time
 from typing import Any
 
 from ddptop.analysis import communication, compute, links, scaling, verdict
-from ddptop.protocol.layout import ENVIRONMENT_FILE, RUNNER_FILE, TIMELINE_FILE, TOPOLOGY_FILE, node_file
+from ddptop.protocol.layout import (ENVIRONMENT_FILE, RUNNER_FILE, SUMMARY_JSON, TIMELINE_FILE, TOPOLOGY_FILE,
+                                    node_file)
 from ddptop.protocol.marks import LaunchEnd, parse_mark
 from ddptop.protocol.vocab import Status
 from ddptop.protocol.wire import EventFileReader
+from ddptop.report import store
 from ddptop.report.store import SCHEMA, SCHEMA_VERSION, read_json_object
-from ddptop.session import Session
+from ddptop.run.session import Session
 from ddptop.telemetry import timeline, validity
 
 
@@ -335,3 +338,18 @@ def _nodes(session: Session) -> list[dict[str, Any]]:
                       "files": {"runner": os.path.basename(runner),
                                 "telemetry": node_file(TIMELINE_FILE, rank)}})
     return nodes
+
+
+def load_target(target: str, rebuild: bool = False) -> tuple[dict[str, Any], bool]:
+    """The summary of a run directory or a summary.json, and whether it had to be rebuilt from the events
+    (a directory without a summary yet, or ``rebuild``); rebuilding does not write it."""
+    if os.path.isdir(target):
+        path = os.path.join(target, SUMMARY_JSON)
+        if os.path.exists(path) and not rebuild:
+            return store.load_summary(path), False
+        session = Session.load(target)
+        session.refresh(final=True)
+        return build_summary(session), True
+    if os.path.isfile(target):
+        return store.load_summary(target), False
+    raise store.SummaryError(f"{target} is neither a run directory nor a summary file")

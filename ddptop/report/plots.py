@@ -19,7 +19,7 @@ import math
 import os
 from typing import Any
 
-from ddptop import rundir
+from ddptop.run import rundir
 from ddptop.analysis import formulas
 from ddptop.protocol.layout import PLOTS_DIR
 

@@ -2,7 +2,7 @@
 
 ``save_summary`` writes summary.json/.md/.csv atomically; ``load_summary`` refuses documents of an unknown
 schema or version and upgrades older versions it knows (the renamed keys are in ``ddptop.report.keys``);
-``load_target`` reads a run directory's summary, or builds one from its events (``ddptop.report.build``).
+``ddptop.report.build.load_target`` reads a run directory's summary, or builds one from its events.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 import tempfile
 from typing import Any
 
-from ddptop import rundir
+from ddptop.run import rundir
 from ddptop.errors import DdptopError
 from ddptop.protocol.layout import (PLOTS_DIR, SUMMARY_CSV, SUMMARY_JSON, SUMMARY_MD,
                                     TOPOLOGY_FILE)
@@ -52,11 +52,11 @@ def summary_paths(run_dir: str) -> dict[str, str]:
 
 
 def _write_summary(summary: dict[str, Any], directory: str) -> dict[str, str]:
-    from ddptop.report import tables
+    from ddptop.report import sections, tables  # numpy: loaded when a summary is written, not with the view
 
     paths = summary_paths(directory)
     rundir.write_json(paths["json"], summary)
-    rundir.write_atomic(paths["md"], tables.markdown(summary))
+    rundir.write_atomic(paths["md"], sections.markdown(summary))
     rundir.write_atomic(paths["csv"], tables.csv_text(summary))
     return paths
 
@@ -93,24 +93,6 @@ def save_summary(
     except OSError as exc:
         return {"save_error": reason, "fallback_error": rundir.describe_os_error(exc, exc.filename or "")}
     return {**paths, "save_error": reason, "fallback": target}
-
-
-def load_target(target: str, rebuild: bool = False) -> tuple[dict[str, Any], bool]:
-    """The summary of a run directory or a summary.json, and whether it had to be rebuilt from the events
-    (a directory without a summary yet, or ``rebuild``); rebuilding does not write it."""
-    if os.path.isdir(target):
-        path = os.path.join(target, SUMMARY_JSON)
-        if os.path.exists(path) and not rebuild:
-            return load_summary(path), False
-        from ddptop.report.build import build_summary  # build imports this module
-        from ddptop.session import Session
-
-        session = Session.load(target)
-        session.refresh(final=True)
-        return build_summary(session), True
-    if os.path.isfile(target):
-        return load_summary(target), False
-    raise SummaryError(f"{target} is neither a run directory nor a summary file")
 
 
 def save_plots_safely(summary: dict[str, Any], run_dir: str) -> dict[str, str]:

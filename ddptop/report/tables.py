@@ -861,27 +861,6 @@ def plan_markdown(summary: dict[str, Any]) -> list[str]:
     ]
 
 
-def text_report(summary: dict[str, Any]) -> str:
-    """The whole report for a terminal: every part ``sections.SECTIONS`` lists, in its order."""
-    from ddptop.report import sections  # it lists this module's parts, so it imports this module
-
-    return sections.text_report(summary)
-
-
-def markdown(summary: dict[str, Any]) -> str:
-    """The whole report as Markdown (summary.md)."""
-    from ddptop.report import sections
-
-    return sections.markdown(summary)
-
-
-def closing_text(summary: dict[str, Any], paths: dict[str, str]) -> str:
-    """What a run prints when it ends: the report, then where the summary files are."""
-    from ddptop.report import sections
-
-    return sections.closing_text(summary, paths)
-
-
 CSV_SPEC_FIELDS = (
     "config_id", "model", "mode", "label", "world_size", "nnodes", "batch_size", "global_batch", "backend",
     "device", "scaling", "image_size", "status", "reason", "params", "peak_memory_bytes",

@@ -2,7 +2,7 @@
 
 Every NVML call ddptop makes goes through :func:`call`, so a field the GPU, driver or binding cannot give
 becomes a short reason ("not supported on this GPU") instead of an exception. ``DDPTOP_FAKE_NVML=dgx1``
-swaps in :mod:`ddptop.telemetry.fake_nvml`, a simulated 8-GPU node, through this same door: everything
+swaps in :mod:`ddptop.telemetry.fake.nvml`, a simulated 8-GPU node, through this same door: everything
 downstream runs the code it would run against a real driver.
 """
 
@@ -50,7 +50,7 @@ def load(module: Any | None = None) -> tuple[Any, bool]:
         return module, bool(getattr(module, "IS_FAKE", False))
     fake = os.environ.get(FAKE_ENV)
     if fake:
-        from ddptop.telemetry import fake_nvml
+        from ddptop.telemetry.fake import nvml as fake_nvml
 
         try:
             return fake_nvml.module_for(fake), True

@@ -27,10 +27,10 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
 
 from ddptop.control import LiveControl, RecordedControl, RunControl, ScreenSummary, display_path
-from ddptop.live import LiveRun
-from ddptop.options import DEFAULT_FPS
-from ddptop.signals import handle_stop_signals
-from ddptop.snapshot import FINAL_PHASES, RunSnapshot
+from ddptop.run.live import LiveRun
+from ddptop.run.options import DEFAULT_FPS
+from ddptop.run.signals import handle_stop_signals
+from ddptop.run.snapshot import FINAL_PHASES, RunSnapshot
 from ddptop.telemetry.topology import format_matrix
 from ddptop.tui import ascii
 from ddptop.tui import format as fmt
@@ -411,7 +411,7 @@ def run_tui(live: LiveRun, fps: float, mouse: bool = True) -> int:
     """Run the sweep under the live view; print the tables after it closes. The exit code of the sweep."""
     import sys
 
-    from ddptop.report import tables
+    from ddptop.report import sections
 
     if live.monitor is not None:
         live.monitor.start()  # its first reading comes while the terminal is set up: the first frame has GPUs
@@ -422,7 +422,7 @@ def run_tui(live: LiveRun, fps: float, mouse: bool = True) -> int:
         code = live.finish()  # whatever ended the app: save what was measured
     try:
         if live.summary is not None and live.paths is not None:
-            sys.stdout.write(tables.closing_text(live.summary, live.paths))
+            sys.stdout.write(sections.closing_text(live.summary, live.paths))
             sys.stdout.flush()
     except OSError:  # the terminal went away (SIGHUP): the files are written, nothing to show
         pass

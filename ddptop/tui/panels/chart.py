@@ -9,7 +9,7 @@ import time
 from rich.text import Text
 
 from ddptop.protocol.vocab import Status
-from ddptop.snapshot import RunSnapshot
+from ddptop.run.snapshot import RunSnapshot
 from ddptop.tui import format as fmt
 from ddptop.tui.lines import TextLines
 

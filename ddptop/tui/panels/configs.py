@@ -8,7 +8,7 @@ from typing import Any
 from rich.text import Text
 
 from ddptop.protocol.vocab import FAILED, Status
-from ddptop.snapshot import ConfigSnapshot, RunSnapshot, ScalingFigures, Validity
+from ddptop.run.snapshot import ConfigSnapshot, RunSnapshot, ScalingFigures, Validity
 from ddptop.tui import format as fmt
 from ddptop.tui.lines import LineTable
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from rich.text import Text
 
-from ddptop.snapshot import RunSnapshot
+from ddptop.run.snapshot import RunSnapshot
 from ddptop.tui import format as fmt
 from ddptop.tui.lines import LineTable
 from ddptop.tui.panels.cached import CachedStatic

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.widgets import Log
 
 from ddptop.control import LOG_LINES
-from ddptop.snapshot import RunSnapshot
+from ddptop.run.snapshot import RunSnapshot
 from ddptop.tui import format as fmt
 
 

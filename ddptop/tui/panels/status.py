@@ -1,4 +1,4 @@
-"""The status line: configurations done, elapsed time, what runs and the time left (``ddptop.eta``), who
+"""The status line: configurations done, elapsed time, what runs and the time left (``ddptop.run.eta``), who
 writes a watched run."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ import time
 
 from rich.text import Text
 
-from ddptop import eta
+from ddptop.run import eta
 from ddptop.protocol.vocab import ENDED as CONFIG_ENDED
-from ddptop.snapshot import RunPhase, RunSnapshot
+from ddptop.run.snapshot import RunPhase, RunSnapshot
 from ddptop.tui import format as fmt
 from ddptop.tui.panels.cached import CachedStatic
 

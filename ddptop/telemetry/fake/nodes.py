@@ -1,6 +1,6 @@
 """Simulated GPU nodes as data: the schema of a node profile and its loader (``docs/fake-nodes.md``).
 
-A profile is a TOML file: ``ddptop/telemetry/nodes/<name>.toml`` for the shipped ones, chosen with
+A profile is a TOML file: ``ddptop/telemetry/fake/profiles/<name>.toml`` for the shipped ones, chosen with
 ``DDPTOP_FAKE_NVML=<name>``, or any path (``DDPTOP_FAKE_NVML=path/to/node.toml``). It describes what NVML
 and ``/sys`` would show on that machine: the driver (and which NVML functions it lacks), the CPU sockets,
 the PCIe switches, the GPUs (model, memory, clocks, links, MIG instances, whether this process may open
@@ -15,7 +15,7 @@ import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-NODES_DIR = os.path.join(os.path.dirname(__file__), "nodes")
+NODES_DIR = os.path.join(os.path.dirname(__file__), "profiles")
 
 
 class ProfileError(ValueError):

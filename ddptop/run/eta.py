@@ -10,7 +10,7 @@ before it has something to go on.
 from __future__ import annotations
 
 from ddptop.protocol.vocab import ENDED, Status
-from ddptop.snapshot import ConfigSnapshot, SessionSnapshot
+from ddptop.run.snapshot import ConfigSnapshot, SessionSnapshot
 
 MIN_PROGRESS = 0.05  # below this, a projection from the first steps (warm-up, compilation) misleads
 

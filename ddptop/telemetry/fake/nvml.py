@@ -1,7 +1,7 @@
 """A simulated NVML node, for tests and demos on machines without a GPU. Everything it reports is FAKE.
 
 Three layers, the lowest one simulated:
-- the node (:class:`FakeNvml`): a profile from ``ddptop/telemetry/nodes/`` (``docs/fake-nodes.md``), its
+- the node (:class:`FakeNvml`): a profile from ``ddptop/telemetry/fake/profiles/`` (``docs/fake-nodes.md``), its
   readings, and faults injected by tests;
 - the C library (``fake_driver``): ``nvml.h``'s functions as ctypes callbacks that fill the real structs;
 - the binding: the installed ``pynvml`` module file, unchanged, loaded a second time over the fake library
@@ -36,9 +36,9 @@ from typing import Any, Callable
 
 import pynvml
 
-from ddptop.telemetry import fake_driver
-from ddptop.telemetry.fake_driver import NvmlReturn
-from ddptop.telemetry.fake_nodes import GpuSpec, MigInstance, NodeProfile, ProfileError, known_nodes, load_profile
+from ddptop.telemetry.fake import driver as fake_driver
+from ddptop.telemetry.fake.driver import NvmlReturn
+from ddptop.telemetry.fake.nodes import GpuSpec, MigInstance, NodeProfile, ProfileError, known_nodes, load_profile
 
 IS_FAKE = True
 GIB = 1 << 30

@@ -13,14 +13,14 @@ import os
 import threading
 from typing import Any
 
-from ddptop.cluster import Cluster
+from ddptop.run.cluster import Cluster
 from ddptop.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from ddptop.model import Plan
-from ddptop.options import PlanOptions
+from ddptop.run.model import Plan
+from ddptop.run.options import PlanOptions
 from ddptop.protocol.vocab import FAILED, Status
 from ddptop.report import store
-from ddptop.session import Session
-from ddptop.sweep import SweepRunner
+from ddptop.run.session import Session
+from ddptop.run.sweep import SweepRunner
 from ddptop.protocol.layout import TIMELINE_FILE
 from ddptop.telemetry.monitor import Monitor
 from ddptop.telemetry.topology import Topology
@@ -144,11 +144,11 @@ def create_live_run(
     Raises a ``DdptopError`` (one line for the user) before anything is written if the plan is invalid.
     ``inventory`` defaults to this node's GPUs as NVML reports them.
     """
-    from ddptop import environment
-    from ddptop.plan import build_plan
+    from ddptop.run import environment
+    from ddptop.run.plan import build_plan
     from ddptop.protocol.layout import ENVIRONMENT_FILE, TOPOLOGY_FILE
     from ddptop.protocol.wire import EventsUnwritable
-    from ddptop.rundir import RunDirError, create_run_dir, describe_os_error, write_json
+    from ddptop.run.rundir import RunDirError, create_run_dir, describe_os_error, write_json
     from ddptop.telemetry.inventory import read_inventory
     from ddptop.telemetry.topology import read_topology
 

@@ -17,8 +17,8 @@ from ddptop.protocol.layout import PLOTS_DIR, SUMMARY_JSON
 from ddptop.protocol.marks import SweepEnd, parse_mark
 from ddptop.protocol.wire import EventFileReader
 from ddptop.report import store
-from ddptop.session import Session, process_is_alive
-from ddptop.snapshot import RunPhase
+from ddptop.run.session import Session, process_is_alive
+from ddptop.run.snapshot import RunPhase
 
 SAVE_GRACE = 30.0  # seconds the writer gets after the sweep's end to save summary.json
 CHECK_PERIOD = 2.0  # seconds between checks that the writer is alive

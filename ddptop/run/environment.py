@@ -13,7 +13,7 @@ import sys
 from dataclasses import asdict
 
 from ddptop import __version__
-from ddptop.plan import usable_cpu_count
+from ddptop.run.plan import usable_cpu_count
 from ddptop.telemetry import nvml as nv
 from ddptop.telemetry.inventory import Inventory
 

@@ -1,7 +1,7 @@
 """The plan as data: the whole sweep (``Plan``), its torchrun launches (``Launch``) and the configurations
 measured in them (``ConfigSpec``).
 
-``ddptop.plan`` builds a ``Plan`` from the user's options; the runner, the session and the reports only
+``ddptop.run.plan`` builds a ``Plan`` from the user's options; the runner, the session and the reports only
 read these frozen records, and a run directory keeps them as JSON (``to_json``/``from_json``).
 """
 
@@ -130,7 +130,7 @@ class Plan:
     broadcast_buffers: bool = True  # DDP's broadcast_buffers (RunConfig)
     rank_devices: tuple[str, ...] = ()
     per_rank_devices: bool = False
-    bind_cores: bool = True  # each rank on CPUs of its own (ddptop.binding); plans from before it ran unbound
+    bind_cores: bool = True  # each rank on CPUs of its own (ddptop.run.binding); plans from before it ran unbound
 
     def nodes_for(self, world_size: int) -> int:
         """Nodes a world size runs on: one while it fits a node, else full nodes of nproc_per_node ranks."""

@@ -1,9 +1,9 @@
 """What to run: a sweep of models x batch sizes x world sizes x backends, validated before anything starts.
 
 A plan comes from command-line flags, a TOML file (same keys, underscores), or both (flags win); the options
-themselves are defined once in ``ddptop.options``. ``build_plan`` resolves each group of them for this
+themselves are defined once in ``ddptop.run.options``. ``build_plan`` resolves each group of them for this
 machine in one small step; every problem is reported as one ``PlanError`` line and nothing is launched for
-an invalid plan. The result is a ``ddptop.model.Plan``.
+an invalid plan. The result is a ``ddptop.run.model.Plan``.
 
 Batch semantics: with weak scaling (the default, as in PyTorch's DDP benchmark) each batch size is per rank
 and the global batch grows with N; with strong scaling each batch size is the global batch, split evenly
@@ -23,8 +23,8 @@ from bench_kernels.collectives import OPS as COLLECTIVE_OPS
 from bench_kernels.collectives import parse_size
 from bench_kernels.faults import FaultSpecError, parse_fault
 from ddptop.errors import DdptopError
-from ddptop.model import ConfigSpec, Launch, Plan
-from ddptop.options import AMP_DTYPES, AUTO, BACKENDS, DEVICES, OPTIONS_BY_NAME, PlanOptions, toml_types
+from ddptop.run.model import ConfigSpec, Launch, Plan
+from ddptop.run.options import AMP_DTYPES, AUTO, BACKENDS, DEVICES, OPTIONS_BY_NAME, PlanOptions, toml_types
 from ddptop.protocol.vocab import OnFailure, Scaling
 from ddptop.telemetry.inventory import Inventory, devices_for
 
@@ -33,7 +33,7 @@ from ddptop.telemetry.inventory import Inventory, devices_for
 # 6% more wall time than two on the default CPU plan (benchmarks/launch_cost.py, tests/test_launches.py).
 DEFAULT_LAUNCHES = 3
 
-__all__ = [  # ConfigSpec, Launch, Plan and PlanOptions live in ddptop.model and ddptop.options
+__all__ = [  # ConfigSpec, Launch, Plan and PlanOptions live in ddptop.run.model and ddptop.run.options
     "ConfigSpec", "Launch", "Plan", "PlanError", "PlanOptions", "build_plan", "default_world_sizes",
     "read_plan_file", "usable_cpu_count",
 ]

@@ -14,19 +14,19 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ddptop import rundir
-from ddptop.binding import launch_binding
-from ddptop.cluster import Cluster
-from ddptop.follower import END_GRACE
-from ddptop.launcher import NodePlacement, TorchrunLaunch, describe_exit
-from ddptop.model import ConfigSpec, Launch, Plan
+from ddptop.run import rundir
+from ddptop.run.binding import launch_binding
+from ddptop.run.cluster import Cluster
+from ddptop.run.follower import END_GRACE
+from ddptop.run.launcher import NodePlacement, TorchrunLaunch, describe_exit
+from ddptop.run.model import ConfigSpec, Launch, Plan
 from ddptop.protocol import layout
 from ddptop.protocol.launchspec import CollectiveSpec, LaunchSpec, RunConfig
 from ddptop.protocol.marks import ConfigEnd, LaunchEnd, LaunchStart, SweepEnd, parse_mark
 from ddptop.protocol.vocab import ENDED, FAILED, OnFailure, Status, SweepStatus
 from ddptop.protocol.storage import lasting
 from ddptop.protocol.wire import UNWRITABLE_MARK, EventFileReader
-from ddptop.session import Session
+from ddptop.run.session import Session
 from ddptop.telemetry import timeline, validity
 from ddptop.telemetry.inventory import rank_gpu_environment
 

@@ -3,7 +3,7 @@
 The session tails every rank's events file and ddptop's own ``runner.jsonl``; it never talks to a rank
 directly. So the same code follows a sweep this process runs, one another process is writing
 (``ddptop watch``), and one that ended or died long ago (``ddptop report``). Frontends call ``refresh()``
-and read ``snapshot()``, a frozen copy taken under the lock (``ddptop.snapshot``), never the live state; the
+and read ``snapshot()``, a frozen copy taken under the lock (``ddptop.run.snapshot``), never the live state; the
 sweep runner calls ``mark()`` for what only it knows (a launch died, a configuration was skipped or stopped),
 and that too is written to disk first.
 """
@@ -21,10 +21,10 @@ from typing import Any
 
 import psutil
 
-from ddptop import rundir
+from ddptop.run import rundir
 from ddptop.analysis import stats
-from ddptop.plan import ConfigSpec, Plan
-from ddptop.snapshot import CHART_TAIL, ConfigSnapshot, LaunchSnapshot, SessionSnapshot, StepStats
+from ddptop.run.plan import ConfigSpec, Plan
+from ddptop.run.snapshot import CHART_TAIL, ConfigSnapshot, LaunchSnapshot, SessionSnapshot, StepStats
 from ddptop.telemetry.host import RankProcess
 from ddptop.protocol import layout
 from ddptop.protocol import precision

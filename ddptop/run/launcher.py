@@ -23,8 +23,8 @@ from typing import Any
 import psutil
 
 import bench_kernels
-from ddptop import rundir
-from ddptop.cluster import Cluster
+from ddptop.run import rundir
+from ddptop.run.cluster import Cluster
 from ddptop.protocol import layout
 from ddptop.protocol.affinity import NUMA_BINDING_ENV, UNBOUND_ENV
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError

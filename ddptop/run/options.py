@@ -4,7 +4,7 @@ Each ``Option`` record says what the option is (name, type, default, list or not
 spells it. From the one table ``RUN_OPTIONS`` come the ``ddptop run`` flags (``add_run_arguments``), the
 keys and value types a TOML plan file accepts (``toml_types``), the ``PlanOptions`` dataclass and the merge
 of a plan file with the flags (``merge_plan_options``), so adding an option is one line here plus its use
-in ``ddptop.plan``. Options with ``in_plan=False`` (--headless, --out, ...) steer one run and are flags only.
+in ``ddptop.run.plan``. Options with ``in_plan=False`` (--headless, --out, ...) steer one run and are flags only.
 
 Standard library only: the command line imports this before it knows whether torch or Textual is needed.
 """

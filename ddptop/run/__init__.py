@@ -1,0 +1,18 @@
+"""Running a sweep: what to run, how it is launched, and what its ranks said while it ran.
+
+- the plan: ``options`` (every ``ddptop run`` option, one table), ``plan`` (options to a ``Plan``, TOML
+  files), ``model`` (``Plan``, ``ConfigSpec``, ``Launch``: what runs in which launch);
+- launching: ``sweep`` (launches in order, the hang watch, one more launch for a disturbed one),
+  ``launcher`` (one torchrun subprocess), ``binding`` (the CPUs each rank gets), ``cluster`` and
+  ``follower`` (several nodes), ``environment`` (what the node and its software are), ``signals``;
+- reading it back: ``session`` (the ranks' events as per-configuration state), ``live`` (a live run: plan,
+  session, sweep and telemetry together), ``watch`` and ``snapshot`` (a run seen from outside its writer),
+  ``eta`` (time left), ``rundir`` (the run directory's files, written so a fault loses nothing).
+
+The frontends and ``ddptop.control`` sit above this package; ``ddptop.report`` beside it;
+``ddptop.analysis``, ``ddptop.telemetry`` and ``ddptop.protocol`` below it (the import-linter layers in
+pyproject.toml). Importing it loads neither torch nor Textual.
+"""
+
+__all__ = ["binding", "cluster", "environment", "eta", "follower", "launcher", "live", "model", "options",
+           "plan", "rundir", "session", "signals", "snapshot", "sweep", "watch"]

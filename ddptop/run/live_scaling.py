@@ -1,0 +1,77 @@
+"""Speedup and efficiency while a sweep runs: a session's configurations fed to the scaling tables.
+
+``ddptop.analysis.scaling.LiveScaling`` rebuilds the tables only when their inputs changed; here each
+configuration's entry is rebuilt only when its revision or status moved, read under the session's lock, so
+a frame with nothing new costs a look at a few counters.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import Any
+
+from ddptop.analysis import communication
+from ddptop.analysis.scaling import LiveScaling
+from ddptop.protocol.vocab import FAILED
+from ddptop.run.session import ConfigState, Session
+
+
+def live_entry(state: ConfigState) -> dict[str, Any]:
+    """What the scaling tables read of one configuration while it runs: its spec, running percentiles
+    (p50 is exact, as in the saved summary), gradient size and communication figures."""
+    entry = state.spec.to_json()
+    entry.update(
+        {
+            "config_id": state.spec.config_id,
+            "label": state.spec.label,
+            "stats": state.summary(),
+            "grad_bytes": state.info.get("grad_bytes"),
+            "params": state.info.get("params"),
+        }
+    )
+    if entry["stats"] is not None:
+        entry["communication"] = communication.config_communication(state, entry)
+    return entry
+
+
+class SessionScaling:
+    """The scaling rows of one session's configurations that have not failed (see the module)."""
+
+    def __init__(self, session: Session) -> None:
+        self.session = session
+        self.scaling = LiveScaling(session.plan)
+        self._entries: dict[str, tuple[int, str, dict[str, Any]]] = {}  # config id -> (revision, status, entry)
+
+    @property
+    def tables(self) -> list[dict[str, Any]]:
+        return self.scaling.tables
+
+    def rows(self) -> dict[str, dict[str, Any]]:
+        with self.session.lock:
+            entries = [self._entry(state) for state in self.session.ordered_states()
+                       if state.status not in FAILED]
+        return self.scaling.rows(entries)
+
+    def _entry(self, state: ConfigState) -> dict[str, Any]:
+        config_id = state.spec.config_id
+        known = self._entries.get(config_id)
+        if known is not None and known[0] == state.revision and known[1] == state.status:
+            return known[2]
+        entry = live_entry(state)
+        self._entries[config_id] = (state.revision, state.status, entry)
+        return entry
+
+
+_LIVE: weakref.WeakKeyDictionary[Session, SessionScaling] = weakref.WeakKeyDictionary()
+
+
+def live_scaling(session: Session) -> dict[str, dict[str, Any]]:
+    """Speedup and efficiency so far, per configuration id, from the configurations with samples.
+
+    Each session has one ``SessionScaling``, kept as long as the session lives: repeated looks at an
+    unchanged run return the same dict without recomputing. Call it from one thread at a time.
+    """
+    cache = _LIVE.get(session)
+    if cache is None or cache.scaling.plan is not session.plan:
+        cache = _LIVE[session] = SessionScaling(session)
+    return cache.rows()
