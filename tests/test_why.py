@@ -20,6 +20,14 @@ from ddptop.analysis.peaks import datasheet_peak, peak_flops
     ("NVIDIA H100 PCIe", "fp16", 756.0),
     ("Tesla V100-SXM2-16GB", "fp16", 125.0),
     ("NVIDIA L4", "bf16", 121.0),
+    ("NVIDIA H200 NVL", "bf16", 835.5),  # not the SXM part's 989.4, which "H200" alone would give
+    ("NVIDIA H200", "bf16", 989.4),
+    ("NVIDIA H100 NVL", "tf32", 417.5),
+    ("NVIDIA B200", "bf16", 2250.0),
+    ("NVIDIA L40", "tf32", 90.5),
+    ("NVIDIA RTX A6000", "bf16", 154.8),
+    ("NVIDIA GeForce RTX 3090", "fp16", 71.0),
+    ("NVIDIA GeForce RTX 4090", "bf16", 165.2),
 ])
 def test_datasheet_figures_are_the_dense_ones(name, dtype, tflops):
     value, source = peak_flops(name, dtype)
@@ -28,8 +36,9 @@ def test_datasheet_figures_are_the_dense_ones(name, dtype, tflops):
 
 def test_model_numbers_match_whole_and_unknown_gpus_say_so():
     assert datasheet_peak("NVIDIA A10").name == "A10" and datasheet_peak("NVIDIA A100-PCIE-40GB").name == "A100"
-    assert datasheet_peak("NVIDIA L40S").name == "L40S" and datasheet_peak("NVIDIA L40") is None
-    assert peak_flops("NVIDIA GeForce RTX 4090", "bf16") == (None, "no datasheet figure for NVIDIA GeForce RTX 4090")
+    assert datasheet_peak("NVIDIA L40S").name == "L40S" and datasheet_peak("NVIDIA L40").name == "L40"
+    assert datasheet_peak("NVIDIA H200 NVL").name == "H200 NVL" and datasheet_peak("NVIDIA H200").name == "H200 SXM"
+    assert peak_flops("NVIDIA A10G", "bf16") == (None, "no datasheet figure for NVIDIA A10G")  # not the A10's
     assert peak_flops("Tesla V100-SXM2-16GB", "bf16")[0] is None  # Volta has no bf16 tensor cores
 
 
