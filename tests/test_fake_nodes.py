@@ -117,6 +117,45 @@ def test_a_profile_can_be_a_path_and_a_broken_one_is_one_line(tmp_path):
     assert done.returncode == 0 and len(json.loads(done.stdout)["gpus"]) == 2
 
 
+DGX1_SOURCE = open(os.path.join(NODES_DIR, "dgx1.toml"), encoding="utf-8").read()
+
+# (what is changed in dgx1.toml, the one line that names its place)
+IMPOSSIBLE = [
+    (("cpu_affinity = ", "cpu_afinity = "), r"gpu\.cpu_afinity: unknown key"),
+    (("nvlink_slots = 6", "nvlink_slot = 6"), r"gpu\.nvlink_slot: unknown key"),
+    (("{ socket = 1, root = 1 },\n]", "{ socket = 1, root = 1, parent = 7 },\n]"),
+     r"pcie\.switches\[3\]\.parent: 7 names no switch"),
+    (("{ socket = 1, root = 1 },\n]", "{ socket = 2, root = 1 },\n]"), r"pcie\.switches\[3\]\.socket: 2 is out of range"),
+    (("[0, 1, 1], [0, 2, 1]", "[0, 1, 1], [0, 9, 1]"), r"nvlink\.pairs\[1\]\[1\]: 9 is out of range"),
+    (("[0, 1, 1], [0, 2, 1]", "[0, 1, 3], [0, 2, 1]"), r"nvlink\.pairs: GPU 0 has 8 NVLinks, more than its 6 nvlink_slots"),
+    (('cpu_affinity = "0-19,40-59"', 'cpu_affinity = "0-19;40-59"'), r"gpu\.cpu_affinity: '0-19;40-59' is not a CPU list"),
+    (('cpu_affinity = "0-19,40-59"', 'cpu_affinity = "0-19,40-99"'), r"gpu\.cpu_affinity: CPU 80 is not one of the 80"),
+    (("pcie = [3, 16]\n", ""), r"gpus\[0\]: no pcie \(nor a default in \[gpu\]\)"),
+    (("[[nics]]\nname = \"mlx5_0\"\nswitch = 0", "[[nics]]\nname = \"mlx5_0\"\nswitch = 4"),
+     r"nics\[0\]\.switch 4 names no switch"),
+]
+
+
+@pytest.mark.parametrize("change, message", IMPOSSIBLE)
+def test_a_profile_that_cannot_be_right_is_refused_naming_the_place(tmp_path, change, message):
+    old, new = change
+    assert old in DGX1_SOURCE
+    path = tmp_path / "wrong.toml"
+    path.write_text(DGX1_SOURCE.replace(old, new, 1))
+    with pytest.raises(ProfileError, match=r"wrong\.toml: " + message):
+        load_profile(str(path))
+
+
+def test_an_impossible_profile_is_one_line_and_exit_2_from_gpus_and_topo(tmp_path):
+    path = tmp_path / "wrong.toml"
+    path.write_text(DGX1_SOURCE.replace("{ socket = 1, root = 1 },\n]", "{ socket = 1, root = 1, parent = 7 },\n]"))
+    for command in ("gpus", "topo"):
+        done = ddptop(command, env={"DDPTOP_FAKE_NVML": str(path)})
+        assert done.returncode == 2 and done.stdout == "", command
+        assert done.stderr.strip().splitlines() == [
+            f"ddptop: error: {path}: pcie.switches[3].parent: 7 names no switch (there are 4)"], command
+
+
 @pytest.mark.parametrize("profile", PROFILES)
 def test_gpus_and_topo_commands_under_each_profile(profile):
     listed, _usable, cells = EXPECTED[profile]

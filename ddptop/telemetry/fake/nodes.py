@@ -120,50 +120,214 @@ def load_profile(choice: str) -> NodeProfile:
         raise ProfileError(f"{path}: {exc}") from None
     try:
         return _profile(os.path.basename(path)[:-5], data)
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ProfileError(f"{path}: {type(exc).__name__}: {exc}") from None
+    except _Invalid as exc:
+        raise ProfileError(f"{path}: {exc}") from None
+
+
+class _Invalid(ValueError):
+    """A profile's value that cannot be right; the message starts with its place (``gpus[2].pcie``)."""
+
+
+# The keys each table may hold: anything else is a typo (cpu_afinity) that would silently change nothing.
+_TOP_KEYS = {"description", "source", "driver", "cpu", "pcie", "gpu", "gpus", "nics", "nvlink", "processes"}
+_DRIVER_KEYS = {"version", "nvml_version", "cuda_version", "lacks", "unsupported_fields", "counter_bits"}
+_CPU_KEYS = {"sockets", "cores_per_socket", "threads_per_core"}
+_PCIE_KEYS = {"switches"}
+_SWITCH_KEYS = {"socket", "root", "parent"}
+_GPU_KEYS = {"name", "memory_mib", "power_limit_w", "sm_clock_max_mhz", "memory_clock_mhz", "pcie", "nvlink_slots",
+             "nvlink_version", "switch", "cpu_affinity", "accessible", "mig", "mig_capable", "gpm", "uuid"}
+_MIG_KEYS = {"profile", "memory_mib", "gpu_instance", "compute_instance"}
+_NIC_KEYS = {"name", "switch"}
+_NVLINK_KEYS = {"kind", "pairs"}
+_PROCESS_KEYS = {"gpu", "pid", "used_mib"}
+
+
+def _table(value: Any, place: str, allowed: set[str]) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise _Invalid(f"{place}: must be a table (got {value!r})")
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise _Invalid(f"{place}.{unknown[0]}: unknown key (known: {', '.join(sorted(allowed))})")
+    return value
+
+
+def _tables(value: Any, place: str, allowed: set[str]) -> list[dict[str, Any]]:
+    if not isinstance(value, list):
+        raise _Invalid(f"{place}: must be an array of tables (got {value!r})")
+    return [_table(entry, f"{place}[{i}]", allowed) for i, entry in enumerate(value)]
+
+
+def _need(table: dict[str, Any], key: str, place: str) -> Any:
+    if key not in table:
+        raise _Invalid(f"{place}: no {key}")
+    return table[key]
+
+
+def _int(value: Any, place: str, low: int | None = 0, high: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _Invalid(f"{place}: must be an integer (got {value!r})")
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"{low}..{high}" if high is not None else f">= {low}"
+        raise _Invalid(f"{place}: {value} is out of range ({bounds})")
+    return value
+
+
+def _bool(value: Any, place: str) -> bool:
+    if not isinstance(value, bool):
+        raise _Invalid(f"{place}: must be true or false (got {value!r})")
+    return value
+
+
+def _text(value: Any, place: str) -> str:
+    if not isinstance(value, str):
+        raise _Invalid(f"{place}: must be a string (got {value!r})")
+    return value
+
+
+def _names(value: Any, place: str) -> frozenset[str]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _Invalid(f"{place}: must be a list of names (got {value!r})")
+    return frozenset(value)
+
+
+def parse_cpu_list(text: str, place: str = "cpu_affinity") -> list[int]:
+    """"0-19,40-59" -> [0, ..., 19, 40, ..., 59]; _Invalid naming ``place`` for anything else."""
+    cpus: list[int] = []
+    for part in text.split(","):
+        first, dash, last = part.strip().partition("-")
+        if not first.isdigit() or (dash and not last.isdigit()) or (dash and int(last) < int(first)):
+            raise _Invalid(f"{place}: {text!r} is not a CPU list such as \"0-19,40-59\"")
+        cpus.extend(range(int(first), int(last or first) + 1))
+    return cpus
 
 
 def _profile(name: str, data: dict[str, Any]) -> NodeProfile:
-    driver, cpu, pcie = data["driver"], data["cpu"], data["pcie"]
-    switches = tuple(Switch(int(s["socket"]), int(s["root"]), s.get("parent")) for s in pcie["switches"])
-    defaults = data.get("gpu", {})
+    _table(data, "profile", _TOP_KEYS)
+    driver = _table(_need(data, "driver", "profile"), "driver", _DRIVER_KEYS)
+    cpu = _table(_need(data, "cpu", "profile"), "cpu", _CPU_KEYS)
+    pcie = _table(_need(data, "pcie", "profile"), "pcie", _PCIE_KEYS)
+    sockets = _int(_need(cpu, "sockets", "cpu"), "cpu.sockets", 1)
+    cores = _int(_need(cpu, "cores_per_socket", "cpu"), "cpu.cores_per_socket", 1)
+    threads = _int(cpu.get("threads_per_core", 1), "cpu.threads_per_core", 1)
+    cpu_count = sockets * cores * threads
+    switch_entries = _tables(_need(pcie, "switches", "pcie"), "pcie.switches", _SWITCH_KEYS)
+    switches = []
+    for index, entry in enumerate(switch_entries):
+        place = f"pcie.switches[{index}]"
+        parent = entry.get("parent")
+        if parent is not None:
+            _int(parent, f"{place}.parent")
+            if not parent < len(switch_entries):
+                raise _Invalid(f"{place}.parent: {parent} names no switch (there are {len(switch_entries)})")
+            if parent >= index:  # listed above its children, so a tree can never loop
+                raise _Invalid(f"{place}.parent: {parent} must be a switch listed before this one")
+        switch = Switch(_int(_need(entry, "socket", place), f"{place}.socket", 0, sockets - 1),
+                        _int(_need(entry, "root", place), f"{place}.root"), parent)
+        if parent is not None and (switch.socket, switch.root) != (switches[parent].socket, switches[parent].root):
+            raise _Invalid(f"{place}: below switch {parent} but on another socket or root")
+        switches.append(switch)
+    defaults = _table(data.get("gpu", {}), "gpu", _GPU_KEYS)
     gpus = []
-    for index, entry in enumerate(data["gpus"]):
+    for index, entry in enumerate(_tables(_need(data, "gpus", "profile"), "gpus", _GPU_KEYS)):
+        place = f"gpus[{index}]"
         spec = {**defaults, **entry}
-        mig = tuple(MigInstance(m["profile"], int(m["memory_mib"]), int(m["gpu_instance"]),
-                                int(m.get("compute_instance", 0))) for m in spec.get("mig", ()))
+
+        def need(key: str) -> Any:
+            if key not in spec:
+                raise _Invalid(f"{place}: no {key} (nor a default in [gpu])")
+            return spec[key]
+
+        def at(key: str) -> str:  # where a value was written: this GPU's table or the [gpu] defaults
+            return f"{place}.{key}" if key in entry else f"gpu.{key}"
+
+        mig = tuple(MigInstance(_text(_need(m, "profile", f"{place}.mig[{i}]"), f"{place}.mig[{i}].profile"),
+                                _int(_need(m, "memory_mib", f"{place}.mig[{i}]"), f"{place}.mig[{i}].memory_mib", 1),
+                                _int(_need(m, "gpu_instance", f"{place}.mig[{i}]"), f"{place}.mig[{i}].gpu_instance"),
+                                _int(m.get("compute_instance", 0), f"{place}.mig[{i}].compute_instance"))
+                    for i, m in enumerate(_tables(spec.get("mig", []), f"{place}.mig", _MIG_KEYS)))
+        link = need("pcie")
+        if not (isinstance(link, list) and len(link) == 2):
+            raise _Invalid(f"{at('pcie')}: must be [generation, width] (got {link!r})")
+        switch = _int(need("switch"), at("switch"))
+        if not switch < len(switches):
+            raise _Invalid(f"{at('switch')} {switch} names no switch (there are {len(switches)})")
+        affinity = spec.get("cpu_affinity")
+        if affinity is not None:
+            outside = [c for c in parse_cpu_list(_text(affinity, at("cpu_affinity")), at("cpu_affinity"))
+                       if c >= cpu_count]
+            if outside:
+                raise _Invalid(f"{at('cpu_affinity')}: CPU {outside[0]} is not one of the {cpu_count} CPUs of [cpu]")
         gpu = GpuSpec(
-            name=spec["name"], memory_mib=int(spec["memory_mib"]), power_limit_w=int(spec["power_limit_w"]),
-            sm_clock_max_mhz=int(spec["sm_clock_max_mhz"]), memory_clock_mhz=int(spec["memory_clock_mhz"]),
-            pcie=(int(spec["pcie"][0]), int(spec["pcie"][1])), nvlink_slots=int(spec.get("nvlink_slots", 0)),
-            nvlink_version=int(spec.get("nvlink_version", 0)),
-            switch=int(spec["switch"]), cpu_affinity=spec.get("cpu_affinity"),
-            accessible=bool(spec.get("accessible", True)), mig=mig,
-            mig_capable=bool(spec.get("mig_capable", bool(mig))), gpm=bool(spec.get("gpm", False)),
-            uuid=spec.get("uuid") or f"GPU-fa4e{index:04x}-0000-4000-8000-{zlib.crc32(name.encode()):012x}")
-        if not 0 <= gpu.switch < len(switches):
-            raise ValueError(f"gpus[{index}].switch {gpu.switch} names no switch")
+            name=_text(need("name"), at("name")), memory_mib=_int(need("memory_mib"), at("memory_mib"), 1),
+            power_limit_w=_int(need("power_limit_w"), at("power_limit_w"), 1),
+            sm_clock_max_mhz=_int(need("sm_clock_max_mhz"), at("sm_clock_max_mhz"), 1),
+            memory_clock_mhz=_int(need("memory_clock_mhz"), at("memory_clock_mhz"), 1),
+            pcie=(_int(link[0], at("pcie") + "[0]", 1, 6), _int(link[1], at("pcie") + "[1]", 1, 32)),
+            nvlink_slots=_int(spec.get("nvlink_slots", 0), at("nvlink_slots"), 0, 18),
+            nvlink_version=_int(spec.get("nvlink_version", 0), at("nvlink_version"), 0, 5),
+            switch=switch, cpu_affinity=affinity,
+            accessible=_bool(spec.get("accessible", True), at("accessible")), mig=mig,
+            mig_capable=_bool(spec.get("mig_capable", bool(mig)), at("mig_capable")),
+            gpm=_bool(spec.get("gpm", False), at("gpm")),
+            uuid=_text(spec.get("uuid") or f"GPU-fa4e{index:04x}-0000-4000-8000-{zlib.crc32(name.encode()):012x}",
+                       at("uuid")))
         gpus.append(gpu)
-    links = data.get("nvlink", {})
+    links = _table(data.get("nvlink", {}), "nvlink", _NVLINK_KEYS)
     kind = links.get("kind", "none")
     if kind not in ("none", "mesh", "nvswitch"):
-        raise ValueError(f"nvlink.kind must be none, mesh or nvswitch (got {kind!r})")
+        raise _Invalid(f"nvlink.kind: must be none, mesh or nvswitch (got {kind!r})")
     pairs: dict[tuple[int, int], int] = {}
-    for a, b, count in links.get("pairs", ()):
-        pairs[(int(a), int(b))] = pairs[(int(b), int(a))] = int(count)
+    listed = links.get("pairs", [])
+    if not isinstance(listed, list):
+        raise _Invalid(f"nvlink.pairs: must be a list of [GPU, GPU, links] (got {listed!r})")
+    for i, pair in enumerate(listed):
+        place = f"nvlink.pairs[{i}]"
+        if not (isinstance(pair, list) and len(pair) == 3):
+            raise _Invalid(f"{place}: must be [GPU, GPU, links] (got {pair!r})")
+        a, b = (_int(pair[k], f"{place}[{k}]", 0, len(gpus) - 1) for k in (0, 1))
+        if a == b or (a, b) in pairs:
+            raise _Invalid(f"{place}: {'a GPU linked to itself' if a == b else f'GPUs {a} and {b} listed twice'}")
+        pairs[(a, b)] = pairs[(b, a)] = _int(pair[2], f"{place}[2]", 1)
+    for index, gpu in enumerate(gpus):
+        wired = sum(count for (a, _), count in pairs.items() if a == index)
+        if wired > gpu.nvlink_slots:
+            raise _Invalid(f"nvlink.pairs: GPU {index} has {wired} NVLinks, more than its {gpu.nvlink_slots} "
+                           "nvlink_slots")
+    nics = []
+    for i, entry in enumerate(_tables(data.get("nics", []), "nics", _NIC_KEYS)):
+        switch = _int(_need(entry, "switch", f"nics[{i}]"), f"nics[{i}].switch")
+        if not switch < len(switches):
+            raise _Invalid(f"nics[{i}].switch {switch} names no switch (there are {len(switches)})")
+        nics.append((_text(_need(entry, "name", f"nics[{i}]"), f"nics[{i}].name"), switch))
+    processes = []
+    for i, entry in enumerate(_tables(data.get("processes", []), "processes", _PROCESS_KEYS)):
+        place = f"processes[{i}]"
+        used = entry.get("used_mib")
+        processes.append(ForeignProcess(_int(_need(entry, "gpu", place), f"{place}.gpu", 0, len(gpus) - 1),
+                                        _int(_need(entry, "pid", place), f"{place}.pid", 1),
+                                        None if used is None else _int(used, f"{place}.used_mib")))
     return NodeProfile(
-        name=name, description=data.get("description", ""), source=data.get("source", ""),
-        driver_version=str(driver["version"]), nvml_version=str(driver["nvml_version"]),
-        cuda_version=int(driver["cuda_version"]), lacks=frozenset(driver.get("lacks", ())),
-        unsupported_fields=frozenset(driver.get("unsupported_fields", ())),
-        sockets=int(cpu["sockets"]), cores_per_socket=int(cpu["cores_per_socket"]),
-        threads_per_core=int(cpu.get("threads_per_core", 1)), switches=switches, gpus=tuple(gpus),
-        nics=tuple((n["name"], int(n["switch"])) for n in data.get("nics", ())), nvlink=kind, nvlink_pairs=pairs,
-        foreign_processes=tuple(ForeignProcess(int(p["gpu"]), int(p["pid"]), p.get("used_mib"))
-                                for p in data.get("processes", ())),
-        counter_bits=int(driver.get("counter_bits", 64)),
+        name=name, description=_text(data.get("description", ""), "description"),
+        source=_text(data.get("source", ""), "source"),
+        driver_version=_text(_need(driver, "version", "driver"), "driver.version"),
+        nvml_version=_text(_need(driver, "nvml_version", "driver"), "driver.nvml_version"),
+        cuda_version=_int(_need(driver, "cuda_version", "driver"), "driver.cuda_version"),
+        lacks=_names(driver.get("lacks", []), "driver.lacks"),
+        unsupported_fields=_known_fields(driver.get("unsupported_fields", [])),
+        sockets=sockets, cores_per_socket=cores, threads_per_core=threads, switches=tuple(switches),
+        gpus=tuple(gpus), nics=tuple(nics), nvlink=kind, nvlink_pairs=pairs, foreign_processes=tuple(processes),
+        counter_bits=_int(driver.get("counter_bits", 64), "driver.counter_bits", 8, 64),
     )
+
+
+def _known_fields(value: Any) -> frozenset[str]:
+    import pynvml
+
+    names = _names(value, "driver.unsupported_fields")
+    unknown = sorted(n for n in names if not n.startswith("NVML_FI_") or not hasattr(pynvml, n))
+    if unknown:
+        raise _Invalid(f"driver.unsupported_fields: {unknown[0]} is no NVML field")
+    return names
 
 
 def with_changes(profile: NodeProfile, **changes: Any) -> NodeProfile:
