@@ -82,7 +82,8 @@ def collective_samples(events: Iterable[dict[str, Any]], launches: Mapping[str, 
     """Each collective's times per rank, keyed (world size, backend, op, bytes, in place)."""
     by_key: dict[tuple, dict[int, list[float]]] = defaultdict(dict)
     for event in events:
-        record = launches.get(event.get("launch"))
+        launch = event.get("launch")
+        record = launches.get(launch) if launch is not None else None
         backend = record.backend if record is not None else None
         key = (event["world_size"], backend, event["op"], event["bytes"], bool(event["inplace"]))
         by_key[key].setdefault(event["rank"], []).extend(event["sec"])

@@ -210,7 +210,7 @@ def _amdahl_fractions(speedups: Mapping[int, np.ndarray]) -> np.ndarray | None:
     with np.errstate(divide="ignore", invalid="ignore"):
         numerator = sum((1 / s - 1 / n) * (1 - 1 / n) for n, s in usable)
     denominator = sum((1 - 1 / n) ** 2 for n, _ in usable)
-    return numerator / denominator
+    return np.asarray(numerator / denominator)  # already an array (usable is not empty): for the type
 
 
 def add_collective_intervals(tables: Sequence[dict[str, Any]], events: Sequence[dict[str, Any]],

@@ -130,8 +130,8 @@ def config_launches(config_id: str, units: Mapping[str, Mapping[int, Sequence[fl
     ``salt``: the two sides of a comparison must not share their random draws)."""
     fitted = []
     pooled: list[float] = []
-    for name, samples in units.items():
-        samples = {r: list(v) for r, v in samples.items() if len(v)}
+    for name, given in units.items():
+        samples = {r: list(v) for r, v in given.items() if len(v)}
         if not samples:
             continue
         reps = uncertainty.median_replicates(samples, resamples=resamples, seed=_seed(f"{salt}{config_id}/{name}"))

@@ -19,8 +19,8 @@ def link_peak(topology: Mapping[str, Any] | None, gpus: Sequence[int], device: s
         return {"link": None, "why": "no link peak: the ranks ran on the CPU"}
     links = (topology or {}).get("links") or {}
     matrix = (topology or {}).get("matrix") or {}
-    found = [links.get(f"GPU{g}") for g in gpus]
-    if not gpus or any(f is None for f in found):
+    found = [links[f"GPU{g}"] for g in gpus if links.get(f"GPU{g}") is not None]
+    if not gpus or len(found) != len(gpus):
         return {"link": None, "why": "no link peak: the ranks' GPUs or their links are unknown"}
     pairs = [(a, b) for a in gpus for b in gpus if a != b]
     nvlinked = pairs and all(matrix.get(f"GPU{a}", {}).get(f"GPU{b}", "").startswith("NV") for a, b in pairs)

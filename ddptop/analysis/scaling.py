@@ -21,18 +21,29 @@ from ddptop.analysis import communication, formulas, projection, stats
 
 
 class Plan(Protocol):
-    """What the scaling tables read of a sweep's plan (``ddptop.run.model.Plan`` has it all)."""
+    """What the scaling tables read of a sweep's plan (``ddptop.run.model.Plan`` has it all). Read-only
+    members, so that a frozen dataclass fits, and one whose ``scaling`` is a ``str`` enum."""
 
-    scaling: str
-    device: str
-    threads_per_rank: dict[int, int]
-    cores_per_rank: float | None
-    su_core_weight: float
-    su_gpu_weight: float
-    efficiency_threshold: float
-    price_per_gpu_hour: float | None
-    epoch_examples: int
-    internode_gbps: float
+    @property
+    def scaling(self) -> str: ...
+    @property
+    def device(self) -> str: ...
+    @property
+    def threads_per_rank(self) -> dict[int, int]: ...
+    @property
+    def cores_per_rank(self) -> float | None: ...
+    @property
+    def su_core_weight(self) -> float: ...
+    @property
+    def su_gpu_weight(self) -> float: ...
+    @property
+    def efficiency_threshold(self) -> float: ...
+    @property
+    def price_per_gpu_hour(self) -> float | None: ...
+    @property
+    def epoch_examples(self) -> int: ...
+    @property
+    def internode_gbps(self) -> float: ...
 
 
 def scaling_tables(
@@ -77,7 +88,7 @@ def scaling_tables(
             row["config_id"] = entry["config_id"]
             row["label"] = entry["label"]
             row["cores"] = next(p.cores for p in points if p.world_size == row["world_size"])
-            _add_model_figures(row, entry, by_size[reference["world_size"]], baseline, plan)
+            _add_model_figures(row, entry, by_size[rows[0]["world_size"]], baseline, plan)
         unit = "GPUs" if plan.device == "cuda" else "ranks"
         fit = formulas.amdahl_fit([(r["world_size"], r["speedup"]) for r in rows])
         ddp_overhead = None
@@ -228,7 +239,7 @@ def data_parallel_vs_ddp(entries: Sequence[dict[str, Any]]) -> list[dict[str, An
                 "dp_sec_iter": dp_p50,
                 "ddp_sec_iter": ddp_p50,
                 "dp_ex_sec_total": entry["global_batch"] / dp_p50 if dp_p50 else None,
-                "ddp_ex_sec_total": other["global_batch"] / ddp_p50 if ddp_p50 else None,
+                "ddp_ex_sec_total": other["global_batch"] / ddp_p50 if other and ddp_p50 else None,
                 "ddp_speedup_over_dp": dp_p50 / ddp_p50 if dp_p50 and ddp_p50 else None,
             }
         )

@@ -9,7 +9,7 @@ inside it can reveal (cuDNN's picks, NCCL's rings, clocks, placement).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -77,7 +77,7 @@ class Checked:
     aa_calls: int = 0  # two sweeps of one truth: a change was called for the slowest configuration
     gate_fails: int = 0  # ... and --fail-on-regression 5 would have failed
     slower_called: int = 0  # a real slowdown of ``effect`` called "slower"
-    widths: list[float] | None = None  # the p50 interval's relative half-widths
+    widths: list[float] = field(default_factory=list)  # the p50 interval's relative half-widths
 
     def rates(self) -> dict[str, float]:
         n = max(1, self.trials)
@@ -99,7 +99,7 @@ def check(scenario: Scenario, trials: int, resamples: int = 400, seed: int = 0, 
     slow_id = "ddp n2"
     truth_speedup = 2 * DEFAULT_SWEEP["ddp n1"] / DEFAULT_SWEEP[slow_id]
     slower = {k: v * (1 + effect if k == slow_id else 1) for k, v in DEFAULT_SWEEP.items()}
-    result = Checked(widths=[])
+    result = Checked()
 
     def fit(configs: list[SyntheticConfig], salt: str) -> dict[str, launches.ConfigLaunches]:
         return {c.config_id: launches.config_launches(

@@ -39,6 +39,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from statistics import NormalDist
+from typing import Any
 
 import numpy as np
 
@@ -164,14 +165,16 @@ def _groups(
     if not per_rank:
         raise ValueError("no step times")
     labels: dict[int, np.ndarray] = {}
+    # keyed by rank, or by the rank's string where the rounds were read back from JSON
+    by_rank: Mapping[Any, Sequence[int]] | None = rounds_by_rank
     for r, values in per_rank.items():
-        if rounds_by_rank is None or (rounds_by_rank.get(r) is None and rounds_by_rank.get(str(r)) is None):
+        if by_rank is None or (by_rank.get(r) is None and by_rank.get(str(r)) is None):
             labels[r] = np.zeros(len(values), dtype=int)
         else:
-            given = rounds_by_rank.get(r)
-            if given is None:
-                given = rounds_by_rank.get(str(r))
-            given = np.asarray(given, dtype=int)
+            found = by_rank.get(r)
+            if found is None:
+                found = by_rank.get(str(r))
+            given = np.asarray(found, dtype=int)
             if len(given) != len(values):
                 raise ValueError(f"rank {r}: {len(given)} round indices for {len(values)} steps")
             labels[r] = given
