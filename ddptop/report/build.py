@@ -112,7 +112,7 @@ def _overhead(session: Session, entries: list[dict[str, Any]]) -> dict[str, Any]
     iterations = sum(_step_seconds(e) for e in entries)
     analysis_s = sum(e.get("analysis_s") or 0 for e in entries)
     analysis_s += sum(c.get("wall_s") or 0 for c in session.collectives if c["rank"] == 0)
-    launches = [
+    launches: list[dict[str, Any]] = [
         {
             "launch": record.name,
             "world_size": record.world_size,
@@ -140,7 +140,9 @@ def _overhead(session: Session, entries: list[dict[str, Any]]) -> dict[str, Any]
     }
 
 
-def _judge_launches(state: Any, entry: dict[str, Any], records: list[dict[str, Any]], info: dict[str, Any]) -> None:
+def _judge_launches(
+    state: Any, entry: dict[str, Any], records: list[dict[str, Any]], info: dict[str, Any] | None
+) -> None:
     """Each launch's measured window judged on its own (was the node quiet?), and which launches the
     configuration's figures use: the quiet ones when there are any, else all of them (and it is disturbed).
     A configuration measured in one launch keeps its steps as they are."""
@@ -237,7 +239,7 @@ def build_summary(
             counts[entry["status"]] = counts.get(entry["status"], 0) + 1
         replicates, launch_variance = intervals.add_step_intervals(states, entries)
         for state, entry in zip(states, entries):  # FLOP/s and MFU, with the p50's interval carried over
-            hello = session.hellos.get((state.launch, 0)) or {}
+            hello = (session.hellos.get((state.launch, 0)) if state.launch is not None else None) or {}
             entry["flops"] = compute.compute_figures(entry, state.info, hello.get("device_name"), session.ceilings)
         collectives = communication.collective_tables(session.collectives, session.launches)
         intervals.add_collective_intervals(collectives, session.collectives, session.launches)

@@ -65,6 +65,7 @@ BY_KEY = {section.key: section for section in SECTIONS}
 
 def shown(summary: Summary, form: Literal["text", "markdown"]) -> list[tuple[Section, Any]]:
     """The sections one form writes for this summary, in the order it writes them, each with its content."""
+    pairs: list[tuple[Section, str | list[str]]]
     if form == "text":
         ordered = [s for s in SECTIONS if s.lead] + [s for s in SECTIONS if not s.lead]
         pairs = [(s, s.text(summary)) for s in ordered if s.text is not None]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from typing import Any
 
 from ddptop.analysis import formulas
@@ -102,7 +103,7 @@ def _scaling_cells(row: dict[str, Any], priced: bool = False, metered: bool = Fa
     def shown(key: str, fmt: Any) -> str:
         return units.with_interval(row.get(key), row.get(f"{key}_ci"), fmt)
 
-    cells = (
+    cells: tuple[str, ...] = (
         row["label"],
         shown("sec_iter", units.seconds),
         shown("ex_sec_total", lambda v: units.number(v, 1)),
@@ -117,8 +118,8 @@ def _scaling_cells(row: dict[str, Any], priced: bool = False, metered: bool = Fa
                     if metered else ())
 
 
-def aligned(header: tuple[str, ...], rows: list[tuple[str, ...]], first_left: bool = False) -> list[str]:
-    table = [header] + rows
+def aligned(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], first_left: bool = False) -> list[str]:
+    table = [header, *rows]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]
     return [
         "  " + "  ".join(c.ljust(w) if (first_left and i == 0) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
@@ -126,7 +127,7 @@ def aligned(header: tuple[str, ...], rows: list[tuple[str, ...]], first_left: bo
     ]
 
 
-def markdown_table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> list[str]:
+def markdown_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return lines + ["| " + " | ".join(cells) + " |" for cells in rows]
 
@@ -167,7 +168,7 @@ def model_lines(table: dict[str, Any]) -> list[str]:
         )
     largest = table["rows"][-1] if table["rows"] else None
     epoch = largest.get("epoch") if largest else None
-    if epoch and largest["world_size"] > 1:
+    if epoch and largest and largest["world_size"] > 1:
         lines.append(
             f"Per epoch of {epoch['epoch_examples']:,} examples at N={largest['world_size']}: "
             f"{epoch['steps_per_epoch']:,} steps; gradients synchronised "
@@ -202,7 +203,7 @@ COMM_HEADER = (
 
 def communication_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
     estimates = {row["config_id"]: row for table in summary["scaling"] for row in table["rows"]}
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for entry in summary["configs"]:
         comm = entry.get("communication")
         if not comm:
@@ -417,7 +418,7 @@ def launch_spread_line(summary: dict[str, Any]) -> str:
 
 
 def launch_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for entry in summary["configs"]:
         for unit in entry.get("launches") or ():
             if unit.get("p50") is None:
@@ -615,7 +616,7 @@ COMPUTE_HEADER = ("config", "dtype", "GFLOPs/step", "TFLOP/s per device", "all d
 
 def compute_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
     """Per configuration with a FLOP count: what it achieved and the share of the two peaks."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for entry in summary["configs"]:
         flops = entry.get("flops")
         if not flops:
@@ -808,8 +809,8 @@ def nodes_markdown(summary: dict[str, Any]) -> list[str]:
 
 
 def _caps(plan: dict[str, Any]) -> list[float]:
-    caps = plan.get("bucket_cap_mb")
-    return list(caps) if isinstance(caps, (list, tuple)) else [caps]
+    caps = plan.get("bucket_cap_mb")  # a list; one number in plans written before it became a list
+    return list(caps) if isinstance(caps, (list, tuple)) else [caps] if caps is not None else []
 
 
 def environment_markdown(summary: dict[str, Any]) -> list[str]:
