@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rich.text import Text
@@ -101,7 +102,7 @@ def _same_readings(new: tuple[Any, ...], old: tuple[Any, ...] | None) -> bool:
     return old is not None and len(new) == len(old) and all(x is y for x, y in zip(new, old))
 
 
-def _ranks_on(latest: dict[str, Any]) -> dict[int, list[str]]:
+def _ranks_on(latest: Mapping[str, Any]) -> dict[int, list[str]]:
     ranks_on: dict[int, list[str]] = {}
     for rank in latest.get("ranks") or []:
         for gpu in rank.get("gpus") or ([rank["gpu"]] if rank.get("gpu") is not None else []):
@@ -120,7 +121,7 @@ def _node_summary_cells(what: str, key: str, readings: list[dict[str, Any]], rec
         return sum(known) / len(known) if known else None
 
     def total(key: str) -> float | None:
-        known = [r.get(key) for r in readings if r.get(key) is not None]
+        known = [r[key] for r in readings if r.get(key) is not None]
         return sum(known) if known else None
 
     used, size = total("mem_used"), total("mem_total")

@@ -61,5 +61,5 @@ class RankTable(LineTable):
                 "threads": str(reading.get("threads", "-")),
                 "last": fmt.seconds(samples[-1]) if samples else "-",
                 "median": fmt.seconds(medians.get(process.rank)),
-                "mark": Text(f"straggler x{straggler.ratio:.2f}", style="bold red") if flagged else "",
+                "mark": Text(f"straggler x{straggler.ratio:.2f}", style="bold red") if flagged and straggler else "",
             })
