@@ -47,7 +47,7 @@ from typing import Any
 
 from bench_kernels.comm_probe import ddp_logging_mark, probe_communication
 from bench_kernels.faults import SLOW, fire, parse_fault
-from bench_kernels.flops import compute_dtype, count_step_flops, matmul_ceiling
+from bench_kernels.flops import count_step_flops, dtype_label, matmul_ceiling, op_dtypes
 from bench_kernels.memory_cap import check_cpu_memory_cap, limit_gpu_memory
 from bench_kernels.timing import (
     FIXED,
@@ -191,29 +191,34 @@ class Worker:
             self.device = torch.device("cpu")
         # measured before the group forms (the other ranks run no steps yet), reported after the hello, which
         # stays every events file's first line
-        ceiling = self._measure_ceiling() if self.spec.measure_ceiling and self.rank == 0 else None
+        ceilings = self._measure_ceilings() if self.spec.measure_ceiling and self.rank == 0 else []
         self._join_process_group()
         self._say_hello()
-        if ceiling is not None:
+        for ceiling in ceilings:
             self.writer.emit("ceiling", **ceiling)
+        if ceilings:
             self.writer.flush()
 
-    def _measure_ceiling(self) -> dict[str, Any] | None:
-        """The best matmul FLOP/s this device reaches in the sweep's dtype (``bench_kernels.flops``); None,
-        with a line in the rank's log, if it cannot be measured (a small GPU out of memory): only the
-        "of measured ceiling" figures are lost, never the launch."""
+    def _measure_ceilings(self) -> list[dict[str, Any]]:
+        """The best matmul FLOP/s this device reaches in each dtype the sweep's steps run in (convolutions
+        and matmuls may differ: ``bench_kernels.flops.op_dtypes``); a dtype that cannot be measured (a small
+        GPU out of memory) is left out with a line in the rank's log: only the "of measured ceiling" figures
+        are lost, never the launch."""
         amp = self.spec.configs[0].amp if self.spec.configs else None
-        dtype = compute_dtype(self.torch, self.device, amp)
-        try:
-            found = matmul_ceiling(self.torch, self.device, dtype)
-        except Exception as exc:  # noqa: BLE001 - see above
-            print(f"bench_kernels.ddp: matmul ceiling not measured: {type(exc).__name__}: {exc}", file=sys.stderr)
-            if self.device.type == "cuda":
-                self.torch.cuda.empty_cache()
-            return None
         cuda = self.device.type == "cuda"
         name = self.torch.cuda.get_device_name(self.device) if cuda else platform.processor() or "cpu"
-        return {"device_name": name, "threads": self.torch.get_num_threads(), **found}
+        found = []
+        for dtype in sorted(set(op_dtypes(self.torch, self.device, amp).values())):
+            try:
+                ceiling = matmul_ceiling(self.torch, self.device, dtype)
+            except Exception as exc:  # noqa: BLE001 - see above
+                print(f"bench_kernels.ddp: matmul ceiling in {dtype} not measured: {type(exc).__name__}: {exc}",
+                      file=sys.stderr)
+                if cuda:
+                    self.torch.cuda.empty_cache()
+                continue
+            found.append({"device_name": name, "threads": self.torch.get_num_threads(), **ceiling})
+        return found
 
     def _join_process_group(self) -> None:
         from datetime import timedelta
@@ -269,7 +274,7 @@ class Worker:
         last = round_index >= cfg.rounds - 1
         setup_start = time.perf_counter()
         workload = build_workload(cfg, self.device, self.local_rank, self.rank)
-        flops = self._count_flops(cfg, workload) if round_index == 0 else None
+        flops = self._count_flops(cfg, workload) if round_index == 0 else None  # by op kind
         self._slow_down(cfg, workload)
         # the peak from here on: DataParallel's FLOP count runs the whole global batch on its first GPU, which
         # no step does (each replica takes its share)
@@ -292,8 +297,8 @@ class Worker:
         if self.world_size > 1:
             self.dist.barrier()  # configurations start together on every rank
 
-    def _count_flops(self, cfg: RunConfig, workload: Workload) -> int | None:
-        """FLOPs of one forward and backward of this rank's batch, before any timed step. DDP runs it under
+    def _count_flops(self, cfg: RunConfig, workload: Workload) -> dict[str, int] | None:
+        """FLOPs of one forward and backward of this rank's batch by op kind, before any timed step. DDP runs it under
         ``no_sync()`` (no allreduce), DataParallel on the bare model with the global batch (FlopCounterMode
         follows this thread, not the replicas' threads); the gradients are dropped after."""
         torch = self.torch
@@ -316,7 +321,8 @@ class Worker:
             workload.optimizer.zero_grad(set_to_none=True)
 
     def _config_start(self, cfg: RunConfig, workload: Workload, setup_s: float, round_index: int,
-                      flops: int | None = None) -> None:
+                      flops: dict[str, int] | None = None) -> None:
+        dtypes = op_dtypes(self.torch, self.device, cfg.amp)
         self.writer.emit(
             "config_start",
             config_id=cfg.config_id,
@@ -334,8 +340,10 @@ class Worker:
             rounds=cfg.rounds,
             setup_s=setup_s,
             notes=self._precision_notes(cfg, say=True),
-            flops_per_step=flops,
-            compute_dtype=compute_dtype(self.torch, self.device, cfg.amp),
+            flops_per_step=sum(flops.values()) if flops else None,
+            flops_by_kind=flops,
+            dtype_by_kind=dtypes,
+            compute_dtype=dtype_label(dtypes, flops),
         )
         self.writer.flush()
 

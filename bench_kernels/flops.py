@@ -2,8 +2,9 @@
 
 FLOPs per step are counted once per configuration by ``torch.utils.flop_counter.FlopCounterMode`` on one
 forward and backward of the rank's own batch, before the warm-up and outside every timed step (the count
-is analytic, per aten op: convolutions and matmuls, not measured). The optimizer step's element-wise work
-is not counted, as model FLOPs utilisation conventionally leaves it out.
+is analytic, per aten op: convolutions and matmuls, not measured), by op kind: convolutions run in cuDNN
+and matmuls (mm, addmm, bmm, attention) in cuBLAS, whose TF32 switches differ (``op_dtypes``). The
+optimizer step's element-wise work is not counted, as model FLOPs utilisation conventionally leaves it out.
 
 The ceiling follows the maximum-achievable-matmul-FLOPs method: a few square matmuls on the device in the
 step's dtype, each timed over enough repetitions, the best TFLOP/s reached. It is what this device gives a
@@ -22,27 +23,51 @@ CEILING_SIZES = {"cuda": (2048, 4096, 8192), "cpu": (256, 512, 1024)}
 CEILING_SECONDS = {"cuda": 0.5, "cpu": 0.6}  # per size, after a warm-up call
 
 
-def compute_dtype(torch: Any, device: Any, amp: str | None) -> str:
-    """What the step's matmuls and convolutions run in: the autocast dtype, else fp32, or tf32 on a GPU of
-    compute capability 8.0 or later where torch lets cuDNN's convolutions use TF32 (its default)."""
+OP_KINDS = ("conv", "matmul")
+
+
+def op_dtypes(torch: Any, device: Any, amp: str | None) -> dict[str, str]:
+    """What each kind of op runs in: the autocast dtype; else, on a GPU of compute capability 8.0 or later,
+    tf32 where torch allows it for that kind (cuDNN's convolutions: ``torch.backends.cudnn.allow_tf32``, on
+    by default; cuBLAS's matmuls: ``torch.backends.cuda.matmul.allow_tf32``, off by default, which
+    ``torch.set_float32_matmul_precision("high")`` turns on); else fp32."""
     if amp:
-        return amp
-    if device.type == "cuda":
-        major = torch.cuda.get_device_properties(device).major
-        if major >= 8 and (torch.backends.cudnn.allow_tf32 or torch.backends.cuda.matmul.allow_tf32):
-            return "tf32"
-    return "fp32"
+        return {kind: amp for kind in OP_KINDS}
+    found = {kind: "fp32" for kind in OP_KINDS}
+    if device.type == "cuda" and torch.cuda.get_device_properties(device).major >= 8:
+        if torch.backends.cudnn.allow_tf32:
+            found["conv"] = "tf32"
+        if torch.backends.cuda.matmul.allow_tf32:
+            found["matmul"] = "tf32"
+    return found
 
 
-def count_step_flops(torch: Any, run_step_body: Any) -> int | None:
-    """FLOPs of ``run_step_body()`` (a forward and backward), counted by FlopCounterMode; None without it."""
+def dtype_label(dtypes: dict[str, str], flops_by_kind: dict[str, int] | None = None) -> str:
+    """One word where every kind that ran runs in one dtype ("tf32"), else each kind's ("conv tf32, matmul
+    fp32"); kinds with no FLOPs in the step are left out."""
+    ran = [k for k in OP_KINDS if flops_by_kind is None or flops_by_kind.get(k, 0) > 0] or list(OP_KINDS)
+    used = {dtypes[k] for k in ran}
+    return used.pop() if len(used) == 1 else ", ".join(f"{k} {dtypes[k]}" for k in ran)
+
+
+def op_kind(op: Any) -> str:
+    """"conv" for a convolution (forward or backward), "matmul" for every other op FlopCounterMode counts."""
+    return "conv" if "convolution" in getattr(op, "__name__", str(op)) else "matmul"
+
+
+def count_step_flops(torch: Any, run_step_body: Any) -> dict[str, int] | None:
+    """FLOPs of ``run_step_body()`` (a forward and backward) by op kind, counted by FlopCounterMode; None
+    without it."""
     try:
         from torch.utils.flop_counter import FlopCounterMode
     except ImportError:
         return None
     with FlopCounterMode(display=False) as counter:
         run_step_body()
-    return int(counter.get_total_flops())
+    by_kind = {kind: 0 for kind in OP_KINDS}
+    for op, flops in counter.get_flop_counts().get("Global", {}).items():
+        by_kind[op_kind(op)] += int(flops)
+    return by_kind
 
 
 TORCH_DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}

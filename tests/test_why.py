@@ -251,8 +251,12 @@ def test_flops_per_step_match_the_published_forward_counts(name, published_gmacs
     def forward_and_backward():
         torch.nn.functional.cross_entropy(model(images), labels).backward()
 
-    counted = count_step_flops(torch, forward_and_backward)
+    by_kind = count_step_flops(torch, forward_and_backward)
+    counted = sum(by_kind.values())
     assert counted == pytest.approx(2 * 3 * 2 * published_gmacs * 1e9, rel=0.03)
+    # nearly all of a ResNet's FLOPs are convolutions: the fully connected layer is the only matmul
+    fc = 2 * 3 * 2 * model.fc.in_features * model.fc.out_features  # forward, two gradients; batch of 2
+    assert by_kind["matmul"] == fc and by_kind["conv"] == counted - fc
     # and what FlopCounterMode itself says of the same step, built again here
     from torch.utils.flop_counter import FlopCounterMode
 
@@ -281,3 +285,59 @@ def test_mfu_by_hand():
     dp = compute_figures({**entry, "mode": "dp"}, info, "NVIDIA A100-SXM4-80GB", ceilings)
     assert dp["achieved_per_device"] == pytest.approx(3.12e14 / 4)
     assert compute_figures(entry, {}, None, []) is None  # no count: no block
+
+
+def _stand_in_torch(capability: int, cudnn_tf32: bool, matmul_tf32: bool):
+    """The flags a CUDA torch answers with, on a GPU of the given compute capability."""
+    from types import SimpleNamespace
+
+    return SimpleNamespace(
+        cuda=SimpleNamespace(get_device_properties=lambda device: SimpleNamespace(major=capability)),
+        backends=SimpleNamespace(cudnn=SimpleNamespace(allow_tf32=cudnn_tf32),
+                                 cuda=SimpleNamespace(matmul=SimpleNamespace(allow_tf32=matmul_tf32))))
+
+
+def test_each_kind_of_op_runs_in_the_dtype_its_own_switch_allows():
+    from types import SimpleNamespace
+
+    from bench_kernels.flops import dtype_label, op_dtypes
+
+    gpu = SimpleNamespace(type="cuda")
+    # torch's defaults: cuDNN may use TF32, cuBLAS may not, so a matmul runs in true FP32
+    defaults = op_dtypes(_stand_in_torch(9, True, False), gpu, None)
+    assert defaults == {"conv": "tf32", "matmul": "fp32"}
+    assert dtype_label(defaults) == "conv tf32, matmul fp32"
+    assert dtype_label(defaults, {"conv": 0, "matmul": 10}) == "fp32"  # a model without convolutions
+    high = op_dtypes(_stand_in_torch(9, True, True), gpu, None)  # set_float32_matmul_precision("high")
+    assert high == {"conv": "tf32", "matmul": "tf32"} and dtype_label(high) == "tf32"
+    assert op_dtypes(_stand_in_torch(7, True, True), gpu, None) == {"conv": "fp32", "matmul": "fp32"}  # Volta
+    assert op_dtypes(_stand_in_torch(9, True, False), gpu, "bf16") == {"conv": "bf16", "matmul": "bf16"}
+    assert op_dtypes(None, SimpleNamespace(type="cpu"), None) == {"conv": "fp32", "matmul": "fp32"}
+
+
+def test_a_matmul_heavy_model_is_held_against_the_peak_its_matmuls_run_at():
+    """A ViT-like step, 99.5% of its FLOPs in matmuls, on an H100 SXM: with torch's defaults its matmuls run
+    in FP32, so its MFU is against about the FP32 peak (67), not the TF32 one (494.7); with TF32 matmuls on,
+    against TF32."""
+    from ddptop.analysis.compute import compute_figures
+
+    entry = {"mode": "ddp", "world_size": 1, "device": "cuda", "stats": {"sec_iter": {"p50": 0.1}}}
+    by_kind = {"conv": 5e9, "matmul": 995e9}
+    name = "NVIDIA H100 80GB HBM3"
+    ceilings = [{"device_name": name, "dtype": "fp32", "flops_per_s": 50e12},
+                {"device_name": name, "dtype": "tf32", "flops_per_s": 400e12}]
+    fp32_matmuls = compute_figures(entry, {"flops_per_step": 1e12, "flops_by_kind": by_kind,
+                                           "dtype_by_kind": {"conv": "tf32", "matmul": "fp32"},
+                                           "compute_dtype": "conv tf32, matmul fp32"}, name, ceilings)
+    mixed = 1e12 / (5e9 / 494.7e12 + 995e9 / 67e12)
+    assert fp32_matmuls["datasheet_peak"] == pytest.approx(mixed) and 67e12 < mixed < 68e12
+    assert fp32_matmuls["mfu_datasheet"] == pytest.approx(1e13 / mixed)
+    assert fp32_matmuls["ceiling"] == pytest.approx(1e12 / (5e9 / 400e12 + 995e9 / 50e12))
+    assert "fp32 dense 67" in fp32_matmuls["datasheet_source"] and "tf32 dense 494.7" in fp32_matmuls["datasheet_source"]
+    assert fp32_matmuls["dtype"] == "conv tf32, matmul fp32" and len(fp32_matmuls["by_kind"]) == 2
+    tf32_matmuls = compute_figures(entry, {"flops_per_step": 1e12, "flops_by_kind": by_kind,
+                                           "dtype_by_kind": {"conv": "tf32", "matmul": "tf32"},
+                                           "compute_dtype": "tf32"}, name, ceilings)
+    assert tf32_matmuls["datasheet_peak"] == pytest.approx(494.7e12)
+    assert tf32_matmuls["mfu_datasheet"] == pytest.approx(1e13 / 494.7e12)
+    assert fp32_matmuls["mfu_datasheet"] / tf32_matmuls["mfu_datasheet"] > 7  # the 7.4x the TF32 label hid

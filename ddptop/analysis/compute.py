@@ -8,6 +8,10 @@ Per configuration, from what its rank 0 counted (``flops_per_step``: one forward
 - share of the measured ceiling = achieved / the best matmul FLOP/s the same device reached in that dtype
   at the start of the sweep (``bench_kernels/flops.py``). On the CPU the node is the device: all ranks'
   FLOP/s against the ceiling rank 0 measured with the first launch's threads.
+Where convolutions and matmuls run in different dtypes (on a GPU, by default, cuDNN's convolutions in TF32
+and cuBLAS's matmuls in full FP32), the peak is the one the step's own mix would reach: its FLOPs over the
+time each kind's FLOPs would take at its own dtype's peak (``flops_by_kind``, ``dtype_by_kind``), so a
+matmul-heavy model is held against the FP32 peak, not the TF32 one eight times higher.
 The 95% interval of the p50 carries over (FLOP/s falls as the step time rises).
 """
 
@@ -17,6 +21,31 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ddptop.analysis.peaks import peak_flops
+
+
+def step_parts(info: Mapping[str, Any], per_step: float, dtype: str) -> list[tuple[float, str]]:
+    """The step's FLOPs as (FLOPs, dtype) per op kind where the kernel counted them so, else the whole step
+    in its one dtype."""
+    by_kind, dtypes = info.get("flops_by_kind"), info.get("dtype_by_kind")
+    if isinstance(by_kind, Mapping) and isinstance(dtypes, Mapping):
+        parts = [(float(flops), str(dtypes[kind])) for kind, flops in by_kind.items()
+                 if isinstance(flops, (int, float)) and flops > 0 and kind in dtypes]
+        if parts:
+            return parts
+    return [(float(per_step), dtype)]
+
+
+def mixed_peak(parts: Sequence[tuple[float, str]], peak_of: Any) -> float | None:
+    """The FLOP/s the step's mix reaches when each part runs at ``peak_of(dtype)``: all its FLOPs over the
+    sum of the parts' times (None where a part's dtype has no peak)."""
+    seconds = 0.0
+    for flops, dtype in parts:
+        peak = peak_of(dtype)
+        if not peak:
+            return None
+        seconds += flops / peak
+    total = sum(flops for flops, _ in parts)
+    return total / seconds if seconds > 0 else None
 
 
 def _ceiling_for(ceilings: Sequence[Mapping[str, Any]], dtype: str | None, device_name: str | None) -> float | None:
@@ -38,6 +67,7 @@ def compute_figures(entry: Mapping[str, Any], info: Mapping[str, Any], device_na
     devices = int(entry.get("world_size") or 1)
     on_gpu = entry.get("device") == "cuda"
     dtype = info.get("compute_dtype") or ("fp32" if not entry.get("amp") else entry["amp"])
+    parts = step_parts(info, per_step, dtype)
     per_device_flops = per_step / devices if dp else per_step  # DataParallel counted the global batch
 
     def rate(seconds: float) -> float:
@@ -48,16 +78,26 @@ def compute_figures(entry: Mapping[str, Any], info: Mapping[str, Any], device_na
     figures: dict[str, Any] = {
         "per_step": per_step,
         "dtype": dtype,
+        # each op kind's FLOPs and dtype, where the step's kinds run in different dtypes
+        "by_kind": ([{"flops": flops, "dtype": kind_dtype} for flops, kind_dtype in parts]
+                    if len({d for _, d in parts}) > 1 else None),
         "achieved_per_device": achieved,
         "achieved_total": achieved * devices,
         "device_name": device_name,
     }
     if interval and None not in interval and min(interval) > 0:
         figures["achieved_per_device_ci"] = [rate(interval[1]), rate(interval[0])]
-    peak, source = peak_flops(device_name, dtype) if on_gpu else (None, "no datasheet peak for a CPU")
+    if not on_gpu:
+        peak, source = None, "no datasheet peak for a CPU"
+    elif len({d for _, d in parts}) == 1:
+        peak, source = peak_flops(device_name, parts[0][1])
+    else:
+        peak = mixed_peak(parts, lambda d: peak_flops(device_name, d)[0])
+        sources = [peak_flops(device_name, d)[1] for d in sorted({d for _, d in parts})]
+        source = "; ".join(sources) + ("; weighted by the step's FLOPs in each" if peak else "")
     figures["datasheet_peak"], figures["datasheet_source"] = peak, source
     figures["mfu_datasheet"] = achieved / peak if peak else None
-    ceiling = _ceiling_for(ceilings, dtype, device_name if on_gpu else None)
+    ceiling = mixed_peak(parts, lambda d: _ceiling_for(ceilings, d, device_name if on_gpu else None))
     figures["ceiling"] = ceiling
     # on the CPU the node is one device: every rank's FLOP/s against the node's ceiling
     used = achieved if on_gpu else achieved * devices
