@@ -23,10 +23,13 @@ from ddptop.telemetry.fake.nodes import NODES_DIR, ProfileError, known_nodes, lo
 from ddptop.telemetry.fake.nvml import FakeNvml
 from ddptop.telemetry.inventory import read_inventory, rank_gpu_environment
 from ddptop.telemetry.monitor import Monitor
+from ddptop.telemetry.topology import read_topology
+from ddptop.doctor import parse_topo_matrix
 
 from .conftest import ddptop
 
-PROFILES = ("dgx1", "dgx-a100", "hgx-h100", "pcie-4gpu", "a100-mig", "container", "mixed")
+PROFILES = ("dgx1", "dgx-a100", "hgx-h100", "pcie-4gpu", "a100-mig", "container", "mixed", "dgx-a100-nps4",
+            "h100-pcie-nps4")
 
 # profile -> (GPUs NVML lists, devices a sweep may use, a few topology cells)
 EXPECTED = {
@@ -39,7 +42,10 @@ EXPECTED = {
     "a100-mig": (1, 7, {}),
     "container": (8, 2, {("GPU2", "GPU3"): "NV12", ("GPU0", "GPU2"): "N/A"}),
     "mixed": (2, 2, {("GPU0", "GPU1"): "NODE"}),
+    "dgx-a100-nps4": (8, 8, {("GPU0", "GPU7"): "NV12", ("GPU0", "mlx5_1"): "PXB", ("GPU0", "mlx5_2"): "SYS"}),
+    "h100-pcie-nps4": (4, 4, {("GPU0", "GPU1"): "NV12", ("GPU1", "GPU2"): "SYS", ("GPU0", "mlx5_0"): "NODE"}),
 }
+SMI_DATA = os.path.join(os.path.dirname(__file__), "data", "nvidia-smi")
 
 
 def test_every_shipped_profile_is_tested():
@@ -172,6 +178,89 @@ def test_gpus_and_topo_commands_under_each_profile(profile):
     matrix = json.loads(topo.stdout)["matrix"]
     for (row, column), word in cells.items():
         assert matrix[row][column] == word, (profile, row, column)
+
+
+@pytest.mark.parametrize("profile", ["dgx-a100-nps4", "h100-pcie-nps4"])
+def test_more_numa_nodes_than_sockets_match_their_machines_matrix_cell_by_cell(profile):
+    """NPS4 EPYC nodes: 8 and 4 NUMA nodes, GPUs on odd ones, SYS between NUMA nodes of one socket; matched
+    against the ``nvidia-smi topo -m`` such a machine prints (tests/data/nvidia-smi/<profile>/topo-m.txt)."""
+    with open(os.path.join(SMI_DATA, profile, "topo-m.txt"), encoding="utf-8") as handle:
+        text = handle.read()
+    expected = parse_topo_matrix(text)
+    env = {"DDPTOP_FAKE_NVML": profile}
+    printed = ddptop("topo", env=env)
+    assert printed.returncode == 0, printed.stderr
+    assert parse_topo_matrix(printed.stdout) == expected and len(expected) > 30
+    topo = json.loads(ddptop("topo", "--json", env=env).stdout)
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if parts[0].startswith("GPU") and len(parts) > 2:  # ..., CPU Affinity, NUMA Affinity, (blank), GPU NUMA ID
+            cpus, numa = parts[-4], parts[-3]
+            assert (topo["cpu_affinity"][parts[0]], topo["numa_affinity"][parts[0]]) == (cpus, numa), parts[0]
+
+
+def _tree_profile(tmp_path, switches: list[str], gpus_on: list[int], nics_on: list[int] = (), sockets: int = 2) -> str:
+    """A profile file of the given switches (TOML inline tables) with a GPU below each of ``gpus_on``."""
+    lines = [
+        'description = "test tree"', "[driver]", 'version = "550.90.07"', 'nvml_version = "12.550.90.07"',
+        "cuda_version = 12040", "[cpu]", f"sockets = {sockets}", "cores_per_socket = 8", "[pcie]",
+        "switches = [" + ", ".join(switches) + "]", "[gpu]", 'name = "NVIDIA L40S"', "memory_mib = 46068",
+        "power_limit_w = 350", "sm_clock_max_mhz = 2520", "memory_clock_mhz = 9001", "pcie = [4, 16]",
+    ]
+    lines += [f"[[gpus]]\nswitch = {s}" for s in gpus_on]
+    lines += [f'[[nics]]\nname = "mlx5_{i}"\nswitch = {s}' for i, s in enumerate(nics_on)]
+    path = tmp_path / "tree.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_bus_numbers_fit_four_sockets_and_many_switches_per_socket(tmp_path):
+    """Buses were 0x80 * socket + 0x10 * switch: socket 2 overflowed busIdLegacy (N/A, "Unknown Error") and a
+    ninth switch on a socket took another's buses (FileExistsError in ``ddptop topo``)."""
+    switches = [f"{{ socket = 0, root = {i % 2} }}" for i in range(10)]
+    switches += [f"{{ socket = {s}, root = {s} }}" for s in (2, 3)]
+    path = _tree_profile(tmp_path, switches, list(range(12)), nics_on=[0, 9, 11], sockets=4)
+    fake = FakeNvml(path)
+    fake.nvmlInit()
+    legacy = []
+    for index in range(12):
+        pci = fake.nvmlDeviceGetPciInfo(fake.nvmlDeviceGetHandleByIndex(index))
+        legacy.append(pci.busIdLegacy)
+        assert pci.busId == fake.bus_ids[index] and pci.busIdLegacy == pci.busId[4:]  # 4-digit domain
+    assert len(set(legacy)) == 12
+    env = {"DDPTOP_FAKE_NVML": path}
+    gpus = ddptop("gpus", "--json", "--interval", "0.1", env=env)
+    assert gpus.returncode == 0 and "Unknown Error" not in gpus.stdout, gpus.stdout + gpus.stderr
+    assert [g["bus_id"] for g in json.loads(gpus.stdout)["gpus"]] == fake.bus_ids
+    topo = ddptop("topo", "--json", env=env)
+    assert topo.returncode == 0 and "Traceback" not in topo.stderr, topo.stderr
+    matrix = json.loads(topo.stdout)["matrix"]
+    assert matrix["GPU0"]["GPU2"] == "PHB" and matrix["GPU0"]["GPU1"] == "NODE" and matrix["GPU0"]["GPU10"] == "SYS"
+    assert matrix["GPU9"]["mlx5_1"] == "PIX" and matrix["GPU10"]["mlx5_2"] == "SYS"
+
+
+def test_a_tree_larger_than_a_pci_domain_goes_on_in_the_next(tmp_path):
+    """Two host bridges of 120 switches each, 242 buses each: the second starts PCI domain 1."""
+    switches = [f"{{ socket = 0, root = {i // 120} }}" for i in range(240)]
+    path = _tree_profile(tmp_path, switches, [0, 239])
+    fake = FakeNvml(path)
+    assert fake.bus_ids[0].startswith("00000000:") and fake.bus_ids[1].startswith("00000001:")
+    topo = read_topology(fake)
+    assert topo.link(0, 1) == "NODE" and not fake.callback_errors
+    with pytest.raises(ProfileError, match=r"pcie\.switches: root 0 needs 484 PCI buses"):
+        FakeNvml(_tree_profile(tmp_path, [f"{{ socket = 0, root = 0 }}" for _ in range(241)], [0]))
+
+
+def test_paths_through_a_grandparent_switch_are_pxb(tmp_path):
+    switches = ["{ socket = 0, root = 0 }", "{ socket = 0, root = 0, parent = 0 }",
+                "{ socket = 0, root = 0, parent = 1 }", "{ socket = 0, root = 0, parent = 0 }",
+                "{ socket = 0, root = 0, parent = 3 }", "{ socket = 0, root = 1 }"]
+    # GPUs below: the grandparent itself, a grandchild, another grandchild, a child; NICs likewise
+    topo = read_topology(FakeNvml(_tree_profile(tmp_path, switches, [0, 2, 4, 3, 5], nics_on=[2, 4])))
+    assert topo.link(1, 2) == "PXB" and topo.link(0, 1) == "PXB" and topo.link(3, 1) == "PXB"
+    assert topo.link(0, 4) == "NODE" and topo.link(1, 4) == "NODE"
+    assert topo.matrix["GPU1"]["mlx5_0"] == "PIX" and topo.matrix["GPU2"]["mlx5_0"] == "PXB"
+    assert topo.matrix["mlx5_0"]["mlx5_1"] == "PXB" and topo.matrix["GPU4"]["mlx5_0"] == "NODE"
 
 
 def _as_if_real(profile: str):

@@ -226,7 +226,7 @@ def test_unknown_fake_node_is_bad_input():
     assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "ddptop: error: DDPTOP_FAKE_NVML='dgx9' is not a known fake node (known: a100-mig, container, dgx-a100, "
-        "dgx1, hgx-h100, mixed, pcie-4gpu; or a path to a .toml profile)"
+        "dgx-a100-nps4, dgx1, h100-pcie-nps4, hgx-h100, mixed, pcie-4gpu; or a path to a .toml profile)"
     ]
 
 

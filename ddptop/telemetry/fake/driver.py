@@ -105,7 +105,8 @@ def struct(address: int | None, ctype: Any) -> Any:
 def _fill_pci(address: int | None, bus_id: str) -> None:
     info = struct(address, pynvml.nvmlPciInfo_t)
     domain, bus, devfn = bus_id.split(":")
-    info.busId = info.busIdLegacy = bus_id.encode()
+    info.busId = bus_id.encode()
+    info.busIdLegacy = f"{int(domain, 16):04X}:{bus}:{devfn}".encode()  # 16 bytes with its NUL: a 4-digit domain
     info.domain, info.bus, info.device = int(domain, 16), int(bus, 16), int(devfn.split(".")[0], 16)
     info.pciDeviceId = 0x1DB110DE
 

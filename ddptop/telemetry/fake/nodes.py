@@ -54,6 +54,7 @@ class Switch:
     socket: int
     root: int  # host bridge (PCIe root complex) number
     parent: int | None = None  # a switch above this one (PXB between their children)
+    numa: int | None = None  # its NUMA node; None: the first of its socket's (NodeProfile.numa_of)
 
 
 @dataclass(frozen=True)
@@ -83,11 +84,17 @@ class NodeProfile:
     nvlink_pairs: dict[tuple[int, int], int] = field(default_factory=dict)  # both directions
     foreign_processes: tuple[ForeignProcess, ...] = ()
     counter_bits: int = 64  # PCIe/NVLink byte counters wrap at 2**bits
+    numa_per_socket: int = 1  # AMD NPS4: 4 NUMA nodes per socket, numbered socket by socket
 
-    def socket_cpus(self, socket: int) -> list[int]:
-        cores = self.cores_per_socket
-        total = self.sockets * cores
-        return [thread * total + socket * cores + core for thread in range(self.threads_per_core)
+    def numa_of(self, switch: int) -> int:
+        spec = self.switches[switch]
+        return spec.numa if spec.numa is not None else spec.socket * self.numa_per_socket
+
+    def numa_cpus(self, numa: int) -> list[int]:
+        """A NUMA node's CPUs: an equal share of its socket's cores, then those cores' sibling threads."""
+        cores = self.cores_per_socket // self.numa_per_socket
+        total = self.sockets * self.cores_per_socket
+        return [thread * total + numa * cores + core for thread in range(self.threads_per_core)
                 for core in range(cores)]
 
 
@@ -131,9 +138,9 @@ class _Invalid(ValueError):
 # The keys each table may hold: anything else is a typo (cpu_afinity) that would silently change nothing.
 _TOP_KEYS = {"description", "source", "driver", "cpu", "pcie", "gpu", "gpus", "nics", "nvlink", "processes"}
 _DRIVER_KEYS = {"version", "nvml_version", "cuda_version", "lacks", "unsupported_fields", "counter_bits"}
-_CPU_KEYS = {"sockets", "cores_per_socket", "threads_per_core"}
+_CPU_KEYS = {"sockets", "cores_per_socket", "threads_per_core", "numa_per_socket"}
 _PCIE_KEYS = {"switches"}
-_SWITCH_KEYS = {"socket", "root", "parent"}
+_SWITCH_KEYS = {"socket", "root", "parent", "numa"}
 _GPU_KEYS = {"name", "memory_mib", "power_limit_w", "sm_clock_max_mhz", "memory_clock_mhz", "pcie", "nvlink_slots",
              "nvlink_version", "switch", "cpu_affinity", "accessible", "mig", "mig_capable", "gpm", "uuid"}
 _MIG_KEYS = {"profile", "memory_mib", "gpu_instance", "compute_instance"}
@@ -210,6 +217,9 @@ def _profile(name: str, data: dict[str, Any]) -> NodeProfile:
     cores = _int(_need(cpu, "cores_per_socket", "cpu"), "cpu.cores_per_socket", 1)
     threads = _int(cpu.get("threads_per_core", 1), "cpu.threads_per_core", 1)
     cpu_count = sockets * cores * threads
+    per_socket = _int(cpu.get("numa_per_socket", 1), "cpu.numa_per_socket", 1)
+    if cores % per_socket:
+        raise _Invalid(f"cpu.numa_per_socket: {per_socket} does not divide cores_per_socket {cores}")
     switch_entries = _tables(_need(pcie, "switches", "pcie"), "pcie.switches", _SWITCH_KEYS)
     switches = []
     for index, entry in enumerate(switch_entries):
@@ -221,10 +231,17 @@ def _profile(name: str, data: dict[str, Any]) -> NodeProfile:
                 raise _Invalid(f"{place}.parent: {parent} names no switch (there are {len(switch_entries)})")
             if parent >= index:  # listed above its children, so a tree can never loop
                 raise _Invalid(f"{place}.parent: {parent} must be a switch listed before this one")
-        switch = Switch(_int(_need(entry, "socket", place), f"{place}.socket", 0, sockets - 1),
-                        _int(_need(entry, "root", place), f"{place}.root"), parent)
-        if parent is not None and (switch.socket, switch.root) != (switches[parent].socket, switches[parent].root):
-            raise _Invalid(f"{place}: below switch {parent} but on another socket or root")
+        socket = _int(_need(entry, "socket", place), f"{place}.socket", 0, sockets - 1)
+        numa = entry.get("numa")
+        if numa is not None:
+            first = socket * per_socket
+            _int(numa, f"{place}.numa", first, first + per_socket - 1)  # one of its own socket's nodes
+        switch = Switch(socket, _int(_need(entry, "root", place), f"{place}.root"), parent, numa)
+        if parent is not None and switch.root != switches[parent].root:
+            raise _Invalid(f"{place}: below switch {parent} but on another root")
+        same_root = next((s for s in switches if s.root == switch.root), None)
+        if same_root is not None and (same_root.socket, same_root.numa) != (switch.socket, switch.numa):
+            raise _Invalid(f"{place}: root {switch.root} is on another socket or NUMA node in an earlier switch")
         switches.append(switch)
     defaults = _table(data.get("gpu", {}), "gpu", _GPU_KEYS)
     gpus = []
@@ -294,11 +311,13 @@ def _profile(name: str, data: dict[str, Any]) -> NodeProfile:
             raise _Invalid(f"nvlink.pairs: GPU {index} has {wired} NVLinks, more than its {gpu.nvlink_slots} "
                            "nvlink_slots")
     nics = []
-    for i, entry in enumerate(_tables(data.get("nics", []), "nics", _NIC_KEYS)):
+    nic_entries = _tables(data.get("nics", []), "nics", _NIC_KEYS)
+    for i, entry in enumerate(nic_entries):
         switch = _int(_need(entry, "switch", f"nics[{i}]"), f"nics[{i}].switch")
         if not switch < len(switches):
             raise _Invalid(f"nics[{i}].switch {switch} names no switch (there are {len(switches)})")
         nics.append((_text(_need(entry, "name", f"nics[{i}]"), f"nics[{i}].name"), switch))
+    _check_buses(switches, [gpu.switch for gpu in gpus] + [switch for _, switch in nics])
     processes = []
     for i, entry in enumerate(_tables(data.get("processes", []), "processes", _PROCESS_KEYS)):
         place = f"processes[{i}]"
@@ -316,8 +335,19 @@ def _profile(name: str, data: dict[str, Any]) -> NodeProfile:
         unsupported_fields=_known_fields(driver.get("unsupported_fields", [])),
         sockets=sockets, cores_per_socket=cores, threads_per_core=threads, switches=tuple(switches),
         gpus=tuple(gpus), nics=tuple(nics), nvlink=kind, nvlink_pairs=pairs, foreign_processes=tuple(processes),
-        counter_bits=_int(driver.get("counter_bits", 64), "driver.counter_bits", 8, 64),
+        counter_bits=_int(driver.get("counter_bits", 64), "driver.counter_bits", 8, 64), numa_per_socket=per_socket,
     )
+
+
+def _check_buses(switches: list[Switch], endpoint_switches: list[int]) -> None:
+    """A host bridge's tree lives in one PCI domain of 256 buses: its own, two per switch (upstream port
+    and internal bus) and one per device below a switch port."""
+    needed: dict[int, int] = {}
+    for index, switch in enumerate(switches):
+        needed[switch.root] = needed.get(switch.root, 1) + 2 + endpoint_switches.count(index)
+    for root, buses in needed.items():
+        if buses > 256:
+            raise _Invalid(f"pcie.switches: root {root} needs {buses} PCI buses, more than a domain's 256")
 
 
 def _known_fields(value: Any) -> frozenset[str]:

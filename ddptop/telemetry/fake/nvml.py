@@ -38,14 +38,14 @@ import pynvml
 
 from ddptop.telemetry.fake import driver as fake_driver
 from ddptop.telemetry.fake.driver import NvmlReturn
-from ddptop.telemetry.fake.nodes import GpuSpec, MigInstance, NodeProfile, ProfileError, known_nodes, load_profile
+from ddptop.telemetry.fake.nodes import (GpuSpec, MigInstance, NodeProfile, ProfileError, known_nodes, load_profile,
+                                         parse_cpu_list)
 
 IS_FAKE = True
 GIB = 1 << 30
 MIB = 1 << 20
 RESERVED_BYTES = 400 << 20  # memory the driver keeps for itself: in v1's "used", apart in v2
-NVSWITCH_BUS = "00000000:{:02X}:00.0"  # NVSwitches sit on their own buses
-_NVSWITCH_BUS_BASE = 0xC0
+NVSWITCHES = 4  # each GPU's links spread over this many NVSwitches, each a PCI device of its own
 
 
 ALL_NODES: "weakref.WeakSet[FakeNvml]" = weakref.WeakSet()  # every node made, for the tests' bug check
@@ -102,7 +102,8 @@ class FakeNvml:
         self._sysfs: str | None = None
         self._lock = threading.Lock()
         self._handles: dict[tuple[int, int | None], int] = {}
-        self.bus_ids = [self._gpu_bus(i) for i in range(len(self.profile.gpus))]
+        self._pci = _PciLayout(self.profile)
+        self.bus_ids = [_nvml_bus_id(self._pci.endpoints[("gpu", str(i))][1]) for i in range(len(self.profile.gpus))]
         self.throttled: dict[int, tuple[int, float]] = {}  # gpu -> (reason bits, SM clock fraction of max)
         self.links: dict[int, tuple[int, int]] = {}  # gpu -> (PCIe generation, width) when not the maximum
         self.ecc: dict[int, int] = {}  # gpu -> volatile uncorrected ECC errors
@@ -226,18 +227,24 @@ class FakeNvml:
     def pcie_current(self, index: int) -> tuple[int, int]:
         return self.links.get(index, self.check(index).pcie)
 
-    def _socket(self, index: int) -> int:
-        return self.profile.switches[self.profile.gpus[index].switch].socket
+    def _numa(self, index: int) -> int:
+        return self.profile.numa_of(self.profile.gpus[index].switch)
 
     def numa(self, index: int) -> int:
         self.check(index)
-        return self._socket(index)
+        return self._numa(index)
 
     def affinity(self, index: int) -> list[int]:
         gpu = self.check(index)
         if gpu.cpu_affinity:
-            return _parse_cpus(gpu.cpu_affinity)
-        return self.profile.socket_cpus(self._socket(index))
+            return parse_cpu_list(gpu.cpu_affinity)
+        return self.profile.numa_cpus(self._numa(index))
+
+    def _switches_above(self, switch: int) -> list[int]:
+        chain = [switch]
+        while self.profile.switches[chain[-1]].parent is not None:
+            chain.append(self.profile.switches[chain[-1]].parent)
+        return chain
 
     def common_ancestor(self, a: int, b: int) -> int:
         self.check(a)
@@ -248,11 +255,11 @@ class FakeNvml:
             return pynvml.NVML_TOPOLOGY_INTERNAL
         if sa == sb:
             return pynvml.NVML_TOPOLOGY_SINGLE
-        if switches[sa].parent is not None and switches[sa].parent == switches[sb].parent:
+        if set(self._switches_above(sa)) & set(self._switches_above(sb)):  # a parent, grandparent, ...
             return pynvml.NVML_TOPOLOGY_MULTIPLE
         if switches[sa].root == switches[sb].root:
             return pynvml.NVML_TOPOLOGY_HOSTBRIDGE
-        if switches[sa].socket == switches[sb].socket:
+        if self.profile.numa_of(sa) == self.profile.numa_of(sb):
             return pynvml.NVML_TOPOLOGY_NODE
         return pynvml.NVML_TOPOLOGY_SYSTEM
 
@@ -260,7 +267,7 @@ class FakeNvml:
         """(remote device type, remote PCI bus id) of each NVLink of a GPU, in link order."""
         gpu = self.profile.gpus[index]
         if self.profile.nvlink == "nvswitch":
-            return [(pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH, NVSWITCH_BUS.format(_NVSWITCH_BUS_BASE + link % 4))
+            return [(pynvml.NVML_NVLINK_DEVICE_TYPE_SWITCH, _nvml_bus_id(self._pci.nvswitches[link % NVSWITCHES]))
                     for link in range(gpu.nvlink_slots)]
         ends = [(pynvml.NVML_NVLINK_DEVICE_TYPE_GPU, self.bus_ids[peer])
                 for (a, peer), count in sorted(self.profile.nvlink_pairs.items()) if a == index
@@ -427,23 +434,6 @@ class FakeNvml:
             return 1.0
         return 0.5 + 0.5 * math.sin(2 * math.pi * self._elapsed() / period + index * 0.7 + phase)
 
-    def _switch_bus(self, switch: int) -> int:
-        """The first bus below a switch: 16 buses per switch, each socket's from 0x80 * socket."""
-        spec = self.profile.switches[switch]
-        rank = [s for s in range(switch) if self.profile.switches[s].socket == spec.socket]
-        return 0x80 * spec.socket + 0x04 + 0x10 * len(rank)
-
-    def _endpoints(self, switch: int) -> list[tuple[str, str]]:
-        """(kind, name) of the devices below a switch, NICs first: bus order."""
-        nics = [("nic", name) for name, s in self.profile.nics if s == switch]
-        gpus = [("gpu", str(i)) for i, gpu in enumerate(self.profile.gpus) if gpu.switch == switch]
-        return nics + gpus
-
-    def _gpu_bus(self, index: int) -> str:
-        switch = self.profile.gpus[index].switch
-        position = self._endpoints(switch).index(("gpu", str(index)))
-        return f"00000000:{self._switch_bus(switch) + 1 + position:02X}:00.0"
-
     # -- the sysfs tree of this node (NICs and PCIe paths) ----------------------------------------------------
     @property
     def DDPTOP_SYSFS_ROOT(self) -> str:  # noqa: N802 - read by name, like NVML constants
@@ -453,18 +443,8 @@ class FakeNvml:
                 atexit.register(shutil.rmtree, self._sysfs, True)
             return self._sysfs
 
-    def _bridges(self, switch: int) -> list[str]:
-        """sysfs path components from the root complex down to a switch's upstream port."""
-        spec = self.profile.switches[switch]
-        if spec.parent is not None:
-            above = self._bridges(spec.parent)
-            base = self._switch_bus(spec.parent)
-            return above + [f"0000:{base:02x}:{0x10 + switch:02x}.0", f"0000:{self._switch_bus(switch) - 1:02x}:00.0"]
-        host = f"{(0x10 * spec.root) % 0x100:02x}"
-        return [f"pci0000:{host}", f"0000:{host}:{1 + switch:02x}.0", f"0000:{self._switch_bus(switch) - 1:02x}:00.0"]
-
     def _write_sysfs(self) -> str:
-        """devices/pci0000:XX/<root port>/[<parent switch>/...]<switch up>/<switch down>/<endpoint>,
+        """devices/pciDDDD:BB/<root port>/<switch up>/<switch down>/[<child switch up>/...]<endpoint>,
         bus/pci/devices and class/infiniband links, numa_node files: the parts of /sys the topology reader
         looks at."""
         root = tempfile.mkdtemp(prefix="ddptop-fake-sysfs-")
@@ -472,30 +452,75 @@ class FakeNvml:
         ib_dir = os.path.join(root, "class", "infiniband")
         os.makedirs(bus_dir)
         os.makedirs(ib_dir)
-        for switch, spec in enumerate(self.profile.switches):
-            base = self._switch_bus(switch)
-            for position, (kind, name) in enumerate(self._endpoints(switch)):
-                bdf = f"0000:{base + 1 + position:02x}:00.0"
-                downstream = f"0000:{base:02x}:{8 + position:02x}.0"
-                device = os.path.join(root, "devices", *self._bridges(switch), downstream, bdf)
-                os.makedirs(device)
-                with open(os.path.join(device, "numa_node"), "w", encoding="ascii") as handle:
-                    handle.write(f"{spec.socket}\n")
-                os.symlink(device, os.path.join(bus_dir, bdf))
-                if kind == "nic":
-                    ib_entry = os.path.join(device, "infiniband", name)
-                    os.makedirs(ib_entry)
-                    os.symlink("../..", os.path.join(ib_entry, "device"))
-                    os.symlink(ib_entry, os.path.join(ib_dir, name))
+        for (kind, name), (switch, bdf, path) in self._pci.endpoints.items():
+            device = os.path.join(root, "devices", *path)
+            os.makedirs(device)
+            with open(os.path.join(device, "numa_node"), "w", encoding="ascii") as handle:
+                handle.write(f"{self.profile.numa_of(switch)}\n")
+            os.symlink(device, os.path.join(bus_dir, bdf))
+            if kind == "nic":
+                ib_entry = os.path.join(device, "infiniband", name)
+                os.makedirs(ib_entry)
+                os.symlink("../..", os.path.join(ib_entry, "device"))
+                os.symlink(ib_entry, os.path.join(ib_dir, name))
         return root
 
 
-def _parse_cpus(text: str) -> list[int]:
-    cpus: list[int] = []
-    for part in text.split(","):
-        first, _, last = part.partition("-")
-        cpus.extend(range(int(first), int(last or first) + 1))
-    return cpus
+class _PciLayout:
+    """Bus numbers for a profile's PCIe tree, given as firmware does: depth first, one bus per bridge's
+    secondary side. Each host bridge's tree stays in one PCI domain (256 buses); a tree that does not fit
+    in what is left of a domain starts the next one, so any tree the profile loader accepts fits."""
+
+    def __init__(self, profile: NodeProfile) -> None:
+        self.profile = profile
+        self.endpoints: dict[tuple[str, str], tuple[int, str, list[str]]] = {}  # -> (switch, bdf, sysfs path)
+        self._domain, self._next_bus = 0, 0
+        roots = sorted({s.root for s in profile.switches})
+        for root in roots:
+            top = [i for i, s in enumerate(profile.switches) if s.root == root and s.parent is None]
+            needed = 1 + sum(2 + len(self._below(i)) for i, s in enumerate(profile.switches) if s.root == root)
+            if self._next_bus + needed > 256:
+                self._domain, self._next_bus = self._domain + 1, 0
+            host_bus = self._bus()
+            host = [f"pci{self._domain:04x}:{host_bus:02x}"]
+            for port, switch in enumerate(top):
+                root_port = self._bdf(host_bus, 1 + port // 8, port % 8)  # root ports 01.0, 01.1, ...
+                self._switch(switch, host + [root_port])
+        if self._next_bus + NVSWITCHES > 256:
+            self._domain, self._next_bus = self._domain + 1, 0
+        self.nvswitches = [self._bdf(self._bus(), 0, 0) for _ in range(NVSWITCHES)]
+
+    def _bus(self) -> int:
+        self._next_bus += 1
+        return self._next_bus - 1
+
+    def _bdf(self, bus: int, device: int, function: int = 0) -> str:
+        return f"{self._domain:04x}:{bus:02x}:{device:02x}.{function}"
+
+    def _below(self, switch: int) -> list[tuple[str, str]]:
+        """(kind, name) of the devices below a switch, NICs first: bus order."""
+        nics = [("nic", name) for name, s in self.profile.nics if s == switch]
+        gpus = [("gpu", str(i)) for i, gpu in enumerate(self.profile.gpus) if gpu.switch == switch]
+        return nics + gpus
+
+    def _switch(self, switch: int, above: list[str]) -> None:
+        upstream = self._bdf(self._bus(), 0)
+        internal = self._bus()
+        children = [i for i, s in enumerate(self.profile.switches) if s.parent == switch]
+        ports = [(kind, name) for kind, name in self._below(switch)] + [("switch", str(c)) for c in children]
+        for position, (kind, name) in enumerate(ports):
+            downstream = self._bdf(internal, position % 32, position // 32)
+            if kind == "switch":
+                self._switch(int(name), above + [upstream, downstream])
+            else:
+                bdf = self._bdf(self._bus(), 0)
+                self.endpoints[(kind, name)] = (switch, bdf, above + [upstream, downstream, bdf])
+
+
+def _nvml_bus_id(bdf: str) -> str:
+    """sysfs's 0000:06:00.0 as NVML spells it: 00000000:06:00.0."""
+    domain, rest = bdf.split(":", 1)
+    return f"{int(domain, 16):08X}:{rest.upper()}"
 
 
 _MODULES: dict[str, FakeNvml] = {}
