@@ -116,6 +116,39 @@ def test_an_nvlink_to_a_gpu_this_process_cannot_see_is_not_an_nvswitch():
     assert topo.link(0, 5) == "SYS" and topo.link(5, 0) == "SYS"
 
 
+def _dgx1_seen_from_a_job(lacks: set[str], allowed: set[int]) -> FakeNvml:
+    from ddptop.telemetry.fake.nodes import load_profile, with_changes
+
+    fake = FakeNvml(with_changes(load_profile("dgx1"), lacks=frozenset(lacks)))
+    for hidden in set(range(8)) - allowed:
+        fake.deny_gpu(hidden)
+    return fake
+
+
+def test_without_the_remote_device_type_a_link_to_a_hidden_gpu_is_still_no_nvswitch():
+    """Drivers without nvmlDeviceGetNvLinkRemoteDeviceType name a link's far end by bus id only. GPUs 0 and 5 of
+    a DGX-1: every far end is a GPU the job may not open, which the driver still knows (handle by bus id:
+    NO_PERMISSION), so the pair is SYS as on a newer driver, not NV6."""
+    fake = _dgx1_seen_from_a_job({"nvmlDeviceGetNvLinkRemoteDeviceType"}, {0, 5})
+    topo = read_topology(fake)
+    assert topo.link(0, 5) == "SYS" and topo.link(5, 0) == "SYS"
+    assert fake.calls["nvmlDeviceGetHandleByPciBusId"] == 6  # once per distinct far end: GPUs 1, 2, 3, 4, 6, 7
+    # the NVSwitches of an HGX board are no GPU to the driver (NOT_FOUND): still NV18
+    from ddptop.telemetry.fake.nodes import load_profile, with_changes
+
+    hgx = FakeNvml(with_changes(load_profile("hgx-h100"), lacks=frozenset({"nvmlDeviceGetNvLinkRemoteDeviceType"})))
+    assert {read_topology(hgx).link(a, b) for a in range(8) for b in range(8) if a != b} == {"NV18"}
+
+
+def test_without_either_query_a_link_between_visible_gpus_shows_a_mesh():
+    """A driver that can say neither the far end's type nor whether a GPU sits at a bus id: a link between two
+    GPUs the job sees proves a mesh (NVSwitch boards have none), so links to unseen GPUs are no switch links."""
+    fake = _dgx1_seen_from_a_job({"nvmlDeviceGetNvLinkRemoteDeviceType", "nvmlDeviceGetHandleByPciBusId_v2"},
+                                 {0, 1, 5})
+    topo = read_topology(fake)
+    assert (topo.link(0, 1), topo.link(1, 5), topo.link(0, 5)) == ("NV1", "NV2", "SYS")
+
+
 def test_a_pcie_gpu_is_asked_about_nvlink_once():
     """NOT_SUPPORTED on link 0 means no link will answer: one call per GPU, not 36."""
     fake = FakeNvml("pcie-4gpu")

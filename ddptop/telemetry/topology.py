@@ -225,12 +225,15 @@ def _nvlinks(nvml: Any, handles: list[Any], bus_ids: list[str], active: list[int
 
     ``handles`` holds None for a GPU NVML could not open; it is skipped, and indices stay NVML's. The far end
     of a link is named by NVML's remote device type: a link to a GPU this process cannot see (a container
-    given GPUs 0 and 5 of a DGX-1) is neither a pair nor a switch link. Drivers without that query fall back to
-    the bus id: a far end that is no GPU NVML listed is taken for an NVSwitch.
+    given GPUs 0 and 5 of a DGX-1) is neither a pair nor a switch link. Drivers without that query name the
+    far end only by its bus id: a GPU NVML listed makes a pair; otherwise the driver is asked whether a GPU
+    sits there at all (one this process may not open answers NO_PERMISSION, an NVSwitch NOT_FOUND), and only a
+    far end that is no GPU, on a node where no link joins two listed GPUs, is taken for an NVSwitch.
     """
     by_bus = {bdf: i for i, bdf in enumerate(bus_ids) if bdf}
     pairs: dict[tuple[int, int], int] = {}
     to_switch = [0] * len(handles)
+    untyped: list[tuple[int, str]] = []  # (GPU, far end's bus id) of links whose far end NVML did not type
     active[:] = [0] * len(handles)
     versions[:] = [None] * len(handles)
     max_links = int(getattr(nvml, "NVML_NVLINK_MAX_LINKS", 18))
@@ -254,15 +257,41 @@ def _nvlinks(nvml: Any, handles: list[Any], bus_ids: list[str], active: list[int
             remote = nv.call(nvml, "nvmlDeviceGetNvLinkRemotePciInfo", handle, link)
             if isinstance(remote, nv.Unavailable):
                 continue
-            peer = by_bus.get(sysfs_bdf(nv.text(remote.busId)))
+            remote_bus = nv.text(remote.busId)
+            peer = by_bus.get(sysfs_bdf(remote_bus))
             kind = nv.call(nvml, "nvmlDeviceGetNvLinkRemoteDeviceType", handle, link)
             if isinstance(kind, nv.Unavailable):
-                kind = switch_type if peer is None else None
+                if peer is None:
+                    untyped.append((i, remote_bus))
+                    continue
+                kind = None
             if int(kind if kind is not None else -1) == switch_type:
                 to_switch[i] += 1
             elif peer is not None and peer != i:
                 pairs[(i, peer)] = pairs.get((i, peer), 0) + 1
+    mesh = bool(pairs)  # NVSwitch systems have no direct GPU-to-GPU link
+    is_gpu: dict[str, bool | None] = {}
+    for i, remote_bus in untyped:
+        if remote_bus not in is_gpu:
+            is_gpu[remote_bus] = _gpu_at(nvml, remote_bus)
+        if not is_gpu[remote_bus] and not mesh:
+            to_switch[i] += 1
     return pairs, to_switch
+
+
+def _gpu_at(nvml: Any, bus_id: str) -> bool | None:
+    """Whether the driver knows a GPU at ``bus_id``, openable by this process or not; None: it cannot say."""
+    try:
+        nvml.nvmlDeviceGetHandleByPciBusId(bus_id)
+        return True
+    except AttributeError:  # a binding without the call
+        return None
+    except Exception as exc:
+        code = getattr(exc, "value", None)
+        if code == getattr(nvml, "NVML_ERROR_NOT_FOUND", object()):
+            return False
+        gpu_there = ("NVML_ERROR_NO_PERMISSION", "NVML_ERROR_GPU_IS_LOST", "NVML_ERROR_INSUFFICIENT_POWER")
+        return True if any(code == getattr(nvml, name, object()) for name in gpu_there) else None
 
 
 def read_topology(nvml_module: Any | None = None, sysfs_root: str | None = None) -> Topology:

@@ -169,6 +169,12 @@ def nvmlDeviceGetHandleByIndex_v2(index: int, out: int) -> None:
     put(out, c_void_p, node.handle(index))
 
 
+@_c(ctypes.c_char_p, _VOIDP)
+def nvmlDeviceGetHandleByPciBusId_v2(bus_id: bytes | None, out: int) -> None:
+    node = _current()
+    put(out, c_void_p, node.handle_by_bus(bus_id.decode() if bus_id else ""))
+
+
 @_c(_VOIDP, _VOIDP)
 def nvmlDeviceGetIndex(handle: int, out: int) -> None:
     node, gpu, mig = device(handle)

@@ -183,6 +183,19 @@ class FakeNvml:
             raise NvmlReturn(pynvml.NVML_ERROR_NO_PERMISSION)
         return self._handle_of(index, None)
 
+    def handle_by_bus(self, bus_id: str) -> int:
+        """The GPU at a PCI bus id (any spelling: 8- or 4-digit domain, any case); an NVSwitch's or an empty
+        slot's is NOT_FOUND, one this process may not open NO_PERMISSION."""
+        wanted = _bus_key(bus_id)
+        if wanted is None:
+            raise NvmlReturn(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        for index, known in enumerate(self.bus_ids):
+            if _bus_key(known) == wanted:
+                if index in self.lost:
+                    raise NvmlReturn(pynvml.NVML_ERROR_GPU_IS_LOST)
+                return self.handle(index)
+        raise NvmlReturn(pynvml.NVML_ERROR_NOT_FOUND)
+
     def _handle_of(self, index: int, mig: int | None) -> int:
         with self._lock:
             if (index, mig) not in self._handles:
@@ -515,6 +528,16 @@ class _PciLayout:
             else:
                 bdf = self._bdf(self._bus(), 0)
                 self.endpoints[(kind, name)] = (switch, bdf, above + [upstream, downstream, bdf])
+
+
+def _bus_key(bus_id: str) -> tuple[int, int, int, int] | None:
+    """(domain, bus, device, function) of a bus id as NVML or sysfs spells it."""
+    try:
+        domain, bus, devfn = bus_id.strip().split(":")
+        device, _, function = devfn.partition(".")
+        return int(domain, 16), int(bus, 16), int(device, 16), int(function or "0", 16)
+    except ValueError:
+        return None
 
 
 def _nvml_bus_id(bdf: str) -> str:
