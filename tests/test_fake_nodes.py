@@ -199,11 +199,12 @@ def test_more_numa_nodes_than_sockets_match_their_machines_matrix_cell_by_cell(p
             assert (topo["cpu_affinity"][parts[0]], topo["numa_affinity"][parts[0]]) == (cpus, numa), parts[0]
 
 
-def _tree_profile(tmp_path, switches: list[str], gpus_on: list[int], nics_on: list[int] = (), sockets: int = 2) -> str:
+def _tree_profile(tmp_path, switches: list[str], gpus_on: list[int], nics_on: list[int] = (), sockets: int = 2,
+                  pcie_extra: str = "") -> str:
     """A profile file of the given switches (TOML inline tables) with a GPU below each of ``gpus_on``."""
     lines = [
         'description = "test tree"', "[driver]", 'version = "550.90.07"', 'nvml_version = "12.550.90.07"',
-        "cuda_version = 12040", "[cpu]", f"sockets = {sockets}", "cores_per_socket = 8", "[pcie]",
+        "cuda_version = 12040", "[cpu]", f"sockets = {sockets}", "cores_per_socket = 8", "[pcie]", pcie_extra,
         "switches = [" + ", ".join(switches) + "]", "[gpu]", 'name = "NVIDIA L40S"', "memory_mib = 46068",
         "power_limit_w = 350", "sm_clock_max_mhz = 2520", "memory_clock_mhz = 9001", "pcie = [4, 16]",
     ]
@@ -261,6 +262,32 @@ def test_paths_through_a_grandparent_switch_are_pxb(tmp_path):
     assert topo.link(0, 4) == "NODE" and topo.link(1, 4) == "NODE"
     assert topo.matrix["GPU1"]["mlx5_0"] == "PIX" and topo.matrix["GPU2"]["mlx5_0"] == "PXB"
     assert topo.matrix["mlx5_0"]["mlx5_1"] == "PXB" and topo.matrix["GPU4"]["mlx5_0"] == "NODE"
+
+
+@pytest.mark.parametrize("platform", ["NODE", "SYS"])
+def test_nic_cells_take_nvmls_word_for_the_gpu_beside_the_nic(tmp_path, platform):
+    """Host bridges 0, 1 and 2 on NUMA node 0, 3 on node 1. mlx5_0 shares host bridge 1 with GPU1, so its cells
+    are NVML's for GPU1 (on a platform that reports SYS between host bridges of one NUMA node, GPU0-mlx5_0 is
+    SYS like GPU0-GPU1, not NODE); mlx5_1 has no GPU beside it: ddptop's NODE, marked NODE*."""
+    switches = [f"{{ socket = {root // 3}, root = {root} }}" for root in range(4)]
+    path = _tree_profile(tmp_path, switches, [0, 1, 3], nics_on=[1, 2],
+                         pcie_extra=f'between_host_bridges = "{platform}"')
+    done = ddptop("topo", "--json", env={"DDPTOP_FAKE_NVML": path})
+    assert done.returncode == 0, done.stderr
+    topo = json.loads(done.stdout)
+    matrix = topo["matrix"]
+    assert matrix["GPU0"]["GPU1"] == platform and matrix["GPU1"]["mlx5_0"] == "PIX"
+    assert matrix["GPU0"]["mlx5_0"] == matrix["mlx5_0"]["GPU0"] == platform  # as NVML says for GPU0-GPU1
+    assert matrix["GPU2"]["mlx5_0"] == "SYS" and matrix["GPU2"]["mlx5_1"] == "SYS"  # another NUMA node
+    assert matrix["GPU0"]["mlx5_1"] == matrix["mlx5_0"]["mlx5_1"] == "NODE"
+    assert sorted(map(tuple, topo["inferred"])) == sorted(
+        [("GPU0", "mlx5_1"), ("mlx5_1", "GPU0"), ("GPU1", "mlx5_1"), ("mlx5_1", "GPU1"),
+         ("mlx5_0", "mlx5_1"), ("mlx5_1", "mlx5_0")])
+    printed = ddptop("topo", env={"DDPTOP_FAKE_NVML": path}).stdout
+    row = next(line.split() for line in printed.splitlines() if line.startswith("mlx5_1"))
+    assert row[1:6] == ["NODE*", "NODE*", "SYS", "NODE*", "X"]
+    assert "  *     = ddptop's inference from the PCIe tree in sysfs" in printed
+    assert parse_topo_matrix(printed)[("mlx5_1", "GPU0")] == "NODE"  # compared with nvidia-smi as a word
 
 
 def _as_if_real(profile: str):

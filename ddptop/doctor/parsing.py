@@ -9,7 +9,7 @@ from typing import Any
 
 NCCL_TESTS_BYTES = 64 * 2**20  # all_reduce_perf -b 64M -e 64M (nccl-tests' M is 2**20)
 
-TOPO_WORD = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|N/A)$")
+TOPO_WORD = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|N/A)\*?$")  # ddptop marks its own inference NODE*
 _NIC_LEGEND = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 
 
@@ -65,7 +65,7 @@ def parse_topo_matrix(text: str) -> dict[tuple[str, str], str]:
         row = rename.get(parts[0], parts[0])
         for column, value in zip(columns, parts[1:1 + len(columns)]):
             if TOPO_WORD.match(value):
-                cells[(row, rename.get(column, column))] = value
+                cells[(row, rename.get(column, column))] = value.rstrip("*")
     return cells
 
 

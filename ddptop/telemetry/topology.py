@@ -3,7 +3,9 @@
 Between two GPUs: NV# when they share # NVLinks (directly, or through NVSwitches), otherwise NVML's common
 PCIe ancestor. NICs (RDMA devices in ``/sys/class/infiniband``) are invisible to NVML, so paths that
 involve a NIC are classified from the PCIe tree in sysfs: a shared switch is PIX, more switches PXB, the
-same host bridge PHB, another host bridge in the same NUMA node NODE, another NUMA node SYS.
+same host bridge PHB, another NUMA node SYS. Between host bridges of one NUMA node platforms differ (NVML
+says NODE on most, SYS on some), so such a path takes NVML's word for a GPU on the NIC's host bridge; where
+no GPU shares it, the cell is ddptop's own NODE, marked ``NODE*`` in the printed matrix (``inferred``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ LEGEND = (
     ("PIX", "Connection traversing a single PCIe switch"),
     ("NV#", "Connection traversing a bonded set of # NVLinks"),
 )
+INFERRED_LEGEND = ("*", "ddptop's inference from the PCIe tree in sysfs: a NIC with no GPU on its host bridge "
+                   "to take NVML's word from (some platforms report SYS where this says NODE)")
 # Closest first: the order in which a pair of GPUs is "better connected".
 LINK_RANK = {"X": 0, "NV": 1, "PIX": 2, "PXB": 3, "PHB": 4, "NODE": 5, "SYS": 6}
 
@@ -60,6 +64,8 @@ class Topology:
     links: dict[str, dict[str, Any]] = field(default_factory=dict)
     # this machine's CPUs (read_cpu_layout): sockets, cores, NUMA nodes and the CPUs ddptop may use
     cpu: dict[str, Any] = field(default_factory=dict)
+    # [row, column] of NIC cells that are ddptop's inference from sysfs, not NVML's word (printed with a *)
+    inferred: list[list[str]] = field(default_factory=list)
 
     @property
     def devices(self) -> list[str]:
@@ -77,6 +83,7 @@ class Topology:
             "notes": self.notes,
             "links": self.links,
             "cpu": self.cpu,
+            "inferred": self.inferred,
         }
 
     @classmethod
@@ -322,10 +329,10 @@ def read_topology(nvml_module: Any | None = None, sysfs_root: str | None = None)
                     continue
                 handles.append(handle)
                 bus_ids.append(sysfs_bdf(nv.text(pci.busId)))
-            _fill_gpus(topo, nvml, handles, bus_ids, root)
+            pcie = _fill_gpus(topo, nvml, handles, bus_ids, root)
             if count == 0 and topo.problem is None:
                 topo.problem = "NVML sees no GPU"
-        _fill_nics(topo, root, bus_ids)
+        _fill_nics(topo, root, bus_ids, pcie if nvml is not None else {})
     finally:
         if nvml is not None:
             nv.shutdown(nvml)
@@ -403,7 +410,10 @@ def _link_peaks(nvml: Any, handle: Any, active: int, version: int | None) -> dic
     return found
 
 
-def _fill_gpus(topo: Topology, nvml: Any, handles: list[Any], bus_ids: list[str], root: str) -> None:
+def _fill_gpus(topo: Topology, nvml: Any, handles: list[Any], bus_ids: list[str],
+               root: str) -> dict[tuple[int, int], str]:
+    """Fills the GPU rows; returns NVML's PCIe word for each pair of GPUs it could open (NVLinks aside)."""
+    pcie: dict[tuple[int, int], str] = {}
     active: list[int] = []
     versions: list[int | None] = []
     links, switch_links = _nvlinks(nvml, handles, bus_ids, active, versions)
@@ -412,16 +422,16 @@ def _fill_gpus(topo: Topology, nvml: Any, handles: list[Any], bus_ids: list[str]
     for i, first in enumerate(handles):
         row = topo.matrix.setdefault(f"GPU{i}", {})
         for j, second in enumerate(handles):
-            if i == j:
-                row[f"GPU{j}"] = "X"
-            elif first is None or second is None:
-                row[f"GPU{j}"] = "N/A"
-            elif links.get((i, j)):
+            if i == j or first is None or second is None:
+                row[f"GPU{j}"] = "X" if i == j else "N/A"
+                continue
+            pcie[(i, j)] = _nvml_ancestor(nvml, first, second) or pci_link(devices[i], devices[j])
+            if links.get((i, j)):
                 row[f"GPU{j}"] = f"NV{links[(i, j)]}"
             elif switch_links[i] and switch_links[j]:
                 row[f"GPU{j}"] = f"NV{min(switch_links[i], switch_links[j])}"  # through NVSwitches
             else:
-                row[f"GPU{j}"] = _nvml_ancestor(nvml, first, second) or pci_link(devices[i], devices[j])
+                row[f"GPU{j}"] = pcie[(i, j)]
         if first is None:
             topo.cpu_affinity[f"GPU{i}"] = topo.numa_affinity[f"GPU{i}"] = "N/A"
             continue
@@ -431,22 +441,48 @@ def _fill_gpus(topo: Topology, nvml: Any, handles: list[Any], bus_ids: list[str]
         if isinstance(numa, nv.Unavailable) or int(numa) < 0:
             numa = devices[i].numa
         topo.numa_affinity[f"GPU{i}"] = "N/A" if numa is None else str(int(numa))
+    return pcie
 
 
-def _fill_nics(topo: Topology, root: str, bus_ids: list[str]) -> None:
+def _fill_nics(topo: Topology, root: str, bus_ids: list[str], pcie: dict[tuple[int, int], str]) -> None:
     nics = list_nics(root)
     if not nics:
         return
     gpus = [pci_device(root, f"GPU{i}", bdf or None) for i, bdf in enumerate(bus_ids)]
     topo.nics = [nic.name for nic in nics]
+    # per NIC, the closest GPU on its own host bridge: NVML's word for that GPU stands for the NIC
+    partner: dict[str, int | None] = {}
+    for nic in nics:
+        near = [(LINK_RANK[cell], i) for i, gpu in enumerate(gpus)
+                if (cell := pci_link(gpu, nic)) in ("PIX", "PXB", "PHB")]
+        partner[nic.name] = min(near)[1] if near else None
+
+    def across_bridges(a: PciDevice, b: PciDevice) -> bool:
+        return a.path is not None and b.path is not None and a.path[0] != b.path[0]
+
+    def cell_of(nic: PciDevice, other: PciDevice, other_gpu: int | None) -> str:
+        cell = pci_link(nic, other)
+        if not across_bridges(nic, other):
+            return cell
+        mine = partner[nic.name]
+        theirs = other_gpu if other_gpu is not None else partner.get(other.name)
+        if mine is not None and theirs is not None and (mine, theirs) in pcie:
+            return pcie[(mine, theirs)]
+        if cell == "NODE":  # NVML might say SYS on this platform; nothing to ask it about
+            topo.inferred += [[nic.name, other.name], [other.name, nic.name]]
+        return cell
+
     for nic in nics:
         row = topo.matrix.setdefault(nic.name, {})
-        for gpu in gpus:
-            cell = pci_link(gpu, nic)
+        for i, gpu in enumerate(gpus):
+            cell = cell_of(nic, gpu, i)
             row[gpu.name] = cell
             topo.matrix.setdefault(gpu.name, {})[nic.name] = cell
         for other in nics:
-            row[other.name] = "X" if other is nic else pci_link(nic, other)
+            if other is nic:
+                row[other.name] = "X"
+            elif other.name not in row:
+                row[other.name] = topo.matrix.setdefault(other.name, {})[nic.name] = cell_of(nic, other, None)
 
 
 def format_matrix(topo: Topology, threads_per_rank: dict[int, int] | None = None) -> str:
@@ -466,8 +502,11 @@ def format_matrix(topo: Topology, threads_per_rank: dict[int, int] | None = None
     if topo.gpus:
         header += "CPU Affinity    NUMA Affinity"
     lines.append(header.rstrip())
+    inferred = {(row, column) for row, column in topo.inferred}
     for row_name in names:
-        cells = "".join(f"{topo.matrix.get(row_name, {}).get(col, 'N/A'):<{width}}" for col in names)
+        words = [topo.matrix.get(row_name, {}).get(col, "N/A") + ("*" if (row_name, col) in inferred else "")
+                 for col in names]
+        cells = "".join(f"{word:<{width}}" for word in words)
         line = f"{row_name:<{width}}" + cells
         if row_name in topo.cpu_affinity:
             line += f"{topo.cpu_affinity[row_name]:<16}{topo.numa_affinity.get(row_name, 'N/A')}"
@@ -475,7 +514,7 @@ def format_matrix(topo: Topology, threads_per_rank: dict[int, int] | None = None
     lines.append("")
     lines.append("Legend:")
     lines.append("")
-    for key, words in LEGEND:
+    for key, words in LEGEND + ((INFERRED_LEGEND,) if inferred else ()):
         lines.append(f"  {key:<4}  = {words}")  # two spaces after every key: views align the sentences
     for note in topo.notes:
         lines.append(f"Note: {note}")

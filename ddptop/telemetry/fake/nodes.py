@@ -85,6 +85,8 @@ class NodeProfile:
     foreign_processes: tuple[ForeignProcess, ...] = ()
     counter_bits: int = 64  # PCIe/NVLink byte counters wrap at 2**bits
     numa_per_socket: int = 1  # AMD NPS4: 4 NUMA nodes per socket, numbered socket by socket
+    # what NVML reports between host bridges of one NUMA node: NODE, or SYS as some platforms do
+    between_host_bridges: str = "NODE"
 
     def numa_of(self, switch: int) -> int:
         spec = self.switches[switch]
@@ -139,7 +141,7 @@ class _Invalid(ValueError):
 _TOP_KEYS = {"description", "source", "driver", "cpu", "pcie", "gpu", "gpus", "nics", "nvlink", "processes"}
 _DRIVER_KEYS = {"version", "nvml_version", "cuda_version", "lacks", "unsupported_fields", "counter_bits"}
 _CPU_KEYS = {"sockets", "cores_per_socket", "threads_per_core", "numa_per_socket"}
-_PCIE_KEYS = {"switches"}
+_PCIE_KEYS = {"switches", "between_host_bridges"}
 _SWITCH_KEYS = {"socket", "root", "parent", "numa"}
 _GPU_KEYS = {"name", "memory_mib", "power_limit_w", "sm_clock_max_mhz", "memory_clock_mhz", "pcie", "nvlink_slots",
              "nvlink_version", "switch", "cpu_affinity", "accessible", "mig", "mig_capable", "gpm", "uuid"}
@@ -220,6 +222,9 @@ def _profile(name: str, data: dict[str, Any]) -> NodeProfile:
     per_socket = _int(cpu.get("numa_per_socket", 1), "cpu.numa_per_socket", 1)
     if cores % per_socket:
         raise _Invalid(f"cpu.numa_per_socket: {per_socket} does not divide cores_per_socket {cores}")
+    between = pcie.get("between_host_bridges", "NODE")
+    if between not in ("NODE", "SYS"):
+        raise _Invalid(f"pcie.between_host_bridges: must be NODE or SYS (got {between!r})")
     switch_entries = _tables(_need(pcie, "switches", "pcie"), "pcie.switches", _SWITCH_KEYS)
     switches = []
     for index, entry in enumerate(switch_entries):
@@ -336,6 +341,7 @@ def _profile(name: str, data: dict[str, Any]) -> NodeProfile:
         sockets=sockets, cores_per_socket=cores, threads_per_core=threads, switches=tuple(switches),
         gpus=tuple(gpus), nics=tuple(nics), nvlink=kind, nvlink_pairs=pairs, foreign_processes=tuple(processes),
         counter_bits=_int(driver.get("counter_bits", 64), "driver.counter_bits", 8, 64), numa_per_socket=per_socket,
+        between_host_bridges=between,
     )
 
 

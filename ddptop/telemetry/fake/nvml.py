@@ -272,7 +272,7 @@ class FakeNvml:
             return pynvml.NVML_TOPOLOGY_MULTIPLE
         if switches[sa].root == switches[sb].root:
             return pynvml.NVML_TOPOLOGY_HOSTBRIDGE
-        if self.profile.numa_of(sa) == self.profile.numa_of(sb):
+        if self.profile.numa_of(sa) == self.profile.numa_of(sb) and self.profile.between_host_bridges == "NODE":
             return pynvml.NVML_TOPOLOGY_NODE
         return pynvml.NVML_TOPOLOGY_SYSTEM
 
