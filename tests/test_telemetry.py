@@ -4,6 +4,7 @@ The fake (ddptop/telemetry/fake/nvml.py) answers with pynvml's own constants and
 tests run the same code that reads a real driver; tests marked ``gpu`` repeat the essentials on real NVML.
 """
 
+import dataclasses
 import html
 import json
 import os
@@ -147,6 +148,26 @@ def test_without_either_query_a_link_between_visible_gpus_shows_a_mesh():
                                  {0, 1, 5})
     topo = read_topology(fake)
     assert (topo.link(0, 1), topo.link(1, 5), topo.link(0, 5)) == ("NV1", "NV2", "SYS")
+
+
+def test_numa_affinity_is_the_cpu_sides_not_the_gpus_own_numa_node(tmp_path):
+    """nvmlDeviceGetNumaNodeId is NOT_SUPPORTED on x86 (as the simulator answers) and, where GPU memory is a NUMA
+    node of its own (Grace Hopper: node 1 beside CPU node 0), names the GPU's node, not the CPUs' nearest it.
+    NUMA affinity comes from the PCI device's numa_node in sysfs, else NVML's memory affinity."""
+    from ddptop.telemetry.fake.nodes import load_profile, with_changes
+
+    fake = FakeNvml("dgx-a100-nps4")
+    fake.nvmlInit()
+    with pytest.raises(fake.NVMLError_NotSupported):
+        fake.nvmlDeviceGetNumaNodeId(fake.nvmlDeviceGetHandleByIndex(0))
+    expected = {f"GPU{i}": numa for i, numa in enumerate("33117755")}
+    assert read_topology(fake).numa_affinity == expected
+    no_sysfs = tmp_path / "sys"
+    no_sysfs.mkdir()  # no PCI devices to read: NVML's memory affinity answers
+    assert read_topology(FakeNvml("dgx-a100-nps4"), sysfs_root=str(no_sysfs)).numa_affinity == expected
+    profile = load_profile("a100-mig")
+    grace = with_changes(profile, gpus=tuple(dataclasses.replace(g, numa_node_id=1) for g in profile.gpus))
+    assert read_topology(FakeNvml(grace)).numa_affinity == {"GPU0": "0"}
 
 
 def test_a_pcie_gpu_is_asked_about_nvlink_once():

@@ -34,6 +34,7 @@ INFERRED_LEGEND = ("*", "ddptop's inference from the PCIe tree in sysfs: a NIC w
 LINK_RANK = {"X": 0, "NV": 1, "PIX": 2, "PXB": 3, "PHB": 4, "NODE": 5, "SYS": 6}
 
 CPU_SET_WORDS = 16  # 64-bit words of the affinity mask: up to 1024 CPUs
+NUMA_SET_WORDS = 1  # 64-bit words of the NUMA node mask: up to 64 nodes
 
 # GB/s per link and direction, by NVLink generation: P100 20; V100, A100 and H100 25 (6, 12 and 18 links:
 # 300, 600 and 900 GB/s both directions, NVIDIA's datasheets); Blackwell 50 (18 links, 1.8 TB/s)
@@ -208,6 +209,20 @@ def _affinity(nvml: Any, handle: Any) -> str:
         return "N/A"
     cpus = [w * 64 + bit for w, word in enumerate(list(words)) for bit in range(64) if int(word) >> bit & 1]
     return cpu_ranges(cpus) or "N/A"
+
+
+def _numa_affinity(nvml: Any, handle: Any, device: PciDevice) -> str:
+    """The NUMA node(s) whose CPUs and memory are nearest a GPU: its PCI device's numa_node in sysfs, else
+    NVML's memory affinity. Not nvmlDeviceGetNumaNodeId: that is the GPU's own node where GPU memory is one
+    (Grace Hopper), and NOT_SUPPORTED on x86."""
+    if device.numa is not None:
+        return str(device.numa)
+    scope = getattr(nvml, "NVML_AFFINITY_SCOPE_NODE", 0)
+    words = nv.call(nvml, "nvmlDeviceGetMemoryAffinity", handle, NUMA_SET_WORDS, scope)
+    if isinstance(words, nv.Unavailable):
+        return "N/A"
+    nodes = [w * 64 + bit for w, word in enumerate(list(words)) for bit in range(64) if int(word) >> bit & 1]
+    return cpu_ranges(nodes) or "N/A"
 
 
 def _nvml_ancestor(nvml: Any, first: Any, second: Any) -> str | None:
@@ -437,10 +452,7 @@ def _fill_gpus(topo: Topology, nvml: Any, handles: list[Any], bus_ids: list[str]
             continue
         topo.cpu_affinity[f"GPU{i}"] = _affinity(nvml, first)
         topo.links[f"GPU{i}"] = _link_peaks(nvml, first, active[i], versions[i])
-        numa = nv.call(nvml, "nvmlDeviceGetNumaNodeId", first)
-        if isinstance(numa, nv.Unavailable) or int(numa) < 0:
-            numa = devices[i].numa
-        topo.numa_affinity[f"GPU{i}"] = "N/A" if numa is None else str(int(numa))
+        topo.numa_affinity[f"GPU{i}"] = _numa_affinity(nvml, first, devices[i])
     return pcie
 
 

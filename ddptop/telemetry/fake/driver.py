@@ -247,7 +247,19 @@ def nvmlDeviceGetCurrPcieLinkWidth(handle: int, out: int) -> None:
 @_c(_VOIDP, _VOIDP)
 def nvmlDeviceGetNumaNodeId(handle: int, out: int) -> None:
     node, gpu, _ = device(handle)
-    put(out, c_uint, node.numa(gpu))
+    put(out, c_uint, node.numa_node_id(gpu))
+
+
+@_c(_VOIDP, c_uint, _VOIDP, c_uint)
+def nvmlDeviceGetMemoryAffinity(handle: int, words: int, out: int, scope: int) -> None:
+    node, gpu, _ = device(handle)
+    bits = 8 * ctypes.sizeof(ctypes.c_ulong)
+    array = struct(out, ctypes.c_ulong * words)
+    for i in range(words):
+        array[i] = 0
+    for numa in node.memory_affinity(gpu, scope):
+        if numa // bits < words:
+            array[numa // bits] |= 1 << (numa % bits)
 
 
 @_c(_VOIDP, c_uint, _VOIDP)

@@ -47,6 +47,8 @@ class GpuSpec:
     gpm: bool = False  # NVML GPM counters (Hopper and later)
     uuid: str = ""
     nvlink_version: int = 0  # NVLink generation (2: V100, 3: A100, 4: H100), as nvmlDeviceGetNvLinkVersion
+    # the GPU's own NUMA node where its memory is one (Grace Hopper); None: NOT_SUPPORTED, as x86 drivers answer
+    numa_node_id: int | None = None
 
 
 @dataclass(frozen=True)
@@ -144,7 +146,8 @@ _CPU_KEYS = {"sockets", "cores_per_socket", "threads_per_core", "numa_per_socket
 _PCIE_KEYS = {"switches", "between_host_bridges"}
 _SWITCH_KEYS = {"socket", "root", "parent", "numa"}
 _GPU_KEYS = {"name", "memory_mib", "power_limit_w", "sm_clock_max_mhz", "memory_clock_mhz", "pcie", "nvlink_slots",
-             "nvlink_version", "switch", "cpu_affinity", "accessible", "mig", "mig_capable", "gpm", "uuid"}
+             "nvlink_version", "switch", "cpu_affinity", "accessible", "mig", "mig_capable", "gpm", "uuid",
+             "numa_node_id"}
 _MIG_KEYS = {"profile", "memory_mib", "gpu_instance", "compute_instance"}
 _NIC_KEYS = {"name", "switch"}
 _NVLINK_KEYS = {"kind", "pairs"}
@@ -291,6 +294,7 @@ def _profile(name: str, data: dict[str, Any]) -> NodeProfile:
             accessible=_bool(spec.get("accessible", True), at("accessible")), mig=mig,
             mig_capable=_bool(spec.get("mig_capable", bool(mig)), at("mig_capable")),
             gpm=_bool(spec.get("gpm", False), at("gpm")),
+            numa_node_id=None if spec.get("numa_node_id") is None else _int(spec["numa_node_id"], at("numa_node_id")),
             uuid=_text(spec.get("uuid") or f"GPU-fa4e{index:04x}-0000-4000-8000-{zlib.crc32(name.encode()):012x}",
                        at("uuid")))
         gpus.append(gpu)

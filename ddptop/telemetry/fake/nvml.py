@@ -244,8 +244,27 @@ class FakeNvml:
         return self.profile.numa_of(self.profile.gpus[index].switch)
 
     def numa(self, index: int) -> int:
+        """The NUMA node of the CPUs and memory nearest the GPU (its PCI device's, as sysfs numa_node says)."""
         self.check(index)
         return self._numa(index)
+
+    def numa_node_id(self, index: int) -> int:
+        """The GPU's own NUMA node: only where GPU memory is a NUMA node (Grace Hopper); x86: NOT_SUPPORTED."""
+        gpu = self.check(index)
+        if gpu.numa_node_id is None:
+            raise NvmlReturn(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return gpu.numa_node_id
+
+    def memory_affinity(self, index: int, scope: int) -> list[int]:
+        """NUMA nodes nearest the GPU: its own (scope NODE) or every one of its socket's (scope SOCKET)."""
+        self.check(index)
+        numa = self._numa(index)
+        if scope == pynvml.NVML_AFFINITY_SCOPE_SOCKET:
+            first = numa - numa % self.profile.numa_per_socket
+            return list(range(first, first + self.profile.numa_per_socket))
+        if scope != pynvml.NVML_AFFINITY_SCOPE_NODE:
+            raise NvmlReturn(pynvml.NVML_ERROR_INVALID_ARGUMENT)
+        return [numa]
 
     def affinity(self, index: int) -> list[int]:
         gpu = self.check(index)
