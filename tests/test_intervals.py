@@ -101,7 +101,7 @@ def test_throughput_per_batch_carries_its_interval_in_the_table_and_the_plot(tmp
     import math
 
     from ddptop.analysis import scaling
-    from ddptop.report import plots, tables
+    from ddptop.report import plots, sections
 
     session = Session.load(RECORDED)
     session.refresh(final=True)
@@ -122,7 +122,7 @@ def test_throughput_per_batch_carries_its_interval_in_the_table_and_the_plot(tmp
         assert low < row["ex_sec_total"] < high
     assert rows[1]["ex_sec_total_ci"] is None
     assert rows[0]["ex_sec_total_ci"] == ddp["stats"]["ex_sec_total_p50_ci"]  # the configuration's own, as shown
-    text = tables.batch_text({"batch_throughput": [table]})
+    text = sections.text_of("batch_throughput", {"batch_throughput": [table]})
     first = next(line for line in text.splitlines() if line.split()[:1] == [str(rows[0]["batch_size"])])
     assert f"({rows[0]['ex_sec_total_ci'][0]:.1f}–{rows[0]['ex_sec_total_ci'][1]:.1f})" in first
 

@@ -109,15 +109,15 @@ def test_no_earlier_key_name_is_written(summary):
 def _screen_as_it_was(summary: dict, with_topology: bool) -> Text:
     """The summary screen's text before it used ``screen_sections``, kept to hold the two to the same bytes."""
     out = Text()
-    body = tables.scaling_text(summary).rstrip() or "No scaling table: no configuration finished."
+    body = sections.text_of("scaling", summary).rstrip() or "No scaling table: no configuration finished."
     out.append(body + "\n\n")
     deeper = "\n".join(part for part in (
-        tables.communication_text(summary), tables.stragglers_text(summary), tables.compute_text(summary),
-        tables.verdict_text(summary), tables.dp_text(summary), tables.batch_text(summary),
-        tables.collectives_text(summary)) if part)
+        sections.text_of(key, summary) for key in (
+            "communication", "stragglers", "compute", "verdict", "dp_vs_ddp", "batch_throughput", "collectives"))
+        if part)
     if deeper:
         out.append(deeper + "\n")
-    load = tables.load_text(summary)
+    load = sections.text_of("load", summary)
     if load:
         out.append(load + "\n")
     problems = tables.problems_text(summary)

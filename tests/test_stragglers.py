@@ -124,26 +124,26 @@ def _summary(*entries):
 def test_the_report_names_the_straggler_with_its_intervals():
     state, entry = _lockstep({0: 1.0, 1: 3.0})
     entry["straggler"] = stragglers.config_straggler(state, entry)
-    text = tables.stragglers_text(_summary(entry))
+    text = sections.text_of("stragglers", _summary(entry))
     assert f"{entry['config_id']}: rank 1 is the straggler (no_sync compute and allreduce wait)" in text
     compute = entry["straggler"]["compute"]
     shown = tables._times(compute["ratio"], compute["ratio_ci"])
     assert f"rank 1 {shown} the other ranks'" in text and "(" in shown
     assert "a step longer than rank 1" in text
     assert "alike: DDP keeps the ranks in step" in text
-    markdown = "\n".join(tables.stragglers_markdown(_summary(entry)))
+    markdown = "\n".join(sections.markdown_of("stragglers", _summary(entry)))
     assert f"- `{entry['config_id']}`: rank 1 is the straggler" in markdown
 
     balanced_state, balanced = _lockstep({0: 1.0, 1: 1.0})
     balanced["straggler"] = stragglers.config_straggler(balanced_state, balanced)
-    assert "no straggler beyond noise" in tables.stragglers_text(_summary(balanced))
-    assert "is the straggler" not in tables.stragglers_text(_summary(balanced))
+    assert "no straggler beyond noise" in sections.text_of("stragglers", _summary(balanced))
+    assert "is the straggler" not in sections.text_of("stragglers", _summary(balanced))
 
     # a passing load in the no_sync steps alone: rank 0 slower there, its peers never waiting for it
     passing = SimpleNamespace(nosync=dict(balanced_state.nosync), comm=balanced_state.comm)
     passing.nosync[0] = [2 * v for v in passing.nosync[0]]
     balanced["straggler"] = stragglers.config_straggler(passing, balanced)
-    text = tables.stragglers_text(_summary(balanced))
+    text = sections.text_of("stragglers", _summary(balanced))
     assert balanced["straggler"]["rank"] is None and "is the straggler" not in text
     assert ("no straggler named: the no_sync compute points at rank 0, the allreduce wait does not confirm it "
             "beyond noise") in text
@@ -152,7 +152,7 @@ def test_the_report_names_the_straggler_with_its_intervals():
 def test_the_report_leaves_the_part_out_where_nothing_tells_a_straggler():
     _, entry = _lockstep({0: 1.0, 1: 1.0})
     entry["straggler"] = stragglers.name_straggler(None, None, entry["stats"]["straggler"])
-    assert tables.stragglers_text(_summary(entry)) == "" and tables.stragglers_markdown(_summary(entry)) == []
+    assert sections.text_of("stragglers", _summary(entry)) == "" and sections.markdown_of("stragglers", _summary(entry)) == []
     assert "stragglers" in sections.BY_KEY
 
 

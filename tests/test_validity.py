@@ -14,7 +14,7 @@ import time
 import pynvml
 import pytest
 
-from ddptop.report import tables
+from ddptop.report import sections
 from ddptop.run.snapshot import ConfigSnapshot, Validity
 from ddptop.telemetry import timeline, validity
 from ddptop.telemetry.fake.nvml import FakeNvml
@@ -248,8 +248,8 @@ def test_config_table_shows_a_disturbed_configuration_and_the_report_lists_it():
     summary = {"configs": [{"config_id": "a", "validity": {"disturbed": False, "reasons": []}},
                            {"config_id": "b", "validity": {"disturbed": True, "reasons": ["GPU 1: Xid 79", "x"]}},
                            {"config_id": "c"}]}
-    assert tables.disturbed_text(summary).splitlines()[1:] == ["b: GPU 1: Xid 79; x"]
-    assert tables.disturbed_text({"configs": summary["configs"][::2]}) == ""
+    assert sections.text_of("disturbed", summary).splitlines()[1:] == ["b: GPU 1: Xid 79; x"]
+    assert sections.text_of("disturbed", {"configs": summary["configs"][::2]}) == ""
 
 
 def test_run_control_attaches_the_running_configurations_validity():

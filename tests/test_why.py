@@ -171,7 +171,7 @@ def test_gpm_counters_from_the_hopper_node_to_the_load_table(tmp_path):
     import os
     import time
 
-    from ddptop.report import tables
+    from ddptop.report import sections
     from ddptop.telemetry.fake.nvml import FakeNvml
     from ddptop.telemetry.host import RankProcess
     from ddptop.telemetry.monitor import Monitor
@@ -196,9 +196,9 @@ def test_gpm_counters_from_the_hopper_node_to_the_load_table(tmp_path):
     assert figures["gpus"] == [0] and figures["sm_active_mean"] == 82.0 and figures["tensor_active_mean"] == 33.0
     summary = {"configs": [{"label": "1M/1G", "model": "m", "batch_size": 8, "telemetry": figures}],
                "telemetry": {"info": {}}}
-    text = tables.load_text(summary)
+    text = sections.text_of("load", summary)
     assert "SM active" in text and "tensor active" in text and "82%" in text and "33%" in text
-    assert "SM active" not in tables.load_text({**summary, "configs": [
+    assert "SM active" not in sections.text_of("load", {**summary, "configs": [
         {"label": "1M/1G", "model": "m", "batch_size": 8, "telemetry": {**figures, "sm_active_mean": None}}]})
 
 

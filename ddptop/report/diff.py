@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from ddptop import units
+from ddptop.report.blocks import aligned, markdown_table
 
 DIFF_PERCENTILES = ("p50", "p75", "p95")
 IGNORED_ENVIRONMENT_KEYS = ("collected", "pid")
@@ -186,8 +187,6 @@ def _levels_text(variance: dict[str, Any] | None) -> str:
 
 
 def diff_text(diff: dict[str, Any], markdown: bool = False) -> str:
-    from ddptop.report.tables import aligned, markdown_table
-
     render = markdown_table if markdown else (lambda h, r: aligned(h, r, first_left=True))
     out = [f"A: {diff['a']['run_dir']} ({diff['a']['name']})", f"B: {diff['b']['run_dir']} ({diff['b']['name']})", ""]
     for section in ("environment", "plan"):

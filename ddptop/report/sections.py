@@ -11,56 +11,72 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from ddptop.report import tables
+from ddptop.report import blocks, tables
 
 Summary = dict[str, Any]
 
 
 @dataclass(frozen=True)
 class Section:
-    """One part of the report and how each form writes it."""
+    """One part of the report: the block it builds, and where it is shown."""
 
     key: str
     title: str  # the Markdown heading; the terminal block writes its own, with details
-    text: Callable[[Summary], str] | None  # a terminal block ending in a newline, "" when empty; None: Markdown only
-    markdown: Callable[[Summary], list[str]]  # the lines under the heading, [] when empty
+    block: Callable[[Summary], blocks.Block] | None  # the part's content, rendered by each form's writer
+    markdown_only: Callable[[Summary], list[str]] | None = None  # a part only summary.md has: its lines
     on_screen: bool = False  # the summary screen shows it
     always: bool = False  # written even when empty, so a reader sees that there was nothing
     lead: bool = False  # the terminal prints it before every other part
     screen_style: str = ""  # the style of the block's first line, its heading, on the summary screen
     screen_empty: str = ""  # what the summary screen says in its place when it is empty
 
+    def text(self, summary: Summary) -> str | None:
+        """The terminal block, ending in a newline; "" when empty; None for a part only summary.md has."""
+        return None if self.block is None else blocks.text(self.block(summary))
+
+    def markdown(self, summary: Summary) -> list[str]:
+        """The lines under the part's ``##`` heading; [] when empty."""
+        if self.markdown_only is not None:
+            return self.markdown_only(summary)
+        return blocks.markdown(self.block(summary)) if self.block is not None else []
+
 
 SECTIONS: tuple[Section, ...] = (
     Section("environment", "Environment", None, tables.environment_markdown, always=True),
     Section("plan", "Plan", None, tables.plan_markdown, always=True),
-    Section("benchmark", "Step time per configuration", tables.benchmark_text, tables.benchmark_markdown,
-            always=True),
-    Section("scaling", "Scaling", tables.scaling_text, tables.scaling_markdown, on_screen=True, always=True,
+    Section("benchmark", "Step time per configuration", tables.benchmark_block, always=True),
+    Section("scaling", "Scaling", tables.scaling_block, on_screen=True, always=True,
             screen_empty="No scaling table: no configuration finished.\n"),
-    Section("communication", "Compute vs communication", tables.communication_text, tables.communication_markdown,
-            on_screen=True),
-    Section("launches", "Launch to launch", tables.launches_text, tables.launches_markdown, always=True),
-    Section("stragglers", "Stragglers", tables.stragglers_text, tables.stragglers_markdown, on_screen=True),
-    Section("compute", "Compute: FLOP/s and MFU", tables.compute_text, tables.compute_markdown, on_screen=True),
-    Section("verdict", "Why it is not faster", tables.verdict_text, tables.verdict_markdown, on_screen=True),
-    Section("dp_vs_ddp", "DataParallel vs DDP", tables.dp_text, tables.dp_markdown, on_screen=True),
-    Section("batch_throughput", "Throughput per batch size", tables.batch_text, tables.batch_markdown,
-            on_screen=True),
-    Section("collectives", "Collective bandwidth", tables.collectives_text, tables.collectives_markdown,
-            on_screen=True),
-    Section("load", "Load during measured steps", tables.load_text, tables.load_markdown, on_screen=True),
-    Section("topology", "Topology", tables.topology_text, tables.topology_markdown, always=True, lead=True),
-    Section("problems", "Not measured in full", tables.not_measured_text, tables.problems_markdown, on_screen=True,
+    Section("communication", "Compute vs communication", tables.communication_block, on_screen=True),
+    Section("launches", "Launch to launch", tables.launches_block, always=True),
+    Section("stragglers", "Stragglers", tables.stragglers_block, on_screen=True),
+    Section("compute", "Compute: FLOP/s and MFU", tables.compute_block, on_screen=True),
+    Section("verdict", "Why it is not faster", tables.verdict_block, on_screen=True),
+    Section("dp_vs_ddp", "DataParallel vs DDP", tables.dp_block, on_screen=True),
+    Section("batch_throughput", "Throughput per batch size", tables.batch_block, on_screen=True),
+    Section("collectives", "Collective bandwidth", tables.collectives_block, on_screen=True),
+    Section("load", "Load during measured steps", tables.load_block, on_screen=True),
+    Section("topology", "Topology", tables.topology_block, always=True, lead=True),
+    Section("problems", "Not measured in full", tables.not_measured_block, on_screen=True,
             screen_style="bold yellow"),
-    Section("disturbed", "Disturbed while measured", tables.disturbed_text, tables.disturbed_markdown,
-            on_screen=True, screen_style="bold yellow"),
-    Section("damaged", "Read around damaged files", tables.damaged_text, tables.damaged_markdown, on_screen=True),
-    Section("nodes", "Nodes", tables.nodes_text, tables.nodes_markdown),
-    Section("overhead", "Overhead", tables.overhead_text, tables.overhead_markdown, on_screen=True, always=True),
+    Section("disturbed", "Disturbed while measured", tables.disturbed_block, on_screen=True,
+            screen_style="bold yellow"),
+    Section("damaged", "Read around damaged files", tables.damaged_block, on_screen=True),
+    Section("nodes", "Nodes", tables.nodes_block),
+    Section("overhead", "Overhead", tables.overhead_block, on_screen=True, always=True),
 )
 
 BY_KEY = {section.key: section for section in SECTIONS}
+
+
+def text_of(key: str, summary: Summary) -> str:
+    """One part's terminal block ("" when empty)."""
+    return BY_KEY[key].text(summary) or ""
+
+
+def markdown_of(key: str, summary: Summary) -> list[str]:
+    """One part's Markdown lines ([] when empty)."""
+    return BY_KEY[key].markdown(summary)
 
 
 def shown(summary: Summary, form: Literal["text", "markdown"]) -> list[tuple[Section, Any]]:
@@ -68,7 +84,7 @@ def shown(summary: Summary, form: Literal["text", "markdown"]) -> list[tuple[Sec
     pairs: list[tuple[Section, str | list[str]]]
     if form == "text":
         ordered = [s for s in SECTIONS if s.lead] + [s for s in SECTIONS if not s.lead]
-        pairs = [(s, s.text(summary)) for s in ordered if s.text is not None]
+        pairs = [(s, s.text(summary) or "") for s in ordered if s.block is not None]
     else:
         pairs = [(s, s.markdown(summary)) for s in SECTIONS]
     return [(section, content) for section, content in pairs if content or section.always]
@@ -128,7 +144,7 @@ def screen_sections(summary: Summary, with_topology: bool) -> list[tuple[str | N
     """
     out: list[tuple[str | None, str, str]] = []
     for section in SECTIONS:
-        if not section.on_screen or section.text is None:
+        if not section.on_screen or section.block is None:
             continue
         block = section.text(summary) or section.screen_empty
         if not block:

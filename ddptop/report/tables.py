@@ -5,20 +5,20 @@ The per-configuration block keeps the layout of PyTorch's DDP benchmark (rows ``
 the HPC article "Benchmarking Parallel Programs" (N, time, speedup, relative SU) and adds throughput,
 efficiency and relative cost.
 
-Each part of the report has a function for the terminal (``*_text``) and one for Markdown (``*_markdown``);
-``ddptop.report.sections`` says which parts there are and in what order. Numbers are written by
-``ddptop.units``.
+Each part of the report builds one neutral block (``*_block``: ``ddptop.report.blocks``), which one writer
+renders for the terminal and one for Markdown; ``ddptop.report.sections`` says which parts there are and in
+what order. Numbers are written by ``ddptop.units``.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-from collections.abc import Sequence
 from typing import Any
 
 from ddptop.analysis import formulas
 from ddptop.analysis.stats import PERCENTILES
+from ddptop.report.blocks import Block, Caption, Items, Lines, Note, Pairs, Part, Table, Verbatim
 from ddptop import units
 from ddptop.telemetry.topology import Topology, format_matrix
 
@@ -116,20 +116,6 @@ def _scaling_cells(row: dict[str, Any], priced: bool = False, metered: bool = Fa
     cells += (units.number(row.get("cost_per_million")),) if priced else ()
     return cells + ((units.significant(row.get("examples_per_joule")), units.number(row.get("relative_energy")))
                     if metered else ())
-
-
-def aligned(header: tuple[str, ...], rows: Sequence[tuple[str, ...]], first_left: bool = False) -> list[str]:
-    table = [header, *rows]
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    return [
-        "  " + "  ".join(c.ljust(w) if (first_left and i == 0) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-        for r in table
-    ]
-
-
-def markdown_table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> list[str]:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return lines + ["| " + " | ".join(cells) + " |" for cells in rows]
 
 
 def projection_lines(table: dict[str, Any]) -> list[str]:
@@ -322,16 +308,11 @@ def dp_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
     ]
 
 
-def communication_text(summary: dict[str, Any]) -> str:
+def communication_block(summary: dict[str, Any]) -> Block:
     rows = communication_rows(summary)
     if not rows:
-        return ""
-    return "\n".join(["Compute vs communication (per step)", *aligned(COMM_HEADER, rows, first_left=True), "  " + COMM_NOTE, ""])
-
-
-def communication_markdown(summary: dict[str, Any]) -> list[str]:
-    rows = communication_rows(summary)
-    return markdown_table(COMM_HEADER, rows) + ["", COMM_NOTE, ""] if rows else []
+        return Block()
+    return Block("Compute vs communication (per step)", [Table(COMM_HEADER, rows, first_left=True), Note(COMM_NOTE)])
 
 
 def _times(ratio: float | None, ci: list[float] | None) -> str:
@@ -431,75 +412,37 @@ def launch_rows(summary: dict[str, Any]) -> list[tuple[str, ...]]:
     return rows
 
 
-def launches_text(summary: dict[str, Any]) -> str:
-    rows = launch_rows(summary)
-    out = ["Launch to launch", "  " + launch_spread_line(summary)]
+def launches_block(summary: dict[str, Any]) -> Block:
+    parts: list[Part] = [Note(launch_spread_line(summary))]
     if any(len(e.get("launches") or ()) > 1 for e in summary["configs"]):
-        out += aligned(LAUNCH_HEADER, rows, first_left=True)
-    return "\n".join(out + [""])
+        parts.append(Table(LAUNCH_HEADER, launch_rows(summary), first_left=True))
+    return Block("Launch to launch", parts)
 
 
-def launches_markdown(summary: dict[str, Any]) -> list[str]:
-    rows = launch_rows(summary)
-    out = [launch_spread_line(summary), ""]
-    if any(len(e.get("launches") or ()) > 1 for e in summary["configs"]):
-        out += markdown_table(LAUNCH_HEADER, rows) + [""]
-    return out
-
-
-def stragglers_text(summary: dict[str, Any]) -> str:
+def stragglers_block(summary: dict[str, Any]) -> Block:
     found = stragglers_found(summary)
     if not found:
-        return ""
-    lines = ["Stragglers (per configuration)"]
-    for config, head, figures in found:
-        lines += [f"  {config}: {head}"] + [f"    {figure}" for figure in figures]
-    return "\n".join(lines + ["  " + STRAGGLER_NOTE, ""])
+        return Block()
+    return Block("Stragglers (per configuration)", [Items(found), Note(STRAGGLER_NOTE)])
 
 
-def stragglers_markdown(summary: dict[str, Any]) -> list[str]:
-    lines = []
-    for config, head, figures in stragglers_found(summary):
-        lines += [f"- `{config}`: {head}"] + [f"  - {figure}" for figure in figures]
-    return lines + ["", STRAGGLER_NOTE, ""] if lines else []
-
-
-def dp_text(summary: dict[str, Any]) -> str:
+def dp_block(summary: dict[str, Any]) -> Block:
     rows = dp_rows(summary)
-    return "\n".join(["DataParallel vs DDP", *aligned(DP_HEADER, rows, first_left=True), ""]) if rows else ""
+    return Block("DataParallel vs DDP", [Table(DP_HEADER, rows, first_left=True)]) if rows else Block()
 
 
-def dp_markdown(summary: dict[str, Any]) -> list[str]:
-    rows = dp_rows(summary)
-    return markdown_table(DP_HEADER, rows) + [""] if rows else []
-
-
-def batch_text(summary: dict[str, Any]) -> str:
-    out = []
+def batch_block(summary: dict[str, Any]) -> Block:
+    parts: list[Part] = []
     for table in summary.get("batch_throughput") or ():
-        out += [_batch_title(table), *aligned(BATCH_HEADER, _batch_rows(table)), ""]
-    return "\n".join(out)
+        parts += [Caption(_batch_title(table)), Table(BATCH_HEADER, _batch_rows(table))]
+    return Block(None, parts)
 
 
-def batch_markdown(summary: dict[str, Any]) -> list[str]:
-    lines = []
-    for table in summary.get("batch_throughput") or ():
-        lines += [_batch_title(table), ""] + markdown_table(BATCH_HEADER, _batch_rows(table)) + [""]
-    return lines
-
-
-def collectives_text(summary: dict[str, Any]) -> str:
-    out = []
+def collectives_block(summary: dict[str, Any]) -> Block:
+    parts: list[Part] = []
     for table in summary.get("collectives") or ():
-        out += [_collective_title(table), *aligned(COLLECTIVE_HEADER, _collective_rows(table)), ""]
-    return "\n".join(out)
-
-
-def collectives_markdown(summary: dict[str, Any]) -> list[str]:
-    lines = []
-    for table in summary.get("collectives") or ():
-        lines += [_collective_title(table), ""] + markdown_table(COLLECTIVE_HEADER, _collective_rows(table)) + [""]
-    return lines
+        parts += [Caption(_collective_title(table)), Table(COLLECTIVE_HEADER, _collective_rows(table))]
+    return Block(None, parts)
 
 
 def _scaling_title(table: dict[str, Any]) -> str:
@@ -518,39 +461,21 @@ def _scaling_title(table: dict[str, Any]) -> str:
     return title
 
 
-def scaling_text(summary: dict[str, Any]) -> str:
-    out = []
+def scaling_block(summary: dict[str, Any]) -> Block:
+    parts: list[Part] = []
     priced, metered = _priced(summary), _metered(summary)
     for table in summary["scaling"]:
-        out.append(_scaling_title(table))
-        out += aligned(_scaling_header(summary), [_scaling_cells(r, priced, metered) for r in table["rows"]])
+        parts += [Caption(_scaling_title(table)),
+                  Table(_scaling_header(summary), [_scaling_cells(r, priced, metered) for r in table["rows"]])]
         if table.get("recommendation"):
-            out.append("  " + table["recommendation"])
-        out += ["  " + line for line in model_lines(table)]
-        out.append("")
-    return "\n".join(out)
+            parts.append(Note(table["recommendation"]))
+        parts += [Note(line) for line in model_lines(table)]
+    return Block(None, parts)
 
 
-def scaling_markdown(summary: dict[str, Any]) -> list[str]:
-    lines = []
-    priced, metered = _priced(summary), _metered(summary)
-    for table in summary["scaling"]:
-        lines += [_scaling_title(table), ""]
-        lines += markdown_table(_scaling_header(summary), [_scaling_cells(r, priced, metered) for r in table["rows"]])
-        lines.append("")
-        if table.get("recommendation"):
-            lines += [table["recommendation"], ""]
-        lines += [line + "\n" for line in model_lines(table)]
-    return lines
-
-
-def benchmark_markdown(summary: dict[str, Any]) -> list[str]:
-    return _fenced(benchmark_text(summary))
-
-
-def _fenced(text: str) -> list[str]:
-    """Terminal text kept as it is in Markdown: its columns line up only in a monospaced block."""
-    return ["```", text.rstrip(), "```", ""]
+def benchmark_block(summary: dict[str, Any]) -> Block:
+    found = benchmark_text(summary)
+    return Block(None, [Verbatim(found)]) if found else Block()
 
 
 def problems_text(summary: dict[str, Any]) -> str:
@@ -569,14 +494,9 @@ def problems_text(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def not_measured_text(summary: dict[str, Any]) -> str:
+def not_measured_block(summary: dict[str, Any]) -> Block:
     problems = problems_text(summary)
-    return f"Not measured in full:\n{problems}\n" if problems else ""
-
-
-def problems_markdown(summary: dict[str, Any]) -> list[str]:
-    problems = problems_text(summary)
-    return [f"- {p}" for p in problems.splitlines()] + [""] if problems else []
+    return Block("Not measured in full:", [Lines(problems.splitlines(), indent=False)]) if problems else Block()
 
 
 def damaged_lines(summary: dict[str, Any]) -> list[str]:
@@ -585,15 +505,9 @@ def damaged_lines(summary: dict[str, Any]) -> list[str]:
     return [f"{name}: {what}" for name, what in sorted(damaged.items())] if isinstance(damaged, dict) else []
 
 
-def damaged_text(summary: dict[str, Any]) -> str:
+def damaged_block(summary: dict[str, Any]) -> Block:
     lines = damaged_lines(summary)
-    return "Read around damaged files (the figures leave out what they lost):\n" + "".join(
-        f"  {line}\n" for line in lines) if lines else ""
-
-
-def damaged_markdown(summary: dict[str, Any]) -> list[str]:
-    lines = damaged_lines(summary)
-    return [f"- {line}" for line in lines] + [""] if lines else []
+    return Block("Read around damaged files (the figures leave out what they lost):", [Lines(lines)]) if lines else Block()
 
 
 def disturbed_lines(summary: dict[str, Any]) -> list[str]:
@@ -643,45 +557,28 @@ def _peaks_note(summary: dict[str, Any]) -> str:
             f"start): {ceilings or 'not measured'}.")
 
 
-def compute_text(summary: dict[str, Any]) -> str:
+def compute_block(summary: dict[str, Any]) -> Block:
     rows = compute_rows(summary)
     if not rows:
-        return ""
-    return "\n".join(["Compute: achieved FLOP/s and model FLOPs utilisation"]
-                     + aligned(COMPUTE_HEADER, rows, first_left=True) + ["  " + _peaks_note(summary)]) + "\n"
+        return Block()
+    return Block("Compute: achieved FLOP/s and model FLOPs utilisation",
+                 [Table(COMPUTE_HEADER, rows, first_left=True), Note(_peaks_note(summary))])
 
 
-def compute_markdown(summary: dict[str, Any]) -> list[str]:
-    rows = compute_rows(summary)
-    return markdown_table(COMPUTE_HEADER, rows) + ["", _peaks_note(summary), ""] if rows else []
+def verdict_pairs(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    """Per configuration: what bounds its step (``analysis/verdict.py``)."""
+    return [(entry["config_id"], entry["verdict"]["text"]) for entry in summary["configs"] if entry.get("verdict")]
 
 
-def verdict_lines(summary: dict[str, Any]) -> list[str]:
-    """One line per configuration: what bounds its step (``analysis/verdict.py``)."""
-    width = max((len(e["config_id"]) for e in summary["configs"] if e.get("verdict")), default=0)
-    return [f"{entry['config_id']:<{width}}  {entry['verdict']['text']}"
-            for entry in summary["configs"] if entry.get("verdict")]
+def verdict_block(summary: dict[str, Any]) -> Block:
+    pairs = verdict_pairs(summary)
+    return Block("Why it is not faster (per configuration):", [Pairs(pairs)]) if pairs else Block()
 
 
-def verdict_text(summary: dict[str, Any]) -> str:
-    lines = verdict_lines(summary)
-    return "Why it is not faster (per configuration):\n" + "".join(f"  {line}\n" for line in lines) if lines else ""
-
-
-def verdict_markdown(summary: dict[str, Any]) -> list[str]:
-    return [f"- `{entry['config_id']}`: {entry['verdict']['text']}" for entry in summary["configs"]
-            if entry.get("verdict")] + [""] if verdict_lines(summary) else []
-
-
-def disturbed_text(summary: dict[str, Any]) -> str:
+def disturbed_block(summary: dict[str, Any]) -> Block:
     lines = disturbed_lines(summary)
-    return "Disturbed while measured (other load or GPU limits; the figure may not be this hardware's):\n" + (
-        "\n".join(lines) + "\n") if lines else ""
-
-
-def disturbed_markdown(summary: dict[str, Any]) -> list[str]:
-    lines = disturbed_lines(summary)
-    return [f"- {line}" for line in lines] + [""] if lines else []
+    heading = "Disturbed while measured (other load or GPU limits; the figure may not be this hardware's):"
+    return Block(heading, [Lines(lines, indent=False)]) if lines else Block()
 
 
 def overhead_line(summary: dict[str, Any]) -> str:
@@ -696,12 +593,8 @@ def overhead_line(summary: dict[str, Any]) -> str:
     )
 
 
-def overhead_text(summary: dict[str, Any]) -> str:
-    return overhead_line(summary) + "\n"
-
-
-def overhead_markdown(summary: dict[str, Any]) -> list[str]:
-    return [overhead_line(summary), ""]
+def overhead_block(summary: dict[str, Any]) -> Block:
+    return Block(None, [Caption(overhead_line(summary))])
 
 
 def topology_text(summary: dict[str, Any]) -> str:
@@ -715,8 +608,8 @@ def topology_text(summary: dict[str, Any]) -> str:
     return "--- topology (nvidia-smi topo -m) ---\n\n" + format_matrix(topo)
 
 
-def topology_markdown(summary: dict[str, Any]) -> list[str]:
-    return _fenced(topology_text(summary))
+def topology_block(summary: dict[str, Any]) -> Block:
+    return Block(None, [Verbatim(topology_text(summary))])
 
 
 LOAD_HEADER = (
@@ -773,19 +666,14 @@ def _load_header(summary: dict[str, Any]) -> tuple[str, ...]:
     return LOAD_HEADER + (GPM_HEADER if _counted(summary) else ())
 
 
-def load_text(summary: dict[str, Any]) -> str:
+def load_block(summary: dict[str, Any]) -> Block:
     rows = load_rows(summary)
     if not rows:
-        return ""
+        return Block()
     info = (summary.get("telemetry") or {}).get("info") or {}
     title = "Load during measured steps (telemetry"
     title += f", {info['fake_label']} GPUs)" if info.get("fake") else ")"
-    return "\n".join([title] + aligned(_load_header(summary), rows, first_left=True)) + "\n"
-
-
-def load_markdown(summary: dict[str, Any]) -> list[str]:
-    rows = load_rows(summary)
-    return markdown_table(_load_header(summary), rows) + [""] if rows else []
+    return Block(title, [Table(_load_header(summary), rows, first_left=True)])
 
 
 def nodes_text(summary: dict[str, Any]) -> str:
@@ -804,8 +692,9 @@ def nodes_text(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def nodes_markdown(summary: dict[str, Any]) -> list[str]:
-    return _fenced(nodes_text(summary)) if summary.get("nodes") else []
+def nodes_block(summary: dict[str, Any]) -> Block:
+    found = nodes_text(summary)
+    return Block(None, [Verbatim(found)]) if found else Block()
 
 
 def _caps(plan: dict[str, Any]) -> list[float]:
