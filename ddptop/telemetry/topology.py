@@ -516,9 +516,9 @@ def format_matrix(topo: Topology, threads_per_rank: dict[int, int] | None = None
     lines.append(header.rstrip())
     inferred = {(row, column) for row, column in topo.inferred}
     for row_name in names:
-        words = [topo.matrix.get(row_name, {}).get(col, "N/A") + ("*" if (row_name, col) in inferred else "")
-                 for col in names]
-        cells = "".join(f"{word:<{width}}" for word in words)
+        marked = [topo.matrix.get(row_name, {}).get(col, "N/A") + ("*" if (row_name, col) in inferred else "")
+                  for col in names]
+        cells = "".join(f"{word:<{width}}" for word in marked)
         line = f"{row_name:<{width}}" + cells
         if row_name in topo.cpu_affinity:
             line += f"{topo.cpu_affinity[row_name]:<16}{topo.numa_affinity.get(row_name, 'N/A')}"

@@ -229,7 +229,7 @@ def _profile(name: str, data: dict[str, Any]) -> NodeProfile:
     if between not in ("NODE", "SYS"):
         raise _Invalid(f"pcie.between_host_bridges: must be NODE or SYS (got {between!r})")
     switch_entries = _tables(_need(pcie, "switches", "pcie"), "pcie.switches", _SWITCH_KEYS)
-    switches = []
+    switches: list[Switch] = []
     for index, entry in enumerate(switch_entries):
         place = f"pcie.switches[{index}]"
         parent = entry.get("parent")
@@ -244,13 +244,13 @@ def _profile(name: str, data: dict[str, Any]) -> NodeProfile:
         if numa is not None:
             first = socket * per_socket
             _int(numa, f"{place}.numa", first, first + per_socket - 1)  # one of its own socket's nodes
-        switch = Switch(socket, _int(_need(entry, "root", place), f"{place}.root"), parent, numa)
-        if parent is not None and switch.root != switches[parent].root:
+        made = Switch(socket, _int(_need(entry, "root", place), f"{place}.root"), parent, numa)
+        if parent is not None and made.root != switches[parent].root:
             raise _Invalid(f"{place}: below switch {parent} but on another root")
-        same_root = next((s for s in switches if s.root == switch.root), None)
-        if same_root is not None and (same_root.socket, same_root.numa) != (switch.socket, switch.numa):
-            raise _Invalid(f"{place}: root {switch.root} is on another socket or NUMA node in an earlier switch")
-        switches.append(switch)
+        same_root = next((s for s in switches if s.root == made.root), None)
+        if same_root is not None and (same_root.socket, same_root.numa) != (made.socket, made.numa):
+            raise _Invalid(f"{place}: root {made.root} is on another socket or NUMA node in an earlier switch")
+        switches.append(made)
     defaults = _table(data.get("gpu", {}), "gpu", _GPU_KEYS)
     gpus = []
     for index, entry in enumerate(_tables(_need(data, "gpus", "profile"), "gpus", _GPU_KEYS)):

@@ -274,8 +274,8 @@ class FakeNvml:
 
     def _switches_above(self, switch: int) -> list[int]:
         chain = [switch]
-        while self.profile.switches[chain[-1]].parent is not None:
-            chain.append(self.profile.switches[chain[-1]].parent)
+        while (parent := self.profile.switches[chain[-1]].parent) is not None:
+            chain.append(parent)
         return chain
 
     def common_ancestor(self, a: int, b: int) -> int:
