@@ -14,8 +14,24 @@ import sys
 from typing import Any, NoReturn
 
 from ddptop import __version__
-
 from ddptop.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, DdptopError, UsageError
+from ddptop.protocol.layout import PLAN_FILE, TIMELINE_FILE, run_file
+from ddptop.report import diff as diff_mod
+from ddptop.report import plots, sections, store, tables
+from ddptop.report.sections import saved_line
+from ddptop.report.store import SummaryError
+from ddptop.run import cluster as cluster_mod
+from ddptop.run.options import DEFAULT_FPS, add_run_arguments, merge_plan_options
+from ddptop.run.plan import read_plan_file, usable_cpu_count
+from ddptop.run.signals import handle_stop_signals
+from ddptop.telemetry.fake.nodes import ProfileError, load_profile
+from ddptop.telemetry.nvml import FAKE_ENV
+from ddptop.telemetry.topology import format_matrix, read_topology
+
+# The commands import what only they need inside them (each such import says so): Textual (about 0.5 s) only
+# for the commands that draw, rich for the headless run, and a sweep's or a summary's machinery only for the
+# commands that run or build one, so `ddptop --help`, `diff` and `gpus` start quickly. None of them imports
+# numpy, matplotlib or torch at import time.
 
 COMMANDS = ("run", "watch", "view", "report", "diff", "plot", "gpus", "topo", "kernels", "doctor")
 
@@ -27,7 +43,6 @@ class OneLineParser(argparse.ArgumentParser):
 
 def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """The ``ddptop run`` flags, generated from the one option table (``ddptop.run.options``)."""
-    from ddptop.run.options import add_run_arguments
 
     add_run_arguments(parser)
 
@@ -46,7 +61,6 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("run_dir", metavar="RUN_DIR")
     view = commands.add_parser("view", help="browse a saved run in the TUI: summary, tables, charts, topology")
     view.add_argument("target", metavar="RUN_DIR|summary.json")
-    from ddptop.run.options import DEFAULT_FPS
 
     for viewer in (watch, view):
         viewer.add_argument("--fps", type=float, default=DEFAULT_FPS, help=f"display refresh rate (default {DEFAULT_FPS:g})")
@@ -87,15 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _plan_options(args: argparse.Namespace):
     """The plan file's options (--plan) with the flags given on top."""
-    from ddptop.run.options import merge_plan_options
-    from ddptop.run.plan import read_plan_file
 
     return merge_plan_options(read_plan_file(args.plan) if args.plan else {}, args)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from ddptop.headless import headless_console, run_headless
-    from ddptop.run.live import create_live_run
+    from ddptop.headless import headless_console, run_headless  # rich: a headless run only
+    from ddptop.run.live import create_live_run  # a sweep's machinery: `run` only
 
     if args.telemetry_interval < 0:
         raise UsageError("--telemetry-interval must be 0 (off) or positive")
@@ -108,7 +120,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     if cluster is not None:
         options.nnodes = cluster.nnodes
         if cluster.loopback:  # every "node" on this machine: they share its cores
-            from ddptop.run.plan import usable_cpu_count
 
             cores = max(1, usable_cpu_count() // cluster.nnodes)
     live = create_live_run(options, args.out, args.telemetry_interval, cluster, cpu_count=cores,
@@ -116,7 +127,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.headless or not _on_terminal():
         code = run_headless(live, args.fps, headless_console(args.ascii))
     else:
-        from ddptop.tui.app import run_tui
+        from ddptop.tui.app import run_tui  # Textual: the live view only
 
         _ascii_if_asked(args)
         code = run_tui(live, args.fps, mouse=not args.no_mouse)
@@ -127,7 +138,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     try:
         compared = f"\nCompared with {args.baseline_run}:\n" + text
         if args.ascii:
-            from ddptop.tui.format import ascii_of
+            from ddptop.tui.format import ascii_of  # rich: only to print in ASCII
 
             compared = ascii_of(compared)
         sys.stdout.write(compared)
@@ -147,14 +158,13 @@ def _baseline_of(args: argparse.Namespace) -> dict | None:
         raise UsageError("--fail-on-regression must be a percentage >= 0")
     if not 0 <= args.min_effect < 1:
         raise UsageError("--min-effect must be a fraction between 0 and 1 (0.02 is 2%)")
-    from ddptop.report.build import load_target
+    from ddptop.report.build import load_target  # the summary's builder: commands that read a run
 
     return load_target(args.baseline_run)[0]
 
 
 def _cluster(args: argparse.Namespace) -> Any:
     """The multi-node settings (None for one node); a multi-node run needs one shared --out for every node."""
-    from ddptop.run import cluster as cluster_mod
 
     if args.slurm:
         found = cluster_mod.from_slurm(dict(os.environ), args.rdzv_endpoint, args.join_timeout)
@@ -170,10 +180,8 @@ def _cluster(args: argparse.Namespace) -> Any:
 
 def run_follower(args: argparse.Namespace, cluster: Any) -> int:
     """Node rank > 0: follow node 0's run directory, one torchrun agent per launch that spans this node."""
-    from ddptop.run.follower import Follower
-    from ddptop.protocol.layout import TIMELINE_FILE, run_file
-    from ddptop.run.signals import handle_stop_signals
-    from ddptop.telemetry.monitor import Monitor
+    from ddptop.run.follower import Follower  # a follower node's loop: `run --node-rank K` only
+    from ddptop.telemetry.monitor import Monitor  # the telemetry thread: a follower only
 
     follower = Follower(os.path.abspath(args.out), cluster, say=lambda line: print(line, flush=True))
     monitor = None
@@ -204,13 +212,13 @@ def _need_terminal(command: str, target: str) -> None:
 
 def _ascii_if_asked(args: argparse.Namespace) -> None:
     if getattr(args, "ascii", False):
-        from ddptop.tui.ascii import use_ascii
+        from ddptop.tui.ascii import use_ascii  # Textual: the views only
 
         use_ascii()
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
-    from ddptop.tui.app import DdptopApp
+    from ddptop.tui.app import DdptopApp  # Textual: `watch` only
 
     if not os.path.isdir(args.run_dir):
         raise UsageError(f"{args.run_dir} is not a directory")
@@ -222,9 +230,8 @@ def cmd_watch(args: argparse.Namespace) -> int:
 
 
 def cmd_view(args: argparse.Namespace) -> int:
-    from ddptop.report.build import load_target
-    from ddptop.protocol.layout import PLAN_FILE
-    from ddptop.tui.app import DdptopApp, SummaryApp
+    from ddptop.report.build import load_target  # the summary's builder: commands that read a run
+    from ddptop.tui.app import DdptopApp, SummaryApp  # Textual: `view` only
 
     _ascii_if_asked(args)
     target = args.target
@@ -241,15 +248,14 @@ def cmd_view(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from ddptop.report import sections, store, tables
-    from ddptop.report.build import load_target
+    from ddptop.report.build import load_target  # the summary's builder: commands that read a run
 
     target = args.target
     data, rebuilt = load_target(target, args.rebuild)
     saved: dict[str, str] = {}
     if rebuilt and not args.rebuild:
-        from ddptop.run.snapshot import RunPhase
-        from ddptop.run.watch import SAVE_GRACE, writer_of
+        from ddptop.run.snapshot import RunPhase  # a run's state: only for an unfinished run
+        from ddptop.run.watch import SAVE_GRACE, writer_of  # a run's state: only for an unfinished run
 
         state, writer = writer_of(target)
         # its writer saves the summary when the sweep ends: not ours
@@ -275,7 +281,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     }
     sys.stdout.write(_render_saved(target, lambda: renderers[args.format](data)))
     if saved.get("save_error"):  # printed in full above; say once where it went instead
-        from ddptop.report.sections import saved_line
 
         print(saved_line(data, saved).splitlines()[0], file=sys.stderr)
         return EXIT_FAILED
@@ -284,7 +289,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def _render_saved(source: str, render: Any) -> Any:
     """Render a saved summary; one that passed the schema check but lacks inner fields is "damaged"."""
-    from ddptop.report.store import SummaryError
 
     try:
         return render()
@@ -293,7 +297,7 @@ def _render_saved(source: str, render: Any) -> Any:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from ddptop.report.build import load_target
+    from ddptop.report.build import load_target  # the summary's builder: commands that read a run
 
     if args.alpha is not None:  # the old significance test's level; the interval and --min-effect decide now
         if not 0 < args.alpha < 1:
@@ -312,7 +316,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def _diff_report(a: dict, b: dict, source: str, min_effect: float, fail_pct: float | None,
                  form: str = "text") -> tuple[str, list[dict]]:
     """``ddptop diff``'s output for two summaries, and the configurations slower than ``fail_pct`` percent."""
-    from ddptop.report import diff as diff_mod
 
     result = _render_saved(source, lambda: diff_mod.diff_summaries(a, b, min_effect))
     failing: list[dict] = []
@@ -328,8 +331,7 @@ def _diff_report(a: dict, b: dict, source: str, min_effect: float, fail_pct: flo
 
 
 def cmd_plot(args: argparse.Namespace) -> int:
-    from ddptop.report import plots
-    from ddptop.report.build import load_target
+    from ddptop.report.build import load_target  # the summary's builder: commands that read a run
 
     data, _ = load_target(args.target)
     out = args.out or (args.target if os.path.isdir(args.target) else os.path.dirname(os.path.abspath(args.target)))
@@ -341,7 +343,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_gpus(args: argparse.Namespace) -> int:
-    from ddptop.telemetry.snapshot import snapshot_text, take_snapshot
+    from ddptop.telemetry.snapshot import snapshot_text, take_snapshot  # NVML and psutil readings: `gpus` only
 
     if not 0 < args.interval <= 60:
         raise UsageError("--interval must be between 0 and 60 seconds")
@@ -351,7 +353,6 @@ def cmd_gpus(args: argparse.Namespace) -> int:
 
 
 def cmd_topo(args: argparse.Namespace) -> int:
-    from ddptop.telemetry.topology import format_matrix, read_topology
 
     topo = read_topology()
     sys.stdout.write(json.dumps(topo.to_json(), indent=2) + "\n" if args.json else format_matrix(topo))
@@ -359,7 +360,7 @@ def cmd_topo(args: argparse.Namespace) -> int:
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
-    from ddptop.doctor import FAIL, line, prepare_out, run_doctor, save
+    from ddptop.doctor import FAIL, line, prepare_out, run_doctor, save  # the checks: `doctor` only
 
     prepare_out(args.out)
     checks = run_doctor(skip_loop=args.skip_loop, quick=args.quick, report=lambda c: print(line(c), flush=True))
@@ -383,8 +384,6 @@ def cmd_kernels(_args: argparse.Namespace) -> int:
 
 
 def _check_fake_nvml() -> None:
-    from ddptop.telemetry.fake.nodes import ProfileError, load_profile
-    from ddptop.telemetry.nvml import FAKE_ENV
 
     node = os.environ.get(FAKE_ENV)
     if node:
