@@ -1,7 +1,16 @@
-"""What the measurements mean: percentiles and scaling arithmetic (stats), the formulas behind the
-explanations (formulas), compute against communication (communication) and the scaling tables shared by the
-live view and the saved summary (scaling).
+"""What the measurements mean, as plain Python on plain numbers: no Textual, no torch, no session.
 
-Plain Python on plain numbers and a session's figures: no Textual, no torch. Import the modules themselves;
-this package imports none of them, so ``ddptop.run.session`` can use ``stats`` without pulling in the rest.
+- ``stats`` (percentiles, step statistics), ``uncertainty`` (the block bootstrap and verdicts), ``launches``
+  (the launch-to-launch level of every interval), ``intervals`` (the intervals of a summary's figures);
+- ``scaling`` (the scaling tables, live and saved), ``formulas`` (ring volume, Amdahl, Karp-Flatt, cost),
+  ``projection`` (beyond this node), ``communication`` (compute against communication);
+- ``compute`` and ``peaks`` (FLOP/s, MFU, datasheet peaks), ``links`` (bus bandwidth against link peaks),
+  ``verdict`` (what bounds a step), ``stragglers`` (the slow rank in lockstep), ``synthetic`` (sweeps with
+  a known truth, for the tests and benchmarks that check the intervals).
+
+Import the modules themselves; this package imports none of them, so a caller that needs ``stats`` does
+not load numpy through the others.
 """
+
+__all__ = ["communication", "compute", "formulas", "intervals", "launches", "links", "peaks", "projection",
+           "scaling", "stats", "stragglers", "synthetic", "uncertainty", "verdict"]

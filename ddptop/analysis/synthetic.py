@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ddptop.analysis import launches, uncertainty
+
 
 def ar1(rng: np.random.Generator, n: int, phi: float, ranks: int = 1, shared: float = 0.7) -> np.ndarray:
     """(ranks, n) standard-normal AR(1) series; ``shared`` of each rank's variance is common to all ranks."""
@@ -93,8 +95,6 @@ def check(scenario: Scenario, trials: int, resamples: int = 400, seed: int = 0, 
     summary (a sweep's variance pooled over its configurations) and ``ddptop diff`` (pooled over both
     sweeps) build them. ``two_levels`` False: every launch's steps pooled as if one launch (within-launch
     intervals, what ddptop did before the launch became the unit)."""
-    from ddptop.analysis import launches, uncertainty
-
     rng = np.random.default_rng(seed)
     slow_id = "ddp n2"
     truth_speedup = 2 * DEFAULT_SWEEP["ddp n1"] / DEFAULT_SWEEP[slow_id]

@@ -3,3 +3,6 @@
 The kernels (``bench_kernels``) import nothing of ddptop but this package: the event format, the launch
 spec a rank is started with, the run directory's names and the vocabularies both sides write.
 """
+
+__all__ = ["affinity", "bandwidth", "devices", "jsontypes", "launchspec", "layout", "marks", "precision",
+           "storage", "vocab", "wire"]

@@ -57,7 +57,7 @@ def compare_config(a: dict[str, Any], b: dict[str, Any], min_effect: float = DEF
                    resamples: int | None = None, variance: Any = None) -> dict[str, Any]:
     """One configuration of A against B. ``variance`` is the launch-to-launch variance pooled over both
     summaries (``comparison_variance``); without it, it is pooled over this configuration's launches alone."""
-    from ddptop.analysis import intervals, launches, uncertainty
+    from ddptop.analysis import intervals, launches, uncertainty  # numpy: loaded when summaries are compared
 
     row: dict[str, Any] = {"config_id": a["config_id"], "label": a["label"], "status_a": a["status"],
                            "status_b": b["status"]}
@@ -96,7 +96,7 @@ def compare_config(a: dict[str, Any], b: dict[str, Any], min_effect: float = DEF
 def comparison_variance(a: dict[str, Any], b: dict[str, Any], resamples: int | None = None) -> Any:
     """The launch-to-launch variance pooled over every configuration of both summaries: the spread of the
     node and the stack, shared by both runs when they ran on the same kind of node."""
-    from ddptop.analysis import intervals, launches, uncertainty
+    from ddptop.analysis import intervals, launches, uncertainty  # numpy: loaded when summaries are compared
 
     count = resamples or uncertainty.RESAMPLES
     fitted = intervals.fit_launches(a["configs"], "a/", count) + intervals.fit_launches(b["configs"], "b/", count)
@@ -115,7 +115,7 @@ def regressions(diff: dict[str, Any], threshold: float = 0.0) -> list[dict[str, 
 
 def diff_summaries(a: dict[str, Any], b: dict[str, Any], min_effect: float = DEFAULT_MIN_EFFECT,
                    resamples: int | None = None) -> dict[str, Any]:
-    from ddptop.analysis import launches, uncertainty
+    from ddptop.analysis import launches, uncertainty  # numpy: loaded when summaries are compared
 
     variance = comparison_variance(a, b, resamples)
     configs_a = {e["config_id"]: e for e in a["configs"]}

@@ -21,9 +21,14 @@ from ddptop.protocol.vocab import FAILED, Status
 from ddptop.report import store
 from ddptop.run.session import Session
 from ddptop.run.sweep import SweepRunner
-from ddptop.protocol.layout import TIMELINE_FILE
+from ddptop.protocol.layout import ENVIRONMENT_FILE, TIMELINE_FILE, TOPOLOGY_FILE
+from ddptop.protocol.wire import EventsUnwritable
+from ddptop.run import environment
+from ddptop.run.plan import build_plan
+from ddptop.run.rundir import RunDirError, create_run_dir, describe_os_error, write_json
+from ddptop.telemetry.inventory import read_inventory
 from ddptop.telemetry.monitor import Monitor
-from ddptop.telemetry.topology import Topology
+from ddptop.telemetry.topology import Topology, read_topology
 
 
 class LiveRun:
@@ -78,7 +83,7 @@ class LiveRun:
         """Write the summary of what is measured so far, without stopping."""
         with self._save_lock:
             self.session.refresh()
-            from ddptop.report import build  # with the summary, not the live view
+            from ddptop.report import build  # numpy: loaded with the summary, not with the live view
             summary = build.build_summary(self.session, self.environment)
             return store.save_summary(summary, self.session.run_dir, self.fallback_dir)
 
@@ -97,7 +102,7 @@ class LiveRun:
         self.session.close()  # its last line, before what could not be saved is told
         with self._save_lock:
             self.session.refresh(final=True)
-            from ddptop.report import build  # with the summary, not the live view
+            from ddptop.report import build  # numpy: loaded with the summary, not with the live view
             kept = self.monitor.unsaved if self.monitor is not None else None
             topology = self.topology.to_json() if self.topology is not None else None
             self.summary = build.build_summary(self.session, self.environment, kept, topology)
@@ -144,14 +149,6 @@ def create_live_run(
     Raises a ``DdptopError`` (one line for the user) before anything is written if the plan is invalid.
     ``inventory`` defaults to this node's GPUs as NVML reports them.
     """
-    from ddptop.run import environment
-    from ddptop.run.plan import build_plan
-    from ddptop.protocol.layout import ENVIRONMENT_FILE, TOPOLOGY_FILE
-    from ddptop.protocol.wire import EventsUnwritable
-    from ddptop.run.rundir import RunDirError, create_run_dir, describe_os_error, write_json
-    from ddptop.telemetry.inventory import read_inventory
-    from ddptop.telemetry.topology import read_topology
-
     inventory = inventory if inventory is not None else read_inventory()
     plan = build_plan(options, inventory, cpu_count)
     run_dir = create_run_dir(out, plan.name)

@@ -1,1 +1,9 @@
-"""Telemetry read by the ddptop process itself (NVML, /sys, psutil). Never imports torch."""
+"""Telemetry read by the ddptop process itself (NVML, /sys, psutil). Never imports torch.
+
+``nvml`` is the one door to NVML; ``gpu``, ``host``, ``topology`` and ``inventory`` (the usable GPUs, MIG,
+what each rank is told) read the node; ``monitor`` samples it on a thread into the ``timeline``;
+``validity`` judges a measured window (was the node quiet?); ``snapshot`` is ``ddptop gpus``; ``fake`` holds
+the simulated nodes.
+"""
+
+__all__ = ["fake", "gpu", "host", "inventory", "monitor", "nvml", "snapshot", "timeline", "topology", "validity"]

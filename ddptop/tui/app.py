@@ -27,6 +27,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
 
 from ddptop.control import LiveControl, RecordedControl, RunControl, ScreenSummary, display_path
+from ddptop.report import sections
 from ddptop.run.live import LiveRun
 from ddptop.run.options import DEFAULT_FPS
 from ddptop.run.signals import handle_stop_signals
@@ -410,8 +411,6 @@ class DdptopApp(AsciiAwareApp):
 def run_tui(live: LiveRun, fps: float, mouse: bool = True) -> int:
     """Run the sweep under the live view; print the tables after it closes. The exit code of the sweep."""
     import sys
-
-    from ddptop.report import sections
 
     if live.monitor is not None:
         live.monitor.start()  # its first reading comes while the terminal is set up: the first frame has GPUs

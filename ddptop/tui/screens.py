@@ -15,6 +15,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Header, Static
 
 from ddptop.control import display_path
+from ddptop.report import sections
 from ddptop.tui import ascii
 from ddptop.tui import format as fmt
 from ddptop.tui.lines import TextLines
@@ -105,8 +106,6 @@ class SummaryScreen(Screen[None]):
             out.append(self.note + "\n", style="yellow")
         if self.paths:
             if self.paths.get("save_error"):  # a full disk or quota: where it went, and how to write it later
-                from ddptop.report import sections
-
                 out.append(sections.saved_line(self.summary, self.paths).splitlines()[0] + "\n", style="bold yellow")
             out.append("Saved: ", style="bold")
             shown = [self.paths[k] for k in ("json", "md", "csv", "plots") if self.paths.get(k)]
@@ -114,8 +113,6 @@ class SummaryScreen(Screen[None]):
             if self.paths.get("plots_error"):
                 out.append(f"Plots not drawn: {self.paths['plots_error']}\n", style="yellow")
         out.append("\n")
-        from ddptop.report import sections  # the report's text: loaded when a summary is shown
-
         for heading, body, style in sections.screen_sections(self.summary, self.with_topology):
             if heading is not None:
                 out.append(heading, style=style)
