@@ -65,7 +65,7 @@ def test_a_busy_process_during_one_launch_gets_the_configuration_a_further_launc
     configuration gets one more launch at the end of the sweep, and its figures come from the quiet ones."""
     run_dir = tmp_path / "run"
     sweep = ddptop_process("run", "--headless", "--out", str(run_dir), *TINY[:-2], "--telemetry-interval", "0.25",
-                           "--iters", "400", "--warmup", "3", "--launches", "2")
+                           "--iters", "150", "--warmup", "3", "--launches", "2")
     events = run_dir / "launches" / "01-n1-gloo" / "events" / "rank-0.jsonl"
     spinner = None
     try:
