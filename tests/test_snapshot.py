@@ -251,3 +251,30 @@ def _status_line(session, phase: str = "running") -> str:
     line.show_content = lambda text: shown.append(str(text))
     line.update_from(_run_snapshot(session, phase))
     return shown[0]
+
+
+def test_a_configuration_between_its_launches_is_queued_not_running(tmp_path):
+    """Measured in its first launch of two and waiting for the second: the table says so instead of
+    "running", while another configuration runs."""
+    options = PlanOptions(models=["resnet18"], world_sizes=[1], batch_sizes=[4], iters=10, warmup=0, comm_iters=0,
+                          baseline=False, launches=2)
+    plan = build_plan(options, Inventory(problem="test"), cpu_count=2)
+    session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), plan.name))
+    first = plan.launches()[0]
+    (config,) = first.configs
+    name = f"01-{first.launch_key}"
+    session.mark(what="launch_start", launch=name, world_size=1, backend=first.backend, configs=[config.config_id])
+    events = os.path.join(rundir.launch_dir(session.run_dir, 1, first.launch_key, 0), "events")
+    writer = EventWriter(os.path.join(events, "rank-0.jsonl"), 0, 0.0)
+    for kind, fields in (("config_start", {"warmup": 0, "iters": 10, "round": 0, "rounds": 2}),
+                         ("samples", {"phase": "measure", "first_iter": 0, "sec": [0.05] * 10}),
+                         ("config_end", {"status": "ok", "round": 0, "last": False})):
+        writer.emit(kind, config_id=config.config_id, **fields)
+    writer.flush()
+    session.refresh()
+    (shown,) = session.snapshot().configs
+    assert shown.status == "running" and (shown.launches_measured, shown.launches_planned) == (1, 2)
+    assert _config_cells(shown, None, measuring=False)["status"].plain == "queued 2/2"
+    assert _config_cells(shown, None, measuring=True)["status"].plain == "running"  # its second launch measures it
+    writer.close()
+    session.close()

@@ -107,6 +107,8 @@ class ConfigSnapshot:
     started_t: float | None = None  # its first config_start (after its launch set up), its end
     ended_t: float | None = None
     analysing: bool = False  # ended well; its communication analysis (no_sync and hooked steps) runs now
+    launches_measured: int = 0  # of its planned launches, those every rank ended well (before its last)
+    launches_planned: int = 1
 
     @property
     def heading(self) -> str:

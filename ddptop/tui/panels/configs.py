@@ -39,7 +39,7 @@ class ConfigTable(LineTable):
     def __init__(self, specs: list[Any], **kwargs: Any) -> None:
         super().__init__(CONFIG_COLUMNS, **kwargs)
         self._specs = specs  # the plan's configurations: what the first frame shows before any snapshot
-        self._drawn: dict[str, tuple[int, ScalingFigures | None, float, Validity | None, bool]] = {}
+        self._drawn: dict[str, tuple[int, ScalingFigures | None, float, Validity | None, bool, bool]] = {}
 
     def on_mount(self) -> None:
         for spec in self._specs:
@@ -50,18 +50,25 @@ class ConfigTable(LineTable):
         for config in snapshot.session.configs:
             scale = snapshot.scaling.get(config.config_id)
             going = snapshot.going  # a sweep that ended, or whose ddptop is gone, analyses nothing more
-            drawn_from = (config.revision, scale, config.progress, config.validity, config.analysing and going)
+            measuring = snapshot.session.measuring == config.config_id
+            drawn_from = (config.revision, scale, config.progress, config.validity, config.analysing and going,
+                          measuring)
             if self._drawn.get(config.config_id) == drawn_from:
                 continue
             self._drawn[config.config_id] = drawn_from
-            self.set_row(config.config_id, _config_cells(config, scale, going))
+            self.set_row(config.config_id, _config_cells(config, scale, going, measuring))
 
 
-def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None, going: bool = True) -> dict[str, Any]:
+def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None, going: bool = True,
+                  measuring: bool = True) -> dict[str, Any]:
     stats = config.stats
     status = Text(config.status, style=STATUS_STYLE.get(config.status, ""))
     if config.analysing and going:  # its steps are in, ok; the compute/communication split is still being measured
         status = Text("analysing", style=STATUS_STYLE.get(Status.RUNNING, ""))
+    elif (config.status == Status.RUNNING and not measuring and going
+          and 0 < config.launches_measured < config.launches_planned):
+        # measured in some of its launches, waiting for the next one: not running now
+        status = Text(f"queued {config.launches_measured + 1}/{config.launches_planned}", style="dim")
     elif config.status in FAILED and config.reason:
         status.append(f" {config.reason[:60]}", style="red")
     elif config.validity is not None and config.validity.disturbed:  # measured on a busy node: say so
