@@ -293,6 +293,53 @@ def test_gpus_command_text_and_json():
     assert data["fake"] and len(data["gpus"]) == 8
     assert data["gpus"][7]["nvlink_rx_bps"] > 0 and data["gpus"][0]["memory_total"] > 0
     assert data["host"]["mem_total"] > 0
+    # V100s have no MIG: not a word of it, and the JSON says so per GPU
+    assert "MIG" not in done.stdout
+    assert all(g["mig_mode"] is None and g["mig"] == [] for g in data["gpus"])
+
+
+def test_gpus_command_lists_every_mig_instance_under_its_gpu():
+    """a100-mig: one A100 in MIG mode, seven 1g.5gb instances, each a line under the GPU (as nvidia-smi lists
+    them) and an entry of its ``mig`` list; its missing utilisation is put down to MIG, not to the GPU."""
+    done = ddptop("gpus", "--interval", "0.1", env={"DDPTOP_FAKE_NVML": "a100-mig"})
+    assert done.returncode == 0, done.stderr
+    instances = re.findall(r"^ +MIG (\d) 1g\.5gb GI (\d+) +([\d.]+)/4\.8 +processes: none$", done.stdout, re.M)
+    assert [slot for slot, _, _ in instances] == [str(i) for i in range(7)], done.stdout
+    assert [int(gi) for _, gi, _ in instances] == list(range(7, 14))
+    assert "MIG: 7 instance(s)" in done.stdout
+    assert "util: NVML gives no utilisation in MIG mode (GPU 0)" in done.stdout
+    assert "util: not supported" not in done.stdout
+    data = json.loads(ddptop("gpus", "--json", "--interval", "0.1", env={"DDPTOP_FAKE_NVML": "a100-mig"}).stdout)
+    gpu = data["gpus"][0]
+    assert gpu["mig_mode"] == "enabled" and len(gpu["mig"]) == 7
+    assert gpu["na"]["util"] == "NVML gives no utilisation in MIG mode" and "util" not in gpu
+    for slot, instance in enumerate(gpu["mig"]):
+        assert instance["slot"] == slot and instance["profile"] == "1g.5gb" and instance["uuid"].startswith("MIG-")
+        assert instance["mem_total"] == 4864 << 20 and 0 < instance["mem_used"] < instance["mem_total"]
+        assert instance["processes"] == []
+
+
+def test_mig_instances_carry_their_own_processes_and_memory_and_are_listed_once():
+    """A process in instance 3 is on that instance's handle (its memory in the instance's use) and, marked
+    with its instance, in the process table; the instances themselves are enumerated once, at open."""
+    from ddptop.telemetry.snapshot import snapshot_text, take_snapshot
+
+    fake = FakeNvml("a100-mig", steady=True)
+    fake.attach_process(0, os.getpid(), 1 << 30, mig=3)
+    snap = take_snapshot(0.0, fake)
+    mig = snap["gpus"][0]["mig"]
+    assert mig[3]["processes"] == [{"pid": os.getpid(), "gpu_memory": 1 << 30}]
+    assert mig[3]["mem_used"] == (1 << 30) + (12 << 20) and mig[2]["mem_used"] == 12 << 20
+    assert all(m["processes"] == [] for i, m in enumerate(mig) if i != 3)
+    assert [p["mig"] for p in snap["processes"]] == [3]
+    text = snapshot_text(snap)
+    assert re.search(rf"MIG 3 1g\.5gb GI 10 +1\.0/4\.8 +processes: {os.getpid()}$", text, re.M), text
+    assert re.search(rf"^ +0 MIG 3 +{os.getpid()} +1\.0 GiB", text, re.M), text
+    with GpuSampler(fake) as sampler:
+        for _ in range(3):
+            sampler.sample()
+    assert fake.calls["nvmlDeviceGetMigDeviceHandleByIndex"] == 2 * 7  # once per open, not per reading
+    assert "nvmlDeviceGetUtilizationRates" not in fake.calls  # known absent in MIG mode: never asked
 
 
 def test_gpus_command_without_nvml_reports_the_host():

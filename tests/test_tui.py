@@ -652,6 +652,38 @@ def test_every_nodes_telemetry_is_shown_grouped_by_node(in_repo, tmp_path):
     assert rows == [f"0:{gpu}" for gpu in range(8)] + ["1:*"]  # node 1 as one line
 
 
+def test_the_gpu_panel_shows_mig_mode_and_its_instances(in_repo, tmp_path):
+    """A run on a100-mig (telemetry taken by the monitor over the simulated node under the real pynvml): the
+    GPU's line says MIG where its utilisation would be and names its instances in its notes; each instance
+    gets a line with its own memory where the panel has the rows (at 160x50), none where it has not."""
+    from ddptop.telemetry.fake.nvml import FakeNvml
+    from ddptop.telemetry.monitor import Monitor
+
+    run = tmp_path / "run"
+    shutil.copytree(RECORDED, run)
+    (run / "telemetry.jsonl").unlink()
+    monitor = Monitor(0.05, str(run / "telemetry.jsonl"), FakeNvml("a100-mig", steady=True)).open()
+    for _ in range(3):
+        monitor.sample_once()
+    monitor.stop()
+
+    async def run_view(size):
+        app = DdptopApp.for_recorded(str(run))
+        async with app.run_test(size=size) as pilot:
+            await settled(pilot)
+            gpus = app.query_one("#gpus")
+            return {key: {column: str(gpus.get_cell(key, column)) for column in ("name", "util", "memgib", "notes")}
+                    for key in gpus.rows}
+
+    rows = asyncio.run(run_view((160, 50)))
+    assert list(rows) == ["0"] + [f"0/mig{slot}" for slot in range(7)]
+    assert rows["0"]["notes"].startswith("MIG 7× 1g.5gb") and rows["0"]["util"].strip() == "N/A (MIG)"
+    assert all(rows[f"0/mig{slot}"]["memgib"] == "0.0/4.8" for slot in range(7))
+    assert rows["0/mig0"]["name"].strip() == "MIG 0 GI 7" and rows["0/mig0"]["util"].strip() == "1g.5gb"
+    rows = asyncio.run(run_view((80, 24)))  # no room for seven more lines: the GPU's own line says it
+    assert list(rows) == ["0"] and rows["0"]["notes"].startswith("MIG 7× 1g.5gb")
+
+
 @needs_tmux
 @pytest.mark.parametrize("size", [(80, 24), (120, 40)])
 def test_ascii_draws_every_screen_in_ascii(in_repo, size):

@@ -8,6 +8,9 @@ Slow-changing fields (name, memory size, power limit, ECC counts) are cached for
 Maxima (SM clock, PCIe link generation and width) are read once, when NVML is opened; the current PCIe
 link generation and width every tick, so that a link trained down (narrower or slower than it can be) is
 seen while the GPU is busy (an idle GPU lowers its link generation to save power: that is no fault).
+MIG mode and a MIG GPU's instances (profile, UUID, size) are read once, at open: instances are made and
+destroyed only by an administrator on an idle GPU, never during a run; each instance's memory in use and its
+processes are read every tick, on the instance's own handle.
 """
 
 from __future__ import annotations
@@ -50,9 +53,20 @@ GPM_METRICS = {
     "dram_active": "NVML_GPM_METRIC_DRAM_BW_UTIL",
 }
 NO_GPM = "no GPM counters on this GPU (Hopper and later)"
+# NVML answers NOT_SUPPORTED for utilisation on a GPU in MIG mode (and on its instances): not the GPU's lack
+MIG_NO_UTIL = "NVML gives no utilisation in MIG mode"
 
 # pynvml's unversioned process call is the _v3 one; drivers before it answer only _v2
 PROCESS_CALLS = ("nvmlDeviceGetComputeRunningProcesses", "nvmlDeviceGetComputeRunningProcesses_v2")
+
+
+@dataclass
+class MigStatic:
+    slot: int  # the instance's position among its GPU's MIG devices (nvmlDeviceGetMigDeviceHandleByIndex)
+    uuid: str | None  # MIG-..., what CUDA_VISIBLE_DEVICES names
+    profile: str | None  # e.g. 1g.5gb: slices of compute and GB of memory, as nvidia-smi names it
+    gpu_instance: int | None  # the GI id nvidia-smi lists
+    memory_total: int | None
 
 
 @dataclass
@@ -66,6 +80,8 @@ class GpuStatic:
     sm_clock_max_mhz: int | None
     pcie_gen_max: int | None = None  # the most this GPU and this system's slot allow
     pcie_width_max: int | None = None
+    mig_mode: str | None = None  # "enabled" or "disabled"; None where the GPU has no MIG
+    mig: list[MigStatic] = field(default_factory=list)  # its MIG instances, in NVML's order
 
 
 @dataclass
@@ -96,6 +112,8 @@ class GpuReading:
     ecc_uncorrected: int | None = None  # volatile (since boot) uncorrected ECC errors
     xid: list[int] = field(default_factory=list)  # critical Xid errors seen since ddptop started
     processes: list[dict[str, Any]] = field(default_factory=list)  # pid, gpu_memory
+    # each MIG instance: slot, uuid, profile, gpu_instance, mem_used, mem_total, processes (pid, gpu_memory), na
+    mig: list[dict[str, Any]] = field(default_factory=list)
     lost: bool = False
     inaccessible: str | None = None  # why this process may not use the GPU (another job's, in a container)
     na: dict[str, str] = field(default_factory=dict)  # field -> why it is None
@@ -125,6 +143,7 @@ class GpuSampler:
         self._xid: dict[int, list[int]] = {}
         self._field_ids: list[tuple[str, Any]] = []
         self._gpm_samples: dict[int, Any] = {}  # GPU -> its previous GPM sample
+        self._mig_handles: dict[int, list[Any]] = {}  # GPU -> its MIG instances' handles, as static[i].mig
 
     # -- lifecycle ----------------------------------------------------------------------------------------
     def open(self) -> "GpuSampler":
@@ -152,6 +171,8 @@ class GpuSampler:
                 handle = None
             self.handles.append(handle)
             self.static.append(self._read_static(index, handle))
+            if handle is not None:
+                self._read_mig(self.static[-1], handle)
         if not count:
             self.problem = "NVML sees no GPU"
         for key, (name, scope, _unit) in COUNTERS.items():
@@ -210,6 +231,37 @@ class GpuSampler:
             pcie_gen_max=int(gen_max) if ok(gen_max) else None,
             pcie_width_max=int(width_max) if ok(width_max) else None,
         )
+
+    def _read_mig(self, static: GpuStatic, handle: Any) -> None:
+        """MIG mode and, when on, every instance (an empty slot of the most the GPU allows is NOT_FOUND)."""
+        nvml, index = self.nvml, static.index
+        mode = nv.call(nvml, "nvmlDeviceGetMigMode", handle)  # [current, pending]
+        if isinstance(mode, nv.Unavailable):
+            return  # not MIG-capable (NOT_SUPPORTED), or a driver or binding without MIG
+        enabled = int(mode[0]) == getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1)
+        static.mig_mode = "enabled" if enabled else "disabled"
+        if not enabled:
+            return
+        self._never[(index, "util")] = MIG_NO_UTIL
+        most = nv.call(nvml, "nvmlDeviceGetMaxMigDeviceCount", handle)
+        handles = self._mig_handles.setdefault(index, [])
+        ok = lambda value: not isinstance(value, nv.Unavailable)  # noqa: E731
+        for slot in range(0 if isinstance(most, nv.Unavailable) else int(most)):
+            mig = nv.call(nvml, "nvmlDeviceGetMigDeviceHandleByIndex", handle, slot)
+            if isinstance(mig, nv.Unavailable):
+                continue
+            name = nv.call(nvml, "nvmlDeviceGetName", mig)
+            uuid = nv.call(nvml, "nvmlDeviceGetUUID", mig)
+            instance = nv.call(nvml, "nvmlDeviceGetGpuInstanceId", mig)
+            memory = nv.call(nvml, "nvmlDeviceGetMemoryInfo", mig)
+            static.mig.append(MigStatic(
+                slot=slot,
+                uuid=nv.text(uuid) if ok(uuid) else None,
+                profile=mig_profile(nv.text(name)) if ok(name) else None,
+                gpu_instance=int(instance) if ok(instance) else None,
+                memory_total=int(memory.total) if ok(memory) else None,
+            ))
+            handles.append(mig)
 
     def _get(self, reading: GpuReading, key: str, function: str | tuple[str, ...], *args: Any) -> Any:
         """A value, or None with ``reading.na[key]`` set; remembers reasons that cannot change."""
@@ -320,12 +372,55 @@ class GpuSampler:
         )
         reading.ecc_uncorrected = None if ecc is None else int(ecc)
         processes = self._get(reading, "processes", PROCESS_CALLS)
-        for process in processes or ():
-            used = getattr(process, "usedGpuMemory", None)
-            reading.processes.append({"pid": int(process.pid), "gpu_memory": None if used is None else int(used)})
+        reading.processes = _process_list(processes or ())
+        self._read_mig_instances(reading)
         if index in self._lost:  # lost during this reading
             reading.lost = True
         return reading
+
+    def _read_mig_instances(self, reading: GpuReading) -> None:
+        """Each MIG instance's memory in use and processes, asked on its own handle (the GPU's memory is the
+        whole card's; its process list may leave out those of instances)."""
+        index = reading.index
+        for static, handle in zip(self.static[index].mig, self._mig_handles.get(index, ())):
+            entry: dict[str, Any] = {"slot": static.slot, "uuid": static.uuid, "profile": static.profile,
+                                     "gpu_instance": static.gpu_instance, "mem_total": static.memory_total}
+            na: dict[str, str] = {}
+            version = getattr(self.nvml, "nvmlMemory_v2", None)
+            memory: Any = nv.Unavailable("no v2 call")
+            if version is not None and (index, "memory_v2") not in self._dead:  # as the GPU's own reading
+                memory = nv.call(self.nvml, "nvmlDeviceGetMemoryInfo", handle, version)
+            if isinstance(memory, nv.Unavailable) and not memory.lost:
+                memory = nv.call(self.nvml, "nvmlDeviceGetMemoryInfo", handle)
+            if isinstance(memory, nv.Unavailable):
+                na["mem_used"] = memory.reason
+            else:
+                entry["mem_used"], entry["mem_total"] = int(memory.used), int(memory.total)
+            processes = self._first_answer(index, PROCESS_CALLS, handle)
+            if isinstance(processes, nv.Unavailable):
+                na["processes"] = processes.reason
+            else:
+                entry["processes"] = _process_list(processes)
+            for problem in (memory, processes):
+                if isinstance(problem, nv.Unavailable) and problem.lost:
+                    self._lost.add(index)
+            if na:
+                entry["na"] = na
+            reading.mig.append(entry)
+
+    def _first_answer(self, index: int, names: tuple[str, ...], handle: Any, *args: Any) -> Any:
+        """The first of ``names`` this driver answers (as ``_get``, for a handle other than the GPU's)."""
+        value: Any = nv.Unavailable("no such function")
+        for position, name in enumerate(names):
+            last = position == len(names) - 1
+            if (index, name) in self._dead and not last:
+                continue
+            value = nv.call(self.nvml, name, handle, *args)
+            if isinstance(value, nv.Unavailable) and value.permanent and not last:
+                self._dead.add((index, name))
+                continue
+            break
+        return value
 
     def _gpm_na(self, reading: GpuReading, reason: str, permanent: bool) -> None:
         for key in GPM_METRICS:
@@ -454,6 +549,21 @@ class GpuSampler:
             codes = self._xid.setdefault(int(index), [])
             codes.append(int(event.eventData))
             del codes[:-8]
+
+
+def _process_list(processes: Any) -> list[dict[str, Any]]:
+    listed = []
+    for process in processes:
+        used = getattr(process, "usedGpuMemory", None)
+        listed.append({"pid": int(process.pid), "gpu_memory": None if used is None else int(used)})
+    return listed
+
+
+def mig_profile(name: str) -> str | None:
+    """The profile in a MIG device's name: "NVIDIA A100-SXM4-40GB MIG 1g.5gb" -> "1g.5gb" (NVML has no
+    call that names it; nvidia-smi and nvitop read it there too)."""
+    _, found, rest = name.partition(" MIG ")
+    return rest.split()[0] if found and rest.split() else None
 
 
 def _field_number(nvml: Any, value: Any) -> float:

@@ -174,6 +174,12 @@ class Monitor:
                     # one process on several GPUs (DataParallel): every one of them, the first as "gpu"
                     rank.setdefault("gpus", []).append(reading.index)
                     rank.setdefault("gpu", reading.index)
+            for instance in reading.mig:  # which MIG instance each rank is on, for the GPU panel
+                for process in instance.get("processes") or ():
+                    rank = by_pid.get(process["pid"])
+                    if rank is not None:
+                        process["rank"] = rank["rank"]
+                        rank.setdefault("gpu", reading.index)
         refs = {ref.pid: ref for ref in wanted}
         for rank in ranks:
             ref = refs.get(rank["pid"])

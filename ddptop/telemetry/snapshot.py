@@ -1,7 +1,8 @@
 """``ddptop gpus``: one look at every GPU, its processes and the host, as text or JSON.
 
 Two readings ``interval`` apart, so that rates (PCIe, NVLink, CPU %) have something to be measured
-against; everything else is from the second reading.
+against; everything else is from the second reading. A GPU in MIG mode has a line per instance under it
+(profile, memory, processes), as nvidia-smi lists them; in JSON each GPU has ``mig_mode`` and ``mig``.
 """
 
 from __future__ import annotations
@@ -43,8 +44,13 @@ def take_snapshot(interval: float = 0.5, nvml_module: Any | None = None) -> dict
             entry.update(reading.to_json())
             entry["na"] = reading.na
             gpus.append(entry)
-            for process in reading.processes:
-                processes.append({"gpu": reading.index, **process, **_process_owner(process["pid"])})
+            on_instance = {p["pid"]: m["slot"] for m in reading.mig for p in m.get("processes") or ()}
+            listed = {process["pid"] for process in reading.processes}
+            # the GPU's list, then any process only its instance's handle told of
+            extra = [p for m in reading.mig for p in m.get("processes") or () if p["pid"] not in listed]
+            for process in [*reading.processes, *extra]:
+                mig = {"mig": on_instance[process["pid"]]} if process["pid"] in on_instance else {}
+                processes.append({"gpu": reading.index, **mig, **process, **_process_owner(process["pid"])})
         return {
             "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
             "fake": sampler.fake,
@@ -59,6 +65,23 @@ def take_snapshot(interval: float = 0.5, nvml_module: Any | None = None) -> dict
 
 def _bandwidth(value: float | None) -> str:
     return units.gbps(value, from_bytes=True, compact=True, missing=units.NA)
+
+
+def _mig_line(instance: dict[str, Any]) -> str:
+    """A MIG instance under its GPU: its profile and GPU instance id in the name column, its own memory in
+    the memory column, its processes last."""
+    gi = "" if instance.get("gpu_instance") is None else f" GI {instance['gpu_instance']}"
+    label = f"  MIG {instance['slot']} {instance.get('profile') or '?'}{gi}"
+    memory = units.pair(instance.get("mem_used"), instance.get("mem_total"), units.gib)
+    if "processes" not in instance:
+        who = f"processes: {(instance.get('na') or {}).get('processes', units.NA)}"
+    else:
+        who = "processes: " + (", ".join(str(p["pid"]) for p in instance["processes"]) or "none")
+    return f"{'':>3}  {label[:27]:<28}{'':>10}  {memory:>11}  {who}"
+
+
+def _process_place(process: dict[str, Any]) -> str:
+    return f"{process['gpu']} MIG {process['mig']}" if process.get("mig") is not None else str(process["gpu"])
 
 
 def snapshot_text(snap: dict[str, Any]) -> str:
@@ -89,12 +112,15 @@ def snapshot_text(snap: dict[str, Any]) -> str:
             power = units.pair(gpu.get("power_w"), gpu.get("power_limit_w"), lambda v: units.number(v, 0))
             clocks = units.pair(gpu.get("sm_clock_mhz"), gpu.get("mem_clock_mhz"), lambda v: units.number(v, 0))
             temp = units.number(gpu.get("temp_c"), 0, "C", missing=units.NA)
+            if gpu.get("mig_mode") == "enabled":
+                notes.insert(0, f"MIG: {len(gpu.get('mig') or [])} instance(s)")
             lines.append(
                 f"{gpu['index']:>3}  {name[:27]:<28}{util:>5}{mem_util:>5}  "
                 f"{units.pair(gpu.get('mem_used'), gpu.get('mem_total'), units.gib):>11}  {power:>9}  {temp:>4}  "
                 f"{clocks:>10}  {units.pair(gpu.get('pcie_tx_bps'), gpu.get('pcie_rx_bps'), _bandwidth):>9}  "
                 f"{units.pair(gpu.get('nvlink_tx_bps'), gpu.get('nvlink_rx_bps'), _bandwidth):>11}  {', '.join(notes)}"
             )
+            lines += [_mig_line(instance) for instance in gpu.get("mig") or ()]
         unavailable: dict[str, list[int]] = {}
         for gpu in snap["gpus"]:
             for key, reason in (gpu.get("na") or {}).items():
@@ -105,12 +131,14 @@ def snapshot_text(snap: dict[str, Any]) -> str:
             lines += [f"  {what} (GPU {','.join(map(str, idx))})" for what, idx in sorted(unavailable.items())]
         lines += ["", "Processes:"]
         if snap["processes"]:
-            lines.append(f"  {'GPU':>3}  {'PID':>8}  {'GPU mem':>8}  {'user':<10}  command")
-            for process in snap["processes"]:
+            where = [_process_place(process) for process in snap["processes"]]
+            width = max(3, *map(len, where))  # "0 MIG 3" only where a process is in a MIG instance
+            lines.append(f"  {'GPU':>{width}}  {'PID':>8}  {'GPU mem':>8}  {'user':<10}  command")
+            for process, place in zip(snap["processes"], where):
                 memory = process.get("gpu_memory")
                 mem = units.NA if memory is None else units.gib(memory) + " GiB"
                 lines.append(
-                    f"  {process['gpu']:>3}  {process['pid']:>8}  {mem:>8}  {(process.get('user') or '-')[:10]:<10}  "
+                    f"  {place:>{width}}  {process['pid']:>8}  {mem:>8}  {(process.get('user') or '-')[:10]:<10}  "
                     f"{(process.get('command') or '')[:80]}"
                 )
         else:

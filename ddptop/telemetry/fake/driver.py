@@ -375,8 +375,8 @@ def nvmlDeviceGetFieldValues(handle: int, count: int, out: int) -> None:
 
 
 def _processes(handle: int, count_address: int, infos: int | None) -> None:
-    node, gpu, _ = device(handle)
-    listed = node.processes(gpu)
+    node, gpu, mig = device(handle)
+    listed = node.processes(gpu, mig)
     capacity = struct(count_address, c_uint)
     if not listed:
         capacity.value = 0

@@ -19,7 +19,9 @@ Faults are injected per instance: ``fail`` (C function → NVML error code), ``m
 ``lose_gpu(i)`` (GPU_IS_LOST from then on), ``deny_gpu(i)`` (NO_PERMISSION on its handle),
 ``library_missing`` (nvmlInit fails), ``xid(i, code)``, ``ecc_error(i)``. Interference:
 ``throttle(i, bits)`` (clock event reasons held active, the SM clock pulled down), ``attach_process(i, pid,
-bytes)`` (any PID: a rank's, or a stranger's), ``pcie_link(i, gen, width)`` (a link trained down).
+bytes, mig=None)`` (any PID: a rank's, or a stranger's; on a MIG GPU inside instance ``mig``, listed on that
+instance's handle and, with its GPU instance id, on the GPU's), ``pcie_link(i, gen, width)`` (a link trained
+down).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ IS_FAKE = True
 GIB = 1 << 30
 MIB = 1 << 20
 RESERVED_BYTES = 400 << 20  # memory the driver keeps for itself: in v1's "used", apart in v2
+MIG_CONTEXT_BYTES = 12 << 20  # what an idle MIG instance shows in use (nvidia-smi: about 12 MiB of 4864)
 NVSWITCHES = 4  # each GPU's links spread over this many NVSwitches, each a PCI device of its own
 
 
@@ -88,10 +91,11 @@ class FakeNvml:
         self.library_missing = library_missing
         self.lost: set[int] = set()
         self.denied: set[int] = {i for i, gpu in enumerate(self.profile.gpus) if not gpu.accessible}
-        self.processes_on: dict[int, list[tuple[int, int | None]]] = {}  # gpu -> [(pid, bytes or None)]
+        # gpu -> [(pid, bytes or None, MIG instance or None)]
+        self.processes_on: dict[int, list[tuple[int, int | None, int | None]]] = {}
         for foreign in self.profile.foreign_processes:
             used = None if foreign.used_mib is None else foreign.used_mib * MIB
-            self.processes_on.setdefault(foreign.gpu, []).append((foreign.pid, used))
+            self.processes_on.setdefault(foreign.gpu, []).append((foreign.pid, used, None))
         self.calls: dict[str, int] = {}  # binding function -> times called
         self.callback_errors: list[str] = []  # exceptions inside the C callbacks: a bug, tests assert none
         ALL_NODES.add(self)
@@ -124,8 +128,10 @@ class FakeNvml:
         """This process may not use GPU ``index`` (another job's, cgroup-denied): its handle is refused."""
         self.denied.add(index)
 
-    def attach_process(self, gpu: int, pid: int, used_bytes: int | None) -> None:
-        self.processes_on.setdefault(gpu, []).append((pid, used_bytes))
+    def attach_process(self, gpu: int, pid: int, used_bytes: int | None, mig: int | None = None) -> None:
+        if mig is not None:
+            self.mig_instance(gpu, mig)  # a test naming an instance the GPU lacks fails here, not later
+        self.processes_on.setdefault(gpu, []).append((pid, used_bytes, mig))
 
     def xid(self, gpu: int, code: int) -> None:
         self._xids.append((gpu, code))
@@ -327,10 +333,12 @@ class FakeNvml:
     def memory(self, index: int, mig: int | None) -> tuple[int, int, int]:
         """(total, reserved by the driver, used by processes) in bytes."""
         gpu = self.check(index)
-        if mig is not None:
-            return self.mig_instance(index, mig).memory_mib * MIB, 0, 0
+        if mig is not None:  # an instance's own slice: what its processes hold, over what its context keeps
+            mine = sum(b or 0 for _, b, on in self.processes_on.get(index, ()) if on == mig)
+            total = self.mig_instance(index, mig).memory_mib * MIB
+            return total, 0, min(MIG_CONTEXT_BYTES + mine, total)
         total = gpu.memory_mib * MIB
-        used = 600 * MIB + sum(b or 0 for _, b in self.processes_on.get(index, ()))
+        used = 600 * MIB + sum(b or 0 for _, b, _ in self.processes_on.get(index, ()))
         if not self.processes_on.get(index) and not self.steady:
             used += int(0.55 * total * self._wave(index, 11.0, 1.0))
         return total, RESERVED_BYTES, min(used, total - RESERVED_BYTES)
@@ -389,11 +397,19 @@ class FakeNvml:
         value = rates[field] * t / (1024 if nvlink else 1)
         return int(value) % (1 << self.profile.counter_bits)
 
-    def processes(self, index: int) -> list[tuple[int, int | None, int, int]]:
-        """(pid, used bytes or None, GPU instance, compute instance) of each compute process."""
-        self.check(index)
+    def processes(self, index: int, mig: int | None = None) -> list[tuple[int, int | None, int, int]]:
+        """(pid, used bytes or None, GPU instance, compute instance) of each compute process: on a MIG
+        instance's handle its own, on the GPU's every one (each with its instance's ids, as NVML gives)."""
+        gpu = self.check(index)
         no_instance = 0xFFFFFFFF
-        return [(pid, used, no_instance, no_instance) for pid, used in self.processes_on.get(index, ())]
+        listed = []
+        for pid, used, on in self.processes_on.get(index, ()):
+            if mig is not None and on != mig:
+                continue
+            instance = gpu.mig[on] if on is not None and on < len(gpu.mig) else None
+            listed.append((pid, used, instance.gpu_instance if instance else no_instance,
+                           instance.compute_instance if instance else no_instance))
+        return listed
 
     def ecc_errors(self, index: int) -> int:
         self.check(index)

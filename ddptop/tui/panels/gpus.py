@@ -1,4 +1,5 @@
-"""Every GPU's utilisation, memory, power, clocks and links (one row each), and the host's load."""
+"""Every GPU's utilisation, memory, power, clocks and links (one row each, and one per MIG instance where
+they fit), and the host's load."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ class GpuTable(LineTable):
 
     A multi-node run shows every node's GPUs, grouped by node ("node:GPU"); when they are more than the rows
     the panel has, the follower nodes (then node 0) shrink to one summary line each, from the last node on.
+    A GPU in MIG mode says so in its util cell (NVML gives no utilisation there) and its notes ("MIG 7×
+    1g.5gb"); its instances get a line each below it (memory, ranks) only when every such line fits.
     """
 
     def __init__(self, **kwargs: Any) -> None:
@@ -49,6 +52,8 @@ class GpuTable(LineTable):
         if self.display != bool(shown):
             self.display = bool(shown)
         capacity = drawn_from[1]
+        # MIG instance lines only when all of them fit beside every GPU's: else the GPU lines say it alone
+        with_mig = shown + sum(len(r.get("mig") or ()) for _, _, readings in per_node for r in readings) <= capacity
         summarised: set[int] = set()
         for node_rank, _, readings in reversed(per_node[1:]):  # the last follower shrinks first
             if shown <= capacity:
@@ -67,6 +72,7 @@ class GpuTable(LineTable):
                                                              node.recent, ranks_on)
                 continue
             names = {g["index"]: g.get("name", "") for g in node.info.get("gpus") or []}
+            modes = {g["index"]: g.get("mig_mode") for g in node.info.get("gpus") or []}
             rest = readings[keep:] if node_rank == 0 else []
             for reading in readings[:keep] if node_rank == 0 else readings:
                 index = reading["index"]
@@ -74,10 +80,14 @@ class GpuTable(LineTable):
                     next((g.get("util") for g in r.get("gpus") or [] if g.get("index") == index), None)
                     for r in node.recent
                 ]
-                cells = _gpu_cells(reading, names.get(index, ""), history, ranks_on.get(index, []))
+                cells = _gpu_cells(reading, names.get(index, ""), history, ranks_on.get(index, []),
+                                   modes.get(index) == "enabled")
                 if several:
                     cells["gpu"] = f"{node_rank}:{index}"
-                rows[f"{node_rank}:{index}" if several else str(index)] = cells
+                key = f"{node_rank}:{index}" if several else str(index)
+                rows[key] = cells
+                for instance in (reading.get("mig") or ()) if with_mig else ():
+                    rows[f"{key}/mig{instance.get('slot')}"] = _mig_cells(instance)
             if rest:  # node 0's GPUs past the panel's rows, as one line after its others
                 indices = {r["index"] for r in rest}
                 history = [{"gpus": [g for g in r.get("gpus") or [] if g.get("index") in indices]} for r in node.recent]
@@ -170,12 +180,46 @@ def _temp_cell(temp: Any) -> str:
     return "N/A" if temp is None else f"{temp}C"
 
 
-def _gpu_cells(reading: dict[str, Any], name: str, history: list[Any], ranks: list[str]) -> dict[str, Any]:
+def _mig_summary(instances: list[dict[str, Any]]) -> str:
+    """A MIG GPU's instances by profile, the way they were made: "MIG 7× 1g.5gb", "MIG 1× 4g.20gb 3× 1g.5gb"."""
+    if not instances:
+        return "MIG, no instance"
+    counts: dict[str, int] = {}
+    for instance in instances:
+        profile = instance.get("profile") or "?"
+        counts[profile] = counts.get(profile, 0) + 1
+    return "MIG " + " ".join(f"{count}× {profile}" for profile, count in counts.items())
+
+
+def _mig_cells(instance: dict[str, Any]) -> dict[str, Any]:
+    """A MIG instance's line under its GPU: its profile where the util is, its own memory and ranks."""
+    used, total = instance.get("mem_used"), instance.get("mem_total")
+    gi = "" if instance.get("gpu_instance") is None else f" GI {instance['gpu_instance']}"
+    ranks = [str(p["rank"]) for p in instance.get("processes") or () if p.get("rank") is not None]
+    return {
+        "gpu": "",
+        "name": f"  MIG {instance.get('slot')}{gi}",
+        "util": Text(f"  {instance.get('profile') or 'MIG'}", style="dim"),
+        "hist": "",
+        "mem": fmt.bar(_percent(used, total), 8, fmt.MEMORY_THRESHOLDS),
+        "memgib": fmt.pair(fmt.gib(used), fmt.gib(total)),
+        "power": "", "temp": "", "clock": "", "gpm": "", "pcie": "", "nvlink": "",
+        "rank": ",".join(ranks) or "-",
+        "notes": "",
+    }
+
+
+def _gpu_cells(reading: dict[str, Any], name: str, history: list[Any], ranks: list[str],
+               mig: bool = False) -> dict[str, Any]:
     notes = _notes(reading)
+    if mig or reading.get("mig"):
+        notes.insert(0, _mig_summary(reading.get("mig") or []))
     return {
         "gpu": str(reading["index"]),
         "name": name.removeprefix("Tesla ").removeprefix("NVIDIA ")[:22],
-        "util": fmt.bar(reading.get("util"), 8),
+        # NVML has no utilisation in MIG mode: said where the bar would be, not a bare N/A
+        "util": Text("N/A (MIG)".ljust(13), style="dim") if mig and reading.get("util") is None
+        else fmt.bar(reading.get("util"), 8),
         "hist": fmt.sparkline(history, 10),
         "mem": fmt.bar(_percent(reading.get("mem_used"), reading.get("mem_total")), 8, fmt.MEMORY_THRESHOLDS),
         "memgib": fmt.pair(fmt.gib(reading.get("mem_used")), fmt.gib(reading.get("mem_total"))),
