@@ -255,26 +255,35 @@ def _status_line(session, phase: str = "running") -> str:
 
 def test_a_configuration_between_its_launches_is_queued_not_running(tmp_path):
     """Measured in its first launch of two and waiting for the second: the table says so instead of
-    "running", while another configuration runs."""
-    options = PlanOptions(models=["resnet18"], world_sizes=[1], batch_sizes=[4], iters=10, warmup=0, comm_iters=0,
+    "running", while another configuration runs; only once every rank ended that launch's round."""
+    options = PlanOptions(models=["resnet18"], world_sizes=[2], batch_sizes=[4], iters=10, warmup=0, comm_iters=0,
                           baseline=False, launches=2)
     plan = build_plan(options, Inventory(problem="test"), cpu_count=2)
     session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), plan.name))
     first = plan.launches()[0]
     (config,) = first.configs
     name = f"01-{first.launch_key}"
-    session.mark(what="launch_start", launch=name, world_size=1, backend=first.backend, configs=[config.config_id])
+    session.mark(what="launch_start", launch=name, world_size=2, backend=first.backend, configs=[config.config_id])
     events = os.path.join(rundir.launch_dir(session.run_dir, 1, first.launch_key, 0), "events")
-    writer = EventWriter(os.path.join(events, "rank-0.jsonl"), 0, 0.0)
-    for kind, fields in (("config_start", {"warmup": 0, "iters": 10, "round": 0, "rounds": 2}),
-                         ("samples", {"phase": "measure", "first_iter": 0, "sec": [0.05] * 10}),
-                         ("config_end", {"status": "ok", "round": 0, "last": False})):
+    writers = [EventWriter(os.path.join(events, f"rank-{r}.jsonl"), r, 0.0) for r in range(2)]
+
+    def emit(writer, kind, **fields):
         writer.emit(kind, config_id=config.config_id, **fields)
-    writer.flush()
-    session.refresh()
-    (shown,) = session.snapshot().configs
+        writer.flush()
+        session.refresh()
+        (shown,) = session.snapshot().configs
+        return shown
+
+    for writer in writers:
+        emit(writer, "config_start", warmup=0, iters=10, round=0, rounds=2)
+        emit(writer, "samples", phase="measure", first_iter=0, sec=[0.05] * 10)
+    shown = emit(writers[0], "config_end", status="ok", round=0, last=False)
+    assert shown.launches_measured == 0  # rank 1 has not ended the round yet
+    assert _config_cells(shown, None, measuring=False)["status"].plain == "running"
+    shown = emit(writers[1], "config_end", status="ok", round=0, last=False)
     assert shown.status == "running" and (shown.launches_measured, shown.launches_planned) == (1, 2)
     assert _config_cells(shown, None, measuring=False)["status"].plain == "queued 2/2"
     assert _config_cells(shown, None, measuring=True)["status"].plain == "running"  # its second launch measures it
-    writer.close()
+    for writer in writers:
+        writer.close()
     session.close()

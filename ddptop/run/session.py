@@ -642,7 +642,7 @@ def _config_snapshot(state: ConfigState, analysing: bool = False) -> ConfigSnaps
         started_t=state.started_t,
         ended_t=state.ended_t,
         analysing=analysing,
-        launches_measured=min(state.rounds_ended.values(), default=0),
+        launches_measured=min(state.rounds_ended.get(rank, 0) for rank in range(spec.processes)),
         launches_planned=max(1, spec.rounds),
     )
     state._snapshot_cache = (key, snapshot)
