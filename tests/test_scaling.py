@@ -134,3 +134,16 @@ def test_an_unknown_summary_version_is_refused(tmp_path):
     path.write_text(json.dumps({"schema": store.SCHEMA, "schema_version": 3}))
     with pytest.raises(store.SummaryError, match="schema version 3"):
         store.load_summary(str(path))
+
+
+def test_the_session_wide_cache_does_not_keep_a_session_alive(session):
+    import gc
+    import weakref
+
+    probe = Session.load(session.run_dir)
+    assert live_scaling.live_scaling(probe)  # rows made, and the session cached
+
+    gone = weakref.ref(probe)
+    del probe
+    gc.collect()
+    assert gone() is None

@@ -38,7 +38,8 @@ class SessionScaling:
     """The scaling rows of one session's configurations that have not failed (see the module)."""
 
     def __init__(self, session: Session) -> None:
-        self.session = session
+        # weakly: the session-wide cache below maps a session to this object, which must not keep it alive
+        self._session = weakref.ref(session)
         self.scaling = LiveScaling(session.plan)
         self._entries: dict[str, tuple[int, str, dict[str, Any]]] = {}  # config id -> (revision, status, entry)
 
@@ -47,9 +48,11 @@ class SessionScaling:
         return self.scaling.tables
 
     def rows(self) -> dict[str, dict[str, Any]]:
-        with self.session.lock:
-            entries = [self._entry(state) for state in self.session.ordered_states()
-                       if state.status not in FAILED]
+        session = self._session()
+        if session is None:
+            return {}
+        with session.lock:
+            entries = [self._entry(state) for state in session.ordered_states() if state.status not in FAILED]
         return self.scaling.rows(entries)
 
     def _entry(self, state: ConfigState) -> dict[str, Any]:
