@@ -195,8 +195,29 @@ def test_more_numa_nodes_than_sockets_match_their_machines_matrix_cell_by_cell(p
     for line in text.splitlines():
         parts = line.split("\t")
         if parts[0].startswith("GPU") and len(parts) > 2:  # ..., CPU Affinity, NUMA Affinity, (blank), GPU NUMA ID
-            cpus, numa = parts[-4], parts[-3]
-            assert (topo["cpu_affinity"][parts[0]], topo["numa_affinity"][parts[0]]) == (cpus, numa), parts[0]
+            cpus, numa, gpu_numa = parts[-4], parts[-3], parts[-1]
+            assert (topo["cpu_affinity"][parts[0]], topo["numa_affinity"][parts[0]],
+                    topo["gpu_numa_id"][parts[0]]) == (cpus, numa, gpu_numa), parts[0]
+    # the NIC legend, and the columns after the matrix, as nvidia-smi prints them
+    assert _nic_legend(printed.stdout) == _nic_legend(text) and len(_nic_legend(text)) == len(topo["nics"])
+    header = next(line for line in printed.stdout.splitlines() if line.split()[:1] == ["GPU0"])
+    assert header.split()[-7:] == ["CPU", "Affinity", "NUMA", "Affinity", "GPU", "NUMA", "ID"]
+    gpu0 = next(line.split() for line in printed.stdout.splitlines() if line.startswith("GPU0 "))
+    assert gpu0[-3:] == [topo["cpu_affinity"]["GPU0"], topo["numa_affinity"]["GPU0"], "N/A"]
+
+
+def _nic_legend(text: str) -> list[tuple[str, str]]:
+    """(NIC0, mlx5_0), ... from the lines after "NIC Legend:"."""
+    lines = text.splitlines()
+    start = lines.index("NIC Legend:") if "NIC Legend:" in lines else len(lines)
+    found = []
+    for line in lines[start + 1:]:
+        label, colon, name = line.strip().partition(":")
+        if colon and label.startswith("NIC"):
+            found.append((label, name.strip()))
+        elif line.strip():
+            break
+    return found
 
 
 def _tree_profile(tmp_path, switches: list[str], gpus_on: list[int], nics_on: list[int] = (), sockets: int = 2,
@@ -284,7 +305,8 @@ def test_nic_cells_take_nvmls_word_for_the_gpu_beside_the_nic(tmp_path, platform
         [("GPU0", "mlx5_1"), ("mlx5_1", "GPU0"), ("GPU1", "mlx5_1"), ("mlx5_1", "GPU1"),
          ("mlx5_0", "mlx5_1"), ("mlx5_1", "mlx5_0")])
     printed = ddptop("topo", env={"DDPTOP_FAKE_NVML": path}).stdout
-    row = next(line.split() for line in printed.splitlines() if line.startswith("mlx5_1"))
+    assert "  NIC1: mlx5_1" in printed.splitlines()  # named NIC1 in the matrix, as nvidia-smi names NICs
+    row = next(line.split() for line in printed.splitlines() if line.startswith("NIC1 "))
     assert row[1:6] == ["NODE*", "NODE*", "SYS", "NODE*", "X"]
     assert "  *     = ddptop's inference from the PCIe tree in sysfs" in printed
     assert parse_topo_matrix(printed)[("mlx5_1", "GPU0")] == "NODE"  # compared with nvidia-smi as a word

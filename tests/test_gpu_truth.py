@@ -1,5 +1,6 @@
 """GPU-only defects, checked under the fake NVML answering as the real binding does on older drivers."""
 
+import json
 import threading
 import time
 
@@ -166,3 +167,80 @@ def test_a_dataparallel_process_is_tied_to_every_gpu_it_runs_on(tmp_path):
     finally:
         monitor.stop()
     assert rank["gpus"] == [0, 1, 2, 3] and rank["gpu"] == 0
+
+
+# -- the GPU NUMA ID column and the NIC legend of ddptop topo ------------------------------------------------------
+
+
+GRACE_HOPPER = """description = "a Grace Hopper-like node: one GPU whose memory is NUMA node 1 beside the CPU's node 0"
+[driver]
+version = "550.90.07"
+nvml_version = "12.550.90.07"
+cuda_version = 12040
+[cpu]
+sockets = 1
+cores_per_socket = 72
+[pcie]
+switches = [ { socket = 0, root = 0 } ]
+[gpu]
+name = "NVIDIA GH200 480GB"
+memory_mib = 97871
+power_limit_w = 900
+sm_clock_max_mhz = 1980
+memory_clock_mhz = 2619
+pcie = [5, 16]
+numa_node_id = NUMA_ID
+[[gpus]]
+switch = 0
+[[nics]]
+name = "mlx5_0"
+switch = 0
+"""
+
+
+def test_the_gpus_own_numa_node_is_a_column_of_its_own_after_numa_affinity(tmp_path):
+    """nvmlDeviceGetNumaNodeId answers on a platform whose GPU memory is a NUMA node (a profile's numa_node_id):
+    it is the GPU NUMA ID column, while NUMA Affinity stays the CPU side's node; on x86 it is N/A."""
+    from tests.conftest import ddptop
+
+    path = tmp_path / "gh.toml"
+    path.write_text(GRACE_HOPPER.replace("NUMA_ID", "1"))
+    done = ddptop("topo", env={"DDPTOP_FAKE_NVML": str(path)})
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    header = next(line for line in lines if line.split()[:1] == ["GPU0"])
+    assert header.split() == ["GPU0", "NIC0", "CPU", "Affinity", "NUMA", "Affinity", "GPU", "NUMA", "ID"]
+    assert next(line for line in lines if line.startswith("GPU0 ")).split() == ["GPU0", "X", "PIX", "0-71", "0", "1"]
+    assert lines[lines.index("NIC Legend:") + 2] == "  NIC0: mlx5_0"
+    as_json = json.loads(ddptop("topo", "--json", env={"DDPTOP_FAKE_NVML": str(path)}).stdout)
+    assert as_json["gpu_numa_id"] == {"GPU0": "1"} and as_json["numa_affinity"] == {"GPU0": "0"}
+    assert as_json["nics"] == ["mlx5_0"] and as_json["matrix"]["GPU0"]["mlx5_0"] == "PIX"  # JSON: own names
+    x86 = json.loads(ddptop("topo", "--json", env={"DDPTOP_FAKE_NVML": "pcie-4gpu"}).stdout)
+    assert set(x86["gpu_numa_id"].values()) == {"N/A"}
+    path.write_text(GRACE_HOPPER.replace("NUMA_ID", "-1"))
+    refused = ddptop("topo", env={"DDPTOP_FAKE_NVML": str(path)})
+    assert refused.returncode == 2 and refused.stderr.count("\n") == 1
+    assert "gpu.numa_node_id: -1 is out of range" in refused.stderr
+
+
+def test_a_topology_saved_before_the_gpu_numa_id_loads_and_prints_without_that_column():
+    """tests/data/recorded-run/topology.json has no gpu_numa_id: it still loads; its NICs are NIC0.. with a legend."""
+    import os
+
+    from ddptop.doctor import parse_topo_matrix
+    from ddptop.telemetry.topology import Topology, format_matrix
+    from tests.conftest import REPO
+
+    with open(os.path.join(REPO, "tests", "data", "recorded-run", "topology.json"), encoding="utf-8") as handle:
+        saved = json.load(handle)
+    assert "gpu_numa_id" not in saved
+    topo = Topology.from_json(saved)
+    assert topo.gpu_numa_id == {} and topo.to_json()["gpu_numa_id"] == {}
+    text = format_matrix(topo)
+    header = next(line for line in text.splitlines() if line.split()[:1] == ["GPU0"])
+    assert header.split()[-4:] == ["CPU", "Affinity", "NUMA", "Affinity"]
+    assert [f"  NIC{i}: {name}" for i, name in enumerate(saved["nics"])] == \
+        text.splitlines()[text.splitlines().index("NIC Legend:") + 2:][:len(saved["nics"])]
+    cells = parse_topo_matrix(text)
+    assert all(cells[(row, column)] == word for row, columns in saved["matrix"].items()
+               for column, word in columns.items())

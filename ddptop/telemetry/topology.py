@@ -6,6 +6,10 @@ involve a NIC are classified from the PCIe tree in sysfs: a shared switch is PIX
 same host bridge PHB, another NUMA node SYS. Between host bridges of one NUMA node platforms differ (NVML
 says NODE on most, SYS on some), so such a path takes NVML's word for a GPU on the NIC's host bridge; where
 no GPU shares it, the cell is ddptop's own NODE, marked ``NODE*`` in the printed matrix (``inferred``).
+
+As current nvidia-smi prints it, NICs are named NIC0, NIC1, ... in the matrix with a NIC legend below (the
+JSON keeps their own names), and each GPU row ends with its CPU affinity, its NUMA affinity (the CPU side's
+node) and its GPU NUMA ID (the GPU's own NUMA node where GPU memory is one, N/A on x86).
 """
 
 from __future__ import annotations
@@ -58,6 +62,9 @@ class Topology:
     matrix: dict[str, dict[str, str]] = field(default_factory=dict)
     cpu_affinity: dict[str, str] = field(default_factory=dict)
     numa_affinity: dict[str, str] = field(default_factory=dict)
+    # the GPU's own NUMA node (nvmlDeviceGetNumaNodeId), "N/A" where NVML has none (x86); empty in topologies
+    # saved before ddptop read it, which then print no GPU NUMA ID column
+    gpu_numa_id: dict[str, str] = field(default_factory=dict)
     fake: bool = False
     problem: str | None = None  # why GPUs are missing
     notes: list[str] = field(default_factory=list)
@@ -79,6 +86,7 @@ class Topology:
             "matrix": self.matrix,
             "cpu_affinity": self.cpu_affinity,
             "numa_affinity": self.numa_affinity,
+            "gpu_numa_id": self.gpu_numa_id,
             "fake": self.fake,
             "problem": self.problem,
             "notes": self.notes,
@@ -223,6 +231,15 @@ def _numa_affinity(nvml: Any, handle: Any, device: PciDevice) -> str:
         return "N/A"
     nodes = [w * 64 + bit for w, word in enumerate(list(words)) for bit in range(64) if int(word) >> bit & 1]
     return cpu_ranges(nodes) or "N/A"
+
+
+def _gpu_numa_id(nvml: Any, handle: Any) -> str:
+    """The GPU's own NUMA node, as nvidia-smi's "GPU NUMA ID" column: NVML answers it where GPU memory is a NUMA
+    node (Grace Hopper); x86 drivers answer NOT_SUPPORTED, printed N/A."""
+    node = nv.call(nvml, "nvmlDeviceGetNumaNodeId", handle)
+    if isinstance(node, nv.Unavailable) or int(node) < 0:
+        return "N/A"
+    return str(int(node))
 
 
 def _nvml_ancestor(nvml: Any, first: Any, second: Any) -> str | None:
@@ -448,11 +465,12 @@ def _fill_gpus(topo: Topology, nvml: Any, handles: list[Any], bus_ids: list[str]
             else:
                 row[f"GPU{j}"] = pcie[(i, j)]
         if first is None:
-            topo.cpu_affinity[f"GPU{i}"] = topo.numa_affinity[f"GPU{i}"] = "N/A"
+            topo.cpu_affinity[f"GPU{i}"] = topo.numa_affinity[f"GPU{i}"] = topo.gpu_numa_id[f"GPU{i}"] = "N/A"
             continue
         topo.cpu_affinity[f"GPU{i}"] = _affinity(nvml, first)
         topo.links[f"GPU{i}"] = _link_peaks(nvml, first, active[i], versions[i])
         topo.numa_affinity[f"GPU{i}"] = _numa_affinity(nvml, first, devices[i])
+        topo.gpu_numa_id[f"GPU{i}"] = _gpu_numa_id(nvml, first)
     return pcie
 
 
@@ -497,9 +515,14 @@ def _fill_nics(topo: Topology, root: str, bus_ids: list[str], pcie: dict[tuple[i
                 row[other.name] = topo.matrix.setdefault(other.name, {})[nic.name] = cell_of(nic, other, None)
 
 
+def nic_labels(topo: Topology) -> dict[str, str]:
+    """Each NIC's name in the printed matrix: NIC0, NIC1, ... in ``topo.nics`` order, as nvidia-smi names them."""
+    return {name: f"NIC{i}" for i, name in enumerate(topo.nics)}
+
+
 def format_matrix(topo: Topology, threads_per_rank: dict[int, int] | None = None) -> str:
-    """The matrix and legend, in nvidia-smi's layout, then the machine's CPUs (and, given the plan's
-    ``threads_per_rank``, how the ranks use them)."""
+    """The matrix and legends, in current nvidia-smi's layout (NICs as NIC0.. with a NIC legend, a GPU NUMA ID
+    column), then the machine's CPUs (and, given the plan's ``threads_per_rank``, how the ranks use them)."""
     lines: list[str] = []
     if topo.fake:
         lines.append(f"{nv.FAKE_LABEL}: simulated node from {nv.FAKE_ENV}; not this machine's hardware\n")
@@ -509,25 +532,32 @@ def format_matrix(topo: Topology, threads_per_rank: dict[int, int] | None = None
     if not names:
         lines.append("No GPU or RDMA NIC found.")
         return _with_cpus(lines, topo, threads_per_rank)
-    width = max(8, max(len(n) for n in names) + 2)
-    header = " " * width + "".join(f"{n:<{width}}" for n in names)
+    labels = {**{name: name for name in topo.gpus}, **nic_labels(topo)}
+    width = max(8, max(len(labels[n]) for n in names) + 2)
+    cpu_width = max([16] + [len(text) + 2 for text in topo.cpu_affinity.values()])
+    header = " " * width + "".join(f"{labels[n]:<{width}}" for n in names)
     if topo.gpus:
-        header += "CPU Affinity    NUMA Affinity"
+        header += f"{'CPU Affinity':<{cpu_width}}" + ("NUMA Affinity   GPU NUMA ID" if topo.gpu_numa_id
+                                                     else "NUMA Affinity")
     lines.append(header.rstrip())
     inferred = {(row, column) for row, column in topo.inferred}
     for row_name in names:
         marked = [topo.matrix.get(row_name, {}).get(col, "N/A") + ("*" if (row_name, col) in inferred else "")
                   for col in names]
         cells = "".join(f"{word:<{width}}" for word in marked)
-        line = f"{row_name:<{width}}" + cells
+        line = f"{labels[row_name]:<{width}}" + cells
         if row_name in topo.cpu_affinity:
-            line += f"{topo.cpu_affinity[row_name]:<16}{topo.numa_affinity.get(row_name, 'N/A')}"
+            line += f"{topo.cpu_affinity[row_name]:<{cpu_width}}{topo.numa_affinity.get(row_name, 'N/A'):<16}"
+            line += topo.gpu_numa_id.get(row_name, "N/A") if topo.gpu_numa_id else ""
         lines.append(line.rstrip())
     lines.append("")
     lines.append("Legend:")
     lines.append("")
     for key, words in LEGEND + ((INFERRED_LEGEND,) if inferred else ()):
         lines.append(f"  {key:<4}  = {words}")  # two spaces after every key: views align the sentences
+    if topo.nics:
+        lines += ["", "NIC Legend:", ""]
+        lines += [f"  {label}: {name}" for name, label in nic_labels(topo).items()]
     for note in topo.notes:
         lines.append(f"Note: {note}")
     return _with_cpus(lines, topo, threads_per_rank)
