@@ -16,10 +16,10 @@ from ddptop.doctor.loop import loop_configuration, loop_run_arguments, reference
 from ddptop.doctor.nvml_view import NvmlView, read_nvml
 
 # the smallest launch there is, watched for its store under --skip-loop: one rank, one step (batch 2: BatchNorm
-# needs it)
+# needs it), one launch (run's default of three would start torchrun three times for nothing the check reads)
 STORE_ONLY_LAUNCH = ("--models", "resnet18", "--image-size", "32", "--num-classes", "10", "--batch-sizes", "2",
                      "--world-sizes", "1", "--no-baseline", "--warmup", "0", "--iters", "1", "--comm-iters", "0",
-                     "--no-collectives")
+                     "--no-collectives", "--launches", "1")
 
 
 @dataclass
