@@ -50,10 +50,10 @@ def load(module: Any | None = None) -> tuple[Any, bool]:
         return module, bool(getattr(module, "IS_FAKE", False))
     fake = os.environ.get(FAKE_ENV)
     if fake:
-        from ddptop.telemetry.fake import nvml as fake_nvml  # the simulator: loaded only when asked for
+        from ddptop.telemetry.fake import choose  # the simulator: loaded only when asked for
 
         try:
-            return fake_nvml.module_for(fake), True
+            return choose.module_for(fake), True
         except ValueError as exc:
             raise NvmlUnavailable(str(exc)) from None
     try:

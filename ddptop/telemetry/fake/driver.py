@@ -223,13 +223,13 @@ def nvmlDeviceGetClockInfo(handle: int, clock: int, out: int) -> None:
 @_c(_VOIDP, _VOIDP)
 def nvmlDeviceGetMaxPcieLinkGeneration(handle: int, out: int) -> None:
     node, gpu, _ = device(handle)
-    put(out, c_uint, node.pcie_max(gpu)[0])
+    put(out, c_uint, node.pcie_max(gpu, "generation")[0])
 
 
 @_c(_VOIDP, _VOIDP)
 def nvmlDeviceGetMaxPcieLinkWidth(handle: int, out: int) -> None:
     node, gpu, _ = device(handle)
-    put(out, c_uint, node.pcie_max(gpu)[1])
+    put(out, c_uint, node.pcie_max(gpu, "width")[1])
 
 
 @_c(_VOIDP, _VOIDP)
@@ -284,27 +284,25 @@ def nvmlDeviceGetTopologyCommonAncestor(first: int, second: int, out: int) -> No
 @_c(_VOIDP, c_uint, _VOIDP)
 def nvmlDeviceGetNvLinkState(handle: int, link: int, out: int) -> None:
     node, gpu, _ = device(handle)
-    node.nvlink_remote(gpu, link)
-    put(out, c_uint, pynvml.NVML_FEATURE_ENABLED)
+    put(out, c_uint, node.nvlink_state(gpu, link))
 
 
 @_c(_VOIDP, c_uint, _VOIDP)
 def nvmlDeviceGetNvLinkRemotePciInfo_v2(handle: int, link: int, out: int) -> None:
     node, gpu, _ = device(handle)
-    _fill_pci(out, node.nvlink_remote(gpu, link)[1])
+    _fill_pci(out, node.nvlink_remote_bus(gpu, link))
 
 
 @_c(_VOIDP, c_uint, _VOIDP)
 def nvmlDeviceGetNvLinkRemoteDeviceType(handle: int, link: int, out: int) -> None:
     node, gpu, _ = device(handle)
-    put(out, c_uint, node.nvlink_remote(gpu, link)[0])
+    put(out, c_uint, node.nvlink_remote_type(gpu, link))
 
 
 @_c(_VOIDP, c_uint, _VOIDP)
 def nvmlDeviceGetNvLinkVersion(handle: int, link: int, out: int) -> None:
     node, gpu, _ = device(handle)
-    node.nvlink_remote(gpu, link)
-    put(out, c_uint, node.profile.gpus[gpu].nvlink_version)
+    put(out, c_uint, node.nvlink_version(gpu, link))
 
 
 @_c(_VOIDP, _VOIDP)

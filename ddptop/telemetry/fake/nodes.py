@@ -1,7 +1,8 @@
 """Simulated GPU nodes as data: the schema of a node profile and its loader (``docs/fake-nodes.md``).
 
 A profile is a TOML file: ``ddptop/telemetry/fake/profiles/<name>.toml`` for the shipped ones, chosen with
-``DDPTOP_FAKE_NVML=<name>``, or any path (``DDPTOP_FAKE_NVML=path/to/node.toml``). It describes what NVML
+``DDPTOP_FAKE_NVML=<name>``, or any path (``DDPTOP_FAKE_NVML=path/to/node.toml``); a driver report that
+``ddptop doctor --report`` wrote (``DDPTOP_FAKE_NVML=path/to/report.json``) is replayed (``replay``). It describes what NVML
 and ``/sys`` would show on that machine: the driver (and which NVML functions it lacks), the CPU sockets,
 the PCIe switches, the GPUs (model, memory, clocks, links, MIG instances, whether this process may open
 them), the NICs, the NVLink wiring, and processes of other jobs. Nothing here runs a GPU.
@@ -15,7 +16,13 @@ import zlib
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import pynvml
+
+from ddptop.telemetry.fake.recorded import (MIB, REPORT_SCHEMA, Recorded, Refused, ReportInvalid, answered_bytes,
+                                            answered_id, mig_profile, plain_name, read_report)
+
 NODES_DIR = os.path.join(os.path.dirname(__file__), "profiles")
+__all__ = ["REPORT_SCHEMA", "GpuSpec", "MigInstance", "NodeProfile", "ProfileError", "Switch", "load_profile"]
 
 
 class ProfileError(ValueError):
@@ -89,6 +96,8 @@ class NodeProfile:
     numa_per_socket: int = 1  # AMD NPS4: 4 NUMA nodes per socket, numbered socket by socket
     # what NVML reports between host bridges of one NUMA node: NODE, or SYS as some platforms do
     between_host_bridges: str = "NODE"
+    # a driver report's answers (``replay.load_report``): the node answers from them, not from the layout above
+    recorded: Any = None
 
     def numa_of(self, switch: int) -> int:
         spec = self.switches[switch]
@@ -123,6 +132,14 @@ def profile_path(choice: str) -> str:
 
 
 def load_profile(choice: str) -> NodeProfile:
+    """The node ``DDPTOP_FAKE_NVML=<choice>`` names: a shipped profile, a profile file, or a driver report
+    (``ddptop doctor --report``, a ``.json`` file) replayed; ProfileError in one line otherwise."""
+    if choice.endswith(".json"):
+        try:
+            recorded = read_report(choice)
+        except ReportInvalid as exc:
+            raise ProfileError(str(exc)) from None
+        return _report_profile(recorded, "report:" + os.path.basename(choice)[:-5])
     path = profile_path(choice)
     try:
         with open(path, "rb") as handle:
@@ -368,6 +385,49 @@ def _known_fields(value: Any) -> frozenset[str]:
     if unknown:
         raise _Invalid(f"driver.unsupported_fields: {unknown[0]} is no NVML field")
     return names
+
+
+def _report_profile(recorded: Recorded, name: str) -> NodeProfile:
+    """A node profile of a driver report's machine; its ``recorded`` answers are what ``replay`` gives back."""
+    lacks: set[str] = set()
+    unsupported: set[str] = set()
+    specs = []
+    for index, gpu in enumerate(recorded.gpus):
+        answers = gpu.answers
+        for key, answer in answers.items():
+            if key.startswith("lacks:") and isinstance(answer, Refused) and answer.code == \
+                    pynvml.NVML_ERROR_FUNCTION_NOT_FOUND:
+                lacks.add(key[len("lacks:"):])
+        unsupported.update(answers.get("unsupported_fields", ()))
+
+        def number(key: str, default: int) -> int:
+            value = answers.get(key)
+            return value if isinstance(value, int) and value > 0 else default
+
+        mode = answers.get("mig_mode")
+        enabled = isinstance(mode, list) and mode[0] == pynvml.NVML_DEVICE_MIG_ENABLE
+        mig = tuple(MigInstance(mig_profile(entry.get("name")), max(1, answered_bytes(entry.get("memory_total")) // MIB),
+                                answered_id(entry.get("gpu_instance_id")), answered_id(entry.get("compute_instance_id")))
+                    for slot, entry in sorted(gpu.mig.items()) if not isinstance(entry["handle"], Refused)) \
+            if enabled else ()
+        links = [link for link in gpu.nvlinks if not isinstance(link["state"], Refused)]
+        specs.append(GpuSpec(
+            name=plain_name(answers.get("name")), memory_mib=max(1, answered_bytes(answers.get("memory_total")) // MIB),
+            power_limit_w=max(1, number("power_limit_mw", 1000) // 1000),
+            sm_clock_max_mhz=number("max_clock_sm", 1), memory_clock_mhz=number("max_clock_mem", 1),
+            pcie=(number("pcie_generation", 1), number("pcie_width", 1)), nvlink_slots=min(18, len(links)),
+            switch=0, accessible=not (isinstance(gpu.handle, Refused)
+                                      and gpu.handle.code == pynvml.NVML_ERROR_NO_PERMISSION),
+            mig=mig, mig_capable=not isinstance(mode, Refused) and mode is not None,
+            gpm=answers.get("gpm") == 1, uuid=uuid if isinstance(uuid := answers.get("uuid"), str) else "",
+            numa_node_id=answers.get("numa_node_id") if isinstance(answers.get("numa_node_id"), int) else None))
+    return NodeProfile(
+        name=name, description=f"the machine of the driver report {recorded.source}",
+        source=f"ddptop doctor --report, {recorded.created}", driver_version=recorded.driver_version,
+        nvml_version=recorded.nvml_version, cuda_version=recorded.cuda_version,
+        lacks=frozenset(lacks), unsupported_fields=frozenset(unsupported), sockets=1, cores_per_socket=1,
+        threads_per_core=1, switches=(Switch(0, 0),), gpus=tuple(specs), nics=tuple((n[0], 0) for n in recorded.nics),
+        nvlink="none", recorded=recorded)
 
 
 def with_changes(profile: NodeProfile, **changes: Any) -> NodeProfile:

@@ -40,8 +40,7 @@ import pynvml
 
 from ddptop.telemetry.fake import driver as fake_driver
 from ddptop.telemetry.fake.driver import NvmlReturn
-from ddptop.telemetry.fake.nodes import (GpuSpec, MigInstance, NodeProfile, ProfileError, known_nodes, load_profile,
-                                         parse_cpu_list)
+from ddptop.telemetry.fake.nodes import GpuSpec, MigInstance, NodeProfile, known_nodes, load_profile, parse_cpu_list
 
 IS_FAKE = True
 GIB = 1 << 30
@@ -62,6 +61,7 @@ def __getattr__(name: str) -> Any:
 
 class FakeNvml:
     IS_FAKE = True
+    REPLAYS = False  # answers from a driver report (replay.ReplayNvml)
 
     def __init__(
         self,
@@ -76,6 +76,8 @@ class FakeNvml:
         memory_v2: bool | None = None,
     ) -> None:
         self.profile = profile if isinstance(profile, NodeProfile) else load_profile(profile)
+        if self.profile.recorded is not None and not self.REPLAYS:
+            raise TypeError("a driver report is replayed by replay.ReplayNvml (replay.replay_node), not FakeNvml")
         self.clock = clock
         self.steady = steady  # constant readings (no wave): for exact checks of averages and joules
         self.fail = dict(fail or {})
@@ -240,7 +242,8 @@ class FakeNvml:
             return round(gpu.sm_clock_max_mhz * self.throttled[index][1])
         return round(gpu.sm_clock_max_mhz * (0.857 + 0.143 * self._wave(index, 13.0, 0.5)))
 
-    def pcie_max(self, index: int) -> tuple[int, int]:
+    def pcie_max(self, index: int, asked: str = "") -> tuple[int, int]:
+        """(generation, width); ``asked`` names the one a call wants (a replayed node may refuse just that)."""
         return self.check(index).pcie
 
     def pcie_current(self, index: int) -> tuple[int, int]:
@@ -322,6 +325,20 @@ class FakeNvml:
         if link >= len(ends):
             raise NvmlReturn(pynvml.NVML_ERROR_NOT_SUPPORTED)  # an unwired link
         return ends[link]
+
+    def nvlink_state(self, index: int, link: int) -> int:
+        self.nvlink_remote(index, link)
+        return pynvml.NVML_FEATURE_ENABLED
+
+    def nvlink_version(self, index: int, link: int) -> int:
+        self.nvlink_remote(index, link)
+        return self.profile.gpus[index].nvlink_version
+
+    def nvlink_remote_bus(self, index: int, link: int) -> str:
+        return self.nvlink_remote(index, link)[1]
+
+    def nvlink_remote_type(self, index: int, link: int) -> int:
+        return self.nvlink_remote(index, link)[0]
 
     def utilization(self, index: int, mig: int | None) -> tuple[int, int]:
         gpu = self.check(index)
@@ -579,16 +596,3 @@ def _nvml_bus_id(bdf: str) -> str:
     """sysfs's 0000:06:00.0 as NVML spells it: 00000000:06:00.0."""
     domain, rest = bdf.split(":", 1)
     return f"{int(domain, 16):08X}:{rest.upper()}"
-
-
-_MODULES: dict[str, FakeNvml] = {}
-
-
-def module_for(node: str) -> FakeNvml:
-    """The process-wide fake for ``DDPTOP_FAKE_NVML=<node or profile path>``; ValueError with the reason."""
-    if node not in _MODULES:
-        try:
-            _MODULES[node] = FakeNvml(node)
-        except ProfileError as exc:
-            raise ValueError(str(exc)) from None
-    return _MODULES[node]
