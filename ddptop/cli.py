@@ -96,6 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="skip the comparison of ddptop's kernel with a plain DDP loop")
     doctor.add_argument("--quick", action="store_true",
                         help="launch nothing: no rendezvous store check, no DDP loop, no nccl-tests")
+    doctor.add_argument("--report", metavar="FILE",
+                        help="also write FILE: every answer ddptop read from the driver (NVML's raw answers behind "
+                             "gpus and topo, the NICs' PCI paths), nvidia-smi topo -m and ddptop topo, in JSON; "
+                             "DDPTOP_FAKE_NVML=FILE replays it as a simulated node")
     return parser
 
 
@@ -363,8 +367,17 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from ddptop.doctor import FAIL, line, prepare_out, run_doctor, save  # the checks: `doctor` only
 
     prepare_out(args.out)
+    driver_report = None
+    if args.report:
+        from ddptop.doctor.driver_report import add_checks, check_report_path, write_report
+
+        check_report_path(args.report)
+        driver_report = write_report(args.report)  # first: the driver's answers stay even if a check hangs
+        print(f"Driver report: {args.report}", flush=True)
     checks = run_doctor(skip_loop=args.skip_loop, quick=args.quick, report=lambda c: print(line(c), flush=True))
     print(f"Saved: {save(checks, args.out)}")
+    if driver_report is not None:
+        add_checks(driver_report, checks, args.report)
     return EXIT_FAILED if any(c.status == FAIL for c in checks) else EXIT_OK
 
 

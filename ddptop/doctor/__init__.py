@@ -20,6 +20,10 @@ Each check is a module of ``ddptop.doctor.checks`` with ``NAME`` and ``run(conte
 listed in order in ``checks.CHECKS``; ``context`` finds what they share once (NVML's view, torch's answers,
 the launch), ``output`` makes the lines and doctor.json from the ``Check`` results, ``parsing`` reads what
 nvidia-smi and nccl-tests print. This module is the public face.
+
+``--report FILE`` (``driver_report``) also writes every answer ddptop read from the driver, nvidia-smi's
+``topo -m`` and ddptop's own ``topo`` into one JSON file, which ``DDPTOP_FAKE_NVML=FILE`` replays as a
+simulated node.
 """
 
 from ddptop.doctor.checks import CHECK_NAMES, CHECKS, DoctorCheck
