@@ -236,3 +236,58 @@ def test_replay_is_chosen_by_the_json_suffix_and_answers_as_a_simulated_node(tmp
     with pytest.raises(node.NVMLError_NotSupported):
         node.nvmlDeviceGetNumaNodeId(handle)
     assert node.nvmlDeviceGetPciInfo(handle).busId == FakeNvml("hgx-h100").bus_ids[3]
+
+
+def _matrix(text: str) -> list[str]:
+    """The lines from the matrix's header to the end of the NIC legend."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.split()[:1] == ["GPU0"])
+    end = lines.index("NIC Legend:") + 2
+    while end < len(lines) and lines[end].startswith("  NIC"):
+        end += 1
+    return lines[start:end]
+
+
+def test_a_real_machines_report_replays_the_same_matrix_under_the_fake_label(tmp_path):
+    """A report from a real driver has no FAKE line and that machine's CPUs after the matrix: the replay adds the
+    FAKE line and this machine's CPUs around the same matrix, legend and NIC legend."""
+    fake = FakeNvml("dgx-a100")
+    report = {"schema": REPORT_SCHEMA, **read_driver(fake)}
+    report["nvml"]["simulated"] = False
+    real = read_topology(fake)
+    real.fake = False
+    report["ddptop"] = {"topo": format_matrix(real)}
+    path = tmp_path / "real.json"
+    path.write_text(json.dumps(report))
+    replayed = format_matrix(read_topology(replay_node(str(path))))
+    assert replayed.startswith("FAKE: simulated node") and not report["ddptop"]["topo"].startswith("FAKE")
+    assert _matrix(replayed) == _matrix(report["ddptop"]["topo"]) and len(_matrix(replayed)) > 30
+
+
+def test_a_nic_on_no_pci_path_is_replayed_with_na_cells(tmp_path):
+    """A NIC that machine's sysfs placed on no PCI path (a soft RoCE device) is listed with N/A cells, as there."""
+    fake = FakeNvml("pcie-4gpu")
+    report = {"schema": REPORT_SCHEMA, **read_driver(fake)}
+    report["nics"].append({"name": "rxe0", "bdf": None, "path": None, "numa_node": None})
+    path = tmp_path / "rxe.json"
+    path.write_text(json.dumps(report))
+    topo = read_topology(replay_node(str(path)))
+    assert topo.nics[-1] == "rxe0" and {topo.matrix["rxe0"][gpu] for gpu in topo.gpus} == {"N/A"}
+    assert f"  NIC{len(topo.nics) - 1}: rxe0" in format_matrix(topo).splitlines()
+
+
+def test_a_container_view_replays_its_refused_gpus_and_other_jobs_processes(tmp_path):
+    """dgx-a100 seen from a job allowed GPUs 2 and 3: six handles refused (NO_PERMISSION), two processes of other
+    jobs (one whose memory NVML cannot tell); the replay refuses the same six and lists the same processes."""
+    from ddptop.telemetry.snapshot import take_snapshot
+
+    fake = FakeNvml("container", steady=True)
+    path = _report_of(fake, tmp_path / "container.json")
+    replayed = replay_node(path)
+    assert format_matrix(read_topology(replayed)) == json.loads(open(path, encoding="utf-8").read())["ddptop"]["topo"]
+    before, after = take_snapshot(0.01, fake), take_snapshot(0.01, replayed)
+    assert [(p["gpu"], p["pid"], p.get("gpu_memory")) for p in after["processes"]] == \
+        [(p["gpu"], p["pid"], p.get("gpu_memory")) for p in before["processes"]] == \
+        [(2, 3999972, None), (3, 3999971, 20 << 30)]
+    assert [g.get("inaccessible") for g in after["gpus"]] == [g.get("inaccessible") for g in before["gpus"]]
+    assert sum(1 for g in after["gpus"] if g.get("inaccessible")) == 6

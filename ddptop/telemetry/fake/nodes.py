@@ -392,6 +392,8 @@ def _report_profile(recorded: Recorded, name: str) -> NodeProfile:
     lacks: set[str] = set()
     unsupported: set[str] = set()
     specs = []
+    processes = [ForeignProcess(index, pid, None if used is None else round(used / MIB))
+                 for index, gpu in enumerate(recorded.gpus) for pid, used in gpu.answers.get("processes", ())]
     for index, gpu in enumerate(recorded.gpus):
         answers = gpu.answers
         for key, answer in answers.items():
@@ -427,7 +429,7 @@ def _report_profile(recorded: Recorded, name: str) -> NodeProfile:
         nvml_version=recorded.nvml_version, cuda_version=recorded.cuda_version,
         lacks=frozenset(lacks), unsupported_fields=frozenset(unsupported), sockets=1, cores_per_socket=1,
         threads_per_core=1, switches=(Switch(0, 0),), gpus=tuple(specs), nics=tuple((n[0], 0) for n in recorded.nics),
-        nvlink="none", recorded=recorded)
+        nvlink="none", foreign_processes=tuple(processes), recorded=recorded)
 
 
 def with_changes(profile: NodeProfile, **changes: Any) -> NodeProfile:

@@ -134,6 +134,13 @@ def _numa(value: Any, place: str) -> int | None:
     return value
 
 
+def _process(entry: Any, place: str) -> tuple[int, int | None]:
+    pid, used = _need(entry, "pid", place), _need(entry, "used_gpu_memory", place)
+    if not isinstance(pid, int) or pid < 1 or not (used is None or isinstance(used, int) and used >= 0):
+        raise _Invalid(f"{place}: must be a pid and its GPU memory in bytes (or null)")
+    return pid, used
+
+
 def _gpu(data: Any, index: int) -> RecordedGpu:
     place = f"gpus[{index}]"
     if _need(data, "index", place) != index:
@@ -204,6 +211,11 @@ def _gpu(data: Any, index: int) -> RecordedGpu:
                           ("clock_event_reasons", "nvmlDeviceGetCurrentClocksEventReasons")):
         if key in data:
             answers[f"lacks:{function}"] = _answer(data[key], f"{place}.{key}")
+    for key in ("processes", "processes_v2"):  # other jobs' processes then: the first call that answered
+        listed = _answer(data[key], f"{place}.{key}", list) if key in data else None
+        if isinstance(listed, list):
+            answers["processes"] = [_process(entry, f"{place}.{key}.value[{i}]") for i, entry in enumerate(listed)]
+            break
     if "gpm_support" in data:
         answers["gpm"] = _answer(data["gpm_support"], f"{place}.gpm_support")
     fields = data.get("fields", {})

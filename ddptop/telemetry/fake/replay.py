@@ -179,7 +179,9 @@ class ReplayNvml(FakeNvml):
             (None, gpu.sysfs_path, gpu.sysfs_numa) for gpu in self.recorded.gpus]
         devices += [(name, path, numa) for name, _bdf, path, numa in self.recorded.nics]
         for nic, path, numa in devices:
-            if not path:
+            if not path:  # a GPU or NIC the machine's sysfs placed on no PCI path (a soft RoCE device, a VM)
+                if nic is not None:
+                    os.makedirs(os.path.join(ib_dir, nic), exist_ok=True)
                 continue
             device = os.path.join(root, "devices", *path)
             os.makedirs(device, exist_ok=True)
