@@ -291,3 +291,26 @@ def test_a_container_view_replays_its_refused_gpus_and_other_jobs_processes(tmp_
         [(2, 3999972, None), (3, 3999971, 20 << 30)]
     assert [g.get("inaccessible") for g in after["gpus"]] == [g.get("inaccessible") for g in before["gpus"]]
     assert sum(1 for g in after["gpus"] if g.get("inaccessible")) == 6
+
+
+def test_p2p_status_the_driver_gave_is_replayed(tmp_path):
+    """No profile says what P2P a platform allows, so a simulated node answers nvmlDeviceGetP2PStatus as a driver
+    without it; a report's own answers (here written in: OK over NVLink, CHIPSET_NOT_SUPPORTED for atomics) are
+    replayed as given."""
+    fake = FakeNvml("dgx1")
+    path = _report_of(fake, tmp_path / "p2p.json")
+    report = json.loads(open(path, encoding="utf-8").read())
+    assert report["pairs"][0]["p2p_status"]["nvlink"] == {"error": "NVML_ERROR_FUNCTION_NOT_FOUND"}
+    for pair in report["pairs"]:
+        pair["p2p_status"] = {"nvlink": {"value": 0}, "atomics": {"value": 2}, "read": {"error": "NVML_ERROR_UNKNOWN"}}
+    (tmp_path / "p2p.json").write_text(json.dumps(report))
+    node = replay_node(path)
+    node.nvmlInit()
+    first, second = node.nvmlDeviceGetHandleByIndex(0), node.nvmlDeviceGetHandleByIndex(3)
+    assert node.nvmlDeviceGetP2PStatus(first, second, 2) == 0 and node.nvmlDeviceGetP2PStatus(first, second, 3) == 2
+    with pytest.raises(node.NVMLError_Unknown):
+        node.nvmlDeviceGetP2PStatus(first, second, 0)
+    again = read_driver(node)
+    assert again["pairs"][0]["p2p_status"] == {**{n: {"error": "NVML_ERROR_INVALID_ARGUMENT"} for n in ("write", "pci")},
+                                               "nvlink": {"value": 0}, "atomics": {"value": 2},
+                                               "read": {"error": "NVML_ERROR_UNKNOWN"}}

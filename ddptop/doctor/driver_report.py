@@ -28,12 +28,11 @@ from ddptop.doctor.parsing import last_line
 from ddptop.errors import DdptopError
 from ddptop.run import rundir
 from ddptop.telemetry import nvml as nv
-from ddptop.telemetry.fake.recorded import REPORT_SCHEMA
+from ddptop.telemetry.fake.recorded import P2P_INDEXES, REPORT_SCHEMA
 from ddptop.telemetry.gpu import COUNTERS, GpuSampler
 from ddptop.telemetry.topology import (CPU_SET_WORDS, NUMA_SET_WORDS, format_matrix, list_nics, pci_device,
                                        read_topology, sysfs_bdf)
 
-P2P_INDEXES = {"read": 0, "write": 1, "nvlink": 2, "atomics": 3, "pci": 4}  # NVML_P2P_CAPS_INDEX_*
 
 
 class ReportError(DdptopError):

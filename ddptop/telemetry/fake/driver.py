@@ -281,6 +281,13 @@ def nvmlDeviceGetTopologyCommonAncestor(first: int, second: int, out: int) -> No
     put(out, c_uint, node.common_ancestor(a, b))
 
 
+@_c(_VOIDP, _VOIDP, c_uint, _VOIDP)
+def nvmlDeviceGetP2PStatus(first: int, second: int, index: int, out: int) -> None:
+    node, a, _ = device(first)
+    _, b, _ = device(second)
+    put(out, c_uint, node.p2p_status(a, b, index))
+
+
 @_c(_VOIDP, c_uint, _VOIDP)
 def nvmlDeviceGetNvLinkState(handle: int, link: int, out: int) -> None:
     node, gpu, _ = device(handle)

@@ -287,6 +287,11 @@ class FakeNvml:
             chain.append(parent)
         return chain
 
+    def p2p_status(self, a: int, b: int, index: int) -> int:
+        """No profile says what P2P a platform allows: the call is answered as by a driver without it (a
+        replayed report answers what its driver said)."""
+        raise NvmlReturn(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
+
     def common_ancestor(self, a: int, b: int) -> int:
         self.check(a)
         self.check(b)

@@ -18,6 +18,7 @@ import pynvml
 
 REPORT_SCHEMA = "ddptop-driver-report/1"
 MIB = 1 << 20
+P2P_INDEXES = {"read": 0, "write": 1, "nvlink": 2, "atomics": 3, "pci": 4}  # NVML_P2P_CAPS_INDEX_*
 FAKE_SUFFIX = " (FAKE)"  # what a simulated node adds to names; a report of one is replayed without it
 
 
@@ -47,6 +48,7 @@ class RecordedGpu:
 class Recorded:
     gpus: list[RecordedGpu]
     ancestors: dict[tuple[int, int], Any]  # value or Refused
+    p2p: dict[tuple[int, int, int], Any]  # (GPU, GPU, NVML_P2P_CAPS_INDEX_*) -> status or Refused
     lookups: dict[str, Any]  # NVLink far end's bus id -> Refused or a GPU
     nics: list[tuple[str, str | None, list[str] | None, int | None]]  # name, bdf, sysfs path, numa node
     topo: str | None  # ddptop topo as the machine printed it
@@ -244,6 +246,7 @@ def _recorded(data: Any, path: str) -> Recorded:
         raise _Invalid("gpus: must be a list")
     gpus = [_gpu(entry, index) for index, entry in enumerate(listed)]
     ancestors: dict[tuple[int, int], Any] = {}
+    p2p: dict[tuple[int, int, int], Any] = {}
     pairs = _need(data, "pairs", "report")
     if not isinstance(pairs, list):
         raise _Invalid("pairs: must be a list")
@@ -255,6 +258,13 @@ def _recorded(data: Any, path: str) -> Recorded:
             raise _Invalid(f"{where}.gpus: must be two GPUs of the report (got {ends!r:.40})")
         ancestors[(ends[0], ends[1])] = _int_or_refused(_need(pair, "common_ancestor", where),
                                                         f"{where}.common_ancestor")
+        statuses = pair.get("p2p_status", {})
+        if not isinstance(statuses, dict):
+            raise _Invalid(f"{where}.p2p_status: must be an object")
+        for name, answer in statuses.items():
+            if name not in P2P_INDEXES:
+                raise _Invalid(f"{where}.p2p_status.{name}: unknown (known: {', '.join(P2P_INDEXES)})")
+            p2p[(ends[0], ends[1], P2P_INDEXES[name])] = _int_or_refused(answer, f"{where}.p2p_status.{name}")
     lookups = {}
     if not isinstance(data.get("bus_id_lookups", {}), dict):
         raise _Invalid("bus_id_lookups: must be an object")
@@ -274,7 +284,7 @@ def _recorded(data: Any, path: str) -> Recorded:
                                                                               f"{where}.numa_node")))
     rendered = (data.get("ddptop") or {}).get("topo") if isinstance(data.get("ddptop"), dict) else None
     created = data.get("created")
-    return Recorded(gpus, ancestors, lookups, nics, rendered if isinstance(rendered, str) else None, path,
+    return Recorded(gpus, ancestors, p2p, lookups, nics, rendered if isinstance(rendered, str) else None, path,
                     _version(nvml, "driver_version", str, "unknown"), _version(nvml, "nvml_version", str, "unknown"),
                     _version(nvml, "cuda_driver_version", int, 0), created if isinstance(created, str) else "undated")
 

@@ -112,6 +112,11 @@ class ReplayNvml(FakeNvml):
             return pynvml.NVML_TOPOLOGY_INTERNAL
         return given(self.recorded.ancestors.get((a, b), Refused(pynvml.NVML_ERROR_INVALID_ARGUMENT)))
 
+    def p2p_status(self, a: int, b: int, index: int) -> int:
+        self.check(a)
+        self.check(b)
+        return given(self.recorded.p2p.get((a, b, index), Refused(pynvml.NVML_ERROR_INVALID_ARGUMENT)))
+
     def _link(self, index: int, link: int) -> dict[str, Any]:
         links = self._gpu(index).nvlinks
         if not 0 <= link < len(links):
