@@ -34,7 +34,6 @@ from ddptop.telemetry.topology import (CPU_SET_WORDS, NUMA_SET_WORDS, format_mat
                                        read_topology, sysfs_bdf)
 
 
-
 class ReportError(DdptopError):
     """The report cannot be written where --report says; one line for the user."""
 
@@ -215,18 +214,20 @@ def read_driver(nvml_module: Any | None = None, sysfs_root: str | None = None) -
     asker = _Asker(nvml)
     root = sysfs_root or getattr(nvml, "DDPTOP_SYSFS_ROOT", None) or "/sys"
     found: dict[str, Any] = {"nvml": {"problem": None, "simulated": fake}}
+    gpus: list[dict[str, Any]] = []
+    pairs: list[dict[str, Any]] = []
+    lookups: dict[str, Any] = {}
     try:
         found["nvml"].update({
             "driver_version": asker.ask("nvmlSystemGetDriverVersion"),
             "nvml_version": asker.ask("nvmlSystemGetNVMLVersion"),
             "cuda_driver_version": asker.ask("nvmlSystemGetCudaDriverVersion", convert=int),
             "count": asker.ask("nvmlDeviceGetCount", convert=int)})
-        gpus, handles = [], []
+        handles = []
         for index in range(int(found["nvml"]["count"].get("value") or 0)):
             entry, handle = _gpu(asker, index, root)
             gpus.append(entry)
             handles.append(handle)
-        pairs = []
         for i, first in enumerate(handles):
             for j, second in enumerate(handles):
                 if i == j or first is None or second is None:
@@ -238,7 +239,6 @@ def read_driver(nvml_module: Any | None = None, sysfs_root: str | None = None) -
                                                              convert=int)
                                              for name, number in P2P_INDEXES.items()}})
         listed = {sysfs_bdf(g["pci"]["value"]["bus_id"]) for g in gpus if "value" in g.get("pci", {})}
-        lookups = {}
         for gpu in gpus:
             for link in gpu.get("nvlinks", ()):
                 remote = link.get("remote_pci", {}).get("value")
