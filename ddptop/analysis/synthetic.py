@@ -20,12 +20,18 @@ def ar1(rng: np.random.Generator, n: int, phi: float, ranks: int = 1, shared: fl
     """(ranks, n) standard-normal AR(1) series; ``shared`` of each rank's variance is common to all ranks."""
     burn = 50
     noise = rng.standard_normal((ranks + 1, n + burn))
-    x = np.empty_like(noise)
-    x[:, 0] = noise[:, 0]
     scale = math.sqrt(1 - phi * phi)
-    for i in range(1, n + burn):
-        x[:, i] = phi * x[:, i - 1] + scale * noise[:, i]
-    x = x[:, burn:]
+    # the recursion on Python floats, a row at a time: the same operations in the same order as on numpy's
+    # columns (so the same values to the bit), without a numpy call per step on arrays of a few elements
+    rows = []
+    for innovations in noise.tolist():
+        level = innovations[0]
+        row = [level]
+        for e in innovations[1:]:
+            level = phi * level + scale * e
+            row.append(level)
+        rows.append(row)
+    x = np.array(rows)[:, burn:]
     return math.sqrt(shared) * x[0] + math.sqrt(1 - shared) * x[1:]
 
 

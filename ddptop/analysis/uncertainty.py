@@ -202,12 +202,17 @@ def _sign_series(data: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 def _row_medians(flat: np.ndarray) -> np.ndarray:
-    """Median of every row, ignoring NaN (the padding)."""
+    """Median of every row, ignoring NaN (the padding).
+
+    By sorting rather than np.median: numpy's sort of short rows is vectorised, its partition with two kth
+    (what np.median does) is not, and the bootstrap takes this median thousands of times. The result is
+    np.median's to the bit (the middle value, or the two middle values' sum halved)."""
+    ordered = np.sort(flat, axis=1)  # NaN sort last
     missing = np.isnan(flat)
     if not missing.any():
-        return np.median(flat, axis=1)
+        n = flat.shape[1]
+        return (ordered[:, (n - 1) // 2] + ordered[:, n // 2]) / 2
     counts = flat.shape[1] - missing.sum(axis=1)
-    ordered = np.sort(flat, axis=1)  # NaN sort last
     rows = np.arange(len(flat))
     low = ordered[rows, np.maximum(counts - 1, 0) // 2]
     high = ordered[rows, np.maximum(counts, 1) // 2]
