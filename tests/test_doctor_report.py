@@ -11,7 +11,8 @@ import os
 import pytest
 
 from ddptop.doctor.driver_report import read_driver
-from ddptop.telemetry.fake.nodes import REPORT_SCHEMA, ProfileError, load_profile, with_changes
+from ddptop.telemetry.fake.nodes import ProfileError, load_profile, with_changes
+from ddptop.telemetry.fake.recorded import REPORT_SCHEMA
 from ddptop.telemetry.fake.nvml import FakeNvml
 from ddptop.telemetry.fake.replay import ReplayNvml, replay_node
 from ddptop.telemetry.topology import format_matrix, read_topology

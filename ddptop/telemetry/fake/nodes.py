@@ -18,11 +18,10 @@ from typing import Any
 
 import pynvml
 
-from ddptop.telemetry.fake.recorded import (MIB, REPORT_SCHEMA, Recorded, Refused, ReportInvalid, answered_bytes,
-                                            answered_id, mig_profile, plain_name, read_report)
+from ddptop.telemetry.fake.recorded import (MIB, Recorded, Refused, ReportInvalid, answered_bytes, answered_id,
+                                            mig_profile, plain_name, read_report)
 
 NODES_DIR = os.path.join(os.path.dirname(__file__), "profiles")
-__all__ = ["REPORT_SCHEMA", "GpuSpec", "MigInstance", "NodeProfile", "ProfileError", "Switch", "load_profile"]
 
 
 class ProfileError(ValueError):

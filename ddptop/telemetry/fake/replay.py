@@ -39,7 +39,7 @@ def given(value: Any) -> Any:
 
 
 class ReplayNvml(FakeNvml):
-    """A simulated node answering from a driver report (``load_report``)."""
+    """A simulated node answering from a driver report (a profile ``nodes.load_profile`` read from one)."""
 
     REPLAYS = True
 
