@@ -14,12 +14,10 @@ import os
 import tomllib
 import zlib
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pynvml
-
-from ddptop.telemetry.fake.recorded import (MIB, Recorded, Refused, ReportInvalid, answered_bytes, answered_id,
-                                            mig_profile, plain_name, read_report)
+if TYPE_CHECKING:
+    from ddptop.telemetry.fake.recorded import Recorded
 
 NODES_DIR = os.path.join(os.path.dirname(__file__), "profiles")
 
@@ -134,6 +132,8 @@ def load_profile(choice: str) -> NodeProfile:
     """The node ``DDPTOP_FAKE_NVML=<choice>`` names: a shipped profile, a profile file, or a driver report
     (``ddptop doctor --report``, a ``.json`` file) replayed; ProfileError in one line otherwise."""
     if choice.endswith(".json"):
+        from ddptop.telemetry.fake.recorded import ReportInvalid, read_report  # a report's reader: only for one
+
         try:
             recorded = read_report(choice)
         except ReportInvalid as exc:
@@ -386,8 +386,12 @@ def _known_fields(value: Any) -> frozenset[str]:
     return names
 
 
-def _report_profile(recorded: Recorded, name: str) -> NodeProfile:
+def _report_profile(recorded: "Recorded", name: str) -> NodeProfile:
     """A node profile of a driver report's machine; its ``recorded`` answers are what ``replay`` gives back."""
+    import pynvml
+
+    from ddptop.telemetry.fake.recorded import MIB, Refused, answered_bytes, answered_id, mig_profile, plain_name
+
     lacks: set[str] = set()
     unsupported: set[str] = set()
     specs = []
