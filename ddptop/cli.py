@@ -18,6 +18,7 @@ from ddptop.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, DdptopError, U
 from ddptop.protocol.layout import PLAN_FILE, TIMELINE_FILE, run_file
 from ddptop.report import diff as diff_mod
 from ddptop.report import plots, sections, store, tables
+from ddptop.report.schema import Summary
 from ddptop.report.sections import saved_line
 from ddptop.report.store import SummaryError
 from ddptop.run import cluster as cluster_mod
@@ -152,7 +153,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failing and code == EXIT_OK else code
 
 
-def _baseline_of(args: argparse.Namespace) -> dict | None:
+def _baseline_of(args: argparse.Namespace) -> Summary | None:
     """The summary ``--baseline`` names, checked before the sweep starts."""
     if args.baseline_run is None:
         if args.fail_on_regression is not None:
@@ -281,7 +282,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         "text": sections.text_report,
         "md": sections.markdown,
         "csv": tables.csv_text,
-        "json": lambda d: json.dumps(d, indent=2) + "\n",
+        "json": lambda d: json.dumps(d.to_json(), indent=2) + "\n",
     }
     sys.stdout.write(_render_saved(target, lambda: renderers[args.format](data)))
     if saved.get("save_error"):  # printed in full above; say once where it went instead
@@ -317,7 +318,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failing else EXIT_OK  # 1: a regression beyond --fail-on-regression
 
 
-def _diff_report(a: dict, b: dict, source: str, min_effect: float, fail_pct: float | None,
+def _diff_report(a: Summary, b: Summary, source: str, min_effect: float, fail_pct: float | None,
                  form: str = "text") -> tuple[str, list[dict]]:
     """``ddptop diff``'s output for two summaries, and the configurations slower than ``fail_pct`` percent."""
 

@@ -20,6 +20,7 @@ from ddptop.run.live_scaling import live_scaling
 from ddptop.errors import EXIT_OK
 from ddptop.run.live import LiveRun
 from ddptop.report import store
+from ddptop.report.schema import Summary
 from ddptop.run.session import Session
 from ddptop.protocol import layout
 from ddptop.protocol.layout import TIMELINE_FILE
@@ -35,7 +36,7 @@ LOG_PERIOD = 1.0  # seconds between reads of the log files
 
 @dataclass(frozen=True)
 class ScreenSummary:
-    summary: dict[str, Any]
+    summary: Summary
     paths: dict[str, str] | None  # where it was saved; None when built for the screen only
     note: str | None = None  # what the reader should know about it (not finished, rebuilt here...)
 
@@ -128,8 +129,8 @@ class RunControl:
     def _scaling(self) -> dict[str, ScalingFigures]:
         rows = live_scaling(self.session)  # recomputed only when a configuration's figures changed
         return {
-            config_id: ScalingFigures(row["speedup"], row["efficiency"], row.get("exposed_comm_fraction"))
-            for config_id, row in rows.items()
+            config_id: ScalingFigures(row.speedup, row.efficiency, row.exposed_comm_fraction)
+            for config_id, row in rows.items() if row.speedup is not None and row.efficiency is not None
         }
 
     def _logs(self, session: SessionSnapshot) -> tuple[str, ...] | None:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from ddptop.report import diff as diff_mod
+from ddptop.report.schema import Summary
 from tests.conftest import ddptop
 
 CONFIGS = (("m/no_ddp/bs8/n1/gloo", 1, 0.080), ("m/ddp/bs8/n1/gloo", 1, 0.085), ("m/ddp/bs8/n2/gloo", 2, 0.120))
@@ -25,6 +26,11 @@ def _steps(rng: np.random.Generator, ranks: int, n: int, median: float, phi: flo
     z = math.sqrt(0.7) * x[0, 50:] + math.sqrt(0.3) * x[1:, 50:]
     stall = np.where(np.arange(n) % 10 == 3, 3.0, 1.0)
     return {str(r): list(median * (1 + 0.05 * z[r]) * stall) for r in range(ranks)}
+
+
+def _diff(a: dict, b: dict, **options) -> dict:
+    """diff_summaries of two summary documents, read as a saved summary is."""
+    return diff_mod.diff_summaries(Summary.from_json(a), Summary.from_json(b), **options)
 
 
 def summary(rng: np.random.Generator, slower: float = 1.0, n: int = 300, rounds: int = 0) -> dict:
@@ -59,7 +65,7 @@ def test_a_a_is_within_noise_for_every_configuration():
     for trial in range(3):
         a = summary(np.random.default_rng(100 + trial))
         b = summary(np.random.default_rng(200 + trial))
-        result = diff_mod.diff_summaries(a, b, resamples=500)
+        result = _diff(a, b, resamples=500)
         assert [r["verdict"] for r in result["configs"]] != []
         for row in result["configs"]:
             assert row["verdict"] in ("within noise", "equivalent"), row
@@ -112,11 +118,11 @@ def test_launches_are_used_when_present_and_missing_samples_are_not_comparable()
         n = len(entry["samples"]["0"])
         entry["launches"] = [{"launch": "l0", "used": True}, {"launch": "l1", "used": True}]
         entry["launch_of_steps"] = {r: [[0, n // 2], [1, n - n // 2]] for r in entry["samples"]}
-    result = diff_mod.diff_summaries(a, b, resamples=300)
+    result = _diff(a, b, resamples=300)
     assert all(row["launches_a"] == row["launches_b"] == 2 for row in result["configs"])
     assert result["launch_variance"]["estimated"] and all(row["levels"] == "launches" for row in result["configs"])
     del b["configs"][0]["samples"]
-    result = diff_mod.diff_summaries(a, b, resamples=300)
+    result = _diff(a, b, resamples=300)
     assert result["configs"][0]["verdict"] == "not comparable" and result["configs"][0]["ratio"] is None
     assert result["configs"][1]["verdict"] != "not comparable"
     text = diff_mod.diff_text(result)
@@ -124,7 +130,7 @@ def test_launches_are_used_when_present_and_missing_samples_are_not_comparable()
 
 
 def test_summaries_without_launches_compare_within_launch_and_say_so():
-    result = diff_mod.diff_summaries(summary(np.random.default_rng(7)), summary(np.random.default_rng(8)),
+    result = _diff(summary(np.random.default_rng(7)), summary(np.random.default_rng(8)),
                                      resamples=300)
     assert not result["launch_variance"]["estimated"]
     assert "within-launch only" in diff_mod.diff_text(result)
@@ -137,7 +143,7 @@ def test_regressions_threshold(threshold, expected):
     with a low end at 6% does not)."""
     a = summary(np.random.default_rng(9))
     b = summary(np.random.default_rng(10), slower=1.10)
-    result = diff_mod.diff_summaries(a, b, resamples=500)
+    result = _diff(a, b, resamples=500)
     failing = [r["config_id"] for r in diff_mod.regressions(result, threshold)]
     if expected is not None:
         assert len(failing) == expected
@@ -150,7 +156,7 @@ def test_regressions_threshold(threshold, expected):
 def test_a_disturbed_side_is_named_beside_the_verdict():
     a, b = summary(np.random.default_rng(7)), summary(np.random.default_rng(8))
     b["configs"][0]["validity"] = {"disturbed": True, "reasons": ["other processes used 1.4 cores"]}
-    result = diff_mod.diff_summaries(a, b)
+    result = _diff(a, b)
     assert result["configs"][0]["disturbed"] == {"b": ["other processes used 1.4 cores"]}
     assert not result["configs"][1]["disturbed"]
     assert "B disturbed: other processes used 1.4 cores" in diff_mod.diff_text(result)

@@ -126,7 +126,7 @@ def _stop_with_signal(proc, run_dir, signum):
     assert time.monotonic() - sent < 15  # the ranks are stopped within the grace period
     assert proc.returncode == 130, err
     assert "Traceback" not in err
-    summary = load_summary(os.path.join(run_dir, "summary.json"))
+    summary = load_summary(os.path.join(run_dir, "summary.json")).to_json()
     configs = _statuses(summary)
     assert summary["complete"] is True  # the sweep ended (stopped), and said so
     assert configs[FIRST]["status"] == "stopped" and configs[FIRST]["stats"]["n"] > 0
@@ -146,7 +146,7 @@ def test_sigkill_of_ddptop_leaves_no_rank_and_report_rebuilds_the_summary(tmp_pa
     assert not os.path.exists(os.path.join(run_dir, "summary.json"))
     done = ddptop("report", run_dir)
     assert done.returncode == 0, done.stderr
-    summary = load_summary(os.path.join(run_dir, "summary.json"))
+    summary = load_summary(os.path.join(run_dir, "summary.json")).to_json()
     configs = _statuses(summary)
     assert summary["complete"] is False
     assert configs[FIRST]["status"] == "ok" and configs[FIRST]["stats"]["n"] == 2 * iters

@@ -8,6 +8,7 @@ import pytest
 from ddptop import units
 from ddptop.analysis import intervals, stats
 from ddptop.report import build
+from ddptop.report.schema import Amdahl, ScalingTable, Summary
 from ddptop.run.session import Session
 
 RECORDED = "tests/data/recorded-run"
@@ -16,7 +17,7 @@ RECORDED = "tests/data/recorded-run"
 def test_every_headline_figure_of_a_summary_has_its_interval_around_it():
     session = Session.load(RECORDED)
     session.refresh(final=True)
-    summary = build.build_summary(session)
+    summary = build.build_summary(session).to_json()
     assert summary["uncertainty"]["confidence"] == 0.95 and "block bootstrap" in summary["uncertainty"]["method"]
     for entry in summary["configs"]:
         low, high = entry["stats"]["p50_ci"]
@@ -43,17 +44,17 @@ def test_amdahl_fit_outside_what_the_law_allows_is_said_not_to_fit(tmp_path):
     session = Session.load(RECORDED)
     session.refresh(final=True)
     summary = build.build_summary(session)
-    table = summary["scaling"][0]
-    fit, two = table["amdahl"], table["rows"][1]
-    assert fit["raw_serial_fraction"] == pytest.approx(two["karp_flatt"])
-    assert fit["raw_serial_fraction_ci"] == pytest.approx(two["karp_flatt_ci"])
+    table = summary.scaling[0]
+    fit, two = table.amdahl, table.rows[1]
+    assert fit.raw_serial_fraction == pytest.approx(two.karp_flatt)
+    assert fit.raw_serial_fraction_ci == pytest.approx(two.karp_flatt_ci)
     inside = " ".join(tables.model_lines(table))
     assert "Amdahl fit over 1 world size above 1" in inside and "does not fit" not in inside
 
     for speedup, words in ((0.89, "the speedup is below 1"), (2.2, "the speedup is above N (superlinear)")):
         misfit = formulas.amdahl_fit([(2, speedup)])
         misfit["raw_serial_fraction_ci"] = [misfit["raw_serial_fraction"] - 0.05, misfit["raw_serial_fraction"] + 0.05]
-        said = " ".join(tables.model_lines({"amdahl": misfit, "rows": []}))
+        said = " ".join(tables.model_lines(ScalingTable.from_json({"amdahl": misfit, "rows": []})))
         assert "Amdahl's law does not fit over 1 world size above 1" in said and words in said, said
         assert "can never pass" not in said and "reaches" not in said
         fitted = units.with_interval(misfit["raw_serial_fraction"], misfit["raw_serial_fraction_ci"],
@@ -61,14 +62,14 @@ def test_amdahl_fit_outside_what_the_law_allows_is_said_not_to_fit(tmp_path):
         assert f"fitted serial fraction {fitted}" in said and "(" in fitted
     edge = formulas.amdahl_fit([(2, 0.99)])
     edge["raw_serial_fraction_ci"] = [0.9, 1.1]
-    assert "cannot be ruled out" in " ".join(tables.model_lines({"amdahl": edge, "rows": []}))
+    assert "cannot be ruled out" in " ".join(tables.model_lines(ScalingTable.from_json({"amdahl": edge, "rows": []})))
 
     plt = plots._pyplot()
     (tmp_path / "fits").mkdir()
     (tmp_path / "misfit").mkdir()
     plots._speedup(plt, summary, str(tmp_path / "fits"))
     assert 'id="amdahl-' in (tmp_path / "fits" / "speedup.svg").read_text(encoding="utf-8")
-    table["amdahl"] = formulas.amdahl_fit([(2, 0.89)])
+    table.amdahl = Amdahl.from_json(formulas.amdahl_fit([(2, 0.89)]))
     plots._speedup(plt, summary, str(tmp_path / "misfit"))
     assert 'id="amdahl-' not in (tmp_path / "misfit" / "speedup.svg").read_text(encoding="utf-8")
 
@@ -105,7 +106,7 @@ def test_throughput_per_batch_carries_its_interval_in_the_table_and_the_plot(tmp
 
     session = Session.load(RECORDED)
     session.refresh(final=True)
-    summary = build.build_summary(session)
+    summary = build.build_summary(session).to_json()
     ddp = next(e for e in summary["configs"] if e["mode"] == "ddp" and e["world_size"] == 2)
     batches = []
     for factor in (1, 2, 4):  # the same measurement standing for three batch sizes: what is checked is the path
@@ -122,16 +123,17 @@ def test_throughput_per_batch_carries_its_interval_in_the_table_and_the_plot(tmp
         assert low < row["ex_sec_total"] < high
     assert rows[1]["ex_sec_total_ci"] is None
     assert rows[0]["ex_sec_total_ci"] == ddp["stats"]["ex_sec_total_p50_ci"]  # the configuration's own, as shown
-    text = sections.text_of("batch_throughput", {"batch_throughput": [table]})
+    only = Summary.from_json({"batch_throughput": [table]})
+    text = sections.text_of("batch_throughput", only)
     first = next(line for line in text.splitlines() if line.split()[:1] == [str(rows[0]["batch_size"])])
     assert f"({rows[0]['ex_sec_total_ci'][0]:.1f}–{rows[0]['ex_sec_total_ci'][1]:.1f})" in first
 
-    below, above = plots._error_bars(rows, "ex_sec_total")
+    below, above = plots._yerr([r["ex_sec_total"] for r in rows], [r["ex_sec_total_ci"] for r in rows])
     assert math.isnan(below[1]) and math.isnan(above[1])
     nan = float("nan")  # an interval the bootstrap could not fill is no interval either
     assert plots._yerr([1.0, 2.0], [[nan, nan], None]) is None
     assert below[0] == rows[0]["ex_sec_total"] - rows[0]["ex_sec_total_ci"][0]
     plt = plots._pyplot()
-    plots._batch_throughput(plt, {"batch_throughput": [table]}, str(tmp_path))
+    plots._batch_throughput(plt, only, str(tmp_path))
     drawn = (tmp_path / "batch_throughput.svg").read_text(encoding="utf-8")
     assert 'id="ci-throughput-' in drawn

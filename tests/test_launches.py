@@ -16,6 +16,7 @@ import pytest
 from ddptop.analysis import launches, synthetic
 from ddptop.analysis.synthetic import Scenario
 from ddptop.report import diff as diff_mod
+from ddptop.report.schema import Config
 
 RESAMPLES = 200
 TRIALS = 200
@@ -131,14 +132,15 @@ def test_the_two_sides_of_a_diff_do_not_share_their_draws():
     assert not np.allclose(reps_a, reps_b)
 
 
-def _entry(config_id: str, per_launch: list[list[float]], used: list[bool] | None = None) -> dict:
+def _entry(config_id: str, per_launch: list[list[float]], used: list[bool] | None = None) -> Config:
     samples = [v for launch in per_launch for v in launch]
     runs = [[j, len(launch)] for j, launch in enumerate(per_launch)]
     used = used or [True] * len(per_launch)
-    return {"config_id": config_id, "label": config_id, "status": "ok",
-            "stats": {"sec_iter": {p: float(np.percentile(samples, int(p[1:]))) for p in ("p50", "p75", "p95")}},
-            "samples": {"0": samples}, "launch_of_steps": {"0": runs},
-            "launches": [{"launch": f"{config_id}-{j}", "used": u} for j, u in enumerate(used)]}
+    return Config.from_json({
+        "config_id": config_id, "label": config_id, "status": "ok",
+        "stats": {"sec_iter": {p: float(np.percentile(samples, int(p[1:]))) for p in ("p50", "p75", "p95")}},
+        "samples": {"0": samples}, "launch_of_steps": {"0": runs},
+        "launches": [{"launch": f"{config_id}-{j}", "used": u} for j, u in enumerate(used)]})
 
 
 def test_diff_uses_both_levels_and_leaves_out_a_disturbed_launch():

@@ -52,12 +52,12 @@ def test_a_run_whose_ddptop_died_reports_interrupted_with_the_steps_it_kept(tmp_
     session = Session.load(run_dir)
     session.refresh(final=True)
     summary = build.build_summary(session)
-    first, second = summary["configs"][0], summary["configs"][1]
-    assert first["status"] == "interrupted" and "died" in first["reason"]
-    assert first["stats"]["n"] == 40 and 0.001 <= first["stats"]["sec_iter"]["p50"] <= 0.0015
-    assert second["status"] == "not_run"
-    assert summary["overhead"]["sweep_wall_s"] >= 0.3  # from the files' own timestamps
-    assert not summary["complete"]
+    first, second = summary.configs[0], summary.configs[1]
+    assert first.status == "interrupted" and "died" in first.reason
+    assert first.stats.n == 40 and 0.001 <= first.stats.sec_iter.p50 <= 0.0015
+    assert second.status == "not_run"
+    assert summary.overhead.sweep_wall_s >= 0.3  # from the files' own timestamps
+    assert not summary.complete
 
     text = sections.text_report(summary)
     assert "interrupted, 40 steps kept" in text  # the benchmark row shows its percentiles and that it was cut
@@ -73,10 +73,10 @@ def test_a_stopped_configuration_shows_its_kept_steps_in_every_report(tmp_path):
     session = Session.load(run_dir)
     session.refresh(final=True)
     summary = build.build_summary(session)
-    entry = summary["configs"][0]
-    entry["status"], entry["reason"] = "stopped", "stopped by the user"
+    entry = summary.configs[0]
+    entry.status, entry.reason = "stopped", "stopped by the user"
     problems = tables.problems_text(summary)
     assert "stopped (40 steps kept: p50 0.0012 s" in problems and "ex/s" in problems
     markdown = sections.markdown(summary)
     assert "stopped, 40 steps kept" in markdown
-    json.dumps(summary)  # still plain JSON
+    json.dumps(summary.to_json())  # still plain JSON

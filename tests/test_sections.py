@@ -11,6 +11,7 @@ import pytest
 from rich.text import Text
 
 from ddptop.report import build, keys, sections, store, tables
+from ddptop.report.schema import Summary
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RECORDED = os.path.join(REPO, "tests", "data", "recorded-run")
@@ -53,9 +54,15 @@ def _as_v1(summary: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def summary() -> dict:
+def document() -> dict:
+    """The summary as its JSON document, to change parts of."""
     built, _ = build.load_target(RECORDED, rebuild=True)
-    return _with_new_keys(built)
+    return _with_new_keys(built.to_json())
+
+
+@pytest.fixture(scope="module")
+def summary(document) -> Summary:
+    return Summary.from_json(document)
 
 
 def test_text_and_markdown_list_the_same_sections_in_the_same_order(summary):
@@ -80,16 +87,17 @@ def test_the_closing_text_is_the_report_then_where_the_files_are(summary):
     assert closing == sections.text_report(summary) + "Summary: s.json  s.md  s.csv\nPlots: plots/ (PNG and SVG)\n"
 
 
-def test_a_version_1_summary_and_its_upgrade_render_identical_reports(summary, tmp_path):
-    summary = without_intervals(summary)  # version 1 had no intervals
-    old = _as_v1(summary)
+def test_a_version_1_summary_and_its_upgrade_render_identical_reports(document, tmp_path):
+    document = without_intervals(document)  # version 1 had no intervals
+    old = _as_v1(document)
     assert "comm_estimate_from_t1_s" not in str(old) and keys.ROW_RENAMED["comm_estimate_from_t1_s"] in str(old)
     path = tmp_path / "summary.json"
     path.write_text(json.dumps(old))
     upgraded = store.load_summary(str(path))
-    assert upgraded["schema_version"] == store.SCHEMA_VERSION == 2
-    current = json.loads(json.dumps(summary))
-    assert upgraded == current
+    assert upgraded.schema_version == store.SCHEMA_VERSION == 2
+    current_document = json.loads(json.dumps(document))
+    assert upgraded.to_json() == current_document
+    current = Summary.from_json(current_document)
     assert sections.text_report(upgraded) == sections.text_report(current)
     assert sections.markdown(upgraded) == sections.markdown(current)
     assert tables.csv_text(upgraded) == tables.csv_text(current)
@@ -106,7 +114,7 @@ def test_no_earlier_key_name_is_written(summary):
         assert "seed" not in rendered.lower()
 
 
-def _screen_as_it_was(summary: dict, with_topology: bool) -> Text:
+def _screen_as_it_was(summary: Summary, with_topology: bool) -> Text:
     """The summary screen's text before it used ``screen_sections``, kept to hold the two to the same bytes."""
     out = Text()
     body = sections.text_of("scaling", summary).rstrip() or "No scaling table: no configuration finished."
@@ -130,7 +138,7 @@ def _screen_as_it_was(summary: dict, with_topology: bool) -> Text:
     return out
 
 
-def _screen(summary: dict, with_topology: bool) -> Text:
+def _screen(summary: Summary, with_topology: bool) -> Text:
     out = Text()
     for heading, body, style in sections.screen_sections(summary, with_topology):
         if heading is not None:
@@ -140,9 +148,8 @@ def _screen(summary: dict, with_topology: bool) -> Text:
 
 
 @pytest.mark.parametrize("with_topology", [False, True])
-def test_screen_sections_draw_what_the_summary_screen_drew(summary, with_topology):
-    empty = copy.deepcopy(summary)
-    empty["scaling"], empty["configs"] = [], []
+def test_screen_sections_draw_what_the_summary_screen_drew(summary, document, with_topology):
+    empty = Summary.from_json({**document, "scaling": [], "configs": []})
     for case in (summary, empty):
         expected, got = _screen_as_it_was(case, with_topology), _screen(case, with_topology)
         assert got.plain == expected.plain

@@ -15,6 +15,7 @@ import pytest
 
 from ddptop.run import rundir
 from ddptop.report import build, sections, store
+from ddptop.report.schema import Summary
 from tests.conftest import REPO, ddptop, ddptop_process, processes_mentioning, run_sweep
 
 
@@ -32,7 +33,7 @@ def test_a_write_that_runs_out_of_space_leaves_nothing_behind(tmp_path, monkeypa
 
 def test_the_summary_goes_to_the_fallback_and_the_closing_text_says_so(tmp_path, monkeypatch):
     summary, _ = build.load_target(os.path.join(REPO, "tests", "data", "recorded-run"), rebuild=True)
-    summary["run_dir"] = str(tmp_path / "run")
+    summary.run_dir = str(tmp_path / "run")
     os.makedirs(tmp_path / "run")
     monkeypatch.setattr(store, "_write_summary", _failing_only_in(str(tmp_path / "run"), store._write_summary))
     paths = store.save_summary(summary, str(tmp_path / "run"), str(tmp_path / "fallback"))
@@ -271,7 +272,8 @@ def test_telemetry_a_full_disk_stops_stays_in_memory_and_the_view_says_so(tmp_pa
 
 
 def test_the_closing_line_says_what_was_not_saved_and_that_the_summary_holds_it(tmp_path):
-    summary = {"run_dir": "runs/x", "not_saved": {"telemetry.jsonl": "no space left on device writing telemetry.jsonl"}}
+    summary = Summary.from_json(
+        {"run_dir": "runs/x", "not_saved": {"telemetry.jsonl": "no space left on device writing telemetry.jsonl"}})
     in_place = {"json": "runs/x/summary.json", "md": "runs/x/summary.md", "csv": "runs/x/summary.csv"}
     assert sections.saved_line(summary, in_place).splitlines()[0] == (
         "Not saved in runs/x: no space left on device writing telemetry.jsonl; the summary was made from memory "

@@ -13,6 +13,7 @@ from bench_kernels import faults
 from bench_kernels.faults import FaultSpecError, Slowdown, parse_fault
 from ddptop.analysis import intervals, stats, stragglers
 from ddptop.report import sections, tables
+from ddptop.report.schema import Summary
 from tests.conftest import run_sweep, tiny_config
 
 
@@ -118,7 +119,7 @@ def test_a_damaged_comm_event_is_read_around():
 
 
 def _summary(*entries):
-    return {"configs": list(entries)}
+    return Summary.from_json({"configs": list(entries)})
 
 
 def test_the_report_names_the_straggler_with_its_intervals():

@@ -149,7 +149,7 @@ async def quit_while_running_stops_the_ranks_and_saves(tmp_path):
         await wait_for(pilot, lambda: not app.is_running, timeout=60)
     assert app.return_value == EXIT_INTERRUPTED
     summary = live.summary
-    assert summary["configs"][0]["status"] == "stopped" and summary["configs"][0]["stats"]["n"] >= 3
+    assert summary.configs[0].status == "stopped" and summary.configs[0].stats.n >= 3
     assert not processes_mentioning(live.session.run_dir)
 
 
@@ -231,7 +231,7 @@ def test_the_recommendation_reads_whole_at_80x24_in_tmux(in_repo):
     from ddptop.report import build
 
     summary, _rebuilt = build.load_target(RECORDED, False)  # built from the events, nothing written
-    sentence = summary["scaling"][0]["recommendation"]
+    sentence = summary.scaling[0].recommendation
     assert len(sentence) > 80  # wider than the window: it has to wrap to be read whole
     tmux = Tmux(f"cd {REPO} && DDPTOP_FAKE_NVML=dgx1 {sys.executable} -m ddptop view {RECORDED}", size=(80, 24))
     try:

@@ -21,6 +21,7 @@ from ddptop.telemetry.fake.nvml import FakeNvml
 from ddptop.telemetry.host import HostSampler, RankProcess
 from ddptop.telemetry.monitor import Monitor
 from ddptop.tui.panels.configs import _config_cells
+from ddptop.report.schema import Summary
 
 from .conftest import REPO
 
@@ -248,8 +249,8 @@ def test_config_table_shows_a_disturbed_configuration_and_the_report_lists_it():
     summary = {"configs": [{"config_id": "a", "validity": {"disturbed": False, "reasons": []}},
                            {"config_id": "b", "validity": {"disturbed": True, "reasons": ["GPU 1: Xid 79", "x"]}},
                            {"config_id": "c"}]}
-    assert sections.text_of("disturbed", summary).splitlines()[1:] == ["b: GPU 1: Xid 79; x"]
-    assert sections.text_of("disturbed", {"configs": summary["configs"][::2]}) == ""
+    assert sections.text_of("disturbed", Summary.from_json(summary)).splitlines()[1:] == ["b: GPU 1: Xid 79; x"]
+    assert sections.text_of("disturbed", Summary.from_json({"configs": summary["configs"][::2]})) == ""
 
 
 def test_run_control_attaches_the_running_configurations_validity():

@@ -9,6 +9,7 @@ import pytest
 
 from ddptop.analysis import verdict as v
 from ddptop.analysis.peaks import datasheet_peak, peak_flops
+from ddptop.report.schema import Summary
 
 # -- datasheet peaks ------------------------------------------------------------------------------------------------
 
@@ -196,10 +197,10 @@ def test_gpm_counters_from_the_hopper_node_to_the_load_table(tmp_path):
     assert figures["gpus"] == [0] and figures["sm_active_mean"] == 82.0 and figures["tensor_active_mean"] == 33.0
     summary = {"configs": [{"label": "1M/1G", "model": "m", "batch_size": 8, "telemetry": figures}],
                "telemetry": {"info": {}}}
-    text = sections.text_of("load", summary)
+    text = sections.text_of("load", Summary.from_json(summary))
     assert "SM active" in text and "tensor active" in text and "82%" in text and "33%" in text
-    assert "SM active" not in sections.text_of("load", {**summary, "configs": [
-        {"label": "1M/1G", "model": "m", "batch_size": 8, "telemetry": {**figures, "sm_active_mean": None}}]})
+    assert "SM active" not in sections.text_of("load", Summary.from_json({**summary, "configs": [
+        {"label": "1M/1G", "model": "m", "batch_size": 8, "telemetry": {**figures, "sm_active_mean": None}}]}))
 
 
 # -- link peaks -----------------------------------------------------------------------------------------------------

@@ -89,10 +89,10 @@ def amdahl_fit(points: Sequence[tuple[int, float]]) -> dict | None:
     }
 
 
-def amdahl_applies(fit: dict) -> bool:
-    """Whether the fitted serial fraction is one Amdahl's law can have: above 1 the step grew with N (a cost
+def amdahl_applies(raw_serial_fraction: float) -> bool:
+    """Whether a fitted serial fraction is one Amdahl's law can have: above 1 the step grew with N (a cost
     that scales with the ranks, not a fixed serial part), below 0 the speedup was superlinear."""
-    return 0.0 <= fit["raw_serial_fraction"] <= 1.0
+    return 0.0 <= raw_serial_fraction <= 1.0
 
 
 def cost_per_million(device_count: int, examples_per_sec: float, price_per_device_hour: float) -> float | None:

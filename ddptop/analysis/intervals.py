@@ -32,14 +32,23 @@ def _seed(name: str) -> int:
 
 
 def used_units(entry: Mapping[str, Any]) -> dict[str, dict[int, list[float]]]:
-    """A saved (or just built) entry's steps split by launch, the launches its figures use only (a disturbed
-    launch that was measured again is left out); one unnamed launch for a summary without launch labels."""
-    samples = {int(rank): list(values) for rank, values in (entry.get("samples") or {}).items() if values}
-    units_list = entry.get("launches") or []
-    runs = entry.get("launch_of_steps")
-    if not units_list or not isinstance(runs, dict):
+    """A just built entry's steps split by launch (``used_units_of``)."""
+    return used_units_of(entry.get("samples") or {},
+                         [(u.get("launch"), u.get("used")) for u in entry.get("launches") or ()],
+                         entry.get("launch_of_steps"))
+
+
+def used_units_of(
+    by_rank: Mapping[str, Sequence[float]], launch_units: Sequence[tuple[str | None, bool | None]],
+    runs: Mapping[str, Sequence[Sequence[int]]] | None,
+) -> dict[str, dict[int, list[float]]]:
+    """A configuration's steps (``by_rank``: rank -> step times) split by launch, the launches its figures
+    use only (``launch_units``: (name, used) of each; a disturbed launch that was measured again is left
+    out); ``runs``: rank -> [launch index, steps] runs. One unnamed launch for a summary without launches."""
+    samples = {int(rank): list(values) for rank, values in by_rank.items() if values}
+    if not launch_units or not isinstance(runs, Mapping):
         return launches.split_by_launch(samples, None)
-    names = [u.get("launch") or str(i) for i, u in enumerate(units_list)]
+    names = [name or str(i) for i, (name, _) in enumerate(launch_units)]
     labels: dict[int, list[str]] = {}
     for rank in samples:
         expanded: list[str] = []
@@ -47,7 +56,7 @@ def used_units(entry: Mapping[str, Any]) -> dict[str, dict[int, list[float]]]:
             expanded += [names[index] if 0 <= index < len(names) else ""] * count
         labels[rank] = expanded
     split = launches.split_by_launch(samples, labels)
-    unused = {u.get("launch") for u in units_list if u.get("used") is False}
+    unused = {name for name, used in launch_units if used is False}
     kept = {name: steps for name, steps in split.items() if name not in unused}
     return kept or split
 

@@ -19,6 +19,7 @@ from ddptop.protocol.marks import LaunchEnd, parse_mark
 from ddptop.protocol.vocab import Status
 from ddptop.protocol.wire import EventFileReader
 from ddptop.report import store
+from ddptop.report.schema import Summary
 from ddptop.report.store import SCHEMA, SCHEMA_VERSION, read_json_object
 from ddptop.run.session import Session
 from ddptop.telemetry import timeline, validity
@@ -216,8 +217,8 @@ def build_summary(
     environment: dict[str, Any] | None = None,
     telemetry_kept: list[dict[str, Any]] | None = None,
     topology: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Everything the run measured, as one JSON-ready document. What the caller holds in memory is used
+) -> Summary:
+    """Everything the run measured, as one typed summary (``ddptop.report.schema``). What the caller holds in memory is used
     before the run directory's files, which a full disk or a removed directory may lack: the environment,
     the ``topology`` and ``telemetry_kept`` (the telemetry records the timeline file could not take)."""
     from ddptop.analysis import intervals, launches, uncertainty  # numpy: loaded when a summary is built, not with the view
@@ -249,7 +250,7 @@ def build_summary(
         links.add_link_shares(entries, collectives, topology)
         for entry in entries:
             entry["verdict"] = verdict.verdict(entry, env)
-        return {
+        return Summary.from_json({
             "schema": SCHEMA,
             "schema_version": SCHEMA_VERSION,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -276,7 +277,7 @@ def build_summary(
             "nodes": _nodes(session),
             "malformed_event_lines": session.malformed_lines(),
             "damaged": _damage(session, telemetry, damaged_json),
-        }
+        })
 
 
 def _damage(session: Session, telemetry: dict[str, Any], json_problems: dict[str, str | None]) -> dict[str, str]:
@@ -342,7 +343,7 @@ def _nodes(session: Session) -> list[dict[str, Any]]:
     return nodes
 
 
-def load_target(target: str, rebuild: bool = False) -> tuple[dict[str, Any], bool]:
+def load_target(target: str, rebuild: bool = False) -> tuple[Summary, bool]:
     """The summary of a run directory or a summary.json, and whether it had to be rebuilt from the events
     (a directory without a summary yet, or ``rebuild``); rebuilding does not write it."""
     if os.path.isdir(target):

@@ -17,6 +17,7 @@ from typing import Any
 
 from ddptop import units
 from ddptop.report.blocks import aligned, markdown_table
+from ddptop.report.schema import Config, Summary
 
 DIFF_PERCENTILES = ("p50", "p75", "p95")
 IGNORED_ENVIRONMENT_KEYS = ("collected", "pid")
@@ -46,31 +47,32 @@ def differing_keys(a: dict[str, Any], b: dict[str, Any], ignored: tuple[str, ...
     return rows
 
 
-def _by_rank(entry: dict[str, Any], field: str) -> dict[int, list[Any]] | None:
-    values = entry.get(field)
-    if not isinstance(values, dict) or not values:
-        return None
-    return {int(rank): list(v) for rank, v in values.items()}
+def _used_units(config: Config) -> dict[str, dict[int, list[float]]]:
+    """A configuration's steps split by the launches its figures use."""
+    from ddptop.analysis import intervals  # numpy: loaded when summaries are compared
+
+    return intervals.used_units_of(config.samples, [(u.launch, u.used) for u in config.launches],
+                                   config.launch_of_steps)
 
 
-def compare_config(a: dict[str, Any], b: dict[str, Any], min_effect: float = DEFAULT_MIN_EFFECT,
+def compare_config(a: Config, b: Config, min_effect: float = DEFAULT_MIN_EFFECT,
                    resamples: int | None = None, variance: Any = None) -> dict[str, Any]:
     """One configuration of A against B. ``variance`` is the launch-to-launch variance pooled over both
     summaries (``comparison_variance``); without it, it is pooled over this configuration's launches alone."""
-    from ddptop.analysis import intervals, launches, uncertainty  # numpy: loaded when summaries are compared
+    from ddptop.analysis import launches, uncertainty  # numpy: loaded when summaries are compared
 
-    row: dict[str, Any] = {"config_id": a["config_id"], "label": a["label"], "status_a": a["status"],
-                           "status_b": b["status"]}
+    row: dict[str, Any] = {"config_id": a.config_id, "label": a.label, "status_a": a.status,
+                           "status_b": b.status}
     # a side measured on a disturbed node: the verdict stands, with the reason beside it
-    row["disturbed"] = {side: (entry.get("validity") or {}).get("reasons") or ["disturbed"]
-                        for side, entry in (("a", a), ("b", b)) if (entry.get("validity") or {}).get("disturbed")}
-    stats_a, stats_b = a.get("stats"), b.get("stats")
+    row["disturbed"] = {side: entry.validity.reasons or ["disturbed"]
+                        for side, entry in (("a", a), ("b", b)) if entry.validity and entry.validity.disturbed}
+    stats_a, stats_b = a.stats, b.stats
     for p in DIFF_PERCENTILES:
-        value_a = stats_a["sec_iter"][p] if stats_a else None
-        value_b = stats_b["sec_iter"][p] if stats_b else None
+        value_a = stats_a.sec_iter.at(p) if stats_a else None
+        value_b = stats_b.sec_iter.at(p) if stats_b else None
         row[f"{p}_a"], row[f"{p}_b"] = value_a, value_b
         row[f"{p}_change"] = (value_b / value_a - 1) if value_a and value_b is not None else None
-    units_a, units_b = intervals.used_units(a), intervals.used_units(b)
+    units_a, units_b = _used_units(a), _used_units(b)
     row["samples_a"] = sum(len(v) for unit in units_a.values() for v in unit.values())
     row["samples_b"] = sum(len(v) for unit in units_b.values() for v in unit.values())
     row["launches_a"], row["launches_b"] = len(units_a), len(units_b)
@@ -80,8 +82,8 @@ def compare_config(a: dict[str, Any], b: dict[str, Any], min_effect: float = DEF
         row["verdict"] = NOT_COMPARABLE
         return row
     count = resamples or uncertainty.RESAMPLES
-    fit_a = launches.config_launches(a["config_id"], units_a, count, salt="a/")
-    fit_b = launches.config_launches(b["config_id"], units_b, count, salt="b/")
+    fit_a = launches.config_launches(a.config_id, units_a, count, salt="a/")
+    fit_b = launches.config_launches(b.config_id, units_b, count, salt="b/")
     if variance is None:
         variance = launches.pool_variance([fit_a, fit_b], count)
     reps_a, reps_b = launches.replicates(fit_a, variance), launches.replicates(fit_b, variance)
@@ -93,13 +95,14 @@ def compare_config(a: dict[str, Any], b: dict[str, Any], min_effect: float = DEF
     return row
 
 
-def comparison_variance(a: dict[str, Any], b: dict[str, Any], resamples: int | None = None) -> Any:
+def comparison_variance(a: Summary, b: Summary, resamples: int | None = None) -> Any:
     """The launch-to-launch variance pooled over every configuration of both summaries: the spread of the
     node and the stack, shared by both runs when they ran on the same kind of node."""
-    from ddptop.analysis import intervals, launches, uncertainty  # numpy: loaded when summaries are compared
+    from ddptop.analysis import launches, uncertainty  # numpy: loaded when summaries are compared
 
     count = resamples or uncertainty.RESAMPLES
-    fitted = intervals.fit_launches(a["configs"], "a/", count) + intervals.fit_launches(b["configs"], "b/", count)
+    fitted = [launches.config_launches(c.config_id, _used_units(c), count, salt)
+              for summary, salt in ((a, "a/"), (b, "b/")) for c in summary.configs if c.stats and c.samples]
     return launches.pool_variance(fitted, count)
 
 
@@ -113,32 +116,31 @@ def regressions(diff: dict[str, Any], threshold: float = 0.0) -> list[dict[str, 
     ]
 
 
-def diff_summaries(a: dict[str, Any], b: dict[str, Any], min_effect: float = DEFAULT_MIN_EFFECT,
+def diff_summaries(a: Summary, b: Summary, min_effect: float = DEFAULT_MIN_EFFECT,
                    resamples: int | None = None) -> dict[str, Any]:
     from ddptop.analysis import launches, uncertainty  # numpy: loaded when summaries are compared
 
     variance = comparison_variance(a, b, resamples)
-    configs_a = {e["config_id"]: e for e in a["configs"]}
-    configs_b = {e["config_id"]: e for e in b["configs"]}
+    configs_a = {e.config_id: e for e in a.configs}
+    configs_b = {e.config_id: e for e in b.configs}
     common = [c for c in configs_a if c in configs_b]
-    scaling_b = {row["config_id"]: row for t in b["scaling"] for row in t["rows"]}
+    scaling_b = b.scaling_rows()
     scaling = []
-    for table in a["scaling"]:
-        for row in table["rows"]:
-            other = scaling_b.get(row["config_id"])
+    for table in a.scaling:
+        for row in table.rows:
+            other = scaling_b.get(row.config_id)
             if other is not None:
-                scaling.append({"config_id": row["config_id"], "label": row["label"],
-                                "speedup_a": row["speedup"], "speedup_b": other["speedup"],
-                                "efficiency_a": row["efficiency"], "efficiency_b": other["efficiency"]})
+                scaling.append({"config_id": row.config_id, "label": row.label,
+                                "speedup_a": row.speedup, "speedup_b": other.speedup,
+                                "efficiency_a": row.efficiency, "efficiency_b": other.efficiency})
     diff = {
-        "a": {"name": a.get("name"), "run_dir": a.get("run_dir"), "created": a.get("created")},
-        "b": {"name": b.get("name"), "run_dir": b.get("run_dir"), "created": b.get("created")},
+        "a": {"name": a.name, "run_dir": a.run_dir, "created": a.created},
+        "b": {"name": b.name, "run_dir": b.run_dir, "created": b.created},
         "min_effect": min_effect,
         "confidence": uncertainty.CONFIDENCE,
         "method": launches.METHOD if variance.estimated else f"{uncertainty.METHOD}; {launches.WITHIN_ONLY}",
-        "environment": differing_keys(a.get("environment") or {}, b.get("environment") or {},
-                                      IGNORED_ENVIRONMENT_KEYS),
-        "plan": differing_keys(a.get("plan") or {}, b.get("plan") or {}, IGNORED_PLAN_KEYS),
+        "environment": differing_keys(a.environment.to_json(), b.environment.to_json(), IGNORED_ENVIRONMENT_KEYS),
+        "plan": differing_keys(a.plan.to_json(), b.plan.to_json(), IGNORED_PLAN_KEYS),
         "launch_variance": variance.to_json(),
         "configs": [compare_config(configs_a[c], configs_b[c], min_effect, resamples, variance) for c in common],
         "only_a": [c for c in configs_a if c not in configs_b],

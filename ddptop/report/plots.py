@@ -22,6 +22,7 @@ from typing import Any
 from ddptop.run import rundir
 from ddptop.analysis import formulas
 from ddptop.protocol.layout import PLOTS_DIR
+from ddptop.report.schema import ScalingTable, Summary
 
 FORMATS = ("png", "svg")
 
@@ -35,9 +36,9 @@ def _pyplot():
     return plt
 
 
-def _table_label(table: dict[str, Any], many_caps: bool) -> str:
-    label = f"{table['model']} bs{table['batch_size']} {table['backend']}"
-    return label + (f" bucket {table['bucket_cap_mb']:g}" if many_caps else "")
+def _table_label(table: ScalingTable, many_caps: bool) -> str:
+    label = f"{table.model} bs{table.batch_size} {table.backend}"
+    return label + (f" bucket {table.bucket_cap_mb:g}" if many_caps else "")
 
 
 def _save(fig: Any, out_dir: str, name: str) -> list[str]:
@@ -51,8 +52,8 @@ def _save(fig: Any, out_dir: str, name: str) -> list[str]:
     return paths
 
 
-def _unit(summary: dict[str, Any]) -> str:
-    return "GPUs" if summary["plan"]["device"] == "cuda" else "ranks"
+def _unit(summary: Summary) -> str:
+    return "GPUs" if summary.plan.device == "cuda" else "ranks"
 
 
 def _finish(plt: Any, fig: Any, axes: list[Any], out_dir: str, name: str, legend_size: int = 8) -> list[str]:
@@ -76,8 +77,6 @@ def _yerr(points: list[float], intervals: list[Any], scale: float = 1.0) -> Any:
     return [below, above]
 
 
-def _error_bars(rows: list[dict[str, Any]], key: str, scale: float = 1.0) -> Any:
-    return _yerr([r[key] for r in rows], [r.get(f"{key}_ci") for r in rows], scale)
 
 
 def _name_intervals(drawn: Any, gid: str) -> None:
@@ -86,47 +85,50 @@ def _name_intervals(drawn: Any, gid: str) -> None:
         collection.set_gid(gid if index == 0 else f"{gid}-{index}")
 
 
-def _draw_efficiency(axis: Any, summary: dict[str, Any], tables: list[dict[str, Any]], many_caps: bool) -> None:
+def _draw_efficiency(axis: Any, summary: Summary, tables: list[ScalingTable], many_caps: bool) -> None:
     for table in tables:
-        rows = table["rows"]
-        drawn = axis.errorbar([r["world_size"] for r in rows], [100 * r["efficiency"] for r in rows],
-                              yerr=_error_bars(rows, "efficiency", 100), capsize=3, marker="o",
+        rows = table.rows
+        efficiency = [r.efficiency or 0.0 for r in rows]
+        drawn = axis.errorbar([r.world_size for r in rows], [100 * e for e in efficiency],
+                              yerr=_yerr(efficiency, [r.efficiency_ci for r in rows], 100), capsize=3, marker="o",
                               label=_table_label(table, many_caps))
         _name_intervals(drawn, f"ci-efficiency-{len(axis.containers)}")
-    threshold = 100 * tables[0].get("efficiency_threshold", 0.7)
+    first = tables[0].efficiency_threshold
+    threshold = 100 * (first if first is not None else 0.7)
     axis.axhline(threshold, linestyle="--", color="grey", label=f"threshold {threshold:.0f}%")
     axis.set(xlabel=f"N ({_unit(summary)})", ylabel="efficiency (%)", title="Efficiency", ylim=(0, 110))
 
 
-def _speedup(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
-    tables = [t for t in summary["scaling"] if t["rows"]]
+def _speedup(plt: Any, summary: Summary, out_dir: str) -> list[str]:
+    tables = [t for t in summary.scaling if t.rows]
     if not tables:
         return []
-    many_caps = len({t.get("bucket_cap_mb") for t in tables}) > 1
+    many_caps = len({t.bucket_cap_mb for t in tables}) > 1
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    largest = max([r["world_size"] for t in tables for r in t["rows"]]
-                  + [p["world_size"] for t in tables for p in (t.get("projection") or {}).get("points", [])])
+    largest = max([r.world_size for t in tables for r in t.rows]
+                  + [p.world_size for t in tables for p in (t.projection.points if t.projection else [])])
     sizes = list(range(1, largest + 1))
     left.plot(sizes, sizes, linestyle="--", color="grey", label="perfect scaling")
     for table in tables:
-        ns = [r["world_size"] for r in table["rows"]]
-        drawn = left.errorbar(ns, [r["speedup"] for r in table["rows"]], yerr=_error_bars(table["rows"], "speedup"),
+        ns = [r.world_size for r in table.rows]
+        speedups = [r.speedup or 0.0 for r in table.rows]
+        drawn = left.errorbar(ns, speedups, yerr=_yerr(speedups, [r.speedup_ci for r in table.rows]),
                               capsize=3, marker="o", label=_table_label(table, many_caps))
         _name_intervals(drawn, f"ci-speedup-{len(left.containers)}")
-        projected = (table.get("projection") or {}).get("points") or []
+        projected = table.projection.points if table.projection else []
         if projected:  # a model, not a measurement: dashed, from the last measured point
-            left.plot([ns[-1]] + [p["world_size"] for p in projected],
-                      [table["rows"][-1]["speedup"]] + [p["speedup"] for p in projected], linestyle="--",
+            left.plot([ns[-1]] + [p.world_size for p in projected],
+                      [table.rows[-1].speedup] + [p.speedup for p in projected], linestyle="--",
                       marker="x", color=drawn.lines[0].get_color(),
                       label="projected beyond the node (a model)")
-        fit = table.get("amdahl")
-        if fit and formulas.amdahl_applies(fit):
-            left.plot(sizes, [formulas.amdahl_speedup(fit["serial_fraction"], n) for n in sizes], linestyle=":",
-                      color=drawn.lines[0].get_color(), label=f"Amdahl, serial {100 * fit['serial_fraction']:.1f}%",
+        fit = table.amdahl
+        if fit and formulas.amdahl_applies(fit.raw_serial_fraction):
+            left.plot(sizes, [formulas.amdahl_speedup(fit.serial_fraction, n) for n in sizes], linestyle=":",
+                      color=drawn.lines[0].get_color(), label=f"Amdahl, serial {100 * fit.serial_fraction:.1f}%",
                       gid=f"amdahl-{len(left.containers)}")
     left.set(xlabel=f"N ({_unit(summary)})", ylabel="speedup", title="Speedup")
     _draw_efficiency(right, summary, tables, many_caps)
-    fig.suptitle(summary.get("name") or "")
+    fig.suptitle(summary.name or "")
     paths = _finish(plt, fig, [left, right], out_dir, "speedup")
     # efficiency alone as well, for documents that want one chart per figure
     fig, axis = plt.subplots(figsize=(6, 4))
@@ -134,46 +136,49 @@ def _speedup(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
     return paths + _finish(plt, fig, [axis], out_dir, "efficiency")
 
 
-def _batch_throughput(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
-    tables = summary.get("batch_throughput") or []
+def _batch_throughput(plt: Any, summary: Summary, out_dir: str) -> list[str]:
+    tables = summary.batch_throughput
     if not tables:
         return []
     fig, axis = plt.subplots(figsize=(6.5, 4.2))
     for table in tables:
-        measured = [r for r in table["rows"] if r["ex_sec_total"]]
-        label = f"{table['model']} N={table['world_size']}"
-        drawn = axis.errorbar([r["batch_size"] for r in measured], [r["ex_sec_total"] for r in measured],
-                              yerr=_error_bars(measured, "ex_sec_total"), marker="o", capsize=3, label=label)
+        measured = [r for r in table.rows if r.ex_sec_total]
+        label = f"{table.model} N={table.world_size}"
+        throughput = [r.ex_sec_total or 0.0 for r in measured]
+        drawn = axis.errorbar([r.batch_size for r in measured], throughput,
+                              yerr=_yerr(throughput, [r.ex_sec_total_ci for r in measured]), marker="o", capsize=3,
+                              label=label)
         _name_intervals(drawn, f"ci-throughput-{len(axis.containers)}")
-        ooms = [r["batch_size"] for r in table["rows"] if r["status"] == "oom"]
+        ooms = [r.batch_size for r in table.rows if r.status == "oom"]
         if ooms and measured:
-            axis.scatter(ooms, [measured[-1]["ex_sec_total"]] * len(ooms), marker="x", s=80,
+            axis.scatter(ooms, [throughput[-1]] * len(ooms), marker="x", s=80,
                          color=drawn.lines[0].get_color(), label=f"{label}: out of memory")
     axis.set_xscale("log", base=2)
     axis.set(xlabel="batch per rank", ylabel="examples/s (all ranks)", title="Throughput per batch size")
     return _finish(plt, fig, [axis], out_dir, "batch_throughput")
 
 
-def _comm_split(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
-    entries = [e for e in summary["configs"] if (e.get("communication") or {}).get("compute_s") is not None]
-    if not entries:
+def _comm_split(plt: Any, summary: Summary, out_dir: str) -> list[str]:
+    found = [(e, e.communication) for e in summary.configs
+             if e.communication and e.communication.compute_s is not None and e.communication.step_s is not None]
+    if not found:
         return []
-    labels = [f"{e['label']}\n{e['model']} bs{e['batch_size']}" for e in entries]
-    compute = [1e3 * e["communication"]["compute_s"] for e in entries]
-    exposed = [1e3 * (e["communication"]["exposed_comm_s"] or 0) for e in entries]
+    entries = [e for e, _ in found]
+    comms = [c for _, c in found]
+    labels = [f"{e.label}\n{e.model} bs{e.batch_size}" for e in entries]
+    compute = [1e3 * (c.compute_s or 0) for c in comms]
+    exposed = [1e3 * (c.exposed_comm_s or 0) for c in comms]
     fig, axis = plt.subplots(figsize=(max(5, 1.3 * len(entries) + 2), 4.2))
     positions = range(len(entries))
     axis.bar(positions, compute, label="compute (step inside no_sync)")
     axis.bar(positions, exposed, bottom=compute, label="exposed communication")
-    compute_ci = _yerr([e["communication"]["compute_s"] for e in entries],
-                       [e["communication"].get("compute_s_ci") for e in entries], 1e3)
+    compute_ci = _yerr([c.compute_s or 0 for c in comms], [c.compute_s_ci for c in comms], 1e3)
     if compute_ci is not None:  # the interval of each part measured: the no_sync step, and the step
         _name_intervals(axis.errorbar(positions, compute, yerr=compute_ci, fmt="none", ecolor="dimgrey",
                                       capsize=4, zorder=3), "ci-compute")
-    steps = [1e3 * e["communication"]["step_s"] for e in entries]
+    steps = [1e3 * (c.step_s or 0) for c in comms]
     axis.scatter(positions, steps, color="black", marker="_", s=300, zorder=3, label="measured step (p50)")
-    step_ci = _yerr([e["communication"]["step_s"] for e in entries],
-                    [(e.get("stats") or {}).get("p50_ci") for e in entries], 1e3)
+    step_ci = _yerr([c.step_s or 0 for c in comms], [e.stats.p50_ci if e.stats else None for e in entries], 1e3)
     if step_ci is not None:
         _name_intervals(axis.errorbar(positions, steps, yerr=step_ci, fmt="none", ecolor="black", capsize=4,
                                       zorder=3, label="95% interval"), "ci-step")
@@ -182,32 +187,33 @@ def _comm_split(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
     return _finish(plt, fig, [axis], out_dir, "comm_split")
 
 
-def _busbw(plt: Any, summary: dict[str, Any], out_dir: str) -> list[str]:
-    tables = summary.get("collectives") or []
+def _busbw(plt: Any, summary: Summary, out_dir: str) -> list[str]:
+    tables = summary.collectives
     if not tables:
         return []
     fig, axis = plt.subplots(figsize=(7, 4.4))
     for table in tables:
         for inplace in (True, False):
-            rows = [r for r in table["rows"] if r["inplace"] is inplace and r["busbw_gbs"]]
+            rows = [r for r in table.rows if r.inplace is inplace and r.busbw_gbs]
             if rows:
-                place = "" if table["op"] in ("allreduce", "broadcast") else (" in place" if inplace else " out of place")
-                drawn = axis.errorbar([r["bytes"] for r in rows], [r["busbw_gbs"] for r in rows],
-                                      yerr=_error_bars(rows, "busbw_gbs"), marker=".", capsize=2,
-                                      label=f"{table['op']}{place} N={table['world_size']} {table['backend']}")
+                place = "" if table.op in ("allreduce", "broadcast") else (" in place" if inplace else " out of place")
+                busbw = [r.busbw_gbs or 0.0 for r in rows]
+                drawn = axis.errorbar([r.bytes for r in rows], busbw,
+                                      yerr=_yerr(busbw, [r.busbw_gbs_ci for r in rows]), marker=".", capsize=2,
+                                      label=f"{table.op}{place} N={table.world_size} {table.backend}")
                 _name_intervals(drawn, f"ci-busbw-{len(axis.containers)}")  # ids are unique in an SVG
-    for entry in summary["configs"]:
-        buckets = (entry.get("communication") or {}).get("buckets") or {}
-        achieved = buckets.get("achieved")
-        if achieved and buckets.get("mean_bucket_bytes"):
-            axis.scatter([buckets["mean_bucket_bytes"]], [achieved["busbw_gbs"]], marker="*", s=120, zorder=3,
-                         label=f"DDP buckets: {entry['model']} N={entry['world_size']}")
+    for entry in summary.configs:
+        buckets = entry.communication.buckets if entry.communication else None
+        achieved = buckets.achieved if buckets else None
+        if buckets and achieved and buckets.mean_bucket_bytes:
+            axis.scatter([buckets.mean_bucket_bytes], [achieved.busbw_gbs], marker="*", s=120, zorder=3,
+                         label=f"DDP buckets: {entry.model} N={entry.world_size}")
     axis.set_xscale("log", base=2)
     axis.set(xlabel="message size (bytes)", ylabel="bus bandwidth (GB/s)", title="Collective bus bandwidth")
     return _finish(plt, fig, [axis], out_dir, "busbw", legend_size=7)
 
 
-def save_plots(summary: dict[str, Any], run_dir: str) -> list[str]:
+def save_plots(summary: Summary, run_dir: str) -> list[str]:
     """Draw every plot the summary has data for into ``run_dir/plots``; return the files written."""
     out_dir = os.path.join(run_dir, PLOTS_DIR)
     os.makedirs(out_dir, mode=0o700, exist_ok=True)

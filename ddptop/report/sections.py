@@ -12,8 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
 from ddptop.report import blocks, tables
-
-Summary = dict[str, Any]
+from ddptop.report.schema import Summary
 
 
 @dataclass(frozen=True)
@@ -97,8 +96,8 @@ def text_report(summary: Summary) -> str:
 
 def markdown(summary: Summary) -> str:
     """summary.md: a title, then one ``##`` heading per section."""
-    lines = [f"# ddptop summary: {summary['name']}", ""]
-    if not summary.get("complete", True):
+    lines = [f"# ddptop summary: {summary.name}", ""]
+    if summary.complete is False:
         lines += ["**Incomplete:** the sweep did not finish; these are the configurations measured so far.", ""]
     for section, body in shown(summary, "markdown"):
         lines += [f"## {section.title}", ""] + body
@@ -119,8 +118,8 @@ def closing_text(summary: Summary, paths: dict[str, str]) -> str:
 def saved_line(summary: Summary, paths: dict[str, str]) -> str:
     """Where the summary went; where a full disk (a quota, ...) stopped a file, one line first that says
     what was not saved and how to save it later."""
-    run_dir = summary.get("run_dir") or "RUN_DIR"
-    lost = "; ".join((summary.get("not_saved") or {}).values())
+    run_dir = summary.run_dir or "RUN_DIR"
+    lost = "; ".join((summary.not_saved or {}).values())
     # the run directory's events lack what a full disk stopped: the summary from memory is the whole record
     later = (f"keep this summary, it holds every figure ({lost}, so a rebuild from the files would lack them)"
              if lost else f"once there is room: ddptop report {run_dir} --rebuild")

@@ -18,6 +18,7 @@ from ddptop.protocol.layout import (PLOTS_DIR, SUMMARY_CSV, SUMMARY_JSON, SUMMAR
                                     TOPOLOGY_FILE)
 from ddptop.protocol.wire import encode
 from ddptop.report import keys
+from ddptop.report.schema import SchemaError, Summary
 
 SCHEMA = "ddptop.summary"
 SCHEMA_VERSION = 2
@@ -51,11 +52,11 @@ def summary_paths(run_dir: str) -> dict[str, str]:
             (("json", SUMMARY_JSON), ("md", SUMMARY_MD), ("csv", SUMMARY_CSV))}
 
 
-def _write_summary(summary: dict[str, Any], directory: str) -> dict[str, str]:
+def _write_summary(summary: Summary, directory: str) -> dict[str, str]:
     from ddptop.report import sections, tables  # numpy: loaded when a summary is written, not with the view
 
     paths = summary_paths(directory)
-    rundir.write_json(paths["json"], summary)
+    rundir.write_json(paths["json"], summary.to_json())
     rundir.write_atomic(paths["md"], sections.markdown(summary))
     rundir.write_atomic(paths["csv"], tables.csv_text(summary))
     return paths
@@ -67,7 +68,7 @@ def default_fallback_dir() -> str:
 
 
 def save_summary(
-    summary: dict[str, Any],
+    summary: Summary,
     run_dir: str,
     fallback_dir: str | None = None,
     kept_records: dict[str, list[dict[str, Any]]] | None = None,
@@ -95,7 +96,7 @@ def save_summary(
     return {**paths, "save_error": reason, "fallback": target}
 
 
-def save_plots_safely(summary: dict[str, Any], run_dir: str) -> dict[str, str]:
+def save_plots_safely(summary: Summary, run_dir: str) -> dict[str, str]:
     """Draw the plots; a plotting fault is reported in the paths, never allowed to lose the summary."""
     try:
         from ddptop.report import plots
@@ -112,7 +113,7 @@ def save_plots_safely(summary: dict[str, Any], run_dir: str) -> dict[str, str]:
 REQUIRED_KEYS = {"environment": dict, "plan": dict, "configs": list, "scaling": list, "overhead": dict}
 
 
-def load_summary(path: str) -> dict[str, Any]:
+def load_summary(path: str) -> Summary:
     """A saved summary, checked and upgraded to this schema version; a ``SummaryError`` says why not."""
     try:
         with open(path, encoding="utf-8") as handle:
@@ -133,7 +134,10 @@ def load_summary(path: str) -> dict[str, Any]:
             raise SummaryError(f"{path} is damaged: {key!r} is missing or not a JSON {kind.__name__}")
     if version == 1:
         upgrade_v1(data)
-    return data
+    try:
+        return Summary.from_json(data)
+    except SchemaError as exc:
+        raise SummaryError(f"{path} is damaged: {exc}") from None
 
 
 def _rename(record: Any, renamed: dict[str, str]) -> None:

@@ -19,6 +19,7 @@ from ddptop.run.model import Plan
 from ddptop.run.options import PlanOptions
 from ddptop.protocol.vocab import FAILED, Status
 from ddptop.report import store
+from ddptop.report.schema import Summary
 from ddptop.run.session import Session
 from ddptop.run.sweep import SweepRunner
 from ddptop.protocol.layout import ENVIRONMENT_FILE, TIMELINE_FILE, TOPOLOGY_FILE
@@ -50,7 +51,7 @@ class LiveRun:
         self.topology = topology
         self.runner = SweepRunner(plan, session, cluster=cluster)
         self.interrupted = False
-        self.summary: dict[str, Any] | None = None
+        self.summary: Summary | None = None
         self.paths: dict[str, str] | None = None
         self._worker = threading.Thread(target=self.runner.run, name="ddptop-sweep", daemon=True)
         self._finished = False
@@ -108,7 +109,7 @@ class LiveRun:
             self.summary = build.build_summary(self.session, self.environment, kept, topology)
             not_saved = self.not_saved()
             if not_saved:
-                self.summary["not_saved"] = not_saved
+                self.summary.not_saved = not_saved
             self.paths = store.save_summary(self.summary, self.session.run_dir, self.fallback_dir,
                                             {TIMELINE_FILE: kept} if kept else None)
             if "fallback" not in self.paths and "save_error" not in self.paths:
@@ -128,9 +129,9 @@ class LiveRun:
             return EXIT_INTERRUPTED
         # A batch sweep runs until out of memory on purpose: there "oom" is the answer, not a fault.
         faults = {Status.FAILED} if self.plan.batch_sweep else FAILED
-        if self.summary and any(c["status"] in faults for c in self.summary["configs"]):
+        if self.summary and any(c.status in faults for c in self.summary.configs):
             return EXIT_FAILED
-        if (self.paths and self.paths.get("save_error")) or (self.summary and self.summary.get("not_saved")):
+        if (self.paths and self.paths.get("save_error")) or (self.summary and self.summary.not_saved):
             return EXIT_FAILED  # measured, but not all saved where it belongs
         return EXIT_OK
 

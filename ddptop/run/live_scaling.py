@@ -2,7 +2,8 @@
 
 ``ddptop.analysis.scaling.LiveScaling`` rebuilds the tables only when their inputs changed; here each
 configuration's entry is rebuilt only when its revision or status moved, read under the session's lock, so
-a frame with nothing new costs a look at a few counters.
+a frame with nothing new costs a look at a few counters. The rows come out as the summary's own
+``ScalingRow`` records (``ddptop.report.schema``), made again only when the tables were.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 from ddptop.analysis import communication
 from ddptop.analysis.scaling import LiveScaling
 from ddptop.protocol.vocab import FAILED
+from ddptop.report.schema import ScalingRow
 from ddptop.run.session import ConfigState, Session
 
 
@@ -42,18 +44,24 @@ class SessionScaling:
         self._session = weakref.ref(session)
         self.scaling = LiveScaling(session.plan)
         self._entries: dict[str, tuple[int, str, dict[str, Any]]] = {}  # config id -> (revision, status, entry)
+        self._made_from: dict[str, dict[str, Any]] | None = None  # the tables' rows the typed ones were made of
+        self._rows: dict[str, ScalingRow] = {}
 
     @property
     def tables(self) -> list[dict[str, Any]]:
         return self.scaling.tables
 
-    def rows(self) -> dict[str, dict[str, Any]]:
+    def rows(self) -> dict[str, ScalingRow]:
         session = self._session()
         if session is None:
             return {}
         with session.lock:
             entries = [self._entry(state) for state in session.ordered_states() if state.status not in FAILED]
-        return self.scaling.rows(entries)
+        found = self.scaling.rows(entries)
+        if found is not self._made_from:  # the tables were rebuilt
+            self._made_from = found
+            self._rows = {config_id: ScalingRow.from_json(row) for config_id, row in found.items()}
+        return self._rows
 
     def _entry(self, state: ConfigState) -> dict[str, Any]:
         config_id = state.spec.config_id
@@ -68,7 +76,7 @@ class SessionScaling:
 _LIVE: weakref.WeakKeyDictionary[Session, SessionScaling] = weakref.WeakKeyDictionary()
 
 
-def live_scaling(session: Session) -> dict[str, dict[str, Any]]:
+def live_scaling(session: Session) -> dict[str, ScalingRow]:
     """Speedup and efficiency so far, per configuration id, from the configurations with samples.
 
     Each session has one ``SessionScaling``, kept as long as the session lives: repeated looks at an

@@ -17,6 +17,7 @@ from ddptop.protocol.layout import PLOTS_DIR, SUMMARY_JSON
 from ddptop.protocol.marks import SweepEnd, parse_mark
 from ddptop.protocol.wire import EventFileReader
 from ddptop.report import store
+from ddptop.report.schema import Summary
 from ddptop.run.session import Session, process_is_alive
 from ddptop.run.snapshot import RunPhase
 
@@ -60,7 +61,7 @@ class RecordedRun:
     def __init__(self, run_dir: str) -> None:
         self.run_dir = run_dir
         self.session = Session.load(run_dir)
-        self.summary: dict[str, Any] | None = None
+        self.summary: Summary | None = None
         self.paths: dict[str, str] | None = None
         self.summary_rebuilt = False
         self._alive: bool | None = None
@@ -83,7 +84,7 @@ class RecordedRun:
         ended = self.session.ended_t is not None
         return run_state(ended, None if ended else self.writer_alive())
 
-    def final_summary(self) -> dict[str, Any] | None:
+    def final_summary(self) -> Summary | None:
         """The summary once there is a final one: the writer's, or one built here when it cannot come."""
         if self.summary is not None:
             return self.summary
@@ -105,7 +106,7 @@ class RecordedRun:
             self.summary, self.summary_rebuilt = build.build_summary(self.session), True
         return self.summary
 
-    def _saved_final(self, state: RunPhase) -> dict[str, Any] | None:
+    def _saved_final(self, state: RunPhase) -> Summary | None:
         path = os.path.join(self.run_dir, SUMMARY_JSON)
         if not os.path.exists(path):
             return None
@@ -114,7 +115,7 @@ class RecordedRun:
         except store.SummaryError:
             return None  # being replaced right now, or damaged: the next frame looks again
         # a summary saved mid-run ("s") is not the final one
-        return data if data.get("complete") or state == RunPhase.WRITER_GONE else None
+        return data if data.complete or state == RunPhase.WRITER_GONE else None
 
     def _saved_paths(self) -> dict[str, str]:
         paths = dict(store.summary_paths(self.run_dir), plots=os.path.join(self.run_dir, PLOTS_DIR))

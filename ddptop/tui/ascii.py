@@ -17,6 +17,7 @@ from textual.content import Content
 from textual.renderables.bar import Bar
 from textual.scrollbar import ScrollBar, ScrollBarRender
 
+from ddptop.report.schema import ProjectionPoint, ScalingRow, Summary
 from ddptop.tui import format as fmt
 
 CSS_PATH = Path(__file__).with_name("ascii.tcss")  # absolute: apps in other modules add it to theirs
@@ -54,16 +55,20 @@ def format_title(title: str, sub_title: str) -> Content:
     return Content(fmt.ascii_of(f"{title} - {sub_title}" if sub_title else title))
 
 
-def speedup_lines(summary: dict, width: int, height: int) -> list[str]:
+def _projected(table: Any) -> list[ProjectionPoint]:
+    return table.projection.points if table.projection else []
+
+
+def speedup_lines(summary: Summary, width: int, height: int) -> list[str]:
     """The summary's speedup against N in ASCII: 'o' measured (a letter per table past the first), '|' its
     95% interval, 'x' the projection, '.' perfect scaling; ticks at the world sizes, a legend below."""
     marks = "oabcdefghijk"
-    tables = [t for t in summary.get("scaling") or [] if t.get("rows")]
+    tables = [t for t in summary.scaling if t.rows]
     label_width, plot_w, plot_h = 6, max(4, width - 8), max(3, height - 4)
-    sizes = sorted({1, *(r["world_size"] for t in tables for r in t["rows"]),
-                    *(p["world_size"] for t in tables for p in (t.get("projection") or {}).get("points") or [])})
-    top = max([float(sizes[-1])] + [v for t in tables for r in t["rows"]
-                                    for v in [r["speedup"], *((r.get("speedup_ci") or [None, None])[1:])] if v])
+    sizes = sorted({1, *(r.world_size for t in tables for r in t.rows),
+                    *(p.world_size for t in tables for p in _projected(t))})
+    top = max([float(sizes[-1])] + [v for t in tables for r in t.rows
+                                    for v in [r.speedup, r.speedup_ci[1] if r.speedup_ci else None] if v])
     top *= 1.1
     grid = [[" "] * plot_w for _ in range(plot_h)]
 
@@ -78,16 +83,17 @@ def speedup_lines(summary: dict, width: int, height: int) -> list[str]:
         if n <= top:
             grid[row(n)][x] = "."
     for index, table in enumerate(tables):
-        projected = (table.get("projection") or {}).get("points") or []
-        for point in table["rows"] + projected:  # the 95% interval (the projection's range) first, marks over it
-            low, high = point.get("speedup_ci") or (None, None)
+        projected = _projected(table)
+        points: list[ScalingRow | ProjectionPoint] = [*table.rows, *projected]
+        for point in points:  # the 95% interval (the projection's range) first, marks over it
+            low, high = point.speedup_ci or (None, None)
             if low is not None and high is not None:
                 for y in range(row(high), row(low) + 1):
-                    grid[y][col(point["world_size"])] = "|"
-        for point in projected:
-            grid[row(point["speedup"])][col(point["world_size"])] = "x"
-        for r in table["rows"]:
-            grid[row(r["speedup"])][col(r["world_size"])] = marks[index % len(marks)]
+                    grid[y][col(point.world_size)] = "|"
+        for projection in projected:
+            grid[row(projection.speedup or 0.0)][col(projection.world_size)] = "x"
+        for r in table.rows:
+            grid[row(r.speedup or 0.0)][col(r.world_size)] = marks[index % len(marks)]
     lines = ["speedup vs N".center(width).rstrip()]
     for y in range(plot_h):
         label = f"{top * (plot_h - 1 - y) / (plot_h - 1):.2f}" if y in (0, plot_h // 2, plot_h - 1) else ""
@@ -101,6 +107,6 @@ def speedup_lines(summary: dict, width: int, height: int) -> list[str]:
                 ticks[col(n) + offset] = char
     lines.append(" " * label_width + " +" + "".join(axis).replace(" ", "-"))
     lines.append(" " * (label_width + 2) + "".join(ticks) + "  N")
-    legend = [f"{marks[i % len(marks)]} {t['model']} bs{t['batch_size']}" for i, t in enumerate(tables)]
+    legend = [f"{marks[i % len(marks)]} {t.model} bs{t.batch_size}" for i, t in enumerate(tables)]
     lines.append(fmt.ascii_of("  ".join(legend + [". perfect", "x projected", "| 95% interval"])))
     return lines

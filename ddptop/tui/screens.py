@@ -16,6 +16,7 @@ from textual.widgets import Footer, Header, Static
 
 from ddptop.control import display_path
 from ddptop.report import sections
+from ddptop.report.schema import ProjectionPoint, ScalingRow, Summary
 from ddptop.tui import ascii
 from ddptop.tui import format as fmt
 from ddptop.tui.lines import TextLines
@@ -56,7 +57,7 @@ class SummaryScreen(Screen[None]):
     ]
 
     def __init__(
-        self, summary: dict[str, Any], paths: dict[str, str] | None, note: str | None = None,
+        self, summary: Summary, paths: dict[str, str] | None, note: str | None = None,
         with_topology: bool = False,
         alone: bool = False,
     ) -> None:
@@ -100,7 +101,7 @@ class SummaryScreen(Screen[None]):
 
     def _text(self) -> Text:
         out = Text()
-        status = "complete" if self.summary.get("complete") else "incomplete (stopped before the end)"
+        status = "complete" if self.summary.complete else "incomplete (stopped before the end)"
         out.append(f"Sweep {status}\n", style="bold")
         if self.note:
             out.append(self.note + "\n", style="yellow")
@@ -128,28 +129,29 @@ class SummaryScreen(Screen[None]):
         plt.xlabel("N")
         measured: set[int] = {1}
         highest = 1.0
-        for index, table in enumerate(self.summary["scaling"]):
+        for index, table in enumerate(self.summary.scaling):
             color = CHART_COLORS[index % len(CHART_COLORS)]
-            rows = table["rows"]
+            rows = table.rows
             if not rows:
                 continue
-            xs = [r["world_size"] for r in rows]
+            xs = [r.world_size for r in rows]
             measured.update(xs)
-            label = f"{table['model']} bs{table['batch_size']}"
-            plt.plot(xs, [r["speedup"] for r in rows], marker="dot", color=color, label=label)
-            projected = (table.get("projection") or {}).get("points") or []
-            for point in rows + projected:  # the 95% interval (the projection's range), a bar through the point
-                low, high = point.get("speedup_ci") or (None, None)
+            label = f"{table.model} bs{table.batch_size}"
+            plt.plot(xs, [r.speedup or 0.0 for r in rows], marker="dot", color=color, label=label)
+            projected = table.projection.points if table.projection else []
+            points: list[ScalingRow | ProjectionPoint] = [*rows, *projected]
+            for point in points:  # the 95% interval (the projection's range), a bar through the point
+                low, high = point.speedup_ci or (None, None)
                 if low is not None and high is not None:
-                    plt.plot([point["world_size"]] * 2, [low, high], marker="│", color=color)
+                    plt.plot([point.world_size] * 2, [low, high], marker="│", color=color)
                     highest = max(highest, high)
-            highest = max(highest, *(r["speedup"] for r in rows))
+            highest = max(highest, *(r.speedup or 0.0 for r in rows))
             if projected:  # a model, not a measurement: its own marker, said in the legend
-                plt.plot([rows[-1]["world_size"]] + [p["world_size"] for p in projected],
-                         [rows[-1]["speedup"]] + [p["speedup"] for p in projected], marker="x", color=color,
+                plt.plot([rows[-1].world_size] + [p.world_size for p in projected],
+                         [rows[-1].speedup or 0.0] + [p.speedup or 0.0 for p in projected], marker="x", color=color,
                          label=f"{label} projected")
-                measured.update(p["world_size"] for p in projected)
-                highest = max(highest, *(p["speedup"] for p in projected))
+                measured.update(p.world_size for p in projected)
+                highest = max(highest, *(p.speedup or 0.0 for p in projected))
         largest = max(measured)
         plt.plot([1, largest], [1, largest], color="gray", label="perfect")
         ticks = sorted(measured)
@@ -245,7 +247,7 @@ class KeyedLines(Static):
 class AsciiSpeedupChart(TextLines):
     """The speedup chart in ASCII (``--ascii``), drawn again at each size."""
 
-    def __init__(self, summary: dict[str, Any], **kwargs: Any) -> None:
+    def __init__(self, summary: Summary, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.summary = summary
 
