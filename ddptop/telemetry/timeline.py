@@ -22,9 +22,19 @@ def read_timeline(path: str) -> tuple[list[dict[str, Any]], int]:
     if not os.path.exists(path):
         return [], 0
     reader = EventFileReader(path)
-    records = [e for e in reader.read_rest() if e["type"] == "telemetry"]
+    telemetry = [e for e in reader.read_rest() if e["type"] == "telemetry"]
+    records = [e for e in telemetry if _well_formed(e)]
     records.sort(key=lambda e: e["t"])
-    return records, reader.malformed
+    return records, reader.malformed + len(telemetry) - len(records)
+
+
+def _well_formed(record: dict[str, Any]) -> bool:
+    """Whether a record has the shape every reader counts on (a damaged file's may not): its readings in lists
+    of objects, the host's and the device list's in objects."""
+    lists_of_objects = all(value is None or (isinstance(value, list) and all(isinstance(v, dict) for v in value))
+                           for value in (record.get("gpus"), record.get("ranks")))
+    objects = all(value is None or isinstance(value, dict) for value in (record.get("host"), record.get("info")))
+    return isinstance(record.get("t"), (int, float)) and lists_of_objects and objects
 
 
 def timeline_info(records: list[dict[str, Any]]) -> dict[str, Any] | None:
