@@ -90,3 +90,28 @@ def test_a_mistyped_field_is_found_by_the_type_checker(tmp_path) -> None:
     done = subprocess.run([sys.executable, "-m", "mypy", "--no-error-summary", "--follow-imports=silent", str(probe)],
                           cwd=REPO, capture_output=True, text=True, env=dict(os.environ, MYPYPATH=REPO))
     assert done.returncode == 1 and '"ScalingRow" has no attribute "spedup"' in done.stdout, done.stdout
+
+
+def test_diff_compares_a_version_1_summary_with_a_current_run(tmp_path) -> None:
+    """``ddptop diff`` of a summary saved by an older ddptop (schema version 1: earlier key names) and a run
+    saved now: the old one is upgraded on reading and every configuration is compared."""
+    from ddptop.report import keys
+    from tests.conftest import ddptop
+
+    old = _golden_document("recorded-cpu-run")
+    old["schema_version"] = 1
+    for table in old["scaling"]:
+        for row in table["rows"]:
+            for place, renamed in ((row, keys.ROW_RENAMED), (row.get("epoch") or {}, keys.EPOCH_RENAMED)):
+                for new, earlier in renamed.items():
+                    if new in place:
+                        place[earlier] = place.pop(new)
+    assert "seed002_comm_estimate_s" in json.dumps(old)
+    old_path, new_path = tmp_path / "old.json", tmp_path / "new.json"
+    old_path.write_text(json.dumps(old))
+    new_path.write_text(json.dumps(_golden_document("recorded-cpu-run")))
+    done = ddptop("diff", str(old_path), str(new_path), "--format", "json")
+    assert done.returncode == 0, done.stderr
+    compared = json.loads(done.stdout)
+    assert [row["config_id"] for row in compared["configs"]] == [c["config_id"] for c in old["configs"]]
+    assert all(row["ratio"] == pytest.approx(1.0) for row in compared["configs"] if row["ratio"] is not None)
