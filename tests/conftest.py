@@ -110,7 +110,9 @@ def processes_mentioning(text: str) -> list[psutil.Process]:
 
 @pytest.fixture(scope="session")
 def cpu_sweep(tmp_path_factory) -> Finished:
-    """One real sweep shared by the tests that read it: resnet18 at 32 px, N = 1 and 2, gloo."""
+    """One real sweep shared by the tests that read it: resnet18 at 32 px, N = 1 and 2, gloo, with telemetry
+    (test_telemetry.py), no_sync and bucket timing, and every collective (run A of test_deeper.py's bucket A/B,
+    whose counts below it checks: 4 communication steps a rank, 4 timed operations per size up to 64 KiB)."""
     run_dir = str(tmp_path_factory.mktemp("sweep") / "run")
     return run_sweep(
         run_dir,
@@ -123,7 +125,14 @@ def cpu_sweep(tmp_path_factory) -> Finished:
         "--iters", "8",
         "--launches", "1",  # one launch per world size: the tests below read one launch's events
         "--telemetry-interval", "0.25",
+        *CPU_SWEEP_COMMUNICATION,
     )
+
+
+# what test_deeper.py's run A adds to the shared sweep (its run B differs from it in these alone)
+CPU_SWEEP_COMMUNICATION = ("--comm-iters", "4", "--bucket-cap-mb", "25", "--collectives",
+                           "allreduce,allgather,reduce_scatter,broadcast", "--coll-max-bytes", "64KiB",
+                           "--coll-iters", "4")
 
 
 @pytest.fixture

@@ -9,22 +9,23 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 
 from ddptop.analysis import formulas
-from tests.conftest import ddptop, run_sweep
+from tests.conftest import CPU_SWEEP_COMMUNICATION, ddptop, run_sweep
 
 pytestmark = pytest.mark.slow
 
 # resnet18 at 32 px, N = 1 and 2: small enough for two cores, big enough (44.6 MiB of gradients) to need buckets
 SMALL = ("--models", "resnet18", "--batch-sizes", "4", "--world-sizes", "1,2", "--image-size", "32",
-         "--num-classes", "10", "--warmup", "2", "--iters", "8", "--comm-iters", "4", "--telemetry-interval", "0",
-         "--launches", "1")  # the counts below are one launch's
+         "--num-classes", "10", "--warmup", "2", "--iters", "8", "--comm-iters", "4", "--telemetry-interval", "0.25",
+         "--launches", "1")  # the counts below are one launch's; telemetry as in the shared sweep, run A
 
 
 @pytest.fixture(scope="module")
-def run_a(tmp_path_factory):
-    """The bucket A/B of PyTorch's DDP benchmark: A with the default 25 MiB buckets and every collective."""
-    run_dir = str(tmp_path_factory.mktemp("deeper") / "a")
-    return run_sweep(run_dir, *SMALL, "--bucket-cap-mb", "25", "--collectives",
-                     "allreduce,allgather,reduce_scatter,broadcast", "--coll-max-bytes", "64KiB", "--coll-iters", "4")
+def run_a(cpu_sweep):
+    """The bucket A/B of PyTorch's DDP benchmark: A with the default 25 MiB buckets and every collective. It is
+    the suite's shared sweep (tests/conftest.py), which is run with these options, so that one run serves
+    test_sweep.py, test_telemetry.py and these tests."""
+    assert CPU_SWEEP_COMMUNICATION[:2] == SMALL[14:16] == ("--comm-iters", "4")  # the counts below rely on it
+    return cpu_sweep
 
 
 @pytest.fixture(scope="module")
