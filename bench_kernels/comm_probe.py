@@ -84,7 +84,7 @@ def rewrap_with_bucket_timer(workload: Workload, cfg: RunConfig, local_rank: int
     for fault in faults:
         fire(fault, torch)
     timer = BucketTimer(dist, torch, workload.device, cfg.backend)
-    workload.net = wrap_in_ddp(workload.model, cfg, workload.device, local_rank)
+    workload.net = wrap_in_ddp(workload.model, cfg, workload.device, local_rank, with_hook=False)
     workload.net.register_comm_hook(None, timer.hook)
     return timer
 

@@ -67,6 +67,7 @@ from bench_kernels.timing import (
     warm_up_until_steady,
 )
 from bench_kernels.workload import Workload, accepts, build_workload, devices_used
+from ddptop.protocol import variants
 from ddptop.protocol.affinity import NUMA_BINDING_ENV, UNBOUND_ENV, bind_this_process
 from ddptop.protocol.devices import apply_rank_device
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError, RunConfig
@@ -302,6 +303,8 @@ class Worker:
         ``no_sync()`` (no allreduce), DataParallel on the bare model with the global batch (FlopCounterMode
         follows this thread, not the replicas' threads); the gradients are dropped after."""
         torch = self.torch
+        if variants.variant(cfg.variant).ddp_kwargs.get("static_graph"):
+            return None  # static_graph DDP breaks on a no_sync() step before its first (an internal assert)
         net = workload.model if cfg.mode == Mode.DP else workload.net
         quiet = net.no_sync() if cfg.mode == Mode.DDP else contextlib.nullcontext()
 
@@ -344,6 +347,7 @@ class Worker:
             flops_by_kind=flops,
             dtype_by_kind=dtypes,
             compute_dtype=dtype_label(dtypes, flops),
+            ddp_keywords=getattr(workload.net, "ddptop_keywords", None),  # as passed, for the lines to paste
         )
         self.writer.flush()
 

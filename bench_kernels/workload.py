@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ddptop.protocol import variants
 from ddptop.protocol.launchspec import RunConfig
 from ddptop.protocol.vocab import Mode
 
@@ -201,20 +202,27 @@ def _autocast_module_class() -> Any:
 _AUTOCAST_CLASS: Any = None
 
 
-def wrap_in_ddp(model: Any, cfg: RunConfig, device: Any, local_rank: int) -> Any:
+def wrap_in_ddp(model: Any, cfg: RunConfig, device: Any, local_rank: int, with_hook: bool = True) -> Any:
+    """``model`` in DDP with the configuration's variant (``ddptop.protocol.variants``): its keywords, and its
+    comm hook unless ``with_hook`` is false (the communication probe registers a timing hook of its own).
+    ``ddp.ddptop_keywords`` keeps the keywords passed, under the installed torch's names."""
     from torch.nn.parallel import DistributedDataParallel
 
+    chosen = variants.variant(cfg.variant)
     # Buffers re-sent before each forward: torch 2.14 names it forward_sync_buffers and deprecates
     # broadcast_buffers, which also skipped the sync at construction (torch/nn/parallel/distributed.py). The
     # step times are the same either way; the newer keyword where torch has it, so no warning is printed.
     buffers = ("forward_sync_buffers" if accepts(DistributedDataParallel.__init__, "forward_sync_buffers")
                else "broadcast_buffers")
-    ddp = DistributedDataParallel(
-        model,
-        device_ids=[local_rank] if device.type == "cuda" else None,
-        bucket_cap_mb=cfg.bucket_cap_mb,
-        **{buffers: cfg.broadcast_buffers},
-    )
+    keywords = variants.ddp_keywords(chosen, cfg.bucket_cap_mb, buffers)
+    keywords[buffers] = keywords[buffers] and cfg.broadcast_buffers  # --no-broadcast-buffers holds for all
+    missing = [key for key in chosen.ddp_kwargs if not accepts(DistributedDataParallel.__init__, key)]
+    if missing:
+        raise RuntimeError(f"this torch's DDP has no {', '.join(missing)}: variant {cfg.variant} cannot run")
+    ddp = DistributedDataParallel(model, device_ids=[local_rank] if device.type == "cuda" else None, **keywords)
+    ddp.ddptop_keywords = keywords
+    if with_hook and chosen.comm_hook is not None:
+        register_comm_hook(ddp, chosen)
     # DDP's runtime averages (_get_ddp_logging_data) sample the first 10 iterations, then one in 100
     # (kDDPRuntimeLoggingSampleRate, torch/nn/parallel/distributed.py): with a short warm-up and 50 measured
     # steps they would describe mostly the warm-up. Every iteration, so they describe the measured steps.
@@ -222,6 +230,22 @@ def wrap_in_ddp(model: Any, cfg: RunConfig, device: Any, local_rank: int) -> Any
     if sample_every is not None:
         sample_every(1)
     return ddp
+
+
+def register_comm_hook(ddp: Any, chosen: variants.Variant) -> None:
+    """The variant's DDP communication hook, from torch's own ddp_comm_hooks."""
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks, powerSGD_hook
+
+    if chosen.comm_hook == "fp16":
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif chosen.comm_hook == "bf16":
+        ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
+    elif chosen.comm_hook == "powersgd":
+        state = powerSGD_hook.PowerSGDState(None, matrix_approximation_rank=chosen.powersgd_rank,
+                                            start_powerSGD_iter=variants.POWERSGD_START)
+        ddp.register_comm_hook(state, powerSGD_hook.powerSGD_hook)
+    else:
+        raise RuntimeError(f"unknown comm hook {chosen.comm_hook!r}")
 
 
 def grad_scaler(torch: Any) -> Any:

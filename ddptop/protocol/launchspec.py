@@ -70,6 +70,8 @@ class RunConfig:
     # DDP re-sends module buffers (BatchNorm's running statistics) from rank 0 before every forward: DDP's
     # own default, kept because it is what training scripts run; PyTorch's DDP benchmark turns it off
     broadcast_buffers: bool = True
+    # the DDP variant measured (``ddptop.protocol.variants``: ddptop tune); "default" is DDP as written
+    variant: str = "default"
 
     @property
     def adaptive(self) -> bool:

@@ -1,0 +1,96 @@
+"""The DDP variants ``ddptop tune`` measures against DDP as a user writes it: each one thing a user can set.
+
+The catalog is shared by the plan (which configurations to run), the kernel (what to pass to DDP and which
+comm hook to register) and the report (what changes in the arithmetic, and the lines to paste). A variant
+changes DDP's keyword arguments, the gradient bucket size, the buffer sync or the comm hook; the model, the
+batch and the optimizer stay the default's.
+
+Standard library only (the kernels import it inside torchrun workers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+DEFAULT = "default"
+# PowerSGD compresses from this step on (its own default, 1000, would leave every measured step uncompressed;
+# 2 is the earliest it allows with error feedback: powerSGD_hook.PowerSGDState)
+POWERSGD_START = 2
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One setting a user can change, as ddptop applies it."""
+
+    name: str
+    what: str  # the setting in words ("static_graph=True")
+    ddp_kwargs: dict[str, Any] = field(default_factory=dict)  # keyword arguments to DDP beyond the default
+    bucket_cap_mb: float | None = None  # the gradient bucket size (None: the plan's)
+    buffer_sync: bool = True  # DDP re-sends module buffers before each forward (its default)
+    comm_hook: str | None = None  # fp16 | bf16 | powersgd: the DDP communication hook registered
+    powersgd_rank: int = 0  # PowerSGD's matrix approximation rank
+    math: str | None = None  # what changes in the arithmetic (None: the same gradients, bit for bit or nearly)
+    cuda_only: bool = False  # measured on GPUs only (said and skipped on the CPU)
+
+
+def _bucket(size: float) -> Variant:
+    return Variant(f"bucket_cap_mb_{size:g}", f"bucket_cap_mb={size:g}", bucket_cap_mb=size)
+
+
+CATALOG: dict[str, Variant] = {v.name: v for v in (
+    Variant(DEFAULT, "DDP(model) as written, every keyword at its default"),
+    _bucket(10), _bucket(50), _bucket(100),
+    Variant("gradient_as_bucket_view", "gradient_as_bucket_view=True", {"gradient_as_bucket_view": True}),
+    Variant("static_graph", "static_graph=True", {"static_graph": True}),
+    Variant("no_buffer_sync", "no buffer sync before each forward", buffer_sync=False,
+            math="module buffers (BatchNorm's running statistics) are no longer copied from rank 0 before each "
+                 "forward: each rank keeps its own"),
+    Variant("find_unused_parameters", "find_unused_parameters=True (the cost of leaving it on)",
+            {"find_unused_parameters": True}),
+    Variant("fp16_compress_hook", "comm hook fp16_compress_hook", comm_hook="fp16",
+            math="gradients are sent as fp16 (rounded to 11 significant bits, and small values flushed to zero)"),
+    Variant("bf16_compress_hook", "comm hook bf16_compress_hook", comm_hook="bf16",
+            math="gradients are sent as bf16 (rounded to 8 significant bits)"),
+    Variant("powersgd_rank1", "comm hook PowerSGD, rank 1", comm_hook="powersgd", powersgd_rank=1,
+            math="gradients are sent as a rank-1 approximation per matrix (with error feedback): a lossy "
+                 "compression that can cost accuracy"),
+    Variant("powersgd_rank4", "comm hook PowerSGD, rank 4", comm_hook="powersgd", powersgd_rank=4,
+            math="gradients are sent as a rank-4 approximation per matrix (with error feedback): a lossy "
+                 "compression that can cost accuracy"),
+)}
+
+# what `ddptop tune` measures when not told otherwise: every variant of the catalog
+DEFAULT_TUNE = tuple(CATALOG)
+
+
+def variant(name: str) -> Variant:
+    """The catalog's variant of that name; a ValueError lists the known ones."""
+    found = CATALOG.get(name)
+    if found is None:
+        raise ValueError(f"unknown variant {name!r} (known: {', '.join(CATALOG)})")
+    return found
+
+
+def ddp_keywords(chosen: Variant, bucket_cap_mb: float, buffers_keyword: str) -> dict[str, Any]:
+    """DDP's keyword arguments for a variant (beyond the model and device_ids): the bucket size, the buffer sync
+    under the installed torch's name for it (``buffers_keyword``), and the variant's own."""
+    return {"bucket_cap_mb": bucket_cap_mb, buffers_keyword: chosen.buffer_sync, **chosen.ddp_kwargs}
+
+
+def paste_lines(chosen: Variant, keywords: Mapping[str, Any]) -> list[str]:
+    """The lines a user pastes into a training script to run this variant: the DDP call with only what differs
+    from DDP's defaults, and the hook's registration."""
+    defaults = {"bucket_cap_mb": 25.0, "broadcast_buffers": True, "forward_sync_buffers": True,
+                "gradient_as_bucket_view": False, "static_graph": False, "find_unused_parameters": False}
+    changed = [f"{key}={value!r}" for key, value in keywords.items() if defaults.get(key, object()) != value]
+    lines = [f"model = DDP(model{''.join(', ' + c for c in changed)})"]
+    if chosen.comm_hook in ("fp16", "bf16"):
+        lines = ["from torch.distributed.algorithms.ddp_comm_hooks import default_hooks", *lines,
+                 f"model.register_comm_hook(None, default_hooks.{chosen.comm_hook}_compress_hook)"]
+    elif chosen.comm_hook == "powersgd":  # measured compressing from the third step (PowerSGD's earliest)
+        lines = ["from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powerSGD", *lines,
+                 f"model.register_comm_hook(powerSGD.PowerSGDState(None, matrix_approximation_rank="
+                 f"{chosen.powersgd_rank}, start_powerSGD_iter={POWERSGD_START}), powerSGD.powerSGD_hook)"]
+    return lines
