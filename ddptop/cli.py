@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 from ddptop import __version__
 from ddptop.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, DdptopError, UsageError
+from ddptop.protocol import variants
 from ddptop.protocol.layout import PLAN_FILE, TIMELINE_FILE, run_file
 from ddptop.report import diff as diff_mod
 from ddptop.report import plots, sections, store, tables
@@ -34,7 +35,7 @@ from ddptop.telemetry.topology import format_matrix, read_topology
 # commands that run or build one, so `ddptop --help`, `diff` and `gpus` start quickly. None of them imports
 # numpy, matplotlib or torch at import time.
 
-COMMANDS = ("run", "watch", "view", "report", "diff", "plot", "gpus", "topo", "kernels", "doctor")
+COMMANDS = ("run", "tune", "watch", "view", "report", "diff", "plot", "gpus", "topo", "kernels", "doctor")
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -58,6 +59,12 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", parser_class=OneLineParser)
     run = commands.add_parser("run", help="run a scaling sweep")
     _add_run_arguments(run)
+    tune = commands.add_parser(
+        "tune", help="measure the DDP settings a user can change against DDP as written, and recommend what beats it",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="variants (--variants, default all):\n" + "\n".join(
+            f"  {v.name:24s} {v.what}" for v in variants.CATALOG.values() if v.name != variants.DEFAULT))
+    _add_run_arguments(tune)
     watch = commands.add_parser("watch", help="the TUI following a run another ddptop is writing (e.g. in sbatch)")
     watch.add_argument("run_dir", metavar="RUN_DIR")
     view = commands.add_parser("view", help="browse a saved run in the TUI: summary, tables, charts, topology")
@@ -220,6 +227,12 @@ def _ascii_if_asked(args: argparse.Namespace) -> None:
         from ddptop.tui.ascii import use_ascii  # Textual: the views only
 
         use_ascii()
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    """``ddptop run`` with the tune plan (``ddptop.run.plan._tune_options``)."""
+    args.tune = True
+    return cmd_run(args)
 
 
 def cmd_watch(args: argparse.Namespace) -> int:
@@ -416,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
         if getattr(args, "fps", 1.0) <= 0:  # run, watch and view draw frames
             raise UsageError("--fps must be positive")
         _check_fake_nvml()
-        handlers = {"run": cmd_run, "watch": cmd_watch, "view": cmd_view, "report": cmd_report, "diff": cmd_diff, "plot": cmd_plot, "gpus": cmd_gpus,
+        handlers = {"run": cmd_run, "tune": cmd_tune, "watch": cmd_watch, "view": cmd_view, "report": cmd_report, "diff": cmd_diff, "plot": cmd_plot, "gpus": cmd_gpus,
                     "topo": cmd_topo, "kernels": cmd_kernels, "doctor": cmd_doctor}
         handler = handlers[args.command]
         return handler(args)

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ddptop.analysis import communication, formulas, projection, stats
+from ddptop.protocol import variants
 
 
 class Plan(Protocol):
@@ -46,6 +47,11 @@ class Plan(Protocol):
     def internode_gbps(self) -> float: ...
 
 
+def as_written(entry: Mapping[str, Any]) -> bool:
+    """DDP as a user writes it, not one of ddptop tune's variants (``analysis.tuning`` compares those)."""
+    return (entry.get("variant") or variants.DEFAULT) == variants.DEFAULT
+
+
 def scaling_tables(
     entries: Sequence[dict[str, Any]], plan: Plan, replicates: Mapping[str, Any] | None = None
 ) -> list[dict[str, Any]]:
@@ -61,7 +67,7 @@ def scaling_tables(
             continue
         if entry["mode"] == "no_ddp":
             baselines[key] = entry
-        elif entry["mode"] == "ddp":
+        elif entry["mode"] == "ddp" and as_written(entry):
             groups.setdefault(key + (entry["bucket_cap_mb"],), []).append(entry)
     tables = []
     for (model, batch, backend, bucket_cap_mb), members in groups.items():
@@ -175,7 +181,7 @@ def batch_throughput(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     out of memory, with the 95% interval of each throughput."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for entry in entries:
-        if entry["mode"] != "ddp":
+        if entry["mode"] != "ddp" or not as_written(entry):
             continue
         key = (entry["model"], entry["world_size"], entry["backend"], entry["bucket_cap_mb"])
         groups.setdefault(key, []).append(entry)
@@ -222,7 +228,8 @@ def batch_throughput(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 def data_parallel_vs_ddp(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """DataParallel against DDP at the same N, model and batch, the comparison of "Problem 2 - Data
     Parallelism in Pytorch" and of "Benchmarking Distributed Training and Inference on NVIDIA's A6000 GPUs"."""
-    ddp = {(e["model"], e["batch_size"], e["world_size"]): e for e in entries if e["mode"] == "ddp" and e["stats"]}
+    ddp = {(e["model"], e["batch_size"], e["world_size"]): e for e in entries
+           if e["mode"] == "ddp" and e["stats"] and as_written(e)}
     rows = []
     for entry in entries:
         if entry["mode"] != "dp":

@@ -347,6 +347,7 @@ def propagate(
 # -- comparing two runs ------------------------------------------------------------------------------------
 
 SLOWER, FASTER, WITHIN_NOISE, EQUIVALENT = "slower", "faster", "within noise", "equivalent"
+NOT_COMPARABLE = "not comparable"  # one side has no steps to compare
 
 
 @dataclass(frozen=True)

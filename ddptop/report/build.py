@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any
 
-from ddptop.analysis import communication, compute, links, scaling, verdict
+from ddptop.analysis import communication, compute, links, scaling, tuning, verdict
 from ddptop.protocol.layout import (ENVIRONMENT_FILE, RUNNER_FILE, SUMMARY_JSON, TIMELINE_FILE, TOPOLOGY_FILE,
                                     node_file)
 from ddptop.protocol.marks import LaunchEnd, parse_mark
@@ -270,6 +270,9 @@ def build_summary(
             "scaling": scaling.scaling_tables(entries, session.plan, replicates),
             "batch_throughput": scaling.batch_throughput(entries),
             "dp_vs_ddp": scaling.data_parallel_vs_ddp(entries),
+            "tuning": tuning.tuning_tables(entries, replicates, {
+                state.spec.config_id: state.info["ddp_keywords"] for state in states
+                if isinstance(state.info.get("ddp_keywords"), dict)}),
             "collectives": collectives,
             "overhead": _overhead(session, entries),
             "telemetry": telemetry,

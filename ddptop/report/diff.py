@@ -23,7 +23,7 @@ DIFF_PERCENTILES = ("p50", "p75", "p95")
 IGNORED_ENVIRONMENT_KEYS = ("collected", "pid")
 IGNORED_PLAN_KEYS = ("name",)
 DEFAULT_MIN_EFFECT = 0.02  # changes smaller than 2% are not called, however sure
-NOT_COMPARABLE = "not comparable"
+NOT_COMPARABLE = "not comparable"  # as uncertainty.NOT_COMPARABLE (numpy is loaded only to compare)
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:

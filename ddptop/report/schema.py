@@ -27,7 +27,7 @@ __all__ = [
     "Communication", "DdpLogging", "Buckets", "Achieved", "WindowLoad", "RankLoad", "Validity", "Straggler",
     "StragglerEvidence", "Unconfirmed", "Flops", "Verdict", "ScalingTable", "ScalingRow", "Amdahl", "Epoch",
     "Projection", "ProjectionPoint", "BatchTable", "BatchRow", "CollectiveTable", "CollectiveRow",
-    "DpVsDdpRow", "Ceiling", "Uncertainty", "LaunchVariance", "Overhead", "LaunchRecord", "TelemetrySource",
+    "DpVsDdpRow", "TuneTable", "TuneRow", "Ceiling", "Uncertainty", "LaunchVariance", "Overhead", "LaunchRecord", "TelemetrySource",
     "NodeRecord", "NodeLaunch", "Environment", "PlanRecord",
 ]
 
@@ -377,6 +377,7 @@ class Config(Record):
     bucket_cap_mb: float | None = None
     amp: str | None = None
     channels_last: bool | None = None
+    variant: str = "default"  # the DDP variant measured (ddptop tune; ddptop.protocol.variants)
     label: str = ""
     status: str = ""
     reason: str | None = None
@@ -580,6 +581,42 @@ class DpVsDdpRow(Record):
 
 
 @dataclass(kw_only=True)
+class TuneRow(Record):
+    """One DDP variant against the default (``analysis/tuning.py``): its step time and examples/s, their
+    ratio to the default's with the interval, and what changes in the arithmetic."""
+    variant: str = ""
+    what: str = ""
+    math: str | None = None
+    config_id: str = ""
+    status: str = ""
+    reason: str | None = None
+    sec_iter: float | None = None
+    sec_iter_ci: Interval | None = None
+    ex_sec_total: float | None = None
+    ex_sec_total_ci: Interval | None = None
+    peak_memory_bytes: int | None = None
+    max_rss_bytes: int | None = None
+    step_ratio: float | None = None
+    step_ratio_ci: Interval | None = None
+    speedup: float | None = None  # examples/s over the default's
+    speedup_ci: Interval | None = None
+    verdict: str = ""
+    paste: list[str] | None = None
+
+
+@dataclass(kw_only=True)
+class TuneTable(Record):
+    """The variants of one model, batch, world size and backend, the default first, then best first."""
+    model: str = ""
+    batch_size: int = 0
+    world_size: int = 0
+    backend: str = ""
+    min_effect: float = 0.02
+    rows: list[TuneRow] = field(default_factory=list)
+    recommended: list[str] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
 class Ceiling(Record):
     """The best square matmul measured at the sweep's start, in one dtype."""
     device_name: str | None = None
@@ -724,6 +761,7 @@ class Summary(Record):
     scaling: list[ScalingTable] = field(default_factory=list)
     batch_throughput: list[BatchTable] = field(default_factory=list)
     dp_vs_ddp: list[DpVsDdpRow] = field(default_factory=list)
+    tuning: list[TuneTable] = field(default_factory=list)
     collectives: list[CollectiveTable] = field(default_factory=list)
     overhead: Overhead = field(default_factory=Overhead)
     telemetry: TelemetrySource | None = None

@@ -44,6 +44,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("environment", "Environment", None, tables.environment_markdown, always=True),
     Section("plan", "Plan", None, tables.plan_markdown, always=True),
     Section("benchmark", "Step time per configuration", tables.benchmark_block, always=True),
+    Section("tuning", "Tuning: DDP variants against the default", tables.tuning_block, on_screen=True),
     Section("scaling", "Scaling", tables.scaling_block, on_screen=True, always=True,
             screen_empty="No scaling table: no configuration finished.\n"),
     Section("communication", "Compute vs communication", tables.communication_block, on_screen=True),

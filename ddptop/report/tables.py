@@ -21,8 +21,9 @@ from ddptop.analysis.stats import PERCENTILES
 from ddptop.report.blocks import Block, Caption, Items, Lines, Note, Pairs, Part, Table, Verbatim
 from ddptop.report.schema import (Achieved, Amdahl, BatchTable, Buckets, CollectiveTable, Communication, Config,
                                   DdpLogging, PlanRecord, ScalingRow, ScalingTable, StepFigures, Straggler,
-                                  StragglerEvidence, Summary, Validity, WindowLoad)
+                                  StragglerEvidence, Summary, TuneRow, TuneTable, Validity, WindowLoad)
 from ddptop import units
+from ddptop.protocol import variants
 from ddptop.telemetry.topology import Topology, format_matrix
 
 SHOWN_PERCENTILES = ("p50", "p75", "p90", "p95")
@@ -423,6 +424,51 @@ def launches_block(summary: Summary) -> Block:
     if any(len(e.launches) > 1 for e in summary.configs):
         parts.append(Table(LAUNCH_HEADER, launch_rows(summary), first_left=True))
     return Block("Launch to launch", parts)
+
+
+TUNE_HEADER = ("variant", "sec/iter (p50)", "ex/s vs default", "verdict", "peak memory", "what changes in the maths")
+
+
+def _tune_cells(row: TuneRow) -> tuple[str, ...]:
+    speedup = ("1.00" if row.variant == variants.DEFAULT else
+               units.with_interval(row.speedup, row.speedup_ci, lambda v: units.number(v, 2, "x")))
+    verdict = row.verdict if row.status == "ok" else f"{row.status} (below)"  # the reason: "Not measured in full"
+    memory = (units.binary_bytes(row.peak_memory_bytes) if row.peak_memory_bytes is not None
+              else units.binary_bytes(row.max_rss_bytes) + " RSS" if row.max_rss_bytes is not None else units.DASH)
+    return (row.what if row.variant != variants.DEFAULT else "default: DDP as written",
+            units.with_interval(row.sec_iter, row.sec_iter_ci, units.seconds), speedup, verdict, memory,
+            row.math or "nothing")
+
+
+def tune_answer(table: TuneTable) -> list[str]:
+    """The recommendation under a tuning table: only what beats the default beyond noise, in those words."""
+    by_name = {row.variant: row for row in table.rows}
+    best = [by_name[name] for name in table.recommended if name in by_name]
+    if not best:
+        return [f"Nothing beats the default beyond noise (a change is called past ±{units.percent(table.min_effect)}"
+                "): keep DDP as written."]
+    top = best[0]
+    lines = [f"Set {top.what}: {units.with_interval(top.speedup, top.speedup_ci, lambda v: units.number(v, 2, 'x'))} "
+             "the default's examples/s."
+             + (f" It changes the arithmetic: {top.math}." if top.math else "")]
+    if len(best) > 1:
+        lines.append("Also faster beyond noise: " + "; ".join(
+            f"{row.what} {units.with_interval(row.speedup, row.speedup_ci, lambda v: units.number(v, 2, 'x'))}"
+            for row in best[1:]) + ". Each was measured alone, not together.")
+    return lines
+
+
+def tuning_block(summary: Summary) -> Block:
+    parts: list[Part] = []
+    for table in summary.tuning:
+        parts += [Caption(f"Tuning: {table.model}, batch {table.batch_size} per rank at N={table.world_size} "
+                          f"({table.backend}); each variant against DDP as written, 95% intervals"),
+                  Table(TUNE_HEADER, [_tune_cells(row) for row in table.rows], first_left=True)]
+        parts += [Note(line) for line in tune_answer(table)]
+        best = next((row for row in table.rows if table.recommended and row.variant == table.recommended[0]), None)
+        if best is not None and best.paste:
+            parts.append(Verbatim("".join(f"    {line}\n" for line in best.paste)))
+    return Block(None, parts)
 
 
 def stragglers_block(summary: Summary) -> Block:

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
 from ddptop.protocol import jsontypes
+from ddptop.protocol import variants as variants_mod
 from ddptop.protocol.launchspec import RunConfig
 from ddptop.protocol.vocab import Mode, OnFailure, Scaling
 
@@ -36,7 +37,8 @@ class ConfigSpec(RunConfig):
         unit = "G" if self.device == "cuda" else "P"
         if self.mode == Mode.DP:
             return f"DP/{self.world_size}{unit}"
-        return f"{self.nnodes}M/{self.world_size // self.nnodes}{unit}"
+        label = f"{self.nnodes}M/{self.world_size // self.nnodes}{unit}"
+        return label if self.variant == variants_mod.DEFAULT else f"{label} {self.variant}"  # ddptop tune
 
     @property
     def processes(self) -> int:
@@ -131,6 +133,8 @@ class Plan:
     rank_devices: tuple[str, ...] = ()
     per_rank_devices: bool = False
     bind_cores: bool = True  # each rank on CPUs of its own (ddptop.run.binding); plans from before it ran unbound
+    # the DDP variants measured beside each DDP configuration (ddptop tune; ddptop.protocol.variants)
+    variants: tuple[str, ...] = (variants_mod.DEFAULT,)
 
     def nodes_for(self, world_size: int) -> int:
         """Nodes a world size runs on: one while it fits a node, else full nodes of nproc_per_node ranks."""
@@ -176,6 +180,9 @@ class Plan:
                             caps = self.bucket_cap_mb if mode == Mode.DDP else self.bucket_cap_mb[:1]
                             for cap in caps:
                                 configs.append(self._config(model, batch, world_size, backend, mode, cap))
+                            if mode == Mode.DDP:
+                                configs += [self._config(model, batch, world_size, backend, mode, caps[0], name)
+                                            for name in self.variants if name != variants_mod.DEFAULT]
                 if world_size == 1 and backend == self.backends[0]:
                     configs += data_parallel
                 result.append(Launch(world_size, backend, tuple(configs), self.nodes_for(world_size)))
@@ -197,7 +204,8 @@ class Plan:
         """Every configuration once, in the order of its first launch (as round 0)."""
         return [c for launch in self._launches_once() for c in launch.configs]
 
-    def _config(self, model: str, batch: int, world_size: int, backend: str, mode: Mode, cap: float) -> ConfigSpec:
+    def _config(self, model: str, batch: int, world_size: int, backend: str, mode: Mode, cap: float,
+                variant: str = variants_mod.DEFAULT) -> ConfigSpec:
         per_rank = batch if self.scaling == Scaling.WEAK else batch // world_size
         launches = max(1, self.launches_per_config)
         nodes = 1 if mode == Mode.DP else self.nodes_for(world_size)
@@ -205,6 +213,9 @@ class Plan:
         config_id = f"{model}/{mode}/bs{per_rank}/n{world_size}{spread}/{backend}"
         if len(self.bucket_cap_mb) > 1 and mode == Mode.DDP:  # ids stay comparable across runs of one cap
             config_id += f"/bucket{cap:g}"
+        if variant != variants_mod.DEFAULT:  # the default keeps the id a sweep gives it
+            config_id += f"/{variant}"
+            cap = variants_mod.variant(variant).bucket_cap_mb or cap
         return ConfigSpec(
             config_id=config_id,
             model=model,
@@ -235,6 +246,7 @@ class Plan:
             max_warmup=self.max_warmup,
             rounds=launches,
             broadcast_buffers=self.broadcast_buffers,
+            variant=variant,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -259,6 +271,7 @@ class Plan:
         values["collectives"] = tuple(values.get("collectives", ()))
         values["inject"] = tuple(values.get("inject", ()))
         values["rank_devices"] = tuple(values.get("rank_devices", ()))
+        values["variants"] = tuple(values.get("variants", (variants_mod.DEFAULT,)))
         if values.get("gpus") is not None:
             values["gpus"] = tuple(values["gpus"])
         values["threads_per_rank"] = {int(k): int(v) for k, v in data["threads_per_rank"].items()}

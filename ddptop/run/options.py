@@ -171,6 +171,12 @@ RUN_OPTIONS: tuple[Option, ...] = (
            help="DDP without re-sending module buffers from rank 0 each step (as PyTorch's DDP benchmark runs; "
                 "default: DDP's own default, on)"),
     Option("threads_per_rank", int, group=WHAT, help="CPU threads per rank (default: usable cores / N)"),
+    Option("variants", str, is_list=True, group=WHAT,
+           help="DDP variants measured beside each DDP configuration (ddptop tune; 'ddptop tune --help' lists "
+                "them; default: DDP as written only)"),
+    Option("tune", bool, False, group=WHAT, flag="--tune", action="store_true",
+           help="the plan of ddptop tune: one model, batch and world size (the largest), every variant, no "
+                "baseline, communication analysis or collectives unless asked"),
     # -- analysis
     Option("comm_iters", int, group=ANALYSIS,
            help="steps of each communication phase per DDP configuration: no_sync() and timed buckets "

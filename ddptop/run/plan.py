@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import tomllib
 from argparse import ArgumentTypeError
+import dataclasses
 from dataclasses import fields
 from typing import Any
 
@@ -25,6 +26,7 @@ from bench_kernels.faults import FaultSpecError, parse_fault
 from ddptop.errors import DdptopError
 from ddptop.run.model import ConfigSpec, Launch, Plan
 from ddptop.run.options import AMP_DTYPES, AUTO, BACKENDS, DEVICES, OPTIONS_BY_NAME, PlanOptions, toml_types
+from ddptop.protocol import variants as variants_mod
 from ddptop.protocol.vocab import OnFailure, Scaling
 from ddptop.telemetry.inventory import Inventory, devices_for
 
@@ -94,6 +96,8 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     models = _unique(options.models or (["resnet50"] if on_gpu else ["resnet18"]))
     batch_sizes = _unique(options.batch_sizes or ([32] if on_gpu else [16]))
     one_node_sizes = default_world_sizes(devices_per_node) if on_gpu else [1, 2]
+    if options.tune:
+        options = _tune_options(options, one_node_sizes)
     nnodes = options.nnodes
     per_node = _ranks_per_node(nnodes, options.nproc_per_node, on_gpu, devices_per_node) or max(one_node_sizes)
     world_sizes = _unique(options.world_sizes or _spanning_world_sizes(one_node_sizes, per_node, nnodes))
@@ -145,10 +149,39 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         nproc_per_node=per_node if nnodes > 1 else 0,
         rank_devices=rank_devices,
         per_rank_devices=per_rank_devices,
+        variants=_resolve_variants(options.variants),
     )
     # Every other field of the plan is the option as given (num_classes, amp, the cost weights, ...).
     kept = {f.name: getattr(options, f.name) for f in fields(Plan) if f.name not in resolved}
     return Plan(**resolved, **kept)
+
+
+def _tune_options(options: PlanOptions, one_node_sizes: list[int]) -> PlanOptions:
+    """ddptop tune's plan: the default (or given) model and batch at the largest world size of the node (or
+    the one given), every variant of the catalog unless some are named; no no-DDP baseline, and no
+    communication analysis or collective benchmark unless asked (they time the default DDP, not a variant)."""
+    return dataclasses.replace(
+        options,
+        models=(options.models or [])[:1] or None,
+        batch_sizes=(options.batch_sizes or [])[:1] or None,
+        world_sizes=options.world_sizes or [max(one_node_sizes)],
+        baseline=False,
+        comm_iters=0 if options.comm_iters is None else options.comm_iters,
+        collectives=[] if options.collectives is None else options.collectives,
+        variants=options.variants or list(variants_mod.DEFAULT_TUNE),
+        name=options.name or "tune",
+    )
+
+
+def _resolve_variants(names: list[str] | None) -> tuple[str, ...]:
+    """The DDP variants to measure, the default first; an unknown name is one line listing the known."""
+    chosen = [variants_mod.DEFAULT]
+    for name in names or ():
+        if name not in variants_mod.CATALOG:
+            raise PlanError(f"--variants: unknown variant {name!r} (known: {', '.join(variants_mod.CATALOG)})")
+        if name not in chosen:
+            chosen.append(name)
+    return tuple(chosen)
 
 
 def _resolve_device(device: str, inventory: Inventory) -> str:

@@ -1,0 +1,94 @@
+"""ddptop tune's answer: each DDP variant against DDP as written, with the interval of the ratio, ranked.
+
+A variant is one configuration of the sweep (``ddptop.protocol.variants``), measured in the same launches as
+the default, interleaved (the plan rotates the configurations of a launch). Its step time is compared with
+the default's as a ratio of the pooled medians, from the same two-level replicates as every other figure of
+the summary (``analysis.intervals``: each launch bootstrapped, the launch-to-launch variance pooled over the
+sweep), so a ratio carries the offsets between launches. A variant is called faster or slower only when the
+ratio's interval lies beyond ``min_effect`` (``uncertainty.verdict``), and only a faster one is recommended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ddptop.analysis import uncertainty
+from ddptop.protocol import variants as catalog
+from ddptop.protocol.vocab import Mode
+
+DEFAULT_MIN_EFFECT = 0.02  # as ddptop diff: a change smaller than 2% is not called, however sure
+
+
+def _group_key(entry: Mapping[str, Any]) -> tuple:
+    return entry["model"], entry["batch_size"], entry["world_size"], entry["backend"]
+
+
+def _inverse(interval: list[float] | None) -> list[float] | None:
+    """The interval of 1/x from x's (both ends positive)."""
+    return [1 / interval[1], 1 / interval[0]] if interval and interval[0] > 0 else None
+
+
+def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None) -> dict[str, Any]:
+    chosen = catalog.variant(entry.get("variant") or catalog.DEFAULT)
+    stats = entry.get("stats") or {}
+    return {
+        "variant": chosen.name,
+        "what": chosen.what,
+        "math": chosen.math,
+        "config_id": entry["config_id"],
+        "status": entry["status"],
+        "reason": entry.get("reason"),
+        "sec_iter": (stats.get("sec_iter") or {}).get("p50"),
+        "sec_iter_ci": stats.get("p50_ci"),
+        "ex_sec_total": (stats.get("ex_sec_total") or {}).get("p50"),
+        "ex_sec_total_ci": stats.get("ex_sec_total_p50_ci"),
+        "peak_memory_bytes": entry.get("peak_memory_bytes"),
+        "max_rss_bytes": entry.get("max_rss_bytes"),
+        "step_ratio": None, "step_ratio_ci": None, "speedup": None, "speedup_ci": None,
+        "verdict": uncertainty.NOT_COMPARABLE if chosen.name != catalog.DEFAULT else "the default",
+        "paste": catalog.paste_lines(chosen, keywords) if keywords else None,
+    }
+
+
+def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str, np.ndarray],
+                  keywords: Mapping[str, Mapping[str, Any]], min_effect: float = DEFAULT_MIN_EFFECT,
+                  ) -> list[dict[str, Any]]:
+    """One table per model, batch, world size and backend that has variants: the default first, then each
+    variant by its examples/s against the default's (best first), and the recommendation. ``replicates``:
+    the two-level replicates of each configuration's p50 (``intervals.add_step_intervals``); ``keywords``:
+    the DDP keywords each configuration's ranks passed (their config_start), for the lines to paste."""
+    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    for entry in entries:
+        if entry["mode"] == Mode.DDP:
+            groups.setdefault(_group_key(entry), []).append(entry)
+    tables = []
+    for (model, batch, world_size, backend), members in groups.items():
+        default = next((e for e in members if (e.get("variant") or catalog.DEFAULT) == catalog.DEFAULT), None)
+        others = [e for e in members if e is not default]
+        if default is None or not others:
+            continue
+        base = _row(default, keywords.get(default["config_id"]))
+        rows = [_compare(_row(e, keywords.get(e["config_id"])), base, replicates, min_effect) for e in others]
+        rows.sort(key=lambda r: (r["speedup"] is None, -(r["speedup"] or 0.0)))
+        tables.append({
+            "model": model, "batch_size": batch, "world_size": world_size, "backend": backend,
+            "min_effect": min_effect, "rows": [base, *rows],
+            "recommended": [r["variant"] for r in rows if r["verdict"] == uncertainty.FASTER],
+        })
+    return tables
+
+
+def _compare(row: dict[str, Any], base: dict[str, Any], replicates: Mapping[str, np.ndarray],
+             min_effect: float) -> dict[str, Any]:
+    """The variant's step time over the default's, with its interval and the verdict; examples/s is its
+    inverse (both measure the same global batch)."""
+    ours, theirs = replicates.get(row["config_id"]), replicates.get(base["config_id"])
+    if ours is None or theirs is None or not row["sec_iter"] or not base["sec_iter"]:
+        return row
+    ratio = uncertainty.propagate(lambda d, v: v / d, theirs, ours, value=row["sec_iter"] / base["sec_iter"])
+    row.update(step_ratio=ratio.value, step_ratio_ci=ratio.to_ci(), speedup=1 / ratio.value,
+               speedup_ci=_inverse(ratio.to_ci()), verdict=uncertainty.verdict(ratio, min_effect))
+    return row

@@ -1,0 +1,141 @@
+"""ddptop tune: DDP variants measured against DDP as written, ranked by the interval of their ratio, and a
+recommendation only where one beats the default beyond noise."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+from ddptop.analysis import tuning, uncertainty
+from ddptop.protocol import variants
+from ddptop.report import sections
+from ddptop.report.schema import Summary, TuneTable
+from ddptop.run.options import PlanOptions
+from ddptop.run.plan import PlanError, build_plan
+from ddptop.telemetry.inventory import Inventory
+from tests.conftest import ddptop
+
+CPU = Inventory(problem="no GPU")
+
+
+# -- the plan ---------------------------------------------------------------------------------------------------
+
+def test_the_tune_plan_is_one_model_batch_and_the_largest_world_size_with_every_variant() -> None:
+    plan = build_plan(PlanOptions(tune=True), CPU, cpu_count=2)
+    assert plan.world_sizes == (2,) and len(plan.models) == 1 and len(plan.batch_sizes) == 1
+    assert not plan.baseline and plan.comm_iters == 0 and plan.collectives == ()
+    assert plan.variants == tuple(variants.CATALOG)
+    configs = plan.configs()
+    assert [c.variant for c in configs] == list(variants.CATALOG)
+    default, *others = configs
+    assert default.config_id == "resnet18/ddp/bs16/n2/gloo" and default.label == "1M/2P"  # as a sweep names it
+    assert {c.config_id.rsplit("/", 1)[1] for c in others} == set(variants.CATALOG) - {variants.DEFAULT}
+    bucket = next(c for c in configs if c.variant == "bucket_cap_mb_50")
+    assert bucket.bucket_cap_mb == 50 and bucket.label == "1M/2P bucket_cap_mb_50"
+    # all of them in each launch, their order rotated from one launch to the next
+    first, second, _ = plan.launches()
+    assert [c.variant for c in second.configs] == [c.variant for c in first.configs][1:] + [first.configs[0].variant]
+
+
+def test_named_variants_come_after_the_default_and_an_unknown_one_is_refused_in_one_line() -> None:
+    plan = build_plan(PlanOptions(tune=True, variants=["static_graph", "static_graph"]), CPU, cpu_count=2)
+    assert plan.variants == ("default", "static_graph")
+    with pytest.raises(PlanError, match=r"^--variants: unknown variant 'static' \(known: default, "):
+        build_plan(PlanOptions(tune=True, variants=["static"]), CPU, cpu_count=2)
+
+
+def test_the_lines_to_paste_name_only_what_differs_from_ddp_defaults() -> None:
+    keywords = {"bucket_cap_mb": 25.0, "forward_sync_buffers": True, "static_graph": True}
+    assert variants.paste_lines(variants.variant("static_graph"), keywords) == ["model = DDP(model, static_graph=True)"]
+    hook = variants.paste_lines(variants.variant("powersgd_rank4"), {"bucket_cap_mb": 25.0})
+    assert hook[0].startswith("from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook")
+    assert hook[1] == "model = DDP(model)" and "matrix_approximation_rank=4, start_powerSGD_iter=2" in hook[2]
+    bucket = variants.paste_lines(variants.variant("bucket_cap_mb_50"), {"bucket_cap_mb": 50.0, "broadcast_buffers": False})
+    assert bucket == ["model = DDP(model, bucket_cap_mb=50.0, broadcast_buffers=False)"]
+
+
+# -- the ranking ------------------------------------------------------------------------------------------------
+
+def _entry(variant: str, p50: float) -> dict:
+    suffix = "" if variant == variants.DEFAULT else f"/{variant}"
+    return {"config_id": f"m/ddp/bs8/n2/gloo{suffix}", "model": "m", "mode": "ddp", "batch_size": 8, "world_size": 2,
+            "backend": "gloo", "variant": variant, "status": "ok", "peak_memory_bytes": None, "max_rss_bytes": 1,
+            "stats": {"sec_iter": {"p50": p50}, "p50_ci": [0.98 * p50, 1.02 * p50], "ex_sec_total": {"p50": 16 / p50}}}
+
+
+def _replicates(p50: float, spread: float, seed: int) -> np.ndarray:
+    return p50 * np.exp(spread * np.random.default_rng(seed).standard_normal(uncertainty.RESAMPLES))
+
+
+def test_a_variant_is_recommended_only_when_its_interval_clears_the_default() -> None:
+    entries = [_entry("default", 0.100), _entry("static_graph", 0.080), _entry("gradient_as_bucket_view", 0.099),
+               _entry("fp16_compress_hook", 0.130)]
+    replicates = {e["config_id"]: _replicates(e["stats"]["sec_iter"]["p50"], 0.01, i) for i, e in enumerate(entries)}
+    (table,) = tuning.tuning_tables(entries, replicates, {})
+    rows = {r["variant"]: r for r in table["rows"]}
+    assert [r["variant"] for r in table["rows"]] == ["default", "static_graph", "gradient_as_bucket_view",
+                                                     "fp16_compress_hook"]  # the default, then best first
+    assert rows["static_graph"]["verdict"] == "faster" and rows["static_graph"]["speedup"] == pytest.approx(1.25)
+    low, high = rows["static_graph"]["speedup_ci"]
+    assert 1.02 < low < 1.25 < high
+    assert rows["gradient_as_bucket_view"]["verdict"] in ("within noise", "equivalent")
+    assert rows["fp16_compress_hook"]["verdict"] == "slower"
+    assert table["recommended"] == ["static_graph"]
+    text = sections.text_of("tuning", Summary.from_json({"tuning": [table]}))
+    assert "Set static_graph=True: 1.25x (" in text and "the default's examples/s" in text
+    assert "gradients are sent as fp16" in text  # what changes in the maths, beside its figure
+
+
+def test_where_nothing_clears_the_default_it_says_so_in_those_words() -> None:
+    entries = [_entry("default", 0.100), _entry("static_graph", 0.099)]
+    replicates = {e["config_id"]: _replicates(e["stats"]["sec_iter"]["p50"], 0.05, i) for i, e in enumerate(entries)}
+    (table,) = tuning.tuning_tables(entries, replicates, {})
+    assert table["recommended"] == []
+    said = " ".join(tables_lines := sections.text_of("tuning", Summary.from_json({"tuning": [table]})).split())
+    assert "Nothing beats the default beyond noise" in said and "keep DDP as written" in said, tables_lines
+    assert TuneTable.from_json(table).rows[1].verdict == "within noise"
+
+
+def test_a_variant_without_steps_is_not_comparable_and_a_sweep_without_variants_has_no_table() -> None:
+    failed = _entry("static_graph", 0.1)
+    failed.update(status="failed", stats=None)
+    (table,) = tuning.tuning_tables([_entry("default", 0.1), failed], {}, {})
+    assert table["rows"][1]["verdict"] == "not comparable" and table["recommended"] == []
+    assert tuning.tuning_tables([_entry("default", 0.1)], {}, {}) == []
+
+
+# -- a real tune on the CPU ---------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_tune_ranks_real_variants_and_a_slowed_one_below_the_default(tmp_path) -> None:
+    """Four variants of a tiny model at N=2 on gloo, in two launches: the hooks and static_graph run for real;
+    bucket_cap_mb_10 is slowed threefold on purpose (--inject), and must come out slower beyond noise and
+    never be recommended."""
+    run_dir = str(tmp_path / "tune")
+    slowed = "bucket_cap_mb_10"
+    done = ddptop("tune", "--headless", "--out", run_dir, "--models", "tests.tiny_models:tiny_cnn", "--batch-sizes",
+                  "8", "--image-size", "32", "--launches", "2", "--warmup", "3", "--iters", "30", "--variants",
+                  f"static_graph,fp16_compress_hook,powersgd_rank1,{slowed}",
+                  "--inject", f"slow:rank=0:factor=3:config={slowed}", "--inject", f"slow:rank=1:factor=3:config={slowed}")
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
+        summary = json.load(handle)
+    (table,) = summary["tuning"]
+    rows = {r["variant"]: r for r in table["rows"]}
+    assert list(rows) [0] == "default" and set(rows) == {"default", "static_graph", "fp16_compress_hook",
+                                                         "powersgd_rank1", slowed}
+    assert all(r["status"] == "ok" for r in rows.values()), [(r["variant"], r["reason"]) for r in rows.values()]
+    assert rows[slowed]["verdict"] == "slower" and rows[slowed]["speedup_ci"][1] < 0.98
+    assert list(rows)[-1] == slowed  # ranked last
+    assert slowed not in table["recommended"]
+    for name in table["recommended"]:  # whatever is recommended cleared the default beyond the margin
+        assert rows[name]["speedup_ci"][0] > 1 + table["min_effect"]
+    assert rows["static_graph"]["paste"] == ["model = DDP(model, static_graph=True)"]
+    assert "fp16_compress_hook" in rows["fp16_compress_hook"]["paste"][-1]
+    assert "Tuning: tests.tiny_models:tiny_cnn, batch 8 per rank at N=2 (gloo)" in done.stdout
+    # the scaling table is DDP as written alone: one row, not one per variant
+    (scaling,) = summary["scaling"]
+    assert [r["config_id"] for r in scaling["rows"]] == ["tests.tiny_models:tiny_cnn/ddp/bs8/n2/gloo"]
