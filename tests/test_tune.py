@@ -111,13 +111,14 @@ def test_a_variant_without_steps_is_not_comparable_and_a_sweep_without_variants_
 
 @pytest.mark.slow
 def test_tune_ranks_real_variants_and_a_slowed_one_below_the_default(tmp_path) -> None:
-    """Four variants of a tiny model at N=2 on gloo, in two launches: the hooks and static_graph run for real;
-    bucket_cap_mb_10 is slowed threefold on purpose (--inject), and must come out slower beyond noise and
-    never be recommended."""
+    """Four variants of a tiny model at N=2 on gloo, in three launches: the hooks and static_graph run for real;
+    bucket_cap_mb_10 is slowed threefold on purpose (--inject), and must come out slower beyond noise, be
+    dropped after its second launch (the first at which the launch-to-launch spread is known) and never be
+    recommended."""
     run_dir = str(tmp_path / "tune")
     slowed = "bucket_cap_mb_10"
     done = ddptop("tune", "--headless", "--out", run_dir, "--models", "tests.tiny_models:tiny_cnn", "--batch-sizes",
-                  "8", "--image-size", "32", "--launches", "2", "--warmup", "3", "--iters", "30", "--variants",
+                  "8", "--image-size", "32", "--launches", "3", "--warmup", "3", "--iters", "30", "--variants",
                   f"static_graph,fp16_compress_hook,powersgd_rank1,{slowed}",
                   "--inject", f"slow:rank=0:factor=3:config={slowed}", "--inject", f"slow:rank=1:factor=3:config={slowed}")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -130,6 +131,9 @@ def test_tune_ranks_real_variants_and_a_slowed_one_below_the_default(tmp_path) -
     assert all(r["status"] == "ok" for r in rows.values()), [(r["variant"], r["reason"]) for r in rows.values()]
     assert rows[slowed]["verdict"] == "slower" and rows[slowed]["speedup_ci"][1] < 0.98
     assert list(rows)[-1] == slowed  # ranked last
+    assert rows[slowed]["reason"].startswith("dropped after 2 of 3 launches: slower than DDP as written beyond noise")
+    launches_of = {c["config_id"]: c["launches"] for c in summary["configs"]}
+    assert len(launches_of[rows[slowed]["config_id"]]) == 2 and len(launches_of[rows["default"]["config_id"]]) == 3
     assert slowed not in table["recommended"]
     for name in table["recommended"]:  # whatever is recommended cleared the default beyond the margin
         assert rows[name]["speedup_ci"][0] > 1 + table["min_effect"]
@@ -139,3 +143,16 @@ def test_tune_ranks_real_variants_and_a_slowed_one_below_the_default(tmp_path) -
     # the scaling table is DDP as written alone: one row, not one per variant
     (scaling,) = summary["scaling"]
     assert [r["config_id"] for r in scaling["rows"]] == ["tests.tiny_models:tiny_cnn/ddp/bs8/n2/gloo"]
+
+
+def test_the_search_drops_a_variant_only_once_the_launch_spread_is_known_and_only_if_slower() -> None:
+    rng = np.random.default_rng(3)
+
+    def launches(p50: float, count: int) -> dict:
+        return {f"l{j}": {0: list(p50 * (1 + 0.01 * rng.standard_normal(40)))} for j in range(count)}
+
+    one = {"d": launches(0.10, 1), "slow": launches(0.20, 1), "same": launches(0.10, 1)}
+    assert tuning.slower_so_far(one, "d") == {}  # one launch each: an offset between launches could pose as it
+    two = {"d": launches(0.10, 2), "slow": launches(0.20, 2), "same": launches(0.10, 2)}
+    found = tuning.slower_so_far(two, "d")
+    assert set(found) == {"slow"} and found["slow"].value == pytest.approx(2.0, rel=0.05)

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ddptop.analysis import uncertainty
+from ddptop.analysis import launches, uncertainty
 from ddptop.protocol import variants as catalog
 from ddptop.protocol.vocab import Mode
 
@@ -92,3 +92,26 @@ def _compare(row: dict[str, Any], base: dict[str, Any], replicates: Mapping[str,
     row.update(step_ratio=ratio.value, step_ratio_ci=ratio.to_ci(), speedup=1 / ratio.value,
                speedup_ci=_inverse(ratio.to_ci()), verdict=uncertainty.verdict(ratio, min_effect))
     return row
+
+
+def slower_so_far(units: Mapping[str, Mapping[str, Mapping[int, Sequence[float]]]], default_id: str,
+                  min_effect: float = DEFAULT_MIN_EFFECT) -> dict[str, uncertainty.Estimate]:
+    """The variants already slower than the default beyond noise, with their step-time ratio, from the launches
+    measured so far (``units``: configuration id -> launch -> rank -> steps). Only once the launch-to-launch
+    variance can be estimated (two launches of a configuration or more): within one launch, an offset
+    between launches would pass for a slower variant. The search drops these before their next launch."""
+    fitted = [launches.config_launches(config_id, found) for config_id, found in units.items() if found]
+    variance, replicates = launches.estimates(fitted)
+    base = replicates.get(default_id)
+    if not variance.estimated or base is None:
+        return {}
+    centres = {c.config_id: c.centre for c in fitted}
+    slower = {}
+    for config_id, ours in replicates.items():
+        if config_id == default_id:
+            continue
+        ratio = uncertainty.propagate(lambda d, v: v / d, base, ours,
+                                      value=centres[config_id] / centres[default_id])
+        if uncertainty.verdict(ratio, min_effect) == uncertainty.SLOWER:
+            slower[config_id] = ratio
+    return slower

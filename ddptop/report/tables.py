@@ -433,6 +433,8 @@ def _tune_cells(row: TuneRow) -> tuple[str, ...]:
     speedup = ("1.00" if row.variant == variants.DEFAULT else
                units.with_interval(row.speedup, row.speedup_ci, lambda v: units.number(v, 2, "x")))
     verdict = row.verdict if row.status == "ok" else f"{row.status} (below)"  # the reason: "Not measured in full"
+    if row.status == "ok" and row.reason:  # dropped by the search: after how many launches
+        verdict += f", {row.reason.partition(':')[0]}"
     memory = (units.binary_bytes(row.peak_memory_bytes) if row.peak_memory_bytes is not None
               else units.binary_bytes(row.max_rss_bytes) + " RSS" if row.max_rss_bytes is not None else units.DASH)
     return (row.what if row.variant != variants.DEFAULT else "default: DDP as written",

@@ -20,7 +20,7 @@ from ddptop.run.cluster import Cluster
 from ddptop.run.follower import END_GRACE
 from ddptop.run.launcher import NodePlacement, TorchrunLaunch, describe_exit
 from ddptop.run.model import ConfigSpec, Launch, Plan
-from ddptop.protocol import layout
+from ddptop.protocol import layout, variants
 from ddptop.protocol.launchspec import CollectiveSpec, LaunchSpec, RunConfig
 from ddptop.protocol.marks import ConfigEnd, LaunchEnd, LaunchStart, SweepEnd, parse_mark
 from ddptop.protocol.vocab import ENDED, FAILED, OnFailure, Status, SweepStatus
@@ -121,6 +121,7 @@ class SweepRunner:
         self.stop_reason = "sweep stopped"
         self.storage_stop: str | None = None  # the run directory went away or read-only: why the sweep stopped
         self._run_dir_id = _identity(session.run_dir)
+        self.dropped: dict[str, str] = {}  # ddptop tune: variants dropped as slower than the default, and why
 
     # -- commands from frontends (any thread) ---------------------------------------------------------------
     def request_stop(self) -> None:
@@ -141,11 +142,16 @@ class SweepRunner:
                 for launch in launches():
                     if self._stop.is_set():
                         break
+                    launch = replace(launch, configs=tuple(c for c in launch.configs if c.config_id not in self.dropped))
+                    if not launch.configs:
+                        continue
                     try:
                         self._run_launch(launch)
                     except OSError as exc:  # a launch's own files (its directory, launch.json) cannot be written
                         self._stop_for_storage(rundir.describe_os_error(exc, exc.filename or self.session.run_dir))
                         break
+                    if len(self.plan.variants) > 1 and launch.replicate >= 1:
+                        self._drop_slower_variants(launch)
         finally:
             if self.current is not None:  # an exception mid-launch: leave no process behind
                 self.current.stop(self.stop_grace)
@@ -243,6 +249,32 @@ class SweepRunner:
                     self._mark(ConfigEnd(config.config_id, Status.FAILED, reason, log_tail=tail))
                 remaining = []
             attempt += 1
+
+    def _drop_slower_variants(self, launch: Launch) -> None:
+        """ddptop tune's successive halving: after a configuration's second launch or later, a variant that is
+        already slower than DDP as written beyond noise (``analysis.tuning.slower_so_far``) gets no further
+        launch; it ends ok, its steps kept, and the reason says after how many launches it was dropped."""
+        from ddptop.analysis import launches as launch_model, tuning  # numpy: only a tune's runner needs it
+
+        default = next((c for c in launch.configs if c.variant == variants.DEFAULT), None)
+        if default is None:
+            return
+        units = {}
+        for config in launch.configs:
+            state = self.session.configs[config.config_id]
+            with self.session.lock:
+                samples = {rank: list(values) for rank, values in state.samples.items() if values}
+                labels = state.launches_of_steps()
+            units[config.config_id] = launch_model.split_by_launch(samples, labels)
+        for config_id, ratio in tuning.slower_so_far(units, default.config_id).items():
+            state = self.session.configs[config_id]
+            if state.status in ENDED:
+                continue
+            done = len(units[config_id])
+            self.dropped[config_id] = (f"dropped after {done} of {state.spec.rounds} launches: slower than DDP as "
+                                       f"written beyond noise (step time {ratio.value:.2f}x, "
+                                       f"{ratio.low:.2f}-{ratio.high:.2f})")
+            self._mark(ConfigEnd(config_id, Status.OK, self.dropped[config_id]))
 
     def _repeats_of_disturbed(self) -> list[Launch]:
         """One more launch for each configuration that ended well but had a launch measured while the node was
