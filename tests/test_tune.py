@@ -16,7 +16,8 @@ from ddptop.report.schema import Summary, TuneTable
 from ddptop.run.options import PlanOptions
 from ddptop.run.plan import PlanError, build_plan
 from ddptop.telemetry.inventory import Inventory
-from tests.conftest import ddptop
+from tests.conftest import REPO, ddptop
+from tests.test_watch import opened_on_summary
 
 CPU = Inventory(problem="no GPU")
 
@@ -112,7 +113,7 @@ def test_a_variant_without_steps_is_not_comparable_and_a_sweep_without_variants_
 @pytest.mark.slow
 def test_tune_ranks_real_variants_and_a_slowed_one_below_the_default(tmp_path) -> None:
     """Four variants of a tiny model at N=2 on gloo, in three launches: the hooks and static_graph run for real;
-    bucket_cap_mb_10 is slowed threefold on purpose (--inject), and must come out slower beyond noise, be
+    bucket_cap_mb_10 is slowed sixfold on purpose (--inject), and must come out slower beyond noise, be
     dropped after its second launch (the first at which the launch-to-launch spread is known) and never be
     recommended."""
     run_dir = str(tmp_path / "tune")
@@ -120,7 +121,7 @@ def test_tune_ranks_real_variants_and_a_slowed_one_below_the_default(tmp_path) -
     done = ddptop("tune", "--headless", "--out", run_dir, "--models", "tests.tiny_models:tiny_cnn", "--batch-sizes",
                   "8", "--image-size", "32", "--launches", "3", "--warmup", "3", "--iters", "30", "--variants",
                   f"static_graph,fp16_compress_hook,powersgd_rank1,{slowed}",
-                  "--inject", f"slow:rank=0:factor=3:config={slowed}", "--inject", f"slow:rank=1:factor=3:config={slowed}")
+                  "--inject", f"slow:rank=0:factor=6:config={slowed}", "--inject", f"slow:rank=1:factor=6:config={slowed}")
     assert done.returncode == 0, done.stderr[-2000:]
     with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
         summary = json.load(handle)
@@ -140,6 +141,16 @@ def test_tune_ranks_real_variants_and_a_slowed_one_below_the_default(tmp_path) -
     assert rows["static_graph"]["paste"] == ["model = DDP(model, static_graph=True)"]
     assert "fp16_compress_hook" in rows["fp16_compress_hook"]["paste"][-1]
     assert "Tuning: tests.tiny_models:tiny_cnn, batch 8 per rank at N=2 (gloo)" in done.stdout
+    # the live view's Tune tab: the default first, the dropped variant said as such
+    async def tune_tab(app, pilot):
+        await pilot.press("5")
+        await pilot.pause()
+        panel = app.query_one("#tune")
+        return [(panel.get_cell(row, "variant"), str(panel.get_cell(row, "status"))) for row in panel.rows]
+
+    text, standing = opened_on_summary(run_dir, "now", tune_tab)
+    assert "Tuning: tests.tiny_models:tiny_cnn" in text and standing[0] == ("default", "ok")
+    assert (slowed, "dropped") in standing and len(standing) == 5
     # the scaling table is DDP as written alone: one row, not one per variant
     (scaling,) = summary["scaling"]
     assert [r["config_id"] for r in scaling["rows"]] == ["tests.tiny_models:tiny_cnn/ddp/bs8/n2/gloo"]
@@ -156,3 +167,13 @@ def test_the_search_drops_a_variant_only_once_the_launch_spread_is_known_and_onl
     two = {"d": launches(0.10, 2), "slow": launches(0.20, 2), "same": launches(0.10, 2)}
     found = tuning.slower_so_far(two, "d")
     assert set(found) == {"slow"} and found["slow"].value == pytest.approx(2.0, rel=0.05)
+
+
+def test_a_sweep_without_variants_has_no_tune_tab() -> None:
+    async def tabs(app, pilot):
+        await pilot.press("5")  # no such tab: nothing happens
+        await pilot.pause()
+        return [str(pane.id) for pane in app.query("TabPane")], app.query_one("TabbedContent").active
+
+    _, (panes, active) = opened_on_summary(os.path.join(REPO, "tests", "data", "recorded-run"), "now", tabs)
+    assert "tune-tab" not in panes and active == "overview"

@@ -644,6 +644,7 @@ def _config_snapshot(state: ConfigState, analysing: bool = False) -> ConfigSnaps
         analysing=analysing,
         launches_measured=min(state.rounds_ended.get(rank, 0) for rank in range(spec.processes)),
         launches_planned=max(1, spec.rounds),
+        variant=spec.variant,
     )
     state._snapshot_cache = (key, snapshot)
     return snapshot

@@ -109,6 +109,7 @@ class ConfigSnapshot:
     analysing: bool = False  # ended well; its communication analysis (no_sync and hooked steps) runs now
     launches_measured: int = 0  # of its planned launches, those every rank ended well (before its last)
     launches_planned: int = 1
+    variant: str = "default"  # the DDP variant it measures (ddptop tune)
 
     @property
     def heading(self) -> str:

@@ -35,20 +35,22 @@ from ddptop.run.snapshot import FINAL_PHASES, RunSnapshot
 from ddptop.telemetry.topology import format_matrix
 from ddptop.tui import ascii
 from ddptop.tui import format as fmt
-from ddptop.tui.panels import ConfigTable, GpuTable, HostLine, LogPanel, RankTable, StatusLine, StepChart
+from ddptop.tui.panels import (ConfigTable, GpuTable, HostLine, LogPanel, RankTable, StatusLine, StepChart,
+                               TunePanel)
 from ddptop.tui.lines import LineTable
 from ddptop.tui.screens import HelpScreen, SummaryScreen
 
 # Until the telemetry's first reading is in (the monitor starts with the app), frames come this often, for
 # this long: the first useful frame should not wait a whole frame period for it.
 FIRST_READING_POLL, FIRST_READING_WAIT = 0.03, 3.0
-TAB_OF_PANEL = {"overview": "overview", "ranks": "ranks-tab", "topology": "topology-tab", "logs": "logs-tab"}
+TAB_OF_PANEL = {"overview": "overview", "ranks": "ranks-tab", "topology": "topology-tab", "logs": "logs-tab",
+                "tune": "tune-tab"}
 PANELS = tuple(TAB_OF_PANEL)
 # The panels each tab shows, drawn only while it is the active tab: a hidden widget that asks to be redrawn
 # makes Textual rebuild its map of every widget at the next frame (half the view's compositing cost).
 TAB_WIDGETS: dict[str, tuple[type, ...]] = {
     "overview": (GpuTable, HostLine, ConfigTable, StepChart), "ranks-tab": (RankTable,), "topology-tab": (),
-    "logs-tab": (LogPanel,),
+    "logs-tab": (LogPanel,), "tune-tab": (TunePanel,),
 }
 PANEL_KINDS = tuple(kind for kinds in TAB_WIDGETS.values() for kind in kinds)
 SHUTDOWN_GRACE = 10.0  # seconds Textual gets to restore the terminal after a signal, once the summary is saved
@@ -145,6 +147,7 @@ class DdptopApp(AsciiAwareApp):
         Binding("2", "panel('ranks')", "Ranks", show=False),
         Binding("3", "panel('topology')", "Topology", show=False),
         Binding("4", "panel('logs')", "Logs", show=False),
+        Binding("5", "panel('tune')", "Tune (ddptop tune)", show=False),
         Binding("question_mark,f1", "help", "Help", key_display="?"),
     ]
 
@@ -201,6 +204,11 @@ class DdptopApp(AsciiAwareApp):
                     yield Static(fmt.ascii_of(text) if fmt.ASCII else text, id="topology")
             with TabPane("4 Logs", id="logs-tab"):
                 yield LogPanel(id="logs-view")
+            if len(self.control.session.plan.variants) > 1:  # ddptop tune: the variants' standing so far
+                with TabPane("5 Tune", id="tune-tab"):
+                    yield Static("Median step so far against DDP as written (point figures: the 95% intervals "
+                                 "and the verdicts come with the summary)", classes="tune-note")
+                    yield TunePanel(id="tune")
         yield Footer()
 
     def on_mount(self) -> None:
@@ -296,7 +304,8 @@ class DdptopApp(AsciiAwareApp):
     def show_snapshot(self, snapshot: RunSnapshot) -> None:
         self.last_snapshot = snapshot
         if self._panels is None:  # looked up once: a DOM query per panel per frame shows in the view's cost
-            self._panels = {kind: self.query_one(kind) for kind in (StatusLine, TabbedContent, *PANEL_KINDS)}
+            self._panels = {kind: found for kind in (StatusLine, TabbedContent, *PANEL_KINDS)
+                            for found in self.query(kind).results()}  # the Tune tab only in a tune
         self._panels[StatusLine].update_from(snapshot, self.paused)
         for kind in TAB_WIDGETS[self._panels[TabbedContent].active]:
             self._panels[kind].update_from(snapshot)
@@ -402,7 +411,9 @@ class DdptopApp(AsciiAwareApp):
         self.notify(f"Screenshot: {display_path(path)}")
 
     def action_panel(self, panel: str) -> None:
-        self.query_one(TabbedContent).active = TAB_OF_PANEL[panel]
+        tabs = self.query_one(TabbedContent)
+        if tabs.query(f"#{TAB_OF_PANEL[panel]}"):  # the Tune tab is there in a tune only
+            tabs.active = TAB_OF_PANEL[panel]
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.BINDINGS))

@@ -7,5 +7,6 @@ from ddptop.tui.panels.gpus import GpuTable, HostLine
 from ddptop.tui.panels.logs import LogPanel
 from ddptop.tui.panels.ranks import RankTable
 from ddptop.tui.panels.status import StatusLine
+from ddptop.tui.panels.tune import TunePanel
 
-__all__ = ["ConfigTable", "GpuTable", "HostLine", "LogPanel", "RankTable", "StatusLine", "StepChart"]
+__all__ = ["ConfigTable", "GpuTable", "HostLine", "LogPanel", "RankTable", "StatusLine", "StepChart", "TunePanel"]
