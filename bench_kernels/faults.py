@@ -57,6 +57,9 @@ class Fault:
         return self.kind in STEP_KINDS
 
     def matches(self, config_id: str, rank: int) -> bool:
+        """The rank, and a configuration whose id holds ``config`` (ends with it, when it ends with "$")."""
+        if self.config.endswith("$"):
+            return rank == self.rank and config_id.endswith(self.config[:-1])
         return rank == self.rank and self.config in config_id
 
 

@@ -177,3 +177,47 @@ def test_a_sweep_without_variants_has_no_tune_tab() -> None:
 
     _, (panes, active) = opened_on_summary(os.path.join(REPO, "tests", "data", "recorded-run"), "now", tabs)
     assert "tune-tab" not in panes and active == "overview"
+
+
+@pytest.mark.slow
+def test_the_faster_variants_are_measured_together_against_ddp_as_written_again(tmp_path) -> None:
+    """DDP as written slowed fourfold on purpose (--inject, its id alone: "...gloo$"), so that both variants
+    come out faster; the search then sets them together and measures that against DDP as written once more
+    (not slowed) in two fresh launches of their own: the combination's ratio is taken against that, and is
+    recommended only if it clears it. plan.json holds the two new configurations, so a rebuild from the files
+    gives the same table."""
+    run_dir = str(tmp_path / "tune")
+    done = ddptop("tune", "--headless", "--out", run_dir, "--models", "tests.tiny_models:tiny_cnn", "--batch-sizes",
+                  "8", "--image-size", "32", "--launches", "2", "--warmup", "3", "--iters", "30",
+                  "--variants", "static_graph,gradient_as_bucket_view",
+                  "--inject", "slow:rank=0:factor=4:config=/n2/gloo$", "--inject", "slow:rank=1:factor=4:config=/n2/gloo$")
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
+        summary = json.load(handle)
+    (table,) = summary["tuning"]
+    assert {r["variant"]: r["verdict"] for r in table["rows"][1:]} == {"static_graph": "faster",
+                                                                      "gradient_as_bucket_view": "faster"}
+    again, together = table["combination"]
+    assert again["variant"] == variants.AGAIN and set(together["variant"].split("+")) == {
+        "static_graph", "gradient_as_bucket_view"}
+    assert together["step_ratio"] == pytest.approx(together["sec_iter"] / again["sec_iter"])  # not the slowed one's
+    launches = {c["variant"]: len(c["launches"]) for c in summary["configs"]}
+    assert launches[variants.AGAIN] == launches[together["variant"]] == 2
+    assert (together["variant"] in table["recommended"]) == (together["verdict"] == "faster")
+    assert table["recommended"][-2:] == [r["variant"] for r in table["rows"][1:]]  # the singles, best first
+    with open(os.path.join(run_dir, "plan.json"), encoding="utf-8") as handle:
+        assert json.load(handle)["variants"][-2:] == [variants.AGAIN, together["variant"]]
+    rebuilt = ddptop("report", run_dir, "--rebuild", "--format", "json")
+    assert json.loads(rebuilt.stdout)["tuning"] == summary["tuning"]
+    assert "The faster ones set together, against DDP as written measured again" in done.stdout
+
+
+def test_variants_set_together_take_one_bucket_size_and_one_hook() -> None:
+    chosen = variants.combinable(["static_graph", "bucket_cap_mb_50", "bucket_cap_mb_100", "fp16_compress_hook",
+                                  "powersgd_rank1", "gradient_as_bucket_view"])
+    assert chosen == ["static_graph", "bucket_cap_mb_50", "fp16_compress_hook", "gradient_as_bucket_view"]
+    together = variants.variant(variants.JOIN.join(chosen))
+    assert together.ddp_kwargs == {"static_graph": True, "gradient_as_bucket_view": True}
+    assert (together.bucket_cap_mb, together.comm_hook) == (50, "fp16") and "fp16" in (together.math or "")
+    with pytest.raises(ValueError, match="unknown variant 'nope'"):
+        variants.variant("static_graph+nope")

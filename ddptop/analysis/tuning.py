@@ -48,7 +48,8 @@ def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None) -> dict[s
         "peak_memory_bytes": entry.get("peak_memory_bytes"),
         "max_rss_bytes": entry.get("max_rss_bytes"),
         "step_ratio": None, "step_ratio_ci": None, "speedup": None, "speedup_ci": None,
-        "verdict": uncertainty.NOT_COMPARABLE if chosen.name != catalog.DEFAULT else "the default",
+        "verdict": ("the default" if chosen.name == catalog.DEFAULT else "measured again" if chosen.name == catalog.AGAIN
+                    else uncertainty.NOT_COMPARABLE),
         "paste": catalog.paste_lines(chosen, keywords) if keywords else None,
     }
 
@@ -57,7 +58,9 @@ def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str,
                   keywords: Mapping[str, Mapping[str, Any]], min_effect: float = DEFAULT_MIN_EFFECT,
                   ) -> list[dict[str, Any]]:
     """One table per model, batch, world size and backend that has variants: the default first, then each
-    variant by its examples/s against the default's (best first), and the recommendation. ``replicates``:
+    variant by its examples/s against the default's (best first); the combination of the faster ones, if the
+    search measured one, against DDP as written measured again beside it; and what is recommended (the
+    combination first when it is faster beyond noise, then every single variant that is). ``replicates``:
     the two-level replicates of each configuration's p50 (``intervals.add_step_intervals``); ``keywords``:
     the DDP keywords each configuration's ranks passed (their config_start), for the lines to paste."""
     groups: dict[tuple, list[Mapping[str, Any]]] = {}
@@ -66,17 +69,26 @@ def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str,
             groups.setdefault(_group_key(entry), []).append(entry)
     tables = []
     for (model, batch, world_size, backend), members in groups.items():
-        default = next((e for e in members if (e.get("variant") or catalog.DEFAULT) == catalog.DEFAULT), None)
-        others = [e for e in members if e is not default]
-        if default is None or not others:
+        named = {e.get("variant") or catalog.DEFAULT: e for e in members}
+        default, again = named.get(catalog.DEFAULT), named.get(catalog.AGAIN)
+        singles = [e for name, e in named.items() if name not in (catalog.DEFAULT, catalog.AGAIN)
+                   and catalog.JOIN not in name]
+        if default is None or not singles:
             continue
         base = _row(default, keywords.get(default["config_id"]))
-        rows = [_compare(_row(e, keywords.get(e["config_id"])), base, replicates, min_effect) for e in others]
+        rows = [_compare(_row(e, keywords.get(e["config_id"])), base, replicates, min_effect) for e in singles]
         rows.sort(key=lambda r: (r["speedup"] is None, -(r["speedup"] or 0.0)))
+        # the combination, against DDP as written measured again beside it in launches of their own
+        combination: list[dict[str, Any]] = []
+        if again is not None:
+            fresh = _row(again, keywords.get(again["config_id"]))
+            combination = [fresh] + [_compare(_row(e, keywords.get(e["config_id"])), fresh, replicates, min_effect)
+                                     for name, e in named.items() if catalog.JOIN in name]
+        faster = [r["variant"] for r in rows if r["verdict"] == uncertainty.FASTER]
         tables.append({
             "model": model, "batch_size": batch, "world_size": world_size, "backend": backend,
-            "min_effect": min_effect, "rows": [base, *rows],
-            "recommended": [r["variant"] for r in rows if r["verdict"] == uncertainty.FASTER],
+            "min_effect": min_effect, "rows": [base, *rows], "combination": combination,
+            "recommended": [r["variant"] for r in combination if r["verdict"] == uncertainty.FASTER] + faster,
         })
     return tables
 
@@ -94,24 +106,30 @@ def _compare(row: dict[str, Any], base: dict[str, Any], replicates: Mapping[str,
     return row
 
 
-def slower_so_far(units: Mapping[str, Mapping[str, Mapping[int, Sequence[float]]]], default_id: str,
-                  min_effect: float = DEFAULT_MIN_EFFECT) -> dict[str, uncertainty.Estimate]:
-    """The variants already slower than the default beyond noise, with their step-time ratio, from the launches
-    measured so far (``units``: configuration id -> launch -> rank -> steps). Only once the launch-to-launch
-    variance can be estimated (two launches of a configuration or more): within one launch, an offset
-    between launches would pass for a slower variant. The search drops these before their next launch."""
+def standing(units: Mapping[str, Mapping[str, Mapping[int, Sequence[float]]]], default_id: str,
+             min_effect: float = DEFAULT_MIN_EFFECT) -> dict[str, tuple[str, uncertainty.Estimate]]:
+    """Each variant's verdict against the default and its step-time ratio, from the launches measured so far
+    (``units``: configuration id -> launch -> rank -> steps); empty until the launch-to-launch variance can
+    be estimated (two launches of a configuration or more): within one launch, an offset between launches
+    would pass for a difference between variants."""
     fitted = [launches.config_launches(config_id, found) for config_id, found in units.items() if found]
     variance, replicates = launches.estimates(fitted)
     base = replicates.get(default_id)
     if not variance.estimated or base is None:
         return {}
     centres = {c.config_id: c.centre for c in fitted}
-    slower = {}
+    found = {}
     for config_id, ours in replicates.items():
-        if config_id == default_id:
-            continue
-        ratio = uncertainty.propagate(lambda d, v: v / d, base, ours,
-                                      value=centres[config_id] / centres[default_id])
-        if uncertainty.verdict(ratio, min_effect) == uncertainty.SLOWER:
-            slower[config_id] = ratio
-    return slower
+        if config_id != default_id:
+            ratio = uncertainty.propagate(lambda d, v: v / d, base, ours,
+                                          value=centres[config_id] / centres[default_id])
+            found[config_id] = (uncertainty.verdict(ratio, min_effect), ratio)
+    return found
+
+
+def slower_so_far(units: Mapping[str, Mapping[str, Mapping[int, Sequence[float]]]], default_id: str,
+                  min_effect: float = DEFAULT_MIN_EFFECT) -> dict[str, uncertainty.Estimate]:
+    """The variants already slower than the default beyond noise (``standing``): the search drops these
+    before their next launch."""
+    return {config_id: ratio for config_id, (verdict, ratio) in standing(units, default_id, min_effect).items()
+            if verdict == uncertainty.SLOWER}

@@ -64,13 +64,55 @@ CATALOG: dict[str, Variant] = {v.name: v for v in (
 # what `ddptop tune` measures when not told otherwise: every variant of the catalog
 DEFAULT_TUNE = tuple(CATALOG)
 
+# DDP as written once more, beside a combination of variants in launches of their own (ddptop tune)
+AGAIN = "default_again"
+_AGAIN = Variant(AGAIN, "DDP as written, measured again beside the combination")
+JOIN = "+"  # a combination's name: its variants' names joined
+
 
 def variant(name: str) -> Variant:
-    """The catalog's variant of that name; a ValueError lists the known ones."""
+    """The catalog's variant of that name, DDP as written again, or a combination ("a+b"); a ValueError
+    lists the known ones."""
+    if name == AGAIN:
+        return _AGAIN
+    if JOIN in name:
+        return combined([variant(part) for part in name.split(JOIN)])
     found = CATALOG.get(name)
     if found is None:
         raise ValueError(f"unknown variant {name!r} (known: {', '.join(CATALOG)})")
     return found
+
+
+def combinable(names: list[str]) -> list[str]:
+    """Of ``names`` (best first), those that can be set together: one bucket size and one comm hook at most,
+    the first of each kind kept."""
+    kept: list[str] = []
+    bucket = hook = False
+    for name in names:
+        chosen = variant(name)
+        if chosen.bucket_cap_mb is not None:
+            if bucket:
+                continue
+            bucket = True
+        if chosen.comm_hook is not None:
+            if hook:
+                continue
+            hook = True
+        kept.append(name)
+    return kept
+
+
+def combined(parts: list[Variant]) -> Variant:
+    """The variants set together (``combinable`` chose them): every keyword, the one bucket size and hook."""
+    hooks = [p for p in parts if p.comm_hook is not None]
+    maths = [p.math for p in parts if p.math]
+    return Variant(
+        JOIN.join(p.name for p in parts), " and ".join(p.what for p in parts),
+        {key: value for p in parts for key, value in p.ddp_kwargs.items()},
+        bucket_cap_mb=next((p.bucket_cap_mb for p in parts if p.bucket_cap_mb is not None), None),
+        buffer_sync=all(p.buffer_sync for p in parts),
+        comm_hook=hooks[0].comm_hook if hooks else None, powersgd_rank=hooks[0].powersgd_rank if hooks else 0,
+        math="; ".join(maths) or None, cuda_only=any(p.cuda_only for p in parts))
 
 
 def ddp_keywords(chosen: Variant, bucket_cap_mb: float, buffers_keyword: str) -> dict[str, Any]:

@@ -613,6 +613,8 @@ class TuneTable(Record):
     backend: str = ""
     min_effect: float = 0.02
     rows: list[TuneRow] = field(default_factory=list)
+    # the faster variants set together, and DDP as written measured again beside them (fresh launches)
+    combination: list[TuneRow] = field(default_factory=list)
     recommended: list[str] = field(default_factory=list)
 
 

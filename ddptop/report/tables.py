@@ -430,33 +430,41 @@ TUNE_HEADER = ("variant", "sec/iter (p50)", "ex/s vs default", "verdict", "peak 
 
 
 def _tune_cells(row: TuneRow) -> tuple[str, ...]:
-    speedup = ("1.00" if row.variant == variants.DEFAULT else
+    speedup = ("1.00" if row.variant in (variants.DEFAULT, variants.AGAIN) else
                units.with_interval(row.speedup, row.speedup_ci, lambda v: units.number(v, 2, "x")))
     verdict = row.verdict if row.status == "ok" else f"{row.status} (below)"  # the reason: "Not measured in full"
     if row.status == "ok" and row.reason:  # dropped by the search: after how many launches
         verdict += f", {row.reason.partition(':')[0]}"
     memory = (units.binary_bytes(row.peak_memory_bytes) if row.peak_memory_bytes is not None
               else units.binary_bytes(row.max_rss_bytes) + " RSS" if row.max_rss_bytes is not None else units.DASH)
-    return (row.what if row.variant != variants.DEFAULT else "default: DDP as written",
+    return (row.what if row.variant not in (variants.DEFAULT, variants.AGAIN) else
+            "default: DDP as written" + (", again" if row.variant == variants.AGAIN else ""),
             units.with_interval(row.sec_iter, row.sec_iter_ci, units.seconds), speedup, verdict, memory,
             row.math or "nothing")
 
 
 def tune_answer(table: TuneTable) -> list[str]:
     """The recommendation under a tuning table: only what beats the default beyond noise, in those words."""
-    by_name = {row.variant: row for row in table.rows}
+    by_name = {row.variant: row for row in [*table.rows, *table.combination]}
     best = [by_name[name] for name in table.recommended if name in by_name]
     if not best:
         return [f"Nothing beats the default beyond noise (a change is called past ±{units.percent(table.min_effect)}"
                 "): keep DDP as written."]
+    def times(row: TuneRow) -> str:
+        return units.with_interval(row.speedup, row.speedup_ci, lambda v: units.number(v, 2, "x"))
+
     top = best[0]
-    lines = [f"Set {top.what}: {units.with_interval(top.speedup, top.speedup_ci, lambda v: units.number(v, 2, 'x'))} "
-             "the default's examples/s."
+    together = next((row for row in table.combination if variants.JOIN in row.variant), None)
+    against = "the examples/s of DDP as written measured beside it" if top is together else "the default's examples/s"
+    lines = [f"Set {top.what}: {times(top)} {against}."
              + (f" It changes the arithmetic: {top.math}." if top.math else "")]
+    if together is not None and together is not top:
+        lines.append(f"Set together ({together.what}) they were {together.verdict} against DDP as written "
+                     f"measured again beside them: {times(together)}.")
     if len(best) > 1:
-        lines.append("Also faster beyond noise: " + "; ".join(
-            f"{row.what} {units.with_interval(row.speedup, row.speedup_ci, lambda v: units.number(v, 2, 'x'))}"
-            for row in best[1:]) + ". Each was measured alone, not together.")
+        alone = "" if together is not None else " Each was measured alone, not together."
+        lines.append("Also faster beyond noise: " + "; ".join(f"{row.what} {times(row)}" for row in best[1:])
+                     + f".{alone}")
     return lines
 
 
@@ -466,8 +474,13 @@ def tuning_block(summary: Summary) -> Block:
         parts += [Caption(f"Tuning: {table.model}, batch {table.batch_size} per rank at N={table.world_size} "
                           f"({table.backend}); each variant against DDP as written, 95% intervals"),
                   Table(TUNE_HEADER, [_tune_cells(row) for row in table.rows], first_left=True)]
+        if table.combination:
+            parts += [Caption("The faster ones set together, against DDP as written measured again beside them in "
+                              "launches of their own"),
+                      Table(TUNE_HEADER, [_tune_cells(row) for row in table.combination], first_left=True)]
         parts += [Note(line) for line in tune_answer(table)]
-        best = next((row for row in table.rows if table.recommended and row.variant == table.recommended[0]), None)
+        best = next((row for row in [*table.rows, *table.combination]
+                     if table.recommended and row.variant == table.recommended[0]), None)
         if best is not None and best.paste:
             parts.append(Verbatim("".join(f"    {line}\n" for line in best.paste)))
     return Block(None, parts)

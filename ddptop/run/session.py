@@ -15,6 +15,7 @@ import json
 import os
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -556,6 +557,17 @@ class Session:
             return False
         launch = self.launches.get(state.launch or "")
         return launch is not None and launch.ended_t is None
+
+    def add_configs(self, plan: Plan, specs: Sequence[ConfigSpec]) -> None:
+        """Configurations the sweep decided to run as it went (``ddptop tune``'s combination): the plan that
+        holds them replaces the old one, in memory and in plan.json, so a rebuild from the files finds them."""
+        rundir.write_json(os.path.join(self.run_dir, layout.PLAN_FILE), plan.to_json())
+        with self.lock:
+            self.plan = plan
+            for spec in specs:
+                if spec.config_id not in self.configs:
+                    self.configs[spec.config_id] = ConfigState(spec)
+                    self.order.append(spec.config_id)
 
     def ordered_states(self) -> list[ConfigState]:
         return [self.configs[c] for c in self.order]

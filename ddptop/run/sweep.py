@@ -19,11 +19,11 @@ from ddptop.run.binding import launch_binding
 from ddptop.run.cluster import Cluster
 from ddptop.run.follower import END_GRACE
 from ddptop.run.launcher import NodePlacement, TorchrunLaunch, describe_exit
-from ddptop.run.model import ConfigSpec, Launch, Plan
+from ddptop.run.model import ConfigSpec, Launch, Plan, rotated
 from ddptop.protocol import layout, variants
 from ddptop.protocol.launchspec import CollectiveSpec, LaunchSpec, RunConfig
 from ddptop.protocol.marks import ConfigEnd, LaunchEnd, LaunchStart, SweepEnd, parse_mark
-from ddptop.protocol.vocab import ENDED, FAILED, OnFailure, Status, SweepStatus
+from ddptop.protocol.vocab import ENDED, FAILED, Mode, OnFailure, Status, SweepStatus
 from ddptop.protocol.storage import lasting
 from ddptop.protocol.wire import UNWRITABLE_MARK, EventFileReader
 from ddptop.run.session import Session
@@ -138,7 +138,7 @@ class SweepRunner:
     def run(self) -> str:
         self.status = SweepStatus.RUNNING
         try:
-            for launches in (self.plan.launches, self._repeats_of_disturbed):
+            for launches in (self.plan.launches, self._repeats_of_disturbed, self._combination_launches):
                 for launch in launches():
                     if self._stop.is_set():
                         break
@@ -250,22 +250,64 @@ class SweepRunner:
                 remaining = []
             attempt += 1
 
-    def _drop_slower_variants(self, launch: Launch) -> None:
-        """ddptop tune's successive halving: after a configuration's second launch or later, a variant that is
-        already slower than DDP as written beyond noise (``analysis.tuning.slower_so_far``) gets no further
-        launch; it ends ok, its steps kept, and the reason says after how many launches it was dropped."""
-        from ddptop.analysis import launches as launch_model, tuning  # numpy: only a tune's runner needs it
+    def _units(self, configs: list[ConfigSpec]) -> dict[str, dict[str, dict[int, list[float]]]]:
+        """Each configuration's steps so far, by launch and rank (the unit of ``analysis.tuning.standing``)."""
+        from ddptop.analysis import launches as launch_model  # numpy: only a tune's runner needs it
 
-        default = next((c for c in launch.configs if c.variant == variants.DEFAULT), None)
-        if default is None:
-            return
         units = {}
-        for config in launch.configs:
+        for config in configs:
             state = self.session.configs[config.config_id]
             with self.session.lock:
                 samples = {rank: list(values) for rank, values in state.samples.items() if values}
                 labels = state.launches_of_steps()
             units[config.config_id] = launch_model.split_by_launch(samples, labels)
+        return units
+
+    def _combination_launches(self) -> list[Launch]:
+        """ddptop tune's last step: where two variants or more were faster than DDP as written beyond noise,
+        the best of them that can be set together (``variants.combinable``), measured against DDP as written
+        once more, both new configurations in fresh launches of their own, interleaved as the plan does.
+        The plan (and plan.json) gains the two, so a rebuild from the files finds them."""
+        from ddptop.analysis import tuning, uncertainty  # numpy: only a tune's runner needs it
+
+        if len(self.plan.variants) < 2 or self._stop.is_set() or variants.AGAIN in self.plan.variants:
+            return []
+        found: list[Launch] = []
+        for launch in self.plan.launches():
+            if launch.replicate:
+                continue
+            ddp = [c for c in launch.configs if c.mode == Mode.DDP and c.config_id not in self.dropped]
+            default = next((c for c in ddp if c.variant == variants.DEFAULT), None)
+            if default is None:
+                continue
+            names = {c.config_id: c.variant for c in ddp}
+            faster = sorted(((ratio.value, names[config_id]) for config_id, (verdict, ratio)
+                             in tuning.standing(self._units(ddp), default.config_id).items()
+                             if verdict == uncertainty.FASTER))
+            chosen = variants.combinable([name for _, name in faster])
+            if len(chosen) < 2:
+                continue
+            combination = variants.JOIN.join(chosen)
+            self.plan = replace(self.plan, variants=(*self.plan.variants, variants.AGAIN, combination))
+            new = [c for c in self.plan.configs() if c.variant in (variants.AGAIN, combination)
+                   and (c.world_size, c.backend, c.batch_size, c.model) ==
+                   (default.world_size, default.backend, default.batch_size, default.model)]
+            self.session.add_configs(self.plan, new)
+            for replicate in range(max(1, self.plan.launches_per_config)):
+                found.append(replace(launch, replicate=replicate, configs=tuple(
+                    replace(c, round=replicate) for c in rotated(new, replicate))))
+        return found
+
+    def _drop_slower_variants(self, launch: Launch) -> None:
+        """ddptop tune's successive halving: after a configuration's second launch or later, a variant that is
+        already slower than DDP as written beyond noise (``analysis.tuning.slower_so_far``) gets no further
+        launch; it ends ok, its steps kept, and the reason says after how many launches it was dropped."""
+        from ddptop.analysis import tuning  # numpy: only a tune's runner needs it
+
+        default = next((c for c in launch.configs if c.variant in (variants.DEFAULT, variants.AGAIN)), None)
+        if default is None:
+            return
+        units = self._units(list(launch.configs))
         for config_id, ratio in tuning.slower_so_far(units, default.config_id).items():
             state = self.session.configs[config_id]
             if state.status in ENDED:
