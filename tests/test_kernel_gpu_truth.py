@@ -133,7 +133,7 @@ def test_the_probe_builds_its_timer_for_the_configuration_s_backend(monkeypatch)
     made = []
     monkeypatch.setattr(probe, "BucketTimer", lambda dist, torch, device, backend: made.append(backend) or
                         SimpleNamespace(hook=None))
-    monkeypatch.setattr(probe, "wrap_in_ddp", lambda *a: SimpleNamespace(register_comm_hook=lambda *a: None))
+    monkeypatch.setattr(probe, "wrap_in_ddp", lambda *a, **k: SimpleNamespace(register_comm_hook=lambda *a: None))
     workload = SimpleNamespace(net=object(), device=SimpleNamespace(type="cpu"), model=None)
     probe.rewrap_with_bucket_timer(workload, config(backend="gloo"), 0)
     assert made == ["gloo"]
@@ -153,10 +153,10 @@ def test_the_measured_wrapper_is_freed_before_the_hooked_one_is_built(monkeypatc
     first = weakref.ref(workload.net)
     alive_at_second = []
 
-    def second(*args):
+    def second(*args, **options):
         gc.collect()
         alive_at_second.append(first() is not None)
-        return wrap_in_ddp(*args)
+        return wrap_in_ddp(*args, **options)
 
     monkeypatch.setattr(probe, "wrap_in_ddp", second)
     probe.rewrap_with_bucket_timer(workload, config(), 0)

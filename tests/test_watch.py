@@ -64,7 +64,7 @@ async def follow(run_dir: str):
             await pilot.pause(0.2)
         text = await summary_text(app, pilot)
         assert "Sweep complete" in text and "Saved:" in text
-        shown = app.screen.summary
+        shown = app.screen.summary.to_json()
         await pilot.press("escape")
         assert statuses(app) == ["ok", "ok"] and "finished" in str(app.query_one("#status-line").render())
         await pilot.press("n")  # only the writer may skip: said, not done
