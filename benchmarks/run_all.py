@@ -34,6 +34,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "launch_variance": ([], ["--quick", "--trials", "100"]),
     "launch_spread": ([], ["--launches", "3"]),
     "launch_cost": ([], ["--runs", "1"]),
+    "tune_cost": ([], ["--runs", "1"]),
 }
 
 

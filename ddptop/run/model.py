@@ -135,6 +135,7 @@ class Plan:
     bind_cores: bool = True  # each rank on CPUs of its own (ddptop.run.binding); plans from before it ran unbound
     # the DDP variants measured beside each DDP configuration (ddptop tune; ddptop.protocol.variants)
     variants: tuple[str, ...] = (variants_mod.DEFAULT,)
+    keep_slower: bool = False  # ddptop tune: no variant dropped as slower before its last launch
 
     def nodes_for(self, world_size: int) -> int:
         """Nodes a world size runs on: one while it fits a node, else full nodes of nproc_per_node ranks."""

@@ -174,6 +174,9 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("variants", str, is_list=True, group=WHAT,
            help="DDP variants measured beside each DDP configuration (ddptop tune; 'ddptop tune --help' lists "
                 "them; default: DDP as written only)"),
+    Option("keep_slower", bool, False, group=WHAT, action="store_true",
+           help="ddptop tune: measure every variant in every launch, none dropped as slower (what the search "
+                "saves: benchmarks/tune_cost.py)"),
     Option("tune", bool, False, group=WHAT, flag="--tune", action="store_true",
            help="the plan of ddptop tune: one model, batch and world size (the largest), every variant, no "
                 "baseline, communication analysis or collectives unless asked"),

@@ -150,7 +150,7 @@ class SweepRunner:
                     except OSError as exc:  # a launch's own files (its directory, launch.json) cannot be written
                         self._stop_for_storage(rundir.describe_os_error(exc, exc.filename or self.session.run_dir))
                         break
-                    if len(self.plan.variants) > 1 and launch.replicate >= 1:
+                    if len(self.plan.variants) > 1 and launch.replicate >= 1 and not self.plan.keep_slower:
                         self._drop_slower_variants(launch)
         finally:
             if self.current is not None:  # an exception mid-launch: leave no process behind
