@@ -28,17 +28,31 @@ def test_the_tune_plan_is_one_model_batch_and_the_largest_world_size_with_every_
     plan = build_plan(PlanOptions(tune=True), CPU, cpu_count=2)
     assert plan.world_sizes == (2,) and len(plan.models) == 1 and len(plan.batch_sizes) == 1
     assert not plan.baseline and plan.comm_iters == 0 and plan.collectives == ()
-    assert plan.variants == tuple(variants.CATALOG)
+    on_gpu_only = {name for name, v in variants.CATALOG.items() if v.cuda_only}
+    assert on_gpu_only == {"amp_bf16", "amp_fp16"}
+    assert plan.variants == tuple(v for v in variants.CATALOG if v not in on_gpu_only)
+    assert plan.variants_skipped == ("amp_bf16", "amp_fp16")  # said in the tuning table, not measured
     configs = plan.configs()
-    assert [c.variant for c in configs] == list(variants.CATALOG)
+    assert [c.variant for c in configs] == list(plan.variants)
     default, *others = configs
     assert default.config_id == "resnet18/ddp/bs16/n2/gloo" and default.label == "1M/2P"  # as a sweep names it
-    assert {c.config_id.rsplit("/", 1)[1] for c in others} == set(variants.CATALOG) - {variants.DEFAULT}
+    assert {c.config_id.rsplit("/", 1)[1] for c in others} == set(plan.variants) - {variants.DEFAULT}
+    assert next(c for c in configs if c.variant == "channels_last").channels_last
     bucket = next(c for c in configs if c.variant == "bucket_cap_mb_50")
     assert bucket.bucket_cap_mb == 50 and bucket.label == "1M/2P bucket_cap_mb_50"
     # all of them in each launch, their order rotated from one launch to the next
     first, second, _ = plan.launches()
     assert [c.variant for c in second.configs] == [c.variant for c in first.configs][1:] + [first.configs[0].variant]
+
+
+def test_on_gpus_the_autocast_variants_run_with_their_dtype() -> None:
+    from ddptop.telemetry.inventory import GpuInfo
+
+    gpus = Inventory(gpus=tuple(GpuInfo(i, "NVIDIA A100-SXM4-80GB", f"GPU-{i}", 80 << 30) for i in range(2)))
+    plan = build_plan(PlanOptions(tune=True), gpus, cpu_count=16)
+    assert plan.world_sizes == (2,) and plan.variants_skipped == () and "amp_fp16" in plan.variants
+    amp = {c.variant: c.amp for c in plan.configs()}
+    assert amp["amp_bf16"] == "bf16" and amp["amp_fp16"] == "fp16" and amp["default"] is None
 
 
 def test_named_variants_come_after_the_default_and_an_unknown_one_is_refused_in_one_line() -> None:
@@ -103,8 +117,10 @@ def test_where_nothing_clears_the_default_it_says_so_in_those_words() -> None:
 def test_a_variant_without_steps_is_not_comparable_and_a_sweep_without_variants_has_no_table() -> None:
     failed = _entry("static_graph", 0.1)
     failed.update(status="failed", stats=None)
-    (table,) = tuning.tuning_tables([_entry("default", 0.1), failed], {}, {})
+    (table,) = tuning.tuning_tables([_entry("default", 0.1), failed], {}, {}, skipped=["amp_bf16"])
     assert table["rows"][1]["verdict"] == "not comparable" and table["recommended"] == []
+    said = sections.text_of("tuning", Summary.from_json({"tuning": [table]}))
+    assert "Not measured on this device: amp_bf16 (autocast is measured on GPUs only" in " ".join(said.split())
     assert tuning.tuning_tables([_entry("default", 0.1)], {}, {}) == []
 
 
@@ -112,7 +128,8 @@ def test_a_variant_without_steps_is_not_comparable_and_a_sweep_without_variants_
 
 @pytest.mark.slow
 def test_tune_ranks_real_variants_and_a_slowed_one_below_the_default(tmp_path) -> None:
-    """Four variants of a tiny model at N=2 on gloo, in three launches: the hooks and static_graph run for real;
+    """Five variants of a tiny model at N=2 on gloo, in three launches: the hooks, static_graph and
+    channels_last run for real;
     bucket_cap_mb_10 is slowed sixfold on purpose (--inject), and must come out slower beyond noise, be
     dropped after its second launch (the first at which the launch-to-launch spread is known) and never be
     recommended."""
@@ -120,15 +137,15 @@ def test_tune_ranks_real_variants_and_a_slowed_one_below_the_default(tmp_path) -
     slowed = "bucket_cap_mb_10"
     done = ddptop("tune", "--headless", "--out", run_dir, "--models", "tests.tiny_models:tiny_cnn", "--batch-sizes",
                   "8", "--image-size", "32", "--launches", "3", "--warmup", "3", "--iters", "30", "--variants",
-                  f"static_graph,fp16_compress_hook,powersgd_rank1,{slowed}",
+                  f"static_graph,fp16_compress_hook,powersgd_rank1,channels_last,{slowed}",
                   "--inject", f"slow:rank=0:factor=6:config={slowed}", "--inject", f"slow:rank=1:factor=6:config={slowed}")
     assert done.returncode == 0, done.stderr[-2000:]
     with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
         summary = json.load(handle)
     (table,) = summary["tuning"]
     rows = {r["variant"]: r for r in table["rows"]}
-    assert list(rows) [0] == "default" and set(rows) == {"default", "static_graph", "fp16_compress_hook",
-                                                         "powersgd_rank1", slowed}
+    assert list(rows)[0] == "default" and set(rows) == {"default", "static_graph", "fp16_compress_hook",
+                                                        "powersgd_rank1", "channels_last", slowed}
     assert all(r["status"] == "ok" for r in rows.values()), [(r["variant"], r["reason"]) for r in rows.values()]
     assert rows[slowed]["verdict"] == "slower" and rows[slowed]["speedup_ci"][1] < 0.98
     assert list(rows)[-1] == slowed  # ranked last
@@ -150,7 +167,7 @@ def test_tune_ranks_real_variants_and_a_slowed_one_below_the_default(tmp_path) -
 
     text, standing = opened_on_summary(run_dir, "now", tune_tab)
     assert "Tuning: tests.tiny_models:tiny_cnn" in text and standing[0] == ("default", "ok")
-    assert (slowed, "dropped") in standing and len(standing) == 5
+    assert (slowed, "dropped") in standing and len(standing) == 6
     # the scaling table is DDP as written alone: one row, not one per variant
     (scaling,) = summary["scaling"]
     assert [r["config_id"] for r in scaling["rows"]] == ["tests.tiny_models:tiny_cnn/ddp/bs8/n2/gloo"]

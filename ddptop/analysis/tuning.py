@@ -56,13 +56,14 @@ def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None) -> dict[s
 
 def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str, np.ndarray],
                   keywords: Mapping[str, Mapping[str, Any]], min_effect: float = DEFAULT_MIN_EFFECT,
-                  ) -> list[dict[str, Any]]:
+                  skipped: Sequence[str] = ()) -> list[dict[str, Any]]:
     """One table per model, batch, world size and backend that has variants: the default first, then each
     variant by its examples/s against the default's (best first); the combination of the faster ones, if the
     search measured one, against DDP as written measured again beside it; and what is recommended (the
     combination first when it is faster beyond noise, then every single variant that is). ``replicates``:
     the two-level replicates of each configuration's p50 (``intervals.add_step_intervals``); ``keywords``:
-    the DDP keywords each configuration's ranks passed (their config_start), for the lines to paste."""
+    the DDP keywords each configuration's ranks passed (their config_start), for the lines to paste;
+    ``skipped``: the variants asked for but not measured on this device (said under the table)."""
     groups: dict[tuple, list[Mapping[str, Any]]] = {}
     for entry in entries:
         if entry["mode"] == Mode.DDP:
@@ -88,6 +89,7 @@ def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str,
         tables.append({
             "model": model, "batch_size": batch, "world_size": world_size, "backend": backend,
             "min_effect": min_effect, "rows": [base, *rows], "combination": combination,
+            "skipped": [{"variant": name, "why": catalog.CUDA_ONLY_WHY} for name in skipped],
             "recommended": [r["variant"] for r in combination if r["verdict"] == uncertainty.FASTER] + faster,
         })
     return tables

@@ -33,6 +33,9 @@ class Variant:
     powersgd_rank: int = 0  # PowerSGD's matrix approximation rank
     math: str | None = None  # what changes in the arithmetic (None: the same gradients, bit for bit or nearly)
     cuda_only: bool = False  # measured on GPUs only (said and skipped on the CPU)
+    # the step rather than DDP: autocast's dtype, and the memory format of the model and its inputs
+    amp: str | None = None
+    channels_last: bool = False
 
 
 def _bucket(size: float) -> Variant:
@@ -59,7 +62,16 @@ CATALOG: dict[str, Variant] = {v.name: v for v in (
     Variant("powersgd_rank4", "comm hook PowerSGD, rank 4", comm_hook="powersgd", powersgd_rank=4,
             math="gradients are sent as a rank-4 approximation per matrix (with error feedback): a lossy "
                  "compression that can cost accuracy"),
+    Variant("channels_last", "channels_last memory format (model and inputs)", channels_last=True),
+    Variant("amp_bf16", "autocast to bf16", amp="bf16", cuda_only=True,
+            math="matmuls and convolutions run in bf16 (8 significant bits), the weights stay fp32"),
+    Variant("amp_fp16", "autocast to fp16 with a gradient scaler", amp="fp16", cuda_only=True,
+            math="matmuls and convolutions run in fp16 (11 significant bits), the loss scaled against "
+                 "underflow; the weights stay fp32"),
 )}
+
+# why a variant is not measured on the CPU
+CUDA_ONLY_WHY = "autocast is measured on GPUs only (as ddptop's --amp)"
 
 # what `ddptop tune` measures when not told otherwise: every variant of the catalog
 DEFAULT_TUNE = tuple(CATALOG)
@@ -87,9 +99,13 @@ def combinable(names: list[str]) -> list[str]:
     """Of ``names`` (best first), those that can be set together: one bucket size and one comm hook at most,
     the first of each kind kept."""
     kept: list[str] = []
-    bucket = hook = False
+    bucket = hook = amp = False
     for name in names:
         chosen = variant(name)
+        if chosen.amp is not None:
+            if amp:
+                continue
+            amp = True
         if chosen.bucket_cap_mb is not None:
             if bucket:
                 continue
@@ -112,7 +128,8 @@ def combined(parts: list[Variant]) -> Variant:
         bucket_cap_mb=next((p.bucket_cap_mb for p in parts if p.bucket_cap_mb is not None), None),
         buffer_sync=all(p.buffer_sync for p in parts),
         comm_hook=hooks[0].comm_hook if hooks else None, powersgd_rank=hooks[0].powersgd_rank if hooks else 0,
-        math="; ".join(maths) or None, cuda_only=any(p.cuda_only for p in parts))
+        math="; ".join(maths) or None, cuda_only=any(p.cuda_only for p in parts),
+        amp=next((p.amp for p in parts if p.amp), None), channels_last=any(p.channels_last for p in parts))
 
 
 def ddp_keywords(chosen: Variant, bucket_cap_mb: float, buffers_keyword: str) -> dict[str, Any]:
@@ -131,7 +148,15 @@ def paste_lines(chosen: Variant, keywords: Mapping[str, Any]) -> list[str]:
     if chosen.comm_hook in ("fp16", "bf16"):
         lines = ["from torch.distributed.algorithms.ddp_comm_hooks import default_hooks", *lines,
                  f"model.register_comm_hook(None, default_hooks.{chosen.comm_hook}_compress_hook)"]
-    elif chosen.comm_hook == "powersgd":  # measured compressing from the third step (PowerSGD's earliest)
+    if chosen.channels_last:
+        lines = ["model = model.to(memory_format=torch.channels_last)", *lines,
+                 "# and each batch: inputs = inputs.to(memory_format=torch.channels_last)"]
+    if chosen.amp == "bf16":
+        lines.append("# the forward and the loss: with torch.autocast('cuda', dtype=torch.bfloat16): ...")
+    elif chosen.amp == "fp16":
+        lines.append("# the forward and the loss: with torch.autocast('cuda', dtype=torch.float16): ...; "
+                     "scale the loss with torch.amp.GradScaler('cuda')")
+    if chosen.comm_hook == "powersgd":  # measured compressing from the third step (PowerSGD's earliest)
         lines = ["from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powerSGD", *lines,
                  f"model.register_comm_hook(powerSGD.PowerSGDState(None, matrix_approximation_rank="
                  f"{chosen.powersgd_rank}, start_powerSGD_iter={POWERSGD_START}), powerSGD.powerSGD_hook)"]

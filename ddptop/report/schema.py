@@ -615,6 +615,7 @@ class TuneTable(Record):
     rows: list[TuneRow] = field(default_factory=list)
     # the faster variants set together, and DDP as written measured again beside them (fresh launches)
     combination: list[TuneRow] = field(default_factory=list)
+    skipped: list[dict[str, str]] = field(default_factory=list)  # variant, why: not measured on this device
     recommended: list[str] = field(default_factory=list)
 
 

@@ -479,6 +479,9 @@ def tuning_block(summary: Summary) -> Block:
                               "launches of their own"),
                       Table(TUNE_HEADER, [_tune_cells(row) for row in table.combination], first_left=True)]
         parts += [Note(line) for line in tune_answer(table)]
+        if table.skipped:
+            parts.append(Note("Not measured on this device: " + "; ".join(
+                f"{s.get('variant')} ({s.get('why')})" for s in table.skipped) + "."))
         best = next((row for row in [*table.rows, *table.combination]
                      if table.recommended and row.variant == table.recommended[0]), None)
         if best is not None and best.paste:

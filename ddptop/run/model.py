@@ -136,6 +136,7 @@ class Plan:
     # the DDP variants measured beside each DDP configuration (ddptop tune; ddptop.protocol.variants)
     variants: tuple[str, ...] = (variants_mod.DEFAULT,)
     keep_slower: bool = False  # ddptop tune: no variant dropped as slower before its last launch
+    variants_skipped: tuple[str, ...] = ()  # asked for, but not measured on this device (GPU-only variants)
 
     def nodes_for(self, world_size: int) -> int:
         """Nodes a world size runs on: one while it fits a node, else full nodes of nproc_per_node ranks."""
@@ -214,9 +215,12 @@ class Plan:
         config_id = f"{model}/{mode}/bs{per_rank}/n{world_size}{spread}/{backend}"
         if len(self.bucket_cap_mb) > 1 and mode == Mode.DDP:  # ids stay comparable across runs of one cap
             config_id += f"/bucket{cap:g}"
+        amp, channels_last = self.amp, self.channels_last
         if variant != variants_mod.DEFAULT:  # the default keeps the id a sweep gives it
             config_id += f"/{variant}"
-            cap = variants_mod.variant(variant).bucket_cap_mb or cap
+            chosen = variants_mod.variant(variant)
+            cap = chosen.bucket_cap_mb or cap
+            amp, channels_last = chosen.amp or amp, chosen.channels_last or channels_last
         return ConfigSpec(
             config_id=config_id,
             model=model,
@@ -234,8 +238,8 @@ class Plan:
             iters=self.iters,
             time_budget=self.time_budget,
             bucket_cap_mb=cap,
-            amp=self.amp,
-            channels_last=self.channels_last,
+            amp=amp,
+            channels_last=channels_last,
             comm_iters=self.comm_iters if mode == Mode.DDP else 0,
             # the configuration's measured steps split between its launches rather than repeated in each: a
             # launch's median needs only sqrt(K) times the precision for the pooled one to reach the target,
@@ -273,6 +277,7 @@ class Plan:
         values["inject"] = tuple(values.get("inject", ()))
         values["rank_devices"] = tuple(values.get("rank_devices", ()))
         values["variants"] = tuple(values.get("variants", (variants_mod.DEFAULT,)))
+        values["variants_skipped"] = tuple(values.get("variants_skipped", ()))
         if values.get("gpus") is not None:
             values["gpus"] = tuple(values["gpus"])
         values["threads_per_rank"] = {int(k): int(v) for k, v in data["threads_per_rank"].items()}

@@ -149,7 +149,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         nproc_per_node=per_node if nnodes > 1 else 0,
         rank_devices=rank_devices,
         per_rank_devices=per_rank_devices,
-        variants=_resolve_variants(options.variants),
+        **_resolve_variants(options.variants, on_gpu),
     )
     # Every other field of the plan is the option as given (num_classes, amp, the cost weights, ...).
     kept = {f.name: getattr(options, f.name) for f in fields(Plan) if f.name not in resolved}
@@ -173,15 +173,18 @@ def _tune_options(options: PlanOptions, one_node_sizes: list[int]) -> PlanOption
     )
 
 
-def _resolve_variants(names: list[str] | None) -> tuple[str, ...]:
-    """The DDP variants to measure, the default first; an unknown name is one line listing the known."""
+def _resolve_variants(names: list[str] | None, on_gpu: bool) -> dict[str, tuple[str, ...]]:
+    """The DDP variants to measure, the default first, and those left out on the CPU (autocast is measured on
+    GPUs only; the summary says so); an unknown name is one line listing the known."""
     chosen = [variants_mod.DEFAULT]
+    skipped: list[str] = []
     for name in names or ():
         if name not in variants_mod.CATALOG:
             raise PlanError(f"--variants: unknown variant {name!r} (known: {', '.join(variants_mod.CATALOG)})")
-        if name not in chosen:
-            chosen.append(name)
-    return tuple(chosen)
+        target = skipped if variants_mod.CATALOG[name].cuda_only and not on_gpu else chosen
+        if name not in target:
+            target.append(name)
+    return {"variants": tuple(chosen), "variants_skipped": tuple(skipped)}
 
 
 def _resolve_device(device: str, inventory: Inventory) -> str:
