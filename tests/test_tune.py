@@ -238,3 +238,16 @@ def test_variants_set_together_take_one_bucket_size_and_one_hook() -> None:
     assert (together.bucket_cap_mb, together.comm_hook) == (50, "fp16") and "fp16" in (together.math or "")
     with pytest.raises(ValueError, match="unknown variant 'nope'"):
         variants.variant("static_graph+nope")
+
+
+def test_a_plan_file_s_tune_table_makes_the_tune_plan(tmp_path) -> None:
+    from ddptop.run.options import merge_plan_options
+    from ddptop.run.plan import read_plan_file
+
+    path = tmp_path / "plan.toml"
+    path.write_text('models = ["resnet18"]\nbatch_sizes = [8]\n\n[tune]\nvariants = ["static_graph", "channels_last"]\n')
+    plan = build_plan(merge_plan_options(read_plan_file(str(path)), {}), CPU, cpu_count=2)
+    assert plan.variants == ("default", "static_graph", "channels_last") and plan.world_sizes == (2,)
+    path.write_text('[tune]\nvariant = ["static_graph"]\n')
+    with pytest.raises(PlanError, match=r"unknown key 'variant' in \[tune\] \(known: variants, keep_slower\)"):
+        read_plan_file(str(path))

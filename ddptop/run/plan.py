@@ -509,6 +509,9 @@ def _batch_ladder(batch_sizes: tuple[int, ...], max_batch: int, scaling: str) ->
     return tuple(ladder)
 
 
+TUNE_KEYS = ("variants", "keep_slower")  # what a plan file's [tune] table may set (the rest is the plan's)
+
+
 def read_plan_file(path: str) -> dict[str, Any]:
     """Read a TOML plan into option values; keys as PlanOptions (a string is accepted for a one-item list)."""
     try:
@@ -522,6 +525,12 @@ def read_plan_file(path: str) -> dict[str, Any]:
         raise PlanError(f"plan file {path} is not valid TOML: {exc}") from None
     if isinstance(raw.get("plan"), dict) and len(raw) == 1:
         raw = raw["plan"]
+    if isinstance(raw.get("tune"), dict):  # a [tune] table: ddptop tune's plan, with its own keys
+        table = raw.pop("tune")
+        wrong = [key for key in table if key.replace("-", "_") not in TUNE_KEYS]
+        if wrong:
+            raise PlanError(f"plan file {path}: unknown key {wrong[0]!r} in [tune] (known: {', '.join(TUNE_KEYS)})")
+        raw = {**raw, **table, "tune": True}
     known = toml_types()
     values: dict[str, Any] = {}
     for key, value in raw.items():
