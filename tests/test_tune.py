@@ -28,10 +28,11 @@ def test_the_tune_plan_is_one_model_batch_and_the_largest_world_size_with_every_
     plan = build_plan(PlanOptions(tune=True), CPU, cpu_count=2)
     assert plan.world_sizes == (2,) and len(plan.models) == 1 and len(plan.batch_sizes) == 1
     assert not plan.baseline and plan.comm_iters == 0 and plan.collectives == ()
-    on_gpu_only = {name for name, v in variants.CATALOG.items() if v.cuda_only}
-    assert on_gpu_only == {"amp_bf16", "amp_fp16"}
+    on_gpu_only = [name for name, v in variants.CATALOG.items() if v.cuda_only]
+    assert on_gpu_only == ["amp_bf16", "amp_fp16", "nccl_algo_ring", "nccl_algo_tree", "nccl_proto_ll",
+                           "nccl_proto_ll128", "nccl_proto_simple"]
     assert plan.variants == tuple(v for v in variants.CATALOG if v not in on_gpu_only)
-    assert plan.variants_skipped == ("amp_bf16", "amp_fp16")  # said in the tuning table, not measured
+    assert plan.variants_skipped == tuple(on_gpu_only)  # said in the tuning table, not measured
     configs = plan.configs()
     assert [c.variant for c in configs] == list(plan.variants)
     default, *others = configs
@@ -45,7 +46,7 @@ def test_the_tune_plan_is_one_model_batch_and_the_largest_world_size_with_every_
     assert [c.variant for c in second.configs] == [c.variant for c in first.configs][1:] + [first.configs[0].variant]
 
 
-def test_on_gpus_the_autocast_variants_run_with_their_dtype() -> None:
+def test_on_gpus_the_autocast_and_nccl_variants_run_with_their_dtype_and_environment() -> None:
     from ddptop.telemetry.inventory import GpuInfo
 
     gpus = Inventory(gpus=tuple(GpuInfo(i, "NVIDIA A100-SXM4-80GB", f"GPU-{i}", 80 << 30) for i in range(2)))
@@ -53,6 +54,17 @@ def test_on_gpus_the_autocast_variants_run_with_their_dtype() -> None:
     assert plan.world_sizes == (2,) and plan.variants_skipped == () and "amp_fp16" in plan.variants
     amp = {c.variant: c.amp for c in plan.configs()}
     assert amp["amp_bf16"] == "bf16" and amp["amp_fp16"] == "fp16" and amp["default"] is None
+    # each NCCL setting in a launch of its own, with its variable in that launch's environment
+    first_round = [launch for launch in plan.launches() if launch.replicate == 0]
+    shared, *own = first_round
+    assert shared.env == () and not any(c.variant.startswith("nccl_") for c in shared.configs)
+    assert [(launch.env, [c.variant for c in launch.configs]) for launch in own] == [
+        ((("NCCL_ALGO", "Ring"),), ["nccl_algo_ring"]), ((("NCCL_ALGO", "Tree"),), ["nccl_algo_tree"]),
+        ((("NCCL_PROTO", "LL"),), ["nccl_proto_ll"]), ((("NCCL_PROTO", "LL128"),), ["nccl_proto_ll128"]),
+        ((("NCCL_PROTO", "Simple"),), ["nccl_proto_simple"])]
+    assert own[1].launch_key == "n2-nccl-nccl_algo-tree"
+    assert variants.paste_lines(variants.variant("nccl_proto_ll128"), {})[0] == "export NCCL_PROTO=LL128"
+    assert "nccl_algo_tree" not in variants.combinable(["static_graph", "nccl_algo_tree"])  # recommended alone
 
 
 def test_named_variants_come_after_the_default_and_an_unknown_one_is_refused_in_one_line() -> None:

@@ -89,7 +89,8 @@ def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str,
         tables.append({
             "model": model, "batch_size": batch, "world_size": world_size, "backend": backend,
             "min_effect": min_effect, "rows": [base, *rows], "combination": combination,
-            "skipped": [{"variant": name, "why": catalog.CUDA_ONLY_WHY} for name in skipped],
+            "skipped": [{"variant": name, "why": catalog.variant(name).cpu_why or "measured on GPUs only"}
+                        for name in skipped],
             "recommended": [r["variant"] for r in combination if r["verdict"] == uncertainty.FASTER] + faster,
         })
     return tables

@@ -36,6 +36,18 @@ class Variant:
     # the step rather than DDP: autocast's dtype, and the memory format of the model and its inputs
     amp: str | None = None
     channels_last: bool = False
+    # environment variables of the launch (NCCL's): such a variant runs in a launch of its own
+    env: tuple[tuple[str, str], ...] = ()
+    cpu_why: str | None = None  # why it is not measured on the CPU (cuda_only)
+
+
+AUTOCAST_ON_GPU = "autocast is measured on GPUs only (as ddptop's --amp)"
+
+
+def _nccl(variable: str, value: str) -> Variant:
+    """An NCCL setting, in a launch of its own (NCCL reads its environment once, at init)."""
+    return Variant(f"{variable.lower()}_{value.lower()}", f"{variable}={value}", env=((variable, value),),
+                   cuda_only=True, cpu_why="NCCL runs on GPUs only; gloo has no algorithm or protocol to choose")
 
 
 def _bucket(size: float) -> Variant:
@@ -63,15 +75,14 @@ CATALOG: dict[str, Variant] = {v.name: v for v in (
             math="gradients are sent as a rank-4 approximation per matrix (with error feedback): a lossy "
                  "compression that can cost accuracy"),
     Variant("channels_last", "channels_last memory format (model and inputs)", channels_last=True),
-    Variant("amp_bf16", "autocast to bf16", amp="bf16", cuda_only=True,
+    Variant("amp_bf16", "autocast to bf16", amp="bf16", cuda_only=True, cpu_why=AUTOCAST_ON_GPU,
             math="matmuls and convolutions run in bf16 (8 significant bits), the weights stay fp32"),
-    Variant("amp_fp16", "autocast to fp16 with a gradient scaler", amp="fp16", cuda_only=True,
+    Variant("amp_fp16", "autocast to fp16 with a gradient scaler", amp="fp16", cuda_only=True, cpu_why=AUTOCAST_ON_GPU,
             math="matmuls and convolutions run in fp16 (11 significant bits), the loss scaled against "
                  "underflow; the weights stay fp32"),
+    *(_nccl("NCCL_ALGO", value) for value in ("Ring", "Tree")),
+    *(_nccl("NCCL_PROTO", value) for value in ("LL", "LL128", "Simple")),
 )}
-
-# why a variant is not measured on the CPU
-CUDA_ONLY_WHY = "autocast is measured on GPUs only (as ddptop's --amp)"
 
 # what `ddptop tune` measures when not told otherwise: every variant of the catalog
 DEFAULT_TUNE = tuple(CATALOG)
@@ -96,12 +107,14 @@ def variant(name: str) -> Variant:
 
 
 def combinable(names: list[str]) -> list[str]:
-    """Of ``names`` (best first), those that can be set together: one bucket size and one comm hook at most,
-    the first of each kind kept."""
+    """Of ``names`` (best first), those that can be set together: one bucket size, one comm hook and one
+    autocast dtype at most, the first of each kind kept; no NCCL setting (each runs in a launch of its own)."""
     kept: list[str] = []
     bucket = hook = amp = False
     for name in names:
         chosen = variant(name)
+        if chosen.env:  # an NCCL setting runs in a launch of its own: recommended alone, not combined
+            continue
         if chosen.amp is not None:
             if amp:
                 continue
@@ -129,7 +142,8 @@ def combined(parts: list[Variant]) -> Variant:
         buffer_sync=all(p.buffer_sync for p in parts),
         comm_hook=hooks[0].comm_hook if hooks else None, powersgd_rank=hooks[0].powersgd_rank if hooks else 0,
         math="; ".join(maths) or None, cuda_only=any(p.cuda_only for p in parts),
-        amp=next((p.amp for p in parts if p.amp), None), channels_last=any(p.channels_last for p in parts))
+        amp=next((p.amp for p in parts if p.amp), None), channels_last=any(p.channels_last for p in parts),
+        env=tuple(pair for p in parts for pair in p.env))
 
 
 def ddp_keywords(chosen: Variant, bucket_cap_mb: float, buffers_keyword: str) -> dict[str, Any]:
@@ -156,6 +170,8 @@ def paste_lines(chosen: Variant, keywords: Mapping[str, Any]) -> list[str]:
     elif chosen.amp == "fp16":
         lines.append("# the forward and the loss: with torch.autocast('cuda', dtype=torch.float16): ...; "
                      "scale the loss with torch.amp.GradScaler('cuda')")
+    if chosen.env:  # NCCL reads them at init: in the job's environment, before the process group forms
+        lines = [*(f"export {key}={value}" for key, value in chosen.env), *lines]
     if chosen.comm_hook == "powersgd":  # measured compressing from the third step (PowerSGD's earliest)
         lines = ["from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as powerSGD", *lines,
                  f"model.register_comm_hook(powerSGD.PowerSGDState(None, matrix_approximation_rank="

@@ -63,11 +63,13 @@ class Launch:
     configs: tuple[ConfigSpec, ...]
     nodes: int = 1
     replicate: int = 0  # which of the plan's launches of these configurations (their round)
+    env: tuple[tuple[str, str], ...] = ()  # the launch's own environment (an NCCL variant of ddptop tune)
 
     @property
     def launch_key(self) -> str:
-        return f"n{self.world_size}-{self.nodes}nodes-{self.backend}" if self.nodes > 1 else (
+        key = f"n{self.world_size}-{self.nodes}nodes-{self.backend}" if self.nodes > 1 else (
             f"n{self.world_size}-{self.backend}")
+        return key + "".join(f"-{name.lower()}-{value.lower()}" for name, value in self.env)
 
     @property
     def nproc_per_node(self) -> int:
@@ -187,7 +189,12 @@ class Plan:
                                             for name in self.variants if name != variants_mod.DEFAULT]
                 if world_size == 1 and backend == self.backends[0]:
                     configs += data_parallel
-                result.append(Launch(world_size, backend, tuple(configs), self.nodes_for(world_size)))
+                # a variant with an environment of its own (NCCL reads it at init) runs in a launch of its own
+                shared = [c for c in configs if not variants_mod.variant(c.variant).env]
+                result.append(Launch(world_size, backend, tuple(shared), self.nodes_for(world_size)))
+                result += [Launch(world_size, backend, (c,), self.nodes_for(world_size),
+                                  env=variants_mod.variant(c.variant).env)
+                           for c in configs if variants_mod.variant(c.variant).env]
         return result
 
     def _data_parallel_configs(self) -> list[ConfigSpec]:

@@ -188,7 +188,8 @@ class SweepRunner:
                 configs=tuple(RunConfig.from_json(c.to_json()) for c in remaining),
             )
             env = {"OMP_NUM_THREADS": str(threads),
-                   **rank_gpu_environment(self.plan, dict(os.environ), loopback=bool(self.cluster and self.cluster.loopback))}
+                   **rank_gpu_environment(self.plan, dict(os.environ), loopback=bool(self.cluster and self.cluster.loopback)),
+                   **dict(launch.env)}  # an NCCL variant's (ddptop tune)
             placement = self._placement(launch.nodes)
             self._mark(LaunchStart(name, launch.world_size, launch.backend, tuple(c.config_id for c in remaining),
                                    nodes=launch.nodes, nproc_per_node=launch.nproc_per_node))
@@ -263,6 +264,16 @@ class SweepRunner:
             units[config.config_id] = launch_model.split_by_launch(samples, labels)
         return units
 
+    def _variant_group(self, launch: Launch) -> list[ConfigSpec]:
+        """The DDP configurations measured against one default: the launch's model, batch, world size and
+        backend, in every launch (an NCCL variant runs in a launch of its own), not dropped; DDP as written
+        measured again stands for the default in the combination's launches."""
+        again = any(c.variant == variants.AGAIN for c in launch.configs)
+        return [c for c in self.plan.configs() if c.mode == Mode.DDP and c.config_id not in self.dropped
+                and (c.world_size, c.backend) == (launch.world_size, launch.backend)
+                and any((c.model, c.batch_size) == (o.model, o.batch_size) for o in launch.configs)
+                and ((c.variant == variants.AGAIN or variants.JOIN in c.variant) == again)]
+
     def _combination_launches(self) -> list[Launch]:
         """ddptop tune's last step: where two variants or more were faster than DDP as written beyond noise,
         the best of them that can be set together (``variants.combinable``), measured against DDP as written
@@ -276,9 +287,9 @@ class SweepRunner:
         for launch in self.plan.launches():
             if launch.replicate:
                 continue
-            ddp = [c for c in launch.configs if c.mode == Mode.DDP and c.config_id not in self.dropped]
+            ddp = self._variant_group(launch)
             default = next((c for c in ddp if c.variant == variants.DEFAULT), None)
-            if default is None:
+            if default is None or default not in launch.configs:  # each group once, from its default's launch
                 continue
             names = {c.config_id: c.variant for c in ddp}
             faster = sorted(((ratio.value, names[config_id]) for config_id, (verdict, ratio)
@@ -304,10 +315,11 @@ class SweepRunner:
         launch; it ends ok, its steps kept, and the reason says after how many launches it was dropped."""
         from ddptop.analysis import tuning  # numpy: only a tune's runner needs it
 
-        default = next((c for c in launch.configs if c.variant in (variants.DEFAULT, variants.AGAIN)), None)
+        group = self._variant_group(launch)
+        default = next((c for c in group if c.variant in (variants.DEFAULT, variants.AGAIN)), None)
         if default is None:
             return
-        units = self._units(list(launch.configs))
+        units = self._units(group)
         for config_id, ratio in tuning.slower_so_far(units, default.config_id).items():
             state = self.session.configs[config_id]
             if state.status in ENDED:
