@@ -238,6 +238,16 @@ def test_the_faster_variants_are_measured_together_against_ddp_as_written_again(
         assert json.load(handle)["variants"][-2:] == [variants.AGAIN, together["variant"]]
     rebuilt = ddptop("report", run_dir, "--rebuild", "--format", "json")
     assert json.loads(rebuilt.stdout)["tuning"] == summary["tuning"]
+
+    async def tune_tab(app, pilot):  # the live view's Tune tab: the combination against DDP as written again
+        await pilot.press("5")
+        await pilot.pause()
+        panel = app.query_one("#tune")
+        return {panel.get_cell(row, "variant"): panel.get_cell(row, "ratio") for row in panel.rows}
+
+    _, shown = opened_on_summary(run_dir, "now", tune_tab)
+    assert shown[variants.AGAIN] == "1.00" and shown["together (2)"].endswith("x")  # point figures, not the summary's
+    assert list(shown)[-2:] == [variants.AGAIN, "together (2)"]
     assert "The faster ones set together, against DDP as written measured again" in done.stdout
 
 

@@ -1,4 +1,5 @@
-"""ddptop tune's standing while it runs: each DDP variant's median step so far against DDP as written's.
+"""ddptop tune's standing while it runs: each DDP variant's median step so far against DDP as written's;
+the combination of the faster ones against DDP as written measured again beside it.
 
 Point figures only: the intervals (which need every launch's bootstrap) and the verdicts come with the
 summary; a variant the search dropped as slower says so, with the launches it had.
@@ -10,12 +11,16 @@ from typing import Any
 
 from rich.text import Text
 
+from ddptop.protocol.variants import AGAIN, DEFAULT, JOIN
 from ddptop.protocol.vocab import Status
 from ddptop.run.snapshot import ConfigSnapshot, RunSnapshot
 from ddptop.tui import format as fmt
 from ddptop.tui.lines import LineTable
 
-DEFAULT = "default"
+
+
+def _together(variant: str) -> bool:
+    return JOIN in variant
 
 # (key, label, width, priority): the lowest priority is dropped first in a narrow window
 TUNE_COLUMNS = (
@@ -43,27 +48,36 @@ class TunePanel(LineTable):
         if drawn_from == self._drawn_from:
             return
         self._drawn_from = drawn_from
-        default = next((c for c in configs if c.variant == DEFAULT), None)
-        base = default.stats.p50 if default is not None and default.stats is not None else None
+        def p50(variant: str) -> float | None:
+            found = next((c for c in configs if c.variant == variant), None)
+            return found.stats.p50 if found is not None and found.stats is not None else None
+
+        base, again = p50(DEFAULT), p50(AGAIN)
 
         def speedup(config: ConfigSnapshot) -> float | None:
             ours = config.stats.p50 if config.stats is not None else None
-            return base / ours if base and ours else None
+            reference = again if _together(config.variant) else base  # the combination: against DDP again
+            return reference / ours if reference and ours else None
 
-        ordered = sorted(configs, key=lambda c: (c.variant != DEFAULT, -(speedup(c) or 0.0)))
+        ordered = sorted(configs, key=lambda c: (c.variant != DEFAULT, c.variant == AGAIN or _together(c.variant),
+                                                 c.variant != AGAIN, -(speedup(c) or 0.0)))
         wanted = [c.config_id for c in ordered]
         if wanted != self.rows:
             self.clear()
         for config in ordered:
             found = speedup(config)
             dropped = config.status == Status.OK and (config.reason or "").startswith("dropped")
+            together = _together(config.variant)
             self.set_row(config.config_id, {
-                "variant": config.variant,
+                "variant": f"together ({config.variant.count(JOIN) + 1})" if together else config.variant,
                 "status": Text("dropped", style="yellow") if dropped else _status(config),
                 "launches": (f"{config.launches_planned}/{config.launches_planned}"
                              if config.status == Status.OK and not dropped
                              else f"{config.launches_measured}/{config.launches_planned}"),
                 "p50": fmt.seconds(config.stats.p50 if config.stats is not None else None),
-                "ratio": "1.00" if config.variant == DEFAULT else "-" if found is None else f"{found:.2f}x",
-                "note": (config.reason or "") if dropped or config.status != Status.OK else "",
+                "ratio": ("1.00" if config.variant in (DEFAULT, AGAIN) else "-" if found is None
+                          else f"{found:.2f}x"),
+                "note": ((config.reason or "") if dropped or config.status != Status.OK
+                         else f"{config.variant} against default_again" if together
+                         else "DDP as written, again, beside the combination" if config.variant == AGAIN else ""),
             })
