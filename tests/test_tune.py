@@ -273,3 +273,29 @@ def test_a_plan_file_s_tune_table_makes_the_tune_plan(tmp_path) -> None:
     path.write_text('[tune]\nvariant = ["static_graph"]\n')
     with pytest.raises(PlanError, match=r"unknown key 'variant' in \[tune\] \(known: variants, keep_slower\)"):
         read_plan_file(str(path))
+
+
+@pytest.mark.slow
+def test_the_search_budget_ends_the_search_with_two_launches_kept(tmp_path) -> None:
+    """A budget of one second is spent before the third round: every configuration ends ok after the two
+    launches the intervals need (the budget never cuts below them), and says why."""
+    run_dir = str(tmp_path / "tune")
+    done = ddptop("tune", "--headless", "--out", run_dir, "--models", "tests.tiny_models:tiny_cnn", "--batch-sizes",
+                  "8", "--image-size", "32", "--launches", "3", "--warmup", "3", "--iters", "20",
+                  "--variants", "static_graph", "--search-budget", "1")
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
+        summary = json.load(handle)
+    assert summary["plan"]["search_budget"] == 1
+    for config in summary["configs"]:
+        assert config["status"] == "ok" and len(config["launches"]) == 2
+        assert config["reason"] == "search budget (1 s) spent after 2 of 3 launches"
+    (table,) = summary["tuning"]
+    assert table["rows"][1]["verdict"] != "not comparable" and table["combination"] == []
+
+
+def test_a_tune_has_a_search_budget_by_default_and_a_bad_one_is_refused() -> None:
+    assert build_plan(PlanOptions(tune=True), CPU, cpu_count=2).search_budget == 600
+    assert build_plan(PlanOptions(), CPU, cpu_count=2).search_budget is None  # a sweep runs every launch
+    with pytest.raises(PlanError, match=r"^--search-budget must be a positive number of seconds \(got -5\)"):
+        build_plan(PlanOptions(tune=True, search_budget=-5.0), CPU, cpu_count=2)

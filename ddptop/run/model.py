@@ -139,6 +139,7 @@ class Plan:
     variants: tuple[str, ...] = (variants_mod.DEFAULT,)
     keep_slower: bool = False  # ddptop tune: no variant dropped as slower before its last launch
     variants_skipped: tuple[str, ...] = ()  # asked for, but not measured on this device (GPU-only variants)
+    search_budget: float | None = None  # ddptop tune: seconds after which no further round of launches starts
 
     def nodes_for(self, world_size: int) -> int:
         """Nodes a world size runs on: one while it fits a node, else full nodes of nproc_per_node ranks."""

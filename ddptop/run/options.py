@@ -177,6 +177,9 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("keep_slower", bool, False, group=WHAT, action="store_true",
            help="ddptop tune: measure every variant in every launch, none dropped as slower (what the search "
                 "saves: benchmarks/tune_cost.py)"),
+    Option("search_budget", float, group=WHAT, metavar="SECONDS",
+           help="ddptop tune: start no further round of launches once the search would pass this many seconds "
+                "(default 600 on the CPU, 1800 on GPUs; every configuration keeps at least two launches)"),
     Option("tune", bool, False, group=WHAT, flag="--tune", action="store_true",
            help="the plan of ddptop tune: one model, batch and world size (the largest), every variant, no "
                 "baseline, communication analysis or collectives unless asked"),

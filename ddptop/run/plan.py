@@ -97,7 +97,9 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     batch_sizes = _unique(options.batch_sizes or ([32] if on_gpu else [16]))
     one_node_sizes = default_world_sizes(devices_per_node) if on_gpu else [1, 2]
     if options.tune:
-        options = _tune_options(options, one_node_sizes)
+        options = _tune_options(options, one_node_sizes, on_gpu)
+    if options.search_budget is not None and not options.search_budget > 0:
+        raise PlanError(f"--search-budget must be a positive number of seconds (got {options.search_budget:g})")
     nnodes = options.nnodes
     per_node = _ranks_per_node(nnodes, options.nproc_per_node, on_gpu, devices_per_node) or max(one_node_sizes)
     world_sizes = _unique(options.world_sizes or _spanning_world_sizes(one_node_sizes, per_node, nnodes))
@@ -156,7 +158,12 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     return Plan(**resolved, **kept)
 
 
-def _tune_options(options: PlanOptions, one_node_sizes: list[int]) -> PlanOptions:
+# the whole search's default time budget (seconds): a tune of the default plan's model on 2 CPU cores takes
+# about 5 minutes with every variant; a GPU node's 8 ranks and larger model, longer setups
+SEARCH_BUDGET = {False: 600.0, True: 1800.0}
+
+
+def _tune_options(options: PlanOptions, one_node_sizes: list[int], on_gpu: bool) -> PlanOptions:
     """ddptop tune's plan: the default (or given) model and batch at the largest world size of the node (or
     the one given), every variant of the catalog unless some are named; no no-DDP baseline, and no
     communication analysis or collective benchmark unless asked (they time the default DDP, not a variant)."""
@@ -169,6 +176,7 @@ def _tune_options(options: PlanOptions, one_node_sizes: list[int]) -> PlanOption
         comm_iters=0 if options.comm_iters is None else options.comm_iters,
         collectives=[] if options.collectives is None else options.collectives,
         variants=options.variants or list(variants_mod.DEFAULT_TUNE),
+        search_budget=options.search_budget or SEARCH_BUDGET[on_gpu],
         name=options.name or "tune",
     )
 

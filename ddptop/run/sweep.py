@@ -122,6 +122,8 @@ class SweepRunner:
         self.storage_stop: str | None = None  # the run directory went away or read-only: why the sweep stopped
         self._run_dir_id = _identity(session.run_dir)
         self.dropped: dict[str, str] = {}  # ddptop tune: variants dropped as slower than the default, and why
+        self._started = time.monotonic()  # the search budget counts from here (ddptop tune)
+        self._launch_walls: list[float] = []  # each launch's seconds, to tell whether the next fits the budget
 
     # -- commands from frontends (any thread) ---------------------------------------------------------------
     def request_stop(self) -> None:
@@ -137,6 +139,7 @@ class SweepRunner:
     # -- the sweep ----------------------------------------------------------------------------------------
     def run(self) -> str:
         self.status = SweepStatus.RUNNING
+        self._started = time.monotonic()
         try:
             for launches in (self.plan.launches, self._repeats_of_disturbed, self._combination_launches):
                 for launch in launches():
@@ -145,11 +148,16 @@ class SweepRunner:
                     launch = replace(launch, configs=tuple(c for c in launch.configs if c.config_id not in self.dropped))
                     if not launch.configs:
                         continue
+                    if self._over_budget(launch):
+                        self._end_for_budget(launch)
+                        continue
+                    started = time.monotonic()
                     try:
                         self._run_launch(launch)
                     except OSError as exc:  # a launch's own files (its directory, launch.json) cannot be written
                         self._stop_for_storage(rundir.describe_os_error(exc, exc.filename or self.session.run_dir))
                         break
+                    self._launch_walls.append(time.monotonic() - started)
                     if len(self.plan.variants) > 1 and launch.replicate >= 1 and not self.plan.keep_slower:
                         self._drop_slower_variants(launch)
         finally:
@@ -264,6 +272,28 @@ class SweepRunner:
             units[config.config_id] = launch_model.split_by_launch(samples, labels)
         return units
 
+    def _expected_launch_s(self) -> float:
+        return sum(self._launch_walls) / len(self._launch_walls) if self._launch_walls else 0.0
+
+    def _over_budget(self, launch: Launch) -> bool:
+        """ddptop tune's --search-budget: this launch would end past it, and every configuration in it has two
+        launches already (the fewest that give an interval its launch-to-launch level)."""
+        budget = self.plan.search_budget
+        if not budget or time.monotonic() - self._started + self._expected_launch_s() <= budget:
+            return False
+        return all(self.session.configs[c.config_id].ended_round(1) for c in launch.configs)
+
+    def _end_for_budget(self, launch: Launch) -> None:
+        """End the launch's configurations as measured so far: ok, their steps kept, the reason saying so."""
+        for config in launch.configs:
+            state = self.session.configs[config.config_id]
+            if state.status in ENDED:
+                continue
+            done = len(state.launch_names())
+            self._mark(ConfigEnd(config.config_id, Status.OK,
+                                 f"search budget ({self.plan.search_budget:g} s) spent after {done} of "
+                                 f"{state.spec.rounds} launches"))
+
     def _variant_group(self, launch: Launch) -> list[ConfigSpec]:
         """The DDP configurations measured against one default: the launch's model, batch, world size and
         backend, in every launch (an NCCL variant runs in a launch of its own), not dropped; DDP as written
@@ -283,6 +313,10 @@ class SweepRunner:
 
         if len(self.plan.variants) < 2 or self._stop.is_set() or variants.AGAIN in self.plan.variants:
             return []
+        rounds = max(1, self.plan.launches_per_config)
+        budget = self.plan.search_budget
+        if budget and time.monotonic() - self._started + rounds * self._expected_launch_s() > budget:
+            return []  # no room for the combination's launches: the faster ones stay measured alone
         found: list[Launch] = []
         for launch in self.plan.launches():
             if launch.replicate:

@@ -67,17 +67,19 @@ class TunePanel(LineTable):
         for config in ordered:
             found = speedup(config)
             dropped = config.status == Status.OK and (config.reason or "").startswith("dropped")
+            budget = config.status == Status.OK and (config.reason or "").startswith("search budget")
             together = _together(config.variant)
             self.set_row(config.config_id, {
                 "variant": f"together ({config.variant.count(JOIN) + 1})" if together else config.variant,
-                "status": Text("dropped", style="yellow") if dropped else _status(config),
+                "status": (Text("dropped", style="yellow") if dropped else Text("budget spent", style="yellow")
+                           if budget else _status(config)),
                 "launches": (f"{config.launches_planned}/{config.launches_planned}"
-                             if config.status == Status.OK and not dropped
+                             if config.status == Status.OK and not (dropped or budget)
                              else f"{config.launches_measured}/{config.launches_planned}"),
                 "p50": fmt.seconds(config.stats.p50 if config.stats is not None else None),
                 "ratio": ("1.00" if config.variant in (DEFAULT, AGAIN) else "-" if found is None
                           else f"{found:.2f}x"),
-                "note": ((config.reason or "") if dropped or config.status != Status.OK
+                "note": ((config.reason or "") if dropped or budget or config.status != Status.OK
                          else f"{config.variant} against default_again" if together
                          else "DDP as written, again, beside the combination" if config.variant == AGAIN else ""),
             })
