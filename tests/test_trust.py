@@ -18,10 +18,13 @@ TINY = ("--models", "tests.tiny_models:tiny_cnn", "--image-size", "64", "--num-c
 
 @pytest.mark.slow
 def test_three_runs_of_one_plan_compare_quiet_pairwise(tmp_path):
-    """The same plan run three times, two launches a configuration: every pairwise diff stays quiet (no
+    """The same plan run three times, two launches a configuration: the pairwise diffs stay quiet (no
     "slower" or "faster"), because the intervals know the launch-to-launch spread these runs show. The
     whole path, run -> --baseline -> diff, on real runs; the false-alarm rate itself is measured on
-    synthetic series with a known truth (tests/test_launches.py)."""
+    synthetic series with a known truth (tests/test_launches.py): a few percent per comparison at launch
+    offsets of 5-10%, as this VM's are, so all six comparisons quiet would fail about one run in five by
+    design (seen once in seven runs). At most one may call a change; intervals blind to the launch spread
+    would call several (runs of one plan here differ by 4-5%, within-launch intervals are ±2-3%)."""
     runs = [str(tmp_path / name) for name in "abc"]
     first = run_sweep(runs[0], *TINY, "--launches", "2")
     assert first.returncode == 0, first.stderr
@@ -41,7 +44,8 @@ def test_three_runs_of_one_plan_compare_quiet_pairwise(tmp_path):
                 assert row["ratio_ci"][0] <= row["ratio"] <= row["ratio_ci"][1]
                 calls.append((os.path.basename(a), os.path.basename(b), row["config_id"], row["verdict"],
                               row["ratio"], row["ratio_ci"]))
-    assert all(verdict in ("within noise", "equivalent") for *_, verdict, _, _ in calls), calls
+    called = [call for call in calls if call[3] not in ("within noise", "equivalent")]
+    assert len(calls) == 6 and len(called) <= 1, calls
 
 
 # what the gate test needs is a run, not a precise one: 20 fixed steps instead of measuring until the median is
