@@ -59,9 +59,9 @@ class ConfigTable(LineTable):
             self.set_row(config.config_id, _config_cells(config, scale, going, measuring))
 
 
-def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None, going: bool = True,
-                  measuring: bool = True) -> dict[str, Any]:
-    stats = config.stats
+def status_text(config: ConfigSnapshot, going: bool = True, measuring: bool = True) -> Text:
+    """A configuration's status as the tables show it: analysing, queued between its launches, its failure
+    or a disturbed node beside it. ``going``: the sweep may still measure; ``measuring``: it runs now."""
     status = Text(config.status, style=STATUS_STYLE.get(config.status, ""))
     if config.analysing and going:  # its steps are in, ok; the compute/communication split is still being measured
         status = Text("analysing", style=STATUS_STYLE.get(Status.RUNNING, ""))
@@ -75,6 +75,13 @@ def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None, going: b
         status.append(" !", style="bold yellow")
         if config.validity.reasons:
             status.append(f" {config.validity.reasons[0][:60]}", style="yellow")
+    return status
+
+
+def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None, going: bool = True,
+                  measuring: bool = True) -> dict[str, Any]:
+    stats = config.stats
+    status = status_text(config, going, measuring)
     return {
         "label": config.label,
         "model": config.model,

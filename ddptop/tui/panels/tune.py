@@ -16,6 +16,7 @@ from ddptop.protocol.vocab import Status
 from ddptop.run.snapshot import ConfigSnapshot, RunSnapshot
 from ddptop.tui import format as fmt
 from ddptop.tui.lines import LineTable
+from ddptop.tui.panels.configs import status_text
 
 
 
@@ -29,12 +30,6 @@ TUNE_COLUMNS = (
 )
 
 
-def _status(config: ConfigSnapshot) -> str:
-    if config.status == Status.RUNNING and config.launches_measured and config.sample_count and not config.progress:
-        return f"queued {config.launches_measured}/{config.launches_planned}"
-    return str(config.status)
-
-
 class TunePanel(LineTable):
     """One row per DDP configuration with its variant, the default first, then by examples/s so far."""
 
@@ -44,7 +39,8 @@ class TunePanel(LineTable):
 
     def update_from(self, snapshot: RunSnapshot) -> None:
         configs = [c for c in snapshot.session.configs if "/ddp/" in c.config_id]  # not no-DDP or DataParallel
-        drawn_from = tuple((c.config_id, c.revision, c.status) for c in configs)
+        measuring, going = snapshot.session.measuring, snapshot.going
+        drawn_from = (measuring, going, tuple((c.config_id, c.revision, c.status) for c in configs))
         if drawn_from == self._drawn_from:
             return
         self._drawn_from = drawn_from
@@ -72,7 +68,7 @@ class TunePanel(LineTable):
             self.set_row(config.config_id, {
                 "variant": f"together ({config.variant.count(JOIN) + 1})" if together else config.variant,
                 "status": (Text("dropped", style="yellow") if dropped else Text("budget spent", style="yellow")
-                           if budget else _status(config)),
+                           if budget else status_text(config, going, measuring == config.config_id)),
                 "launches": (f"{config.launches_planned}/{config.launches_planned}"
                              if config.status == Status.OK and not (dropped or budget)
                              else f"{config.launches_measured}/{config.launches_planned}"),
