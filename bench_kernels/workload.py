@@ -214,8 +214,7 @@ def wrap_in_ddp(model: Any, cfg: RunConfig, device: Any, local_rank: int, with_h
     # step times are the same either way; the newer keyword where torch has it, so no warning is printed.
     buffers = ("forward_sync_buffers" if accepts(DistributedDataParallel.__init__, "forward_sync_buffers")
                else "broadcast_buffers")
-    keywords = variants.ddp_keywords(chosen, cfg.bucket_cap_mb, buffers)
-    keywords[buffers] = keywords[buffers] and cfg.broadcast_buffers  # --no-broadcast-buffers holds for all
+    keywords = variants.ddp_keywords(chosen, cfg.bucket_cap_mb, buffers, cfg.broadcast_buffers)
     missing = [key for key in chosen.ddp_kwargs if not accepts(DistributedDataParallel.__init__, key)]
     if missing:
         raise RuntimeError(f"this torch's DDP has no {', '.join(missing)}: variant {cfg.variant} cannot run")

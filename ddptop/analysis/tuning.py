@@ -103,7 +103,7 @@ def _compare(row: dict[str, Any], base: dict[str, Any], replicates: Mapping[str,
     ours, theirs = replicates.get(row["config_id"]), replicates.get(base["config_id"])
     if ours is None or theirs is None or not row["sec_iter"] or not base["sec_iter"]:
         return row
-    ratio = uncertainty.propagate(lambda d, v: v / d, theirs, ours, value=row["sec_iter"] / base["sec_iter"])
+    ratio = uncertainty.step_ratio(theirs, ours, row["sec_iter"] / base["sec_iter"])
     row.update(step_ratio=ratio.value, step_ratio_ci=ratio.to_ci(), speedup=1 / ratio.value,
                speedup_ci=_inverse(ratio.to_ci()), verdict=uncertainty.verdict(ratio, min_effect))
     return row
@@ -124,8 +124,7 @@ def standing(units: Mapping[str, Mapping[str, Mapping[int, Sequence[float]]]], d
     found = {}
     for config_id, ours in replicates.items():
         if config_id != default_id:
-            ratio = uncertainty.propagate(lambda d, v: v / d, base, ours,
-                                          value=centres[config_id] / centres[default_id])
+            ratio = uncertainty.step_ratio(base, ours, centres[config_id] / centres[default_id])
             found[config_id] = (uncertainty.verdict(ratio, min_effect), ratio)
     return found
 

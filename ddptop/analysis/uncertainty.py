@@ -357,6 +357,11 @@ class Comparison:
     min_effect: float
 
 
+def step_ratio(a: np.ndarray, b: np.ndarray, value: float) -> Estimate:
+    """B's step time over A's, with its interval from their (independent) replicates: above 1, B is slower."""
+    return propagate(lambda x, y: y / x, a, b, value=value)
+
+
 def verdict(ratio: Estimate, min_effect: float) -> str:
     """A change is called only when the interval lies beyond the margin; inside it: equivalent."""
     if ratio.low > 1 + min_effect:

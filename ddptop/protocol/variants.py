@@ -146,10 +146,12 @@ def combined(parts: list[Variant]) -> Variant:
         env=tuple(pair for p in parts for pair in p.env))
 
 
-def ddp_keywords(chosen: Variant, bucket_cap_mb: float, buffers_keyword: str) -> dict[str, Any]:
+def ddp_keywords(chosen: Variant, bucket_cap_mb: float, buffers_keyword: str, buffer_sync: bool = True
+                 ) -> dict[str, Any]:
     """DDP's keyword arguments for a variant (beyond the model and device_ids): the bucket size, the buffer sync
-    under the installed torch's name for it (``buffers_keyword``), and the variant's own."""
-    return {"bucket_cap_mb": bucket_cap_mb, buffers_keyword: chosen.buffer_sync, **chosen.ddp_kwargs}
+    under the installed torch's name for it (``buffers_keyword``; off when the plan or the variant turns it
+    off), and the variant's own."""
+    return {"bucket_cap_mb": bucket_cap_mb, buffers_keyword: buffer_sync and chosen.buffer_sync, **chosen.ddp_kwargs}
 
 
 def paste_lines(chosen: Variant, keywords: Mapping[str, Any]) -> list[str]:

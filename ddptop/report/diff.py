@@ -87,7 +87,7 @@ def compare_config(a: Config, b: Config, min_effect: float = DEFAULT_MIN_EFFECT,
     if variance is None:
         variance = launches.pool_variance([fit_a, fit_b], count)
     reps_a, reps_b = launches.replicates(fit_a, variance), launches.replicates(fit_b, variance)
-    ratio = uncertainty.propagate(lambda x, y: y / x, reps_a, reps_b, value=fit_b.value / fit_a.value)
+    ratio = uncertainty.step_ratio(reps_a, reps_b, fit_b.value / fit_a.value)
     row["ratio"] = ratio.value
     row["ratio_ci"] = ratio.to_ci()
     row["verdict"] = uncertainty.verdict(ratio, min_effect)

@@ -401,10 +401,6 @@ class Config(Record):
     flops: Flops | None = None
     verdict: Verdict | None = None
 
-    def spec_field(self, name: str) -> Any:
-        """A spec field by its JSON name, modelled here or not (for writing a spec out as it was read)."""
-        return getattr(self, name) if name in {n for n, _, _ in _field_readers(Config)} else self._extra.get(name)
-
 
 # --- figures over several configurations ---------------------------------------------------------------
 

@@ -856,7 +856,7 @@ def csv_text(summary: Summary) -> str:
     writer.writerow(header)
     for entry in summary.configs:
         stats = entry.stats or StepFigures()
-        row: list[Any] = [entry.spec_field(f) for f in CSV_SPEC_FIELDS]
+        row: list[Any] = [getattr(entry, f) for f in CSV_SPEC_FIELDS]  # each a Config field
         row += [stats.n, stats.mean, stats.std]
         for figures in (stats.sec_iter, stats.ex_sec_replica, stats.ex_sec_total):
             row += [figures.at(f"p{q}") for q in PERCENTILES]

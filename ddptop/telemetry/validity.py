@@ -77,7 +77,6 @@ class ValidityAccumulator:
         self._job_gpus: set[int] = set()
         self._gpus: dict[int, _Gpu] = {}
         self._foreign: dict[tuple[int, Any], dict[str, Any]] = {}
-        self.damaged = 0  # readings left out for their shape
 
     # -- feeding -------------------------------------------------------------------------------------------
     def add(self, record: dict[str, Any]) -> None:
@@ -104,7 +103,7 @@ class ValidityAccumulator:
             try:
                 self.add(record)
             except (TypeError, ValueError, AttributeError):
-                self.damaged += 1  # a reading of the wrong shape (a damaged timeline file) is left out
+                continue  # a reading of the wrong shape (a damaged timeline file) is left out
         return self
 
     def _gpu(self, index: int) -> _Gpu:
