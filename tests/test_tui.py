@@ -364,6 +364,29 @@ def test_the_chart_key_switches_to_every_rank_and_back(in_repo):
     asyncio.run(run())
 
 
+def test_the_chart_fills_its_new_size_after_a_resize_with_no_frame_to_follow(in_repo):
+    """A settled run takes no more snapshots: a resize alone must redraw the chart at its new size (the
+    chart drawn at a stale height was a snapshot that failed now and then on a busy machine)."""
+
+    async def run():
+        app = DdptopApp.for_recorded(RECORDED)
+        async with app.run_test(size=(120, 40)) as pilot:
+            await settled(pilot)
+            chart = app.query_one("#chart")
+
+            def axis_rows():
+                return sum("\u2502" in chart.render_line(y).text for y in range(chart.size.height))
+
+            assert axis_rows() == chart.size.height - 1  # every row under the title carries the axis
+            frames = app.frames_shown
+            await pilot.resize_terminal(120, 50)
+            await pilot.pause()
+            assert app.frames_shown == frames  # no new frame: the chart redrew from what it had
+            assert chart.size.height > 20 and axis_rows() == chart.size.height - 1
+
+    asyncio.run(run())
+
+
 def test_shift_t_cycles_the_colour_themes_and_no_color_is_honoured(in_repo, monkeypatch):
     async def run(expect_no_color):
         app = DdptopApp.for_recorded(RECORDED)

@@ -27,13 +27,19 @@ class StepChart(TextLines):
         self._key: tuple[str, int, tuple[int, int], bool] | None = None
         self._drawn = 0.0
         self.per_rank = False  # the per-rank dots instead of the median and band
+        self._snapshot: RunSnapshot | None = None  # drawn again on a resize: a settled run sends no more frames
 
     def toggle(self) -> None:
         """Switch between the median and band and the per-rank dots; drawn at the next frame."""
         self.per_rank = not self.per_rank
         self._key = None
 
+    def on_resize(self) -> None:
+        if self._snapshot is not None:
+            self.update_from(self._snapshot)
+
     def update_from(self, snapshot: RunSnapshot) -> None:
+        self._snapshot = snapshot
         config = snapshot.session.current()
         size = (self.size.width, self.size.height)
         if config is None or size[0] < 20 or size[1] < 3:
