@@ -159,3 +159,41 @@ def tiny_config(**changes):
                   channels_last=False, comm_iters=3)
     values.update(changes)
     return RunConfig(**values)
+
+
+def _svg_text(svg: str) -> list[str]:
+    """The characters of a Textual SVG screenshot, row by row (its cells are 12.2 px apart)."""
+    import html
+    import re
+
+    rows: dict[float, list[tuple[float, str]]] = {}
+    for match in re.finditer(r'<text class="[^"]*" x="([\d.]+)" y="([\d.]+)"[^>]*>(.*?)</text>', svg):
+        rows.setdefault(float(match[2]), []).append((float(match[1]), html.unescape(match[3])))
+    lines = []
+    for y in sorted(rows):
+        line = ""
+        for x, text in sorted(rows[y]):
+            line = line.ljust(round(x / 12.2)) + text
+        lines.append(line.replace("\xa0", " ").rstrip())
+    return lines
+
+
+@pytest.fixture
+def snap_compare(snap_compare, request):
+    """pytest-textual-snapshot's comparison, and on a mismatch the differing rows as text in the test's
+    output (its HTML report stays on the machine that ran the suite)."""
+    import difflib
+    import pickle
+
+    from pytest_textual_snapshot import node_to_report_path
+
+    def compare(*args, **kwargs) -> bool:
+        matched = snap_compare(*args, **kwargs)
+        if not matched:
+            _, expected, actual, *_ = pickle.loads(node_to_report_path(request.node).read_bytes())
+            diff = difflib.unified_diff(_svg_text(expected or ""), _svg_text(actual), "expected", "actual",
+                                        lineterm="", n=1)
+            print("\n".join(diff) or "the rows' text is the same: a colour or a style differs")
+        return matched
+
+    return compare
