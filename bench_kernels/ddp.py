@@ -66,7 +66,8 @@ from bench_kernels.timing import (
     run_steps,
     warm_up_until_steady,
 )
-from bench_kernels.workload import Workload, accepts, build_workload, devices_used
+from bench_kernels.compiled import first_step
+from bench_kernels.workload import Workload, accepts, build_workload, devices_used, eager_ddp
 from ddptop.protocol import variants
 from ddptop.protocol.affinity import NUMA_BINDING_ENV, UNBOUND_ENV, bind_this_process
 from ddptop.protocol.devices import apply_rank_device
@@ -279,8 +280,11 @@ class Worker:
         self._slow_down(cfg, workload)
         # the peak from here on: DataParallel's FLOP count runs the whole global batch on its first GPU, which
         # no step does (each replica takes its share)
+        setup_s = time.perf_counter() - setup_start
+        compiled = (first_step(workload.step_through(workload.net), eager_ddp(workload.net))
+                    if variants.variant(cfg.variant).compile else None)
         self._reset_peak_memory(cfg)
-        self._config_start(cfg, workload, time.perf_counter() - setup_start, round_index, flops)
+        self._config_start(cfg, workload, setup_s, round_index, flops, compiled)
         cap = self.spec.memory_cap_mb
         if cap and self.device.type == "cpu":
             check_cpu_memory_cap(workload.model, workload.inputs, workload.grad_bytes, cap)
@@ -305,7 +309,7 @@ class Worker:
         torch = self.torch
         if variants.variant(cfg.variant).ddp_kwargs.get("static_graph"):
             return None  # static_graph DDP breaks on a no_sync() step before its first (an internal assert)
-        net = workload.model if cfg.mode == Mode.DP else workload.net
+        net = workload.model if cfg.mode == Mode.DP else eager_ddp(workload.net)  # the FLOPs are the same
         quiet = net.no_sync() if cfg.mode == Mode.DDP else contextlib.nullcontext()
 
         def forward_and_backward() -> None:
@@ -324,7 +328,7 @@ class Worker:
             workload.optimizer.zero_grad(set_to_none=True)
 
     def _config_start(self, cfg: RunConfig, workload: Workload, setup_s: float, round_index: int,
-                      flops: dict[str, int] | None = None) -> None:
+                      flops: dict[str, int] | None = None, compiled: dict[str, Any] | None = None) -> None:
         dtypes = op_dtypes(self.torch, self.device, cfg.amp)
         self.writer.emit(
             "config_start",
@@ -348,6 +352,7 @@ class Worker:
             dtype_by_kind=dtypes,
             compute_dtype=dtype_label(dtypes, flops),
             ddp_keywords=getattr(workload.net, "ddptop_keywords", None),  # as passed, for the lines to paste
+            compiled=compiled,  # torch.compile's first step, apart from the measured ones (this launch's)
         )
         self.writer.flush()
 

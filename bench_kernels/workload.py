@@ -131,13 +131,29 @@ def wrap(model: Any, cfg: RunConfig, device: Any, local_rank: int) -> Any:
     import torch
 
     if cfg.mode == Mode.DDP:
-        return wrap_in_ddp(model, cfg, device, local_rank)
+        ddp = wrap_in_ddp(model, cfg, device, local_rank)
+        if not variants.variant(cfg.variant).compile:
+            return ddp
+        # Dynamo's DDPOptimizer asserts that DDP's first bucket (1 MiB) is no larger than the others
+        # (torch/_dynamo/backends/distributed.py, torch 2.14): a smaller cap fails inside the first step
+        first = getattr(torch.distributed, "_DEFAULT_FIRST_BUCKET_BYTES", 0)
+        if ddp.bucket_bytes_cap < first:
+            raise RuntimeError(f"torch.compile cannot run DDP with bucket_cap_mb={cfg.bucket_cap_mb:g}: Dynamo's "
+                               f"DDPOptimizer needs a bucket cap of at least DDP's first bucket, {first / 2**20:g} MiB")
+        # compiled at its first step (bench_kernels.compiled times that step apart from the measured ones)
+        return torch.compile(ddp)
     if cfg.mode == Mode.DP:
         # One process scatters the batch over N devices, replicates the model every step and gathers the
         # outputs. Without CUDA, DataParallel is a pass-through: one process does the N ranks' work on the
         # cores they would have shared.
         return torch.nn.DataParallel(replica_module(model, cfg, device), device_ids=dp_devices(cfg, device))
     return model
+
+
+def eager_ddp(net: Any) -> Any:
+    """The DDP wrapper under a ``torch.compile`` (its ``_orig_mod``), or ``net`` itself: what runs a step eagerly
+    (the FLOP count) and holds DDP's own state (``no_sync``, its logging data)."""
+    return getattr(net, "_orig_mod", net)
 
 
 def replica_module(model: Any, cfg: RunConfig, device: Any) -> Any:

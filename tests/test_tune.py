@@ -299,3 +299,56 @@ def test_a_tune_has_a_search_budget_by_default_and_a_bad_one_is_refused() -> Non
     assert build_plan(PlanOptions(), CPU, cpu_count=2).search_budget is None  # a sweep runs every launch
     with pytest.raises(PlanError, match=r"^--search-budget must be a positive number of seconds \(got -5\)"):
         build_plan(PlanOptions(tune=True, search_budget=-5.0), CPU, cpu_count=2)
+
+
+# -- torch.compile ------------------------------------------------------------------------------------------------
+
+def test_compile_is_recommended_alone_and_its_cost_is_said_apart_from_the_step_time() -> None:
+    assert variants.combinable(["compile", "static_graph", "nccl_algo_ring"]) == ["static_graph"]
+    assert variants.paste_lines(variants.variant("compile"), {"bucket_cap_mb": 25.0}) == [
+        "model = DDP(model)", "model = torch.compile(model)"]
+    kept = tuning.compile_cost([{"first_step_s": 41.0, "graphs": 1, "graph_breaks": 2, "compiled_buckets": 3,
+                                 "ddp_buckets": 3}, {"first_step_s": 5.0, "graphs": 1}])
+    assert kept is not None and kept["first_step_s"] == [41.0, 5.0] and kept["bucketing"] == "kept"
+    lost = tuning.compile_cost([{"first_step_s": 9.0, "compiled_buckets": 1, "ddp_buckets": 4}])
+    assert lost is not None and lost["bucketing"] == "lost"
+    assert tuning.compile_cost([{"first_step_s": "soon"}]) is None  # a damaged figure is no figure
+    unknown = tuning.compile_cost([{"first_step_s": 2.5, "ddp_buckets": 4}])  # DDPOptimizer said nothing
+    assert unknown is not None and unknown["bucketing"] is None
+    table = TuneTable.from_json({"model": "m", "batch_size": 8, "world_size": 2, "backend": "gloo", "rows": [
+        {"variant": "default", "what": "DDP"},
+        {"variant": "compile", "what": "torch.compile of the DDP model", "compiled": kept},
+        {"variant": "static_graph", "what": "static_graph=True", "compiled": lost}]})
+    from ddptop.report.tables import compile_notes
+    first, second = compile_notes(table)
+    assert "took 41.0 s, 5.0 s (one per launch; not in the step time above" in first
+    assert "split at 3 bucket(s) as DDP's 3: each allreduce can still overlap" in first
+    assert "only 1 bucket(s) for DDP's 4" in second
+    eager = TuneTable.from_json({"rows": [{"variant": "compile", "compiled": tuning.compile_cost(
+        [{"first_step_s": 0.2, "graphs": 0, "graph_breaks": 3}])}]})
+    assert "Dynamo captured no graph, so the model ran eagerly" in compile_notes(eager)[0]
+
+
+@pytest.mark.slow
+def test_a_compiled_ddp_model_is_measured_with_its_compile_time_apart(tmp_path) -> None:
+    """torch.compile (Inductor, the default backend: a C++ compiler on the CPU) of DDP at N=2 on gloo, two
+    launches: the compile variant's first step in each launch is reported apart from its step time, with the
+    graph splits DDPOptimizer made against DDP's buckets (read from the torch run, not assumed)."""
+    run_dir = str(tmp_path / "tune")
+    done = ddptop("tune", "--headless", "--out", run_dir, "--models", "tests.tiny_models:wide_mlp", "--batch-sizes",
+                  "8", "--image-size", "32", "--launches", "2", "--warmup", "3", "--iters", "20", "--variants",
+                  "compile", "--bucket-cap-mb", "1", timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
+        summary = json.load(handle)
+    (table,) = summary["tuning"]
+    rows = {r["variant"]: r for r in table["rows"]}
+    compiled = rows["compile"]
+    assert compiled["status"] == "ok" and compiled["sec_iter"] > 0 and compiled["speedup_ci"] is not None
+    cost = compiled["compiled"]
+    assert len(cost["first_step_s"]) == 2 and all(s > 0 for s in cost["first_step_s"])
+    assert cost["graphs"] >= 1 and cost["ddp_buckets"] >= 2  # 3 MB of gradients at a 1 MB cap
+    assert cost["compiled_buckets"] >= 1 and cost["bucketing"] in ("kept", "lost")
+    assert rows["default"]["compiled"] is None
+    assert compiled["paste"][-1] == "model = torch.compile(model)"
+    assert "the first step, which compiles, took" in done.stdout

@@ -16,6 +16,23 @@ def tiny_cnn(num_classes: int = 10) -> nn.Module:
     )
 
 
+class _WideMLP(nn.Module):
+    # a model class of its own, as a training script has: torch.compile of DDP leaves a bare nn.Sequential's
+    # forward (torch's own code, which Dynamo skips as a frame) uncompiled
+    def __init__(self, num_classes: int) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 256), nn.ReLU(), nn.Linear(256, 256),
+                                    nn.ReLU(), nn.Linear(256, num_classes))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
+def wide_mlp(num_classes: int = 10) -> nn.Module:
+    """About 4 MB of gradients, most in one layer: several DDP buckets at a 1 MB cap, yet quick to compile."""
+    return _WideMLP(num_classes)
+
+
 class _FailOnRank(nn.Module):
     """Raises on one rank after a few forward passes, like a real fault in the middle of a measurement."""
 

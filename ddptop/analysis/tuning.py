@@ -31,7 +31,32 @@ def _inverse(interval: list[float] | None) -> list[float] | None:
     return [1 / interval[1], 1 / interval[0]] if interval and interval[0] > 0 else None
 
 
-def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None) -> dict[str, Any]:
+def compile_cost(launches: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """What torch.compile cost and kept, from each launch's first step (``bench_kernels.compiled``): the first
+    step's seconds in every launch (each compiles anew; Inductor's cache on disk makes later launches quicker),
+    and the first launch's graphs, graph breaks and graph splits against DDP's buckets. ``bucketing``: "kept"
+    when DDPOptimizer split the backward at as many buckets as DDP made (each allreduce can still overlap the
+    backward), "lost" when fewer, None when not known."""
+    def number(value: Any) -> float | None:
+        return value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+    seconds = [s for s in (number(launch.get("first_step_s")) for launch in launches) if s is not None]
+    if not launches or not seconds:
+        return None
+    first = launches[0]
+    split, buckets = number(first.get("compiled_buckets")), number(first.get("ddp_buckets"))
+    return {
+        "first_step_s": seconds,
+        "graphs": number(first.get("graphs")),
+        "graph_breaks": number(first.get("graph_breaks")),
+        "compiled_buckets": split,
+        "ddp_buckets": buckets,
+        "bucketing": None if split is None or buckets is None else "kept" if split >= buckets else "lost",
+    }
+
+
+def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None,
+         compiles: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     chosen = catalog.variant(entry.get("variant") or catalog.DEFAULT)
     stats = entry.get("stats") or {}
     return {
@@ -51,19 +76,28 @@ def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None) -> dict[s
         "verdict": ("the default" if chosen.name == catalog.DEFAULT else "measured again" if chosen.name == catalog.AGAIN
                     else uncertainty.NOT_COMPARABLE),
         "paste": catalog.paste_lines(chosen, keywords) if keywords else None,
+        "compiled": compile_cost(compiles),
     }
 
 
 def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str, np.ndarray],
                   keywords: Mapping[str, Mapping[str, Any]], min_effect: float = DEFAULT_MIN_EFFECT,
-                  skipped: Sequence[str] = ()) -> list[dict[str, Any]]:
+                  skipped: Sequence[str] = (), compiles: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
+                  ) -> list[dict[str, Any]]:
     """One table per model, batch, world size and backend that has variants: the default first, then each
     variant by its examples/s against the default's (best first); the combination of the faster ones, if the
     search measured one, against DDP as written measured again beside it; and what is recommended (the
     combination first when it is faster beyond noise, then every single variant that is). ``replicates``:
     the two-level replicates of each configuration's p50 (``intervals.add_step_intervals``); ``keywords``:
     the DDP keywords each configuration's ranks passed (their config_start), for the lines to paste;
-    ``skipped``: the variants asked for but not measured on this device (said under the table)."""
+    ``skipped``: the variants asked for but not measured on this device (said under the table); ``compiles``:
+    torch.compile's first step in each launch of a compiled configuration."""
+    compiles = compiles or {}
+
+    def row(entry: Mapping[str, Any]) -> dict[str, Any]:
+        config_id = entry["config_id"]
+        return _row(entry, keywords.get(config_id), compiles.get(config_id, ()))
+
     groups: dict[tuple, list[Mapping[str, Any]]] = {}
     for entry in entries:
         if entry["mode"] == Mode.DDP:
@@ -76,14 +110,14 @@ def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str,
                    and catalog.JOIN not in name]
         if default is None or not singles:
             continue
-        base = _row(default, keywords.get(default["config_id"]))
-        rows = [_compare(_row(e, keywords.get(e["config_id"])), base, replicates, min_effect) for e in singles]
+        base = row(default)
+        rows = [_compare(row(e), base, replicates, min_effect) for e in singles]
         rows.sort(key=lambda r: (r["speedup"] is None, -(r["speedup"] or 0.0)))
         # the combination, against DDP as written measured again beside it in launches of their own
         combination: list[dict[str, Any]] = []
         if again is not None:
-            fresh = _row(again, keywords.get(again["config_id"]))
-            combination = [fresh] + [_compare(_row(e, keywords.get(e["config_id"])), fresh, replicates, min_effect)
+            fresh = row(again)
+            combination = [fresh] + [_compare(row(e), fresh, replicates, min_effect)
                                      for name, e in named.items() if catalog.JOIN in name]
         faster = [r["variant"] for r in rows if r["verdict"] == uncertainty.FASTER]
         tables.append({

@@ -39,6 +39,7 @@ class Variant:
     # environment variables of the launch (NCCL's): such a variant runs in a launch of its own
     env: tuple[tuple[str, str], ...] = ()
     cpu_why: str | None = None  # why it is not measured on the CPU (cuda_only)
+    compile: bool = False  # torch.compile of the DDP-wrapped model (its compile time is reported apart)
 
 
 AUTOCAST_ON_GPU = "autocast is measured on GPUs only (as ddptop's --amp)"
@@ -75,6 +76,7 @@ CATALOG: dict[str, Variant] = {v.name: v for v in (
             math="gradients are sent as a rank-4 approximation per matrix (with error feedback): a lossy "
                  "compression that can cost accuracy"),
     Variant("channels_last", "channels_last memory format (model and inputs)", channels_last=True),
+    Variant("compile", "torch.compile of the DDP model", compile=True),
     Variant("amp_bf16", "autocast to bf16", amp="bf16", cuda_only=True, cpu_why=AUTOCAST_ON_GPU,
             math="matmuls and convolutions run in bf16 (8 significant bits), the weights stay fp32"),
     Variant("amp_fp16", "autocast to fp16 with a gradient scaler", amp="fp16", cuda_only=True, cpu_why=AUTOCAST_ON_GPU,
@@ -108,12 +110,14 @@ def variant(name: str) -> Variant:
 
 def combinable(names: list[str]) -> list[str]:
     """Of ``names`` (best first), those that can be set together: one bucket size, one comm hook and one
-    autocast dtype at most, the first of each kind kept; no NCCL setting (each runs in a launch of its own)."""
+    autocast dtype at most, the first of each kind kept; no NCCL setting (each runs in a launch of its own)
+    and not torch.compile (recommended alone: its compile time, paid by every job, is a cost the step time
+    leaves out, and its graph split depends on every other setting)."""
     kept: list[str] = []
     bucket = hook = amp = False
     for name in names:
         chosen = variant(name)
-        if chosen.env:  # an NCCL setting runs in a launch of its own: recommended alone, not combined
+        if chosen.env or chosen.compile:  # recommended alone, not combined
             continue
         if chosen.amp is not None:
             if amp:
@@ -143,7 +147,7 @@ def combined(parts: list[Variant]) -> Variant:
         comm_hook=hooks[0].comm_hook if hooks else None, powersgd_rank=hooks[0].powersgd_rank if hooks else 0,
         math="; ".join(maths) or None, cuda_only=any(p.cuda_only for p in parts),
         amp=next((p.amp for p in parts if p.amp), None), channels_last=any(p.channels_last for p in parts),
-        env=tuple(pair for p in parts for pair in p.env))
+        env=tuple(pair for p in parts for pair in p.env), compile=any(p.compile for p in parts))
 
 
 def ddp_keywords(chosen: Variant, bucket_cap_mb: float, buffers_keyword: str, buffer_sync: bool = True
@@ -172,6 +176,8 @@ def paste_lines(chosen: Variant, keywords: Mapping[str, Any]) -> list[str]:
     elif chosen.amp == "fp16":
         lines.append("# the forward and the loss: with torch.autocast('cuda', dtype=torch.float16): ...; "
                      "scale the loss with torch.amp.GradScaler('cuda')")
+    if chosen.compile:
+        lines.append("model = torch.compile(model)")
     if chosen.env:  # NCCL reads them at init: in the job's environment, before the process group forms
         lines = [*(f"export {key}={value}" for key, value in chosen.env), *lines]
     if chosen.comm_hook == "powersgd":  # measured compressing from the third step (PowerSGD's earliest)

@@ -272,7 +272,8 @@ def build_summary(
             "dp_vs_ddp": scaling.data_parallel_vs_ddp(entries),
             "tuning": tuning.tuning_tables(entries, replicates, {
                 state.spec.config_id: state.info["ddp_keywords"] for state in states
-                if isinstance(state.info.get("ddp_keywords"), dict)}, skipped=session.plan.variants_skipped),
+                if isinstance(state.info.get("ddp_keywords"), dict)}, skipped=session.plan.variants_skipped,
+                compiles={state.spec.config_id: state.compiles for state in states if state.compiles}),
             "collectives": collectives,
             "overhead": _overhead(session, entries),
             "telemetry": telemetry,

@@ -577,6 +577,18 @@ class DpVsDdpRow(Record):
 
 
 @dataclass(kw_only=True)
+class CompileCost(Record):
+    """torch.compile's cost and what it kept (``tuning.compile_cost``): the first step of each launch, which
+    compiles, and the first launch's graphs, graph breaks, and graph splits against DDP's buckets."""
+    first_step_s: list[float] = field(default_factory=list)
+    graphs: int | None = None
+    graph_breaks: int | None = None
+    compiled_buckets: int | None = None
+    ddp_buckets: int | None = None
+    bucketing: str | None = None  # kept | lost | None (not known)
+
+
+@dataclass(kw_only=True)
 class TuneRow(Record):
     """One DDP variant against the default (``analysis/tuning.py``): its step time and examples/s, their
     ratio to the default's with the interval, and what changes in the arithmetic."""
@@ -598,6 +610,7 @@ class TuneRow(Record):
     speedup_ci: Interval | None = None
     verdict: str = ""
     paste: list[str] | None = None
+    compiled: CompileCost | None = None  # the compile variant only
 
 
 @dataclass(kw_only=True)

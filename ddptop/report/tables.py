@@ -468,6 +468,32 @@ def tune_answer(table: TuneTable) -> list[str]:
     return lines
 
 
+def compile_notes(table: TuneTable) -> list[str]:
+    """torch.compile's cost, apart from its step time: the first step of each launch (which compiles), and
+    whether the compiled backward still lets DDP's allreduces overlap it."""
+    notes = []
+    for row in [*table.rows, *table.combination]:
+        cost = row.compiled
+        if cost is None:
+            continue
+        firsts = ", ".join(units.seconds(s, 1, unit=True) for s in cost.first_step_s)
+        line = (f"{row.what}: the first step, which compiles, took {firsts} (one per launch; not in the step "
+                "time above; Inductor's cache on disk makes a later launch compile faster)")
+        if cost.graphs == 0:
+            line += ("; Dynamo captured no graph, so the model ran eagerly (a model whose forward is torch's own, "
+                     "a bare nn.Sequential, is not compiled inside DDP)")
+        elif cost.graphs is not None:
+            line += f"; {cost.graphs} graph(s), {cost.graph_breaks or 0} graph break(s)"
+        if cost.bucketing == "kept":
+            line += (f"; the backward split at {cost.compiled_buckets} bucket(s) as DDP's {cost.ddp_buckets}: each "
+                     "allreduce can still overlap the backward")
+        elif cost.bucketing == "lost":
+            line += (f"; the backward split at only {cost.compiled_buckets} bucket(s) for DDP's {cost.ddp_buckets}: "
+                     "allreduces wait for more of the backward than in eager DDP")
+        notes.append(line + ".")
+    return notes
+
+
 def tuning_block(summary: Summary) -> Block:
     parts: list[Part] = []
     for table in summary.tuning:
@@ -479,6 +505,7 @@ def tuning_block(summary: Summary) -> Block:
                               "launches of their own"),
                       Table(TUNE_HEADER, [_tune_cells(row) for row in table.combination], first_left=True)]
         parts += [Note(line) for line in tune_answer(table)]
+        parts += [Note(line) for line in compile_notes(table)]
         if table.skipped:
             parts.append(Note("Not measured on this device: " + "; ".join(
                 f"{s.get('variant')} ({s.get('why')})" for s in table.skipped) + "."))

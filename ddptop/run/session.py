@@ -63,6 +63,7 @@ class ConfigState:
     analysis_error: str | None = None  # the communication analysis failed after the measured steps ended
     nosync: dict[int, list[float]] = field(default_factory=dict)  # rank -> step times inside no_sync()
     comm: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> comm event (DDP logging, hook)
+    compiles: list[dict[str, Any]] = field(default_factory=list)  # torch.compile's first step, one per launch
     log_tail: list[str] = field(default_factory=list)  # last lines of the ranks' stderr, when it failed
     started_t: float | None = None
     ended_t: float | None = None
@@ -395,6 +396,8 @@ class Session:
                 # a later round's start keeps what only the first round measured (its FLOPs)
                 fresh = {k: v for k, v in event.items() if k not in ("v", "type", "rank")}
                 state.info = {**state.info, **{k: v for k, v in fresh.items() if v is not None or k not in state.info}}
+            if event["rank"] == 0 and isinstance(event.get("compiled"), dict):  # each launch compiles anew
+                state.compiles.append(dict(event["compiled"], launch=launch))
             state.warmup = event.get("warmup", state.warmup)
             if event.get("iters") is not None and not event.get("time_budget"):
                 state.planned_iters = event["iters"]
