@@ -352,3 +352,65 @@ def test_a_compiled_ddp_model_is_measured_with_its_compile_time_apart(tmp_path) 
     assert rows["default"]["compiled"] is None
     assert compiled["paste"][-1] == "model = torch.compile(model)"
     assert "the first step, which compiles, took" in done.stdout
+
+
+# -- which algorithm NCCL used --------------------------------------------------------------------------------
+
+# NCCL's TUNING lines as its src/enqueue.cc writes them: 2.19 on (a comm pointer appended later), and 2.12-2.18
+NEW_STYLE = ("gpu-node:4711:4790 [0] NCCL INFO AllReduce: {size} Bytes -> Algo {algo} proto {proto} "
+             "channel{{Lo..Hi}}={{0..1}} comm 0x55a7a339db50\n")
+OLD_STYLE = "gpu-node:4711:4790 [0] NCCL INFO AllReduce: {size} Bytes -> Algo {algo} proto {proto} time 20.5\n"
+
+
+def test_nccl_s_tuning_log_is_counted_by_algorithm_and_protocol_in_either_format() -> None:
+    from ddptop.run import nccl_log
+
+    lines = [NEW_STYLE.format(size=4194304, algo="RING", proto="SIMPLE")] * 3 + [
+        NEW_STYLE.format(size=1024, algo="TREE", proto="LL"),
+        OLD_STYLE.format(size=2048, algo=0, proto=0),  # Tree, LL in NCCL's enum order
+        OLD_STYLE.format(size=8388608, algo=1, proto=2),  # Ring, Simple
+        "gpu-node:4711:4711 [0] NCCL INFO Channel 00/02 : 0 1\n", "NCCL INFO AllReduce: cut sho",
+        "gpu-node:4711:4790 [0] NCCL INFO AllGather: 512 Bytes -> Algo RING proto LL channel{Lo..Hi}={0..0}\n"]
+    choices = [c.to_json() for c in nccl_log.parse(lines)]
+    assert choices[0] == {"collective": "AllReduce", "algorithm": "RING", "protocol": "SIMPLE", "count": 4,
+                          "min_bytes": 4194304, "max_bytes": 8388608}
+    assert choices[1] == {"collective": "AllReduce", "algorithm": "TREE", "protocol": "LL", "count": 2,
+                          "min_bytes": 1024, "max_bytes": 2048}
+    assert [c["collective"] for c in choices] == ["AllReduce", "AllReduce", "AllGather"]
+
+
+def test_a_tune_on_gpus_turns_nccl_s_tuning_log_on_unless_the_user_set_nccl_debug(tmp_path) -> None:
+    from ddptop.run import nccl_log
+
+    env = nccl_log.tuning_environment(str(tmp_path), {"PATH": "/bin"})
+    assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_SUBSYS"] == "TUNING"
+    assert env["NCCL_DEBUG_FILE"] == os.path.join(str(tmp_path), "nccl", "%h.%p.log") and (tmp_path / "nccl").is_dir()
+    for variable in nccl_log.USER_VARIABLES:
+        assert nccl_log.tuning_environment(str(tmp_path / "other"), {variable: "WARN"}) == {}
+    assert nccl_log.launch_choices(str(tmp_path / "other")) is None  # no folder: nothing was read
+
+
+def test_the_tuning_table_says_which_algorithm_nccl_used_and_where_it_ignored_a_setting(tmp_path) -> None:
+    from ddptop.report.build import _nccl_choices
+    from ddptop.report.tables import nccl_notes
+
+    def launch(name: str, *lines: str) -> None:
+        folder = tmp_path / "launches" / name / "nccl"
+        folder.mkdir(parents=True)
+        (folder / "gpu-node.4711.log").write_text("".join(lines))
+
+    launch("01-n2-nccl", *[NEW_STYLE.format(size=26214400, algo="RING", proto="LL128")] * 3)
+    launch("02-n2-nccl-nccl_algo-tree", *[NEW_STYLE.format(size=26214400, algo="RING", proto="SIMPLE")] * 2,
+           NEW_STYLE.format(size=4096, algo="TREE", proto="LL"))
+    entries = [{"config_id": "m/ddp/bs8/n2/nccl", "launches": [{"launch": "01-n2-nccl"}]},
+               {"config_id": "m/ddp/bs8/n2/nccl/nccl_algo_tree", "launches": [{"launch": "02-n2-nccl-nccl_algo-tree"}]},
+               {"config_id": "m/ddp/bs8/n2/nccl/static_graph", "launches": [{"launch": "03-missing"}]}]
+    found = _nccl_choices(str(tmp_path), entries)
+    assert set(found) == {"m/ddp/bs8/n2/nccl", "m/ddp/bs8/n2/nccl/nccl_algo_tree"}  # no log, no figure
+    table = TuneTable.from_json({"model": "m", "rows": [
+        {"variant": "default", "what": "DDP as written", "nccl": found["m/ddp/bs8/n2/nccl"]},
+        {"variant": "nccl_algo_tree", "what": "NCCL_ALGO=Tree", "nccl": found["m/ddp/bs8/n2/nccl/nccl_algo_tree"]}]})
+    default, tree = nccl_notes(table)
+    assert "DDP as written: NCCL's log shows its 3 allreduces ran RING/LL128 100% (25.0 MiB)" in default
+    assert "RING/SIMPLE 67%" in tree and "TREE/LL 33% (4.0 KiB)" in tree
+    assert "not all with NCCL_ALGO=Tree, which was asked" in tree and "which was asked" not in default

@@ -56,7 +56,8 @@ def compile_cost(launches: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None
 
 
 def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None,
-         compiles: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+         compiles: Sequence[Mapping[str, Any]] = (), nccl: Sequence[Mapping[str, Any]] | None = None
+         ) -> dict[str, Any]:
     chosen = catalog.variant(entry.get("variant") or catalog.DEFAULT)
     stats = entry.get("stats") or {}
     return {
@@ -77,13 +78,14 @@ def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None,
                     else uncertainty.NOT_COMPARABLE),
         "paste": catalog.paste_lines(chosen, keywords) if keywords else None,
         "compiled": compile_cost(compiles),
+        "nccl": list(nccl) if nccl else None,
     }
 
 
 def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str, np.ndarray],
                   keywords: Mapping[str, Mapping[str, Any]], min_effect: float = DEFAULT_MIN_EFFECT,
-                  skipped: Sequence[str] = (), compiles: Mapping[str, Sequence[Mapping[str, Any]]] | None = None
-                  ) -> list[dict[str, Any]]:
+                  skipped: Sequence[str] = (), compiles: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+                  nccl: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> list[dict[str, Any]]:
     """One table per model, batch, world size and backend that has variants: the default first, then each
     variant by its examples/s against the default's (best first); the combination of the faster ones, if the
     search measured one, against DDP as written measured again beside it; and what is recommended (the
@@ -91,12 +93,13 @@ def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str,
     the two-level replicates of each configuration's p50 (``intervals.add_step_intervals``); ``keywords``:
     the DDP keywords each configuration's ranks passed (their config_start), for the lines to paste;
     ``skipped``: the variants asked for but not measured on this device (said under the table); ``compiles``:
-    torch.compile's first step in each launch of a compiled configuration."""
-    compiles = compiles or {}
+    torch.compile's first step in each launch of a compiled configuration; ``nccl``: the algorithms and
+    protocols NCCL's log says it used in the launches of each configuration (``ddptop.run.nccl_log``)."""
+    compiles, nccl = compiles or {}, nccl or {}
 
     def row(entry: Mapping[str, Any]) -> dict[str, Any]:
         config_id = entry["config_id"]
-        return _row(entry, keywords.get(config_id), compiles.get(config_id, ()))
+        return _row(entry, keywords.get(config_id), compiles.get(config_id, ()), nccl.get(config_id))
 
     groups: dict[tuple, list[Mapping[str, Any]]] = {}
     for entry in entries:

@@ -17,6 +17,7 @@ strings, standard library only: nothing here touches the disk (``ddptop.run.rund
         agent.log                AGENT_LOG (node K: agent-node<K>.log)
         events/rank-<R>.jsonl    EVENTS_DIR, events_name()
         logs/                    LOGS_DIR, torchrun's --log-dir (node K: logs-node<K>)
+        nccl/<host>.<pid>.log    NCCL_LOG_DIR: NCCL's own log in a tune on GPUs (its algorithm choices)
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ LAUNCHES_DIR = "launches"
 SPEC_FILE = "launch.json"  # what every rank of the launch runs (every node's agent reads the same one)
 AGENT_LOG = "agent.log"  # torchrun's own output
 EVENTS_DIR = "events"
+NCCL_LOG_DIR = "nccl"  # NCCL_DEBUG_FILE's folder in a tune's GPU launches (ddptop.run.nccl_log)
 LOGS_DIR = "logs"  # torchrun --log-dir: <LOGS_DIR>/<run id>/attempt_<n>/<local rank>/stdout.log, stderr.log
 EVENTS_PREFIX, EVENTS_SUFFIX = "rank-", ".jsonl"
 

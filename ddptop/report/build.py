@@ -13,6 +13,7 @@ import time
 from typing import Any
 
 from ddptop.analysis import communication, compute, links, scaling, tuning, verdict
+from ddptop.protocol import layout
 from ddptop.protocol.layout import (ENVIRONMENT_FILE, RUNNER_FILE, SUMMARY_JSON, TIMELINE_FILE, TOPOLOGY_FILE,
                                     node_file)
 from ddptop.protocol.marks import LaunchEnd, parse_mark
@@ -21,6 +22,7 @@ from ddptop.protocol.wire import EventFileReader
 from ddptop.report import store
 from ddptop.report.schema import Summary
 from ddptop.report.store import SCHEMA, SCHEMA_VERSION, read_json_object
+from ddptop.run import nccl_log
 from ddptop.run.session import Session
 from ddptop.telemetry import timeline, validity
 
@@ -273,7 +275,8 @@ def build_summary(
             "tuning": tuning.tuning_tables(entries, replicates, {
                 state.spec.config_id: state.info["ddp_keywords"] for state in states
                 if isinstance(state.info.get("ddp_keywords"), dict)}, skipped=session.plan.variants_skipped,
-                compiles={state.spec.config_id: state.compiles for state in states if state.compiles}),
+                compiles={state.spec.config_id: state.compiles for state in states if state.compiles},
+                nccl=_nccl_choices(session.run_dir, entries)),
             "collectives": collectives,
             "overhead": _overhead(session, entries),
             "telemetry": telemetry,
@@ -282,6 +285,24 @@ def build_summary(
             "malformed_event_lines": session.malformed_lines(),
             "damaged": _damage(session, telemetry, damaged_json),
         })
+
+
+def _nccl_choices(run_dir: str, entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+    """Per configuration, what NCCL's TUNING log says it chose in the launches that measured it (a tune on
+    GPUs; ``ddptop.run.nccl_log``): every collective of those launches, the configuration's among them."""
+    by_launch: dict[str, list[nccl_log.Choice] | None] = {}
+    found: dict[str, list[dict[str, Any]]] = {}
+    for entry in entries:
+        names = [launch.get("launch") for launch in entry.get("launches") or [] if isinstance(launch, dict)]
+        choices: list[nccl_log.Choice] = []
+        for name in names:
+            if isinstance(name, str):
+                if name not in by_launch:
+                    by_launch[name] = nccl_log.launch_choices(layout.launch_path(run_dir, name))
+                choices += by_launch[name] or []
+        if choices:
+            found[entry["config_id"]] = [c.to_json() for c in nccl_log.merge(choices)]
+    return found
 
 
 def _damage(session: Session, telemetry: dict[str, Any], json_problems: dict[str, str | None]) -> dict[str, str]:

@@ -589,6 +589,17 @@ class CompileCost(Record):
 
 
 @dataclass(kw_only=True)
+class NcclChoice(Record):
+    """How many collectives of one kind NCCL ran with one algorithm and protocol (its TUNING log)."""
+    collective: str = ""
+    algorithm: str = ""
+    protocol: str = ""
+    count: int = 0
+    min_bytes: int = 0
+    max_bytes: int = 0
+
+
+@dataclass(kw_only=True)
 class TuneRow(Record):
     """One DDP variant against the default (``analysis/tuning.py``): its step time and examples/s, their
     ratio to the default's with the interval, and what changes in the arithmetic."""
@@ -611,6 +622,8 @@ class TuneRow(Record):
     verdict: str = ""
     paste: list[str] | None = None
     compiled: CompileCost | None = None  # the compile variant only
+    # what NCCL's log says it used in the launches that measured the variant (a tune on GPUs), most used first
+    nccl: list[NcclChoice] | None = None
 
 
 @dataclass(kw_only=True)

@@ -20,7 +20,7 @@ from ddptop.analysis import formulas
 from ddptop.analysis.stats import PERCENTILES
 from ddptop.report.blocks import Block, Caption, Items, Lines, Note, Pairs, Part, Table, Verbatim
 from ddptop.report.schema import (Achieved, Amdahl, BatchTable, Buckets, CollectiveTable, Communication, Config,
-                                  DdpLogging, PlanRecord, ScalingRow, ScalingTable, StepFigures, Straggler,
+                                  DdpLogging, NcclChoice, PlanRecord, ScalingRow, ScalingTable, StepFigures, Straggler,
                                   StragglerEvidence, Summary, TuneRow, TuneTable, Validity, WindowLoad)
 from ddptop import units
 from ddptop.protocol import variants
@@ -494,6 +494,31 @@ def compile_notes(table: TuneTable) -> list[str]:
     return notes
 
 
+def nccl_notes(table: TuneTable) -> list[str]:
+    """What NCCL says it used for the allreduces of each variant's launches (its TUNING log), beside what an
+    NCCL variant asked for: NCCL may ignore a setting it cannot honour for a size or a topology."""
+    notes = []
+    for row in [*table.rows, *table.combination]:
+        allreduces = [c for c in row.nccl or [] if c.collective == "AllReduce"]
+        if not allreduces:
+            continue
+        total = sum(c.count for c in allreduces)
+        def sizes(c: NcclChoice) -> str:
+            low, high = units.binary_bytes(c.min_bytes), units.binary_bytes(c.max_bytes)
+            return low if low == high else f"{low}–{high}"
+
+        used = "; ".join(f"{c.algorithm}/{c.protocol} {units.percent(c.count / total)} ({sizes(c)})"
+                         for c in allreduces[:4])
+        line = f"{row.what}: NCCL's log shows its {total:,} allreduces ran {used}"
+        asked = dict(variants.variant(row.variant).env) if row.variant != variants.AGAIN else {}
+        for variable, field in (("NCCL_ALGO", "algorithm"), ("NCCL_PROTO", "protocol")):
+            wanted = asked.get(variable)
+            if wanted and any(getattr(c, field) != wanted.upper() for c in allreduces):
+                line += f"; not all with {variable}={wanted}, which was asked"
+        notes.append(line + " (every allreduce of the launches that measured it).")
+    return notes
+
+
 def tuning_block(summary: Summary) -> Block:
     parts: list[Part] = []
     for table in summary.tuning:
@@ -505,7 +530,7 @@ def tuning_block(summary: Summary) -> Block:
                               "launches of their own"),
                       Table(TUNE_HEADER, [_tune_cells(row) for row in table.combination], first_left=True)]
         parts += [Note(line) for line in tune_answer(table)]
-        parts += [Note(line) for line in compile_notes(table)]
+        parts += [Note(line) for line in compile_notes(table) + nccl_notes(table)]
         if table.skipped:
             parts.append(Note("Not measured on this device: " + "; ".join(
                 f"{s.get('variant')} ({s.get('why')})" for s in table.skipped) + "."))

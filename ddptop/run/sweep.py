@@ -14,7 +14,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ddptop.run import rundir
+from ddptop.run import nccl_log, rundir
 from ddptop.run.binding import launch_binding
 from ddptop.run.cluster import Cluster
 from ddptop.run.follower import END_GRACE
@@ -198,6 +198,8 @@ class SweepRunner:
             env = {"OMP_NUM_THREADS": str(threads),
                    **rank_gpu_environment(self.plan, dict(os.environ), loopback=bool(self.cluster and self.cluster.loopback)),
                    **dict(launch.env)}  # an NCCL variant's (ddptop tune)
+            if len(self.plan.variants) > 1 and launch.backend == "nccl":  # a tune: which algorithm NCCL used
+                env.update(nccl_log.tuning_environment(path, os.environ))
             placement = self._placement(launch.nodes)
             self._mark(LaunchStart(name, launch.world_size, launch.backend, tuple(c.config_id for c in remaining),
                                    nodes=launch.nodes, nproc_per_node=launch.nproc_per_node))

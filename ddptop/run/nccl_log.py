@@ -1,0 +1,106 @@
+"""Which algorithm and protocol NCCL used for each collective, from its own log.
+
+NCCL chooses an algorithm (Ring, Tree, NVLS, CollNet, PAT) and a protocol (LL, LL128, Simple) per collective
+from its cost model, unless ``NCCL_ALGO`` / ``NCCL_PROTO`` say otherwise, and the one place it tells is its
+TUNING log: with ``NCCL_DEBUG=INFO`` and ``NCCL_DEBUG_SUBSYS=TUNING``, rank 0 of each communicator writes a
+line per collective it enqueues. The format, from NCCL's src/enqueue.cc:
+
+    NCCL 2.19 on:   INFO(NCCL_TUNING, "%s: %ld Bytes -> Algo %s proto %s channel{Lo..Hi}={%d..%d}", ...)
+                    (later versions append " comm %p")
+    NCCL 2.12-2.18: INFO(NCCL_TUNING, "%s: %ld Bytes -> Algo %d proto %d time %f", ...)
+
+each after NCCL's prefix ``<host>:<pid>:<tid> [<device>] NCCL INFO ``. The numbers of the older format are
+NCCL's enum orders (src/include/devcomm.h: NCCL_ALGO_TREE 0, RING 1, COLLNET_DIRECT 2, COLLNET_CHAIN 3,
+NVLS 4, NVLS_TREE 5; NCCL_PROTO_LL 0, LL128 1, SIMPLE 2).
+
+``ddptop tune`` on GPUs turns that log on in every launch, into files of their own (``NCCL_DEBUG_FILE``) so
+the ranks' stdout stays readable; a user who set any NCCL_DEBUG variable keeps theirs and the choice is not
+read. The files also hold NCCL's warnings, which NCCL otherwise prints to stdout.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from ddptop.protocol import layout
+
+USER_VARIABLES = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
+_ALGOS = ("TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE")
+_PROTOS = ("LL", "LL128", "SIMPLE")
+_LINE = re.compile(r"NCCL INFO (\w+): (\d+) Bytes -> Algo (\w+) proto (\w+)")
+
+
+def tuning_environment(launch_dir: str, environment: Mapping[str, str]) -> dict[str, str]:
+    """The variables that make NCCL write its TUNING log into the launch's ``nccl/`` folder, or none where the
+    user set NCCL's debug output themselves. The folder is made here: NCCL opens the file at init."""
+    if any(variable in environment for variable in USER_VARIABLES):
+        return {}
+    folder = os.path.join(launch_dir, layout.NCCL_LOG_DIR)
+    os.makedirs(folder, exist_ok=True)
+    return {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "TUNING",
+            "NCCL_DEBUG_FILE": os.path.join(folder, "%h.%p.log")}  # NCCL expands %h (host) and %p (pid)
+
+
+@dataclass(frozen=True)
+class Choice:
+    """How many collectives of one kind NCCL ran with one algorithm and protocol, and their sizes."""
+
+    collective: str
+    algorithm: str
+    protocol: str
+    count: int
+    min_bytes: int
+    max_bytes: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"collective": self.collective, "algorithm": self.algorithm, "protocol": self.protocol,
+                "count": self.count, "min_bytes": self.min_bytes, "max_bytes": self.max_bytes}
+
+
+def _name(value: str, names: tuple[str, ...]) -> str:
+    """An algorithm or protocol as NCCL names it; the older log's number looked up in NCCL's enum."""
+    if value.isdigit():
+        return names[int(value)] if int(value) < len(names) else f"#{value}"
+    return value.upper()
+
+
+def parse(lines: Iterable[str]) -> list[Choice]:
+    """Every TUNING line counted by collective, algorithm and protocol (most used first); other lines are
+    NCCL's other output and are passed over."""
+    return merge(Choice(found[1], _name(found[3], _ALGOS), _name(found[4], _PROTOS), 1, int(found[2]), int(found[2]))
+                 for found in map(_LINE.search, lines) if found is not None)
+
+
+def merge(choices: Iterable[Choice]) -> list[Choice]:
+    """Choices of several launches added up, most used first."""
+    added: dict[tuple[str, str, str], Choice] = {}
+    for c in choices:
+        key = (c.collective, c.algorithm, c.protocol)
+        seen = added.get(key)
+        added[key] = c if seen is None else Choice(*key, seen.count + c.count, min(seen.min_bytes, c.min_bytes),
+                                                   max(seen.max_bytes, c.max_bytes))
+    return sorted(added.values(), key=lambda c: (-c.count, c.collective, c.algorithm, c.protocol))
+
+
+def launch_choices(launch_dir: str) -> list[Choice] | None:
+    """What NCCL chose in one launch, from every file of its ``nccl/`` folder; None where the launch has no
+    such folder (not a tune on GPUs, or the user's own NCCL_DEBUG). A file cut short is read as far as it
+    goes."""
+    folder = os.path.join(launch_dir, layout.NCCL_LOG_DIR)
+    try:
+        names = sorted(os.listdir(folder))
+    except OSError:
+        return None
+
+    def lines() -> Iterable[str]:
+        for name in names:
+            try:
+                with open(os.path.join(folder, name), encoding="utf-8", errors="replace") as handle:
+                    yield from handle
+            except OSError:
+                continue
+
+    return parse(lines())
