@@ -414,3 +414,26 @@ def test_the_tuning_table_says_which_algorithm_nccl_used_and_where_it_ignored_a_
     assert "DDP as written: NCCL's log shows its 3 allreduces ran RING/LL128 100% (25.0 MiB)" in default
     assert "RING/SIMPLE 67%" in tree and "TREE/LL 33% (4.0 KiB)" in tree
     assert "not all with NCCL_ALGO=Tree, which was asked" in tree and "which was asked" not in default
+
+
+def test_ddptop_diff_sets_the_tuning_answers_of_two_runs_side_by_side() -> None:
+    from ddptop.report import diff
+
+    def run(verdict: str, speedup: float, recommended: list[str]) -> Summary:
+        return Summary.from_json({"tuning": [{"model": "resnet18", "batch_size": 16, "world_size": 2, "backend": "gloo",
+                                              "rows": [{"variant": "default", "what": "DDP"},
+                                                       {"variant": "static_graph", "what": "static_graph=True",
+                                                        "speedup": speedup, "speedup_ci": [speedup - 0.02, speedup + 0.02],
+                                                        "verdict": verdict}],
+                                              "recommended": recommended}]})
+
+    before, after = run("faster", 1.10, ["static_graph"]), run("within noise", 1.01, [])
+    (table,) = diff.tuning_changes(before, after)
+    assert [r["variant"] for r in table["rows"]] == ["static_graph"]  # the default is the yardstick, not a row
+    assert (table["rows"][0]["verdict_a"], table["rows"][0]["verdict_b"]) == ("faster", "within noise")
+    text = diff.diff_text(diff.diff_summaries(before, after))
+    assert "Tuning: resnet18, batch 16 per rank at N=2 (gloo)" in text
+    assert "1.10x (1.08–1.12x)" in text and "Recommended in A: static_graph" in text
+    assert "Recommended in B: nothing beats the default beyond noise" in text
+    other_batch = Summary.from_json({"tuning": [dict(before.tuning[0].to_json(), batch_size=32)]})
+    assert diff.tuning_changes(before, other_batch) == []  # tuned at another batch: nothing to set beside

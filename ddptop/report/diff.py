@@ -17,7 +17,8 @@ from typing import Any
 
 from ddptop import units
 from ddptop.report.blocks import aligned, markdown_table
-from ddptop.report.schema import Config, Summary
+from ddptop.protocol import variants
+from ddptop.report.schema import Config, Summary, TuneTable
 
 DIFF_PERCENTILES = ("p50", "p75", "p95")
 IGNORED_ENVIRONMENT_KEYS = ("collected", "pid")
@@ -148,7 +149,41 @@ def diff_summaries(a: Summary, b: Summary, min_effect: float = DEFAULT_MIN_EFFEC
         "scaling": scaling,
     }
     diff["regressions"] = regressions(diff)
+    diff["tuning"] = tuning_changes(a, b)
     return diff
+
+
+def tuning_changes(a: Summary, b: Summary) -> list[dict[str, Any]]:
+    """``ddptop tune``'s answer in both runs, for each model, batch, world size and backend tuned in both:
+    each variant's examples/s against its own run's default, with the interval and the verdict, and what
+    each run recommends. The ratios are within each run (a variant against the default of the same launches),
+    so a node that changed between the runs moves both sides of a ratio alike."""
+    def key(table: TuneTable) -> tuple:
+        return table.model, table.batch_size, table.world_size, table.backend
+
+    tables_b = {key(t): t for t in b.tuning}
+    changes = []
+    for table in a.tuning:
+        other = tables_b.get(key(table))
+        if other is None:
+            continue
+        rows_b = {row.variant: row for row in [*other.rows, *other.combination]}
+        rows = []
+        for row in [*table.rows, *table.combination]:
+            theirs = rows_b.get(row.variant)
+            if theirs is not None and row.variant not in (variants.DEFAULT, variants.AGAIN):
+                rows.append({"variant": row.variant, "what": row.what,
+                             "speedup_a": row.speedup, "speedup_ci_a": row.speedup_ci, "verdict_a": row.verdict,
+                             "speedup_b": theirs.speedup, "speedup_ci_b": theirs.speedup_ci,
+                             "verdict_b": theirs.verdict})
+        changes.append({"model": table.model, "batch_size": table.batch_size, "world_size": table.world_size,
+                        "backend": table.backend, "rows": rows,
+                        "recommended_a": list(table.recommended), "recommended_b": list(other.recommended)})
+    return changes
+
+
+def _speedup(value: float | None, interval: Any) -> str:
+    return units.with_interval(value, interval, lambda v: units.number(v, 2, "x"))
 
 
 def _value(value: Any) -> str:
@@ -216,4 +251,14 @@ def diff_text(diff: dict[str, Any], markdown: bool = False) -> str:
             [(r["config_id"], units.number(r["speedup_a"]), units.number(r["speedup_b"]),
               units.percent(r["efficiency_a"]), units.percent(r["efficiency_b"])) for r in diff["scaling"]],
         )
+    for table in diff.get("tuning") or []:
+        out += ["", f"Tuning: {table['model']}, batch {table['batch_size']} per rank at N={table['world_size']} "
+                    f"({table['backend']}); each variant's examples/s against its own run's DDP as written"]
+        out += render(("variant", "A vs default", "verdict A", "B vs default", "verdict B"),
+                      [(r["what"], _speedup(r["speedup_a"], r["speedup_ci_a"]), r["verdict_a"],
+                        _speedup(r["speedup_b"], r["speedup_ci_b"]), r["verdict_b"]) for r in table["rows"]])
+        for side in ("a", "b"):
+            chosen = table[f"recommended_{side}"]
+            out.append(f"Recommended in {side.upper()}: " + (", ".join(chosen) if chosen else
+                                                             "nothing beats the default beyond noise"))
     return "\n".join(out).rstrip() + "\n"
