@@ -437,3 +437,27 @@ def test_ddptop_diff_sets_the_tuning_answers_of_two_runs_side_by_side() -> None:
     assert "Recommended in B: nothing beats the default beyond noise" in text
     other_batch = Summary.from_json({"tuning": [dict(before.tuning[0].to_json(), batch_size=32)]})
     assert diff.tuning_changes(before, other_batch) == []  # tuned at another batch: nothing to set beside
+
+
+def test_a_watcher_meets_the_configurations_a_tune_adds_as_it_goes(tmp_path) -> None:
+    """The combination's configurations exist from the moment the sweep decides on them: a ``watch`` from
+    another process sees them at their launch, not only in the final summary."""
+    from dataclasses import replace
+
+    from ddptop.protocol.marks import LaunchStart
+    from ddptop.run.session import Session
+
+    plan = build_plan(PlanOptions(tune=True, variants=["static_graph", "gradient_as_bucket_view"]), CPU, cpu_count=2)
+    run_dir = str(tmp_path / "run")
+    os.makedirs(run_dir)
+    writer = Session.create(plan, run_dir)
+    watcher = Session.load(run_dir)
+    combination = variants.JOIN.join(["static_graph", "gradient_as_bucket_view"])
+    grown = replace(plan, variants=(*plan.variants, variants.AGAIN, combination))
+    new = [c for c in grown.configs() if c.variant in (variants.AGAIN, combination)]
+    writer.add_configs(grown, new)
+    writer.mark(**LaunchStart("04-n2-gloo", 2, "gloo", tuple(c.config_id for c in new)).to_data())
+    watcher.refresh()
+    assert [c.config_id for c in new] == watcher.order[-2:]
+    assert watcher.plan.variants[-2:] == (variants.AGAIN, combination)
+    assert watcher.launches["04-n2-gloo"].configs == [c.config_id for c in new]

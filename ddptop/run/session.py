@@ -457,6 +457,8 @@ class Session:
             self.started_t = event["t"]
         mark = parse_mark(event)
         if isinstance(mark, LaunchStart):
+            if not self.writes_runner_file and any(c not in self.configs for c in mark.configs):
+                self._reread_plan()
             self.launches[mark.launch] = LaunchRecord(
                 name=mark.launch,
                 world_size=mark.world_size,
@@ -566,11 +568,25 @@ class Session:
         holds them replaces the old one, in memory and in plan.json, so a rebuild from the files finds them."""
         rundir.write_json(os.path.join(self.run_dir, layout.PLAN_FILE), plan.to_json())
         with self.lock:
-            self.plan = plan
-            for spec in specs:
-                if spec.config_id not in self.configs:
-                    self.configs[spec.config_id] = ConfigState(spec)
-                    self.order.append(spec.config_id)
+            self._adopt(plan, specs)
+
+    def _adopt(self, plan: Plan, specs: Sequence[ConfigSpec]) -> None:
+        self.plan = plan
+        for spec in specs:
+            if spec.config_id not in self.configs:
+                self.configs[spec.config_id] = ConfigState(spec)
+                self.order.append(spec.config_id)
+
+    def _reread_plan(self) -> None:
+        """A watcher meets a launch of configurations its plan lacks: the sweep added them as it went
+        (``add_configs``, before their launch started), so plan.json holds them now. Unreadable: they stay
+        unknown, as before, until the summary names them."""
+        try:
+            with open(os.path.join(self.run_dir, layout.PLAN_FILE), encoding="utf-8") as handle:
+                plan = Plan.from_json(json.load(handle))
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        self._adopt(plan, plan.configs())
 
     def ordered_states(self) -> list[ConfigState]:
         return [self.configs[c] for c in self.order]
