@@ -74,6 +74,26 @@ def test_amdahl_fit_with_noise_stays_close():
     assert fit["max_speedup"] == pytest.approx(1 / fit["serial_fraction"])
 
 
+def test_amdahl_is_fitted_only_where_one_rank_was_measured():
+    """From a base of N=2 the speedups assume perfect scaling up to it: a fit would count that made-up point
+    (a tune at one world size printed "serial fraction 0.0%")."""
+    import json
+    import os
+
+    from ddptop.analysis import scaling
+    from ddptop.run.model import Plan
+
+    from .conftest import REPO
+
+    with open(os.path.join(REPO, "tests", "data", "golden", "recorded-cpu-run.summary.json"), encoding="utf-8") as handle:
+        summary = json.load(handle)
+    plan, entries = Plan.from_json(summary["plan"]), summary["configs"]
+    (whole,) = scaling.scaling_tables(entries, plan)
+    assert whole["rows"][0]["world_size"] == 1 and whole["amdahl"]["points"] == 1
+    (from_two,) = scaling.scaling_tables([e for e in entries if e["world_size"] > 1], plan)
+    assert from_two["rows"][0]["world_size"] == 2 and from_two["amdahl"] is None
+
+
 def test_amdahl_fit_needs_more_than_one_rank():
     assert formulas.amdahl_fit([(1, 1.0)]) is None
     assert formulas.karp_flatt(1.0, 1) is None

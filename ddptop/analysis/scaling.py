@@ -96,7 +96,10 @@ def scaling_tables(
             row["cores"] = next(p.cores for p in points if p.world_size == row["world_size"])
             _add_model_figures(row, entry, by_size[rows[0]["world_size"]], baseline, plan)
         unit = "GPUs" if plan.device == "cuda" else "ranks"
-        fit = formulas.amdahl_fit([(r["world_size"], r["speedup"]) for r in rows])
+        # Amdahl's law is a speedup over one rank: fitted only where N=1 was measured (from a larger base
+        # the speedups assume perfect scaling up to it, and the base itself would be a point made up)
+        fit = (formulas.amdahl_fit([(r["world_size"], r["speedup"]) for r in rows])
+               if reference is not None and reference["world_size"] == 1 else None)
         ddp_overhead = None
         if baseline and reference and reference["world_size"] == 1:
             ddp_overhead = reference["sec_iter"] / baseline["stats"]["sec_iter"]["p50"] - 1

@@ -43,8 +43,8 @@ def _unit(entry: Config) -> str:
     return "GPUs" if entry.device == "cuda" else "ranks"
 
 
-def _row_prefix(entry: Config) -> str:
-    return f"{entry.world_size:4d} {_unit(entry)} -- {entry.label:>8s}:"
+def _row_prefix(entry: Config, label_width: int = 8) -> str:
+    return f"{entry.world_size:4d} {_unit(entry)} -- {entry.label:>{label_width}s}:"
 
 
 def benchmark_text(summary: Summary) -> str:
@@ -54,10 +54,11 @@ def benchmark_text(summary: Summary) -> str:
         meaning = "per rank" if scaling == "weak" else "global"
         out.append(f"Benchmark: {model} with batch size {batch} ({meaning}, {scaling} scaling, {backend})")
         out.append("")
-        indent = len(_row_prefix(members[0]))
+        width = max(8, *(len(entry.label) for entry in members))  # PyTorch's 8, wider for a tune's variants
+        indent = len(_row_prefix(members[0], width))
         out.append(" " * indent + ("sec/iter".rjust(14) + "ex/sec".rjust(10)) * len(SHOWN_PERCENTILES))
         for entry in members:
-            prefix = _row_prefix(entry)
+            prefix = _row_prefix(entry, width)
             stats = entry.stats
             if stats:  # a configuration cut short shows what its kept steps say, and that it was cut
                 cells = [
