@@ -280,11 +280,13 @@ class Worker:
         self._slow_down(cfg, workload)
         # the peak from here on: DataParallel's FLOP count runs the whole global batch on its first GPU, which
         # no step does (each replica takes its share)
-        setup_s = time.perf_counter() - setup_start
-        compiled = (first_step(workload.step_through(workload.net), eager_ddp(workload.net))
-                    if variants.variant(cfg.variant).compile else None)
         self._reset_peak_memory(cfg)
-        self._config_start(cfg, workload, setup_s, round_index, flops, compiled)
+        self._config_start(cfg, workload, time.perf_counter() - setup_start, round_index, flops)
+        if variants.variant(cfg.variant).compile:  # said after config_start: the view shows it running meanwhile
+            compiled = first_step(workload.step_through(workload.net), eager_ddp(workload.net))
+            self.writer.emit("compiled", config_id=cfg.config_id, **compiled)
+            self.writer.flush()
+            self._reset_peak_memory(cfg)  # the compiler's own allocations are no part of a step
         cap = self.spec.memory_cap_mb
         if cap and self.device.type == "cpu":
             check_cpu_memory_cap(workload.model, workload.inputs, workload.grad_bytes, cap)
@@ -328,7 +330,7 @@ class Worker:
             workload.optimizer.zero_grad(set_to_none=True)
 
     def _config_start(self, cfg: RunConfig, workload: Workload, setup_s: float, round_index: int,
-                      flops: dict[str, int] | None = None, compiled: dict[str, Any] | None = None) -> None:
+                      flops: dict[str, int] | None = None) -> None:
         dtypes = op_dtypes(self.torch, self.device, cfg.amp)
         self.writer.emit(
             "config_start",
@@ -352,7 +354,6 @@ class Worker:
             dtype_by_kind=dtypes,
             compute_dtype=dtype_label(dtypes, flops),
             ddp_keywords=getattr(workload.net, "ddptop_keywords", None),  # as passed, for the lines to paste
-            compiled=compiled,  # torch.compile's first step, apart from the measured ones (this launch's)
         )
         self.writer.flush()
 

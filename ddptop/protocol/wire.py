@@ -55,6 +55,8 @@ EVENT_FIELDS: dict[str, tuple[tuple[str, frozenset | None, bool], ...]] = {
     "bye": _COMMON + _ANY_CONFIG,
     # the analysis phases of a DDP configuration: DDP's own averages and the comm hook's bucket timings
     "comm": _COMMON + (("config_id", _STR, True), ("analysis_s", _NUMBERS | _NONE, False)),
+    # torch.compile's first step of a configuration (bench_kernels.compiled), after its config_start
+    "compiled": _COMMON + (("config_id", _STR, True), ("first_step_s", _NUMBERS, True)),
     # the best matmul FLOP/s rank 0 reached on its device in the sweep's dtype (bench_kernels.flops)
     "ceiling": _COMMON + (("flops_per_s", _NUMBERS, True), ("dtype", _STR, True)) + _ANY_CONFIG,
     # one collective benchmark result (bench_kernels.collectives): op, size, placement, per-op seconds

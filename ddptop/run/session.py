@@ -396,8 +396,6 @@ class Session:
                 # a later round's start keeps what only the first round measured (its FLOPs)
                 fresh = {k: v for k, v in event.items() if k not in ("v", "type", "rank")}
                 state.info = {**state.info, **{k: v for k, v in fresh.items() if v is not None or k not in state.info}}
-            if event["rank"] == 0 and isinstance(event.get("compiled"), dict):  # each launch compiles anew
-                state.compiles.append(dict(event["compiled"], launch=launch))
             state.warmup = event.get("warmup", state.warmup)
             if event.get("iters") is not None and not event.get("time_budget"):
                 state.planned_iters = event["iters"]
@@ -414,6 +412,10 @@ class Session:
                 state.nosync.setdefault(event["rank"], []).extend(event["sec"])
             else:
                 state.warmup_seen[event["rank"]] = state.warmup_seen.get(event["rank"], 0) + len(event["sec"])
+        elif kind == "compiled":
+            if event["rank"] == 0:  # each launch compiles anew: one per launch
+                state.compiles.append({k: v for k, v in event.items() if k not in ("v", "type", "rank", "t")}
+                                      | {"launch": launch})
         elif kind == "comm":
             state.comm[event["rank"]] = event
         elif kind == "config_end":
