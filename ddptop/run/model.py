@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from bench_kernels.catalog import TRANSFORMER_PRESETS, is_transformer
 from ddptop.protocol import jsontypes
 from ddptop.protocol import variants as variants_mod
 from ddptop.protocol.launchspec import RunConfig
@@ -140,6 +141,7 @@ class Plan:
     keep_slower: bool = False  # ddptop tune: no variant dropped as slower before its last launch
     variants_skipped: tuple[str, ...] = ()  # asked for, but not measured on this device (GPU-only variants)
     search_budget: float | None = None  # ddptop tune: seconds after which no further round of launches starts
+    seq_len: int | None = None  # --seq-len: tokens per example of the transformer models (None: each one's own)
 
     def nodes_for(self, world_size: int) -> int:
         """Nodes a world size runs on: one while it fits a node, else full nodes of nproc_per_node ranks."""
@@ -260,7 +262,14 @@ class Plan:
             rounds=launches,
             broadcast_buffers=self.broadcast_buffers,
             variant=variant,
+            seq_len=self.seq_len_of(model),
         )
+
+    def seq_len_of(self, model: str) -> int | None:
+        """Tokens per example of ``model``: --seq-len or the preset's own for a transformer, None for the rest."""
+        if not is_transformer(model):
+            return None
+        return self.seq_len or TRANSFORMER_PRESETS[model].default_seq_len
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
