@@ -176,10 +176,19 @@ def _tune_options(options: PlanOptions, one_node_sizes: list[int], on_gpu: bool)
         baseline=False,
         comm_iters=0 if options.comm_iters is None else options.comm_iters,
         collectives=[] if options.collectives is None else options.collectives,
-        variants=options.variants or list(variants_mod.DEFAULT_TUNE),
+        variants=options.variants or _default_tune_variants(options.models or []),
         search_budget=options.search_budget or SEARCH_BUDGET[on_gpu],
         name=options.name or "tune",
     )
+
+
+def _default_tune_variants(models: list[str]) -> list[str]:
+    """Every variant of the catalog; for a transformer, none that changes the image layout only
+    (channels_last: its activations have no channels dimension, so the variant would measure DDP as written)."""
+    names = list(variants_mod.DEFAULT_TUNE)
+    if models and is_transformer(models[0]):
+        names = [n for n in names if not variants_mod.CATALOG[n].channels_last]
+    return names
 
 
 def _resolve_variants(names: list[str] | None, on_gpu: bool) -> dict[str, tuple[str, ...]]:
