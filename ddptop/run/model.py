@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-from bench_kernels.catalog import TRANSFORMER_PRESETS, is_transformer
 from ddptop.protocol import jsontypes
 from ddptop.protocol import variants as variants_mod
 from ddptop.protocol.launchspec import RunConfig
@@ -142,6 +141,7 @@ class Plan:
     variants_skipped: tuple[str, ...] = ()  # asked for, but not measured on this device (GPU-only variants)
     search_budget: float | None = None  # ddptop tune: seconds after which no further round of launches starts
     seq_len: int | None = None  # --seq-len: tokens per example of the transformer models (None: each one's own)
+    seq_lens: dict[str, int] = field(default_factory=dict)  # resolved: each transformer model's tokens per example
 
     def nodes_for(self, world_size: int) -> int:
         """Nodes a world size runs on: one while it fits a node, else full nodes of nproc_per_node ranks."""
@@ -262,14 +262,8 @@ class Plan:
             rounds=launches,
             broadcast_buffers=self.broadcast_buffers,
             variant=variant,
-            seq_len=self.seq_len_of(model),
+            seq_len=self.seq_lens.get(model),
         )
-
-    def seq_len_of(self, model: str) -> int | None:
-        """Tokens per example of ``model``: --seq-len or the preset's own for a transformer, None for the rest."""
-        if not is_transformer(model):
-            return None
-        return self.seq_len or TRANSFORMER_PRESETS[model].default_seq_len
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)

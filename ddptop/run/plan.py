@@ -153,6 +153,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         rank_devices=rank_devices,
         per_rank_devices=per_rank_devices,
         **_resolve_variants(options.variants, on_gpu),
+        seq_lens={m: options.seq_len or TRANSFORMER_PRESETS[m].default_seq_len for m in models if is_transformer(m)},
     )
     # Every other field of the plan is the option as given (num_classes, amp, the cost weights, ...).
     kept = {f.name: getattr(options, f.name) for f in fields(Plan) if f.name not in resolved}
