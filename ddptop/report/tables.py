@@ -332,13 +332,19 @@ DP_HEADER = ("model", "batch/device", "N", "DataParallel sec/iter", "DDP sec/ite
              "DDP speedup over DP")
 
 
+def _tokens_too(tokens: float | None) -> str:
+    """" (3,885 tok/s)" after a transformer's examples/s; "" for an image model's."""
+    return f" ({units.number(tokens, 0)} tok/s)" if tokens is not None else ""
+
+
 def dp_rows(summary: Summary) -> list[tuple[str, ...]]:
     return [
         (
             r.model, str(r.batch_size), str(r.world_size),
             units.seconds(r.dp_sec_iter) if r.dp_status == "ok" else r.dp_status,
-            units.seconds(r.ddp_sec_iter), units.number(r.dp_ex_sec_total, 1),
-            units.number(r.ddp_ex_sec_total, 1), units.number(r.ddp_speedup_over_dp, 2, "x"),
+            units.seconds(r.ddp_sec_iter), units.number(r.dp_ex_sec_total, 1) + _tokens_too(r.dp_tok_sec_total),
+            units.number(r.ddp_ex_sec_total, 1) + _tokens_too(r.ddp_tok_sec_total),
+            units.number(r.ddp_speedup_over_dp, 2, "x"),
         )
         for r in summary.dp_vs_ddp
     ]
@@ -584,7 +590,8 @@ def problems_text(summary: Summary) -> str:
             stats = entry.stats
             kept = (
                 f" ({stats.n} steps kept: p50 {units.seconds(stats.sec_iter.p50, 4, unit=True)}, "
-                f"{units.rate(stats.ex_sec_total.p50)} ex/s)"
+                f"{units.rate(stats.ex_sec_total.p50)} ex/s"
+                f"{_tokens_too(stats.tok_sec_total.p50 if stats.tok_sec_total else None)})"
                 if stats else ""
             )
             lines.append(f"{entry.config_id}: {entry.status}{kept}" + (f": {entry.reason}" if entry.reason else ""))
