@@ -76,6 +76,35 @@ def test_a_bad_seq_len_is_one_line_and_exit_2(args, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_tokens_per_second_sit_beside_every_examples_per_second_of_a_transformer_only():
+    from ddptop.analysis.tokens import add_token_rates
+
+    def config(model, seq_len):
+        return {"config_id": model, "model": model, "seq_len": seq_len,
+                "stats": {"ex_sec_total": {"p50": 10.0, "p90": 8.0}, "ex_sec_total_p50_ci": [9.0, 11.0]}}
+
+    doc = {
+        "configs": [config("gpt-tiny", 64), config("resnet18", None)],
+        "scaling": [{"rows": [{"config_id": m, "ex_sec_total": 10.0, "ex_sec_total_ci": [9.0, 11.0]}
+                              for m in ("gpt-tiny", "resnet18")]}],
+        "batch_throughput": [{"model": m, "best_ex_sec_total": 10.0, "rows": [{"ex_sec_total": 10.0}]}
+                             for m in ("gpt-tiny", "resnet18")],
+        "dp_vs_ddp": [{"model": "gpt-tiny", "dp_ex_sec_total": 2.0, "ddp_ex_sec_total": None}],
+    }
+    add_token_rates(doc)
+    gpt, cnn = doc["configs"]
+    assert gpt["stats"]["tok_sec_total"] == {"p50": 640.0, "p90": 512.0}
+    assert gpt["stats"]["tok_sec_total_p50_ci"] == [576.0, 704.0]
+    assert "tok_sec_total" not in cnn["stats"]
+    rows = doc["scaling"][0]["rows"]
+    assert rows[0]["tok_sec_total"] == 640.0 and rows[0]["tok_sec_total_ci"] == [576.0, 704.0]
+    assert "tok_sec_total" not in rows[1]
+    assert doc["batch_throughput"][0]["best_tok_sec_total"] == 640.0
+    assert doc["batch_throughput"][0]["rows"][0]["tok_sec_total"] == 640.0
+    assert "best_tok_sec_total" not in doc["batch_throughput"][1]
+    assert doc["dp_vs_ddp"][0]["dp_tok_sec_total"] == 128.0 and doc["dp_vs_ddp"][0]["ddp_tok_sec_total"] is None
+
+
 # --- in-process: the model, its FLOPs, its activations ---------------------------------------------------
 
 @pytest.fixture(scope="module")
