@@ -4,12 +4,16 @@ Smallest image sizes were measured once with torchvision 0.29 (a forward pass at
 ddptop asks for at least 32 px everywhere so the last BatchNorm of a CNN never sees a 1x1 map.
 Any other model runs through ``package.module:factory`` (a torchvision builder works too, e.g.
 ``torchvision.models:regnet_y_128gf``).
+
+The transformer presets (``bench_kernels.transformer``) are decoder-only language models taking token ids of
+a sequence length (``--seq-len``) up to their context length; an image size means nothing to them.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import re
+from dataclasses import dataclass
 
 FLOOR_IMAGE_SIZE = 32
 
@@ -47,6 +51,48 @@ TORCHVISION_MODELS: dict[str, tuple[str, int, int | None]] = {
     "swin_t": ("swin", 32, None),
 }
 
+
+@dataclass(frozen=True)
+class TransformerShape:
+    """A decoder-only language model's shape (``bench_kernels.transformer.GPT``): GPT-2's layout."""
+
+    layers: int
+    d_model: int
+    heads: int
+    vocab: int
+    context: int  # the longest sequence: the learned position table's rows
+    default_seq_len: int  # --seq-len when not given
+
+    @property
+    def params(self) -> int:
+        """Trainable parameters: per block 12 d^2 + 13 d (attention and MLP weights, biases, two LayerNorms),
+        the token table (tied with the LM head), the position table and the final LayerNorm."""
+        d = self.d_model
+        return self.layers * (12 * d * d + 13 * d) + self.vocab * d + self.context * d + 2 * d
+
+
+# name -> shape: from a few M parameters (fast tests) to GPT-2 medium (24 layers, d=1024, 16 heads)
+TRANSFORMER_PRESETS: dict[str, TransformerShape] = {
+    "gpt-tiny": TransformerShape(layers=4, d_model=256, heads=4, vocab=4096, context=256, default_seq_len=128),
+    "gpt-20m": TransformerShape(layers=8, d_model=384, heads=6, vocab=16384, context=512, default_seq_len=256),
+    "gpt-125m": TransformerShape(layers=12, d_model=768, heads=12, vocab=50257, context=1024, default_seq_len=1024),
+    "gpt-350m": TransformerShape(layers=24, d_model=1024, heads=16, vocab=50257, context=1024,
+                                 default_seq_len=1024),
+}
+
+
+def is_transformer(model: str) -> bool:
+    return model in TRANSFORMER_PRESETS
+
+
+def check_seq_len(model: str, seq_len: int) -> str | None:
+    """A one-line reason why ``model`` cannot take sequences of ``seq_len`` tokens, or None if it can."""
+    shape = TRANSFORMER_PRESETS[model]
+    if not 1 <= seq_len <= shape.context:
+        return f"{model} takes --seq-len from 1 to its context length {shape.context} (got {seq_len})"
+    return None
+
+
 _FACTORY_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 
 
@@ -70,10 +116,13 @@ def check_model(model: str, image_size: int) -> str | None:
         if found is None:
             return f"model factory module {module!r} cannot be found on the Python path"
         return None
+    if is_transformer(model):
+        return None  # no image: its --seq-len is checked by check_seq_len
     entry = TORCHVISION_MODELS.get(model)
     if entry is None:
         return (
-            f"unknown model {model!r}; known: {', '.join(sorted(TORCHVISION_MODELS))} "
+            f"unknown model {model!r}; known: {', '.join(sorted(TORCHVISION_MODELS))}, "
+            f"{', '.join(TRANSFORMER_PRESETS)} "
             "(or give package.module:factory)"
         )
     _family, smallest, patch = entry

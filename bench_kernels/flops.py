@@ -3,7 +3,9 @@
 FLOPs per step are counted once per configuration by ``torch.utils.flop_counter.FlopCounterMode`` on one
 forward and backward of the rank's own batch, before the warm-up and outside every timed step (the count
 is analytic, per aten op: convolutions and matmuls, not measured), by op kind: convolutions run in cuDNN
-and matmuls (mm, addmm, bmm, attention) in cuBLAS, whose TF32 switches differ (``op_dtypes``). The
+and matmuls (mm, addmm, bmm, attention) in cuBLAS, whose TF32 switches differ (``op_dtypes``). The CPU's
+flash attention, which torch's counter has no formula for, is counted with the GPU kernels' formulas
+(``attention_formulas``). The
 optimizer step's element-wise work is not counted, as model FLOPs utilisation conventionally leaves it out.
 
 The ceiling follows the maximum-achievable-matmul-FLOPs method: a few square matmuls on the device in the
@@ -62,12 +64,45 @@ def count_step_flops(torch: Any, run_step_body: Any) -> dict[str, int] | None:
         from torch.utils.flop_counter import FlopCounterMode
     except ImportError:
         return None
-    with FlopCounterMode(display=False) as counter:
+    with FlopCounterMode(display=False, custom_mapping=attention_formulas(torch)) as counter:
         run_step_body()
     by_kind = {kind: 0 for kind in OP_KINDS}
     for op, flops in counter.get_flop_counts().get("Global", {}).items():
         by_kind[op_kind(op)] += int(flops)
     return by_kind
+
+
+def attention_formulas(torch: Any) -> dict[Any, Any]:
+    """FLOP formulas for the attention ops torch's flop counter has none for (``FlopCounterMode``'s
+    ``custom_mapping``). In torch 2.14 its registry counts the CUDA kernels (flash, memory-efficient, cuDNN:
+    ``_scaled_dot_product_flash_attention`` and the others) but not the CPU's flash attention,
+    ``_scaled_dot_product_flash_attention_for_cpu`` and its backward, which a CPU step runs: they counted 0.
+    Given the same formulas, with the same argument order (query, key, value; the backward's grad_out
+    first), the CPU's count is the GPU's. Ops the registry has already (a later torch) are left to it."""
+    try:
+        from torch.utils import flop_counter
+    except ImportError:
+        return {}
+    aten = torch.ops.aten
+
+    def forward(query: Any, key: Any, value: Any, *_args: Any, out_shape: Any = None, **_kwargs: Any) -> int:
+        return flop_counter.sdpa_flop_count(query, key, value)
+
+    def backward(grad_out: Any, query: Any, key: Any, value: Any, *_args: Any, out_shape: Any = None,
+                 **_kwargs: Any) -> int:
+        return flop_counter.sdpa_backward_flop_count(grad_out, query, key, value)
+
+    wanted = {
+        "_scaled_dot_product_flash_attention_for_cpu": forward,
+        "_scaled_dot_product_flash_attention_for_cpu_backward": backward,
+    }
+    found = {}
+    for name, formula in wanted.items():
+        op = getattr(aten, name, None)
+        if op is None or op in flop_counter.flop_registry or getattr(op, "default", None) in flop_counter.flop_registry:
+            continue
+        found[op] = formula
+    return found
 
 
 TORCH_DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}

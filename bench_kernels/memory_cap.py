@@ -29,9 +29,12 @@ def step_memory_bytes(grad_bytes: int, input_bytes: int, activation_bytes: float
     return 3 * grad_bytes + input_bytes + activation_bytes
 
 
-def activation_bytes(model: Any, inputs: Any) -> float:
+def activation_bytes(model: Any, inputs: Any, with_loss: bool = False) -> float:
     """Bytes of every leaf module's output for the whole batch ``inputs``, counted on a forward pass of its
-    first examples and scaled, so a batch far past the cap is refused without being allocated."""
+    first examples and scaled, so a batch far past the cap is refused without being allocated. With
+    ``with_loss``, also what the loss keeps for the backward pass: cross-entropy's log-probabilities, the size
+    of the model's output (B x classes for a CNN, a few bytes; B x T x vocab for a language model, as much as
+    its logits)."""
     import torch
 
     per_probe = 0
@@ -50,11 +53,13 @@ def activation_bytes(model: Any, inputs: Any) -> float:
     try:
         model.eval()
         with torch.no_grad():
-            model(probe)
+            output = model(probe)
     finally:
         model.train(was_training)
         for handle in handles:
             handle.remove()
+    if with_loss and isinstance(output, torch.Tensor):
+        per_probe += output.numel() * output.element_size()
     return per_probe * inputs.shape[0] / probe.shape[0]
 
 
@@ -63,7 +68,8 @@ def check_cpu_memory_cap(model: Any, inputs: Any, grad_bytes: int, cap_mb: float
     ``cap_mb``."""
     import torch
 
-    need = step_memory_bytes(grad_bytes, inputs.numel() * inputs.element_size(), activation_bytes(model, inputs))
+    need = step_memory_bytes(grad_bytes, inputs.numel() * inputs.element_size(),
+                             activation_bytes(model, inputs, with_loss=True))
     if need > cap_mb * MIB:
         error = getattr(torch, "OutOfMemoryError", MemoryError)
         raise error(

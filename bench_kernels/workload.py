@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from bench_kernels.catalog import TRANSFORMER_PRESETS, is_transformer
 from ddptop.protocol import variants
 from ddptop.protocol.launchspec import RunConfig
 from ddptop.protocol.vocab import Mode
@@ -99,16 +100,25 @@ def build_workload(cfg: RunConfig, device: Any, local_rank: int, rank: int) -> W
     if device.type == "cuda":
         for used in devices_used(cfg, device):  # DataParallel: each of its GPUs
             torch.cuda.reset_peak_memory_stats(used)
-    model = build_model(cfg.model, cfg.num_classes, cfg.image_size).to(device)
-    memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
-    model = model.to(memory_format=memory_format)
+    batch = cfg.global_batch if cfg.mode == Mode.DP else cfg.batch_size
+    loss_fn: Any = torch.nn.CrossEntropyLoss()
+    if is_transformer(cfg.model):  # token ids in, a sequence per example; no image, no memory format
+        from bench_kernels import transformer
+
+        model = transformer.build_transformer(cfg.model).to(device)
+        seq_len = cfg.seq_len or TRANSFORMER_PRESETS[cfg.model].default_seq_len
+        inputs, targets = transformer.synthetic_batch(torch, model.shape, batch, seq_len, device)
+        loss_fn = transformer.lm_loss
+    else:
+        model = build_model(cfg.model, cfg.num_classes, cfg.image_size).to(device)
+        memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
+        model = model.to(memory_format=memory_format)
+        size = cfg.image_size
+        inputs = torch.randn(batch, 3, size, size, device=device).contiguous(memory_format=memory_format)
+        targets = torch.randint(0, cfg.num_classes, (batch,), device=device)
     trainable = [p for p in model.parameters() if p.requires_grad]
     net = wrap(model, cfg, device, local_rank)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
-    batch = cfg.global_batch if cfg.mode == Mode.DP else cfg.batch_size
-    size = cfg.image_size
-    inputs = torch.randn(batch, 3, size, size, device=device).contiguous(memory_format=memory_format)
-    targets = torch.randint(0, cfg.num_classes, (batch,), device=device)
     amp_dtype = getattr(torch, AMP_DTYPES[cfg.amp]) if cfg.amp else None
     return Workload(
         model=model,
@@ -116,7 +126,7 @@ def build_workload(cfg: RunConfig, device: Any, local_rank: int, rank: int) -> W
         optimizer=optimizer,
         inputs=inputs,
         targets=targets,
-        loss_fn=torch.nn.CrossEntropyLoss(),
+        loss_fn=loss_fn,
         amp_dtype=amp_dtype,
         scaler=grad_scaler(torch) if cfg.amp == "fp16" else None,
         device=device,

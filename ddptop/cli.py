@@ -396,7 +396,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_kernels(_args: argparse.Namespace) -> int:
-    from bench_kernels.catalog import TORCHVISION_MODELS
+    from bench_kernels.catalog import TORCHVISION_MODELS, TRANSFORMER_PRESETS
 
     print("Kernels:")
     print("  ddp    DDP training step (forward, loss, backward with gradient allreduce, SGD step) on synthetic images")
@@ -405,6 +405,12 @@ def cmd_kernels(_args: argparse.Namespace) -> int:
     for name, (family, smallest, patch) in sorted(TORCHVISION_MODELS.items()):
         extra = f", divisible by {patch}" if patch else ""
         print(f"  {name:22s} {family:12s} >= {smallest} px{extra}")
+    print()
+    print("Models (decoder-only transformers, torch alone, synthetic tokens; --seq-len up to the context):")
+    for name, shape in TRANSFORMER_PRESETS.items():
+        print(f"  {name:10s} {shape.params / 1e6:5.0f}M params  {shape.layers} layers, d={shape.d_model}, "
+              f"{shape.heads} heads, vocab {shape.vocab}, context {shape.context} (default --seq-len "
+              f"{shape.default_seq_len})")
     print()
     print("Any other model: --models package.module:factory (called with num_classes/image_size if it takes them)")
     return EXIT_OK

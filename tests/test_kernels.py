@@ -126,6 +126,8 @@ def test_activations_are_counted_on_two_examples_and_scaled_to_the_batch():
     inputs = torch.randn(10, 4)
     # per example, float32: 8 (linear) + 8 (relu) + 3 (linear) outputs
     assert activation_bytes(model, inputs) == 10 * (8 + 8 + 3) * 4
+    # and the loss's log-probabilities, the size of the output (3 per example), which cross-entropy keeps
+    assert activation_bytes(model, inputs, with_loss=True) == 10 * (8 + 8 + 3 + 3) * 4
     assert model.training  # the counting pass leaves the model as it found it
     assert all(not m._forward_hooks for m in model.modules())
 
@@ -135,7 +137,7 @@ def test_a_step_past_the_cpu_cap_is_out_of_memory():
     model = torch.nn.Sequential(torch.nn.Linear(256, 256))
     inputs = torch.randn(512, 256)
     grad_bytes = sum(p.numel() * p.element_size() for p in model.parameters())
-    need = step_memory_bytes(grad_bytes, inputs.numel() * 4, activation_bytes(model, inputs))
+    need = step_memory_bytes(grad_bytes, inputs.numel() * 4, activation_bytes(model, inputs, with_loss=True))
     check_cpu_memory_cap(model, inputs, grad_bytes, math.ceil(need / MIB))
     with pytest.raises(torch.OutOfMemoryError, match="under the memory cap: a step needs about 2 MiB, the cap is 1"):
         check_cpu_memory_cap(model, inputs, grad_bytes, 1)

@@ -6,11 +6,12 @@
   ``projection`` (beyond this node), ``communication`` (compute against communication);
 - ``compute`` and ``peaks`` (FLOP/s, MFU, datasheet peaks), ``links`` (bus bandwidth against link peaks),
   ``verdict`` (what bounds a step), ``stragglers`` (the slow rank in lockstep), ``synthetic`` (sweeps with
-  a known truth, for the tests and benchmarks that check the intervals).
+  a known truth, for the tests and benchmarks that check the intervals), ``tokens`` (tokens/s of the
+  transformer models).
 
 Import the modules themselves; this package imports none of them, so a caller that needs ``stats`` does
 not load numpy through the others.
 """
 
 __all__ = ["communication", "compute", "formulas", "intervals", "launches", "links", "peaks", "projection",
-           "scaling", "stats", "stragglers", "synthetic", "uncertainty", "verdict"]
+           "scaling", "stats", "stragglers", "synthetic", "tokens", "uncertainty", "verdict"]

@@ -72,6 +72,8 @@ class RunConfig:
     broadcast_buffers: bool = True
     # the DDP variant measured (``ddptop.protocol.variants``: ddptop tune); "default" is DDP as written
     variant: str = "default"
+    # tokens per example of a transformer model (bench_kernels.catalog.TRANSFORMER_PRESETS); None for the rest
+    seq_len: int | None = None
 
     @property
     def adaptive(self) -> bool:

@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any
 
-from ddptop.analysis import communication, compute, links, scaling, tuning, verdict
+from ddptop.analysis import communication, compute, links, scaling, tokens, tuning, verdict
 from ddptop.protocol import layout
 from ddptop.protocol.layout import (ENVIRONMENT_FILE, RUNNER_FILE, SUMMARY_JSON, TIMELINE_FILE, TOPOLOGY_FILE,
                                     node_file)
@@ -252,7 +252,7 @@ def build_summary(
         links.add_link_shares(entries, collectives, topology)
         for entry in entries:
             entry["verdict"] = verdict.verdict(entry, env)
-        return Summary.from_json({
+        doc = {
             "schema": SCHEMA,
             "schema_version": SCHEMA_VERSION,
             "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -284,7 +284,9 @@ def build_summary(
             "nodes": _nodes(session),
             "malformed_event_lines": session.malformed_lines(),
             "damaged": _damage(session, telemetry, damaged_json),
-        })
+        }
+        tokens.add_token_rates(doc)  # beside every examples/s of a transformer configuration
+        return Summary.from_json(doc)
 
 
 def _nccl_choices(run_dir: str, entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

@@ -199,6 +199,9 @@ class StepFigures(Record):
     p50_levels: str | None = None
     ex_sec_total_p50_ci: Interval | None = None
     ex_sec_replica_p50_ci: Interval | None = None
+    # a transformer's (``analysis/tokens.py``): ex_sec_total x seq_len; absent for the image models
+    tok_sec_total: Percentiles | None = None
+    tok_sec_total_p50_ci: Interval | None = None
 
 
 @dataclass(kw_only=True)
@@ -400,6 +403,7 @@ class Config(Record):
     straggler: Straggler | None = None
     flops: Flops | None = None
     verdict: Verdict | None = None
+    seq_len: int | None = None  # tokens per example of a transformer model; None for the image models
 
 
 # --- figures over several configurations ---------------------------------------------------------------
@@ -446,6 +450,8 @@ class ScalingRow(Record):
     relative_cost_ci: Interval | None = None
     relative_su_ci: Interval | None = None
     karp_flatt_ci: Interval | None = None
+    tok_sec_total: float | None = None  # a transformer's: ex_sec_total x seq_len
+    tok_sec_total_ci: Interval | None = None
 
     def figure(self, name: str) -> tuple[float | None, Interval | None]:
         """A figure that has an interval, by its name ("speedup"), with that interval."""
@@ -522,6 +528,10 @@ class BatchRow(Record):
     peak_memory_bytes: int | None = None
 
 
+    tok_sec_total: float | None = None  # a transformer's: ex_sec_total x seq_len
+    tok_sec_total_ci: Interval | None = None
+
+
 @dataclass(kw_only=True)
 class BatchTable(Record):
     """Throughput per batch size at one world size: the batch sweep up to out of memory."""
@@ -533,6 +543,7 @@ class BatchTable(Record):
     best_batch: int | None = None
     best_ex_sec_total: float | None = None
     first_oom_batch: int | None = None
+    best_tok_sec_total: float | None = None  # a transformer's
 
 
 @dataclass(kw_only=True)
@@ -574,6 +585,8 @@ class DpVsDdpRow(Record):
     dp_ex_sec_total: float | None = None
     ddp_ex_sec_total: float | None = None
     ddp_speedup_over_dp: float | None = None
+    dp_tok_sec_total: float | None = None  # a transformer's
+    ddp_tok_sec_total: float | None = None
 
 
 @dataclass(kw_only=True)
@@ -624,6 +637,8 @@ class TuneRow(Record):
     compiled: CompileCost | None = None  # the compile variant only
     # what NCCL's log says it used in the launches that measured the variant (a tune on GPUs), most used first
     nccl: list[NcclChoice] | None = None
+    tok_sec_total: float | None = None  # a transformer's
+    tok_sec_total_ci: Interval | None = None
 
 
 @dataclass(kw_only=True)
@@ -761,6 +776,7 @@ class PlanRecord(Record):
     max_time_per_config: float | None = None
     launches_per_config: int | None = None
     rounds: int | None = None
+    seq_len: int | None = None  # --seq-len (None: each transformer model's own)
 
     def bucket_caps(self) -> list[float]:
         caps = self.bucket_cap_mb

@@ -52,11 +52,14 @@ def benchmark_text(summary: Summary) -> str:
     out = []
     for (model, batch, scaling, backend), members in _benchmark_groups(summary).items():
         meaning = "per rank" if scaling == "weak" else "global"
-        out.append(f"Benchmark: {model} with batch size {batch} ({meaning}, {scaling} scaling, {backend})")
+        seq_len = members[0].seq_len
+        tokens = f", {seq_len} tokens per example" if seq_len else ""
+        out.append(f"Benchmark: {model} with batch size {batch} ({meaning}, {scaling} scaling, {backend}){tokens}")
         out.append("")
         width = max(8, *(len(entry.label) for entry in members))  # PyTorch's 8, wider for a tune's variants
         indent = len(_row_prefix(members[0], width))
-        out.append(" " * indent + ("sec/iter".rjust(14) + "ex/sec".rjust(10)) * len(SHOWN_PERCENTILES))
+        out.append(" " * indent + ("sec/iter".rjust(14) + "ex/sec".rjust(10)) * len(SHOWN_PERCENTILES)
+                   + ("   tok/sec (all ranks, p50)" if seq_len else ""))
         for entry in members:
             prefix = _row_prefix(entry, width)
             stats = entry.stats
@@ -65,6 +68,8 @@ def benchmark_text(summary: Summary) -> str:
                     f"  {p}: {units.seconds(stats.sec_iter.at(p), 3):>6}s{units.rate(stats.ex_sec_replica.at(p)):>8s}/s"
                     for p in SHOWN_PERCENTILES
                 ]
+                if stats.tok_sec_total is not None:
+                    cells.append(f"  {units.rate(stats.tok_sec_total.p50):>24s}/s")
                 out.append(prefix + "".join(cells) + _cut_short(entry))
             else:
                 reason = f": {entry.reason}" if entry.reason else ""
@@ -99,12 +104,22 @@ def _metered(summary: Summary) -> bool:
     return any(r.examples_per_joule for table in summary.scaling for r in table.rows)
 
 
-def _scaling_header(summary: Summary) -> tuple[str, ...]:
-    return (SCALING_HEADER + ((COST_HEADER,) if _priced(summary) else ())
+TOKENS_HEADER = "tok/sec (all ranks)"
+
+
+def _tokens(table: ScalingTable) -> bool:
+    """Whether the table is a transformer's, with tokens/s beside examples/s."""
+    return any(r.tok_sec_total is not None for r in table.rows)
+
+
+def _scaling_header(summary: Summary, tokens: bool = False) -> tuple[str, ...]:
+    header = SCALING_HEADER[:3] + ((TOKENS_HEADER,) if tokens else ()) + SCALING_HEADER[3:]
+    return (header + ((COST_HEADER,) if _priced(summary) else ())
             + (ENERGY_HEADER if _metered(summary) else ()))
 
 
-def _scaling_cells(row: ScalingRow, priced: bool = False, metered: bool = False) -> tuple[str, ...]:
+def _scaling_cells(row: ScalingRow, priced: bool = False, metered: bool = False,
+                   tokens: bool = False) -> tuple[str, ...]:
     def shown(key: str, fmt: Any) -> str:
         return units.with_interval(*row.figure(key), fmt)
 
@@ -112,6 +127,10 @@ def _scaling_cells(row: ScalingRow, priced: bool = False, metered: bool = False)
         row.label,
         shown("sec_iter", units.seconds),
         shown("ex_sec_total", lambda v: units.number(v, 1)),
+    )
+    if tokens:
+        cells += (units.with_interval(row.tok_sec_total, row.tok_sec_total_ci, lambda v: units.number(v, 0)),)
+    cells += (
         shown("speedup", units.number),
         shown("efficiency", units.percent),
         shown("relative_cost", units.number),
@@ -248,13 +267,20 @@ COMM_NOTE = (
 BATCH_HEADER = ("batch", "global batch", "sec/iter (p50)", "ex/sec (all ranks)", "status")
 
 
+def _batch_header(table: BatchTable) -> tuple[str, ...]:
+    return BATCH_HEADER[:4] + ((TOKENS_HEADER,) if table.best_tok_sec_total is not None else ()) + BATCH_HEADER[4:]
+
+
 def _batch_rows(table: BatchTable) -> list[tuple[str, ...]]:
+    tokens = table.best_tok_sec_total is not None
     return [
         (
             str(r.batch_size),
             str(r.global_batch),
             units.with_interval(r.sec_iter, r.sec_iter_ci, units.seconds),
             units.with_interval(r.ex_sec_total, r.ex_sec_total_ci, lambda v: units.number(v, 1)),
+            *((units.with_interval(r.tok_sec_total, r.tok_sec_total_ci, lambda v: units.number(v, 0)),)
+              if tokens else ()),
             r.status + (" <- best" if r.batch_size == table.best_batch and r.status == "ok" else ""),
         )
         for r in table.rows
@@ -264,7 +290,9 @@ def _batch_rows(table: BatchTable) -> list[tuple[str, ...]]:
 def _batch_title(table: BatchTable) -> str:
     title = f"Throughput per batch size: {table.model} at N={table.world_size} ({table.backend})"
     if table.best_batch is not None:
-        title += f"; best {table.best_batch} per rank ({units.number(table.best_ex_sec_total, 1)} ex/s)"
+        tokens = (f", {units.number(table.best_tok_sec_total, 0)} tok/s" if table.best_tok_sec_total is not None
+                  else "")
+        title += f"; best {table.best_batch} per rank ({units.number(table.best_ex_sec_total, 1)} ex/s{tokens})"
     if table.first_oom_batch is not None:
         title += f"; out of memory from {table.first_oom_batch}"
     return title
@@ -305,13 +333,19 @@ DP_HEADER = ("model", "batch/device", "N", "DataParallel sec/iter", "DDP sec/ite
              "DDP speedup over DP")
 
 
+def _tokens_too(tokens: float | None) -> str:
+    """" (3,885 tok/s)" after a transformer's examples/s; "" for an image model's."""
+    return f" ({units.number(tokens, 0)} tok/s)" if tokens is not None else ""
+
+
 def dp_rows(summary: Summary) -> list[tuple[str, ...]]:
     return [
         (
             r.model, str(r.batch_size), str(r.world_size),
             units.seconds(r.dp_sec_iter) if r.dp_status == "ok" else r.dp_status,
-            units.seconds(r.ddp_sec_iter), units.number(r.dp_ex_sec_total, 1),
-            units.number(r.ddp_ex_sec_total, 1), units.number(r.ddp_speedup_over_dp, 2, "x"),
+            units.seconds(r.ddp_sec_iter), units.number(r.dp_ex_sec_total, 1) + _tokens_too(r.dp_tok_sec_total),
+            units.number(r.ddp_ex_sec_total, 1) + _tokens_too(r.ddp_tok_sec_total),
+            units.number(r.ddp_speedup_over_dp, 2, "x"),
         )
         for r in summary.dp_vs_ddp
     ]
@@ -557,7 +591,7 @@ def dp_block(summary: Summary) -> Block:
 def batch_block(summary: Summary) -> Block:
     parts: list[Part] = []
     for table in summary.batch_throughput:
-        parts += [Caption(_batch_title(table)), Table(BATCH_HEADER, _batch_rows(table))]
+        parts += [Caption(_batch_title(table)), Table(_batch_header(table), _batch_rows(table))]
     return Block(None, parts)
 
 
@@ -589,7 +623,8 @@ def scaling_block(summary: Summary) -> Block:
     priced, metered = _priced(summary), _metered(summary)
     for table in summary.scaling:
         parts += [Caption(_scaling_title(table)),
-                  Table(_scaling_header(summary), [_scaling_cells(r, priced, metered) for r in table.rows])]
+                  Table(_scaling_header(summary, _tokens(table)),
+                        [_scaling_cells(r, priced, metered, _tokens(table)) for r in table.rows])]
         if table.recommendation:
             parts.append(Note(table.recommendation))
         parts += [Note(line) for line in model_lines(table)]
@@ -608,7 +643,8 @@ def problems_text(summary: Summary) -> str:
             stats = entry.stats
             kept = (
                 f" ({stats.n} steps kept: p50 {units.seconds(stats.sec_iter.p50, 4, unit=True)}, "
-                f"{units.rate(stats.ex_sec_total.p50)} ex/s)"
+                f"{units.rate(stats.ex_sec_total.p50)} ex/s"
+                f"{_tokens_too(stats.tok_sec_total.p50 if stats.tok_sec_total else None)})"
                 if stats else ""
             )
             lines.append(f"{entry.config_id}: {entry.status}{kept}" + (f": {entry.reason}" if entry.reason else ""))
@@ -904,6 +940,7 @@ def csv_text(summary: Summary) -> str:
     header += ["p50_precision", "stop_reason", "unstable", "disturbed", "disturbed_reason"]
     header += list(GPM_LOAD_KEYS) + ["verdict"]
     header += ["straggler_rank", "straggler_evidence"]
+    header += ["seq_len", "tok_sec_total_p50", "tok_sec_total_p50_low", "tok_sec_total_p50_high"]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
@@ -933,5 +970,7 @@ def csv_text(summary: Summary) -> str:
         row += [load.gpm(k) for k in GPM_LOAD_KEYS] + [entry.verdict.text if entry.verdict else None]
         straggler = entry.straggler or Straggler()
         row += [straggler.rank, straggler.evidence]
+        tokens, tokens_ci = stats.tok_sec_total, stats.tok_sec_total_p50_ci
+        row += [entry.seq_len, tokens.p50 if tokens else None] + (list(tokens_ci) if tokens_ci else [None, None])
         writer.writerow(["" if v is None else v for v in row])
     return buffer.getvalue()

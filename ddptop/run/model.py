@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from ddptop.protocol import jsontypes
@@ -140,6 +140,8 @@ class Plan:
     keep_slower: bool = False  # ddptop tune: no variant dropped as slower before its last launch
     variants_skipped: tuple[str, ...] = ()  # asked for, but not measured on this device (GPU-only variants)
     search_budget: float | None = None  # ddptop tune: seconds after which no further round of launches starts
+    seq_len: int | None = None  # --seq-len: tokens per example of the transformer models (None: each one's own)
+    seq_lens: dict[str, int] = field(default_factory=dict)  # resolved: each transformer model's tokens per example
 
     def nodes_for(self, world_size: int) -> int:
         """Nodes a world size runs on: one while it fits a node, else full nodes of nproc_per_node ranks."""
@@ -260,6 +262,7 @@ class Plan:
             rounds=launches,
             broadcast_buffers=self.broadcast_buffers,
             variant=variant,
+            seq_len=self.seq_lens.get(model),
         )
 
     def to_json(self) -> dict[str, Any]:

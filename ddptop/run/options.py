@@ -128,6 +128,9 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("device", str, "auto", group=WHAT, choices=DEVICES),
     Option("gpus", int, is_list=True, group=WHAT, help="GPU indices to use (sets CUDA_VISIBLE_DEVICES)"),
     Option("image_size", int, group=WHAT, help="square input size in pixels (default 224 GPU, 64 CPU)"),
+    Option("seq_len", int, group=WHAT, metavar="TOKENS",
+           help="tokens per example of the transformer models (gpt-tiny ...; default: the model's own, 128 to "
+                "1024); --image-size means nothing to them"),
     Option("num_classes", int, 1000, group=WHAT),
     Option("warmup", int, group=WHAT, parse=count_or_auto, accepts=(int, str), metavar="auto|N",
            help="warm-up steps, not measured: auto (default) warms up until the step time stops falling, "

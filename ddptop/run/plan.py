@@ -19,7 +19,7 @@ import dataclasses
 from dataclasses import fields
 from typing import Any
 
-from bench_kernels.catalog import check_model
+from bench_kernels.catalog import TRANSFORMER_PRESETS, check_model, check_seq_len, is_transformer
 from bench_kernels.collectives import OPS as COLLECTIVE_OPS
 from bench_kernels.collectives import parse_size
 from bench_kernels.faults import FaultSpecError, parse_fault
@@ -112,6 +112,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     rank_devices, per_rank_devices = _rank_devices(inventory, gpus, on_gpu)
     backends = _check_mig(inventory, gpus, rank_devices, per_rank_devices, backends, options, world_sizes)
     _check_models(models, image_size, options.num_classes)
+    _check_sequences(models, options.seq_len, options.image_size)
     _check_batch_sizes(batch_sizes)
     _check_world_sizes(world_sizes, batch_sizes, scaling, nnodes, per_node, on_gpu, devices_per_node)
     caps = _resolve_bucket_caps(options.bucket_cap_mb)
@@ -152,6 +153,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         rank_devices=rank_devices,
         per_rank_devices=per_rank_devices,
         **_resolve_variants(options.variants, on_gpu),
+        seq_lens={m: options.seq_len or TRANSFORMER_PRESETS[m].default_seq_len for m in models if is_transformer(m)},
     )
     # Every other field of the plan is the option as given (num_classes, amp, the cost weights, ...).
     kept = {f.name: getattr(options, f.name) for f in fields(Plan) if f.name not in resolved}
@@ -175,10 +177,19 @@ def _tune_options(options: PlanOptions, one_node_sizes: list[int], on_gpu: bool)
         baseline=False,
         comm_iters=0 if options.comm_iters is None else options.comm_iters,
         collectives=[] if options.collectives is None else options.collectives,
-        variants=options.variants or list(variants_mod.DEFAULT_TUNE),
+        variants=options.variants or _default_tune_variants(options.models or []),
         search_budget=options.search_budget or SEARCH_BUDGET[on_gpu],
         name=options.name or "tune",
     )
+
+
+def _default_tune_variants(models: list[str]) -> list[str]:
+    """Every variant of the catalog; for a transformer, none that changes the image layout only
+    (channels_last: its activations have no channels dimension, so the variant would measure DDP as written)."""
+    names = list(variants_mod.DEFAULT_TUNE)
+    if models and is_transformer(models[0]):
+        names = [n for n in names if not variants_mod.CATALOG[n].channels_last]
+    return names
 
 
 def _resolve_variants(names: list[str] | None, on_gpu: bool) -> dict[str, tuple[str, ...]]:
@@ -293,6 +304,24 @@ def _check_models(models: tuple[str, ...], image_size: int, num_classes: int) ->
         reason = check_model(model, image_size)
         if reason:
             raise PlanError(reason)
+
+
+def _check_sequences(models: tuple[str, ...], seq_len: int | None, image_size: int | None) -> None:
+    """--seq-len is the transformer models' (each takes up to its context length); --image-size is the
+    image models': given where no model takes it, it is refused rather than silently ignored."""
+    transformers = [m for m in models if is_transformer(m)]
+    if seq_len is not None:
+        if not transformers:
+            raise PlanError(f"--seq-len {seq_len}: no model here takes token sequences (the transformer models: "
+                            f"{', '.join(TRANSFORMER_PRESETS)})")
+        for model in transformers:
+            reason = check_seq_len(model, seq_len)
+            if reason:
+                raise PlanError(reason)
+    if image_size is not None and transformers and len(transformers) == len(models):
+        raise PlanError(f"--image-size {image_size}: {', '.join(transformers)} {'takes' if len(transformers) == 1 else 'take'} "
+                        "token sequences, not images "
+                        "(their input size is --seq-len)")
 
 
 def _check_batch_sizes(batch_sizes: tuple[int, ...]) -> None:
