@@ -346,7 +346,9 @@ def test_a_compiled_ddp_model_is_measured_with_its_compile_time_apart(tmp_path) 
     compiled = rows["compile"]
     assert compiled["status"] == "ok" and compiled["sec_iter"] > 0 and compiled["speedup_ci"] is not None
     cost = compiled["compiled"]
-    assert len(cost["first_step_s"]) == 2 and all(s > 0 for s in cost["first_step_s"])
+    launches = next(c["launches"] for c in summary["configs"] if c["config_id"] == compiled["config_id"])
+    # one first step per launch (two, or more where a disturbed launch was measured again)
+    assert len(cost["first_step_s"]) == len(launches) >= 2 and all(s > 0 for s in cost["first_step_s"])
     assert cost["graphs"] >= 1 and cost["ddp_buckets"] >= 2  # 3 MB of gradients at a 1 MB cap
     assert cost["compiled_buckets"] >= 1 and cost["bucketing"] in ("kept", "lost")
     assert rows["default"]["compiled"] is None
