@@ -69,3 +69,17 @@ def check_cpu_memory_cap(model: Any, inputs: Any, grad_bytes: int, cap_mb: float
         raise error(
             f"out of memory under the memory cap: a step needs about {need / MIB:.0f} MiB, the cap is {cap_mb:g} MiB"
         )
+
+
+def check_counted_memory_cap(counted: dict[str, int], cap_mb: float) -> None:
+    """Raise torch's OutOfMemoryError if the bytes one step holds on this rank (by kind:
+    ``bench_kernels.strategies.counted_memory``, which shards ZeRO-1's and FSDP2's state) pass ``cap_mb``."""
+    import torch
+
+    need = sum(counted.values())
+    if need > cap_mb * MIB:
+        error = getattr(torch, "OutOfMemoryError", MemoryError)
+        raise error(
+            f"out of memory under the memory cap: a step needs about {need / MIB:.0f} MiB on this rank (counted), "
+            f"the cap is {cap_mb:g} MiB"
+        )

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ddptop.protocol import variants
+from ddptop.protocol import strategies, variants
 from ddptop.protocol.launchspec import RunConfig
 from ddptop.protocol.vocab import Mode
 
@@ -105,6 +105,8 @@ def build_workload(cfg: RunConfig, device: Any, local_rank: int, rank: int) -> W
     trainable = [p for p in model.parameters() if p.requires_grad]
     net = wrap(model, cfg, device, local_rank)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    if strategies.strategy(cfg.strategy).zero:  # ZeRO-1: the same SGD, its state sharded over the ranks
+        optimizer = zero_optimizer(net)
     batch = cfg.global_batch if cfg.mode == Mode.DP else cfg.batch_size
     size = cfg.image_size
     inputs = torch.randn(batch, 3, size, size, device=device).contiguous(memory_format=memory_format)
@@ -130,6 +132,10 @@ def wrap(model: Any, cfg: RunConfig, device: Any, local_rank: int) -> Any:
     """The model as the configuration's mode trains it."""
     import torch
 
+    if cfg.mode == Mode.DDP and strategies.strategy(cfg.strategy).fsdp:  # FSDP2 (bench_kernels.strategies)
+        from bench_kernels.strategies import wrap_fsdp
+
+        return wrap_fsdp(model, cfg, device)
     if cfg.mode == Mode.DDP:
         return wrap_in_ddp(model, cfg, device, local_rank)
     if cfg.mode == Mode.DP:
@@ -138,6 +144,13 @@ def wrap(model: Any, cfg: RunConfig, device: Any, local_rank: int) -> Any:
         # cores they would have shared.
         return torch.nn.DataParallel(replica_module(model, cfg, device), device_ids=dp_devices(cfg, device))
     return model
+
+
+def zero_optimizer(net: Any) -> Any:
+    """ZeRO-1's optimizer (``bench_kernels.strategies``) over the DDP-wrapped model's parameters."""
+    from bench_kernels.strategies import zero_optimizer as sharded
+
+    return sharded(net)
 
 
 def replica_module(model: Any, cfg: RunConfig, device: Any) -> Any:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ddptop.analysis import communication, formulas, projection, stats
-from ddptop.protocol import variants
+from ddptop.protocol import strategies, variants
 
 
 class Plan(Protocol):
@@ -48,8 +48,14 @@ class Plan(Protocol):
 
 
 def as_written(entry: Mapping[str, Any]) -> bool:
-    """DDP as a user writes it, not one of ddptop tune's variants (``analysis.tuning`` compares those)."""
-    return (entry.get("variant") or variants.DEFAULT) == variants.DEFAULT
+    """DDP as a user writes it, not one of ddptop tune's variants (``analysis.tuning`` compares those) nor
+    another strategy (ZeRO-1, FSDP2: ``analysis.strategies`` compares those)."""
+    return (entry.get("variant") or variants.DEFAULT) == variants.DEFAULT and plain_ddp(entry)
+
+
+def plain_ddp(entry: Mapping[str, Any]) -> bool:
+    """Of the DDP strategy, not ZeRO-1 or FSDP2 (a summary from before strategies has DDP alone)."""
+    return (entry.get("strategy") or strategies.DDP) == strategies.DDP
 
 
 def scaling_tables(
@@ -181,12 +187,13 @@ def batch_throughput(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     out of memory, with the 95% interval of each throughput."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for entry in entries:
-        if entry["mode"] != "ddp" or not as_written(entry):
+        if entry["mode"] != "ddp" or (entry.get("variant") or variants.DEFAULT) != variants.DEFAULT:
             continue
-        key = (entry["model"], entry["world_size"], entry["backend"], entry["bucket_cap_mb"])
+        strategy = entry.get("strategy") or strategies.DDP  # each strategy's sweep a table of its own
+        key = (entry["model"], entry["world_size"], entry["backend"], entry["bucket_cap_mb"], strategy)
         groups.setdefault(key, []).append(entry)
     tables = []
-    for (model, world_size, backend, cap), members in groups.items():
+    for (model, world_size, backend, cap, strategy), members in groups.items():
         if len({e["batch_size"] for e in members}) < 2:
             continue
         rows = []
@@ -205,6 +212,8 @@ def batch_throughput(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                     "ex_sec_total": entry["global_batch"] / p50 if measured_ok else None,
                     "ex_sec_total_ci": stats.get("ex_sec_total_p50_ci") if measured_ok else None,
                     "peak_memory_bytes": entry["peak_memory_bytes"],
+                    **({"counted_memory_bytes": entry["counted_memory_bytes"]}
+                       if entry.get("counted_memory_bytes") is not None else {}),
                 }
             )
         measured = [r for r in rows if r["ex_sec_total"]]
@@ -220,6 +229,7 @@ def batch_throughput(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "best_batch": best["batch_size"] if best else None,
                 "best_ex_sec_total": best["ex_sec_total"] if best else None,
                 "first_oom_batch": oom["batch_size"] if oom else None,
+                **({"strategy": strategy} if strategy != strategies.DDP else {}),
             }
         )
     return tables

@@ -66,7 +66,7 @@ def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str,
     ``skipped``: the variants asked for but not measured on this device (said under the table)."""
     groups: dict[tuple, list[Mapping[str, Any]]] = {}
     for entry in entries:
-        if entry["mode"] == Mode.DDP:
+        if entry["mode"] == Mode.DDP and (entry.get("strategy") or "ddp") == "ddp":  # not ZeRO-1 nor FSDP2
             groups.setdefault(_group_key(entry), []).append(entry)
     tables = []
     for (model, batch, world_size, backend), members in groups.items():

@@ -72,6 +72,8 @@ class RunConfig:
     broadcast_buffers: bool = True
     # the DDP variant measured (``ddptop.protocol.variants``: ddptop tune); "default" is DDP as written
     variant: str = "default"
+    # the data-parallel strategy (``ddptop.protocol.strategies``): ddp, zero1, fsdp2 or fsdp2_no_reshard
+    strategy: str = "ddp"
 
     @property
     def adaptive(self) -> bool:

@@ -81,6 +81,7 @@ def _config_entry(session: Session, state: Any, writer_died: str | None = None) 
             "samples": {str(rank): values for rank, values in sorted(state.samples.items())},
         }
     )
+    entry.update(_counted_memory(state))
     # the launch of each measured step, as runs of [launch index, steps] (the launch is the intervals' unit)
     names = state.launch_names()
     entry["launches"] = [{"launch": name} for name in names]
@@ -88,6 +89,22 @@ def _config_entry(session: Session, state: Any, writer_died: str | None = None) 
                                 for rank, labels in sorted(state.launches_of_steps().items())}
     entry["communication"] = communication.config_communication(state, entry) if entry["stats"] else None
     return entry
+
+
+def _counted_memory(state: Any) -> dict[str, Any]:
+    """The CPU's per-rank memory (no allocator peak there): what one step holds on each rank, counted by the
+    kernel (``bench_kernels.strategies.counted_memory``); the figure is the rank that holds most, with its
+    breakdown by kind. Nothing for a GPU run or a run from before the count."""
+    counted = {rank: e for rank, e in state.end.items() if isinstance(e.get("counted_memory_bytes"), int)}
+    if not counted:
+        return {}
+    rank = max(counted, key=lambda r: counted[r]["counted_memory_bytes"])
+    breakdown = counted[rank].get("counted_memory")
+    return {
+        "counted_memory_bytes": counted[rank]["counted_memory_bytes"],
+        "counted_memory_per_rank": {str(r): counted[r]["counted_memory_bytes"] for r in sorted(counted)},
+        "counted_memory": breakdown if isinstance(breakdown, dict) else None,
+    }
 
 
 def run_lengths(values: list[int]) -> list[list[int]]:

@@ -400,6 +400,13 @@ class Config(Record):
     straggler: Straggler | None = None
     flops: Flops | None = None
     verdict: Verdict | None = None
+    strategy: str = "ddp"  # ddp, zero1, fsdp2, fsdp2_no_reshard (ddptop.protocol.strategies)
+    # the CPU's per-rank memory, counted by the kernel (no allocator peak there): the rank that holds most,
+    # every rank's, and the breakdown by kind (parameters, gradients, optimizer_state, gathered, inputs,
+    # activations)
+    counted_memory_bytes: int | None = None
+    counted_memory_per_rank: dict[str, int] | None = None
+    counted_memory: dict[str, int] | None = None
 
 
 # --- figures over several configurations ---------------------------------------------------------------
@@ -520,6 +527,9 @@ class BatchRow(Record):
     ex_sec_total: float | None = None
     ex_sec_total_ci: Interval | None = None
     peak_memory_bytes: int | None = None
+    counted_memory_bytes: int | None = None  # the CPU's counted per-rank memory
+
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"counted_memory_bytes"})
 
 
 @dataclass(kw_only=True)
@@ -533,6 +543,9 @@ class BatchTable(Record):
     best_batch: int | None = None
     best_ex_sec_total: float | None = None
     first_oom_batch: int | None = None
+    strategy: str = "ddp"  # the batch sweep of one strategy (ddptop.protocol.strategies)
+
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"strategy"})
 
 
 @dataclass(kw_only=True)

@@ -1,0 +1,103 @@
+"""ZeRO-1 and FSDP2 beside DDP (``--strategies``): the plan, and one real sweep on a gloo group of two ranks.
+
+The sweep is a batch sweep under a CPU memory cap, in two launches: every strategy measured at the same
+batches with intervals, each rank's counted memory checked against the model's byte counts, and the largest
+batch that fits growing DDP < ZeRO-1 < FSDP2 (what each shards leaves room for layer outputs).
+"""
+
+import pytest
+
+from ddptop.protocol import strategies
+from ddptop.run.plan import PlanError, PlanOptions, build_plan
+from ddptop.telemetry.inventory import Inventory
+from tests.conftest import ddptop, run_sweep
+
+STRATEGIES = ("ddp", "zero1", "fsdp2")
+
+
+def _cpu_plan(**options):
+    return build_plan(PlanOptions(device="cpu", **options), Inventory(problem="NVML unavailable: test"), cpu_count=2)
+
+
+def test_each_strategy_is_a_configuration_at_every_world_size():
+    plan = _cpu_plan(models=["resnet18"], batch_sizes=[4], world_sizes=[1, 2],
+                     strategies=["fsdp2", "zero1", "fsdp2_no_reshard"], launches=1)
+    assert plan.strategies == ("ddp", "fsdp2", "zero1", "fsdp2_no_reshard")  # DDP first, the reference
+    ddp = [c for c in plan.configs() if c.mode == "ddp"]
+    assert {(c.world_size, c.strategy) for c in ddp} == {(n, s) for n in (1, 2) for s in plan.strategies}
+    fsdp = next(c for c in ddp if c.strategy == "fsdp2" and c.world_size == 2)
+    assert fsdp.config_id == "resnet18/fsdp2/bs4/n2/gloo" and fsdp.label == "1M/2P fsdp2"
+    assert fsdp.comm_iters == 0  # the communication probe times DDP's no_sync(), which FSDP2 has not
+    plain = next(c for c in ddp if c.strategy == "ddp" and c.world_size == 2)
+    assert plain.config_id == "resnet18/ddp/bs4/n2/gloo" and plain.label == "1M/2P"
+
+
+def test_an_unknown_strategy_is_one_line_and_exit_2():
+    with pytest.raises(PlanError, match="unknown strategy 'zero3'"):
+        _cpu_plan(strategies=["zero3"])
+    done = ddptop("run", "--headless", "--device", "cpu", "--strategies", "zero1,zero3")
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "unknown strategy 'zero3'" in lines[0] and "fsdp2" in lines[0]
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    run_dir = str(tmp_path_factory.mktemp("strategies") / "run")
+    return run_sweep(run_dir, "--models", "resnet18", "--image-size", "32", "--num-classes", "10",
+                     "--batch-sweep", "--batch-sizes", "4", "--max-batch", "128", "--memory-cap-mb", "140",
+                     "--world-sizes", "2", "--strategies", "zero1,fsdp2", "--warmup", "1", "--iters", "3",
+                     "--launches", "2", "--comm-iters", "0", "--no-collectives", "--telemetry-interval", "0")
+
+
+def _by(summary):
+    return {(c["strategy"], c["batch_size"]): c for c in summary["configs"]}
+
+
+@pytest.mark.slow
+def test_every_strategy_is_measured_with_intervals(sweep):
+    assert sweep.returncode == 0, sweep.stderr + sweep.stdout  # out of memory is the sweep's answer here
+    configs = _by(sweep.summary())
+    for strategy in STRATEGIES:
+        stats = configs[(strategy, 4)]["stats"]
+        low, high = stats["ex_sec_total_p50_ci"]
+        assert configs[(strategy, 4)]["status"] == "ok" and low <= stats["ex_sec_total"]["p50"] <= high
+        assert len(configs[(strategy, 4)]["launches"]) == 2
+
+
+@pytest.mark.slow
+def test_counted_memory_per_rank_matches_the_model_bytes(sweep):
+    configs = _by(sweep.summary())
+    ddp, zero, fsdp = (configs[(s, 4)] for s in STRATEGIES)
+    whole = ddp["grad_bytes"]  # the model's fp32 parameters, in bytes
+    held = ddp["counted_memory"]
+    assert held["parameters"] == held["gradients"] == held["optimizer_state"] == whole  # all replicated
+    assert held["gathered"] == 0
+    # ZeRO-1: parameters and gradients whole, the momentum shared out: the ranks' shares add up to the whole
+    zero_held = zero["counted_memory"]
+    assert zero_held["parameters"] == zero_held["gradients"] == whole
+    rest = zero["counted_memory_bytes"] - zero_held["optimizer_state"]  # what every rank holds alike
+    shares = [total - rest for total in zero["counted_memory_per_rank"].values()]
+    assert sum(shares) == whole and max(shares) < 0.6 * whole  # about half the momentum bytes each at N=2
+    # FSDP2: parameters, gradients and momentum sharded (every rank's local shards add up to the whole)
+    fsdp_held = fsdp["counted_memory"]
+    assert fsdp_held["parameters"] == fsdp_held["gradients"] == fsdp_held["optimizer_state"]
+    assert fsdp_held["parameters"] * 2 == pytest.approx(whole, abs=64)
+    assert 0 < fsdp_held["gathered"] < whole
+    for other in (zero, fsdp):  # the same batch, the same layer outputs: less held per rank than DDP
+        assert other["counted_memory"]["activations"] == held["activations"]
+        assert max(other["counted_memory_per_rank"].values()) < ddp["counted_memory_bytes"]
+
+
+@pytest.mark.slow
+def test_the_largest_batch_that_fits_grows_with_sharding(sweep):
+    summary = sweep.summary()
+    largest = {}
+    for strategy in STRATEGIES:
+        table = next(t for t in summary["batch_throughput"] if t.get("strategy", "ddp") == strategy)
+        fits = [r["batch_size"] for r in table["rows"] if r["status"] == "ok"]
+        assert table["first_oom_batch"] == 2 * max(fits)  # the ladder doubles up to the first that does not fit
+        oom = _by(summary)[(strategy, table["first_oom_batch"])]
+        assert "memory cap" in oom["reason"]
+        largest[strategy] = max(fits)
+    assert largest["ddp"] < largest["zero1"] < largest["fsdp2"], largest
