@@ -5,6 +5,8 @@ batches with intervals, each rank's counted memory checked against the model's b
 batch that fits growing DDP < ZeRO-1 < FSDP2 (what each shards leaves room for layer outputs).
 """
 
+import os
+
 import pytest
 
 from ddptop.protocol import strategies
@@ -101,3 +103,32 @@ def test_the_largest_batch_that_fits_grows_with_sharding(sweep):
         assert "memory cap" in oom["reason"]
         largest[strategy] = max(fits)
     assert largest["ddp"] < largest["zero1"] < largest["fsdp2"], largest
+
+
+@pytest.mark.slow
+def test_the_strategy_table_answers_which_is_fastest_and_which_fits_the_largest_batch(sweep):
+    summary = sweep.summary()
+    (table,) = summary["strategies"]
+    rows = {r["strategy"]: r for r in table["rows"]}
+    assert list(rows) == list(STRATEGIES) and table["world_size"] == 2
+    for name, row in rows.items():
+        low, high = row["ex_sec_total_ci"]
+        assert row["batch_size"] == table["batch_size"] and low <= row["ex_sec_total"] <= high
+        assert row["memory_kind"] == "counted" and row["memory_bytes"] == _by(summary)[(name, row["batch_size"])][
+            "counted_memory_bytes"]
+        if name != "ddp":
+            low, high = row["speedup_ci"]
+            assert low <= row["speedup"] <= high
+            assert row["verdict"] in ("faster", "slower", "within noise", "equivalent")
+    assert table["fits_largest"] == "fsdp2" and "fsdp2 fits the largest batch under the 140 MiB memory cap" in table[
+        "answer"]
+    if table["fastest"] is None:
+        assert "cannot be told apart" in table["answer"]
+    else:
+        assert f"{table['fastest']} gives the most examples/s" in table["answer"]
+    assert {p["strategy"] for p in table["frontier"]} == set(STRATEGIES)
+    with open(f"{sweep.run_dir}/summary.md", encoding="utf-8") as handle:
+        markdown = handle.read()
+    assert "## Strategies: DDP, ZeRO-1, FSDP2" in markdown and "## Memory frontier" in markdown
+    assert table["answer"] in sweep.stdout  # the closing text
+    assert os.path.exists(os.path.join(sweep.run_dir, "plots", "memory_frontier.png"))

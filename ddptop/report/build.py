@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any
 
-from ddptop.analysis import communication, compute, links, scaling, tuning, verdict
+from ddptop.analysis import communication, compute, links, scaling, strategies, tuning, verdict
 from ddptop.protocol.layout import (ENVIRONMENT_FILE, RUNNER_FILE, SUMMARY_JSON, TIMELINE_FILE, TOPOLOGY_FILE,
                                     node_file)
 from ddptop.protocol.marks import LaunchEnd, parse_mark
@@ -297,7 +297,14 @@ def build_summary(
             "nodes": _nodes(session),
             "malformed_event_lines": session.malformed_lines(),
             "damaged": _damage(session, telemetry, damaged_json),
+            **_strategy_tables(entries, replicates, session.plan.memory_cap_mb),
         })
+
+
+def _strategy_tables(entries: list[dict[str, Any]], replicates: Any, cap: float | None) -> dict[str, Any]:
+    """DDP, ZeRO-1 and FSDP2 side by side (``--strategies``); no key at all for a run of DDP alone."""
+    tables = strategies.strategy_tables(entries, replicates, memory_cap_mb=cap)
+    return {"strategies": tables} if tables else {}
 
 
 def _damage(session: Session, telemetry: dict[str, Any], json_problems: dict[str, str | None]) -> dict[str, str]:

@@ -261,7 +261,8 @@ def _batch_rows(table: BatchTable) -> list[tuple[str, ...]]:
 
 
 def _batch_title(table: BatchTable) -> str:
-    title = f"Throughput per batch size: {table.model} at N={table.world_size} ({table.backend})"
+    strategy = f" {table.strategy}" if table.strategy != "ddp" else ""  # --strategies: each its own sweep
+    title = f"Throughput per batch size: {table.model}{strategy} at N={table.world_size} ({table.backend})"
     if table.best_batch is not None:
         title += f"; best {table.best_batch} per rank ({units.number(table.best_ex_sec_total, 1)} ex/s)"
     if table.first_oom_batch is not None:
