@@ -49,7 +49,7 @@ from bench_kernels.comm_probe import ddp_logging_mark, probe_communication
 from bench_kernels.faults import SLOW, fire, parse_fault
 from bench_kernels.flops import count_step_flops, dtype_label, matmul_ceiling, op_dtypes
 from bench_kernels.memory_cap import activation_bytes, check_counted_memory_cap, check_cpu_memory_cap, limit_gpu_memory
-from bench_kernels.strategies import counted_memory
+from bench_kernels.strategies import counted_memory, reshard
 from bench_kernels.timing import (
     FIXED,
     LIMITS,
@@ -287,6 +287,8 @@ class Worker:
         cap = self.spec.memory_cap_mb
         # the CPU's per-rank memory is counted (no allocator peak there): the layer outputs once, before any step
         activations = activation_bytes(workload.model, workload.inputs) if self.device.type == "cpu" else None
+        if activations is not None:
+            reshard(workload.model)  # FSDP2 without reshard_after_forward: gathered by that forward alone
         if cap and self.device.type == "cpu" and cfg.strategy == "ddp":
             check_cpu_memory_cap(workload.model, workload.inputs, workload.grad_bytes, cap)
         elif cap and activations is not None:  # ZeRO-1, FSDP2: what this rank holds of the sharded state

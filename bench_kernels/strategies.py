@@ -98,6 +98,15 @@ def shard_model(model: Any, device: Any, reshard_after_forward: bool, mixed_prec
     model.ddptop_world = world
 
 
+def reshard(model: Any) -> None:
+    """Shard again every FSDP2 unit a forward without a backward left gathered (the activation estimate's
+    forward, with ``reshard_after_forward=False``): the steps then start sharded, and the count sees the
+    shards, not the gathered parameters. Nothing for a model FSDP2 did not shard."""
+    for module in model.modules():
+        if callable(getattr(module, "reshard", None)) and hasattr(module, "unshard"):
+            module.reshard()
+
+
 def local(tensor: Any) -> Any:
     """The part of ``tensor`` this rank holds: a DTensor's local shard, else the tensor itself."""
     to_local = getattr(tensor, "to_local", None)

@@ -199,6 +199,9 @@ def _answer(rows: list[dict[str, Any]], replicates: Mapping[str, np.ndarray], mi
             fits_largest = leaders[0]["strategy"]
             sentences.append(f"{fits_largest} fits the largest batch{under}: {top} per rank"
                              + (f" ({others})." if others else "."))
+        elif all(r["largest_batch_fits"] for r in fits):
+            sentences.append(f"{' and '.join(r['strategy'] for r in leaders)} fit the largest batch{under}: "
+                             f"{top} per rank" + (f" ({others})." if others else "."))
         else:
             sentences.append(f"{' and '.join(r['strategy'] for r in leaders)} fit the largest batch measured{under}, "
                              f"{top} per rank" + (f" ({others})" if others else "")

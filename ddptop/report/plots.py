@@ -247,6 +247,8 @@ def _frontier(plt: Any, summary: Summary, out_dir: str) -> list[str]:
             _name_intervals(drawn, f"ci-frontier-{len(axis.containers)}")
             for x, y, point in zip(memory, throughput, points):
                 axis.annotate(str(point.batch_size), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    for cap in sorted({t.memory_cap_mb for t in tables if t.memory_cap_mb}):
+        axis.axvline(cap, linestyle="--", color="grey", label=f"memory cap {cap:g} MiB")
     kind = " (counted)" if kinds == {"counted"} else ""
     axis.set(xlabel=f"memory per rank (MiB){kind}", ylabel="examples/s (all ranks)",
              title="Memory frontier: examples/s against memory per rank (labels: batch per rank)")
