@@ -5,11 +5,12 @@ batches with intervals, each rank's counted memory checked against the model's b
 batch that fits growing DDP < ZeRO-1 < FSDP2 (what each shards leaves room for layer outputs).
 """
 
+import json
 import os
 
 import pytest
 
-from ddptop.protocol import strategies
+from ddptop.protocol import variants
 from ddptop.run.plan import PlanError, PlanOptions, build_plan
 from ddptop.telemetry.inventory import Inventory
 from tests.conftest import ddptop, run_sweep
@@ -143,3 +144,34 @@ def test_the_strategy_table_answers_which_is_fastest_and_which_fits_the_largest_
     assert "## Strategies: DDP, ZeRO-1, FSDP2" in markdown and "## Memory frontier" in markdown
     assert table["answer"] in sweep.stdout  # the closing text
     assert os.path.exists(os.path.join(sweep.run_dir, "plots", "memory_frontier.png"))
+
+
+def test_zero1_and_fsdp2_are_candidates_of_tune():
+    plan = _cpu_plan(tune=True)
+    assert {"zero1", "fsdp2", "fsdp2_no_reshard"} <= set(plan.variants)  # the default search has them
+    fsdp = next(c for c in plan.configs() if c.variant == "fsdp2")
+    assert fsdp.strategy == "fsdp2" and fsdp.label == "1M/2P fsdp2" and fsdp.comm_iters == 0
+    assert fsdp.config_id == "resnet18/ddp/bs16/n2/gloo/fsdp2"  # named as every candidate of tune is
+    assert variants.combinable(["zero1", "static_graph", "fsdp2"]) == ["static_graph"]  # recommended alone
+    assert "fully_shard(model, reshard_after_forward=False)" in variants.paste_lines(
+        variants.variant("fsdp2_no_reshard"), {})
+
+
+@pytest.mark.slow
+def test_tune_measures_a_strategy_against_ddp_as_written(tmp_path):
+    done = ddptop("tune", "--headless", "--out", str(tmp_path / "tune"), "--models", "resnet18", "--image-size",
+                  "32", "--num-classes", "10", "--batch-sizes", "4", "--variants", "zero1,fsdp2", "--launches", "2",
+                  "--warmup", "1", "--iters", "4", "--keep-slower", "--telemetry-interval", "0")
+    assert done.returncode == 0, done.stderr + done.stdout
+    with open(tmp_path / "tune" / "summary.json", encoding="utf-8") as handle:
+        summary = json.load(handle)
+    (table,) = summary["tuning"]
+    rows = {r["variant"]: r for r in table["rows"]}
+    assert set(rows) == {"default", "zero1", "fsdp2"}
+    for name in ("zero1", "fsdp2"):
+        low, high = rows[name]["speedup_ci"]
+        assert low <= rows[name]["speedup"] <= high and rows[name]["paste"]
+    assert "fully_shard(model)" in "\n".join(rows["fsdp2"]["paste"])
+    configs = {c["variant"]: c for c in summary["configs"]}
+    assert configs["fsdp2"]["strategy"] == "fsdp2" and configs["fsdp2"]["counted_memory"]["gathered"] > 0
+    assert "strategies" not in summary  # tune's candidates are in its own table

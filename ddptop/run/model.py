@@ -39,7 +39,7 @@ class ConfigSpec(RunConfig):
         if self.mode == Mode.DP:
             return f"DP/{self.world_size}{unit}"
         label = f"{self.nnodes}M/{self.world_size // self.nnodes}{unit}"
-        if self.strategy != strategies_mod.DDP:  # ZeRO-1, FSDP2 (--strategies)
+        if self.strategy != strategies_mod.DDP and self.variant == variants_mod.DEFAULT:  # --strategies
             label = f"{label} {self.strategy}"
         return label if self.variant == variants_mod.DEFAULT else f"{label} {self.variant}"  # ddptop tune
 
@@ -237,7 +237,8 @@ class Plan:
             chosen = variants_mod.variant(variant)
             cap = chosen.bucket_cap_mb or cap
             amp, channels_last = chosen.amp or amp, chosen.channels_last or channels_last
-        if strategy != strategies_mod.DDP:  # its own id, the plain DDP one's with the strategy for the mode
+            strategy = chosen.strategy or strategy  # ZeRO-1 or FSDP2 as a candidate of ddptop tune
+        elif strategy != strategies_mod.DDP:  # its own id, the plain DDP one's with the strategy for the mode
             config_id = config_id.replace(f"/{mode}/", f"/{strategy}/", 1)
         return ConfigSpec(
             config_id=config_id,

@@ -308,7 +308,8 @@ class SweepRunner:
                 and (c.world_size, c.backend) == (launch.world_size, launch.backend)
                 and any((c.model, c.batch_size) == (o.model, o.batch_size) for o in launch.configs)
                 and ((c.variant == variants.AGAIN or variants.JOIN in c.variant) == again)
-                and c.strategy == "ddp"]  # ZeRO-1 and FSDP2 are strategies, not variants of DDP
+                # ZeRO-1 and FSDP2 beside a sweep (--strategies) are not tune's candidates (variants) to drop
+                and (c.strategy == "ddp" or c.variant != variants.DEFAULT)]
 
     def _combination_launches(self) -> list[Launch]:
         """ddptop tune's last step: where two variants or more were faster than DDP as written beyond noise,
