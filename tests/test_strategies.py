@@ -175,3 +175,29 @@ def test_tune_measures_a_strategy_against_ddp_as_written(tmp_path):
     configs = {c["variant"]: c for c in summary["configs"]}
     assert configs["fsdp2"]["strategy"] == "fsdp2" and configs["fsdp2"]["counted_memory"]["gathered"] > 0
     assert "strategies" not in summary  # tune's candidates are in its own table
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("size", [(80, 24), (160, 50)])
+def test_the_summary_screen_shows_the_strategy_tables_whole(sweep, size):
+    """The strategy table, the memory by kind, the largest batches and the frontier keep their columns
+    within the screen at 80x24 and 160x50: none needs scrolling sideways."""
+    import asyncio
+
+    from ddptop.tui.app import DdptopApp
+    from tests.tui_helpers import summary_text
+
+    async def drive():
+        app = DdptopApp.for_recorded(sweep.run_dir, open_summary="now")
+        async with app.run_test(size=size) as pilot:
+            text = await summary_text(app, pilot)
+            await pilot.pause(0.3)
+            tables = [w for w in app.screen.query(".table") if any(
+                key in str(w.render()) for key in ("vs DDP", "inputs+outputs", "largest batch", "memory/rank"))]
+            widths = [(w.size.width, w.parent.size.width) for w in tables]
+            await pilot.press("q")
+        return text, widths
+
+    text, widths = asyncio.run(drive())
+    assert "Strategies: resnet18 at N=2 (gloo)" in text and "Memory frontier: resnet18 at N=2" in text
+    assert len(widths) == 4 and all(0 < width <= room for width, room in widths), widths
