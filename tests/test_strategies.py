@@ -201,3 +201,70 @@ def test_the_summary_screen_shows_the_strategy_tables_whole(sweep, size):
     text, widths = asyncio.run(drive())
     assert "Strategies: resnet18 at N=2 (gloo)" in text and "Memory frontier: resnet18 at N=2" in text
     assert len(widths) == 4 and all(0 < width <= room for width, room in widths), widths
+
+
+# -- the kernel's parts a CPU checks without a process group; the GPU's through stand-ins -------------------------
+
+def test_fsdp2_gathered_bytes_walk_the_backward():
+    """Three units of 20 bytes each, the root holding 6 of its own, on 2 ranks: with resharding the peak is at
+    the middle unit (itself and the next gathered, its full gradients, less the 2 units' gradient shards not
+    made yet: 40 + 20 - 20); without, at the first (all three still gathered: 60 + 20 - 30)."""
+    from types import SimpleNamespace
+
+    from bench_kernels.strategies import gathered_bytes
+
+    model = SimpleNamespace(ddptop_units=[20, 20, 20, 6], ddptop_world=2, ddptop_reshard=True)
+    assert gathered_bytes(model) == 6 + 40
+    model.ddptop_reshard = False
+    assert gathered_bytes(model) == 6 + 50
+    assert gathered_bytes(SimpleNamespace()) == 0  # DDP, ZeRO-1: nothing gathered
+
+
+def test_the_count_before_the_first_step_is_what_the_steps_hold():
+    """Plain SGD with momentum on one process: before a step the count predicts the gradients and the
+    momentum from the parameters; after steps it reads them, and the two agree."""
+    import torch
+
+    from bench_kernels.strategies import counted_memory
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    inputs = torch.randn(5, 8)
+    before = counted_memory(model, optimizer, inputs, activation_bytes=100)
+    for _ in range(2):
+        optimizer.zero_grad(set_to_none=True)
+        model(inputs).sum().backward()
+        optimizer.step()
+    after = counted_memory(model, optimizer, inputs, activation_bytes=100)
+    whole = sum(p.numel() * 4 for p in model.parameters())
+    assert before == after == {"parameters": whole, "gradients": whole, "optimizer_state": whole, "gathered": 0,
+                               "inputs": 5 * 8 * 4, "activations": 100}
+
+
+def test_fsdp2_units_are_a_resnets_blocks():
+    import torch
+    import torchvision
+
+    from bench_kernels.strategies import sharded_units
+
+    model = torchvision.models.resnet18(num_classes=10)
+    units = sharded_units(model)
+    blocks = [block for stage in (model.layer1, model.layer2, model.layer3, model.layer4) for block in stage]
+    assert units == [model.conv1, model.bn1, *blocks, model.fc, model] and not any(
+        isinstance(u, torch.nn.Sequential) for u in units)
+
+
+def test_fsdp2_mixed_precision_is_bf16_on_a_gpu_with_amp_bf16_only():
+    """The GPU path through stand-ins of the device: bf16 parameters, fp32 gradient reduction."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from bench_kernels.strategies import mixed_precision
+
+    cuda, cpu = SimpleNamespace(type="cuda"), SimpleNamespace(type="cpu")
+    policy = mixed_precision(SimpleNamespace(amp="bf16"), cuda)
+    assert policy.param_dtype == torch.bfloat16 and policy.reduce_dtype == torch.float32
+    assert mixed_precision(SimpleNamespace(amp=None), cuda) is None
+    assert mixed_precision(SimpleNamespace(amp="fp16"), cuda) is None  # fp16 needs a scaler FSDP2 does not run
+    assert mixed_precision(SimpleNamespace(amp="bf16"), cpu) is None
