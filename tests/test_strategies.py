@@ -66,6 +66,11 @@ def test_every_strategy_is_measured_with_intervals(sweep):
         low, high = stats["ex_sec_total_p50_ci"]
         assert configs[(strategy, 4)]["status"] == "ok" and low <= stats["ex_sec_total"]["p50"] <= high
         assert len(configs[(strategy, 4)]["launches"]) == 2
+    # a scaling table per strategy (here of one world size), none mixing strategies
+    by_id = {c["config_id"]: c for c in sweep.summary()["configs"]}
+    for table in sweep.summary()["scaling"]:
+        assert {by_id[r["config_id"]]["strategy"] for r in table["rows"]} == {table.get("strategy", "ddp")}
+    assert {t.get("strategy", "ddp") for t in sweep.summary()["scaling"]} == {*STRATEGIES, "fsdp2_no_reshard"}
 
 
 @pytest.mark.slow

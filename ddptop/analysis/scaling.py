@@ -73,10 +73,12 @@ def scaling_tables(
             continue
         if entry["mode"] == "no_ddp":
             baselines[key] = entry
-        elif entry["mode"] == "ddp" and as_written(entry):
-            groups.setdefault(key + (entry["bucket_cap_mb"],), []).append(entry)
+        elif entry["mode"] == "ddp" and (entry.get("variant") or variants.DEFAULT) == variants.DEFAULT:
+            # DDP as written, and each strategy of --strategies (ZeRO-1, FSDP2) in a table of its own
+            strategy = entry.get("strategy") or strategies.DDP
+            groups.setdefault(key + (entry["bucket_cap_mb"], strategy), []).append(entry)
     tables = []
-    for (model, batch, backend, bucket_cap_mb), members in groups.items():
+    for (model, batch, backend, bucket_cap_mb, strategy), members in groups.items():
         points = []
         by_size = {}
         for entry in members:
@@ -93,7 +95,8 @@ def scaling_tables(
             )
             by_size[n] = entry
         rows = stats.scaling_rows(points, plan.su_core_weight, plan.su_gpu_weight)
-        baseline = baselines.get((model, batch, backend))
+        # the no-DDP row measures DDP's own cost at N=1; a strategy's table is against its own smallest N alone
+        baseline = baselines.get((model, batch, backend)) if strategy == strategies.DDP else None
         reference = rows[0] if rows else None
         for row in rows:
             entry = by_size[row["world_size"]]
@@ -120,6 +123,7 @@ def scaling_tables(
             "no_ddp_sec_iter": baseline["stats"]["sec_iter"]["p50"] if baseline else None,
             "ddp_overhead_at_reference": ddp_overhead,
             "rows": rows,
+            **({"strategy": strategy} if strategy != strategies.DDP else {}),
         }
         if replicates:
             from ddptop.analysis import intervals  # numpy: only where a summary is built, never at the view's start

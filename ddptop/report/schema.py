@@ -514,6 +514,9 @@ class ScalingTable(Record):
     rows: list[ScalingRow] = field(default_factory=list)
     ddp_overhead_at_reference_ci: Interval | None = None
     projection: Projection | None = None
+    strategy: str = "ddp"  # ZeRO-1 and FSDP2 of --strategies: a table each (ddptop.protocol.strategies)
+
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"strategy"})
 
 
 @dataclass(kw_only=True)

@@ -518,7 +518,8 @@ def collectives_block(summary: Summary) -> Block:
 
 def _scaling_title(table: ScalingTable) -> str:
     title = (
-        f"Scaling: {table.model}, batch {table.batch_size} {table.batch_meaning} "
+        f"Scaling: {table.model}{'' if table.strategy == 'ddp' else ' ' + table.strategy}, batch {table.batch_size} "
+        f"{table.batch_meaning} "
         f"({table.scaling} scaling, {table.backend}), against N={table.reference_world_size}"
     )
     overhead = table.ddp_overhead_at_reference
