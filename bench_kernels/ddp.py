@@ -48,7 +48,7 @@ from typing import Any
 from bench_kernels.comm_probe import ddp_logging_mark, probe_communication
 from bench_kernels.faults import SLOW, fire, parse_fault
 from bench_kernels.flops import count_step_flops, dtype_label, matmul_ceiling, op_dtypes
-from bench_kernels.memory_cap import activation_bytes, check_counted_memory_cap, check_cpu_memory_cap, limit_gpu_memory
+from bench_kernels.memory_cap import NextForwardOutputs, activation_bytes, check_counted_memory_cap, limit_gpu_memory
 from bench_kernels.strategies import counted_memory, reshard
 from bench_kernels.timing import (
     FIXED,
@@ -285,16 +285,23 @@ class Worker:
         self._reset_peak_memory(cfg)
         self._config_start(cfg, workload, time.perf_counter() - setup_start, round_index, flops)
         cap = self.spec.memory_cap_mb
-        # the CPU's per-rank memory is counted (no allocator peak there): the layer outputs once, before any step
-        activations = activation_bytes(workload.model, workload.inputs) if self.device.type == "cpu" else None
-        if activations is not None:
+        # The CPU's per-rank memory is counted (no allocator peak there). Under a cap, before any step: the layer
+        # outputs from a forward of two examples, scaled (a batch far past the cap is never allocated), and the
+        # step refused past the cap (for DDP the number the cap has always counted: 3x the parameters, the
+        # inputs and the outputs). Without one, the outputs are counted during the first step, with no forward
+        # of their own.
+        outputs = None
+        if cap and self.device.type == "cpu":
+            activations = activation_bytes(workload.model, workload.inputs)
             reshard(workload.model)  # FSDP2 without reshard_after_forward: gathered by that forward alone
-        if cap and self.device.type == "cpu" and cfg.strategy == "ddp":
-            check_cpu_memory_cap(workload.model, workload.inputs, workload.grad_bytes, cap)
-        elif cap and activations is not None:  # ZeRO-1, FSDP2: what this rank holds of the sharded state
             check_counted_memory_cap(counted_memory(workload.model, workload.optimizer, workload.inputs, activations), cap)
+        elif self.device.type == "cpu":
+            outputs = NextForwardOutputs(workload.model)
+            activations = None
         measured = self._measure(cfg, workload, round_index)
-        if activations is not None:  # after the steps: the gradients and the optimizer state as held
+        if outputs is not None:
+            activations = outputs.bytes
+        if self.device.type == "cpu" and activations is not None:  # after the steps: gradients, optimizer state as held
             measured = dataclasses.replace(measured, counted_memory=counted_memory(
                 workload.model, workload.optimizer, workload.inputs, activations))
         # read now: what the analysis below allocates (a second DDP wrapper's buckets) is no part of the step
