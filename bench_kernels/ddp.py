@@ -48,7 +48,8 @@ from typing import Any
 from bench_kernels.comm_probe import ddp_logging_mark, probe_communication
 from bench_kernels.faults import SLOW, fire, parse_fault
 from bench_kernels.flops import count_step_flops, dtype_label, matmul_ceiling, op_dtypes
-from bench_kernels.memory_cap import check_cpu_memory_cap, limit_gpu_memory
+from bench_kernels.memory_cap import NextForwardOutputs, activation_bytes, check_counted_memory_cap, limit_gpu_memory
+from bench_kernels.strategies import counted_memory, reshard
 from bench_kernels.timing import (
     FIXED,
     LIMITS,
@@ -159,6 +160,8 @@ class Measured:
     unstable: bool = False  # stopped on a limit before every rank reached the precision
     samples: tuple[float, ...] = ()
     peak_memory_bytes: int | None = None  # the device's allocator peak over the round, read right after it
+    # CPU: what one step holds on this rank, counted by kind (bench_kernels.strategies.counted_memory)
+    counted_memory: dict[str, int] | None = None
 
 
 class Worker:
@@ -288,9 +291,25 @@ class Worker:
             self.writer.flush()
             self._reset_peak_memory(cfg)  # the compiler's own allocations are no part of a step
         cap = self.spec.memory_cap_mb
+        # The CPU's per-rank memory is counted (no allocator peak there). Under a cap, before any step: the layer
+        # outputs from a forward of two examples, scaled (a batch far past the cap is never allocated), and the
+        # step refused past the cap (for DDP the number the cap has always counted: 3x the parameters, the
+        # inputs and the outputs). Without one, the outputs are counted during the first step, with no forward
+        # of their own.
+        outputs = None
         if cap and self.device.type == "cpu":
-            check_cpu_memory_cap(workload.model, workload.inputs, workload.grad_bytes, cap)
+            activations = activation_bytes(workload.model, workload.inputs)
+            reshard(workload.model)  # FSDP2 without reshard_after_forward: gathered by that forward alone
+            check_counted_memory_cap(counted_memory(workload.model, workload.optimizer, workload.inputs, activations), cap)
+        elif self.device.type == "cpu":
+            outputs = NextForwardOutputs(workload.model)
+            activations = None
         measured = self._measure(cfg, workload, round_index)
+        if outputs is not None:
+            activations = outputs.bytes
+        if self.device.type == "cpu" and activations is not None:  # after the steps: gradients, optimizer state as held
+            measured = dataclasses.replace(measured, counted_memory=counted_memory(
+                workload.model, workload.optimizer, workload.inputs, activations))
         # read now: what the analysis below allocates (a second DDP wrapper's buckets) is no part of the step
         measured = dataclasses.replace(measured, peak_memory_bytes=self._peak_memory(cfg))
         # The configuration ends on every rank before its analysis starts, so a failure there (out of memory
@@ -312,7 +331,8 @@ class Worker:
         if variants.variant(cfg.variant).ddp_kwargs.get("static_graph"):
             return None  # static_graph DDP breaks on a no_sync() step before its first (an internal assert)
         net = workload.model if cfg.mode == Mode.DP else eager_ddp(workload.net)  # the FLOPs are the same
-        quiet = net.no_sync() if cfg.mode == Mode.DDP else contextlib.nullcontext()
+        # FSDP2 has no no_sync(): its reduce-scatters run, outside the count as every collective is
+        quiet = net.no_sync() if cfg.mode == Mode.DDP and hasattr(net, "no_sync") else contextlib.nullcontext()
 
         def forward_and_backward() -> None:
             autocast = (torch.autocast(device_type=self.device.type, dtype=workload.amp_dtype)
@@ -499,6 +519,8 @@ class Worker:
             measure_s=measured.measure_s,
             peak_memory_bytes=measured.peak_memory_bytes,
             max_rss_bytes=_max_rss_bytes(),
+            **({"counted_memory_bytes": sum(measured.counted_memory.values()), "counted_memory": measured.counted_memory}
+               if measured.counted_memory else {}),
         )
         self.writer.flush()
 

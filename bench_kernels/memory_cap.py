@@ -75,3 +75,42 @@ def check_cpu_memory_cap(model: Any, inputs: Any, grad_bytes: int, cap_mb: float
         raise error(
             f"out of memory under the memory cap: a step needs about {need / MIB:.0f} MiB, the cap is {cap_mb:g} MiB"
         )
+
+
+def check_counted_memory_cap(counted: dict[str, int], cap_mb: float) -> None:
+    """Raise torch's OutOfMemoryError if the bytes one step holds on this rank (by kind:
+    ``bench_kernels.strategies.counted_memory``, which shards ZeRO-1's and FSDP2's state) pass ``cap_mb``."""
+    import torch
+
+    need = sum(counted.values())
+    if need > cap_mb * MIB:
+        error = getattr(torch, "OutOfMemoryError", MemoryError)
+        raise error(
+            f"out of memory under the memory cap: a step needs about {need / MIB:.0f} MiB on this rank (counted), "
+            f"the cap is {cap_mb:g} MiB"
+        )
+
+
+class NextForwardOutputs:
+    """Counts every leaf module's output bytes during ``model``'s next forward (a step's, on its whole batch),
+    then removes its hooks: the layer outputs of ``activation_bytes`` without a forward of its own, for the
+    counted memory of a configuration run without a cap (an extra forward would be one more call of the
+    model than its steps make). ``bytes`` is None until that forward has run."""
+
+    def __init__(self, model: Any) -> None:
+        import torch
+
+        self.bytes: float | None = None
+        self._seen = 0
+
+        def count(_module: Any, _inputs: Any, output: Any) -> None:
+            outputs = output if isinstance(output, (tuple, list)) else (output,)
+            self._seen += sum(t.numel() * t.element_size() for t in outputs if isinstance(t, torch.Tensor))
+
+        def done(_module: Any, _inputs: Any, _output: Any) -> None:
+            self.bytes = float(self._seen)
+            for handle in self._handles:
+                handle.remove()
+
+        leaves = [m for m in model.modules() if not list(m.children())]
+        self._handles = [m.register_forward_hook(count) for m in leaves] + [model.register_forward_hook(done)]

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from bench_kernels.catalog import TRANSFORMER_PRESETS, is_transformer
-from ddptop.protocol import variants
+from ddptop.protocol import strategies, variants
 from ddptop.protocol.launchspec import RunConfig
 from ddptop.protocol.vocab import Mode
 
@@ -119,6 +119,8 @@ def build_workload(cfg: RunConfig, device: Any, local_rank: int, rank: int) -> W
     trainable = [p for p in model.parameters() if p.requires_grad]
     net = wrap(model, cfg, device, local_rank)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    if strategies.strategy(cfg.strategy).zero:  # ZeRO-1: the same SGD, its state sharded over the ranks
+        optimizer = zero_optimizer(net)
     amp_dtype = getattr(torch, AMP_DTYPES[cfg.amp]) if cfg.amp else None
     return Workload(
         model=model,
@@ -140,6 +142,10 @@ def wrap(model: Any, cfg: RunConfig, device: Any, local_rank: int) -> Any:
     """The model as the configuration's mode trains it."""
     import torch
 
+    if cfg.mode == Mode.DDP and strategies.strategy(cfg.strategy).fsdp:  # FSDP2 (bench_kernels.strategies)
+        from bench_kernels.strategies import wrap_fsdp
+
+        return wrap_fsdp(model, cfg, device)
     if cfg.mode == Mode.DDP:
         ddp = wrap_in_ddp(model, cfg, device, local_rank)
         if not variants.variant(cfg.variant).compile:
@@ -164,6 +170,13 @@ def eager_ddp(net: Any) -> Any:
     """The DDP wrapper under a ``torch.compile`` (its ``_orig_mod``), or ``net`` itself: what runs a step eagerly
     (the FLOP count) and holds DDP's own state (``no_sync``, its logging data)."""
     return getattr(net, "_orig_mod", net)
+
+
+def zero_optimizer(net: Any) -> Any:
+    """ZeRO-1's optimizer (``bench_kernels.strategies``) over the DDP-wrapped model's parameters."""
+    from bench_kernels.strategies import zero_optimizer as sharded
+
+    return sharded(net)
 
 
 def replica_module(model: Any, cfg: RunConfig, device: Any) -> Any:

@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ddptop.analysis import communication, formulas, projection, stats
-from ddptop.protocol import variants
+from ddptop.protocol import strategies, variants
 
 
 class Plan(Protocol):
@@ -48,8 +48,14 @@ class Plan(Protocol):
 
 
 def as_written(entry: Mapping[str, Any]) -> bool:
-    """DDP as a user writes it, not one of ddptop tune's variants (``analysis.tuning`` compares those)."""
-    return (entry.get("variant") or variants.DEFAULT) == variants.DEFAULT
+    """DDP as a user writes it, not one of ddptop tune's variants (``analysis.tuning`` compares those) nor
+    another strategy (ZeRO-1, FSDP2: ``analysis.strategies`` compares those)."""
+    return (entry.get("variant") or variants.DEFAULT) == variants.DEFAULT and plain_ddp(entry)
+
+
+def plain_ddp(entry: Mapping[str, Any]) -> bool:
+    """Of the DDP strategy, not ZeRO-1 or FSDP2 (a summary from before strategies has DDP alone)."""
+    return (entry.get("strategy") or strategies.DDP) == strategies.DDP
 
 
 def scaling_tables(
@@ -67,10 +73,12 @@ def scaling_tables(
             continue
         if entry["mode"] == "no_ddp":
             baselines[key] = entry
-        elif entry["mode"] == "ddp" and as_written(entry):
-            groups.setdefault(key + (entry["bucket_cap_mb"],), []).append(entry)
+        elif entry["mode"] == "ddp" and (entry.get("variant") or variants.DEFAULT) == variants.DEFAULT:
+            # DDP as written, and each strategy of --strategies (ZeRO-1, FSDP2) in a table of its own
+            strategy = entry.get("strategy") or strategies.DDP
+            groups.setdefault(key + (entry["bucket_cap_mb"], strategy), []).append(entry)
     tables = []
-    for (model, batch, backend, bucket_cap_mb), members in groups.items():
+    for (model, batch, backend, bucket_cap_mb, strategy), members in groups.items():
         points = []
         by_size = {}
         for entry in members:
@@ -87,7 +95,8 @@ def scaling_tables(
             )
             by_size[n] = entry
         rows = stats.scaling_rows(points, plan.su_core_weight, plan.su_gpu_weight)
-        baseline = baselines.get((model, batch, backend))
+        # the no-DDP row measures DDP's own cost at N=1; a strategy's table is against its own smallest N alone
+        baseline = baselines.get((model, batch, backend)) if strategy == strategies.DDP else None
         reference = rows[0] if rows else None
         for row in rows:
             entry = by_size[row["world_size"]]
@@ -117,6 +126,7 @@ def scaling_tables(
             "no_ddp_sec_iter": baseline["stats"]["sec_iter"]["p50"] if baseline else None,
             "ddp_overhead_at_reference": ddp_overhead,
             "rows": rows,
+            **({"strategy": strategy} if strategy != strategies.DDP else {}),
         }
         if replicates:
             from ddptop.analysis import intervals  # numpy: only where a summary is built, never at the view's start
@@ -184,12 +194,13 @@ def batch_throughput(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     out of memory, with the 95% interval of each throughput."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     for entry in entries:
-        if entry["mode"] != "ddp" or not as_written(entry):
+        if entry["mode"] != "ddp" or (entry.get("variant") or variants.DEFAULT) != variants.DEFAULT:
             continue
-        key = (entry["model"], entry["world_size"], entry["backend"], entry["bucket_cap_mb"])
+        strategy = entry.get("strategy") or strategies.DDP  # each strategy's sweep a table of its own
+        key = (entry["model"], entry["world_size"], entry["backend"], entry["bucket_cap_mb"], strategy)
         groups.setdefault(key, []).append(entry)
     tables = []
-    for (model, world_size, backend, cap), members in groups.items():
+    for (model, world_size, backend, cap, strategy), members in groups.items():
         if len({e["batch_size"] for e in members}) < 2:
             continue
         rows = []
@@ -208,6 +219,8 @@ def batch_throughput(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                     "ex_sec_total": entry["global_batch"] / p50 if measured_ok else None,
                     "ex_sec_total_ci": stats.get("ex_sec_total_p50_ci") if measured_ok else None,
                     "peak_memory_bytes": entry["peak_memory_bytes"],
+                    **({"counted_memory_bytes": entry["counted_memory_bytes"]}
+                       if entry.get("counted_memory_bytes") is not None else {}),
                 }
             )
         measured = [r for r in rows if r["ex_sec_total"]]
@@ -223,6 +236,7 @@ def batch_throughput(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "best_batch": best["batch_size"] if best else None,
                 "best_ex_sec_total": best["ex_sec_total"] if best else None,
                 "first_oom_batch": oom["batch_size"] if oom else None,
+                **({"strategy": strategy} if strategy != strategies.DDP else {}),
             }
         )
     return tables

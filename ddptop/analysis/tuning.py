@@ -76,7 +76,7 @@ def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None,
         "step_ratio": None, "step_ratio_ci": None, "speedup": None, "speedup_ci": None,
         "verdict": ("the default" if chosen.name == catalog.DEFAULT else "measured again" if chosen.name == catalog.AGAIN
                     else uncertainty.NOT_COMPARABLE),
-        "paste": catalog.paste_lines(chosen, keywords) if keywords else None,
+        "paste": catalog.paste_lines(chosen, keywords or {}) if keywords or chosen.strategy else None,
         "compiled": compile_cost(compiles),
         "nccl": list(nccl) if nccl else None,
     }
@@ -103,7 +103,9 @@ def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str,
 
     groups: dict[tuple, list[Mapping[str, Any]]] = {}
     for entry in entries:
-        if entry["mode"] == Mode.DDP:
+        # ZeRO-1 and FSDP2 as tune's candidates (variants), not as --strategies measures them beside a sweep
+        if entry["mode"] == Mode.DDP and ((entry.get("strategy") or "ddp") == "ddp"
+                                          or (entry.get("variant") or catalog.DEFAULT) != catalog.DEFAULT):
             groups.setdefault(_group_key(entry), []).append(entry)
     tables = []
     for (model, batch, world_size, backend), members in groups.items():

@@ -74,6 +74,8 @@ class RunConfig:
     variant: str = "default"
     # tokens per example of a transformer model (bench_kernels.catalog.TRANSFORMER_PRESETS); None for the rest
     seq_len: int | None = None
+    # the data-parallel strategy (``ddptop.protocol.strategies``): ddp, zero1, fsdp2 or fsdp2_no_reshard
+    strategy: str = "ddp"
 
     @property
     def adaptive(self) -> bool:

@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddptop.protocol import strategies
+
 DEFAULT = "default"
 # PowerSGD compresses from this step on (its own default, 1000, would leave every measured step uncompressed;
 # 2 is the earliest it allows with error feedback: powerSGD_hook.PowerSGDState)
@@ -40,6 +42,8 @@ class Variant:
     env: tuple[tuple[str, str], ...] = ()
     cpu_why: str | None = None  # why it is not measured on the CPU (cuda_only)
     compile: bool = False  # torch.compile of the DDP-wrapped model (its compile time is reported apart)
+    # another data-parallel strategy in DDP's place (ZeRO-1, FSDP2: ddptop.protocol.strategies), as a candidate
+    strategy: str | None = None
 
 
 AUTOCAST_ON_GPU = "autocast is measured on GPUs only (as ddptop's --amp)"
@@ -49,6 +53,12 @@ def _nccl(variable: str, value: str) -> Variant:
     """An NCCL setting, in a launch of its own (NCCL reads its environment once, at init)."""
     return Variant(f"{variable.lower()}_{value.lower()}", f"{variable}={value}", env=((variable, value),),
                    cuda_only=True, cpu_why="NCCL runs on GPUs only; gloo has no algorithm or protocol to choose")
+
+
+def _strategy(name: str) -> Variant:
+    """ZeRO-1 or FSDP2 as a candidate of ddptop tune (``--strategies`` measures them in a sweep): the same
+    model, batch and SGD; recommended alone, never set together with a DDP setting."""
+    return Variant(name, strategies.strategy(name).what, strategy=name)
 
 
 def _bucket(size: float) -> Variant:
@@ -84,6 +94,7 @@ CATALOG: dict[str, Variant] = {v.name: v for v in (
                  "underflow; the weights stay fp32"),
     *(_nccl("NCCL_ALGO", value) for value in ("Ring", "Tree")),
     *(_nccl("NCCL_PROTO", value) for value in ("LL", "LL128", "Simple")),
+    *(_strategy(name) for name in (strategies.ZERO1, strategies.FSDP2, strategies.FSDP2_NO_RESHARD)),
 )}
 
 # what `ddptop tune` measures when not told otherwise: every variant of the catalog
@@ -117,7 +128,7 @@ def combinable(names: list[str]) -> list[str]:
     bucket = hook = amp = False
     for name in names:
         chosen = variant(name)
-        if chosen.env or chosen.compile:  # recommended alone, not combined
+        if chosen.env or chosen.compile or chosen.strategy:  # NCCL (a launch of its own), compile, a strategy: alone
             continue
         if chosen.amp is not None:
             if amp:
@@ -160,7 +171,9 @@ def ddp_keywords(chosen: Variant, bucket_cap_mb: float, buffers_keyword: str, bu
 
 def paste_lines(chosen: Variant, keywords: Mapping[str, Any]) -> list[str]:
     """The lines a user pastes into a training script to run this variant: the DDP call with only what differs
-    from DDP's defaults, and the hook's registration."""
+    from DDP's defaults, and the hook's registration; for a strategy (ZeRO-1, FSDP2), its wrapping instead."""
+    if chosen.strategy is not None:
+        return strategy_lines(chosen.strategy)
     defaults = {"bucket_cap_mb": 25.0, "broadcast_buffers": True, "forward_sync_buffers": True,
                 "gradient_as_bucket_view": False, "static_graph": False, "find_unused_parameters": False}
     changed = [f"{key}={value!r}" for key, value in keywords.items() if defaults.get(key, object()) != value]
@@ -185,3 +198,18 @@ def paste_lines(chosen: Variant, keywords: Mapping[str, Any]) -> list[str]:
                  f"model.register_comm_hook(powerSGD.PowerSGDState(None, matrix_approximation_rank="
                  f"{chosen.powersgd_rank}, start_powerSGD_iter={POWERSGD_START}), powerSGD.powerSGD_hook)"]
     return lines
+
+
+def strategy_lines(name: str) -> list[str]:
+    """The lines that train with ZeRO-1 or FSDP2 where a script has DDP (the SGD of ddptop's step)."""
+    chosen = strategies.strategy(name)
+    if chosen.zero:
+        return ["from torch.distributed.optim import ZeroRedundancyOptimizer", "model = DDP(model)",
+                "optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.SGD, "
+                "lr=0.01, momentum=0.9)"]
+    keyword = "" if chosen.reshard_after_forward else ", reshard_after_forward=False"
+    return ["from torch.distributed.fsdp import fully_shard",
+            f"for block in blocks: fully_shard(block{keyword})  # each block (ddptop: each top-level child, "
+            "a Sequential stage block by block)",
+            f"fully_shard(model{keyword})",
+            "optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)  # after fully_shard"]

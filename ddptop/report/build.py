@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any
 
-from ddptop.analysis import communication, compute, links, scaling, tokens, tuning, verdict
+from ddptop.analysis import communication, compute, links, scaling, strategies, tokens, tuning, verdict
 from ddptop.protocol import layout
 from ddptop.protocol.layout import (ENVIRONMENT_FILE, RUNNER_FILE, SUMMARY_JSON, TIMELINE_FILE, TOPOLOGY_FILE,
                                     node_file)
@@ -83,6 +83,7 @@ def _config_entry(session: Session, state: Any, writer_died: str | None = None) 
             "samples": {str(rank): values for rank, values in sorted(state.samples.items())},
         }
     )
+    entry.update(_counted_memory(state))
     # the launch of each measured step, as runs of [launch index, steps] (the launch is the intervals' unit)
     names = state.launch_names()
     entry["launches"] = [{"launch": name} for name in names]
@@ -90,6 +91,22 @@ def _config_entry(session: Session, state: Any, writer_died: str | None = None) 
                                 for rank, labels in sorted(state.launches_of_steps().items())}
     entry["communication"] = communication.config_communication(state, entry) if entry["stats"] else None
     return entry
+
+
+def _counted_memory(state: Any) -> dict[str, Any]:
+    """The CPU's per-rank memory (no allocator peak there): what one step holds on each rank, counted by the
+    kernel (``bench_kernels.strategies.counted_memory``); the figure is the rank that holds most, with its
+    breakdown by kind. Nothing for a GPU run or a run from before the count."""
+    counted = {rank: e for rank, e in state.end.items() if isinstance(e.get("counted_memory_bytes"), int)}
+    if not counted:
+        return {}
+    rank = max(counted, key=lambda r: counted[r]["counted_memory_bytes"])
+    breakdown = counted[rank].get("counted_memory")
+    return {
+        "counted_memory_bytes": counted[rank]["counted_memory_bytes"],
+        "counted_memory_per_rank": {str(r): counted[r]["counted_memory_bytes"] for r in sorted(counted)},
+        "counted_memory": breakdown if isinstance(breakdown, dict) else None,
+    }
 
 
 def run_lengths(values: list[int]) -> list[list[int]]:
@@ -284,6 +301,7 @@ def build_summary(
             "nodes": _nodes(session),
             "malformed_event_lines": session.malformed_lines(),
             "damaged": _damage(session, telemetry, damaged_json),
+            **_strategy_tables(entries, replicates, session.plan.memory_cap_mb),
         }
         tokens.add_token_rates(doc)  # beside every examples/s of a transformer configuration
         return Summary.from_json(doc)
@@ -305,6 +323,12 @@ def _nccl_choices(run_dir: str, entries: list[dict[str, Any]]) -> dict[str, list
         if choices:
             found[entry["config_id"]] = [c.to_json() for c in nccl_log.merge(choices)]
     return found
+
+
+def _strategy_tables(entries: list[dict[str, Any]], replicates: Any, cap: float | None) -> dict[str, Any]:
+    """DDP, ZeRO-1 and FSDP2 side by side (``--strategies``); no key at all for a run of DDP alone."""
+    tables = strategies.strategy_tables(entries, replicates, memory_cap_mb=cap)
+    return {"strategies": tables} if tables else {}
 
 
 def _damage(session: Session, telemetry: dict[str, Any], json_problems: dict[str, str | None]) -> dict[str, str]:

@@ -6,7 +6,9 @@
 - batch_throughput.*: examples/s against the batch size, out-of-memory batches marked (the batch-size sweep
   until out of memory of a course notebook on data parallelism with ResNet-18 on CIFAR-10);
 - comm_split.*: per DDP configuration, compute (no_sync step) and exposed communication stacked;
-- busbw.*: the collective benchmark's bus bandwidth against message size, with what DDP's buckets reached.
+- busbw.*: the collective benchmark's bus bandwidth against message size, with what DDP's buckets reached;
+- memory_frontier.*: per strategy (--strategies: DDP, ZeRO-1, FSDP2), examples/s against memory per rank at
+  every batch measured, each point labelled with its batch.
 
 A plot with nothing to draw is not written. matplotlib is imported here only, after a run, never by the TUI
 while it draws.
@@ -37,7 +39,8 @@ def _pyplot():
 
 
 def _table_label(table: ScalingTable, many_caps: bool) -> str:
-    label = f"{table.model} bs{table.batch_size} {table.backend}"
+    label = f"{table.model} bs{table.batch_size} {table.backend}" + (
+        f" {table.strategy}" if table.strategy != "ddp" else "")
     return label + (f" bucket {table.bucket_cap_mb:g}" if many_caps else "")
 
 
@@ -143,7 +146,7 @@ def _batch_throughput(plt: Any, summary: Summary, out_dir: str) -> list[str]:
     fig, axis = plt.subplots(figsize=(6.5, 4.2))
     for table in tables:
         measured = [r for r in table.rows if r.ex_sec_total]
-        label = f"{table.model} N={table.world_size}"
+        label = f"{table.model} N={table.world_size}" + (f" {table.strategy}" if table.strategy != "ddp" else "")
         throughput = [r.ex_sec_total or 0.0 for r in measured]
         drawn = axis.errorbar([r.batch_size for r in measured], throughput,
                               yerr=_yerr(throughput, [r.ex_sec_total_ci for r in measured]), marker="o", capsize=3,
@@ -219,6 +222,35 @@ def save_plots(summary: Summary, run_dir: str) -> list[str]:
     os.makedirs(out_dir, mode=0o700, exist_ok=True)
     plt = _pyplot()
     paths: list[str] = []
-    for draw in (_speedup, _batch_throughput, _comm_split, _busbw):
+    for draw in (_speedup, _batch_throughput, _comm_split, _busbw, _frontier):
         paths += draw(plt, summary, out_dir)
     return paths
+
+
+def _frontier(plt: Any, summary: Summary, out_dir: str) -> list[str]:
+    """The memory frontier: examples/s (95% intervals) against memory per rank, one line per strategy."""
+    tables = [t for t in summary.strategies if len(t.frontier) >= 2]
+    if not tables:
+        return []
+    fig, axis = plt.subplots(figsize=(6.5, 4.2))
+    kinds: set[str | None] = set()
+    for table in tables:
+        for strategy in dict.fromkeys(p.strategy for p in table.frontier):
+            points = [p for p in table.frontier if p.strategy == strategy and p.memory_bytes and p.ex_sec_total]
+            if not points:
+                continue
+            kinds.update(p.memory_kind for p in points)
+            memory = [(p.memory_bytes or 0) / 2**20 for p in points]
+            throughput = [p.ex_sec_total or 0.0 for p in points]
+            label = strategy + (f" ({table.model} N={table.world_size})" if len(tables) > 1 else "")
+            drawn = axis.errorbar(memory, throughput, yerr=_yerr(throughput, [p.ex_sec_total_ci for p in points]),
+                                  marker="o", capsize=3, label=label)
+            _name_intervals(drawn, f"ci-frontier-{len(axis.containers)}")
+            for x, y, point in zip(memory, throughput, points):
+                axis.annotate(str(point.batch_size), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    for cap in sorted({t.memory_cap_mb for t in tables if t.memory_cap_mb}):
+        axis.axvline(cap, linestyle="--", color="grey", label=f"memory cap {cap:g} MiB")
+    kind = " (counted)" if kinds == {"counted"} else ""
+    axis.set(xlabel=f"memory per rank (MiB){kind}", ylabel="examples/s (all ranks)",
+             title="Memory frontier: examples/s against memory per rank (labels: batch per rank)")
+    return _finish(plt, fig, [axis], out_dir, "memory_frontier")

@@ -27,7 +27,7 @@ __all__ = [
     "Communication", "DdpLogging", "Buckets", "Achieved", "WindowLoad", "RankLoad", "Validity", "Straggler",
     "StragglerEvidence", "Unconfirmed", "Flops", "Verdict", "ScalingTable", "ScalingRow", "Amdahl", "Epoch",
     "Projection", "ProjectionPoint", "BatchTable", "BatchRow", "CollectiveTable", "CollectiveRow",
-    "DpVsDdpRow", "TuneTable", "TuneRow", "Ceiling", "Uncertainty", "LaunchVariance", "Overhead", "LaunchRecord", "TelemetrySource",
+    "DpVsDdpRow", "TuneTable", "TuneRow", "StrategyTable", "StrategyRow", "FrontierPoint", "Ceiling", "Uncertainty", "LaunchVariance", "Overhead", "LaunchRecord", "TelemetrySource",
     "NodeRecord", "NodeLaunch", "Environment", "PlanRecord",
 ]
 
@@ -404,6 +404,13 @@ class Config(Record):
     flops: Flops | None = None
     verdict: Verdict | None = None
     seq_len: int | None = None  # tokens per example of a transformer model; None for the image models
+    strategy: str = "ddp"  # ddp, zero1, fsdp2, fsdp2_no_reshard (ddptop.protocol.strategies)
+    # the CPU's per-rank memory, counted by the kernel (no allocator peak there): the rank that holds most,
+    # every rank's, and the breakdown by kind (parameters, gradients, optimizer_state, gathered, inputs,
+    # activations)
+    counted_memory_bytes: int | None = None
+    counted_memory_per_rank: dict[str, int] | None = None
+    counted_memory: dict[str, int] | None = None
 
 
 # --- figures over several configurations ---------------------------------------------------------------
@@ -513,6 +520,9 @@ class ScalingTable(Record):
     rows: list[ScalingRow] = field(default_factory=list)
     ddp_overhead_at_reference_ci: Interval | None = None
     projection: Projection | None = None
+    strategy: str = "ddp"  # ZeRO-1 and FSDP2 of --strategies: a table each (ddptop.protocol.strategies)
+
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"strategy"})
 
 
 @dataclass(kw_only=True)
@@ -526,6 +536,9 @@ class BatchRow(Record):
     ex_sec_total: float | None = None
     ex_sec_total_ci: Interval | None = None
     peak_memory_bytes: int | None = None
+    counted_memory_bytes: int | None = None  # the CPU's counted per-rank memory
+
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"counted_memory_bytes"})
 
 
     tok_sec_total: float | None = None  # a transformer's: ex_sec_total x seq_len
@@ -544,6 +557,9 @@ class BatchTable(Record):
     best_ex_sec_total: float | None = None
     first_oom_batch: int | None = None
     best_tok_sec_total: float | None = None  # a transformer's
+    strategy: str = "ddp"  # the batch sweep of one strategy (ddptop.protocol.strategies)
+
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"strategy"})
 
 
 @dataclass(kw_only=True)
@@ -654,6 +670,60 @@ class TuneTable(Record):
     combination: list[TuneRow] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)  # variant, why: not measured on this device
     recommended: list[str] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class StrategyRow(Record):
+    """One data-parallel strategy (``analysis/strategies.py``): at the batch every strategy measured, its
+    examples/s and their ratio to DDP's with the intervals, its memory per rank; and its largest batch."""
+    strategy: str = ""
+    what: str = ""
+    config_id: str = ""
+    status: str = ""
+    batch_size: int = 0
+    sec_iter: float | None = None
+    sec_iter_ci: Interval | None = None
+    ex_sec_total: float | None = None
+    ex_sec_total_ci: Interval | None = None
+    speedup: float | None = None  # examples/s over DDP's at the same batch
+    speedup_ci: Interval | None = None
+    verdict: str = ""
+    memory_bytes: int | None = None  # per rank: the allocator's peak (GPU) or counted (CPU), the rank holding most
+    memory_kind: str | None = None  # "allocator peak" or "counted"
+    memory_breakdown: dict[str, int] | None = None  # counted: by kind
+    largest_batch: int | None = None  # the largest batch measured
+    largest_batch_fits: bool | None = None  # the next batch ran out of memory: the largest that fits
+    largest_ex_sec_total: float | None = None
+    largest_ex_sec_total_ci: Interval | None = None
+    largest_memory_bytes: int | None = None
+
+
+@dataclass(kw_only=True)
+class FrontierPoint(Record):
+    """One measured batch of one strategy: memory per rank against examples/s (the memory frontier)."""
+    strategy: str = ""
+    batch_size: int = 0
+    memory_bytes: int | None = None
+    memory_kind: str | None = None
+    ex_sec_total: float | None = None
+    ex_sec_total_ci: Interval | None = None
+
+
+@dataclass(kw_only=True)
+class StrategyTable(Record):
+    """DDP, ZeRO-1 and FSDP2 of one model, world size, backend and bucket size, DDP first."""
+    model: str = ""
+    world_size: int = 0
+    backend: str = ""
+    bucket_cap_mb: float | None = None
+    batch_size: int = 0  # the batch every strategy measured (the largest such)
+    min_effect: float = 0.02
+    memory_cap_mb: float | None = None
+    rows: list[StrategyRow] = field(default_factory=list)
+    fastest: str | None = None  # most examples/s beyond noise; None: they cannot be told apart
+    fits_largest: str | None = None  # the largest batch that fits (a batch sweep to out of memory)
+    answer: str = ""
+    frontier: list[FrontierPoint] = field(default_factory=list)
 
 
 @dataclass(kw_only=True)
@@ -812,8 +882,9 @@ class Summary(Record):
     damaged: dict[str, str] = field(default_factory=dict)
     # not saved: what a full disk kept out of the run directory's files (the summary was made from memory)
     not_saved: dict[str, str] | None = None
+    strategies: list[StrategyTable] = field(default_factory=list)  # --strategies: DDP, ZeRO-1, FSDP2 side by side
 
-    _only_when_set: ClassVar[frozenset[str]] = frozenset({"not_saved"})
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"not_saved", "strategies"})
 
     def scaling_rows(self) -> dict[str, ScalingRow]:
         """Every scaling row by its configuration's id."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from ddptop.report import blocks, tables
+from ddptop.report import blocks, strategy_tables, tables
 from ddptop.report.schema import Summary
 
 
@@ -54,6 +54,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("verdict", "Why it is not faster", tables.verdict_block, on_screen=True),
     Section("dp_vs_ddp", "DataParallel vs DDP", tables.dp_block, on_screen=True),
     Section("batch_throughput", "Throughput per batch size", tables.batch_block, on_screen=True),
+    Section("strategies", "Strategies: DDP, ZeRO-1, FSDP2", strategy_tables.strategy_block, on_screen=True),
+    Section("frontier", "Memory frontier", strategy_tables.frontier_block, on_screen=True),
     Section("collectives", "Collective bandwidth", tables.collectives_block, on_screen=True),
     Section("load", "Load during measured steps", tables.load_block, on_screen=True),
     Section("topology", "Topology", tables.topology_block, always=True, lead=True),

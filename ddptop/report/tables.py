@@ -288,7 +288,8 @@ def _batch_rows(table: BatchTable) -> list[tuple[str, ...]]:
 
 
 def _batch_title(table: BatchTable) -> str:
-    title = f"Throughput per batch size: {table.model} at N={table.world_size} ({table.backend})"
+    strategy = f" {table.strategy}" if table.strategy != "ddp" else ""  # --strategies: each its own sweep
+    title = f"Throughput per batch size: {table.model}{strategy} at N={table.world_size} ({table.backend})"
     if table.best_batch is not None:
         tokens = (f", {units.number(table.best_tok_sec_total, 0)} tok/s" if table.best_tok_sec_total is not None
                   else "")
@@ -604,7 +605,8 @@ def collectives_block(summary: Summary) -> Block:
 
 def _scaling_title(table: ScalingTable) -> str:
     title = (
-        f"Scaling: {table.model}, batch {table.batch_size} {table.batch_meaning} "
+        f"Scaling: {table.model}{'' if table.strategy == 'ddp' else ' ' + table.strategy}, batch {table.batch_size} "
+        f"{table.batch_meaning} "
         f"({table.scaling} scaling, {table.backend}), against N={table.reference_world_size}"
     )
     overhead = table.ddp_overhead_at_reference

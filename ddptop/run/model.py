@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from ddptop.protocol import jsontypes
+from ddptop.protocol import strategies as strategies_mod
 from ddptop.protocol import variants as variants_mod
 from ddptop.protocol.launchspec import RunConfig
 from ddptop.protocol.vocab import Mode, OnFailure, Scaling
@@ -38,6 +39,8 @@ class ConfigSpec(RunConfig):
         if self.mode == Mode.DP:
             return f"DP/{self.world_size}{unit}"
         label = f"{self.nnodes}M/{self.world_size // self.nnodes}{unit}"
+        if self.strategy != strategies_mod.DDP and self.variant == variants_mod.DEFAULT:  # --strategies
+            label = f"{label} {self.strategy}"
         return label if self.variant == variants_mod.DEFAULT else f"{label} {self.variant}"  # ddptop tune
 
     @property
@@ -142,6 +145,8 @@ class Plan:
     search_budget: float | None = None  # ddptop tune: seconds after which no further round of launches starts
     seq_len: int | None = None  # --seq-len: tokens per example of the transformer models (None: each one's own)
     seq_lens: dict[str, int] = field(default_factory=dict)  # resolved: each transformer model's tokens per example
+    # the data-parallel strategies measured at every world size, DDP first (ddptop.protocol.strategies)
+    strategies: tuple[str, ...] = (strategies_mod.DDP,)
 
     def nodes_for(self, world_size: int) -> int:
         """Nodes a world size runs on: one while it fits a node, else full nodes of nproc_per_node ranks."""
@@ -190,6 +195,9 @@ class Plan:
                             if mode == Mode.DDP:
                                 configs += [self._config(model, batch, world_size, backend, mode, caps[0], name)
                                             for name in self.variants if name != variants_mod.DEFAULT]
+                                configs += [self._config(model, batch, world_size, backend, mode, caps[0],
+                                                         strategy=name)
+                                            for name in self.strategies if name != strategies_mod.DDP]
                 if world_size == 1 and backend == self.backends[0]:
                     configs += data_parallel
                 # a variant with an environment of its own (NCCL reads it at init) runs in a launch of its own
@@ -217,7 +225,7 @@ class Plan:
         return [c for launch in self._launches_once() for c in launch.configs]
 
     def _config(self, model: str, batch: int, world_size: int, backend: str, mode: Mode, cap: float,
-                variant: str = variants_mod.DEFAULT) -> ConfigSpec:
+                variant: str = variants_mod.DEFAULT, strategy: str = strategies_mod.DDP) -> ConfigSpec:
         per_rank = batch if self.scaling == Scaling.WEAK else batch // world_size
         launches = max(1, self.launches_per_config)
         nodes = 1 if mode == Mode.DP else self.nodes_for(world_size)
@@ -231,6 +239,9 @@ class Plan:
             chosen = variants_mod.variant(variant)
             cap = chosen.bucket_cap_mb or cap
             amp, channels_last = chosen.amp or amp, chosen.channels_last or channels_last
+            strategy = chosen.strategy or strategy  # ZeRO-1 or FSDP2 as a candidate of ddptop tune
+        elif strategy != strategies_mod.DDP:  # its own id, the plain DDP one's with the strategy for the mode
+            config_id = config_id.replace(f"/{mode}/", f"/{strategy}/", 1)
         return ConfigSpec(
             config_id=config_id,
             model=model,
@@ -250,7 +261,8 @@ class Plan:
             bucket_cap_mb=cap,
             amp=amp,
             channels_last=channels_last,
-            comm_iters=self.comm_iters if mode == Mode.DDP else 0,
+            # the communication probe times DDP's no_sync() and buckets: DDP as written only
+            comm_iters=self.comm_iters if mode == Mode.DDP and strategy == strategies_mod.DDP else 0,
             # the configuration's measured steps split between its launches rather than repeated in each: a
             # launch's median needs only sqrt(K) times the precision for the pooled one to reach the target,
             # and gets 1/K of the step and time limits (a fixed --iters N stays N steps in every launch)
@@ -263,6 +275,7 @@ class Plan:
             broadcast_buffers=self.broadcast_buffers,
             variant=variant,
             seq_len=self.seq_lens.get(model),
+            strategy=strategy,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -289,6 +302,7 @@ class Plan:
         values["rank_devices"] = tuple(values.get("rank_devices", ()))
         values["variants"] = tuple(values.get("variants", (variants_mod.DEFAULT,)))
         values["variants_skipped"] = tuple(values.get("variants_skipped", ()))
+        values["strategies"] = tuple(values.get("strategies", (strategies_mod.DDP,)))
         if values.get("gpus") is not None:
             values["gpus"] = tuple(values["gpus"])
         values["threads_per_rank"] = {int(k): int(v) for k, v in data["threads_per_rank"].items()}

@@ -177,6 +177,9 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("variants", str, is_list=True, group=WHAT,
            help="DDP variants measured beside each DDP configuration (ddptop tune; 'ddptop tune --help' lists "
                 "them; default: DDP as written only)"),
+    Option("strategies", str, is_list=True, group=WHAT,
+           help="data-parallel strategies measured beside DDP at every world size: zero1 (ZeroRedundancyOptimizer "
+                "under DDP), fsdp2 (fully_shard), fsdp2_no_reshard (reshard_after_forward=False); default: ddp only"),
     Option("keep_slower", bool, False, group=WHAT, action="store_true",
            help="ddptop tune: measure every variant in every launch, none dropped as slower (what the search "
                 "saves: benchmarks/tune_cost.py)"),

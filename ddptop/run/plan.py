@@ -26,6 +26,7 @@ from bench_kernels.faults import FaultSpecError, parse_fault
 from ddptop.errors import DdptopError
 from ddptop.run.model import ConfigSpec, Launch, Plan
 from ddptop.run.options import AMP_DTYPES, AUTO, BACKENDS, DEVICES, OPTIONS_BY_NAME, PlanOptions, toml_types
+from ddptop.protocol import strategies as strategies_mod
 from ddptop.protocol import variants as variants_mod
 from ddptop.protocol.vocab import OnFailure, Scaling
 from ddptop.telemetry.inventory import Inventory, devices_for
@@ -154,6 +155,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         per_rank_devices=per_rank_devices,
         **_resolve_variants(options.variants, on_gpu),
         seq_lens={m: options.seq_len or TRANSFORMER_PRESETS[m].default_seq_len for m in models if is_transformer(m)},
+        strategies=_resolve_strategies(options.strategies),
     )
     # Every other field of the plan is the option as given (num_classes, amp, the cost weights, ...).
     kept = {f.name: getattr(options, f.name) for f in fields(Plan) if f.name not in resolved}
@@ -204,6 +206,18 @@ def _resolve_variants(names: list[str] | None, on_gpu: bool) -> dict[str, tuple[
         if name not in target:
             target.append(name)
     return {"variants": tuple(chosen), "variants_skipped": tuple(skipped)}
+
+
+def _resolve_strategies(names: list[str] | None) -> tuple[str, ...]:
+    """The data-parallel strategies to measure, DDP first (always: the reference the others are read
+    against); an unknown name is one line listing the known."""
+    chosen = [strategies_mod.DDP]
+    for name in names or ():
+        if name not in strategies_mod.CATALOG:
+            raise PlanError(f"--strategies: unknown strategy {name!r} (known: {', '.join(strategies_mod.CATALOG)})")
+        if name not in chosen:
+            chosen.append(name)
+    return tuple(chosen)
 
 
 def _resolve_device(device: str, inventory: Inventory) -> str:

@@ -699,7 +699,7 @@ def combine_round_ends(ends: list[dict[str, Any]]) -> dict[str, Any]:
     combined["unstable"] = any(e.get("unstable") is True for e in ends)
     reached = [e.get("precision_reached") for e in ends if e.get("precision_reached") is not None]
     combined["precision_reached"] = max(reached) if reached else None
-    for key in ("peak_memory_bytes", "max_rss_bytes"):
+    for key in ("peak_memory_bytes", "max_rss_bytes", "counted_memory_bytes"):
         peaks = [e.get(key) for e in ends if e.get(key) is not None]
         combined[key] = max(peaks) if peaks else None
     return combined

@@ -145,7 +145,12 @@ class SweepRunner:
                 for launch in launches():
                     if self._stop.is_set():
                         break
-                    launch = replace(launch, configs=tuple(c for c in launch.configs if c.config_id not in self.dropped))
+                    # of the plan's launches, a configuration already ended (out of memory in an earlier launch
+                    # of a batch sweep, or not run after one) is not launched again: it would end the group again
+                    launch = replace(launch, configs=tuple(
+                        c for c in launch.configs if c.config_id not in self.dropped
+                        and not (launches == self.plan.launches and c.round > 0
+                                 and self.session.configs[c.config_id].status in ENDED)))
                     if not launch.configs:
                         continue
                     if self._over_budget(launch):
@@ -304,7 +309,9 @@ class SweepRunner:
         return [c for c in self.plan.configs() if c.mode == Mode.DDP and c.config_id not in self.dropped
                 and (c.world_size, c.backend) == (launch.world_size, launch.backend)
                 and any((c.model, c.batch_size) == (o.model, o.batch_size) for o in launch.configs)
-                and ((c.variant == variants.AGAIN or variants.JOIN in c.variant) == again)]
+                and ((c.variant == variants.AGAIN or variants.JOIN in c.variant) == again)
+                # ZeRO-1 and FSDP2 beside a sweep (--strategies) are not tune's candidates (variants) to drop
+                and (c.strategy == "ddp" or c.variant != variants.DEFAULT)]
 
     def _combination_launches(self) -> list[Launch]:
         """ddptop tune's last step: where two variants or more were faster than DDP as written beyond noise,
@@ -396,8 +403,9 @@ class SweepRunner:
             if self.session.configs[oom.config_id].status != Status.OOM:
                 continue
             for config in configs:
-                same_kind = (config.model, config.mode, config.world_size, config.backend, config.bucket_cap_mb) == (
-                    oom.model, oom.mode, oom.world_size, oom.backend, oom.bucket_cap_mb)
+                same_kind = (config.model, config.mode, config.world_size, config.backend, config.bucket_cap_mb,
+                             config.strategy) == (
+                    oom.model, oom.mode, oom.world_size, oom.backend, oom.bucket_cap_mb, oom.strategy)
                 if same_kind and config.batch_size > oom.batch_size:
                     if self.session.configs[config.config_id].status not in ENDED:
                         self._mark(ConfigEnd(config.config_id, Status.NOT_RUN,
