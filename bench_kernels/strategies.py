@@ -56,12 +56,17 @@ def sharded_units(model: Any) -> list[Any]:
     """What ``fully_shard`` is applied to, in the order the forward runs them: each top-level child module
     with parameters (a torchvision CNN's stem and its classifier), a stage that is a Sequential block by
     block (a ResNet's layer1..layer4: FSDP's unit in practice is a block, and a whole last stage holds most
-    of a ResNet's parameters), then the root, which takes any parameter left."""
+    of a ResNet's parameters), then the root, which takes any parameter left. A child holding a parameter
+    another child holds too (a language model's head tied to its token embedding) is left to the root: as a
+    unit of its own it would shard one holder's copy and leave the other's whole, and the two would part."""
+    from collections import Counter
+
     import torch
 
+    holders = Counter(id(p) for child in model.children() for p in child.parameters())
     units = []
     for child in model.children():
-        if not any(True for _ in child.parameters()):
+        if not any(True for _ in child.parameters()) or any(holders[id(p)] > 1 for p in child.parameters()):
             continue
         if isinstance(child, (torch.nn.Sequential, torch.nn.ModuleList)):
             units += [block for block in child.children() if any(True for _ in block.parameters())]

@@ -273,3 +273,37 @@ def test_fsdp2_mixed_precision_is_bf16_on_a_gpu_with_amp_bf16_only():
     assert mixed_precision(SimpleNamespace(amp=None), cuda) is None
     assert mixed_precision(SimpleNamespace(amp="fp16"), cuda) is None  # fp16 needs a scaler FSDP2 does not run
     assert mixed_precision(SimpleNamespace(amp="bf16"), cpu) is None
+
+
+def test_fsdp2_leaves_a_tied_head_and_embedding_to_the_root():
+    """GPT ties its head to its token embedding: neither is a unit of its own (sharding one holder would
+    part the two copies); the blocks are units, and the root takes the tied weight, the positions and ln_f."""
+    from bench_kernels.strategies import sharded_units
+    from bench_kernels.transformer import build_transformer
+
+    model = build_transformer("gpt-tiny")
+    assert model.head.weight is model.tokens.weight
+    assert sharded_units(model) == [*model.blocks, model.ln_f, model]
+
+
+@pytest.mark.slow
+def test_ddp_zero1_and_fsdp2_of_a_small_transformer(tmp_path):
+    """The issue's check on a language model: DDP, ZeRO-1 and FSDP2 of gpt-tiny at N=2 on gloo, measured with
+    intervals, tokens/s beside examples/s, and less counted memory per rank for the sharded two, by the bytes
+    the model holds (FSDP2's parameter shards are half the model's: its tied weight counted once)."""
+    done = run_sweep(str(tmp_path / "run"), "--models", "gpt-tiny", "--seq-len", "64", "--batch-sizes", "4",
+                     "--world-sizes", "2", "--strategies", "zero1,fsdp2", "--warmup", "1", "--iters", "4",
+                     "--launches", "2", "--comm-iters", "0", "--no-collectives", "--telemetry-interval", "0")
+    assert done.returncode == 0, done.stderr + done.stdout
+    configs = {c["strategy"]: c for c in done.summary()["configs"] if c["mode"] == "ddp"}
+    assert set(configs) == set(STRATEGIES)
+    for config in configs.values():
+        stats = config["stats"]
+        low, high = stats["ex_sec_total_p50_ci"]
+        assert config["status"] == "ok" and low <= stats["ex_sec_total"]["p50"] <= high
+        assert stats["tok_sec_total"]["p50"] == pytest.approx(64 * stats["ex_sec_total"]["p50"])
+    whole = configs["ddp"]["grad_bytes"]
+    assert configs["ddp"]["counted_memory"]["parameters"] == whole
+    assert configs["fsdp2"]["counted_memory"]["parameters"] * 2 == pytest.approx(whole, abs=64)
+    for sharded in ("zero1", "fsdp2"):
+        assert max(configs[sharded]["counted_memory_per_rank"].values()) < configs["ddp"]["counted_memory_bytes"]
