@@ -307,3 +307,10 @@ def test_ddp_zero1_and_fsdp2_of_a_small_transformer(tmp_path):
     assert configs["fsdp2"]["counted_memory"]["parameters"] * 2 == pytest.approx(whole, abs=64)
     for sharded in ("zero1", "fsdp2"):
         assert max(configs[sharded]["counted_memory_per_rank"].values()) < configs["ddp"]["counted_memory_bytes"]
+    import csv
+
+    with open(os.path.join(done.run_dir, "summary.csv"), encoding="utf-8") as handle:
+        rows = {row["config_id"]: row for row in csv.DictReader(handle)}
+    for strategy, config in configs.items():  # the CSV names each row's strategy and its counted memory
+        row = rows[config["config_id"]]
+        assert (row["strategy"], int(row["counted_memory_bytes"])) == (strategy, config["counted_memory_bytes"])

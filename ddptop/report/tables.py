@@ -943,6 +943,7 @@ def csv_text(summary: Summary) -> str:
     header += list(GPM_LOAD_KEYS) + ["verdict"]
     header += ["straggler_rank", "straggler_evidence"]
     header += ["seq_len", "tok_sec_total_p50", "tok_sec_total_p50_low", "tok_sec_total_p50_high"]
+    header += ["variant", "strategy", "counted_memory_bytes"]  # ddptop tune's, --strategies', the CPU's count
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
@@ -974,5 +975,6 @@ def csv_text(summary: Summary) -> str:
         row += [straggler.rank, straggler.evidence]
         tokens, tokens_ci = stats.tok_sec_total, stats.tok_sec_total_p50_ci
         row += [entry.seq_len, tokens.p50 if tokens else None] + (list(tokens_ci) if tokens_ci else [None, None])
+        row += [entry.variant, entry.strategy, entry.counted_memory_bytes]
         writer.writerow(["" if v is None else v for v in row])
     return buffer.getvalue()
