@@ -415,13 +415,25 @@ def test_monitor_ties_ranks_to_gpus_and_writes_the_timeline_as_it_goes(tmp_path)
     assert monitor.errors == 0
 
 
-def test_energy_per_example_from_the_timeline(tmp_path):
+@pytest.mark.parametrize("slow_ranks", [False, True])
+def test_energy_per_example_from_the_timeline(tmp_path, slow_ranks):
+    """``slow_ranks``: the ranks' readings after the GPUs' take 0.15 s, as on a busy node; the energy counter's
+    difference must still be over the time it was read (a record stamped after the ranks was 43% off once)."""
     fake = FakeNvml(steady=True)  # GPU i draws 150 + 20 i watts, always
     fake.attach_process(0, os.getpid(), 1 << 30)
     fake.attach_process(1, os.getppid(), 1 << 30)
     refs = [RankProcess(os.getpid(), 0, "L"), RankProcess(os.getppid(), 1, "L")]
     path = tmp_path / "telemetry.jsonl"
     monitor = Monitor(0.2, str(path), fake, lambda: refs)
+    monitor.open()
+    if slow_ranks:
+        read_ranks = monitor.host.ranks
+
+        def slowly(wanted):
+            time.sleep(0.15 if len(monitor.records) % 2 else 0.0)  # every other record: the delays differ
+            return read_ranks(wanted)
+
+        monitor.host.ranks = slowly
     for _ in range(6):
         monitor.sample_once()
         time.sleep(0.2)

@@ -136,7 +136,11 @@ class Monitor:
         assert self.host is not None
         cpu_before = time.thread_time()
         wanted = self.rank_processes()
+        before = time.time()
         gpus = self.gpu.sample()
+        # the record's time is the GPUs': their energy counters are differenced over records' times, and the
+        # host's and the ranks' readings after them can take a while on a busy node (0.2 s once on CI: +43%)
+        read_t = (before + time.time()) / 2
         host = self.host.host(ref.pid for ref in wanted)
         ranks = self.host.ranks(wanted)
         self._attach_ranks(gpus, ranks, wanted)
@@ -144,7 +148,7 @@ class Monitor:
         if not self._info_written:
             fields["info"] = self.info()  # the first record says which NVML and GPUs the rest are about
             self._info_written = True
-        record = make_event("telemetry", -1, **fields)  # the same record in memory and on disk
+        record = make_event("telemetry", -1, t=read_t, **fields)  # the same record in memory and on disk
         with self._lock:
             self.records.append(record)
         if self.not_saved is not None:
