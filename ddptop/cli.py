@@ -15,6 +15,7 @@ from typing import Any, NoReturn
 
 from ddptop import __version__
 from ddptop.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, DdptopError, UsageError
+from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT
 from ddptop.protocol import variants
 from ddptop.protocol.layout import PLAN_FILE, TIMELINE_FILE, run_file
 from ddptop.report import diff as diff_mod
@@ -83,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("a", metavar="A", help="run directory or summary.json (the baseline)")
     diff.add_argument("b", metavar="B", help="run directory or summary.json (the candidate)")
     diff.add_argument("--format", choices=("text", "md", "json"), default="text")
-    diff.add_argument("--min-effect", type=float, default=0.02, metavar="FRACTION",
+    diff.add_argument("--min-effect", type=float, default=DEFAULT_MIN_EFFECT, metavar="FRACTION",
                       help="smallest change of the median called slower/faster, as a fraction (0.02: 2%%)")
     diff.add_argument("--fail-on-regression", type=float, default=None, metavar="PCT",
                       help="exit 1 when a configuration is 'slower' by more than PCT percent")

@@ -17,16 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 from ddptop import units
 from ddptop.protocol import strategies as catalog
+from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT, FASTER, NOT_COMPARABLE, inverse
 from ddptop.protocol import variants
 
 if TYPE_CHECKING:  # numpy and the bootstrap load when a summary is built, not with the live view's report blocks
     import numpy as np
 
-    from ddptop.analysis.uncertainty import Estimate
-
-DEFAULT_MIN_EFFECT = 0.02  # as ddptop tune and diff: a change smaller than 2% is not called, however sure
 PEAK, COUNTED = "allocator peak", "counted"
-NOT_COMPARABLE = "not comparable"  # uncertainty.NOT_COMPARABLE: no steps to compare
 
 
 def memory_of(entry: Mapping[str, Any]) -> tuple[int | None, str | None]:
@@ -49,10 +46,6 @@ def _figures(entry: Mapping[str, Any]) -> dict[str, Any]:
     p50 = stats["sec_iter"]["p50"]
     return {"sec_iter": p50, "sec_iter_ci": stats.get("p50_ci"), "ex_sec_total": entry["global_batch"] / p50,
             "ex_sec_total_ci": stats.get("ex_sec_total_p50_ci")}
-
-
-def _inverse(interval: list[float] | None) -> list[float] | None:
-    return [1 / interval[1], 1 / interval[0]] if interval and interval[0] > 0 else None
 
 
 def strategy_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str, np.ndarray] | None = None,
@@ -127,16 +120,6 @@ def _row(name: str, entry: Mapping[str, Any] | None, sweep: list[Mapping[str, An
     return row
 
 
-def _ratio(ours: dict[str, Any], theirs: dict[str, Any], replicates: Mapping[str, np.ndarray]) -> Estimate | None:
-    """Our step time over theirs at the same global batch (below 1: more examples/s), with its interval."""
-    a, b = replicates.get(theirs["config_id"]), replicates.get(ours["config_id"])
-    if a is None or b is None or not ours["sec_iter"] or not theirs["sec_iter"]:
-        return None
-    from ddptop.analysis import uncertainty
-
-    return uncertainty.step_ratio(a, b, ours["sec_iter"] / theirs["sec_iter"])
-
-
 def _compare(row: dict[str, Any], base: dict[str, Any] | None, replicates: Mapping[str, np.ndarray],
              min_effect: float) -> None:
     """The row's examples/s over DDP's at the same batch, with the interval and the verdict."""
@@ -148,11 +131,9 @@ def _compare(row: dict[str, Any], base: dict[str, Any] | None, replicates: Mappi
         if row["sec_iter"]:
             row.update(speedup=1.0, speedup_ci=None, verdict="the reference")
         return
-    ratio = _ratio(row, base, replicates)
-    if ratio is None:
-        return
-    row.update(speedup=1 / ratio.value, speedup_ci=_inverse(ratio.to_ci()),
-               verdict=uncertainty.verdict(ratio, min_effect))
+    ratio = uncertainty.row_ratio(row, base, replicates)
+    if ratio is not None:
+        row.update(uncertainty.speedup_of(ratio, min_effect))
 
 
 def _answer(rows: list[dict[str, Any]], replicates: Mapping[str, np.ndarray], min_effect: float,
@@ -165,10 +146,10 @@ def _answer(rows: list[dict[str, Any]], replicates: Mapping[str, np.ndarray], mi
     fastest, sentences = None, []
     if len(measured) >= 2:
         best = max(measured, key=lambda r: r["ex_sec_total"])
-        ratios = {r["strategy"]: _ratio(best, r, replicates) for r in measured if r is not best}
-        verdicts = {name: uncertainty.verdict(ratio, min_effect) if ratio else uncertainty.NOT_COMPARABLE
+        ratios = {r["strategy"]: uncertainty.row_ratio(best, r, replicates) for r in measured if r is not best}
+        verdicts = {name: uncertainty.verdict(ratio, min_effect) if ratio else NOT_COMPARABLE
                     for name, ratio in ratios.items()}
-        tied = [name for name, v in verdicts.items() if v != uncertainty.FASTER]
+        tied = [name for name, v in verdicts.items() if v != FASTER]
         batch = f"at batch {best['batch_size']} per rank"
         if not tied:
             second = max((r for r in measured if r is not best), key=lambda r: r["ex_sec_total"])
@@ -178,7 +159,7 @@ def _answer(rows: list[dict[str, Any]], replicates: Mapping[str, np.ndarray], mi
             sentences.append(
                 f"{best['strategy']} gives the most examples/s {batch}: "
                 f"{units.with_interval(best['ex_sec_total'], best['ex_sec_total_ci'], units.rate)}, "
-                f"{units.with_interval(1 / ratio.value, _inverse(ratio.to_ci()), lambda v: units.number(v, 2, 'x'))} "
+                f"{units.with_interval(1 / ratio.value, inverse(ratio.to_ci()), lambda v: units.number(v, 2, 'x'))} "
                 f"the next best's ({second['strategy']}), beyond noise.")
         else:
             alike = [best["strategy"], *tied]

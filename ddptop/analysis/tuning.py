@@ -16,19 +16,13 @@ from typing import Any
 import numpy as np
 
 from ddptop.analysis import launches, uncertainty
+from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT
 from ddptop.protocol import variants as catalog
 from ddptop.protocol.vocab import Mode
-
-DEFAULT_MIN_EFFECT = 0.02  # as ddptop diff: a change smaller than 2% is not called, however sure
 
 
 def _group_key(entry: Mapping[str, Any]) -> tuple:
     return entry["model"], entry["batch_size"], entry["world_size"], entry["backend"]
-
-
-def _inverse(interval: list[float] | None) -> list[float] | None:
-    """The interval of 1/x from x's (both ends positive)."""
-    return [1 / interval[1], 1 / interval[0]] if interval and interval[0] > 0 else None
 
 
 def compile_cost(launches: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -139,12 +133,9 @@ def _compare(row: dict[str, Any], base: dict[str, Any], replicates: Mapping[str,
              min_effect: float) -> dict[str, Any]:
     """The variant's step time over the default's, with its interval and the verdict; examples/s is its
     inverse (both measure the same global batch)."""
-    ours, theirs = replicates.get(row["config_id"]), replicates.get(base["config_id"])
-    if ours is None or theirs is None or not row["sec_iter"] or not base["sec_iter"]:
-        return row
-    ratio = uncertainty.step_ratio(theirs, ours, row["sec_iter"] / base["sec_iter"])
-    row.update(step_ratio=ratio.value, step_ratio_ci=ratio.to_ci(), speedup=1 / ratio.value,
-               speedup_ci=_inverse(ratio.to_ci()), verdict=uncertainty.verdict(ratio, min_effect))
+    ratio = uncertainty.row_ratio(row, base, replicates)
+    if ratio is not None:
+        row.update(step_ratio=ratio.value, step_ratio_ci=ratio.to_ci(), **uncertainty.speedup_of(ratio, min_effect))
     return row
 
 

@@ -43,6 +43,9 @@ from typing import Any
 
 import numpy as np
 
+from ddptop.analysis import verdicts
+# the verdict words, said here too: callers that compare say uncertainty.FASTER
+from ddptop.analysis.verdicts import EQUIVALENT, FASTER, NOT_COMPARABLE, SLOWER, WITHIN_NOISE  # noqa: F401
 from ddptop.protocol import precision
 
 CONFIDENCE = 0.95
@@ -346,8 +349,6 @@ def propagate(
 
 # -- comparing two runs ------------------------------------------------------------------------------------
 
-SLOWER, FASTER, WITHIN_NOISE, EQUIVALENT = "slower", "faster", "within noise", "equivalent"
-NOT_COMPARABLE = "not comparable"  # one side has no steps to compare
 
 
 @dataclass(frozen=True)
@@ -364,13 +365,23 @@ def step_ratio(a: np.ndarray, b: np.ndarray, value: float) -> Estimate:
 
 def verdict(ratio: Estimate, min_effect: float) -> str:
     """A change is called only when the interval lies beyond the margin; inside it: equivalent."""
-    if ratio.low > 1 + min_effect:
-        return SLOWER
-    if ratio.high < 1 - min_effect:
-        return FASTER
-    if ratio.low >= 1 - min_effect and ratio.high <= 1 + min_effect:
-        return EQUIVALENT
-    return WITHIN_NOISE
+    return verdicts.call(ratio.low, ratio.high, min_effect)
+
+
+def row_ratio(ours: Mapping[str, Any], theirs: Mapping[str, Any], replicates: Mapping[str, np.ndarray]
+              ) -> Estimate | None:
+    """Our step time over theirs (two table rows at the same global batch, each with ``config_id`` and
+    ``sec_iter``), with its interval from each configuration's replicates; None when either lacks them."""
+    a, b = replicates.get(theirs["config_id"]), replicates.get(ours["config_id"])
+    if a is None or b is None or not ours["sec_iter"] or not theirs["sec_iter"]:
+        return None
+    return step_ratio(a, b, ours["sec_iter"] / theirs["sec_iter"])
+
+
+def speedup_of(ratio: Estimate, min_effect: float) -> dict[str, Any]:
+    """A row's examples/s over its reference's (the step-time ratio's inverse), its interval and the verdict."""
+    return {"speedup": 1 / ratio.value, "speedup_ci": verdicts.inverse(ratio.to_ci()),
+            "verdict": verdict(ratio, min_effect)}
 
 
 def compare(
@@ -378,7 +389,7 @@ def compare(
     b_by_rank: Mapping[int, Sequence[float]],
     a_rounds: Mapping[int, Sequence[int]] | None = None,
     b_rounds: Mapping[int, Sequence[int]] | None = None,
-    min_effect: float = 0.02,
+    min_effect: float = verdicts.DEFAULT_MIN_EFFECT,
     resamples: int = RESAMPLES,
     seed: int = 0,
 ) -> Comparison:

@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from ddptop import units
+from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT, NOT_COMPARABLE, SLOWER
 from ddptop.report.blocks import aligned, markdown_table
 from ddptop.protocol import variants
 from ddptop.report.schema import Config, Summary, TuneTable
@@ -23,8 +24,6 @@ from ddptop.report.schema import Config, Summary, TuneTable
 DIFF_PERCENTILES = ("p50", "p75", "p95")
 IGNORED_ENVIRONMENT_KEYS = ("collected", "pid")
 IGNORED_PLAN_KEYS = ("name",)
-DEFAULT_MIN_EFFECT = 0.02  # changes smaller than 2% are not called, however sure
-NOT_COMPARABLE = "not comparable"  # as uncertainty.NOT_COMPARABLE (numpy is loaded only to compare)
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -113,7 +112,7 @@ def regressions(diff: dict[str, Any], threshold: float = 0.0) -> list[dict[str, 
     return [
         {"config_id": r["config_id"], "change": r["ratio"] - 1, "ratio_ci": r["ratio_ci"]}
         for r in diff["configs"]
-        if r["verdict"] == "slower" and r["ratio_ci"] is not None and r["ratio_ci"][0] - 1 > threshold
+        if r["verdict"] == SLOWER and r["ratio_ci"] is not None and r["ratio_ci"][0] - 1 > threshold
     ]
 
 

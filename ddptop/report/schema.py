@@ -22,6 +22,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, TypeVar
 
+from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT
+
 __all__ = [
     "SchemaError", "Record", "Summary", "Config", "StepFigures", "Percentiles", "RankSpread", "LaunchUnit",
     "Communication", "DdpLogging", "Buckets", "Achieved", "WindowLoad", "RankLoad", "Validity", "Straggler",
@@ -664,7 +666,7 @@ class TuneTable(Record):
     batch_size: int = 0
     world_size: int = 0
     backend: str = ""
-    min_effect: float = 0.02
+    min_effect: float = DEFAULT_MIN_EFFECT
     rows: list[TuneRow] = field(default_factory=list)
     # the faster variants set together, and DDP as written measured again beside them (fresh launches)
     combination: list[TuneRow] = field(default_factory=list)
@@ -717,7 +719,7 @@ class StrategyTable(Record):
     backend: str = ""
     bucket_cap_mb: float | None = None
     batch_size: int = 0  # the batch every strategy measured (the largest such)
-    min_effect: float = 0.02
+    min_effect: float = DEFAULT_MIN_EFFECT
     memory_cap_mb: float | None = None
     rows: list[StrategyRow] = field(default_factory=list)
     fastest: str | None = None  # most examples/s beyond noise; None: they cannot be told apart

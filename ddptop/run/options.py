@@ -17,6 +17,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT
 from ddptop.protocol.vocab import OnFailure, Scaling
 
 # argparse group titles, in the order ``ddptop run --help`` shows them
@@ -259,7 +260,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
            help="at the end, compare with this earlier run as 'ddptop diff' does, and print the changes"),
     Option("fail_on_regression", float, group=OUTPUT, metavar="PCT", in_plan=False,
            help="with --baseline: exit 1 when a configuration is slower by more than PCT%% beyond noise"),
-    Option("min_effect", float, group=OUTPUT, metavar="FRACTION", cli_default=0.02, in_plan=False,
+    Option("min_effect", float, group=OUTPUT, metavar="FRACTION", cli_default=DEFAULT_MIN_EFFECT, in_plan=False,
            help="with --baseline: changes smaller than this are never called (default 0.02)"),
 )
 
