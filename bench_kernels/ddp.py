@@ -296,18 +296,17 @@ class Worker:
         # step refused past the cap (for DDP the number the cap has always counted: 3x the parameters, the
         # inputs and the outputs). Without one, the outputs are counted during the first step, with no forward
         # of their own.
-        outputs = None
-        if cap and self.device.type == "cpu":
+        counts_memory = self.device.type == "cpu"
+        activations: float | None = None
+        outputs = NextForwardOutputs(workload.model) if counts_memory and not cap else None
+        if counts_memory and cap:
             activations = activation_bytes(workload.model, workload.inputs)
             reshard(workload.model)  # FSDP2 without reshard_after_forward: gathered by that forward alone
             check_counted_memory_cap(counted_memory(workload.model, workload.optimizer, workload.inputs, activations), cap)
-        elif self.device.type == "cpu":
-            outputs = NextForwardOutputs(workload.model)
-            activations = None
         measured = self._measure(cfg, workload, round_index)
         if outputs is not None:
             activations = outputs.bytes
-        if self.device.type == "cpu" and activations is not None:  # after the steps: gradients, optimizer state as held
+        if counts_memory and activations is not None:  # after the steps: gradients, optimizer state as held
             measured = dataclasses.replace(measured, counted_memory=counted_memory(
                 workload.model, workload.optimizer, workload.inputs, activations))
         # read now: what the analysis below allocates (a second DDP wrapper's buckets) is no part of the step
