@@ -48,7 +48,7 @@ from typing import Any
 from bench_kernels.comm_probe import ddp_logging_mark, probe_communication
 from bench_kernels.faults import SLOW, fire, parse_fault
 from bench_kernels.flops import count_step_flops, dtype_label, matmul_ceiling, op_dtypes
-from bench_kernels.memory_cap import NextForwardOutputs, activation_bytes, check_counted_memory_cap, limit_gpu_memory
+from bench_kernels.memory_cap import MemoryCapExceeded, NextForwardOutputs, activation_bytes, cap_refusal, limit_gpu_memory
 from bench_kernels.strategies import counted_memory, reshard
 from bench_kernels.timing import (
     FIXED,
@@ -314,7 +314,10 @@ class Worker:
         if counts_memory and cap:
             activations = activation_bytes(workload.model, workload.inputs)
             reshard(workload.model)  # FSDP2 without reshard_after_forward: gathered by that forward alone
-            check_counted_memory_cap(counted_memory(workload.model, workload.optimizer, workload.inputs, activations), cap)
+            need = sum(counted_memory(workload.model, workload.optimizer, workload.inputs, activations).values())
+            refusal = cap_refusal(self._on_fullest_rank(need), cap, self.world_size)
+            if refusal is not None:
+                raise refusal
         measured = self._measure(cfg, workload, round_index)
         if outputs is not None:
             activations = outputs.bytes
@@ -333,6 +336,24 @@ class Worker:
         self._release_memory()
         if self.world_size > 1:
             self.dist.barrier()  # configurations start together on every rank
+
+    def _on_fullest_rank(self, need: float) -> float:
+        """The largest of every rank's ``need``: each rank asks, so all refuse a step under the cap or none."""
+        if self.world_size == 1:
+            return need
+        largest = self.torch.tensor([need], dtype=self.torch.float64)
+        self.dist.all_reduce(largest, op=self.dist.ReduceOp.MAX)
+        return float(largest.item())
+
+    def refuse(self, cfg: RunConfig, refusal: MemoryCapExceeded) -> None:
+        """End a configuration the memory cap refused on every rank before its first step (``MemoryCapExceeded``) as
+        out of memory, and free it; the launch goes on."""
+        print(f"bench_kernels.ddp: {cfg.config_id}: {refusal}", file=sys.stderr, flush=True)
+        self.report_error(cfg.config_id, refusal)
+        refusal.__traceback__ = None  # its frames hold the refused model: freed below, not with the exception
+        self._release_memory()
+        if self.world_size > 1:
+            self.dist.barrier()  # the next configuration starts together on every rank, as after a measured one
 
     def _count_flops(self, cfg: RunConfig, workload: Workload) -> dict[str, int] | None:
         """FLOPs of one forward and backward of this rank's batch by op kind, before any timed step. DDP runs it under
@@ -631,9 +652,16 @@ def _run(worker: "Worker", spec: LaunchSpec) -> int:
     started = time.time()
     try:
         worker.start()
+        refused: list[RunConfig] = []
         for cfg in spec.configs:  # one round each: the sweep puts the rounds in separate launches
+            if any(cfg.batch_series() == r.batch_series() and cfg.batch_size > r.batch_size for r in refused):
+                continue  # cannot fit either: not started here (a batch sweep ends it as not run)
             config_id = cfg.config_id
-            worker.run_config(cfg, cfg.round)
+            try:
+                worker.run_config(cfg, cfg.round)
+            except MemoryCapExceeded as refusal:  # refused alike on every rank, before any step
+                worker.refuse(cfg, refusal)
+                refused.append(cfg)
             config_id = None
         if spec.collectives and worker.world_size > 1:
             worker.run_collectives()

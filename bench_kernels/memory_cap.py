@@ -77,18 +77,20 @@ def check_cpu_memory_cap(model: Any, inputs: Any, grad_bytes: int, cap_mb: float
         )
 
 
-def check_counted_memory_cap(counted: dict[str, int], cap_mb: float) -> None:
-    """Raise torch's OutOfMemoryError if the bytes one step holds on this rank (by kind:
-    ``bench_kernels.strategies.counted_memory``, which shards ZeRO-1's and FSDP2's state) pass ``cap_mb``."""
-    import torch
+class MemoryCapExceeded(MemoryError):
+    """A step the CPU memory cap refused before it ran, on every rank of the group alike (the ranks agree on
+    the fullest one's count first): no rank is inside a collective the others left, so the launch goes on with
+    its next configuration instead of ending (a relaunch, 15-20 s on a 2-core machine, for every refusal)."""
 
-    need = sum(counted.values())
-    if need > cap_mb * MIB:
-        error = getattr(torch, "OutOfMemoryError", MemoryError)
-        raise error(
-            f"out of memory under the memory cap: a step needs about {need / MIB:.0f} MiB on this rank (counted), "
-            f"the cap is {cap_mb:g} MiB"
-        )
+
+def cap_refusal(need_bytes: float, cap_mb: float, ranks: int) -> MemoryCapExceeded | None:
+    """The refusal of a step holding ``need_bytes`` on the fullest of ``ranks`` ranks (counted:
+    ``bench_kernels.strategies.counted_memory``, which shards ZeRO-1's and FSDP2's state), or None if it fits."""
+    if need_bytes <= cap_mb * MIB:
+        return None
+    where = "this rank" if ranks == 1 else "the fullest rank"
+    return MemoryCapExceeded(f"out of memory under the memory cap: a step needs about {need_bytes / MIB:.0f} MiB on {where} "
+                     f"(counted), the cap is {cap_mb:g} MiB")
 
 
 class NextForwardOutputs:

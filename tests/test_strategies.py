@@ -106,9 +106,12 @@ def test_the_largest_batch_that_fits_grows_with_sharding(sweep):
         fits = [r["batch_size"] for r in table["rows"] if r["status"] == "ok"]
         assert table["first_oom_batch"] == 2 * max(fits)  # the ladder doubles up to the first that does not fit
         oom = _by(summary)[(strategy, table["first_oom_batch"])]
-        assert "memory cap" in oom["reason"]
+        assert "memory cap" in oom["reason"] and "on the fullest rank" in oom["reason"]
+        assert not oom.get("log_tail")  # the launch went on: the end of its log is about later configurations
         largest[strategy] = max(fits)
     assert largest["ddp"] < largest["zero1"] < largest["fsdp2"], largest
+    # the ranks agreed on every refusal before any step, so none ended its launch: the two launches planned
+    assert sorted(os.listdir(os.path.join(sweep.run_dir, "launches"))) == ["01-n2-gloo", "02-n2-gloo"]
     # the gathered parameters it keeps from the forward into the backward cost it room FSDP2 has, not all of it
     assert largest["ddp"] < largest["fsdp2_no_reshard"] <= largest["fsdp2"], largest
     for strategy, batch in largest.items():  # the count after the steps agrees with the cap's before them

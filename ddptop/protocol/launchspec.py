@@ -82,6 +82,11 @@ class RunConfig:
         """Measured until precise (--iters auto), not a fixed count nor a time budget."""
         return self.iters is None and not self.time_budget
 
+    def batch_series(self) -> tuple[Any, ...]:
+        """What a configuration shares with the other batch sizes of its kind: once one batch runs out of
+        memory, a larger one of the same series cannot fit either (the batch sweep, a rank's cap refusals)."""
+        return (self.model, self.mode, self.world_size, self.backend, self.bucket_cap_mb, self.strategy)
+
     def to_json(self) -> dict[str, Any]:
         return _to_json(self)
 

@@ -239,11 +239,15 @@ class SweepRunner:
                     status, reason = state.status, state.reason  # a rank reported it; add what its log says
                 else:
                     continue
+                # unless the launch ended well: it went on past a configuration its ranks ended (the memory cap
+                # refused it before any step), so its log's end is about the ones after it, and no rank died
+                went_on = state.status in FAILED and outcome.status != Status.FAILED
+                failed_here = status in FAILED and not went_on
                 if unwritable and status == Status.FAILED:  # said in the reason, or the peers' errors echo it
                     cause = unwritable if state.status in FAILED else None
                 else:
-                    cause = self._silent_death(path, state) if status in FAILED else None
-                tail = tuple(self._log_tail(path)) if status in FAILED else None
+                    cause = self._silent_death(path, state) if failed_here else None
+                tail = tuple(self._log_tail(path)) if failed_here else None
                 self._mark(ConfigEnd(config.config_id, status, reason, cause=cause, log_tail=tail))
             self._mark(LaunchEnd(name, outcome.exit_code, outcome.status, outcome.reason, outcome.wall_s))
             if self.plan.batch_sweep:
@@ -403,10 +407,7 @@ class SweepRunner:
             if self.session.configs[oom.config_id].status != Status.OOM:
                 continue
             for config in configs:
-                same_kind = (config.model, config.mode, config.world_size, config.backend, config.bucket_cap_mb,
-                             config.strategy) == (
-                    oom.model, oom.mode, oom.world_size, oom.backend, oom.bucket_cap_mb, oom.strategy)
-                if same_kind and config.batch_size > oom.batch_size:
+                if config.batch_series() == oom.batch_series() and config.batch_size > oom.batch_size:
                     if self.session.configs[config.config_id].status not in ENDED:
                         self._mark(ConfigEnd(config.config_id, Status.NOT_RUN,
                                              f"batch {oom.batch_size} already ran out of memory"))
