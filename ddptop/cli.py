@@ -136,7 +136,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             cores = max(1, usable_cpu_count() // cluster.nnodes)
     live = create_live_run(options, args.out, args.telemetry_interval, cluster, cpu_count=cores,
-                           fallback_dir=args.fallback_dir)
+                           fallback_dir=args.fallback_dir, plots=args.plots)
     if args.headless or not _on_terminal():
         code = run_headless(live, args.fps, headless_console(args.ascii))
     else:
@@ -356,8 +356,12 @@ def cmd_plot(args: argparse.Namespace) -> int:
     out = args.out or (args.target if os.path.isdir(args.target) else os.path.dirname(os.path.abspath(args.target)))
     if not os.path.isdir(out):
         raise UsageError(f"--out {out} is not a directory")
-    for path in _render_saved(args.target, lambda: plots.save_plots(data, out)):
+    drawn = _render_saved(args.target, lambda: plots.save_plots(data, out))
+    for path in drawn:
         print(path)
+    if not drawn:
+        print("ddptop plot: nothing to draw in this summary (speedup and efficiency need two world sizes)",
+              file=sys.stderr)
     return EXIT_OK
 
 

@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -169,3 +170,25 @@ def test_report_saves_a_rebuilt_summary_only_where_no_ddptop_will(tmp_path, writ
                            f"{hello['host']}) {runs}: this report is of the steps so far and is not saved "
                            "(--rebuild saves it)\n")
     assert ddptop("report", str(run), "--rebuild").returncode == 0 and os.path.exists(run / "summary.json")
+
+
+def test_plot_draws_speedup_only_over_two_world_sizes_and_says_when_there_is_nothing(tmp_path):
+    """`ddptop plot` of a saved summary: speedup and efficiency for the recorded run (N=1 and 2); for the same run
+    cut to N=1 (a speedup of 1 by definition) no plot, and a line saying so."""
+    run = str(tmp_path / "run")
+    shutil.copytree(os.path.join(REPO, "tests", "data", "recorded-run"), run)
+    summary = json.loads(ddptop("report", run, "--format", "json").stdout)
+    done = ddptop("plot", run)
+    assert done.returncode == 0, done.stderr
+    assert {os.path.basename(p) for p in done.stdout.split()} >= {"speedup.png", "speedup.svg", "efficiency.png"}
+    for table in summary["scaling"]:
+        table["rows"] = table["rows"][:1]
+        table.pop("projection", None)
+    summary["configs"] = [c for c in summary["configs"] if c["world_size"] == 1]
+    one = tmp_path / "one"
+    one.mkdir()
+    (one / "summary.json").write_text(json.dumps(summary), encoding="utf-8")
+    done = ddptop("plot", str(one / "summary.json"))
+    assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
+    assert done.stderr.strip() == ("ddptop plot: nothing to draw in this summary "
+                                   "(speedup and efficiency need two world sizes)")

@@ -10,7 +10,8 @@
 - memory_frontier.*: per strategy (--strategies: DDP, ZeRO-1, FSDP2), examples/s against memory per rank at
   every batch measured, each point labelled with its batch.
 
-A plot with nothing to draw is not written. matplotlib is imported here only, after a run, never by the TUI
+A plot with nothing to draw is not written (speedup and efficiency need two world sizes, or a projection
+beyond the node). ``ddptop run --no-plots`` draws none; ``ddptop plot`` draws them from a saved summary. matplotlib is imported here only, after a run, never by the TUI
 while it draws.
 """
 
@@ -103,7 +104,8 @@ def _draw_efficiency(axis: Any, summary: Summary, tables: list[ScalingTable], ma
 
 
 def _speedup(plt: Any, summary: Summary, out_dir: str) -> list[str]:
-    tables = [t for t in summary.scaling if t.rows]
+    # one world size is a speedup of 1 and an efficiency of 100% by definition: nothing to see unless projected
+    tables = [t for t in summary.scaling if len(t.rows) >= 2 or (t.rows and t.projection and t.projection.points)]
     if not tables:
         return []
     many_caps = len({t.bucket_cap_mb for t in tables}) > 1

@@ -42,8 +42,10 @@ class LiveRun:
         cluster: Cluster | None = None,
         topology: Topology | None = None,
         fallback_dir: str | None = None,
+        plots: bool = True,
     ) -> None:
         self.plan = plan
+        self.plots = plots  # drawn after the summary is saved (--no-plots: not at all)
         self.fallback_dir = fallback_dir  # the summary's second home (store.save_summary)
         self.session = session
         self.environment = environment
@@ -112,7 +114,7 @@ class LiveRun:
                 self.summary.not_saved = not_saved
             self.paths = store.save_summary(self.summary, self.session.run_dir, self.fallback_dir,
                                             {TIMELINE_FILE: kept} if kept else None)
-            if "fallback" not in self.paths and "save_error" not in self.paths:
+            if self.plots and "fallback" not in self.paths and "save_error" not in self.paths:
                 self.paths.update(store.save_plots_safely(self.summary, self.session.run_dir))
 
     def not_saved(self) -> dict[str, str]:
@@ -144,6 +146,7 @@ def create_live_run(
     inventory: Any | None = None,
     cpu_count: int | None = None,
     fallback_dir: str | None = None,
+    plots: bool = True,
 ) -> LiveRun:
     """Validate the plan, then write the run directory's first files and wire session, monitor and sweep.
 
@@ -167,4 +170,4 @@ def create_live_run(
     monitor = None
     if telemetry_interval > 0:
         monitor = Monitor(telemetry_interval, os.path.join(run_dir, TIMELINE_FILE), None, session.rank_processes)
-    return LiveRun(plan, session, env, monitor, cluster, topology, fallback_dir)
+    return LiveRun(plan, session, env, monitor, cluster, topology, fallback_dir, plots)

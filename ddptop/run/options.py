@@ -255,6 +255,9 @@ RUN_OPTIONS: tuple[Option, ...] = (
            help=f"display refresh rate (default {DEFAULT_FPS:g})"),
     Option("telemetry_interval", float, group=OUTPUT, metavar="SECONDS", cli_default=1.0, in_plan=False,
            help="GPU/host sampling period (default 1; 0 turns telemetry off)"),
+    Option("plots", bool, group=OUTPUT, flag="--no-plots", action="store_false", cli_default=True, in_plan=False,
+           help="draw no plots at the end (matplotlib: 2-3 s on a small machine, more on slow NFS); "
+                "'ddptop plot RUN_DIR' draws them later"),
     # -- comparison with an earlier run (the --no-baseline flag above is the no-DDP row, not this)
     Option("baseline_run", str, group=OUTPUT, flag="--baseline", metavar="RUN_DIR|summary.json", in_plan=False,
            help="at the end, compare with this earlier run as 'ddptop diff' does, and print the changes"),
