@@ -111,8 +111,6 @@ def test_diff_bad_input_is_one_line(tmp_path):
 
 
 def test_damaged_summary_and_corrupt_events(tmp_path):
-    import shutil
-
     damaged = tmp_path / "summary.json"
     damaged.write_text(json.dumps({"schema": "ddptop.summary", "schema_version": 1, "configs": {}}))
     done = ddptop("report", str(damaged))
@@ -134,8 +132,6 @@ def test_report_saves_a_rebuilt_summary_only_where_no_ddptop_will(tmp_path, writ
     """A run without summary.json: its tables are printed from the events either way; the summary is
     written beside them only when its writer is known gone. A live writer saves its own when the sweep ends
     (and a watcher takes summary.json for that final one)."""
-    import shutil
-
     run = tmp_path / "run"
     shutil.copytree(os.path.join(REPO, "tests", "data", "recorded-run"), run)
     runner = run / "runner.jsonl"
