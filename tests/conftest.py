@@ -92,8 +92,9 @@ def wait_path(path, timeout: float = 30.0) -> None:
         time.sleep(0.1)
 
 
-def run_sweep(run_dir: str, *args: str) -> Finished:
-    done = ddptop("run", "--headless", "--out", run_dir, *args)
+def run_sweep(run_dir: str, *args: str, plots: bool = False) -> Finished:
+    """A real headless `ddptop run`; without its plots unless the test looks at them (matplotlib: 2-3 s a run)."""
+    done = ddptop("run", "--headless", "--out", run_dir, *args, *(() if plots else ("--no-plots",)))
     return Finished(done.returncode, done.stdout, done.stderr, run_dir)
 
 
@@ -126,6 +127,7 @@ def cpu_sweep(tmp_path_factory) -> Finished:
         "--launches", "1",  # one launch per world size: the tests below read one launch's events
         "--telemetry-interval", "0.25",
         *CPU_SWEEP_COMMUNICATION,
+        plots=True,  # test_deeper.py looks at them
     )
 
 

@@ -170,7 +170,7 @@ def test_batch_sweep_stops_at_out_of_memory(tmp_path):
     done = run_sweep(str(tmp_path / "batches"), "--models", "resnet18", "--batch-sweep", "--batch-sizes", "4",
                      "--max-batch", "64", "--memory-cap-mb", "140", "--world-sizes", "1,2", "--image-size", "32",
                      "--num-classes", "10", "--warmup", "1", "--iters", "3", "--no-baseline", "--comm-iters", "0",
-                     "--no-collectives", "--telemetry-interval", "0", "--launches", "1")
+                     "--no-collectives", "--telemetry-interval", "0", "--launches", "1", plots=True)
     assert done.returncode == 0, done.stderr + done.stdout  # out of memory is the answer here, not a fault
     summary = done.summary()
     for n in (1, 2):

@@ -50,7 +50,8 @@ def sweep(tmp_path_factory):
     return run_sweep(run_dir, "--models", "resnet18", "--image-size", "32", "--num-classes", "10",
                      "--batch-sweep", "--batch-sizes", "4", "--max-batch", "128", "--memory-cap-mb", "140",
                      "--world-sizes", "2", "--strategies", "zero1,fsdp2,fsdp2_no_reshard", "--warmup", "1", "--iters", "3",
-                     "--launches", "2", "--comm-iters", "0", "--no-collectives", "--telemetry-interval", "0")
+                     "--launches", "2", "--comm-iters", "0", "--no-collectives", "--telemetry-interval", "0",
+                     plots=True)
 
 
 def _by(summary):
@@ -296,7 +297,8 @@ def test_ddp_zero1_and_fsdp2_of_a_small_transformer(tmp_path):
     the model holds (FSDP2's parameter shards are half the model's: its tied weight counted once)."""
     done = run_sweep(str(tmp_path / "run"), "--models", "gpt-tiny", "--seq-len", "64", "--batch-sizes", "4",
                      "--world-sizes", "2", "--strategies", "zero1,fsdp2", "--warmup", "1", "--iters", "4",
-                     "--launches", "2", "--comm-iters", "0", "--no-collectives", "--telemetry-interval", "0")
+                     "--launches", "2", "--comm-iters", "0", "--no-collectives", "--telemetry-interval", "0",
+                     plots=True)
     assert done.returncode == 0, done.stderr + done.stdout
     configs = {c["strategy"]: c for c in done.summary()["configs"] if c["mode"] == "ddp"}
     assert set(configs) == set(STRATEGIES)

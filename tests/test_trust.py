@@ -16,22 +16,36 @@ TINY = ("--models", "tests.tiny_models:tiny_cnn", "--image-size", "64", "--num-c
         "--telemetry-interval", "0")
 
 
-@pytest.mark.slow
-def test_three_runs_of_one_plan_compare_quiet_pairwise(tmp_path):
-    """The same plan run three times, two launches a configuration: the pairwise diffs stay quiet (no
-    "slower" or "faster"), because the intervals know the launch-to-launch spread these runs show. The
-    whole path, run -> --baseline -> diff, on real runs; the false-alarm rate itself is measured on
-    synthetic series with a known truth (tests/test_launches.py): a few percent per comparison at launch
-    offsets of 5-10%, as this VM's are, so all six comparisons quiet would fail about one run in five by
-    design (seen once in seven runs). At most one may call a change; intervals blind to the launch spread
-    would call several (runs of one plan here differ by 4-5%, within-launch intervals are ±2-3%)."""
-    runs = [str(tmp_path / name) for name in "abc"]
+@pytest.fixture(scope="module")
+def three_runs(tmp_path_factory):
+    """The same plan run three times, two launches a configuration: b with a as its baseline, c with a gate
+    against a doctored copy of a (every step ten times as fast: far beyond this VM's drift between runs)."""
+    root = tmp_path_factory.mktemp("three")
+    runs = [str(root / name) for name in "abc"]
     first = run_sweep(runs[0], *TINY, "--launches", "2")
     assert first.returncode == 0, first.stderr
-    for run in runs[1:]:
-        done = run_sweep(run, *TINY, "--launches", "2", "--baseline", runs[0])
-        assert done.returncode == 0, done.stdout + done.stderr  # no gate asked for: never 1 for a change
-        assert f"Compared with {runs[0]}" in done.stdout
+    second = run_sweep(runs[1], *TINY, "--launches", "2", "--baseline", runs[0])
+    saved = first.summary()
+    for entry in saved["configs"]:
+        entry["samples"] = {rank: [0.1 * s for s in values] for rank, values in entry["samples"].items()}
+    faster = root / "faster.json"
+    faster.write_text(json.dumps(saved))
+    third = run_sweep(runs[2], *TINY, "--launches", "2", "--baseline", str(faster), "--fail-on-regression", "5")
+    return runs, second, third
+
+
+@pytest.mark.slow
+def test_three_runs_of_one_plan_compare_quiet_pairwise(three_runs):
+    """The pairwise diffs of the three runs stay quiet (no "slower" or "faster"), because the intervals know
+    the launch-to-launch spread these runs show. The whole path, run -> --baseline -> diff, on real runs; the
+    false-alarm rate itself is measured on synthetic series with a known truth (tests/test_launches.py): a
+    few percent per comparison at launch offsets of 5-10%, as this VM's are, so all six comparisons quiet
+    would fail about one run in five by design (seen once in seven runs). At most one may call a change;
+    intervals blind to the launch spread would call several (runs of one plan here differ by 4-5%,
+    within-launch intervals are ±2-3%)."""
+    runs, second, _ = three_runs
+    assert second.returncode == 0, second.stdout + second.stderr  # no gate asked for: never 1 for a change
+    assert f"Compared with {runs[0]}" in second.stdout
     calls = []
     for i, a in enumerate(runs):
         for b in runs[i + 1:]:
@@ -48,24 +62,15 @@ def test_three_runs_of_one_plan_compare_quiet_pairwise(tmp_path):
     assert len(calls) == 6 and len(called) <= 1, calls
 
 
-# what the gate test needs is a run, not a precise one: 20 fixed steps instead of measuring until the median is
-# known to 5% (on a busy 2-core machine that took up to --max-time-per-config, 20 s, per configuration and run)
-A_RUN = ("--launches", "1", "--warmup", "3", "--iters", "20")
-
-
 @pytest.mark.slow
-def test_the_gate_fails_a_run_much_slower_than_its_baseline(tmp_path):
-    baseline = run_sweep(str(tmp_path / "a"), *TINY, *A_RUN)
-    assert baseline.returncode == 0, baseline.stderr
-    saved = baseline.summary()
-    for entry in saved["configs"]:  # the baseline was 2.5 times as fast on every step: beyond this VM's drift
-        entry["samples"] = {rank: [0.4 * s for s in values] for rank, values in entry["samples"].items()}
-    faster = tmp_path / "faster.json"
-    faster.write_text(json.dumps(saved))
-    slower = run_sweep(str(tmp_path / "b"), *TINY, *A_RUN, "--baseline", str(faster),
-                       "--fail-on-regression", "5")
+def test_the_gate_fails_a_run_much_slower_than_its_baseline(three_runs):
+    """The third run against a baseline whose steps were ten times as fast, --fail-on-regression 5: exit 1,
+    its configurations called slower, and the failing ones named; the summary is saved all the same."""
+    runs, _, slower = three_runs
     assert slower.returncode == 1, slower.stdout + slower.stderr
     assert "slower" in slower.stdout and "Failing:" in slower.stdout
+    assert os.path.exists(os.path.join(runs[2], "summary.json"))
+    assert "Plots:" not in slower.stdout and not os.path.exists(os.path.join(runs[2], "plots"))  # --no-plots
 
 
 @pytest.mark.slow
@@ -74,7 +79,7 @@ def test_a_busy_process_during_one_launch_gets_the_configuration_a_further_launc
     configuration gets one more launch at the end of the sweep, and its figures come from the quiet ones."""
     run_dir = tmp_path / "run"
     sweep = ddptop_process("run", "--headless", "--out", str(run_dir), *TINY[:-2], "--telemetry-interval", "0.25",
-                           "--iters", "150", "--warmup", "3", "--launches", "2")
+                           "--iters", "60", "--warmup", "3", "--launches", "2", "--no-plots")
     events = run_dir / "launches" / "01-n1-gloo" / "events" / "rank-0.jsonl"
     spinner = None
     try:
