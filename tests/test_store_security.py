@@ -20,7 +20,7 @@ from tests.conftest import REPO, _ddptop_env
 
 RUN = ["--headless", "--models", "tests.tiny_models:tiny_cnn", "--image-size", "32", "--num-classes", "10",
        "--batch-sizes", "2", "--no-baseline", "--warmup", "1", "--comm-iters", "0", "--no-collectives",
-       "--telemetry-interval", "0"]
+       "--telemetry-interval", "0", "--launches", "1", "--no-plots"]  # one launch is all the sockets need
 
 
 def _listening_on(port: int) -> list[str]:
