@@ -6,6 +6,7 @@ published one. The checks that need GPUs are also run on made-up probe answers a
 import json
 import os
 import shutil
+import types
 
 import pytest
 
@@ -57,9 +58,19 @@ def stand_in_copy(tmp_path) -> tuple[str, str]:
 # -- this CPU machine -----------------------------------------------------------------------------------------------
 
 
-def test_on_this_cpu_machine_what_does_not_apply_is_skipped_with_the_reason(tmp_path):
+@pytest.fixture(scope="module")
+def on_this_machine(tmp_path_factory):
+    """``ddptop doctor`` on this CPU machine, as a user runs it with no option: one real launch, whose store is
+    watched and whose steps the plain DDP loop is held against. Without NVML and nvidia-smi, so that what does
+    not apply is seen skipped (a machine with a working NVML skips the tests)."""
+    out = tmp_path_factory.mktemp("doctor")
+    return doctor(out, env={"DDPTOP_FAKE_NVML": "", "PATH": without_smi_path()}) + (out,)
+
+
+@pytest.mark.slow
+def test_on_this_cpu_machine_what_does_not_apply_is_skipped_with_the_reason(on_this_machine):
     """No NVML here: skipped, with NVML's own reason; a real single-node launch's store is watched."""
-    done, checks, saved = doctor(tmp_path, "--skip-loop", env={"DDPTOP_FAKE_NVML": "", "PATH": without_smi_path()})
+    done, checks, saved, out = on_this_machine
     if checks["NVML"]["status"] == "ok":
         pytest.skip("this machine has a working NVML")
     assert done.returncode == 0 and saved["failed"] == 0, done.stdout + done.stderr
@@ -74,11 +85,20 @@ def test_on_this_cpu_machine_what_does_not_apply_is_skipped_with_the_reason(tmp_
     store = checks["rendezvous store"]
     assert store["status"] == "ok" and "127.0.0.1:" in store["detail"] and " only" in store["detail"], store
     assert any(s["role"] == "store" and s["ip"] == "127.0.0.1" for s in store["data"]["listeners"])
-    assert (checks["kernel vs plain DDP loop"]["status"], checks["kernel vs plain DDP loop"]["detail"]) == (
-        "skipped", "--skip-loop")
     assert checks["nccl-tests all_reduce_perf"]["status"] == "skipped"
-    assert saved["counts"] == {"ok": 2, "warn": 0, "fail": 0, "skipped": 7} and saved["fake_nvml"] is None
-    assert done.stdout.splitlines()[-1] == f"Saved: {tmp_path / 'doctor.json'}"
+    loop = checks["kernel vs plain DDP loop"]["status"]  # warn: a busy machine (its own test below)
+    assert saved["counts"] == {"ok": 2 + (loop == "ok"), "warn": int(loop == "warn"), "fail": 0, "skipped": 6}
+    assert saved["fake_nvml"] is None
+    assert done.stdout.splitlines()[-1] == f"Saved: {out / 'doctor.json'}"
+
+
+def test_skip_loop_and_quick_say_why_the_loop_did_not_run():
+    from ddptop.doctor.checks import kernel_vs_loop
+
+    for options, words in (({"skip_loop": True}, "--skip-loop"), ({"quick": True}, "--quick: nothing is launched")):
+        context = types.SimpleNamespace(**{"quick": False, "skip_loop": False, **options})
+        found = kernel_vs_loop.run(context)
+        assert (found.status, found.detail) == ("skipped", words)
 
 
 def test_an_out_that_cannot_take_doctor_json_is_one_line_before_anything_runs(tmp_path):
@@ -255,8 +275,8 @@ def test_p2p_off_between_nvlinked_gpus_warns_and_names_the_pair():
 
 
 @pytest.mark.slow
-def test_ddptops_kernel_against_a_plain_ddp_loop(tmp_path):
-    done, checks, saved = doctor(tmp_path, env={"DDPTOP_FAKE_NVML": "", "PATH": without_smi_path()})
+def test_ddptops_kernel_against_a_plain_ddp_loop(on_this_machine):
+    done, checks, saved, _ = on_this_machine
     loop = checks["kernel vs plain DDP loop"]
     assert loop["status"] in ("ok", "warn"), loop  # warn: a busy machine; the line says so and gives both medians
     data = loop["data"]
