@@ -69,7 +69,8 @@ def test_on_failure_stop_ends_the_sweep_at_the_first_failure(tmp_path):
 def _running(run_dir, iters):
     """A real `ddptop run` in the background; killed (and its agent with it) if the test fails first."""
     env = dict(os.environ, PYTHONPATH=REPO)
-    args = [sys.executable, "-m", "ddptop", "run", "--headless", "--out", run_dir, *TWO, "--iters", str(iters)]
+    args = [sys.executable, "-m", "ddptop", "run", "--headless", "--no-plots", "--out", run_dir, *TWO, "--iters",
+            str(iters)]
     proc = subprocess.Popen(args, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True)
     try:

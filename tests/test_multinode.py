@@ -112,7 +112,7 @@ def test_two_agents_on_loopback_form_a_two_node_sweep(tmp_path):
                         "--nproc-per-node", "1", "--out", run_dir, "--models", "resnet18", "--image-size", "32",
                         "--num-classes", "10", "--batch-sizes", "4", "--warmup", "2", "--iters", "8",
                         "--no-baseline", "--comm-iters", "2", "--coll-max-bytes", "64KiB", "--launches", "1",
-                        timeout=400)
+                        "--no-plots", timeout=400)
         follower_out, _ = follower.communicate(timeout=120)
     finally:
         follower.kill()

@@ -372,7 +372,7 @@ def test_the_run_directory_lost_mid_run_stops_the_sweep_with_one_line(tmp_path, 
 
     run_dir, trigger = tmp_path / "out" / "run", tmp_path / "read-only-now"
     env = {storage.DISK_FULL_ENV: str(run_dir), storage.DISK_ERROR_ENV: "EROFS", storage.DISK_FROM_ENV: str(trigger)}
-    proc = ddptop_process("run", "--headless", "--out", str(run_dir), *TINY, "--world-sizes", "1",
+    proc = ddptop_process("run", "--headless", "--no-plots", "--out", str(run_dir), *TINY, "--world-sizes", "1",
                           "--iters", "1000000", "--max-time-per-config", "60", "--telemetry-interval", "0.5",
                           "--fallback-dir", str(tmp_path / "fallback"), env=env if how == "read-only" else None)
     try:
@@ -411,9 +411,9 @@ def test_a_stalling_filesystem_never_lands_in_a_step_time(tmp_path):
     from ddptop.protocol.wire import EventFileReader
 
     stall = 0.3
-    done = ddptop("run", "--headless", "--out", str(tmp_path / "run"), *TINY, "--world-sizes", "1", "--no-baseline",
-                  "--iters", "400", "--telemetry-interval", "0", env={SLOW_WRITE_ENV: str(stall),
-                                                                      SLOW_WRITE_PATTERN_ENV: "*/events/*"})
+    done = ddptop("run", "--headless", "--no-plots", "--out", str(tmp_path / "run"), *TINY, "--world-sizes", "1",
+                  "--no-baseline", "--iters", "400", "--telemetry-interval", "0",
+                  env={SLOW_WRITE_ENV: str(stall), SLOW_WRITE_PATTERN_ENV: "*/events/*"})
     assert done.returncode == 0, done.stdout + done.stderr
     (events,) = glob.glob(str(tmp_path / "run" / "launches" / "*" / "events" / "rank-0.jsonl"))
     read = EventFileReader(events).read_rest()

@@ -108,7 +108,7 @@ TINY = PlanOptions(
 
 
 def live_run(tmp_path, options=TINY) -> LiveRun:
-    return create_live_run(options, str(tmp_path / "run"), telemetry_interval=0.25)
+    return create_live_run(options, str(tmp_path / "run"), telemetry_interval=0.25, plots=False)
 
 
 @pytest.mark.slow
@@ -199,7 +199,8 @@ class Tmux:
 def ddptop_command(run_dir, *args: str, then: str = "") -> str:
     return (
         f"cd {REPO} && DDPTOP_FAKE_NVML=dgx1 PYTHONPATH={REPO} {sys.executable} -m ddptop --out {run_dir} "
-        f"--models resnet18 --image-size 32 --num-classes 10 --batch-sizes 4 --warmup 2 --launches 1 {' '.join(args)}{then}"
+        f"--models resnet18 --image-size 32 --num-classes 10 --batch-sizes 4 --warmup 2 --launches 1 --no-plots "
+        f"{' '.join(args)}{then}"
     )
 
 

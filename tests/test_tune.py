@@ -136,6 +136,8 @@ def test_a_variant_without_steps_is_not_comparable_and_a_sweep_without_variants_
     assert tuning.tuning_tables([_entry("default", 0.1)], {}, {}) == []
 
 
+TUNE = ("tune", "--headless", "--no-plots")  # the tests below read the summary, not the plots
+
 # -- a real tune on the CPU ---------------------------------------------------------------------------------------
 
 @pytest.mark.slow
@@ -147,7 +149,7 @@ def test_tune_ranks_real_variants_and_a_slowed_one_below_the_default(tmp_path) -
     recommended."""
     run_dir = str(tmp_path / "tune")
     slowed = "bucket_cap_mb_10"
-    done = ddptop("tune", "--headless", "--out", run_dir, "--models", "tests.tiny_models:tiny_cnn", "--batch-sizes",
+    done = ddptop(*TUNE, "--out", run_dir, "--models", "tests.tiny_models:tiny_cnn", "--batch-sizes",
                   "8", "--image-size", "32", "--launches", "3", "--warmup", "3", "--iters", "30", "--variants",
                   f"static_graph,fp16_compress_hook,powersgd_rank1,channels_last,{slowed}",
                   "--inject", f"slow:rank=0:factor=6:config={slowed}", "--inject", f"slow:rank=1:factor=6:config={slowed}")
@@ -216,7 +218,7 @@ def test_the_faster_variants_are_measured_together_against_ddp_as_written_again(
     recommended only if it clears it. plan.json holds the two new configurations, so a rebuild from the files
     gives the same table."""
     run_dir = str(tmp_path / "tune")
-    done = ddptop("tune", "--headless", "--out", run_dir, "--models", "tests.tiny_models:tiny_cnn", "--batch-sizes",
+    done = ddptop(*TUNE, "--out", run_dir, "--models", "tests.tiny_models:tiny_cnn", "--batch-sizes",
                   "8", "--image-size", "32", "--launches", "2", "--warmup", "3", "--iters", "30",
                   "--variants", "static_graph,gradient_as_bucket_view",
                   "--inject", "slow:rank=0:factor=4:config=/n2/gloo$", "--inject", "slow:rank=1:factor=4:config=/n2/gloo$")
@@ -280,7 +282,7 @@ def test_the_search_budget_ends_the_search_with_two_launches_kept(tmp_path) -> N
     """A budget of one second is spent before the third round: every configuration ends ok after the two
     launches the intervals need (the budget never cuts below them), and says why."""
     run_dir = str(tmp_path / "tune")
-    done = ddptop("tune", "--headless", "--out", run_dir, "--models", "tests.tiny_models:tiny_cnn", "--batch-sizes",
+    done = ddptop(*TUNE, "--out", run_dir, "--models", "tests.tiny_models:tiny_cnn", "--batch-sizes",
                   "8", "--image-size", "32", "--launches", "3", "--warmup", "3", "--iters", "20",
                   "--variants", "static_graph", "--search-budget", "1")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -335,7 +337,7 @@ def test_a_compiled_ddp_model_is_measured_with_its_compile_time_apart(tmp_path) 
     launches: the compile variant's first step in each launch is reported apart from its step time, with the
     graph splits DDPOptimizer made against DDP's buckets (read from the torch run, not assumed)."""
     run_dir = str(tmp_path / "tune")
-    done = ddptop("tune", "--headless", "--out", run_dir, "--models", "tests.tiny_models:wide_mlp", "--batch-sizes",
+    done = ddptop(*TUNE, "--out", run_dir, "--models", "tests.tiny_models:wide_mlp", "--batch-sizes",
                   "8", "--image-size", "32", "--launches", "2", "--warmup", "3", "--iters", "20", "--variants",
                   "compile", "--bucket-cap-mb", "1", timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
