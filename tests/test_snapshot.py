@@ -287,3 +287,41 @@ def test_a_configuration_between_its_launches_is_queued_not_running(tmp_path):
     for writer in writers:
         writer.close()
     session.close()
+
+
+def test_a_failure_s_reason_is_the_first_error_in_time_not_the_first_read(tmp_path):
+    """Rank 1 fails and reports it; rank 0's collective then breaks (an echo: the connection closed by its
+    peer). Rank 0's file happens to be read first: the reason still names rank 1's error, the cause."""
+    options = PlanOptions(models=["resnet18"], world_sizes=[2], batch_sizes=[4], iters=10, warmup=0, comm_iters=0,
+                          baseline=False, launches=1)
+    plan = build_plan(options, Inventory(problem="test"), cpu_count=2)
+    session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), plan.name))
+    (launch,) = plan.launches()
+    (config,) = launch.configs
+    session.mark(what="launch_start", launch=f"01-{launch.launch_key}", world_size=2, backend=launch.backend,
+                 configs=[config.config_id])
+    events = os.path.join(rundir.launch_dir(session.run_dir, 1, launch.launch_key, 0), "events")
+    writers = [EventWriter(os.path.join(events, f"rank-{r}.jsonl"), r, 0.0) for r in range(2)]
+    for writer in writers:
+        writer.emit("config_start", config_id=config.config_id, warmup=0, iters=10)
+        writer.flush()
+    cause, echo = writers[1], writers[0]
+    cause.emit("error", config_id=config.config_id, error_type="RuntimeError", message="injected failure on rank 1",
+               traceback="", oom=False)
+    cause.emit("config_end", config_id=config.config_id, status="failed")
+    time.sleep(0.01)
+    echo.emit("error", config_id=config.config_id, error_type="RuntimeError",
+              message="Connection closed by peer [127.0.0.1]:1234", traceback="", oom=False)
+    echo.emit("config_end", config_id=config.config_id, status="failed")
+    echo.flush()
+    session.refresh()  # the echo alone so far
+    (shown,) = session.snapshot().configs
+    assert shown.status == "failed" and shown.reason == ("rank 0: RuntimeError: Connection closed by peer "
+                                                         "[127.0.0.1]:1234")
+    cause.flush()
+    session.refresh()
+    (shown,) = session.snapshot().configs
+    assert shown.reason == "rank 1: RuntimeError: injected failure on rank 1"
+    for writer in writers:
+        writer.close()
+    session.close()

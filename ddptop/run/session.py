@@ -450,7 +450,7 @@ class Session:
                     state.analysis_error = _error_words(event)
                 return
             state.errors.append(event)
-            if state.reason is None:
+            if not state.settled:  # the earliest error so far, whichever rank's file was read first
                 state.reason = _error_reason(state)
 
     def _apply_runner(self, event: dict[str, Any]) -> None:
@@ -717,7 +717,9 @@ def _caused(cause: str, reason: str | None) -> str:
 
 
 def _error_reason(state: ConfigState) -> str | None:
-    return _error_words(state.errors[0]) if state.errors else None
+    """The first error in time: the cause. A failing rank reports before it exits, and its peers' errors (a
+    connection closed by the peer) come only after; which rank's file is read first is no guide."""
+    return _error_words(min(state.errors, key=lambda e: e["t"])) if state.errors else None
 
 
 def _error_words(error: dict[str, Any]) -> str:
