@@ -312,3 +312,20 @@ def test_a_session_survives_any_event_the_reader_lets_through(tmp_path_factory, 
         state.summary()
         state.progress()
     session.close()
+
+
+def test_every_field_of_the_wrong_type_is_refused_with_what_it_should_be():
+    """Each checked field, given a value of every JSON type it may not hold: refused in words naming the types
+    it may (a boolean field given null was once a KeyError out of the reader)."""
+    values = {int: 3, float: 0.5, str: "x", list: [], dict: {}, bool: True, type(None): None}
+    for event_type, checks in wire.EVENT_FIELDS.items():
+        base = {"v": wire.WIRE_VERSION, "type": event_type}
+        for name, allowed, required in checks:
+            if required:
+                base[name] = values[min(allowed, key=str)] if allowed else 0
+        for name, allowed, _ in checks:
+            for kind, value in values.items():
+                if allowed is None or kind in allowed:
+                    continue
+                with pytest.raises(wire.MalformedEvent, match=rf"^{event_type}\.{name} is not "):
+                    wire.validate({**base, name: value})

@@ -145,7 +145,7 @@ def decode_many(lines: list[bytes]) -> list[Any] | None:
 
 
 _TYPE_NAMES = {int: "an integer", float: "a number", str: "a string", list: "a list", dict: "an object",
-               type(None): "null"}
+               bool: "true or false", type(None): "null"}
 _MISSING = object()
 
 
