@@ -1,3 +1,4 @@
+import contextlib
 import json
 import os
 import subprocess
@@ -8,7 +9,27 @@ from dataclasses import dataclass
 import psutil
 import pytest
 
+from tests import cores
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CORES: cores.CoreShare | None = None  # this worker's share of the cores (pytest-xdist), set at configure
+
+
+def pytest_configure(config):
+    global CORES
+    CORES = cores.CoreShare.for_worker(config)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(items):
+    cores.order_and_group(items)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """Setup (a shared sweep too), the test and teardown under the worker's share of the cores."""
+    with CORES.held(cores.runs_alone(item)) if CORES else contextlib.nullcontext():
+        yield
 
 
 @pytest.fixture(autouse=True)

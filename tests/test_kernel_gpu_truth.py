@@ -234,6 +234,7 @@ def _free_port():
         return sock.getsockname()[1]
 
 
+@pytest.mark.slow  # a real torchrun process group of two ranks
 def test_an_oom_in_the_analysis_of_a_group_keeps_every_rank_s_measured_steps(tmp_path):
     """Two ranks; rank 0 runs out of memory where its analysis builds the second wrapper (an injected fault).
     The group must end (rank 1 may be waiting in a collective), but both ranks ended the configuration ok,

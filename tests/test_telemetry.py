@@ -360,6 +360,7 @@ HOLD = (
 )
 
 
+@pytest.mark.alone  # a spinning process's CPU, measured
 def test_host_sampler_measures_real_processes():
     busy = subprocess.Popen([sys.executable, "-c", BUSY])
     hold = subprocess.Popen([sys.executable, "-c", HOLD], stdout=subprocess.PIPE, text=True)
