@@ -1,4 +1,5 @@
-"""Compute vs communication, collectives, batch and bucket sweeps, diff and plots on real gloo process groups."""
+"""Compute vs communication, collectives, bucket sweeps, diff and plots on real gloo process groups (the batch
+sweep to out of memory is tests/test_strategies.py's sweep)."""
 
 import glob
 import json
@@ -163,24 +164,3 @@ def test_diff_of_two_real_runs(run_a, run_b):
     assert result["only_b"] == ["resnet18/dp/bs4/n2/gloo"] and result["only_a"] == []
     same = json.loads(ddptop("diff", run_a.run_dir, run_a.run_dir, "--format", "json").stdout)
     assert same["plan"] == [] and all(r["ratio"] == 1 and r["verdict"] != "slower" for r in same["configs"])
-
-
-def test_batch_sweep_stops_at_out_of_memory(tmp_path):
-    # resnet18 at 32 px needs about 128 MiB plus 0.6 MiB per example: under a 140 MiB cap batch 16 fits, 32 does not
-    done = run_sweep(str(tmp_path / "batches"), "--models", "resnet18", "--batch-sweep", "--batch-sizes", "4",
-                     "--max-batch", "64", "--memory-cap-mb", "140", "--world-sizes", "1,2", "--image-size", "32",
-                     "--num-classes", "10", "--warmup", "1", "--iters", "3", "--no-baseline", "--comm-iters", "0",
-                     "--no-collectives", "--telemetry-interval", "0", "--launches", "1", plots=True)
-    assert done.returncode == 0, done.stderr + done.stdout  # out of memory is the answer here, not a fault
-    summary = done.summary()
-    for n in (1, 2):
-        status = {c["batch_size"]: c["status"] for c in summary["configs"] if c["world_size"] == n}
-        assert status == {4: "ok", 8: "ok", 16: "ok", 32: "oom", 64: "not_run"}
-        oom = _config(summary, f"resnet18/ddp/bs32/n{n}/gloo")
-        assert "memory cap" in oom["reason"]
-        table = next(t for t in summary["batch_throughput"] if t["world_size"] == n)
-        assert table["first_oom_batch"] == 32
-        measured = {r["batch_size"]: r["ex_sec_total"] for r in table["rows"] if r["ex_sec_total"]}
-        assert table["best_batch"] == max(measured, key=measured.get)
-    assert "Throughput per batch size" in done.stdout
-    assert os.path.exists(os.path.join(done.run_dir, "plots", "batch_throughput.png"))

@@ -2,7 +2,8 @@
 
 The sweep is a batch sweep under a CPU memory cap, in two launches: every strategy measured at the same
 batches with intervals, each rank's counted memory checked against the model's byte counts, and the largest
-batch that fits growing DDP < ZeRO-1 < FSDP2 (what each shards leaves room for layer outputs).
+batch that fits growing DDP < ZeRO-1 < FSDP2 (what each shards leaves room for layer outputs). It is also the
+suite's batch sweep to out of memory.
 """
 
 import json
@@ -48,7 +49,7 @@ def test_an_unknown_strategy_is_one_line_and_exit_2():
 def sweep(tmp_path_factory):
     run_dir = str(tmp_path_factory.mktemp("strategies") / "run")
     return run_sweep(run_dir, "--models", "resnet18", "--image-size", "32", "--num-classes", "10",
-                     "--batch-sweep", "--batch-sizes", "4", "--max-batch", "128", "--memory-cap-mb", "140",
+                     "--batch-sweep", "--batch-sizes", "8", "--max-batch", "128", "--memory-cap-mb", "140",
                      "--world-sizes", "2", "--strategies", "zero1,fsdp2,fsdp2_no_reshard", "--warmup", "1", "--iters", "3",
                      "--launches", "2", "--comm-iters", "0", "--no-collectives", "--telemetry-interval", "0",
                      plots=True)
@@ -63,10 +64,10 @@ def test_every_strategy_is_measured_with_intervals(sweep):
     assert sweep.returncode == 0, sweep.stderr + sweep.stdout  # out of memory is the sweep's answer here
     configs = _by(sweep.summary())
     for strategy in STRATEGIES:
-        stats = configs[(strategy, 4)]["stats"]
+        stats = configs[(strategy, 8)]["stats"]
         low, high = stats["ex_sec_total_p50_ci"]
-        assert configs[(strategy, 4)]["status"] == "ok" and low <= stats["ex_sec_total"]["p50"] <= high
-        assert len(configs[(strategy, 4)]["launches"]) == 2
+        assert configs[(strategy, 8)]["status"] == "ok" and low <= stats["ex_sec_total"]["p50"] <= high
+        assert len(configs[(strategy, 8)]["launches"]) == 2
     # a scaling table per strategy (here of one world size), none mixing strategies
     by_id = {c["config_id"]: c for c in sweep.summary()["configs"]}
     for table in sweep.summary()["scaling"]:
@@ -77,7 +78,7 @@ def test_every_strategy_is_measured_with_intervals(sweep):
 @pytest.mark.slow
 def test_counted_memory_per_rank_matches_the_model_bytes(sweep):
     configs = _by(sweep.summary())
-    ddp, zero, fsdp = (configs[(s, 4)] for s in STRATEGIES)
+    ddp, zero, fsdp = (configs[(s, 8)] for s in STRATEGIES)
     whole = ddp["grad_bytes"]  # the model's fp32 parameters, in bytes
     held = ddp["counted_memory"]
     assert held["parameters"] == held["gradients"] == held["optimizer_state"] == whole  # all replicated
@@ -117,6 +118,22 @@ def test_the_largest_batch_that_fits_grows_with_sharding(sweep):
     assert largest["ddp"] < largest["fsdp2_no_reshard"] <= largest["fsdp2"], largest
     for strategy, batch in largest.items():  # the count after the steps agrees with the cap's before them
         assert _by(summary)[(strategy, batch)]["counted_memory_bytes"] <= 140 * 2**20
+
+
+@pytest.mark.slow
+def test_the_batch_sweep_stops_at_out_of_memory_and_marks_the_fastest_batch(sweep):
+    """The batch sweep as such, on DDP's ladder: the batches double until one runs out of memory under the
+    cap, the larger ones are not run, and each ladder's table marks the batch with the most examples/s."""
+    summary = sweep.summary()
+    status = {c["batch_size"]: c["status"] for c in summary["configs"] if c["strategy"] == "ddp"}
+    assert status == {8: "ok", 16: "ok", 32: "oom", 64: "not_run", 128: "not_run"}
+    assert _by(summary)[("ddp", 64)]["reason"] == "batch 32 already ran out of memory"
+    assert len(summary["batch_throughput"]) == 4  # a table per strategy
+    for table in summary["batch_throughput"]:
+        measured = {r["batch_size"]: r["ex_sec_total"] for r in table["rows"] if r["ex_sec_total"]}
+        assert table["best_batch"] == max(measured, key=measured.get)
+    assert "Throughput per batch size" in sweep.stdout
+    assert os.path.exists(os.path.join(sweep.run_dir, "plots", "batch_throughput.png"))
 
 
 @pytest.mark.slow
