@@ -103,7 +103,7 @@ def test_screenshot_key_and_palette_commands(in_repo, tmp_path):
 
 TINY = PlanOptions(
     models=["resnet18"], batch_sizes=[4], world_sizes=[1, 2], image_size=32, num_classes=10, warmup=2, iters=6,
-    launches=1,
+    launches=1, comm_iters=0, collectives=[],  # the view of a sweep, not of its communication analysis
 )
 
 
@@ -196,10 +196,10 @@ class Tmux:
         subprocess.run([*self.base, "kill-server"], capture_output=True)
 
 
-def ddptop_command(run_dir, *args: str, then: str = "") -> str:
+def ddptop_command(run_dir, *args: str, then: str = "", model: str = "resnet18") -> str:
     return (
         f"cd {REPO} && DDPTOP_FAKE_NVML=dgx1 PYTHONPATH={REPO} {sys.executable} -m ddptop --out {run_dir} "
-        f"--models resnet18 --image-size 32 --num-classes 10 --batch-sizes 4 --warmup 2 --launches 1 --no-plots "
+        f"--models {model} --image-size 32 --num-classes 10 --batch-sizes 4 --warmup 2 --launches 1 --no-plots "
         f"{' '.join(args)}{then}"
     )
 
@@ -210,7 +210,8 @@ needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is no
 @pytest.mark.slow
 @needs_tmux
 def test_ddptop_in_tmux_shows_gpus_configurations_and_summary(tmp_path):
-    tmux = Tmux(ddptop_command(tmp_path / "run", "--iters", "6", then=f"; echo EXIT=$? > {tmp_path}/exit; sleep 30"))
+    tmux = Tmux(ddptop_command(tmp_path / "run", "--iters", "6", "--comm-iters", "0", "--no-collectives",
+                               then=f"; echo EXIT=$? > {tmp_path}/exit; sleep 30"))
     try:
         first = tmux.wait_for("Host CPU")  # the first telemetry reading is on screen
         assert "V100-SXM2-16GB (FAKE)" in first and "Host CPU" in first and "FAKE GPUs" in first
@@ -745,8 +746,9 @@ def test_ascii_draws_every_screen_in_ascii(in_repo, size):
 def test_ascii_keeps_the_headless_progress_and_tables_in_ascii(tmp_path):
     """--headless --ascii on a terminal: rich's progress bars, the per-configuration lines and the closing
     tables, not one character past ASCII."""
-    tmux = Tmux(ddptop_command(tmp_path / "run", "--headless", "--ascii", "--iters", "40", "--world-sizes", "1",
-                               then="; echo EXIT=$?; sleep 30"), size=(120, 40))
+    tmux = Tmux(ddptop_command(tmp_path / "run", "--headless", "--ascii", "--iters", "400", "--world-sizes", "1",
+                               "--comm-iters", "0", "--no-collectives", then="; echo EXIT=$?; sleep 30",
+                               model="tests.tiny_models:tiny_cnn"), size=(120, 40))
     try:
         while_running = tmux.wait_for("%", timeout=120)  # a progress bar is drawn
         tmux.wait_for("EXIT=", timeout=240)
