@@ -39,20 +39,13 @@ def test_intervals_cover_the_truth_and_identical_runs_stay_quiet(scenario):
     _report(str(scenario), rates)
     assert rates["p50_coverage"] >= 0.92
     assert rates["speedup_coverage"] >= 0.92
-    if scenario.launch_offset < 0.1:
-        assert rates["aa_false_calls"] <= 0.05
-        assert rates["gate_false_fails"] <= 0.02
     if scenario.launch_offset <= 0.03 and scenario.launches >= 3:  # see the power test below
         assert rates["power"] >= 0.80
-
-
-@pytest.mark.xfail(reason="a known gap: 10% launch offsets, 8 ranks, 2 launches: 5.5% of identical pairs called "
-                          "a change and 2.5% failing --fail-on-regression 5 (goals 5% and 2%)", strict=False)
-def test_identical_runs_stay_quiet_across_ten_percent_launch_offsets():
-    scenario = Scenario(launch_offset=0.10, step_noise=0.05, ranks=8, launches=2, steps=40)
-    rates = synthetic.check(scenario, TRIALS, RESAMPLES, seed=102).rates()
-    _report(str(scenario), rates)
-    assert rates["aa_false_calls"] <= 0.05 and rates["gate_false_fails"] <= 0.02
+    quiet = rates["aa_false_calls"] <= 0.05 and rates["gate_false_fails"] <= 0.02
+    if not quiet and scenario.launch_offset >= 0.1:  # the intervals' coverage above holds even here
+        pytest.xfail("a known gap: 10% launch offsets, 8 ranks, 2 launches: 5.5% of identical pairs called a change "
+                     "and 2.5% failing --fail-on-regression 5 (goals 5% and 2%)")
+    assert quiet
 
 
 def test_within_launch_intervals_do_not_cover_a_launch_offset():
