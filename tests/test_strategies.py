@@ -186,10 +186,10 @@ def test_zero1_and_fsdp2_are_candidates_of_tune():
 
 @pytest.mark.slow
 def test_tune_measures_a_strategy_against_ddp_as_written(tmp_path):
-    done = ddptop("tune", "--headless", "--no-plots", "--out", str(tmp_path / "tune"), "--models", "resnet18",
-                  "--image-size", "32", "--num-classes", "10", "--batch-sizes", "4", "--variants", "zero1,fsdp2",
-                  "--launches", "2",
-                  "--warmup", "1", "--iters", "4", "--keep-slower", "--telemetry-interval", "0")
+    done = ddptop("tune", "--headless", "--no-plots", "--out", str(tmp_path / "tune"), "--models",
+                  "tests.tiny_models:tiny_cnn", "--image-size", "32", "--num-classes", "10", "--batch-sizes", "4",
+                  "--variants", "zero1,fsdp2", "--launches", "2", "--warmup", "1", "--iters", "4", "--keep-slower",
+                  "--telemetry-interval", "0")
     assert done.returncode == 0, done.stderr + done.stdout
     with open(tmp_path / "tune" / "summary.json", encoding="utf-8") as handle:
         summary = json.load(handle)
