@@ -31,8 +31,8 @@ def statuses(app) -> list[str]:
 def test_watch_follows_a_headless_run_to_its_final_summary(tmp_path):
     run_dir = tmp_path / "run"
     writer = ddptop_process(
-        "run", "--headless", "--out", str(run_dir), "--models", "resnet18", "--image-size", "32",
-        "--num-classes", "10", "--batch-sizes", "4", "--warmup", "2", "--iters", "40", "--no-baseline",
+        "run", "--headless", "--out", str(run_dir), "--models", "tests.tiny_models:tiny_cnn", "--image-size", "32",
+        "--num-classes", "10", "--batch-sizes", "4", "--warmup", "2", "--iters", "600", "--no-baseline",
         "--world-sizes", "1", "--bucket-cap-mb", "25,1",  # two configurations in one launch
         "--comm-iters", "0", "--no-collectives", "--launches", "1", "--no-plots", env={"DDPTOP_FAKE_NVML": "dgx1"},
     )
