@@ -35,23 +35,30 @@ def _assert_nothing_left(run_dir):
     assert processes_mentioning(run_dir) == []
 
 
-@pytest.mark.parametrize(
-    "fault, status, words",
-    [
-        ("hang:rank=1:iter=3:config=tiny", "failed", "hang: no event from any rank"),
-        ("kill:rank=1:iter=3:config=tiny", "failed", "SIGKILL"),
-        ("oom:rank=0:iter=3:config=tiny", "oom", "injected out of memory"),
-    ],
-)
-def test_a_rank_fault_ends_its_configuration_and_the_sweep_goes_on(tmp_path, fault, status, words):
-    done = run_sweep(str(tmp_path / "run"), *TWO, "--inject", fault, "--hang-timeout", "4")
+# three rank faults in a row, one per batch size of the tiny CNN, then a batch that runs well: (fault, status, words)
+IN_A_ROW = {2: ("hang", "failed", "hang: no event from any rank"), 3: ("kill", "failed", "SIGKILL"),
+            4: ("oom", "oom", "injected out of memory")}
+
+
+def test_rank_faults_in_a_row_each_end_their_configuration_and_the_sweep_goes_on(tmp_path):
+    """A hang, a SIGKILL and an out of memory, each of a rank at its third step in a configuration of its own:
+    each ends its configuration with its reason and the steps measured before it, and the sweep goes on in a
+    fresh launch every time, to the last configuration, which runs well."""
+    faults = [f"{kind}:rank={0 if kind == 'oom' else 1}:iter=3:config=/bs{batch}/" for batch, (kind, _, _)
+              in IN_A_ROW.items()]
+    done = run_sweep(str(tmp_path / "run"), "--launches", "1", "--models", "tests.tiny_models:tiny_cnn",
+                     "--batch-sizes", "2,3,4,5", *TWO[6:], *(a for fault in faults for a in ("--inject", fault)),
+                     "--hang-timeout", "4")
     assert done.returncode == 1, done.stderr + done.stdout
-    configs = _statuses(done.summary())
-    broken = configs[FIRST]
-    assert broken["status"] == status, broken
-    assert words in broken["reason"] + "".join(broken["log_tail"] or ()), broken
-    assert broken["stats"]["n"] >= 3  # the steps before the fault, from the rank that lived at least
-    assert configs[SECOND]["status"] == "ok" and configs[SECOND]["stats"]["n"] == 12
+    configs = {c["batch_size"]: c for c in done.summary()["configs"]}
+    for batch, (_, status, words) in IN_A_ROW.items():
+        broken = configs[batch]
+        assert broken["status"] == status, broken
+        assert words in broken["reason"] + "".join(broken["log_tail"] or ()), broken
+        assert broken["stats"]["n"] >= 3  # the steps before the fault, from the rank that lived at least
+    assert configs[5]["status"] == "ok" and configs[5]["stats"]["n"] == 12
+    assert [c["launch"] for c in configs.values()] == ["01-n2-gloo", "01-n2-gloo-retry1", "01-n2-gloo-retry2",
+                                                       "01-n2-gloo-retry3"]
     _assert_nothing_left(done.run_dir)
 
 
