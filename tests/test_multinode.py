@@ -12,6 +12,7 @@ from ddptop.run.plan import PlanError, PlanOptions, build_plan
 from ddptop.telemetry.inventory import read_inventory
 
 from .conftest import ddptop, ddptop_process, processes_mentioning
+from .test_store_security import assert_loopback_only, watch_listening
 
 SLURM_STEP = {"SLURM_JOB_ID": "4242", "SLURM_NODEID": "1", "SLURM_NNODES": "2", "SLURM_NTASKS": "2",
               "SLURM_JOB_NODELIST": "gpu[07-08]"}
@@ -107,17 +108,23 @@ def test_two_agents_on_loopback_form_a_two_node_sweep(tmp_path):
     # node 1 comes first, from SLURM's variables, and waits for node 0's plan
     follower = ddptop_process("run", "--slurm", "--rdzv-endpoint", endpoint, "--out", run_dir,
                               "--telemetry-interval", "0.5", env=SLURM_STEP)
+    leader = ddptop_process("run", "--headless", "--nnodes", "2", "--node-rank", "0", "--rdzv-endpoint", endpoint,
+                            "--nproc-per-node", "1", "--out", run_dir, "--models", "resnet18", "--image-size", "32",
+                            "--num-classes", "10", "--batch-sizes", "4", "--warmup", "2", "--iters", "8",
+                            "--no-baseline", "--comm-iters", "2", "--coll-max-bytes", "64KiB", "--launches", "1",
+                            "--no-plots")
     try:
-        leader = ddptop("run", "--headless", "--nnodes", "2", "--node-rank", "0", "--rdzv-endpoint", endpoint,
-                        "--nproc-per-node", "1", "--out", run_dir, "--models", "resnet18", "--image-size", "32",
-                        "--num-classes", "10", "--batch-sizes", "4", "--warmup", "2", "--iters", "8",
-                        "--no-baseline", "--comm-iters", "2", "--coll-max-bytes", "64KiB", "--launches", "1",
-                        "--no-plots", timeout=400)
+        listening = watch_listening([leader, follower], timeout=400)  # every socket of both nodes' trees
+        leader_out, _ = leader.communicate(timeout=60)
         follower_out, _ = follower.communicate(timeout=120)
     finally:
+        leader.kill()
         follower.kill()
-    assert leader.returncode == 0, leader.stdout + leader.stderr
+    assert leader.returncode == 0, leader_out
     assert follower.returncode == 0, follower_out
+    # two nodes on one machine: node 0's store and every rank's sockets listen on loopback only
+    assert_loopback_only(listening)
+    assert any(s[3] == 1 for s in listening), f"node 1's ranks were never seen listening: {sorted(listening)}"
     assert "joining 02-n2-2nodes-gloo (2 nodes x 1 ranks)" in follower_out
     assert "01-n1" not in follower_out  # a one-node launch is node 0's alone
 
@@ -126,7 +133,7 @@ def test_two_agents_on_loopback_form_a_two_node_sweep(tmp_path):
     assert [(c["label"], c["status"]) for c in summary["configs"]] == [("1M/1P", "ok"), ("2M/1P", "ok")]
     rows = summary["scaling"][0]["rows"]
     assert [r["label"] for r in rows] == ["1M/1P", "2M/1P"] and rows[1]["speedup"] > 0
-    assert "2 ranks --    2M/1P:  p50:" in leader.stdout and "Nodes (2" in leader.stdout
+    assert "2 ranks --    2M/1P:  p50:" in leader_out and "Nodes (2" in leader_out
     nodes = {n["node_rank"]: n for n in summary["nodes"]}
     assert nodes[1]["role"] == "follower" and nodes[1]["pid"] == follower.pid
     assert nodes[1]["launches"] == [{"launch": "02-n2-2nodes-gloo", "status": "ok", "exit_code": 0}]
