@@ -289,9 +289,11 @@ def test_a_configuration_between_its_launches_is_queued_not_running(tmp_path):
     session.close()
 
 
-def test_a_failure_s_reason_is_the_first_error_in_time_not_the_first_read(tmp_path):
+@pytest.mark.parametrize("oom", [False, True], ids=["crash", "out-of-memory"])
+def test_a_failure_s_reason_is_the_first_error_in_time_not_the_first_read(tmp_path, oom):
     """Rank 1 fails and reports it; rank 0's collective then breaks (an echo: the connection closed by its
-    peer). Rank 0's file happens to be read first: the reason still names rank 1's error, the cause."""
+    peer). Rank 0's file happens to be read first: the reason, and the status (an out of memory is no crash),
+    still name rank 1's error, the cause."""
     options = PlanOptions(models=["resnet18"], world_sizes=[2], batch_sizes=[4], iters=10, warmup=0, comm_iters=0,
                           baseline=False, launches=1)
     plan = build_plan(options, Inventory(problem="test"), cpu_count=2)
@@ -306,9 +308,10 @@ def test_a_failure_s_reason_is_the_first_error_in_time_not_the_first_read(tmp_pa
         writer.emit("config_start", config_id=config.config_id, warmup=0, iters=10)
         writer.flush()
     cause, echo = writers[1], writers[0]
-    cause.emit("error", config_id=config.config_id, error_type="RuntimeError", message="injected failure on rank 1",
-               traceback="", oom=False)
-    cause.emit("config_end", config_id=config.config_id, status="failed")
+    error_type, message = ("OutOfMemoryError", "CUDA out of memory") if oom else ("RuntimeError", "injected failure")
+    cause.emit("error", config_id=config.config_id, error_type=error_type, message=f"{message} on rank 1",
+               traceback="", oom=oom)
+    cause.emit("config_end", config_id=config.config_id, status="oom" if oom else "failed")
     time.sleep(0.01)
     echo.emit("error", config_id=config.config_id, error_type="RuntimeError",
               message="Connection closed by peer [127.0.0.1]:1234", traceback="", oom=False)
@@ -321,7 +324,11 @@ def test_a_failure_s_reason_is_the_first_error_in_time_not_the_first_read(tmp_pa
     cause.flush()
     session.refresh()
     (shown,) = session.snapshot().configs
-    assert shown.reason == "rank 1: RuntimeError: injected failure on rank 1"
+    if oom:
+        assert shown.status == "oom"
+        assert shown.reason == "out of memory: rank 1: OutOfMemoryError: CUDA out of memory on rank 1"
+    else:
+        assert shown.status == "failed" and shown.reason == "rank 1: RuntimeError: injected failure on rank 1"
     for writer in writers:
         writer.close()
     session.close()

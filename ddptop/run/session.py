@@ -30,7 +30,7 @@ from ddptop.telemetry.host import RankProcess
 from ddptop.protocol import layout
 from ddptop.protocol import precision
 from ddptop.protocol.marks import ConfigEnd, LaunchEnd, LaunchStart, SweepEnd, parse_mark
-from ddptop.protocol.vocab import ENDED, Phase, Status
+from ddptop.protocol.vocab import ENDED, FAILED, Phase, Status
 from ddptop.protocol.wire import EventFileReader, EventsUnwritable, EventWriter, make_event
 
 RUNNER_RANK = -1  # runner.jsonl events carry this rank
@@ -439,7 +439,7 @@ class Session:
             state.end[event["rank"]] = event
             status = event["status"]
             if status != Status.OK:
-                self._end(state, status, state.reason or _error_reason(state), event["t"])
+                self._end(state, _fault_status(state, status), state.reason or _error_reason(state), event["t"])
             elif len(state.end) >= state.spec.processes and all(
                 e["status"] == Status.OK for e in state.end.values()
             ):
@@ -452,6 +452,8 @@ class Session:
             state.errors.append(event)
             if not state.settled:  # the earliest error so far, whichever rank's file was read first
                 state.reason = _error_reason(state)
+                if state.status in FAILED:  # and its kind: a peer's echo of an out of memory is no crash
+                    state.status = _fault_status(state, state.status)
 
     def _apply_runner(self, event: dict[str, Any]) -> None:
         if event["type"] == "hello" and self.writer is None:
@@ -720,6 +722,14 @@ def _error_reason(state: ConfigState) -> str | None:
     """The first error in time: the cause. A failing rank reports before it exits, and its peers' errors (a
     connection closed by the peer) come only after; which rank's file is read first is no guide."""
     return _error_words(min(state.errors, key=lambda e: e["t"])) if state.errors else None
+
+
+def _fault_status(state: ConfigState, reported: str) -> str:
+    """A failed configuration's status is its first error's kind: out of memory on rank 1 is what ended it,
+    even where rank 0's 'connection closed' (failed) was read first."""
+    if not state.errors:
+        return reported
+    return Status.OOM if min(state.errors, key=lambda e: e["t"]).get("oom") else Status.FAILED
 
 
 def _error_words(error: dict[str, Any]) -> str:
