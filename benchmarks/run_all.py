@@ -35,6 +35,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "launch_spread": ([], ["--launches", "3"]),
     "launch_cost": ([], ["--runs", "1"]),
     "tune_cost": ([], ["--runs", "1"]),
+    "capped_batch_sweep": ([], []),
 }
 
 
