@@ -178,12 +178,10 @@ def test_with_rounds_the_view_follows_the_configuration_being_measured(tmp_path)
     session.close()
 
 
-@pytest.mark.parametrize("ending", ["reported", "launch ended"])
-def test_a_ddp_configuration_is_analysing_between_its_end_and_its_analysis(tmp_path, ending):
-    """Its steps ended well, its compute/communication split still runs: the views say so, until every rank
-    has reported it or the launch ended without it."""
-    options = PlanOptions(models=["resnet18"], world_sizes=[2], batch_sizes=[4], iters=10, warmup=0, comm_iters=5,
-                          baseline=False, launches=1)
+def _two_ranks_of_one_launch(tmp_path, comm_iters):
+    """A session of one resnet18 configuration at N=2 whose launch has started, and its two ranks' writers."""
+    options = PlanOptions(models=["resnet18"], world_sizes=[2], batch_sizes=[4], iters=10, warmup=0,
+                          comm_iters=comm_iters, baseline=False, launches=1)
     plan = build_plan(options, Inventory(problem="test"), cpu_count=2)
     session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), plan.name))
     (launch,) = plan.launches()
@@ -192,6 +190,14 @@ def test_a_ddp_configuration_is_analysing_between_its_end_and_its_analysis(tmp_p
     session.mark(what="launch_start", launch=name, world_size=2, backend=launch.backend, configs=[config.config_id])
     events = os.path.join(rundir.launch_dir(session.run_dir, 1, launch.launch_key, 0), "events")
     writers = [EventWriter(os.path.join(events, f"rank-{r}.jsonl"), r, 0.0) for r in range(2)]
+    return session, config, name, writers
+
+
+@pytest.mark.parametrize("ending", ["reported", "launch ended"])
+def test_a_ddp_configuration_is_analysing_between_its_end_and_its_analysis(tmp_path, ending):
+    """Its steps ended well, its compute/communication split still runs: the views say so, until every rank
+    has reported it or the launch ended without it."""
+    session, config, name, writers = _two_ranks_of_one_launch(tmp_path, comm_iters=5)
 
     def emit_all(kind, **fields):
         for writer in writers:
@@ -294,16 +300,7 @@ def test_a_failure_s_reason_is_the_first_error_in_time_not_the_first_read(tmp_pa
     """Rank 1 fails and reports it; rank 0's collective then breaks (an echo: the connection closed by its
     peer). Rank 0's file happens to be read first: the reason, and the status (an out of memory is no crash),
     still name rank 1's error, the cause."""
-    options = PlanOptions(models=["resnet18"], world_sizes=[2], batch_sizes=[4], iters=10, warmup=0, comm_iters=0,
-                          baseline=False, launches=1)
-    plan = build_plan(options, Inventory(problem="test"), cpu_count=2)
-    session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), plan.name))
-    (launch,) = plan.launches()
-    (config,) = launch.configs
-    session.mark(what="launch_start", launch=f"01-{launch.launch_key}", world_size=2, backend=launch.backend,
-                 configs=[config.config_id])
-    events = os.path.join(rundir.launch_dir(session.run_dir, 1, launch.launch_key, 0), "events")
-    writers = [EventWriter(os.path.join(events, f"rank-{r}.jsonl"), r, 0.0) for r in range(2)]
+    session, config, _, writers = _two_ranks_of_one_launch(tmp_path, comm_iters=0)
     for writer in writers:
         writer.emit("config_start", config_id=config.config_id, warmup=0, iters=10)
         writer.flush()
