@@ -654,7 +654,7 @@ def _run(worker: "Worker", spec: LaunchSpec) -> int:
         worker.start()
         refused: list[RunConfig] = []
         for cfg in spec.configs:  # one round each: the sweep puts the rounds in separate launches
-            if any(cfg.batch_series() == r.batch_series() and cfg.batch_size > r.batch_size for r in refused):
+            if any(cfg.cannot_fit_after(r) for r in refused):
                 continue  # cannot fit either: not started here (a batch sweep ends it as not run)
             config_id = cfg.config_id
             try:

@@ -83,9 +83,13 @@ class RunConfig:
         return self.iters is None and not self.time_budget
 
     def batch_series(self) -> tuple[Any, ...]:
-        """What a configuration shares with the other batch sizes of its kind: once one batch runs out of
-        memory, a larger one of the same series cannot fit either (the batch sweep, a rank's cap refusals)."""
+        """What a configuration shares with the other batch sizes of its kind."""
         return (self.model, self.mode, self.world_size, self.backend, self.bucket_cap_mb, self.strategy)
+
+    def cannot_fit_after(self, out_of_memory: RunConfig) -> bool:
+        """Whether this is a larger batch of the series of one that ran out of memory, so cannot fit either
+        (the batch sweep's rule, and a rank's after the memory cap refused a step)."""
+        return self.batch_series() == out_of_memory.batch_series() and self.batch_size > out_of_memory.batch_size
 
     def to_json(self) -> dict[str, Any]:
         return _to_json(self)

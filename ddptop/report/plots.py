@@ -11,8 +11,8 @@
   every batch measured, each point labelled with its batch.
 
 A plot with nothing to draw is not written (speedup and efficiency need two world sizes, or a projection
-beyond the node). ``ddptop run --no-plots`` draws none; ``ddptop plot`` draws them from a saved summary. matplotlib is imported here only, after a run, never by the TUI
-while it draws.
+beyond the node). ``ddptop run --no-plots`` draws none; ``ddptop plot`` draws them from a saved summary.
+matplotlib is imported here only, after a run, never by the TUI while it draws.
 """
 
 from __future__ import annotations

@@ -718,18 +718,24 @@ def _caused(cause: str, reason: str | None) -> str:
     return f"{cause}; then {reason}" if reason else cause
 
 
-def _error_reason(state: ConfigState) -> str | None:
+def _first_error(state: ConfigState) -> dict[str, Any] | None:
     """The first error in time: the cause. A failing rank reports before it exits, and its peers' errors (a
     connection closed by the peer) come only after; which rank's file is read first is no guide."""
-    return _error_words(min(state.errors, key=lambda e: e["t"])) if state.errors else None
+    return min(state.errors, key=lambda e: e["t"]) if state.errors else None
+
+
+def _error_reason(state: ConfigState) -> str | None:
+    first = _first_error(state)
+    return _error_words(first) if first else None
 
 
 def _fault_status(state: ConfigState, reported: str) -> str:
     """A failed configuration's status is its first error's kind: out of memory on rank 1 is what ended it,
     even where rank 0's 'connection closed' (failed) was read first."""
-    if not state.errors:
+    first = _first_error(state)
+    if first is None:
         return reported
-    return Status.OOM if min(state.errors, key=lambda e: e["t"]).get("oom") else Status.FAILED
+    return Status.OOM if first.get("oom") else Status.FAILED
 
 
 def _error_words(error: dict[str, Any]) -> str:

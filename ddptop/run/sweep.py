@@ -407,7 +407,7 @@ class SweepRunner:
             if self.session.configs[oom.config_id].status != Status.OOM:
                 continue
             for config in configs:
-                if config.batch_series() == oom.batch_series() and config.batch_size > oom.batch_size:
+                if config.cannot_fit_after(oom):
                     if self.session.configs[config.config_id].status not in ENDED:
                         self._mark(ConfigEnd(config.config_id, Status.NOT_RUN,
                                              f"batch {oom.batch_size} already ran out of memory"))
