@@ -175,6 +175,19 @@ def test_a_container_sees_the_same_two_gpus_through_both(tmp_path):
                                                 "nvidia-smi topo -m printed no matrix (No devices were found)")
 
 
+H100_REPORT = os.path.join(REPO, "tests", "data", "h100", "h100-driver-report.json")
+
+
+def test_a_real_h100s_underlined_matrix_agrees_with_the_replayed_node(tmp_path):
+    """The H100's own ``nvidia-smi topo -m`` (its header underlined with ESC[4m ... ESC[0m into a pipe, as the
+    driver report kept it) against ``ddptop topo`` on that node replayed: compared, not skipped."""
+    done, checks, saved = doctor(tmp_path, "--quick", env=on_node(H100_REPORT))
+    assert done.returncode == 0 and saved["failed"] == 0, done.stdout + done.stderr
+    topo = checks["topo -m vs ddptop topo"]
+    assert (topo["status"], topo["detail"], topo["data"]) == ("ok", "1 cells agree", {"cells": 1, "mismatches": []})
+    assert checks["nvidia-smi vs NVML"]["status"] == "ok"
+
+
 # -- what nvidia-smi and nccl-tests print ---------------------------------------------------------------------------
 
 
@@ -192,6 +205,16 @@ def test_parsing_the_published_matrix():
         cells = parse_topo_matrix(handle.read())
     assert len(cells) == 144 and cells[("GPU0", "GPU3")] == "NV2" and cells[("mlx5_2", "GPU4")] == "PIX"
     assert list(cells)[:2] == [("GPU0", "GPU0"), ("GPU0", "GPU1")]  # nvidia-smi's order, for the mismatch list
+
+
+def test_parsing_a_matrix_whose_header_is_underlined_with_terminal_escapes():
+    with open(os.path.join(DATA, "h100-driver-report", "topo-m.txt"), encoding="utf-8") as handle:
+        text = handle.read()
+    assert "\x1b[4mGPU0" in text  # as the real nvidia-smi printed it
+    assert parse_topo_matrix(text) == {("GPU0", "GPU0"): "X"}
+    underlined = "\x1b[4m\tGPU0\tGPU1\tCPU Affinity\x1b[0m\nGPU0\t X \tNV4\t0-7\nGPU1\tNV4\t X \t0-7\n"
+    assert parse_topo_matrix(underlined) == {("GPU0", "GPU0"): "X", ("GPU0", "GPU1"): "NV4",
+                                             ("GPU1", "GPU0"): "NV4", ("GPU1", "GPU1"): "X"}
 
 
 def test_parsing_a_newer_drivers_matrix_names_its_nics_and_ignores_the_affinity_columns():

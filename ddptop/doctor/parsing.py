@@ -11,10 +11,18 @@ NCCL_TESTS_BYTES = 64 * 2**20  # all_reduce_perf -b 64M -e 64M (nccl-tests' M is
 
 TOPO_WORD = re.compile(r"^(X|NV\d+|PIX|PXB|PHB|NODE|SYS|N/A)\*?$")  # ddptop marks its own inference NODE*
 _NIC_LEGEND = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
+# a terminal control sequence (CSI: ESC [ parameters, a final letter): nvidia-smi underlines topo -m's header line
+# with ESC[4m ... ESC[0m even when its output is a pipe
+_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+
+
+def without_escapes(text: str) -> str:
+    """``text`` with its terminal control sequences (colour, underline) removed."""
+    return _ESCAPE.sub("", text)
 
 
 def last_line(text: str, limit: int = 160) -> str:
-    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    lines = [line.strip() for line in without_escapes(text or "").splitlines() if line.strip()]
     return lines[-1][:limit] if lines else "no output"
 
 
@@ -46,8 +54,8 @@ def parse_topo_matrix(text: str) -> dict[tuple[str, str], str]:
 
     The columns are the header's device names (up to "CPU Affinity", "NUMA Affinity", "GPU NUMA ID"); a
     "NIC Legend" (newer drivers print NIC0, NIC1, ... and name them below) renames them to their devices, as
-    ``ddptop topo`` names them."""
-    lines = [line for line in text.splitlines() if line.strip()]
+    ``ddptop topo`` names them. Terminal escapes are dropped first: a real nvidia-smi underlines the header."""
+    lines = [line for line in without_escapes(text).splitlines() if line.strip()]
     header = next((i for i, line in enumerate(lines) if line.split() and line.split()[0].startswith("GPU0")), None)
     if header is None:
         return {}
