@@ -1,5 +1,6 @@
 """Snapshots: what views read while another thread feeds the session, and what they hold."""
 
+import json
 import os
 import threading
 import time
@@ -329,3 +330,50 @@ def test_a_failure_s_reason_is_the_first_error_in_time_not_the_first_read(tmp_pa
     for writer in writers:
         writer.close()
     session.close()
+
+
+def _recorded_h100_oom() -> dict:
+    """The error event of the real CUDA out of memory that ended the H100's batch sweep (tests/data/h100/oom)."""
+    path = os.path.join(os.path.dirname(__file__), "data", "h100", "oom", "launches", "01-n1-nccl", "events",
+                        "rank-0.jsonl")
+    with open(path, encoding="utf-8") as handle:
+        return next(e for e in map(json.loads, handle) if e["type"] == "error")
+
+
+def test_a_cuda_out_of_memory_s_reason_keeps_its_figures_in_whole_sentences(tmp_path):
+    """The H100's message (asked, capacity, free, in use, the cap, what PyTorch held; then torch's advice and a
+    link) reads in whole sentences with every figure and without the advice, never cut mid-word."""
+    recorded = _recorded_h100_oom()
+    session, config, _, writers = _two_ranks_of_one_launch(tmp_path, comm_iters=0)
+    for writer in writers:
+        writer.emit("config_start", config_id=config.config_id, warmup=0, iters=10)
+    writers[0].emit("error", config_id=config.config_id, error_type=recorded["error_type"],
+                    message=recorded["message"], traceback=recorded["traceback"], oom=recorded["oom"])
+    writers[0].emit("config_end", config_id=config.config_id, status="oom")
+    for writer in writers:
+        writer.flush()
+    session.refresh()
+    (shown,) = session.snapshot().configs
+    assert shown.status == "oom"
+    first_line = recorded["message"].splitlines()[0]
+    advice = first_line.index(" If reserved but unallocated")
+    assert "See documentation" in first_line[advice:]  # the recorded message does go on past its figures
+    assert shown.reason == f"out of memory: rank 0: OutOfMemoryError: {first_line[:advice]} …"
+    for figure in ("196.00 MiB", "79.18 GiB", "72.02 GiB is free", "7.15 GiB memory in use", "5.86 GiB allowed"):
+        assert figure in shown.reason
+    for writer in writers:
+        writer.close()
+    session.close()
+
+
+@pytest.mark.parametrize("message, limit, expected", [
+    ("One. Two. Three.", 100, "One. Two. Three."),
+    ("One. Two. Three.", 12, "One. Two. …"),
+    ("first line. still first\nsecond line", 100, "first line. still first …"),
+    ("a sentence far longer than the limit allows", 20, "a sentence far …"),
+])
+def test_a_brief_message_keeps_whole_sentences_and_says_when_it_left_some_out(message, limit, expected):
+    from ddptop.run.session import brief_message
+
+    assert brief_message(message, limit) == expected
+    assert len(brief_message(message, limit)) <= max(limit, len(expected))

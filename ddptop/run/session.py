@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Sequence
@@ -738,7 +739,35 @@ def _fault_status(state: ConfigState, reported: str) -> str:
     return Status.OOM if first.get("oom") else Status.FAILED
 
 
+REASON_CHARS = 500  # a reason's length at most; the rank's whole message is in the configuration's log tail
+# sentences of advice in an out-of-memory message (torch's "If reserved but unallocated memory is large try ...",
+# "See documentation for Memory Management (url)"): the log tail keeps them, the reason keeps the figures
+_ADVICE = ("If ", "See ")
+_SENTENCE_END = re.compile(r"(?<=[.;])\s+(?=\S)")
+
+
 def _error_words(error: dict[str, Any]) -> str:
-    """A rank's error event in one line."""
+    """A rank's error event in one line: its message's first line in whole sentences (for an out of memory: what
+    was asked, the capacity, what was in use, without torch's advice), never cut inside a word."""
     prefix = "out of memory: " if error.get("oom") else ""
-    return f"{prefix}rank {error['rank']}: {error['error_type']}: {error['message']}".splitlines()[0][:500]
+    head = f"{prefix}rank {error['rank']}: {error['error_type']}: "
+    return head + brief_message(str(error["message"]), REASON_CHARS - len(head), drop_advice=bool(error.get("oom")))
+
+
+def brief_message(message: str, limit: int, drop_advice: bool = False) -> str:
+    """The first line of ``message`` in as many whole sentences as fit in ``limit`` characters, " …" where
+    anything was left out; a first sentence longer than the limit is cut at a space."""
+    lines = message.strip().splitlines() or [""]
+    sentences = _SENTENCE_END.split(lines[0].strip())
+    shown = [s for s in sentences if not s.startswith(_ADVICE)] if drop_advice else sentences
+    kept: list[str] = []
+    for sentence in shown or sentences[:1]:
+        if len(" ".join(kept + [sentence])) > limit - 2:  # room for " …"
+            break
+        kept.append(sentence)
+    if not kept:
+        cut = sentences[0][:max(1, limit - 2)]
+        kept = [cut.rsplit(" ", 1)[0] if " " in cut else cut]
+    text = " ".join(kept)
+    whole = len(lines) == 1 and kept == sentences
+    return text if whole else text + " …"
