@@ -114,7 +114,7 @@ class RunControl:
         state = self.session.configs.get(running.config_id) if running is not None else None
         if running is not None and state is not None and state.started_t is not None:
             self._validity.update(running.config_id, state.started_t, state.launch, telemetry.recent,
-                                  dict(telemetry.info))
+                                  dict(telemetry.info), self.session.rank_pids())
         known = self._validity.known
         if not known:
             return session

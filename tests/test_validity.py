@@ -268,3 +268,55 @@ def test_run_control_attaches_the_running_configurations_validity():
     assert shown.configs[1].validity == Validity(False, ())  # an old timeline: nothing recorded to disturb it
     assert shown.configs[0].validity is None and shown.configs[2].validity is None
     assert control._with_validity(session, telemetry) == shown  # the next frame: the same answer
+
+
+# -- a new launch's rank, before its hello is read ------------------------------------------------------------------
+
+H100_SPREAD = os.path.join(REPO, "tests", "data", "h100", "spread-second-machine")
+
+
+def test_the_h100_s_own_ranks_listed_before_their_hello_are_not_strangers():
+    """On a real H100 NVML listed each new launch's rank on the GPU up to 0.6 s before its hello was read, and
+    those records call it "not a rank" (PIDs 567, 640, 713: the ranks of launches 2, 3 and 4). Judged with the
+    PIDs the run's hellos gave, the configuration's whole window is quiet; without them it is what it was."""
+    from ddptop.run.session import Session
+
+    session = Session.load(H100_SPREAD)
+    assert session.rank_pids() == {494, 567, 640, 713}
+    records, malformed = timeline.read_timeline(os.path.join(H100_SPREAD, "telemetry.jsonl"))
+    assert malformed == 0
+    start, end = records[0]["t"], records[-1]["t"]
+    for launch in ("02-n1-nccl", "03-n1-nccl", "04-n1-nccl"):
+        unaware = validity.window_validity(records, start, end, launch, timeline.timeline_info(records))
+        assert unaware["disturbed"] and any("not a rank" in reason for reason in unaware["reasons"])
+        judged = validity.window_validity(records, start, end, launch, timeline.timeline_info(records),
+                                          session.rank_pids())
+        assert not judged["disturbed"], judged["reasons"]
+        assert judged["foreign_gpu_processes"] == []
+
+
+def test_a_gpu_process_of_ddptops_own_process_tree_is_never_foreign(tmp_path):
+    """A child of this process (as a launch's rank is) on GPU 0 before any rank is known: marked as the launch's,
+    not as a stranger, and the window stays quiet; a process outside the tree is still a stranger."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        fake = FakeNvml(steady=True)
+        fake.attach_process(0, child.pid, 1 << 30)
+        fake.attach_process(1, 4242424, 1 << 30)
+        path = tmp_path / "telemetry.jsonl"
+        monitor = Monitor(0.05, str(path), fake, lambda: [])
+        for _ in range(3):
+            monitor.sample_once()
+        monitor.stop()
+    finally:
+        child.kill()
+        child.wait()
+    records, _ = timeline.read_timeline(str(path))
+    processes = {p["pid"]: p for g in records[-1]["gpus"] for p in g.get("processes") or ()}
+    assert processes[child.pid] == {"pid": child.pid, "gpu_memory": 1 << 30, "launch": True}
+    assert processes[4242424]["foreign"] is True
+    for record in records:
+        record["host"] = dict(QUIET_HOST)
+        record["ranks"] = [{"rank": 0, "pid": child.pid, "launch": "L", "gpu": 0}]  # its hello, read later
+    found = validity.window_validity(records, records[0]["t"], records[-1]["t"], "L")
+    assert not found["disturbed"] and found["foreign_gpu_processes"] == []

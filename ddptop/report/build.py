@@ -19,7 +19,7 @@ from ddptop.protocol.layout import (ENVIRONMENT_FILE, RUNNER_FILE, SUMMARY_JSON,
 from ddptop.protocol.marks import LaunchEnd, parse_mark
 from ddptop.protocol.vocab import Status
 from ddptop.protocol.wire import EventFileReader
-from ddptop.report import store
+from ddptop.report import store, tables
 from ddptop.report.schema import Summary
 from ddptop.report.store import SCHEMA, SCHEMA_VERSION, read_json_object
 from ddptop.run import nccl_log
@@ -161,7 +161,8 @@ def _overhead(session: Session, entries: list[dict[str, Any]]) -> dict[str, Any]
 
 
 def _judge_launches(
-    state: Any, entry: dict[str, Any], records: list[dict[str, Any]], info: dict[str, Any] | None
+    state: Any, entry: dict[str, Any], records: list[dict[str, Any]], info: dict[str, Any] | None,
+    rank_pids: frozenset[int] = frozenset(),
 ) -> None:
     """Each launch's measured window judged on its own (was the node quiet?), and which launches the
     configuration's figures use: the quiet ones when there are any, else all of them (and it is disturbed).
@@ -169,7 +170,8 @@ def _judge_launches(
     windows = {name: (start, end) for name, start, end, _ in state.launch_windows()}
     for unit in entry["launches"]:
         window = windows.get(unit["launch"])
-        judged = validity.window_validity(records, window[0], window[1], unit["launch"], info) if window else None
+        judged = (validity.window_validity(records, window[0], window[1], unit["launch"], info, rank_pids)
+                  if window else None)
         unit["disturbed"] = bool(judged and judged.get("disturbed"))
         unit["reasons"] = list(judged.get("reasons") or []) if judged and judged.get("disturbed") else []
     quiet = [u for u in entry["launches"] if not u["disturbed"]]
@@ -200,6 +202,20 @@ def _measure_window(state: Any, entry: dict[str, Any], last_t: float) -> tuple[f
     return state.started_t, state.ended_t or last_t
 
 
+def _add_gpu_figures(state: Any, entry: dict[str, Any], records: list[dict[str, Any]],
+                     window: tuple[float, float]) -> None:
+    """The GPUs' idle share over every used launch's measured steps (the host-bound verdict's evidence), and
+    the GPU memory peak the load table shows beside NVML's own (``tables.memory_peak_shown``)."""
+    load = entry["telemetry"]
+    used = {u["launch"] for u in entry.get("launches", ()) if u.get("used")}
+    windows = [(name, start, end) for name, start, end, _ in state.launch_windows() if name in used]
+    readings = timeline.busy_readings(records, windows or [(state.launch, window[0], window[1])])
+    load["gpu_idle"] = verdict.gpu_idle(readings)
+    on_gpus = sum(1 for rank in load["ranks"].values() if rank.get("gpu") in load["gpus"])
+    load["mem_peak_shown_bytes"], load["mem_peak_source"] = tables.memory_peak_shown(
+        load["mem_peak_bytes"], entry["peak_memory_bytes"], on_gpus, entry["mode"], entry["world_size"])
+
+
 def _add_telemetry(
     session: Session, states: list[Any], entries: list[dict[str, Any]], kept: list[dict[str, Any]] | None
 ) -> dict[str, Any]:
@@ -208,8 +224,9 @@ def _add_telemetry(
         records = sorted(records + list(kept), key=lambda e: e["t"])
     last_t = records[-1]["t"] if records else time.time()
     info = timeline.timeline_info(records)
+    rank_pids = session.rank_pids()
     for state, entry in zip(states, entries):
-        _judge_launches(state, entry, records, info)
+        _judge_launches(state, entry, records, info, rank_pids)
         window = _measure_window(state, entry, last_t)
         iters = _window_iters(state, window) if window else None
         examples = (iters if iters is not None else entry["measured_iters"] or 0) * entry["global_batch"] \
@@ -221,8 +238,11 @@ def _add_telemetry(
             if window
             else None
         )
+        if entry["telemetry"] is not None:
+            _add_gpu_figures(state, entry, records, window)
         # interference and faults over the same window: was the node quiet while it was measured?
-        entry["validity"] = validity.window_validity(records, window[0], window[1], state.launch, info) if window else None
+        entry["validity"] = (validity.window_validity(records, window[0], window[1], state.launch, info, rank_pids)
+                             if window else None)
     return {
         "file": TIMELINE_FILE if records else None,
         "readings": len(records),

@@ -621,6 +621,11 @@ class Session:
                 and isinstance(hello.get("pid"), int)
             ]
 
+    def rank_pids(self) -> frozenset[int]:
+        """The PID of every rank the run has heard from (any launch, any host): none of them is a stranger on a GPU."""
+        with self.lock:
+            return frozenset(h["pid"] for h in self.hellos.values() if isinstance(h.get("pid"), int))
+
     def writer_alive(self) -> bool | None:
         """Whether the ddptop that runs this sweep still runs: None when it ran on another host or said no
         hello (nothing can be known from here)."""

@@ -385,6 +385,7 @@ class SweepRunner:
         if not records:
             return []
         info = timeline.timeline_info(records)
+        rank_pids = self.session.rank_pids()
         again: dict[tuple[int, str, int], list[ConfigSpec]] = {}
         for launch in self.plan.launches():
             if launch.replicate:
@@ -394,7 +395,7 @@ class SweepRunner:
                 if state.status != Status.OK:
                     continue
                 disturbed = [name for name, start, end, _ in state.launch_windows()
-                             if (validity.window_validity(records, start, end, name, info) or {}).get("disturbed")]
+                             if (validity.window_validity(records, start, end, name, info, rank_pids) or {}).get("disturbed")]
                 if disturbed:
                     again.setdefault((launch.world_size, launch.backend, launch.nodes), []).append(
                         replace(config, round=config.rounds))

@@ -6,7 +6,8 @@ and each running rank's process load, each rank tied to its GPU (NVML's process 
 A process on a GPU that is not a rank is marked ``"foreign": true`` when NVML's PIDs are this PID
 namespace's (a rank on that GPU was found by its PID), and ``"foreign": "unknown"`` when they are not (the
 ranks on that GPU were placed through CUDA_VISIBLE_DEVICES: NVML shows host PIDs, which cannot be told
-apart). The host part says how much CPU other processes took (``ddptop.telemetry.host``).
+apart). A GPU process of this ddptop's own process tree (a new launch's rank whose hello is not read yet) is
+marked ``"launch": true``, never foreign. The host part says how much CPU other processes took (``ddptop.telemetry.host``).
 Records are appended to ``telemetry.jsonl`` in the run directory as they are taken, so the timeline
 survives a crash, and the last ``keep`` stay in memory for live views. Where the file cannot take them
 (a full disk, a quota), ``not_saved`` says why and every later record is kept in ``unsaved`` for the
@@ -22,6 +23,8 @@ import time
 from dataclasses import asdict
 from typing import Any, Callable
 
+import psutil
+
 from ddptop.telemetry import nvml as nv
 from ddptop.telemetry.gpu import GpuReading, GpuSampler
 from ddptop.telemetry.host import HostSampler, RankProcess
@@ -30,6 +33,15 @@ from ddptop.protocol.wire import EventsUnwritable, EventWriter, make_event
 
 DEFAULT_INTERVAL = 1.0
 UNSAVED_LIMIT = 100_000  # records kept in memory once the file is full (~300 MB at most)
+
+
+def own_process_tree() -> set[int]:
+    """The PIDs of this process's descendants (its launches' agents and ranks), read when NVML lists a GPU process
+    that is not a known rank; empty where they cannot be listed."""
+    try:
+        return {child.pid for child in psutil.Process().children(recursive=True)}
+    except psutil.Error:
+        return set()
 
 
 class Monitor:
@@ -197,12 +209,21 @@ class Monitor:
             if 0 <= local < len(visible):
                 rank["gpu"] = visible[local].index
         placed = {rank["gpu"] for rank in ranks if "gpu" in rank}
+        own: set[int] | None = None
         for reading in gpus:
             tied = any("rank" in process for process in reading.processes)
             for process in reading.processes:
-                if "rank" not in process:
-                    # PIDs comparable (a rank matched here) or no rank on this GPU: surely not a rank
-                    process["foreign"] = True if tied or reading.index not in placed else "unknown"
+                if "rank" in process:
+                    continue
+                if own is None:
+                    own = own_process_tree()
+                if process["pid"] in own:
+                    # a rank of a launch this ddptop started whose hello is not read yet: NVML lists it on its GPU
+                    # as soon as it opens a context, before it says hello
+                    process["launch"] = True
+                    continue
+                # PIDs comparable (a rank matched here) or no rank on this GPU: surely not a rank
+                process["foreign"] = True if tied or reading.index not in placed else "unknown"
 
     def refresh(self) -> None:
         """Nothing to read: the thread fills ``records`` (the same interface as TimelineFollower)."""

@@ -14,7 +14,7 @@ report it) is ``None`` with a note saying "not recorded", never a guess.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Collection, Iterable
 
 # thresholds: a window is disturbed when one is passed
 OTHER_CPU_CORES_MAX = 0.5  # other processes' mean CPU over the window, in cores
@@ -63,9 +63,12 @@ class ValidityAccumulator:
     """Validity of one configuration's window, built from records added in time order."""
 
     def __init__(self, start: float, end: float | None, launch: str | None,
-                 info: dict[str, Any] | None = None) -> None:
+                 info: dict[str, Any] | None = None, rank_pids: Collection[int] = ()) -> None:
         self.start, self.end, self.launch = start, end, launch
         self.info = info
+        # every rank's PID the run has heard of, in any launch: NVML lists a new launch's rank on its GPU before
+        # its hello is read, and the telemetry record of that moment may call it "not a rank"; it never was one
+        self.rank_pids = set(rank_pids)
         self.readings = 0
         self.coarse = False
         self.last_t: float | None = None
@@ -268,8 +271,8 @@ class ValidityAccumulator:
                     static = self._static(index)
                     reasons.append(f"GPU {index}: PCIe link gen{gpu.worst_link[0]} x{gpu.worst_link[1]} while busy "
                                    f"(can do gen{static.get('pcie_gen_max')} x{static.get('pcie_width_max')})")
-        foreign = [dict(v) for (index, _pid), v in sorted(self._foreign.items(), key=lambda kv: (kv[0][0], str(kv[0][1])))
-                   if index in self._job_gpus]
+        foreign = [dict(v) for (index, pid), v in sorted(self._foreign.items(), key=lambda kv: (kv[0][0], str(kv[0][1])))
+                   if index in self._job_gpus and pid not in self.rank_pids]
         out["foreign_gpu_processes"] = foreign
         for process in foreign:
             if process["known"]:
@@ -298,9 +301,11 @@ def window_validity(
     end: float,
     launch: str | None,
     info: dict[str, Any] | None = None,
+    rank_pids: Collection[int] = (),
 ) -> dict[str, Any]:
-    """Validity of the window ``(start, end]`` of a configuration run by ``launch``; records in time order."""
-    acc = ValidityAccumulator(start, end, launch, info)
+    """Validity of the window ``(start, end]`` of a configuration run by ``launch``; records in time order;
+    ``rank_pids``: the PIDs of the run's ranks (their hellos), never taken for a stranger on a GPU."""
+    acc = ValidityAccumulator(start, end, launch, info, rank_pids)
     acc.add_all(records)
     if not acc.readings:
         after = next((r for r in records if r["t"] > end), None)
@@ -333,6 +338,7 @@ class LiveValidity:
         launch: str | None,
         records: Iterable[dict[str, Any]],
         info: dict[str, Any] | None = None,
+        rank_pids: Collection[int] = (),
     ) -> dict[str, Any]:
         if self._key != (config_id, started_t) or self._acc is None:
             self._key = (config_id, started_t)
@@ -340,7 +346,9 @@ class LiveValidity:
             self._answer = None
         acc = self._acc
         acc.add_all(records)
-        if self._answer is None or self._answer[0] != acc.readings:
+        new_ranks = set(rank_pids) - acc.rank_pids  # a hello read since: its process was never a stranger
+        acc.rank_pids |= new_ranks
+        if self._answer is None or self._answer[0] != acc.readings or new_ranks:
             self._answer = (acc.readings, acc.result())
             self.known[config_id] = self._answer[1]
         return self._answer[1]
