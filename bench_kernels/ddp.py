@@ -194,15 +194,8 @@ class Worker:
             self.device = torch.device("cuda", index)
         else:
             self.device = torch.device("cpu")
-        # measured before the group forms (the other ranks run no steps yet), reported after the hello, which
-        # stays every events file's first line
-        ceilings = self._measure_ceilings() if self.spec.measure_ceiling and self.rank == 0 else []
         self._join_process_group()
         self._say_hello()
-        for ceiling in ceilings:
-            self.writer.emit("ceiling", **ceiling)
-        if ceilings:
-            self.writer.flush()
         self._freeze_what_lasts()
 
     def _freeze_what_lasts(self) -> None:
@@ -216,16 +209,32 @@ class Worker:
         gc.collect()
         gc.freeze()
 
+    def measure_ceilings(self) -> None:
+        """Rank 0 measures the matmul ceilings, when the launch asks, after the launch's last measured step: the
+        matmuls hold a GPU at its power cap for seconds (630-670 W on an H100, its clocks limited), and a step
+        measured right after them in the same launch ran slower than in the launches without them. The other ranks
+        wait meanwhile (on the CPU, no teardown of theirs runs beside the measurement)."""
+        if not self.spec.measure_ceiling:
+            return
+        if self.rank == 0:
+            for ceiling in self._measure_ceilings():
+                self.writer.emit("ceiling", **ceiling)
+            self.writer.flush()
+        if self.world_size > 1:
+            self.dist.barrier()
+
     def _measure_ceilings(self) -> list[dict[str, Any]]:
-        """The best matmul FLOP/s this device reaches in each dtype the sweep's steps run in (convolutions
-        and matmuls may differ: ``bench_kernels.flops.op_dtypes``); a dtype that cannot be measured (a small
-        GPU out of memory) is left out with a line in the rank's log: only the "of measured ceiling" figures
-        are lost, never the launch."""
-        amp = self.spec.configs[0].amp if self.spec.configs else None
+        """The best matmul FLOP/s this device reaches in each dtype any of the launch's configurations runs in
+        (convolutions and matmuls may differ: ``bench_kernels.flops.op_dtypes``; a variant's autocast counts, as
+        ``ddptop tune``'s amp_bf16 beside DDP in fp32); a dtype that cannot be measured (a small GPU out of
+        memory) is left out with a line in the rank's log: only the "of measured ceiling" figures are lost,
+        never the launch."""
         cuda = self.device.type == "cuda"
         name = self.torch.cuda.get_device_name(self.device) if cuda else platform.processor() or "cpu"
+        amps = {cfg.amp for cfg in self.spec.configs} or {None}
+        dtypes = {dtype for amp in amps for dtype in op_dtypes(self.torch, self.device, amp).values()}
         found = []
-        for dtype in sorted(set(op_dtypes(self.torch, self.device, amp).values())):
+        for dtype in sorted(dtypes):
             try:
                 ceiling = matmul_ceiling(self.torch, self.device, dtype)
             except Exception as exc:  # noqa: BLE001 - see above
@@ -665,6 +674,7 @@ def _run(worker: "Worker", spec: LaunchSpec) -> int:
             config_id = None
         if spec.collectives and worker.world_size > 1:
             worker.run_collectives()
+        worker.measure_ceilings()  # after every measured step of the launch
     except Terminated:  # the phase in progress has sent its samples; close writes them
         worker.writer.close()
         return 143

@@ -218,6 +218,10 @@ def test_an_oom_in_the_communication_analysis_keeps_the_measured_steps(tmp_path)
     kinds = [e["type"] for e in events if e["type"] in ("config_end", "comm", "error")
              and e.get("config_id", "").endswith("bucket25")]
     assert kinds == ["config_end", "error"]  # ended before its analysis failed; nothing ended it again
+    # the ceiling is measured after the launch's last measured step, so that no step runs after its matmuls
+    order = [e["type"] for e in events]
+    assert order.count("ceiling") == 1 and order[0] == "hello" and order[-1] == "bye"
+    assert order.index("ceiling") > max(i for i, kind in enumerate(order) if kind in ("config_end", "samples"))
 
 
 def test_bf16_without_tensor_cores_is_said_and_gloo_gpu_collectives_are_refused():
@@ -263,3 +267,25 @@ def test_a_ceiling_that_cannot_be_measured_loses_only_the_ceiling(monkeypatch, c
     worker.torch = SimpleNamespace()
     assert worker._measure_ceilings() == []
     assert "matmul ceiling in fp32 not measured: MemoryError: CUDA out of memory" in capsys.readouterr().err
+
+
+def test_the_ceilings_cover_every_dtype_of_the_launch_not_only_its_first_configuration(monkeypatch):
+    """A tune measures DDP as written (fp32) and its amp_bf16 variant in one launch: both dtypes get a ceiling,
+    whichever configuration comes first."""
+    import bench_kernels.ddp as ddp
+
+    measured = []
+
+    def ceiling(torch, device, dtype):
+        measured.append(dtype)
+        return {"dtype": dtype, "flops_per_s": 1e12, "sizes": [], "method": "best square matmul"}
+
+    monkeypatch.setattr(ddp, "matmul_ceiling", ceiling)
+    worker = ddp.Worker.__new__(ddp.Worker)
+    worker.device = SimpleNamespace(type="cpu")
+    worker.torch = SimpleNamespace(get_num_threads=lambda: 2)
+    for first, then in ((None, "bf16"), ("bf16", None)):
+        measured.clear()
+        worker.spec = SimpleNamespace(configs=(config(amp=first), config(amp=then)))
+        found = worker._measure_ceilings()
+        assert sorted(measured) == ["bf16", "fp32"] and sorted(c["dtype"] for c in found) == ["bf16", "fp32"]

@@ -730,7 +730,7 @@ class StrategyTable(Record):
 
 @dataclass(kw_only=True)
 class Ceiling(Record):
-    """The best square matmul measured at the sweep's start, in one dtype."""
+    """The best square matmul measured after the steps of the sweep's first launch, in one dtype."""
     device_name: str | None = None
     dtype: str | None = None
     flops_per_s: float = 0.0

@@ -709,8 +709,8 @@ def _peaks_note(summary: Summary) -> str:
     ceilings = "; ".join(f"{units.number(c.flops_per_s / 1e12, 3)} TFLOP/s {c.dtype} on "
                          f"{c.device_name or 'this device'}" for c in summary.ceilings)
     return ("FLOPs per step counted by torch.utils.flop_counter on one forward and backward of the rank's batch; "
-            f"datasheet: {', '.join(sources) or 'none'}; measured ceiling (best square matmul at the sweep's "
-            f"start): {ceilings or 'not measured'}.")
+            f"datasheet: {', '.join(sources) or 'none'}; measured ceiling (best square matmul, after the sweep's "
+            f"first launch's steps): {ceilings or 'not measured'}.")
 
 
 def compute_block(summary: Summary) -> Block:
