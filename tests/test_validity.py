@@ -6,7 +6,9 @@ machine is shared, so GPU cases replace the host part of their records with a qu
 are whatever else the machine runs at that moment.
 """
 
+import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -320,3 +322,76 @@ def test_a_gpu_process_of_ddptops_own_process_tree_is_never_foreign(tmp_path):
         record["ranks"] = [{"rank": 0, "pid": child.pid, "launch": "L", "gpu": 0}]  # its hello, read later
     found = validity.window_validity(records, records[0]["t"], records[-1]["t"], "L")
     assert not found["disturbed"] and found["foreign_gpu_processes"] == []
+
+
+# -- the GPUs' state in each launch ---------------------------------------------------------------------------------
+
+H100_DEFAULT = os.path.join(REPO, "tests", "data", "h100", "default")
+
+
+def _rebuilt(run_dir: str) -> dict:
+    done = subprocess.run([sys.executable, "-m", "ddptop", "report", run_dir, "--rebuild", "--format", "json"],
+                          capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_each_launch_records_its_gpus_state_and_one_off_the_steady_state_is_flagged(tmp_path):
+    """The H100's default plan: three launches of each configuration, every one at 1980 MHz while busy with no
+    clock limit, 41-45 °C: none flagged, so the 25% spread between DDP's launches is not the GPU's state. The
+    same run with a power cap and a lower clock written into the first launch's window: that launch is flagged."""
+    run = tmp_path / "default"
+    shutil.copytree(H100_DEFAULT, run)
+    summary = _rebuilt(str(run))
+    for entry in summary["configs"]:
+        assert [u["launch"] for u in entry["launches"]] == ["01-n1-nccl", "02-n1-nccl", "03-n1-nccl"]
+        for unit in entry["launches"]:
+            state = unit["gpu_state"]["0"]
+            assert state["sm_clock_busy_mhz"] == 1980 and state["limits"] == {} and unit["unsteady"] == []
+            assert 40 <= state["temp_c"] <= 46 and state["readings"] >= 5 and state["power_w"] > 250
+    ddp = next(e for e in summary["configs"] if e["mode"] == "ddp")
+    first = ddp["launches"][0]
+    start, end = _window(run, "01-n1-nccl", ddp["config_id"])
+    lines = (run / "telemetry.jsonl").read_text().splitlines()
+    with open(run / "telemetry.jsonl", "w", encoding="utf-8") as handle:
+        for line in lines:
+            record = json.loads(line)
+            if start < record["t"] <= end:
+                record["gpus"][0].update(throttle=["power cap"], sm_clock_mhz=1600)
+            handle.write(json.dumps(record) + "\n")
+    again = next(e for e in _rebuilt(str(run))["configs"] if e["mode"] == "ddp")
+    flagged = again["launches"][0]
+    assert flagged["launch"] == first["launch"] and flagged["gpu_state"]["0"]["limits"] == {"power cap": 1.0}
+    assert flagged["unsteady"] == ["GPU 0: power cap seen",
+                                   "GPU 0: SM clock 1600 MHz while busy, 1980 MHz in another launch"]
+    assert [u["unsteady"] for u in again["launches"][1:]] == [[], []]
+    text = subprocess.run([sys.executable, "-m", "ddptop", "report", str(run)], capture_output=True, text=True,
+                          timeout=300, cwd=REPO).stdout
+    table = text[text.index("Launch to launch"):].split("\n\n")[0]
+    assert "GPU busy clock, power, temp" in table
+    rows = [line for line in table.splitlines() if "-n1-nccl " in line]
+    assert len(rows) == 5 and all(" 1980 MHz " in row and row.endswith(" yes") for row in rows)  # the flagged
+    # launch held a clock limit, so it was also disturbed: its steps are not used and it has no row, only its note
+    assert ("1M/1G resnet50 bs32 01-n1-nccl: GPU 0: power cap seen; GPU 0: SM clock 1600 MHz while busy, "
+            "1980 MHz in another launch") in table
+
+
+def _window(run, launch: str, config_id: str) -> tuple[float, float]:
+    """A configuration's measured window in one launch: its config_end's time less its measured seconds."""
+    path = run / "launches" / launch / "events" / "rank-0.jsonl"
+    end = next(e for e in map(json.loads, path.read_text().splitlines())
+               if e["type"] == "config_end" and e["config_id"] == config_id)
+    return end["t"] - end["measure_s"], end["t"]
+
+
+def test_unsteady_launches_compares_each_launch_with_the_others():
+    def state(clock, temp, limits=None):
+        return {"0": {"sm_clock_busy_mhz": clock, "temp_c": temp, "limits": limits or {}}}
+
+    assert validity.unsteady_launches({"a": state(1980, 40), "b": state(1950, 45)}) == {"a": [], "b": []}
+    found = validity.unsteady_launches({"a": state(1980, 40), "b": state(1700, 55, {"HW thermal": 0.2}),
+                                        "c": state(1980, 41, {"sync boost": 1.0})})
+    assert found == {"a": [], "c": [], "b": ["GPU 0: HW thermal seen",
+                                             "GPU 0: SM clock 1700 MHz while busy, 1980 MHz in another launch",
+                                             "GPU 0: 55 °C, 40 °C in another launch"]}
+    assert validity.unsteady_launches({"only": state(1500, 80)}) == {"only": []}  # nothing to compare with

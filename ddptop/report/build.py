@@ -174,6 +174,11 @@ def _judge_launches(
                   if window else None)
         unit["disturbed"] = bool(judged and judged.get("disturbed"))
         unit["reasons"] = list(judged.get("reasons") or []) if judged and judged.get("disturbed") else []
+        unit["gpu_state"] = (judged or {}).get("gpu_state")
+    # the GPUs' state in each launch's window beside the others': a launch off the node's steady state is flagged
+    unsteady = validity.unsteady_launches({u["launch"]: u["gpu_state"] for u in entry["launches"] if u["gpu_state"]})
+    for unit in entry["launches"]:
+        unit["unsteady"] = unsteady.get(unit["launch"], [])
     quiet = [u for u in entry["launches"] if not u["disturbed"]]
     for unit in entry["launches"]:
         unit["used"] = (not unit["disturbed"]) if quiet else True
@@ -238,7 +243,7 @@ def _add_telemetry(
             if window
             else None
         )
-        if entry["telemetry"] is not None:
+        if entry["telemetry"] is not None and window:
             _add_gpu_figures(state, entry, records, window)
         # interference and faults over the same window: was the node quiet while it was measured?
         entry["validity"] = (validity.window_validity(records, window[0], window[1], state.launch, info, rank_pids)

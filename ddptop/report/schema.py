@@ -216,6 +216,9 @@ class LaunchUnit(Record):
     steps: int | None = None
     p50: float | None = None
     p50_ci: Interval | None = None
+    # per GPU index (a string) over the launch's window: busy SM clock, power, temperature, clock limits seen
+    gpu_state: dict[str, Any] | None = None
+    unsteady: list[str] = field(default_factory=list)  # why it was off the state its other launches ran at
 
 
 @dataclass(kw_only=True)

@@ -441,7 +441,21 @@ def launch_spread_line(summary: Summary) -> str:
             f"launches ({variance.df} degrees of freedom); every interval includes it.")
 
 
+GPU_STATE_HEADER = "GPU busy clock, power, temp"
+
+
+def _gpu_state_cell(state: dict[str, Any] | None) -> str:
+    """A launch's GPUs over its window: the lowest busy SM clock, the mean power per GPU, the hottest GPU."""
+    gpus = [g for g in (state or {}).values() if isinstance(g, dict)]
+    clocks = [g["sm_clock_busy_mhz"] for g in gpus if g.get("sm_clock_busy_mhz")]
+    power = [g["power_w"] for g in gpus if g.get("power_w") is not None]
+    temps = [g["temp_max_c"] for g in gpus if g.get("temp_max_c") is not None]
+    words = ([f"{min(clocks):.0f} MHz"] if clocks else []) + ([f"{sum(power) / len(power):.0f} W"] if power else [])
+    return " ".join(words + ([f"{max(temps):.0f} °C"] if temps else [])) or "-"
+
+
 def launch_rows(summary: Summary) -> list[tuple[str, ...]]:
+    with_gpus = any(unit.gpu_state for entry in summary.configs for unit in entry.launches)
     rows: list[tuple[str, ...]] = []
     for entry in summary.configs:
         for unit in entry.launches:
@@ -450,15 +464,25 @@ def launch_rows(summary: Summary) -> list[tuple[str, ...]]:
             used = "yes" if unit.used is not False else "no: disturbed, measured again"
             if unit.used is not False and unit.disturbed:
                 used = "yes, though disturbed (no quiet launch)"
+            if unit.unsteady:
+                used += "; not at steady state"
             rows.append((_config_name(entry), unit.launch or "", str(unit.steps or "-"),
-                         units.with_interval(unit.p50, unit.p50_ci, units.seconds), used))
+                         units.with_interval(unit.p50, unit.p50_ci, units.seconds))
+                        + ((_gpu_state_cell(unit.gpu_state),) if with_gpus else ()) + (used,))
     return rows
 
 
 def launches_block(summary: Summary) -> Block:
     parts: list[Part] = [Note(launch_spread_line(summary))]
     if any(len(e.launches) > 1 for e in summary.configs):
-        parts.append(Table(LAUNCH_HEADER, launch_rows(summary), first_left=True))
+        with_gpus = any(unit.gpu_state for entry in summary.configs for unit in entry.launches)
+        header = LAUNCH_HEADER[:-1] + ((GPU_STATE_HEADER,) if with_gpus else ()) + LAUNCH_HEADER[-1:]
+        parts.append(Table(header, launch_rows(summary), first_left=True))
+        unsteady = [f"{_config_name(e)} {u.launch}: " + "; ".join(u.unsteady)
+                    for e in summary.configs for u in e.launches if u.unsteady]
+        if unsteady:
+            parts.append(Note("Not at the state the other launches ran at (the GPUs' clocks, limits or temperature "
+                              "differed): " + " | ".join(unsteady)))
     return Block("Launch to launch", parts)
 
 

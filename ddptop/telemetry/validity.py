@@ -41,10 +41,14 @@ def _new_codes(before: list[int], now: list[int]) -> list[int]:
 
 class _Gpu:
     __slots__ = ("samples", "throttle_samples", "throttle", "busy_clock", "busy_low", "busy_link", "degraded",
-                 "link_seen", "worst_link", "xid_before", "xid", "ecc_first", "ecc_last")
+                 "link_seen", "worst_link", "xid_before", "xid", "ecc_first", "ecc_last", "clock_sum", "power",
+                 "temps")
 
     def __init__(self) -> None:
         self.samples = 0
+        self.clock_sum = 0.0  # SM clock over the busy samples with one (busy_clock of them)
+        self.power: list[float] = []
+        self.temps: list[float] = []
         self.throttle_samples = 0  # samples where the clock limits were read
         self.throttle: dict[str, int] = {}
         self.busy_clock = 0  # busy samples with an SM clock
@@ -158,8 +162,13 @@ class ValidityAccumulator:
         clock, clock_max = reading.get("sm_clock_mhz"), static.get("sm_clock_max_mhz")
         if busy and clock is not None and clock_max:
             gpu.busy_clock += 1
+            gpu.clock_sum += clock
             if clock < SM_CLOCK_FRACTION * clock_max:
                 gpu.busy_low += 1
+        if reading.get("power_w") is not None:
+            gpu.power.append(float(reading["power_w"]))
+        if reading.get("temp_c") is not None:
+            gpu.temps.append(float(reading["temp_c"]))
         gen, width = reading.get("pcie_gen"), reading.get("pcie_width")
         gen_max, width_max = static.get("pcie_gen_max"), static.get("pcie_width_max")
         if gen is not None and width is not None and gen_max and width_max:
@@ -236,6 +245,7 @@ class ValidityAccumulator:
                 notes.append("GPU checks skipped: no GPU ran this configuration")
             return
         out["gpu_checks"] = "done"
+        out["gpu_state"] = {str(index): _state(gpu) for index, gpu in gpus}
         samples = sum(g.throttle_samples for _, g in gpus)
         if samples:
             names = sorted({name for _, g in gpus for name in g.throttle})
@@ -293,6 +303,52 @@ class ValidityAccumulator:
             new = gpu.ecc_last - gpu.ecc_first  # type: ignore[operator]
             if new > 0:
                 reasons.append(f"GPU {index}: {new} new uncorrected ECC error{'s' if new > 1 else ''}")
+
+
+def _state(gpu: _Gpu) -> dict[str, Any]:
+    """One GPU's state over a window: its SM clock while busy, power, temperature and the clock limits seen."""
+    return {
+        "readings": gpu.samples,
+        "sm_clock_busy_mhz": gpu.clock_sum / gpu.busy_clock if gpu.busy_clock else None,
+        "power_w": sum(gpu.power) / len(gpu.power) if gpu.power else None,
+        "temp_c": sum(gpu.temps) / len(gpu.temps) if gpu.temps else None,
+        "temp_max_c": max(gpu.temps) if gpu.temps else None,
+        "limits": {name: count / gpu.throttle_samples for name, count in sorted(gpu.throttle.items())
+                   if gpu.throttle_samples},
+    }
+
+
+# a launch off the node's steady state, against the other launches of the same configuration
+STEADY_CLOCK_FRACTION = 0.97  # its busy SM clock below this fraction of the fastest launch's
+STEADY_TEMP_C = 10.0  # its mean temperature this far from the coolest launch's
+
+
+def unsteady_launches(states: dict[str, dict[str, Any] | None]) -> dict[str, list[str]]:
+    """Per launch (name -> its window's ``gpu_state``), why it was not at the state the configuration's other
+    launches ran at: a clock limit seen (power cap, thermal, ...), its GPUs' busy SM clock lower or their
+    temperature away from the rest. A configuration measured in one launch has nothing to compare with
+    except its clock limits."""
+    by_gpu: dict[str, dict[str, dict[str, Any]]] = {}
+    for launch, state in states.items():
+        for index, figures in (state or {}).items():
+            by_gpu.setdefault(index, {})[launch] = figures
+    found: dict[str, list[str]] = {launch: [] for launch in states}
+    for index, launches in sorted(by_gpu.items()):
+        clocks = {l: f["sm_clock_busy_mhz"] for l, f in launches.items() if f.get("sm_clock_busy_mhz")}
+        temps = {l: f["temp_c"] for l, f in launches.items() if f.get("temp_c") is not None}
+        for launch, figures in launches.items():
+            limits = [name for name, share in (figures.get("limits") or {}).items()
+                      if name in THROTTLE_FLAGGED and share > 0]
+            if limits:
+                found[launch].append(f"GPU {index}: {', '.join(limits)} seen")
+            top = max(clocks.values(), default=None)
+            if launch in clocks and top and clocks[launch] < STEADY_CLOCK_FRACTION * top:
+                found[launch].append(f"GPU {index}: SM clock {clocks[launch]:.0f} MHz while busy, "
+                                     f"{top:.0f} MHz in another launch")
+            coolest = min(temps.values(), default=None)
+            if launch in temps and coolest is not None and temps[launch] - coolest > STEADY_TEMP_C:
+                found[launch].append(f"GPU {index}: {temps[launch]:.0f} °C, {coolest:.0f} °C in another launch")
+    return found
 
 
 def window_validity(
