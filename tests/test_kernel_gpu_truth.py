@@ -279,12 +279,15 @@ def slow_warmup_model(num_classes: int = 10):
     class SlowFirst(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.body, self.calls = tiny_cnn(num_classes), 0
+            self.body, self.calls, self.forward_s = tiny_cnn(num_classes), 0, []
 
         def forward(self, x):
+            began = time.perf_counter()
             self.calls += 1
             time.sleep(SLOW_S if self.calls <= SLOW_STEPS else FAST_S)
-            return self.body(x)
+            out = self.body(x)
+            self.forward_s.append(time.perf_counter() - began)
+            return out
 
     return SlowFirst()
 
@@ -292,7 +295,9 @@ def slow_warmup_model(num_classes: int = 10):
 def test_ddp_s_averages_are_the_measured_steps_not_the_warm_up(tmp_path, one_rank_group):
     """DDP averages every step it recorded since the wrapper's first, and records a step at the next one's
     forward. Marked after the warm-up and read after the measured steps, the forward average is the measured
-    steps' (FAST_S), where DDP's own average over every step is pulled up by the slow warm-up."""
+    steps', where DDP's own average over every step is pulled up by the slow warm-up. No bound on the time
+    itself (a loaded machine stretches every step): the model times its own forwards, and DDP's measured
+    average holds the measured forwards (at least their mean) and lies below its average over every step."""
     from bench_kernels.comm_probe import ddp_logging_times
     from bench_kernels.ddp import Worker
     from bench_kernels.workload import build_workload
@@ -308,7 +313,10 @@ def test_ddp_s_averages_are_the_measured_steps_not_the_warm_up(tmp_path, one_ran
     every_step = ddp_logging_times(workload.net)["forward_compute_s"]
     measured = ddp_logging_times(workload.net, since=workload.logging_mark)
     assert measured["iterations"] == 8
-    assert FAST_S <= measured["forward_compute_s"] < FAST_S + 0.02 < every_step
+    own = workload.model.forward_s  # the model's own forward times, one per call: the warm-up's, then the measured
+    assert len(own) == SLOW_STEPS + 8 and min(own[:SLOW_STEPS]) >= SLOW_S
+    measured_own = sum(own[SLOW_STEPS:]) / 8
+    assert measured_own <= measured["forward_compute_s"] < every_step
     assert measured["backward_compute_s"] > 0
 
 
