@@ -47,13 +47,14 @@ def test_model_numbers_match_whole_and_unknown_gpus_say_so():
 
 
 def entry(fraction=None, ci=None, world_size=2, device="cpu", util=None, rank_cpu=None, peak=None, mfu=None,
-          link=None):
+          link=None, idle=None):
     comm = {}
     if fraction is not None:
         comm = {"exposed_comm_fraction": fraction, "exposed_comm_fraction_ci": ci}
     if link:
         comm["buckets"] = {"achieved": {"link_share": link[0], "link": link[1]}}
-    telemetry = {"util_mean": util, "ranks": {"0": {"cpu_mean": rank_cpu}} if rank_cpu is not None else {}}
+    telemetry = {"util_mean": util, "ranks": {"0": {"cpu_mean": rank_cpu}} if rank_cpu is not None else {},
+                 "gpus": [0], "gpu_idle": idle}
     return {"config_id": "m/ddp/bs8/n2/nccl", "mode": "ddp", "world_size": world_size, "device": device,
             "batch_size": 64, "stats": {"n": 50}, "communication": comm, "telemetry": telemetry,
             "peak_memory_bytes": peak, "flops": {"mfu_datasheet": mfu[0], "mfu_ceiling": mfu[1]} if mfu else {}}
@@ -78,13 +79,63 @@ def test_compute_bound_when_communication_is_surely_minor():
     assert v.verdict(entry(0.06, [0.0, 0.12]))["kind"] == v.BALANCED  # upper end above 10%: not surely minor
 
 
+def idle(share, ci, rank_cpu=100.0, readings=24, launches=3):
+    return {"share": share, "share_ci": ci, "readings": readings, "blocks": readings, "launches": launches,
+            "rank_cpu_mean": rank_cpu}
+
+
 def test_host_bound_and_memory():
-    host = v.verdict(entry(0.05, [0.02, 0.07], device="cuda", util=70 - 40, rank_cpu=100), GPU_ENV)
-    assert host["kind"] == v.HOST and host["text"].startswith("host-bound: GPUs idle 70% of the time, ranks at 100% CPU")
+    host = v.verdict(entry(0.05, [0.02, 0.07], device="cuda", util=75, idle=idle(0.25, [0.20, 0.30])), GPU_ENV)
+    assert host["kind"] == v.HOST
+    assert host["text"].startswith("host-bound: the GPU was idle 25% of the measured steps (95% CI 20%–30%, 24 readings "
+                                   "in 3 launches), the rank at 100% of a core — try a larger batch per GPU, CUDA "
+                                   "graphs or torch.compile(mode=\"reduce-overhead\")")
     full = v.verdict(entry(0.05, [0.02, 0.07], device="cuda", util=95, rank_cpu=40, peak=int(0.93 * (80 << 30))),
                      GPU_ENV)
     assert full["text"].endswith("memory: 93% of GPU memory at batch 64")
-    assert v.verdict(entry(0.05, [0.02, 0.07], device="cpu", util=10, rank_cpu=100))["kind"] == v.COMPUTE  # no GPU
+    # the same idle share on the CPU: no GPU, no host-bound verdict from it
+    assert v.verdict(entry(0.05, [0.02, 0.07], device="cpu", idle=idle(0.9, [0.85, 0.95])))["kind"] == v.COMPUTE
+
+
+def test_host_bound_only_when_the_idle_interval_clears_the_threshold_at_a_full_core():
+    def kind(share, ci, rank_cpu=100.0):
+        return v.verdict(entry(0.05, [0.02, 0.07], device="cuda", idle=idle(share, ci, rank_cpu)), GPU_ENV)["kind"]
+
+    low = v.HOST_IDLE_SHARE
+    assert kind(low + 0.05, [low + 0.01, low + 0.09]) == v.HOST
+    assert kind(low + 0.05, [low - 0.01, low + 0.11]) == v.COMPUTE  # the same share, an interval reaching below it
+    assert kind(0.5, None) == v.COMPUTE  # one reading: no interval, no verdict on it
+    assert kind(0.5, [0.4, 0.6], rank_cpu=v.RANK_CPU_BUSY - 5) == v.COMPUTE  # the rank not at a full core
+    assert kind(0.5, [0.4, 0.6], rank_cpu=v.RANK_CPU_BUSY) == v.HOST
+    assert v.thresholds()["host_idle_share"] == low and "gpu_idle_util" not in v.thresholds()
+
+
+def test_the_idle_share_and_its_interval_by_hand():
+    import math
+    import statistics
+
+    # one window from t=100, a reading a second from 100.5: the first counts only a second after the start
+    utils = [10, 70, 80, 75, 75, 60]
+    readings = [{"t": 100.5 + i, "window": 0, "start": 100.0, "util": u, "rank_cpu": 99.0 + i % 2}
+                for i, u in enumerate(utils)]
+    found = v.gpu_idle(readings)
+    shares = [1 - u / 100 for u in utils[1:]]
+    mean, sd = statistics.fmean(shares), statistics.stdev(shares)
+    half = 2.776 * sd / math.sqrt(len(shares))  # t(0.975, 4)
+    assert found["readings"] == found["blocks"] == 5 and found["launches"] == 1
+    assert found["share"] == pytest.approx(mean)
+    assert found["share_ci"] == pytest.approx([mean - half, mean + half], rel=2e-3)
+    assert found["rank_cpu_mean"] == pytest.approx(statistics.fmean(99.0 + i % 2 for i in range(1, 6)))
+    # four readings a second apart in two windows, then the same at a quarter second: readings less than
+    # a second apart are one observation, and two windows never share one
+    fast = [{"t": 10.0 + 0.25 * i, "window": 0, "start": 9.0, "util": 60 + 10 * (i // 4), "rank_cpu": 100.0}
+            for i in range(8)]
+    fast += [{"t": 50.0 + 0.25 * i, "window": 1, "start": 49.0, "util": 80.0, "rank_cpu": 100.0} for i in range(2)]
+    grouped = v.gpu_idle(fast)
+    assert grouped["blocks"] == 3 and grouped["readings"] == 10 and grouped["launches"] == 2
+    assert grouped["share"] == pytest.approx(statistics.fmean([0.4, 0.3, 0.2]))
+    assert v.gpu_idle([]) is None and v.gpu_idle(readings[:1]) is None  # nothing a second into its window
+    assert v.gpu_idle(readings[1:2])["share_ci"] is None  # one observation: no interval
 
 
 def test_one_rank_and_missing_figures():

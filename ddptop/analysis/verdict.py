@@ -1,26 +1,39 @@
 """One line per configuration saying what bounds its step: compute, communication, the host, or memory.
 
 The verdict reads figures the summary already holds (exposed communication with its 95% interval, model FLOPs
-utilisation, bus bandwidth as a share of the link's peak, GPU utilisation, the ranks' CPU, peak memory) and
-never states an effect its interval cannot tell from noise: communication counts as the bound only when
-the lower end of its interval clears the threshold, and as negligible only when the upper end stays under
-its own. Thresholds are here, in one place, and documented in docs/scaling-analysis.md ("Why it is not faster").
+utilisation, bus bandwidth as a share of the link's peak, the GPUs' idle share with its 95% interval, the
+ranks' CPU, peak memory) and never states an effect its interval cannot tell from noise: communication counts
+as the bound only when the lower end of its interval clears the threshold, and as negligible only when the
+upper end stays under its own; the host counts as the bound only when the lower end of the GPUs' idle share
+clears its threshold while the ranks ran at a full core. Thresholds are here, in one place, and documented in
+docs/scaling-analysis.md ("Why it is not faster").
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+import statistics
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ddptop import units
+from ddptop.protocol.precision import t_quantile
 
 # exposed communication, as a share of the step
 COMM_BOUND = 0.25  # its 95% interval's lower end at or above this: communication-bound
 COMM_MINOR = 0.10  # its upper end below this: communication is a minor cost
-# host-bound on a GPU: the GPUs busy less than this share of the time, while ...
-GPU_IDLE_UTIL = 70.0  # percent, NVML's mean utilisation over the measured steps
-RANK_CPU_BUSY = 90.0  # ... the ranks' mean CPU is at least this (percent of one core per rank, psutil)
+# host-bound on a GPU: the GPUs' idle share over the measured steps (100% less NVML's utilisation), its 95%
+# interval's lower end above this, while ...
+HOST_IDLE_SHARE = 0.10
+RANK_CPU_BUSY = 90.0  # ... the ranks' mean CPU over the same readings is at least this (percent of one core per rank)
+# NVML's utilisation covers a sample period of up to a second before each reading: a reading counts only this
+# long after its window opened (its period lies inside the measured steps), and readings closer than this (90%
+# of it, for jitter) are averaged into one before the interval, as they share part of their periods
+IDLE_BLOCK_S = 1.0
 MEMORY_FULL = 0.90  # peak memory at or above this share of the device's memory: memory-limited
+# what a host-bound step can change, in the order to try it
+HOST_ADVICE = ("a larger batch per GPU, CUDA graphs or torch.compile(mode=\"reduce-overhead\"), fewer small kernels "
+               "(a fused optimizer: fused=True or foreach=True)")
 
 COMPUTE, COMMUNICATION, HOST, MEMORY, BALANCED, UNKNOWN = (
     "compute-bound", "communication-bound", "host-bound", "memory", "balanced", "unknown")
@@ -58,10 +71,65 @@ def _gpu_memory_total(entry: Mapping[str, Any], environment: Mapping[str, Any] |
     return min(totals) if totals else None
 
 
-def _rank_cpu(entry: Mapping[str, Any]) -> float | None:
-    ranks = ((entry.get("telemetry") or {}).get("ranks") or {}).values()
-    values = [r.get("cpu_mean") for r in ranks if r.get("cpu_mean") is not None]
-    return sum(values) / len(values) if values else None
+_T975_SMALL = {1: 12.706, 2: 4.303, 3: 3.182}  # t's 0.975 quantile where the expansion in precision is poor
+
+
+def _t975(df: int) -> float:
+    return _T975_SMALL[df] if df in _T975_SMALL else t_quantile(0.975, df)
+
+
+def gpu_idle(readings: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """The GPUs' idle share over the measured steps with its 95% interval, from per-reading utilisations
+    (``ddptop.telemetry.timeline.busy_readings``: ``t``, ``window`` and its ``start``, ``util`` in percent,
+    ``rank_cpu``).
+
+    A reading counts from ``IDLE_BLOCK_S`` after its window's start, when NVML's sample period before it lies
+    inside the measured steps. Readings of one window less than 90% of ``IDLE_BLOCK_S`` after a block's first
+    join that block (they share the sample period); each block's idle share (1 - mean utilisation / 100) is one
+    observation, and the interval is Student's t over the blocks (none with fewer than two). ``rank_cpu_mean``:
+    the ranks' mean CPU over the same readings, in percent of one core. None without a reading that counts."""
+    readings = [r for r in readings if r["t"] - r.get("start", -math.inf) >= IDLE_BLOCK_S]
+    if not readings:
+        return None
+    blocks: list[list[Mapping[str, Any]]] = []
+    for reading in sorted(readings, key=lambda r: (r["window"], r["t"])):
+        last = blocks[-1] if blocks else None
+        if last and last[0]["window"] == reading["window"] and reading["t"] - last[0]["t"] < 0.9 * IDLE_BLOCK_S:
+            last.append(reading)
+        else:
+            blocks.append([reading])
+    idle = [1 - statistics.fmean(float(r["util"]) for r in block) / 100 for block in blocks]
+    share = statistics.fmean(idle)
+    interval = None
+    if len(idle) >= 2:
+        half = _t975(len(idle) - 1) * statistics.stdev(idle) / math.sqrt(len(idle))
+        interval = [max(0.0, share - half), min(1.0, share + half)]
+    return {
+        "share": share,
+        "share_ci": interval,
+        "readings": len(readings),
+        "blocks": len(blocks),
+        "launches": len({r["window"] for r in readings}),
+        "rank_cpu_mean": statistics.fmean(float(r["rank_cpu"]) for r in readings),
+    }
+
+
+def _host_bound(idle: Mapping[str, Any] | None) -> bool:
+    """The GPUs surely idle more than ``HOST_IDLE_SHARE`` of the time, the ranks at a full core meanwhile."""
+    if not idle or not idle.get("share_ci") or idle.get("rank_cpu_mean") is None:
+        return False
+    return idle["share_ci"][0] > HOST_IDLE_SHARE and idle["rank_cpu_mean"] >= RANK_CPU_BUSY
+
+
+def _host_words(idle: Mapping[str, Any], gpus: int, ranks: int) -> str:
+    low, high = idle["share_ci"]
+    launches = idle.get("launches") or 1
+    where = f"{idle['readings']} readings" + (f" in {launches} launches" if launches > 1 else "")
+    gpu = "the GPUs were" if gpus > 1 else "the GPU was"
+    rank = f"the ranks at {idle['rank_cpu_mean']:.0f}% of a core each" if ranks > 1 else \
+        f"the rank at {idle['rank_cpu_mean']:.0f}% of a core"
+    return (f"host-bound: {gpu} idle {units.percent(idle['share'])} of the measured steps (95% CI "
+            f"{units.percent(low)}–{units.percent(high)}, {where}), {rank} — try {HOST_ADVICE}")
 
 
 def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -77,12 +145,12 @@ def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = No
     if total and peak and peak / total >= MEMORY_FULL:
         notes.append(f"memory: {units.percent(peak / total)} of GPU memory at batch {entry.get('batch_size')}")
 
-    util, rank_cpu = telemetry.get("util_mean"), _rank_cpu(entry)
-    if on_gpu and util is not None and rank_cpu is not None and util < GPU_IDLE_UTIL and rank_cpu >= RANK_CPU_BUSY:
-        text = f"host-bound: GPUs idle {100 - util:.0f}% of the time, ranks at {rank_cpu:.0f}% CPU"
-        return {"kind": HOST, "text": "; ".join([text] + notes)}
-
     mfu = _mfu_words(entry)
+    idle = telemetry.get("gpu_idle")
+    if on_gpu and idle and _host_bound(idle):
+        text = _host_words(idle, len(telemetry.get("gpus") or ()), len(telemetry.get("ranks") or ()))
+        return {"kind": HOST, "text": "; ".join([text] + ([mfu] if mfu else []) + notes)}
+
     fraction, interval = _exposed(entry)
     single = entry.get("mode") != "ddp" or entry.get("world_size", 1) < 2
     if single:
@@ -113,5 +181,5 @@ def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = No
 
 def thresholds() -> dict[str, float]:
     """The thresholds as saved with each summary, so a verdict can be read against what produced it."""
-    return {"comm_bound": COMM_BOUND, "comm_minor": COMM_MINOR, "gpu_idle_util": GPU_IDLE_UTIL,
-            "rank_cpu_busy": RANK_CPU_BUSY, "memory_full": MEMORY_FULL}
+    return {"comm_bound": COMM_BOUND, "comm_minor": COMM_MINOR, "host_idle_share": HOST_IDLE_SHARE,
+            "rank_cpu_busy": RANK_CPU_BUSY, "idle_block_s": IDLE_BLOCK_S, "memory_full": MEMORY_FULL}

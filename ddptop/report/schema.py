@@ -26,7 +26,7 @@ from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT
 
 __all__ = [
     "SchemaError", "Record", "Summary", "Config", "StepFigures", "Percentiles", "RankSpread", "LaunchUnit",
-    "Communication", "DdpLogging", "Buckets", "Achieved", "WindowLoad", "RankLoad", "Validity", "Straggler",
+    "Communication", "DdpLogging", "Buckets", "Achieved", "WindowLoad", "RankLoad", "GpuIdle", "Validity", "Straggler",
     "StragglerEvidence", "Unconfirmed", "Flops", "Verdict", "ScalingTable", "ScalingRow", "Amdahl", "Epoch",
     "Projection", "ProjectionPoint", "BatchTable", "BatchRow", "CollectiveTable", "CollectiveRow",
     "DpVsDdpRow", "TuneTable", "TuneRow", "StrategyTable", "StrategyRow", "FrontierPoint", "Ceiling", "Uncertainty", "LaunchVariance", "Overhead", "LaunchRecord", "TelemetrySource",
@@ -275,7 +275,21 @@ class RankLoad(Record):
     pid: int | None = None
     peak_rss_bytes: int | None = None
     threads_max: int | None = None
+    gpu: int | None = None
     cpu_mean: float | None = None
+    readings: int | None = None  # the readings behind cpu_mean
+
+
+@dataclass(kw_only=True)
+class GpuIdle(Record):
+    """The GPUs' idle share over every used launch's measured steps, the host-bound verdict's evidence
+    (``ddptop.analysis.verdict.gpu_idle``)."""
+    share: float | None = None
+    share_ci: Interval | None = None
+    readings: int | None = None
+    blocks: int | None = None  # readings less than a second apart count as one
+    launches: int | None = None
+    rank_cpu_mean: float | None = None  # percent of one core, over the same readings
 
 
 @dataclass(kw_only=True)
@@ -298,6 +312,11 @@ class WindowLoad(Record):
     dram_active_mean: float | None = None
     host_cpu_mean: float | None = None
     ranks: dict[str, RankLoad] = field(default_factory=dict)
+    gpu_idle: GpuIdle | None = None
+    # the GPU memory peak the load table shows: NVML's mem_peak_bytes, or the allocator's peak where that is
+    # larger (mem_peak_source "nvml" or "allocator"; ddptop.report.tables.memory_peak_shown)
+    mem_peak_shown_bytes: int | None = None
+    mem_peak_source: str | None = None
 
     def gpm(self, name: str) -> float | None:
         """One of the GPM counters' means by its key (``sm_active_mean``...)."""

@@ -170,6 +170,29 @@ def _gpu_figures(
     return figures
 
 
+def busy_readings(records: list[dict[str, Any]], windows: list[tuple[str | None, float, float]]) -> list[dict[str, Any]]:
+    """Each reading inside a measured window ``(launch, start, end]`` that read every GPU the launch's ranks
+    used and at least one of those ranks' CPU: its time, its window's index and start, the GPUs' mean utilisation
+    (percent; NVML's, over its sample period before the reading) and the ranks' mean CPU (percent of one
+    core, since the reading before). The evidence of the host-bound verdict (``ddptop.analysis.verdict``)."""
+    found: list[dict[str, Any]] = []
+    for index, (launch, start, end) in enumerate(windows):
+        gpus = gpus_of_launch(records, launch, start, end)
+        if not gpus:
+            continue
+        for record in records:
+            if not start < record["t"] <= end:
+                continue
+            utils = [float(g["util"]) for i in gpus if (g := _gpu(record, i)) is not None
+                     and isinstance(g.get("util"), (int, float))]
+            cpus = [float(r["cpu"]) for r in record.get("ranks") or ()
+                    if isinstance(r, dict) and r.get("launch") == launch and isinstance(r.get("cpu"), (int, float))]
+            if len(utils) == len(gpus) and cpus:
+                found.append({"t": record["t"], "window": index, "start": start, "util": sum(utils) / len(utils),
+                              "rank_cpu": sum(cpus) / len(cpus)})
+    return found
+
+
 def _rank_figures(records: list[dict[str, Any]], launch: str | None) -> dict[str, dict[str, Any]]:
     ranks: dict[str, dict[str, Any]] = {}
     cpu: dict[str, list[float]] = {}
@@ -187,6 +210,7 @@ def _rank_figures(records: list[dict[str, Any]], launch: str | None) -> dict[str
                 cpu.setdefault(key, []).append(float(reading["cpu"]))
     for key, entry in ranks.items():
         entry["cpu_mean"] = _mean(cpu.get(key, []))
+        entry["readings"] = len(cpu.get(key, []))  # behind cpu_mean (and the sampled peak RSS)
     return dict(sorted(ranks.items(), key=lambda kv: int(kv[0]) if kv[0].lstrip("-").isdigit() else 0))
 
 
