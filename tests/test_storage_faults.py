@@ -307,6 +307,21 @@ def small_tmpfs(path, size="200k"):
         subprocess.run(["umount", "-l", str(path)], check=False)
 
 
+def test_a_full_disk_that_got_a_few_pages_back_is_still_named_full(tmp_path):
+    """After a launch failed on a full disk, a writer that failed removed its partial file: the probe's 4 KiB fit
+    again, yet the disk is full. Under 1 MiB free it is said so, with what is free; a disk with room is not."""
+    with small_tmpfs(tmp_path / "disk", size="2m") as disk:
+        events = os.path.join(disk, "events")
+        os.makedirs(events)
+        assert rundir.storage_problem(events) is None  # 2 MiB free
+        with open(os.path.join(disk, "filler"), "wb") as handle:
+            handle.write(b"\0" * (2 * 1024 * 1024 - 64 * 1024))  # 64 KiB left
+        found = rundir.storage_problem(events)
+        assert found is not None and found.startswith("no space left on device writing events/ (")
+        assert found.endswith(" KiB free there after the launch failed)")
+        assert 0 < int(found.split("(")[1].split()[0]) <= 64
+
+
 def _assert_clean_end(done, out_dir):
     assert "Traceback" not in done.stdout + done.stderr
     assert "Benchmark: tests.tiny_models:tiny_cnn" in done.stdout  # the tables, from memory

@@ -101,9 +101,14 @@ def write_atomic(path: str, data: str | bytes) -> None:
         raise
 
 
+NEARLY_FULL_BYTES = 1 << 20  # free space under this, after a launch failed, is a full disk that a few freed pages hid
+
+
 def storage_problem(directory: str) -> str | None:
     """Whether a small file can be written in ``directory`` now: None, or why not (``no space left on
-    device writing events/``)."""
+    device writing events/``). A disk that filled up, then got a few pages back (a writer that failed
+    removed its partial file), takes the probe yet is still full: under ``NEARLY_FULL_BYTES`` free, it is
+    said so, with what is free, for the rank that could not even write its own error."""
     probe = os.path.join(directory, f".space-probe-{os.getpid()}")
     try:
         write_atomic(probe, b"\0" * 4096)
@@ -111,6 +116,15 @@ def storage_problem(directory: str) -> str | None:
         return describe_os_error(exc, directory) + "/"
     with contextlib.suppress(OSError):
         os.unlink(probe)
+    try:
+        stat = os.statvfs(directory)
+    except OSError:
+        return None
+    # root may write into the blocks a filesystem keeps for it (ext4's 5%): what it can still write is f_bfree
+    free = (stat.f_bfree if os.geteuid() == 0 else stat.f_bavail) * stat.f_frsize
+    if free < NEARLY_FULL_BYTES:
+        return (f"no space left on device writing {storage.shown_name(directory.rstrip(os.sep))}/ "
+                f"({free // 1024} KiB free there after the launch failed)")
     return None
 
 
