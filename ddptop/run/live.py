@@ -138,6 +138,14 @@ class LiveRun:
         return EXIT_OK
 
 
+def gpu_steps_run(session: Session) -> bool:
+    """Whether a configuration's warm-up or measured steps run on a GPU now: the telemetry reads faster then
+    (``Monitor.fast_while``), so a short measured window gets readings of its own."""
+    running = session.measuring()
+    state = session.configs.get(running) if running else None
+    return state is not None and state.spec.device == "cuda"
+
+
 def create_live_run(
     options: PlanOptions,
     out: str | None = None,
@@ -169,5 +177,6 @@ def create_live_run(
         raise RunDirError(f"cannot write the run directory {run_dir}: {exc}") from None
     monitor = None
     if telemetry_interval > 0:
-        monitor = Monitor(telemetry_interval, os.path.join(run_dir, TIMELINE_FILE), None, session.rank_processes)
+        monitor = Monitor(telemetry_interval, os.path.join(run_dir, TIMELINE_FILE), None, session.rank_processes,
+                          fast_while=lambda: gpu_steps_run(session))
     return LiveRun(plan, session, env, monitor, cluster, topology, fallback_dir, plots)
