@@ -4,6 +4,7 @@ import asyncio
 import json
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -21,6 +22,7 @@ from .conftest import REPO, processes_mentioning, wait_path
 from .tui_helpers import first_frame, open_summary, screen_text, settled, summary_text, wait_for
 
 RECORDED = os.path.join("tests", "data", "recorded-run")  # relative: paths on screen stay the same anywhere
+H100 = os.path.join("tests", "data", "h100", "default")  # a real GPU's steps: resnet50 bs32 on one H100, N=1
 
 
 @pytest.fixture
@@ -272,12 +274,14 @@ def test_terminal_going_away_stops_the_ranks_and_saves_what_was_measured(tmp_pat
 def test_braille_chart_puts_extremes_on_the_edges():
     from ddptop.tui.format import braille_chart
 
-    rows, low, high = braille_chart([[1.0, 2.0, 3.0], [2.0, 2.0, 2.0]], width=10, height=3)
-    assert (low, high) == (1.0, 3.0) and len(rows) == 3 and all(len(r.plain) == 10 for r in rows)
+    plot = braille_chart([[1.0, 2.0, 3.0], [2.0, 2.0, 2.0]], width=10, height=3)
+    rows = plot.rows
+    assert (plot.low, plot.high) == (1.0, 3.0) and len(rows) == 3 and all(len(r.plain) == 10 for r in rows)
     assert rows[2].plain[0] != " " and rows[0].plain[-1] != " "  # 1.0 bottom left, 3.0 top right
     assert rows[0].plain[0] == " " and rows[2].plain[-1] == " "
-    empty, _, _ = braille_chart([[]], width=4, height=2)
-    assert [r.plain for r in empty] == ["    ", "    "]
+    assert plot.above == plot.below == 0 and not plot.top_row  # too few steps for quartiles: all on the axis
+    empty = braille_chart([[]], width=4, height=2)
+    assert [r.plain for r in empty.rows] == ["    ", "    "]
 
 
 def test_braille_chart_colours_every_dot_by_its_series_and_nothing_else():
@@ -286,7 +290,7 @@ def test_braille_chart_colours_every_dot_by_its_series_and_nothing_else():
     # series 0 high and series 1 low, interleaved in time: every dot of the top row is series 0's colour
     fast = [1.0 + 0.01 * (i % 3) for i in range(40)]
     slow = [2.0 - 0.01 * (i % 2) for i in range(40)]
-    rows, _, _ = braille_chart([fast, slow], width=12, height=4)
+    rows = braille_chart([fast, slow], width=12, height=4).rows
     for row, colour in ((rows[0], SERIES_STYLES[1]), (rows[-1], SERIES_STYLES[0])):
         for offset, char in enumerate(row.plain):
             style = str(row.get_style_at_offset(Console(), offset))
@@ -339,8 +343,10 @@ def test_the_step_chart_shows_a_rolling_median_over_its_p10_p90_band():
 
     series = [[0.100 + 0.002 * ((i * 7 + rank) % 5) + (0.010 if i >= 600 else 0.0) for i in range(1000)]
               for rank in range(2)]
-    rows, low, high, per_column = band_chart(series, 50, 8)
-    assert per_column == 20 and low == pytest.approx(0.100) and high == pytest.approx(0.118)
+    plot = band_chart(series, 50, 8)
+    rows = plot.rows
+    assert plot.per_column == 20 and plot.low == pytest.approx(0.100) and plot.high == pytest.approx(0.118)
+    assert plot.above == plot.below == 0  # a step up that lasts is no outlier: the axis spans both levels
 
     def median_row(column):
         return next(r for r, row in enumerate(rows) if row.plain[column] != " ")
@@ -351,6 +357,121 @@ def test_the_step_chart_shows_a_rolling_median_over_its_p10_p90_band():
     assert banded and min(banded) <= median_row(45) <= max(banded)
 
 
+def _upper_fence(steps):
+    """Tukey's upper fence of the steps, with the standard library's quartiles (linear interpolation)."""
+    from ddptop.tui import format as fmt
+
+    q1, median, q3 = statistics.quantiles(steps, n=4, method="inclusive")
+    return q3 + fmt.FENCE_IQRS * max(q3 - q1, fmt.FENCE_MIN_SPREAD * median)
+
+
+def _steady_steps(count):
+    """Steps of about 30 ms, five levels 0.3 ms apart in a fixed order (no randomness)."""
+    return [0.030 + 0.0003 * ((i * 7) % 5) for i in range(count)]
+
+
+def test_the_band_chart_axis_ends_at_the_fence_and_each_outlier_is_a_mark_in_its_column():
+    """One step per column, as a chart wider than the steps so far draws them: three steps 2.5x as slow and
+    one 0.3x as fast. The axis spans the others; each outlier is a mark in its own column, in a row beyond
+    the axis, and nothing of it is drawn between; the median of the rest uses the rows between."""
+    from ddptop.tui.format import ABOVE, BELOW, OUTLIER_STYLE, band_chart
+
+    width, height = 150, 12
+    series = _steady_steps(width)
+    slow, fast = (20, 75, 130), 100
+    for i in slow:
+        series[i] *= 2.5
+    series[fast] *= 0.3
+    usual = [v for i, v in enumerate(series) if i not in (*slow, fast)]
+    plot = band_chart([series], width, height)
+    assert plot.per_column == 1 and plot.top_row and plot.bottom_row
+    assert (plot.low, plot.high) == (min(usual), max(usual))  # the band of the rest, not the outliers
+    assert (plot.above, plot.largest, plot.below, plot.smallest) == (len(slow), max(series), 1, series[fast])
+    assert [c for c, char in enumerate(plot.rows[0].plain) if char != " "] == list(slow)
+    assert [c for c, char in enumerate(plot.rows[-1].plain) if char != " "] == [fast]
+    assert set(plot.rows[0].plain) == {ABOVE, " "} and set(plot.rows[-1].plain) == {BELOW, " "}
+    assert all(s.style == OUTLIER_STYLE for s in plot.rows[0].spans + plot.rows[-1].spans)
+    data = [row.plain for row in plot.rows[1:-1]]
+    assert all(row[c] == " " for row in data for c in (*slow, fast))
+    median_rows = {r for r, row in enumerate(data) if row.strip()}
+    levels = len(set(usual))
+    assert median_rows >= {0, len(data) - 1} and len(median_rows) == levels  # bottom to top, a row per level
+
+
+def test_the_per_rank_dots_keep_a_slower_rank_on_the_axis_and_mark_a_rank_s_spikes_in_its_colour():
+    """Rank 1 is 30% slower throughout: that is a straggler, on the axis. Rank 0 has two 3x spikes: marks of
+    rank 0's colour above the axis, and the axis ends below them."""
+    from ddptop.tui.format import ABOVE, SERIES_STYLES, braille_chart
+
+    width = 40
+    fast = _steady_steps(2 * width)
+    fast[10] *= 3
+    fast[61] *= 3
+    slow = [v * 1.3 for v in _steady_steps(2 * width)]
+    plot = braille_chart([fast, slow], width, 8)
+    assert plot.above == 2 and plot.largest == max(fast) and plot.below == 0
+    assert plot.high == max(slow) and plot.low == min(fast)  # both ranks' usual steps span the axis
+    assert [c for c, char in enumerate(plot.rows[0].plain) if char == ABOVE] == [10 // 2, 61 // 2]
+    assert {s.style for s in plot.rows[0].spans} == {SERIES_STYLES[0]}
+
+
+def test_the_step_chart_in_ascii_marks_outliers_with_carets(monkeypatch):
+    from ddptop.tui import format as fmt
+
+    monkeypatch.setattr(fmt, "ASCII", True)
+    series = _steady_steps(60)
+    series[30] *= 3
+    series[40] *= 0.2
+    for plot in (fmt.band_chart([series], 60, 8), fmt.braille_chart([series], 30, 8)):
+        assert plot.rows[0].plain.strip() == "^" and plot.rows[-1].plain.strip() == "v"
+        assert all(row.plain.isascii() for row in plot.rows)
+
+
+@pytest.mark.parametrize("size", [(160, 50), (80, 24)])
+def test_real_gpu_steps_leave_the_median_readable_and_their_outliers_marked(in_repo, size):
+    """`ddptop view` of the H100 run, whose steps have rare slow spikes (p99 near 3x the median). The axis ends
+    at the steps' upper fence, not at the largest spike; the median's dots range over most of the chart's
+    rows, not along its bottom; a row of marks over the axis, labelled with the largest step, stands for the
+    steps beyond it, and the title counts them."""
+    from rich.style import Style
+
+    from ddptop.tui import format as fmt
+    from ddptop.tui.panels.chart import LABEL_WIDTH
+
+    async def run():
+        app = DdptopApp.for_recorded(H100, open_summary="now")  # as `ddptop view` opens it
+        async with app.run_test(size=size) as pilot:
+            await wait_for(pilot, lambda: isinstance(app.screen, SummaryScreen), timeout=30, step=0.05)
+            await pilot.press("escape")
+            await settled(pilot)
+            chart = app.query_one("#chart")
+            lines = [chart.render_line(y) for y in range(chart.size.height)]
+            return lines, app.last_snapshot.session.current(), chart.size.width
+
+    lines, config, width = asyncio.run(run())
+    steps = [v for tail in config.tails.values() for v in tail]
+    fence = _upper_fence(steps)
+    beyond = [v for v in steps if v > fence]
+    assert beyond and max(steps) > 2 * statistics.median(steps)  # the run has what the chart must handle
+    per_column = -(-len(steps) // (width - LABEL_WIDTH - 1))
+    legend = f"sec/iter, {config.heading} ({config.status}): median and p10-p90"
+    assert lines[0].text.rstrip() == (
+        f"{legend} of {len(config.tails)} rank(s), {per_column} step(s) per column; "
+        f"▲ {len(beyond)} steps above the axis, largest {max(steps):.4f}s (c: per rank)" if size[0] >= 160
+        else f"{legend}; ▲ {len(beyond)} above, {max(steps):.4f}s (c)")
+    marks, top, *between, bottom = [line.text for line in lines[1:]]
+    assert marks[:LABEL_WIDTH + 1] == f"{max(steps):.4f}s".rjust(LABEL_WIDTH) + fmt.AXIS_BREAK
+    assert set(marks[LABEL_WIDTH + 1:]) == {"▲", " "}
+    outlier_colour = Style.parse(fmt.OUTLIER_STYLE).color
+    assert all(s.style.color == outlier_colour for s in lines[1] if "▲" in s.text)
+    high, low = (float(line[:LABEL_WIDTH].strip().rstrip("s")) for line in (top, bottom))
+    assert high <= round(fence, 4) and low == pytest.approx(min(steps), abs=0.002)
+    data = [line[LABEL_WIDTH + 1:] for line in (top, *between, bottom)]
+    median_rows = [r for r, row in enumerate(data) for char in row if "\u2800" < char <= "\u28ff"]
+    assert len(set(median_rows)) >= len(data) * 2 // 3  # the median moves over the chart's height
+    assert median_rows.count(len(data) - 1) < len(median_rows) / 4  # not along its bottom row
+
+
 def test_the_chart_key_switches_to_every_rank_and_back(in_repo):
     async def run():
         app = DdptopApp.for_recorded(RECORDED)
@@ -359,7 +480,7 @@ def test_the_chart_key_switches_to_every_rank_and_back(in_repo):
             chart = app.query_one("#chart")
             assert "median and p10-p90 of 2 rank(s)" in str(chart.render_line(0).text)
             await pilot.press("c")
-            assert "rank 0 rank 1" in str(chart.render_line(0).text)
+            assert chart.render_line(0).text.rstrip().endswith(": rank 0 rank 1 (c: median and band)")
             await pilot.press("c")
             assert "median" in str(chart.render_line(0).text)
 

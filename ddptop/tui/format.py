@@ -3,6 +3,8 @@ Textual. Numbers are written by ``ddptop.units``; the names below keep the scree
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 from rich.text import Span, Text
@@ -16,6 +18,7 @@ ASCII_SPARK = "_.,-=+*#"
 # blocks): bars of '#', sparklines of punctuation, charts of '*' and 'o', and the rest transliterated
 ASCII = False
 AXIS = "│"
+AXIS_BREAK = "╎"  # a chart's axis beside its row of outliers: what that row holds is beyond the axis's scale
 TRANSLITERATION = {
     "±": "+-", "–": "-", "—": "-", "·": "|", "×": "x", "≥": ">=", "≤": "<=", "…": "~", "→": "->", "←": "<-",
     "◂": "<", "▸": ">", "µ": "u", "≈": "~", "°": "", "│": "|", "─": "-", "━": "-", "▏": "|", "’": "'", "✓": "ok",
@@ -24,8 +27,8 @@ TRANSLITERATION = {
 
 def use_ascii() -> None:
     """Draw with ASCII alone from now on (the whole process: ``--ascii``)."""
-    global ASCII, AXIS
-    ASCII, AXIS = True, "|"
+    global ASCII, AXIS, AXIS_BREAK
+    ASCII, AXIS, AXIS_BREAK = True, "|", ":"
 
 
 def ascii_of(text: str) -> str:
@@ -133,23 +136,131 @@ BRAILLE_BASE = 0x2800
 BRAILLE_DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
 SERIES_STYLES = ("cyan", "magenta", "yellow", "green", "blue", "red", "white", "bright_black")
 
+# The step charts' y axis spans what lies inside Tukey's fences, as a box plot's whiskers do: each rank's are
+# FENCE_IQRS interquartile ranges beyond the quartiles of its steps on the chart, and a step beyond the widest
+# of them is an outlier. Real GPU steps have rare 2-3x spikes; an axis that spanned them would leave the
+# median flat on the bottom row. Outliers are marks in a row of their own beyond the axis; the chart says how
+# many and the extreme.
+FENCE_IQRS = 1.5
+FENCE_MIN_STEPS = 20  # a rank with fewer steps has no quartiles to speak of: its steps are all inside the axis
+FENCE_MIN_SPREAD = 0.01  # the interquartile range counts as at least this share of the median (identical steps)
+ABOVE, BELOW = "▲", "▼"
+OUTLIER_STYLE = "bold yellow"
 
-def braille_chart(series: Sequence[Sequence[float]], width: int, height: int) -> tuple[list[Text], float, float]:
-    """The last 2·width points of each series as braille dots on a width×height grid, one colour each.
 
-    Returns the rows (top first) and the y range (low, high) they span. Cheap: one pass over the points.
-    """
+def marks() -> tuple[str, str]:
+    """The outlier marks above and below the axis as drawn now (``--ascii``: ``^`` and ``v``)."""
+    return ("^", "v") if ASCII else (ABOVE, BELOW)
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A chart's rows (top first) and what they show: the y axis from ``low`` (bottom data row) to ``high`` (top
+    data row); the steps beyond it, as marks in the row above (``above``, up to ``largest``) or below
+    (``below``, down to ``smallest``), when ``top_row`` or ``bottom_row`` is that row of marks; and how many
+    consecutive steps each column pools (1 for the per-rank dots, where each column is two points)."""
+
+    rows: list[Text]
+    low: float
+    high: float
+    per_column: int = 1
+    above: int = 0
+    largest: float | None = None
+    below: int = 0
+    smallest: float | None = None
+    top_row: bool = False
+    bottom_row: bool = False
+
+
+def fences(values: Sequence[float]) -> tuple[float, float]:
+    """Tukey's fences of ``values``: (Q1 - k IQR, Q3 + k IQR), k = FENCE_IQRS; unbounded for too few values."""
+    if len(values) < FENCE_MIN_STEPS:
+        return -math.inf, math.inf
+    ordered = sorted(values)
+    q1, q3 = stats.percentile(ordered, 25), stats.percentile(ordered, 75)
+    spread = max(q3 - q1, FENCE_MIN_SPREAD * abs(stats.percentile(ordered, 50)))
+    return q1 - FENCE_IQRS * spread, q3 + FENCE_IQRS * spread
+
+
+def axis_range(tails: Sequence[Sequence[float]], drawn: Sequence[tuple[float, float]]
+               ) -> tuple[float, float, float, float]:
+    """The y axis for what is drawn (``drawn``: each column's band, or each point, as (lowest, highest)): it
+    spans what lies inside the fences, the widest of the ranks' own (a rank that is slower throughout is
+    inside its own fences, a spike outside every one). A band that crosses a fence is held at it; one wholly
+    beyond is left to the marks. Returns (low, high, and the fences beyond which a step is an outlier)."""
+    bounds = [fences(tail) for tail in tails if tail]
+    fence_low = min((b[0] for b in bounds), default=-math.inf)
+    fence_high = max((b[1] for b in bounds), default=math.inf)
+    inside = [(max(a, fence_low), min(b, fence_high)) for a, b in drawn if a <= fence_high and b >= fence_low]
+    if inside:
+        low, high = min(a for a, _ in inside), max(b for _, b in inside)
+    else:  # nothing drawn inside the fences (cannot be for a spread of steps): all of it, no outliers
+        low, high, fence_low, fence_high = min(a for a, _ in drawn), max(b for _, b in drawn), -math.inf, math.inf
+    if high - low < 1e-12:
+        low, high = low * 0.95, high * 1.05 + 1e-9
+    return low, high, fence_low, fence_high
+
+
+class _Grid:
+    """A chart of ``height`` rows for values from ``low`` to ``high``, with a row of marks beyond each edge
+    that has outliers (where at least two rows of data remain; else the marks are drawn over the edge row)."""
+
+    def __init__(self, height: int, low: float, high: float, above: bool, below: bool) -> None:
+        self.height, self.low, self.high = height, low, high
+        self.top_row = above and height - below >= 3
+        self.bottom_row = below and height - self.top_row >= 3
+        self.first = int(self.top_row)  # the first and last rows of data
+        self.levels = 4 * (height - self.top_row - self.bottom_row) - 1
+
+    def place(self, value: float) -> tuple[int, int]:
+        """(row, dot 0..3 from the top of its cell) of a value, held inside the data rows."""
+        level = round((min(max(value, self.low), self.high) - self.low) / (self.high - self.low) * self.levels)
+        row, dot = divmod(self.levels - level, 4)
+        return self.first + row, dot
+
+    def rows(self, plains: list[str], spans: list[list[Span]], up: Sequence[Any], down: Sequence[Any],
+             styles: Sequence[str]) -> list[Text]:
+        """The rows as Texts, the marks put in: ``up``/``down`` per column are -1 or the index of the mark's
+        style in ``styles``."""
+        above, below = marks()
+        for row, flags, mark, own in ((0, up, above, self.top_row), (self.height - 1, down, below, self.bottom_row)):
+            if not any(f >= 0 for f in flags):
+                continue
+            plain = "".join(mark if f >= 0 else (" " if own else plains[row][x]) for x, f in enumerate(flags))
+            runs = _runs(flags, lambda f: styles[f] if f >= 0 else None)
+            plains[row], spans[row] = plain, runs if own else spans[row] + runs  # later spans win where they meet
+        return [Text(plain, spans=row_spans) for plain, row_spans in zip(plains, spans)]
+
+
+def _runs(keys: Sequence[Any], style_of: Any) -> list[Span]:
+    """One span per run of equal keys that has a style: far fewer segments to draw than one per cell."""
+    spans, start = [], 0
+    for column in range(1, len(keys) + 1):
+        if column < len(keys) and keys[column] == keys[start]:
+            continue
+        style = style_of(keys[start])
+        if style:
+            spans.append(Span(start, column, style))
+        start = column
+    return spans
+
+
+def braille_chart(series: Sequence[Sequence[float]], width: int, height: int) -> Plot:
+    """The last 2·width points of each series as braille dots on a width×height grid, one colour each; the
+    y axis cut at the ranks' fences (``axis_range``), the points beyond them as marks of their series' colour
+    in a row of their own. Cheap: one pass over the points."""
     width, height = max(1, width), max(1, height)
     tails = [list(values[-2 * width :]) for values in series]  # the tail only: a series may be millions long
     points = [v for tail in tails for v in tail]
     if not points:
-        return [Text(" " * width) for _ in range(height)], 0.0, 0.0
-    low, high = min(points), max(points)
-    if high - low < 1e-12:
-        low, high = low * 0.95, high * 1.05 + 1e-9
-    levels = 4 * height - 1
+        return Plot([Text(" " * width) for _ in range(height)], 0.0, 0.0)
+    low, high, fence_low, fence_high = axis_range(tails, [(v, v) for v in points])
+    above = [v for v in points if v > fence_high]
+    below = [v for v in points if v < fence_low]
+    grid = _Grid(height, low, high, bool(above), bool(below))
     cells = [[0] * width for _ in range(height)]
     owner = [[-1] * width for _ in range(height)]
+    up, down = [-1] * width, [-1] * width  # the series of each column's outlier, if any
     longest = max(len(tail) for tail in tails)
     stretch = (2 * width - 1) / (longest - 1) if 1 < longest < 2 * width else 1.0  # few points: spread them
     for index, tail in enumerate(tails):
@@ -157,24 +268,18 @@ def braille_chart(series: Sequence[Sequence[float]], width: int, height: int) ->
         for position, value in enumerate(tail):
             x = round((position + offset) * stretch) if stretch != 1.0 else position + 2 * width - len(tail)
             column, half = divmod(min(x, 2 * width - 1), 2)
-            level = round((value - low) / (high - low) * levels)
-            row, dot = divmod(levels - level, 4)
+            if value > fence_high or value < fence_low:
+                (up if value > fence_high else down)[column] = index
+                continue
+            row, dot = grid.place(value)
             cells[row][column] |= BRAILLE_DOTS[half][dot]
             owner[row][column] = index
-    rows = []
-    for row in range(height):
-        # one span per run of cells of the same series, not one per cell: far fewer segments to draw
-        plain = "".join(("o" if ASCII else chr(BRAILLE_BASE + bits)) if bits else " " for bits in cells[row])
-        spans, start = [], 0
-        for column in range(1, width + 1):
-            here = owner[row][start] if cells[row][start] else -1
-            if column < width and (owner[row][column] if cells[row][column] else -1) == here:
-                continue
-            if here >= 0:
-                spans.append(Span(start, column, SERIES_STYLES[here % len(SERIES_STYLES)]))
-            start = column
-        rows.append(Text(plain, spans=spans))
-    return rows, low, high
+    styles = [SERIES_STYLES[i % len(SERIES_STYLES)] for i in range(len(tails))]
+    plains = ["".join(("o" if ASCII else chr(BRAILLE_BASE + bits)) if bits else " " for bits in row) for row in cells]
+    spans = [_runs([owner[r][c] if cells[r][c] else -1 for c in range(width)], lambda i: styles[i] if i >= 0 else None)
+             for r in range(height)]
+    return Plot(grid.rows(plains, spans, up, down, styles), low, high, 1, len(above), max(above, default=None),
+                len(below), min(below, default=None), grid.top_row, grid.bottom_row)
 
 
 BAND_STYLE = "on grey23"  # the p10-p90 band: a background, so the median's dots stay readable on it
@@ -182,49 +287,50 @@ MEDIAN_STYLE = "bold cyan"
 MEDIAN_ON_BAND_STYLE = f"{MEDIAN_STYLE} {BAND_STYLE}"
 
 
-def band_chart(series: Sequence[Sequence[float]], width: int, height: int) -> tuple[list[Text], float, float, int]:
+def band_chart(series: Sequence[Sequence[float]], width: int, height: int) -> Plot:
     """The steps of every series pooled and cut into ``width`` columns of consecutive steps (newest on the
     right): per column the median as a line of braille dots over the p10-p90 band as a shaded background.
 
-    Returns the rows (top first), the y range (low, high) and the steps per column. The range is the band's,
-    so one slow outlier does not flatten the rest (the per-rank view shows every point).
+    The y axis spans the bands, cut at the ranks' fences (``axis_range``): a band beyond it is held at its
+    edge, and each column with outliers gets a mark in a row of its own beyond the axis, so that rare slow
+    steps neither flatten the median nor pass unseen.
     """
     width, height = max(1, width), max(1, height)
     tails = [list(values) for values in series if values]
     if not tails:
-        return [Text(" " * width) for _ in range(height)], 0.0, 0.0, 0
+        return Plot([Text(" " * width) for _ in range(height)], 0.0, 0.0, 0)
     steps = min(len(tail) for tail in tails)
     aligned = [tail[len(tail) - steps:] for tail in tails]  # on the newest step
     per_column = max(1, -(-steps // width))
-    columns = []
+    groups = []
     for end in range(steps, 0, -per_column):  # at most width columns: per_column * width >= steps
-        values = sorted(v for tail in aligned for v in tail[max(0, end - per_column):end])
-        columns.append(tuple(stats.percentile(values, q) for q in (10, 50, 90)))  # the tables' definition
-    columns.reverse()
+        groups.append(sorted(v for tail in aligned for v in tail[max(0, end - per_column):end]))
+    groups.reverse()
+    columns = [tuple(stats.percentile(values, q) for q in (10, 50, 90)) for values in groups]  # the tables' definition
+    low, high, fence_low, fence_high = axis_range(aligned, [(c[0], c[2]) for c in columns])
+    above = [v for group in groups for v in group if v > fence_high]
+    below = [v for group in groups for v in group if v < fence_low]
+    up = [0 if group[-1] > fence_high else -1 for group in groups]
+    down = [0 if group[0] < fence_low else -1 for group in groups]
     if len(columns) < width:  # fewer steps than columns: each step widened to fill the chart, as it starts
-        columns = [columns[x * len(columns) // width] for x in range(width)]
-    low, high = min(c[0] for c in columns), max(c[2] for c in columns)
-    if high - low < 1e-12:
-        low, high = low * 0.95, high * 1.05 + 1e-9
-    levels = 4 * height - 1
+        picks = [x * len(columns) // width for x in range(width)]
+        columns, up, down = [columns[i] for i in picks], [up[i] for i in picks], [down[i] for i in picks]
+    grid = _Grid(height, low, high, bool(above), bool(below))
     chars = [[" "] * width for _ in range(height)]
     banded = [[False] * width for _ in range(height)]
     for column, (p10, p50, p90) in enumerate(columns):
-        top, bottom = (int((levels - round((v - low) / (high - low) * levels)) // 4) for v in (p90, p10))
+        if p10 > high or p90 < low:
+            continue  # the whole band is beyond the axis: the column's mark says so
+        top, bottom = grid.place(p90)[0], grid.place(p10)[0]
         for row in range(top, bottom + 1):
             banded[row][column] = True
             if ASCII:  # the band as characters too: without colour a background is not seen
                 chars[row][column] = ":"
-        row, dot = divmod(levels - round((p50 - low) / (high - low) * levels), 4)
-        chars[row][column] = "*" if ASCII else chr(BRAILLE_BASE + (BRAILLE_DOTS[0][dot] | BRAILLE_DOTS[1][dot]))
-    rows = []
-    for row in range(height):
-        # one span per run of cells in or out of the band, none nested: cheap to draw
-        spans, start = [], 0
-        for column in range(1, width + 1):
-            if column < width and banded[row][column] == banded[row][start]:
-                continue
-            spans.append(Span(start, column, MEDIAN_ON_BAND_STYLE if banded[row][start] else MEDIAN_STYLE))
-            start = column
-        rows.append(Text("".join(chars[row]), spans=spans))
-    return rows, low, high, per_column
+        if low <= p50 <= high:
+            row, dot = grid.place(p50)
+            chars[row][column] = "*" if ASCII else chr(BRAILLE_BASE + (BRAILLE_DOTS[0][dot] | BRAILLE_DOTS[1][dot]))
+    # one span per run of cells in or out of the band, none nested: cheap to draw
+    spans = [_runs(row, lambda band: MEDIAN_ON_BAND_STYLE if band else MEDIAN_STYLE) for row in banded]
+    rows = grid.rows(["".join(row) for row in chars], spans, up, down, [OUTLIER_STYLE])
+    return Plot(rows, low, high, per_column, len(above), max(above, default=None), len(below),
+                min(below, default=None), grid.top_row, grid.bottom_row)

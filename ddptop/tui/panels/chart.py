@@ -1,11 +1,13 @@
 """The followed configuration's step times, newest on the right: by default the median of each column of
 steps as a line over their p10-p90 band (all ranks pooled); on a key (``c``), every rank's steps as dots
-of its own colour."""
+of its own colour. The axis ends at the steps' fences; the outliers beyond are marks in a row of their own,
+counted in the title (``format.axis_range``)."""
 
 from __future__ import annotations
 
 import time
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from ddptop.protocol.vocab import Status
@@ -56,29 +58,86 @@ class StepChart(TextLines):
         self._key = key
         self._drawn = time.monotonic()
         ranks = sorted(config.tails)[:MAX_RANKS]
-        title = Text(f"sec/iter, {config.heading} ({config.status}): ")
+        width, height = size[0] - LABEL_WIDTH - 1, size[1] - 1
         if self.per_rank:
-            rows, low, high = fmt.braille_chart(
-                [config.tails[r] for r in ranks], size[0] - LABEL_WIDTH - 1, size[1] - 1
-            )
-            for position, rank in enumerate(ranks):
-                title.append(f"rank {rank} ", style=fmt.SERIES_STYLES[position % len(fmt.SERIES_STYLES)])
-            title.append(" (c: median and band)" if title.cell_len + 21 <= size[0] else " (c)", style="dim")
+            plot = fmt.braille_chart([config.tails[r] for r in ranks], width, height)
+            legend = [(f"rank {rank}", fmt.SERIES_STYLES[position % len(fmt.SERIES_STYLES)])
+                      for position, rank in enumerate(ranks)]
+            details, keys = [], [" (c: median and band)", " (c)"]
         else:
-            rows, low, high, per_column = fmt.band_chart(
-                [config.tails[r] for r in sorted(config.tails)], size[0] - LABEL_WIDTH - 1, size[1] - 1
-            )
-            title.append("median", style=fmt.MEDIAN_STYLE)
-            title.append(" and ")
-            title.append("p10-p90", style=fmt.BAND_STYLE)
-            detail = f" of {len(config.tails)} rank(s), {per_column} step(s) per column (c: per rank)"
-            if title.cell_len + len(detail) > size[0]:  # a narrow window: the key, not a cut sentence
-                detail = " (c: per rank)"
-            title.append(detail, style="dim")
-        lines = [title]
-        for number, row in enumerate(rows):
-            label = f"{high:.4f}s" if number == 0 else f"{low:.4f}s" if number == len(rows) - 1 else ""
+            plot = fmt.band_chart([config.tails[r] for r in sorted(config.tails)], width, height)
+            legend = [("median", fmt.MEDIAN_STYLE), ("and", ""), ("p10-p90", fmt.BAND_STYLE)]
+            details = [f" of {len(config.tails)} rank(s), {plot.per_column} step(s) per column"]
+            keys = [" (c: per rank)", " (c)"]
+        notes = outlier_notes(plot, "" if self.per_rank else fmt.OUTLIER_STYLE)  # per rank: marks of their colour
+        title = chart_title(f"sec/iter, {config.heading} ({config.status}): ", legend, notes, details, keys, size[0])
+        self.show([title, *chart_lines(plot)])
+
+
+def outlier_notes(plot: fmt.Plot, mark_style: str) -> list[Text]:
+    """What the chart says of its outliers, longest first: how many steps lie beyond the axis, and the
+    extreme (the largest above, the smallest below); the marks in ``mark_style`` (none where they take their
+    rank's colour)."""
+    up, down = fmt.marks()
+    beyond = [(count, mark, where, extreme) for count, mark, where, extreme in (
+        (plot.above, up, "above", plot.largest), (plot.below, down, "below", plot.smallest)) if count]
+    if not beyond:
+        return []
+    forms = (
+        lambda count, where, extreme: f" {count} step{'s' if count != 1 else ''} {where} the axis, "
+                                      f"{'largest' if where == 'above' else 'smallest'} {extreme:.4f}s",
+        lambda count, where, extreme: f" {count} {where}, {extreme:.4f}s",
+        lambda count, where, extreme: f" {count} {where}",
+    )
+    notes = []
+    for form in forms:
+        note = Text()
+        for number, (count, mark, where, extreme) in enumerate(beyond):
+            note.append("; " if number == 0 else ", ")
+            note.append(mark, style=mark_style)
+            note.append(form(count, where, extreme))
+        notes.append(note)
+    return notes
+
+
+def chart_title(head: str, legend: list[tuple[str, str]], notes: list[Text], details: list[str], keys: list[str],
+                width: int) -> Text:
+    """The title line within ``width`` cells: the head and the legend, its detail, the outlier note, the key.
+    The head, the legend and the note always (the note's longest form that leaves room for the key's
+    shortest); the detail where it fits beside them; then the longest form of the key that still fits."""
+    title = Text(head)
+    for number, (words, style) in enumerate(legend):
+        if number:
+            title.append(" ")
+        title.append(words, style=style)
+    shortest_key = min(map(cell_len, keys))
+    room = width - title.cell_len
+    note = next((n for n in notes if n.cell_len + shortest_key <= room), notes[-1]) if notes else Text()
+    room -= note.cell_len
+    detail = next((d for d in details if cell_len(d) + shortest_key <= room), "")
+    room -= cell_len(detail)
+    key = next((k for k in keys if cell_len(k) <= room), "")
+    title.append(detail, style="dim")
+    title.append_text(note)
+    title.append(key, style="dim")
+    return title
+
+
+def chart_lines(plot: fmt.Plot) -> list[Text]:
+    """The chart's rows after their labels: the axis's top and bottom values on its first and last data rows; a
+    row of outlier marks beyond the axis is labelled with the extreme it reaches, in the marks' style, and its
+    axis is broken."""
+    lines = []
+    last = len(plot.rows) - 1
+    for number, row in enumerate(plot.rows):
+        if (number == 0 and plot.top_row) or (number == last and plot.bottom_row):
+            extreme = plot.largest if number == 0 else plot.smallest
+            line = Text(f"{extreme or 0.0:.4f}s".rjust(LABEL_WIDTH), style=fmt.OUTLIER_STYLE)
+            line.append(fmt.AXIS_BREAK)
+        else:
+            top, bottom = int(plot.top_row), last - int(plot.bottom_row)
+            label = f"{plot.high:.4f}s" if number == top else f"{plot.low:.4f}s" if number == bottom else ""
             line = Text(f"{label:>{LABEL_WIDTH}}{fmt.AXIS}")
-            line.append_text(row)
-            lines.append(line)
-        self.show(lines)
+        line.append_text(row)
+        lines.append(line)
+    return lines
