@@ -13,6 +13,7 @@ import pytest
 from rich.console import Console
 from ddptop.tui.panels import ConfigTable
 
+from ddptop.control import display_path
 from ddptop.errors import EXIT_INTERRUPTED, EXIT_OK
 from ddptop.run.live import LiveRun, create_live_run
 from ddptop.run.plan import PlanOptions
@@ -129,7 +130,8 @@ async def tui_runs_a_real_sweep_to_the_summary_screen(tmp_path):
         assert statuses == ["ok", "ok", "ok"]
         assert str(table.get_cell("resnet18/ddp/bs4/n2/gloo", "speedup")) != "-"
         text = await summary_text(app, pilot)
-        assert "Sweep complete" in text and "ranks" in text and "Saved:" in text
+        assert "Sweep complete" in text and "ranks" in text
+        assert f"Saved: {display_path(live.paths['json'])}, and beside it summary.md, summary.csv" in text
         host = str(app.query_one("#host").render())
         assert "Host CPU" in host
         await pilot.press("q")
@@ -527,6 +529,39 @@ def test_shift_t_cycles_the_colour_themes_and_no_color_is_honoured(in_repo, monk
     asyncio.run(run(True))
 
 
+@pytest.mark.parametrize("size", [(160, 50), (80, 24)])
+def test_one_world_size_gives_the_summary_the_whole_width_and_names_the_saved_files(in_repo, size):
+    """`ddptop view` of the H100 run (N=1 alone): a speedup chart would be one point at 1.00, so there is
+    none, nor a key for it, and the text has the screen's width; the Saved line names summary.json by a path
+    that opens it from here, then the files beside it, each there."""
+
+    async def run():
+        app = DdptopApp.for_recorded(H100, open_summary="now")  # as `ddptop view` opens it
+        async with app.run_test(size=size) as pilot:
+            text = await summary_text(app, pilot)
+            await pilot.pause(0.3)
+            screen = app.screen
+            keys = [key.description for key in screen.query("FooterKey")]
+            return (text, len(screen.query("#speedup-chart")), screen.query_one("#summary-text").size.width,
+                    screen.size.width, keys)
+
+    text, charts, text_width, screen_width, keys = asyncio.run(run())
+    assert {row.world_size for table in _h100_summary().scaling for row in table.rows} == {1}
+    assert charts == 0 and text_width == screen_width
+    assert "Back to the sweep" in keys and "Chart/tables" not in keys
+    (saved,) = [line for line in text.splitlines() if line.startswith("Saved: ")]
+    json_path = os.path.join(H100, "summary.json")
+    first, beside = saved.removeprefix("Saved: ").split(", and beside it ")
+    assert first == display_path(json_path) and os.path.isfile(first)
+    assert beside and all(os.path.exists(os.path.join(H100, name)) for name in beside.split(", "))
+
+
+def _h100_summary():
+    from ddptop.report import store
+
+    return store.load_summary(os.path.join(H100, "summary.json"))
+
+
 def test_the_summary_chart_moves_behind_a_key_in_a_narrow_terminal(in_repo):
     async def run(size):
         app = DdptopApp.for_recorded(RECORDED)
@@ -629,15 +664,22 @@ def test_the_summary_text_is_cut_into_prose_keyed_lines_and_tables():
     ]
 
 
-def test_saved_files_are_one_sentence_that_wraps(tmp_path):
+def test_saved_files_are_one_sentence_that_wraps(tmp_path, monkeypatch):
+    """The first file by a path that opens it from the working directory, the others beside it by name where
+    they share its directory; each by its path where they do not."""
     from ddptop.tui.screens import saved_paths
 
-    (tmp_path / "plots").mkdir()
-    shared = [str(tmp_path / "summary.json"), str(tmp_path / "summary.md"), str(tmp_path / "plots")]
-    assert saved_paths(shared) == f"in {tmp_path}: summary.json, summary.md, plots/"
-    apart = [str(tmp_path / "fallback" / "summary.json"), str(tmp_path / "plots")]
-    assert saved_paths(apart) == f"{apart[0]}, {tmp_path / 'plots'}/"
+    run = tmp_path / "run"
+    (run / "plots").mkdir(parents=True)
+    shared = [str(run / "summary.json"), str(run / "summary.md"), str(run / "plots")]
+    apart = [str(tmp_path / "fallback" / "summary.json"), str(run / "plots")]
+    assert saved_paths(shared) == f"{run / 'summary.json'}, and beside it summary.md, plots/"
+    assert saved_paths(apart) == f"{apart[0]}, {run / 'plots'}/"
     assert saved_paths([]) == "nothing"
+    monkeypatch.chdir(tmp_path)  # below the working directory: the relative path, as typed from here
+    assert saved_paths(shared) == f"{os.path.join('run', 'summary.json')}, and beside it summary.md, plots/"
+    monkeypatch.chdir(run)
+    assert saved_paths(shared) == "summary.json, and beside it summary.md, plots/"
 
 
 def test_a_keyed_sentence_wraps_beside_its_key_in_a_narrow_window(in_repo):

@@ -39,7 +39,9 @@ class HelpScreen(ModalScreen[None]):
 
 
 class SummaryScreen(Screen[None]):
-    """The scaling tables, speedup against perfect scaling, the recommendation, and where files went."""
+    """The scaling tables, speedup against perfect scaling, the recommendation, and where files went. The
+    speedup chart only where some table has two world sizes or more (a projection counts): with one, the
+    text has the whole width."""
 
     # A class default, not set on mount: a title changed after mount schedules a Header update that can
     # land after a quick "q" has already torn the Header down.
@@ -67,6 +69,7 @@ class SummaryScreen(Screen[None]):
         self.paths = paths
         self.note = note
         self.with_topology = with_topology  # a lone summary.json has no Topology panel to show it
+        self.with_chart = has_speedup_chart(summary)
         self._scroll_hints: list[tuple[HorizontalScroll, Static]] = []
 
     def compose(self) -> ComposeResult:
@@ -91,7 +94,8 @@ class SummaryScreen(Screen[None]):
                             with scroller:
                                 yield Static(block, classes="table")
                             yield hint
-            yield AsciiSpeedupChart(self.summary, id="speedup-chart") if fmt.ASCII else _plot()(id="speedup-chart")
+            if self.with_chart:
+                yield AsciiSpeedupChart(self.summary, id="speedup-chart") if fmt.ASCII else _plot()(id="speedup-chart")
         yield Footer()
 
     def plain_text(self) -> str:
@@ -121,7 +125,7 @@ class SummaryScreen(Screen[None]):
         return out
 
     def on_mount(self) -> None:
-        if fmt.ASCII:
+        if fmt.ASCII or not self.with_chart:
             return  # the ASCII chart draws itself at its size
         plot = self.query_one("#speedup-chart", _plot())
         plt = plot.plt
@@ -171,6 +175,9 @@ class SummaryScreen(Screen[None]):
         for scroller, hint in self._scroll_hints:
             hint.set_class(scroller.virtual_size.width > scroller.scrollable_content_region.width, "shown")
 
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.with_chart or action != "chart"  # no chart, no key for it in the footer
+
     def action_chart(self) -> None:
         """In a narrow terminal: the speedup chart over the whole screen, or the tables again."""
         if self.has_class("narrow"):
@@ -185,16 +192,32 @@ class SummaryScreen(Screen[None]):
         self.app.pop_screen()
 
 
+def has_speedup_chart(summary: Summary) -> bool:
+    """Whether a speedup chart says anything: some table has two world sizes or more, measured or projected
+    (one world size is one point at speedup 1)."""
+    return any(
+        len({r.world_size for r in table.rows}
+            | {p.world_size for p in (table.projection.points if table.projection else [])}) > 1
+        for table in summary.scaling
+    )
+
+
 def saved_paths(paths: list[str]) -> str:
-    """The saved files as one sentence that wraps: "in DIR: a, b, plots/" when they share a directory."""
+    """The saved files as one sentence that wraps, the first by a path that opens it from here and the others
+    beside it by name where they share its directory ("out/run/summary.json, and beside it summary.md,
+    plots/"); each by its path where they do not."""
     if not paths:
         return "nothing"
     shown = [display_path(p) for p in paths]
-    names = [p + (os.sep if os.path.isdir(p) else "") for p in shown]  # plots/ is a folder
+
+    def named(path: str, name: str) -> str:
+        return name + (os.sep if os.path.isdir(path) else "")  # plots/ is a folder
+
     folder = os.path.dirname(shown[0])
-    if len(shown) > 1 and folder and all(os.path.dirname(p) == folder for p in shown):
-        return f"in {folder}: " + ", ".join(name[len(folder) + 1 :] for name in names)
-    return ", ".join(names)
+    if len(shown) > 1 and all(os.path.dirname(p) == folder for p in shown):
+        beside = ", ".join(named(p, os.path.basename(p)) for p in shown[1:])
+        return f"{named(shown[0], shown[0])}, and beside it {beside}"
+    return ", ".join(named(p, p) for p in shown)
 
 
 PROSE, KEYED, TABLE = "prose", "keyed", "table"
