@@ -103,7 +103,8 @@ def test_bucket_cap_changes_the_buckets(run_a, run_b):
 def test_data_parallel_runs_beside_ddp(run_b):
     summary = run_b.summary()
     dp = _config(summary, "resnet18/dp/bs4/n2/gloo")
-    assert dp["status"] == "ok" and dp["label"] == "DP/2P" and dp["launch"].startswith("01-n1")  # one process
+    # one process: a launch of world size 1 (the first, or one more where a busy machine disturbed it)
+    assert dp["status"] == "ok" and dp["label"] == "DP/2P" and dp["launch"].split("-")[1] == "n1"
     assert dp["stats"]["n"] == 8  # one rank reports, driving both "devices"
     assert dp["global_batch"] == 8 and dp["communication"] is None
     (row,) = summary["dp_vs_ddp"]

@@ -136,7 +136,9 @@ def test_two_agents_on_loopback_form_a_two_node_sweep(tmp_path):
     assert "2 ranks --    2M/1P:  p50:" in leader_out and "Nodes (2" in leader_out
     nodes = {n["node_rank"]: n for n in summary["nodes"]}
     assert nodes[1]["role"] == "follower" and nodes[1]["pid"] == follower.pid
-    assert nodes[1]["launches"] == [{"launch": "02-n2-2nodes-gloo", "status": "ok", "exit_code": 0}]
+    # the two-node launch, and one more of its kind where a busy machine disturbed it
+    assert nodes[1]["launches"][0] == {"launch": "02-n2-2nodes-gloo", "status": "ok", "exit_code": 0}
+    assert all(l["launch"].endswith("-n2-2nodes-gloo") and l["status"] == "ok" for l in nodes[1]["launches"])
     # rank 1 of the two-node launch ran under node 1's own agent: its log directory, its agent log
     launch = os.path.join(run_dir, "launches", "02-n2-2nodes-gloo")
     assert os.path.exists(os.path.join(launch, "agent-node1.log"))

@@ -356,7 +356,8 @@ def test_a_disk_that_fills_up_during_the_sweep(tmp_path, disk):
             assert line.startswith("[tests.tiny_models:tiny_cnn/ddp/bs2/n2/gloo] failed: rank 1: no space left on "
                                    "device writing events/rank-1.jsonl")
         else:
-            assert any("no space left on device" in line for line in done.stdout.splitlines() if "] failed" in line)
+            failed = [line for line in done.stdout.splitlines() if "] failed" in line]
+            assert any("no space left on device" in line for line in failed), (failed, done.stdout[-3000:])
             assert "Summary not saved in" in done.stdout and "no space left on device writing" in done.stdout
             (saved,) = glob.glob(str(fallback / "run-*" / "summary.json"))
             with open(saved, encoding="utf-8") as handle:

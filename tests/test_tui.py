@@ -127,7 +127,8 @@ async def tui_runs_a_real_sweep_to_the_summary_screen(tmp_path):
         await wait_for(pilot, lambda: any(str(table.get_cell(k, "status")) == "running" for k in table.rows))
         await wait_for(pilot, lambda: isinstance(app.screen, SummaryScreen))
         statuses = [str(table.get_cell(k, "status")) for k in table.rows]
-        assert statuses == ["ok", "ok", "ok"]
+        # "ok", or "ok ! other processes used 1.0 cores" where a busy machine disturbed a launch: said, still ok
+        assert len(statuses) == 3 and all(s.split()[0] == "ok" for s in statuses), statuses
         assert str(table.get_cell("resnet18/ddp/bs4/n2/gloo", "speedup")) != "-"
         text = await summary_text(app, pilot)
         assert "Sweep complete" in text and "ranks" in text
@@ -502,12 +503,14 @@ def test_the_chart_fills_its_new_size_after_a_resize_with_no_frame_to_follow(in_
             def axis_rows():
                 return sum("\u2502" in chart.render_line(y).text for y in range(chart.size.height))
 
-            assert axis_rows() == chart.size.height - 1  # every row under the title carries the axis
+            # every row under the title carries the axis (on a busy machine the last layout may land a moment
+            # after the run settled: waited for, with no new frame either)
+            await wait_for(pilot, lambda: axis_rows() == chart.size.height - 1, timeout=30, step=0.05)
             frames = app.frames_shown
             await pilot.resize_terminal(120, 50)
-            await pilot.pause()
+            await wait_for(pilot, lambda: chart.size.height > 20 and axis_rows() == chart.size.height - 1,
+                           timeout=30, step=0.05)
             assert app.frames_shown == frames  # no new frame: the chart redrew from what it had
-            assert chart.size.height > 20 and axis_rows() == chart.size.height - 1
 
     asyncio.run(run())
 
