@@ -340,11 +340,12 @@ def test_a_disk_that_fills_up_during_the_sweep(tmp_path, disk):
         out = tmp_path / "out"
         env = {rundir.DISK_FULL_ENV: "*/events/rank-1.jsonl", "DDPTOP_FAULT_DISK_FULL_AFTER": "4096"}
         context = contextlib.nullcontext()
-    else:  # a real 200 KiB filesystem: everything competes for it and the ranks' logs are lost with it
+    else:  # a real 160 KiB filesystem: everything competes for it and the ranks' logs are lost with it (at 200 KiB
+        # a fast sweep's events sometimes fit, and the disk filled only at the summary)
         out = tmp_path / "small"
-        context = small_tmpfs(out)
+        context = small_tmpfs(out, size="160k")
     with context:
-        # enough steps to fill a 200 KiB filesystem; the injected fault needs only rank 1's first 4 KiB
+        # enough steps to fill a 160 KiB filesystem; the injected fault needs only rank 1's first 4 KiB
         iters = "3000" if disk == "tmpfs" else "600"
         done = ddptop("run", "--headless", "--out", str(out / "run"), *TINY, "--world-sizes", "1,2",
                       "--iters", iters, "--telemetry-interval", "0.2", "--fallback-dir", str(fallback), env=env)
