@@ -187,6 +187,7 @@ def test_fault_phases_are_checked():
 
 
 @pytest.mark.slow
+@pytest.mark.smoke
 def test_an_oom_in_the_communication_analysis_keeps_the_measured_steps(tmp_path):
     """The analysis builds a second DDP wrapper; running out of memory there used to end the configuration
     as oom (and make a batch sweep skip the larger batches). Its steps now stand, the failure is named, and

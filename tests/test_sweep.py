@@ -121,6 +121,7 @@ def test_report_re_renders_and_rebuilds_from_events(cpu_sweep):
     assert csv_out.stdout.splitlines()[0].startswith("config_id,model,mode")
 
 
+@pytest.mark.smoke
 def test_a_failing_rank_costs_one_configuration_not_the_sweep(tmp_path):
     run_dir = str(tmp_path / "faults")
     done = run_sweep(

@@ -115,6 +115,7 @@ def live_run(tmp_path, options=TINY) -> LiveRun:
 
 
 @pytest.mark.slow
+@pytest.mark.smoke
 def test_tui_runs_a_real_sweep_to_the_summary_screen(tmp_path):
     asyncio.run(tui_runs_a_real_sweep_to_the_summary_screen(tmp_path))
 

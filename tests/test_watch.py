@@ -28,6 +28,7 @@ def statuses(app) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.smoke
 def test_watch_follows_a_headless_run_to_its_final_summary(tmp_path):
     run_dir = tmp_path / "run"
     writer = ddptop_process(
