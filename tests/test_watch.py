@@ -68,7 +68,9 @@ async def follow(run_dir: str):
         assert "Sweep complete" in text and "Saved:" in text
         shown = app.screen.summary.to_json()
         await pilot.press("escape")
-        assert statuses(app) == ["ok", "ok"] and "finished" in str(app.query_one("#status-line").render())
+        # "ok", or "ok ! other processes used 0.9 cores" where a busy machine disturbed a launch: said, still ok
+        assert [s.split()[0] for s in statuses(app)] == ["ok", "ok"], statuses(app)
+        assert "finished" in str(app.query_one("#status-line").render())
         await pilot.press("n")  # only the writer may skip: said, not done
         await pilot.pause()
         assert any("Only looking" in str(n.message) for n in app._notifications)
