@@ -12,13 +12,15 @@ from __future__ import annotations
 
 from typing import Any
 
-SHORT = ("--launches", "1", "--max-time-per-config", "2", "--no-plots")
+# a hung rank ends its configuration after a minute, not the default five (the suite's budget is five in all)
+HANG_TIMEOUT_S = 60
+SHORT = ("--launches", "1", "--max-time-per-config", "2", "--no-plots", "--hang-timeout", str(HANG_TIMEOUT_S))
 
 # The default plan (resnet50, batch 32, 224 px, NCCL, the no-DDP baseline at N=1, world sizes from the
 # visible GPUs), driven under Textual's Pilot: one launch per world size, 3 s of measured steps per
 # configuration, the compute/communication phases (5 steps each) and a short allreduce sweep at N >= 2.
 DEFAULT_PLAN: dict[str, Any] = dict(launches=1, max_time_per_config=3.0, comm_iters=5, collectives=["allreduce"],
-                                    coll_max_bytes="64MiB", coll_iters=5)
+                                    coll_max_bytes="64MiB", coll_iters=5, hang_timeout=float(HANG_TIMEOUT_S))
 TELEMETRY_INTERVAL = 0.5  # beside nvidia-smi -lms 500
 
 # The GPT kernel: gpt-tiny at its full context (256 tokens: the attention is ~13% of the FLOPs there, so a
