@@ -197,14 +197,20 @@ def _measure_window(state: Any, entry: dict[str, Any], last_t: float) -> tuple[f
     launches, the last used launch's (each launch is judged on its own by ``_judge_launches``)."""
     used = [u["launch"] for u in entry.get("launches", ()) if u.get("used")]
     windows = [(start, end) for name, start, end, _ in state.launch_windows() if name in used]
-    if entry["status"] == "ok" and len(windows) > 1:
-        return windows[-1]  # (_window_iters gives its steps)
+    if entry["status"] == "ok" and windows and len(state.launch_windows()) > 1:
+        return windows[-1]  # (_window_iters gives its steps), not a later launch's that was disturbed and left out
     end = _rank0_end(state)
     if entry["status"] == "ok" and end.get("measure_s") is not None:
         return end["t"] - end["measure_s"], end["t"]
     if state.started_t is None:
         return None
     return state.started_t, state.ended_t or last_t
+
+
+def _window_launch(state: Any, window: tuple[float, float]) -> str | None:
+    """The launch whose measured window ``window`` is (the last used one's), else the configuration's last."""
+    found = [name for name, start, end, _ in state.launch_windows() if (start, end) == window]
+    return found[0] if found else state.launch
 
 
 def _add_gpu_figures(state: Any, entry: dict[str, Any], records: list[dict[str, Any]],
@@ -236,9 +242,10 @@ def _add_telemetry(
         iters = _window_iters(state, window) if window else None
         examples = (iters if iters is not None else entry["measured_iters"] or 0) * entry["global_batch"] \
             if entry["status"] == "ok" else None
+        launch = _window_launch(state, window) if window else state.launch
         entry["telemetry"] = (
             timeline.window_figures(
-                records, window[0], window[1], state.launch, examples, state.started_t, state.ended_t or last_t
+                records, window[0], window[1], launch, examples, state.started_t, state.ended_t or last_t
             )
             if window
             else None
@@ -246,7 +253,7 @@ def _add_telemetry(
         if entry["telemetry"] is not None and window:
             _add_gpu_figures(state, entry, records, window)
         # interference and faults over the same window: was the node quiet while it was measured?
-        entry["validity"] = (validity.window_validity(records, window[0], window[1], state.launch, info, rank_pids)
+        entry["validity"] = (validity.window_validity(records, window[0], window[1], launch, info, rank_pids)
                              if window else None)
     return {
         "file": TIMELINE_FILE if records else None,

@@ -380,13 +380,17 @@ class SweepRunner:
     def _repeats_of_disturbed(self) -> list[Launch]:
         """One more launch for each configuration that ended well but had a launch measured while the node was
         disturbed (another process's load, throttling: ``telemetry.validity``), so that its figures can come
-        from quiet launches; the summary says which launches it used and why (``report.build``)."""
+        from quiet launches; the summary says which launches it used and why (``report.build``). None for
+        a launch of a shape (world size, backend, nodes) none of whose launches was quiet: on a node busy
+        throughout (a neighbour's job on the cores a launch leaves free), a further launch of that shape would be
+        disturbed too, and the figures say they come from disturbed launches."""
         records, _ = timeline.read_timeline(os.path.join(self.session.run_dir, layout.TIMELINE_FILE))
         if not records:
             return []
         info = timeline.timeline_info(records)
         rank_pids = self.session.rank_pids()
         again: dict[tuple[int, str, int], list[ConfigSpec]] = {}
+        quiet: set[tuple[int, str, int]] = set()  # shapes with a launch judged on readings of its own, found quiet
         for launch in self.plan.launches():
             if launch.replicate:
                 continue
@@ -394,13 +398,15 @@ class SweepRunner:
                 state = self.session.configs[config.config_id]
                 if state.status != Status.OK:
                     continue
-                disturbed = [name for name, start, end, _ in state.launch_windows()
-                             if (validity.window_validity(records, start, end, name, info, rank_pids) or {}).get("disturbed")]
-                if disturbed:
-                    again.setdefault((launch.world_size, launch.backend, launch.nodes), []).append(
-                        replace(config, round=config.rounds))
+                judged = [validity.window_validity(records, start, end, name, info, rank_pids)
+                          for name, start, end, _ in state.launch_windows()]
+                shape = (launch.world_size, launch.backend, launch.nodes)
+                if any(j["readings"] and not j["disturbed"] for j in judged):
+                    quiet.add(shape)
+                if any(j["disturbed"] for j in judged):
+                    again.setdefault(shape, []).append(replace(config, round=config.rounds))
         return [Launch(n, backend, tuple(configs), nodes, replicate=configs[0].round)
-                for (n, backend, nodes), configs in again.items()]
+                for (n, backend, nodes), configs in again.items() if (n, backend, nodes) in quiet]
 
     def _skip_past_oom(self, configs: list) -> None:
         """Batch sweep: once a batch ran out of memory, larger batches of the same kind cannot fit either."""
