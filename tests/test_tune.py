@@ -165,7 +165,11 @@ def test_tune_ranks_real_variants_and_a_slowed_one_below_the_default(tmp_path) -
     assert list(rows)[-1] == slowed  # ranked last
     assert rows[slowed]["reason"].startswith("dropped after 2 of 3 launches: slower than DDP as written beyond noise")
     launches_of = {c["config_id"]: c["launches"] for c in summary["configs"]}
-    assert len(launches_of[rows[slowed]["config_id"]]) == 2 and len(launches_of[rows["default"]["config_id"]]) == 3
+    assert len(launches_of[rows[slowed]["config_id"]]) == 2
+    # the default's three planned launches, and one more where a busy machine disturbed one of them
+    default = launches_of[rows["default"]["config_id"]]
+    assert [u["launch"][:3] for u in default[:3]] == ["01-", "02-", "03-"], default
+    assert len(default) in ((3, 4) if any(u["disturbed"] for u in default[:3]) else (3,)), default
     assert slowed not in table["recommended"]
     for name in table["recommended"]:  # whatever is recommended cleared the default beyond the margin
         assert rows[name]["speedup_ci"][0] > 1 + table["min_effect"]
