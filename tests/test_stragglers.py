@@ -230,12 +230,13 @@ def test_the_slowdown_hooks_fire_through_ddp_and_no_sync(one_rank_group):
 
 @pytest.mark.slow
 def test_a_rank_slowed_by_an_injected_fault_is_named_the_straggler(tmp_path):
-    """Real ranks in a gloo group under torchrun: rank 1 computes three times as long; the summary and the
-    report name it, from its compute timed alone and from the other rank's wait for it."""
+    """Real ranks in a gloo group under torchrun: rank 1 computes eight times as long (three times was within
+    noise beside a busy process: rank 0's wait for it, 95% CI from below zero); the summary and the report name
+    it, from its compute timed alone and from the other rank's wait for it."""
     done = run_sweep(str(tmp_path / "run"), "--models", "tests.tiny_models:tiny_cnn", "--batch-sizes", "32",
                      "--world-sizes", "2", "--image-size", "32", "--num-classes", "10", "--warmup", "2",
                      "--iters", "10", "--comm-iters", "40", "--no-collectives", "--telemetry-interval", "0",
-                     "--inject", "slow:rank=1:factor=3", "--launches", "1")
+                     "--inject", "slow:rank=1:factor=8", "--launches", "1")
     assert done.returncode == 0, done.stderr + done.stdout
     entry = done.summary()["configs"][0]
     found = entry["straggler"]
