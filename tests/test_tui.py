@@ -543,7 +543,8 @@ def test_one_world_size_gives_the_summary_the_whole_width_and_names_the_saved_fi
         app = DdptopApp.for_recorded(H100, open_summary="now")  # as `ddptop view` opens it
         async with app.run_test(size=size) as pilot:
             text = await summary_text(app, pilot)
-            await pilot.pause(0.3)
+            # the footer composes its keys a moment after the screen (later still on a busy machine)
+            await wait_for(pilot, lambda: bool(app.screen.query("FooterKey")), timeout=30, step=0.05)
             screen = app.screen
             keys = [key.description for key in screen.query("FooterKey")]
             return (text, len(screen.query("#speedup-chart")), screen.query_one("#summary-text").size.width,
