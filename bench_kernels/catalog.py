@@ -15,6 +15,8 @@ import importlib.util
 import re
 from dataclasses import dataclass
 
+from ddptop.protocol.workload import is_hf, parse_hf
+
 FLOOR_IMAGE_SIZE = 32
 
 # name -> (family, smallest square image size in pixels, patch size or None)
@@ -103,8 +105,17 @@ def is_factory(model: str) -> bool:
 def check_model(model: str, image_size: int) -> str | None:
     """Return a one-line reason why ``model`` cannot run at ``image_size``, or None if it can.
 
-    A factory's module is located (not imported: importing a user's code is the worker's job).
+    A factory's module is located (not imported: importing a user's code is the check's,
+    ``bench_kernels.preflight``); an hf spec is parsed and transformers located.
     """
+    if is_hf(model):
+        try:
+            parse_hf(model)
+        except ValueError as exc:
+            return str(exc)
+        if importlib.util.find_spec("transformers") is None:
+            return f"model {model}: Hugging Face models need transformers: pip install \"ddptop[hf]\""
+        return None
     if is_factory(model):
         if not _FACTORY_RE.match(model):
             return f"model {model!r} is not of the form package.module:factory"
@@ -123,7 +134,7 @@ def check_model(model: str, image_size: int) -> str | None:
         return (
             f"unknown model {model!r}; known: {', '.join(sorted(TORCHVISION_MODELS))}, "
             f"{', '.join(TRANSFORMER_PRESETS)} "
-            "(or give package.module:factory)"
+            "(or give package.module:factory, or hf:<model_type>)"
         )
     _family, smallest, patch = entry
     if image_size < smallest:

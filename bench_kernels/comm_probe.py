@@ -19,7 +19,7 @@ from typing import Any
 
 from bench_kernels.faults import Fault, fire
 from bench_kernels.timing import SampleStream, run_steps
-from bench_kernels.workload import Workload, wrap_in_ddp
+from bench_kernels.training import Training, wrap_in_ddp
 from ddptop.protocol.launchspec import RunConfig
 
 DDP_LOGGING_TIMES = (
@@ -31,19 +31,19 @@ DDP_LOGGING_TIMES = (
 
 
 def probe_communication(
-    workload: Workload, cfg: RunConfig, local_rank: int, nosync_stream: SampleStream, iters: int,
+    training: Training, cfg: RunConfig, local_rank: int, nosync_stream: SampleStream, iters: int,
     faults: Sequence[Fault] = (),
 ) -> dict[str, Any]:
-    """Run the probe's phases (``iters`` steps each) on a workload whose measured steps are done; return the
-    fields of the ``comm`` event. ``workload.net`` is the hooked wrapper afterwards. ``faults`` (a testing
+    """Run the probe's phases (``iters`` steps each) on a configuration whose measured steps are done; return the
+    fields of the ``comm`` event. ``training.net`` is the hooked wrapper afterwards. ``faults`` (a testing
     aid) fire where the second wrapper is built, the analysis's largest allocation."""
-    logging_data = ddp_logging_times(workload.net, since=workload.logging_mark)
-    measure_without_sync(workload, nosync_stream, iters)
-    timer = rewrap_with_bucket_timer(workload, cfg, local_rank, faults)
+    logging_data = ddp_logging_times(training.net, since=training.logging_mark)
+    measure_without_sync(training, nosync_stream, iters)
+    timer = rewrap_with_bucket_timer(training, cfg, local_rank, faults)
     # the new wrapper's own warm-up, the model being warm already: the configuration's fixed count (2 at least),
     # or 2 after an auto warm-up
     warmup = max(2, cfg.warmup) if cfg.warmup is not None else 2
-    hooked_step_s = time_hooked_steps(workload.step_through(workload.net), timer, iters, warmup=warmup)
+    hooked_step_s = time_hooked_steps(training.step_through(training.net), timer, iters, warmup=warmup)
     return {
         "ddp_logging": logging_data,
         "bucket_comm_s": [s["busy_s"] for s in timer.steps],
@@ -54,10 +54,10 @@ def probe_communication(
     }
 
 
-def measure_without_sync(workload: Workload, stream: SampleStream, iters: int) -> None:
+def measure_without_sync(training: Training, stream: SampleStream, iters: int) -> None:
     """The ``nosync`` phase: the measured wrapper's step inside ``no_sync()``, so no gradient is allreduced."""
-    ddp = workload.net
-    step = workload.step_through(ddp)
+    ddp = training.net
+    step = training.step_through(ddp)
 
     def step_without_sync() -> None:
         with ddp.no_sync():
@@ -66,9 +66,9 @@ def measure_without_sync(workload: Workload, stream: SampleStream, iters: int) -
     run_steps(step_without_sync, iters, stream)
 
 
-def rewrap_with_bucket_timer(workload: Workload, cfg: RunConfig, local_rank: int,
+def rewrap_with_bucket_timer(training: Training, cfg: RunConfig, local_rank: int,
                              faults: Sequence[Fault] = ()) -> BucketTimer:
-    """Replace ``workload.net`` with a new DDP wrapper of the same model that carries a BucketTimer hook.
+    """Replace ``training.net`` with a new DDP wrapper of the same model that carries a BucketTimer hook.
 
     Why a second wrapper: DDP takes a comm hook only before its first backward pass, and the measured steps
     must run without one, exactly as a user's would. The first wrapper is released before the second is
@@ -77,15 +77,16 @@ def rewrap_with_bucket_timer(workload: Workload, cfg: RunConfig, local_rank: int
     import torch
     import torch.distributed as dist
 
-    workload.net = None
+    training.net = None
     gc.collect()
-    if workload.device.type == "cuda":
+    if training.device.type == "cuda":
         torch.cuda.empty_cache()  # the first wrapper's bucket buffers go back before the second allocates its own
     for fault in faults:
         fire(fault, torch)
-    timer = BucketTimer(dist, torch, workload.device, cfg.backend)
-    workload.net = wrap_in_ddp(workload.model, cfg, workload.device, local_rank, with_hook=False)
-    workload.net.register_comm_hook(None, timer.hook)
+    timer = BucketTimer(dist, torch, training.device, cfg.backend)
+    training.net = wrap_in_ddp(training.model, cfg, training.device, local_rank, with_hook=False,
+                               find_unused=training.workload.find_unused_parameters)
+    training.net.register_comm_hook(None, timer.hook)
     return timer
 
 

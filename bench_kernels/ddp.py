@@ -20,7 +20,7 @@ collective benchmark
 
 This module is the worker's orchestration: process group, configuration lifecycle, events, failures. The
 parts it runs live beside it, each readable alone:
-- ``bench_kernels.workload``: the model, its wrapper, the optimizer, the batch and the training step;
+- ``bench_kernels.training``: the model spec's workload, its wrapper, the optimizer, the batch and the step;
 - ``bench_kernels.timing``: the step loop, sample streaming and the time-budget arithmetic;
 - ``bench_kernels.comm_probe``: DDP's logging data, the ``no_sync()`` phase and the bucket-timing comm hook;
 - ``bench_kernels.memory_cap``: ``--memory-cap-mb`` (the GPU allocator limit, the CPU step count).
@@ -47,8 +47,9 @@ from typing import Any
 
 from bench_kernels.comm_probe import ddp_logging_mark, probe_communication
 from bench_kernels.faults import SLOW, fire, parse_fault
-from bench_kernels.flops import count_step_flops, dtype_label, matmul_ceiling, op_dtypes
-from bench_kernels.memory_cap import MemoryCapExceeded, NextForwardOutputs, activation_bytes, cap_refusal, limit_gpu_memory
+from bench_kernels.flops import count_step, dtype_label, matmul_ceiling, op_dtypes
+from bench_kernels.memory_cap import (MemoryCapExceeded, NextForwardOutputs, cap_refusal, limit_gpu_memory,
+                                     workload_activation_bytes)
 from bench_kernels.strategies import counted_memory, reshard
 from bench_kernels.timing import (
     FIXED,
@@ -68,7 +69,7 @@ from bench_kernels.timing import (
     warm_up_until_steady,
 )
 from bench_kernels.compiled import first_step
-from bench_kernels.workload import Workload, accepts, build_workload, devices_used, eager_ddp
+from bench_kernels.training import Training, accepts, build_training, devices_used, eager_ddp
 from ddptop.protocol import variants
 from ddptop.protocol.affinity import NUMA_BINDING_ENV, UNBOUND_ENV, bind_this_process
 from ddptop.protocol.devices import apply_rank_device
@@ -299,15 +300,15 @@ class Worker:
             raise ValueError(f"the {cfg.mode} configuration runs in a single process")
         last = round_index >= cfg.rounds - 1
         setup_start = time.perf_counter()
-        workload = build_workload(cfg, self.device, self.local_rank, self.rank)
-        flops = self._count_flops(cfg, workload) if round_index == 0 else None  # by op kind
-        self._slow_down(cfg, workload)
+        training = build_training(cfg, self.device, self.local_rank, self.rank)
+        flops = self._count_flops(cfg, training) if round_index == 0 else None  # by op kind
+        self._slow_down(cfg, training)
         # the peak from here on: DataParallel's FLOP count runs the whole global batch on its first GPU, which
         # no step does (each replica takes its share)
         self._reset_peak_memory(cfg)
-        self._config_start(cfg, workload, time.perf_counter() - setup_start, round_index, flops)
+        self._config_start(cfg, training, time.perf_counter() - setup_start, round_index, flops)
         if variants.variant(cfg.variant).compile:  # said after config_start: the view shows it running meanwhile
-            compiled = first_step(workload.step_through(workload.net), eager_ddp(workload.net))
+            compiled = first_step(training.step_through(training.net), eager_ddp(training.net))
             self.writer.emit("compiled", config_id=cfg.config_id, **compiled)
             self.writer.flush()
             self._reset_peak_memory(cfg)  # the compiler's own allocations are no part of a step
@@ -319,20 +320,20 @@ class Worker:
         # of their own.
         counts_memory = self.device.type == "cpu"
         activations: float | None = None
-        outputs = NextForwardOutputs(workload.model) if counts_memory and not cap else None
+        outputs = NextForwardOutputs(training.model) if counts_memory and not cap else None
         if counts_memory and cap:
-            activations = activation_bytes(workload.model, workload.inputs)
-            reshard(workload.model)  # FSDP2 without reshard_after_forward: gathered by that forward alone
-            need = sum(counted_memory(workload.model, workload.optimizer, workload.inputs, activations).values())
+            activations = self._activations_under_cap(cfg, training)
+            reshard(training.model)  # FSDP2 without reshard_after_forward: gathered by that forward alone
+            need = sum(counted_memory(training.model, training.optimizer, training.input_bytes, activations).values())
             refusal = cap_refusal(self._on_fullest_rank(need), cap, self.world_size)
             if refusal is not None:
                 raise refusal
-        measured = self._measure(cfg, workload, round_index)
+        measured = self._measure(cfg, training, round_index)
         if outputs is not None:
             activations = outputs.bytes
         if counts_memory and activations is not None:  # after the steps: gradients, optimizer state as held
             measured = dataclasses.replace(measured, counted_memory=counted_memory(
-                workload.model, workload.optimizer, workload.inputs, activations))
+                training.model, training.optimizer, training.input_bytes, activations))
         # read now: what the analysis below allocates (a second DDP wrapper's buckets) is no part of the step
         measured = dataclasses.replace(measured, peak_memory_bytes=self._peak_memory(cfg))
         # The configuration ends on every rank before its analysis starts, so a failure there (out of memory
@@ -340,11 +341,41 @@ class Worker:
         # skip the larger batches.
         self._config_end(cfg, measured, round_index, last)
         if last and cfg.mode == Mode.DDP and cfg.comm_iters > 0:
-            self._probe_communication(cfg, workload, round_index)
-        del workload
+            self._probe_communication(cfg, training, round_index)
+        del training
         self._release_memory()
         if self.world_size > 1:
             self.dist.barrier()  # configurations start together on every rank
+
+    def _activations_under_cap(self, cfg: RunConfig, training: Training) -> float:
+        """The layer outputs of a step on this rank's batch, from a forward of a small batch the workload makes
+        (``memory_cap.activation_bytes``). A workload whose forward cannot be followed so cannot run under
+        the CPU memory cap: the configuration fails saying so, rather than run past an uncounted cap."""
+        from bench_kernels.memory_cap import PROBE_EXAMPLES
+        from bench_kernels.sources import to_channels_last
+
+        probe = training.workload.make_batch(PROBE_EXAMPLES, self.device)
+        if cfg.channels_last:
+            probe = to_channels_last(probe)
+        try:
+            return workload_activation_bytes(training.model, lambda: training.loss(training.model, probe),
+                                    training.batch_size / PROBE_EXAMPLES)
+        except Exception as exc:  # noqa: BLE001 - said as what it is
+            raise RuntimeError(f"--memory-cap-mb cannot count this workload's step on the CPU (a forward of "
+                               f"{PROBE_EXAMPLES} examples failed: {type(exc).__name__}: {exc}); run it without "
+                               "the cap") from exc
+
+    def _tokens_per_example(self, training: Training) -> float | None:
+        """Tokens per example of the configuration's batch, where the workload counts tokens."""
+        count = training.workload.tokens
+        if count is None:
+            return None
+        try:
+            return float(count(training.batch)) / training.batch_size
+        except Exception as exc:  # noqa: BLE001 - a broken count costs the tokens/s figure only
+            print(f"bench_kernels.ddp: the workload's tokens(batch) raised {type(exc).__name__}: {exc}",
+                  file=sys.stderr, flush=True)
+            return None
 
     def _on_fullest_rank(self, need: float) -> float:
         """The largest of every rank's ``need``: each rank asks, so all refuse a step under the cap or none."""
@@ -364,44 +395,50 @@ class Worker:
         if self.world_size > 1:
             self.dist.barrier()  # the next configuration starts together on every rank, as after a measured one
 
-    def _count_flops(self, cfg: RunConfig, workload: Workload) -> dict[str, int] | None:
-        """FLOPs of one forward and backward of this rank's batch by op kind, before any timed step. DDP runs it under
-        ``no_sync()`` (no allreduce), DataParallel on the bare model with the global batch (FlopCounterMode
-        follows this thread, not the replicas' threads); the gradients are dropped after."""
-        torch = self.torch
+    def _count_flops(self, cfg: RunConfig, training: Training) -> dict[str, Any]:
+        """FLOPs of one forward, loss and backward of this rank's batch by op kind, before any timed step, and
+        the ops the counter had no formula for; or the workload's own figure where it gives one (``flops``).
+        DDP runs it under ``no_sync()`` (no allreduce), DataParallel on the bare model with the global batch
+        (FlopCounterMode follows this thread, not the replicas' threads); the gradients are dropped after."""
+        given = training.workload.flops
+        if given is not None:
+            try:
+                return {"flops_per_step": float(given(training.batch)), "flops_source": "workload"}
+            except Exception as exc:  # noqa: BLE001 - the workload's own function failing: said, not counted
+                return {"flops_note": f"the workload's flops(batch) raised {type(exc).__name__}: {exc}"[:300]}
         if variants.variant(cfg.variant).ddp_kwargs.get("static_graph"):
-            return None  # static_graph DDP breaks on a no_sync() step before its first (an internal assert)
-        net = workload.model if cfg.mode == Mode.DP else eager_ddp(workload.net)  # the FLOPs are the same
+            return {}  # static_graph DDP breaks on a no_sync() step before its first (an internal assert)
+        net = training.model if cfg.mode == Mode.DP else eager_ddp(training.net)  # the FLOPs are the same
         # FSDP2 has no no_sync(): its reduce-scatters run, outside the count as every collective is
         quiet = net.no_sync() if cfg.mode == Mode.DDP and hasattr(net, "no_sync") else contextlib.nullcontext()
 
         def forward_and_backward() -> None:
-            autocast = (torch.autocast(device_type=self.device.type, dtype=workload.amp_dtype)
-                        if workload.amp_dtype else contextlib.nullcontext())
             with quiet:
-                with autocast:
-                    loss = workload.loss_fn(net(workload.inputs), workload.targets)
-                loss.backward()
+                training.forward_loss(net).backward()
 
         try:
-            return count_step_flops(torch, forward_and_backward)
-        except Exception:  # noqa: BLE001 - a model FlopCounterMode cannot follow: no count, not a failure
-            return None
+            counted = count_step(self.torch, forward_and_backward)
+        except Exception as exc:  # noqa: BLE001 - a model FlopCounterMode cannot follow: no count, not a failure
+            return {"flops_note": f"FlopCounterMode could not count this step: {type(exc).__name__}: {exc}"[:300]}
         finally:
-            workload.optimizer.zero_grad(set_to_none=True)
+            training.optimizer.zero_grad(set_to_none=True)
+        if counted is None:
+            return {}
+        return {"flops_per_step": sum(counted.by_kind.values()) or None, "flops_by_kind": counted.by_kind,
+                "flops_source": "counted", "flops_uncounted": counted.uncounted_lines()}
 
-    def _config_start(self, cfg: RunConfig, workload: Workload, setup_s: float, round_index: int,
-                      flops: dict[str, int] | None = None) -> None:
+    def _config_start(self, cfg: RunConfig, training: Training, setup_s: float, round_index: int,
+                      flops: dict[str, Any] | None = None) -> None:
         dtypes = op_dtypes(self.torch, self.device, cfg.amp)
         self.writer.emit(
             "config_start",
             config_id=cfg.config_id,
             model=cfg.model,
             mode=cfg.mode,
-            batch_size=workload.batch_size,
+            batch_size=training.batch_size,
             world_size=self.world_size,
-            params=workload.params,
-            grad_bytes=workload.grad_bytes,
+            params=training.params,
+            grad_bytes=training.grad_bytes,
             warmup=cfg.warmup,
             iters=cfg.iters,
             time_budget=cfg.time_budget,
@@ -410,11 +447,11 @@ class Worker:
             rounds=cfg.rounds,
             setup_s=setup_s,
             notes=self._precision_notes(cfg, say=True),
-            flops_per_step=sum(flops.values()) if flops else None,
-            flops_by_kind=flops,
+            **(flops or {}),
             dtype_by_kind=dtypes,
-            compute_dtype=dtype_label(dtypes, flops),
-            ddp_keywords=getattr(workload.net, "ddptop_keywords", None),  # as passed, for the lines to paste
+            compute_dtype=dtype_label(dtypes, (flops or {}).get("flops_by_kind")),
+            tokens_per_example=self._tokens_per_example(training),
+            ddp_keywords=getattr(training.net, "ddptop_keywords", None),  # as passed, for the lines to paste
         )
         self.writer.flush()
 
@@ -438,10 +475,10 @@ class Worker:
             print(f"bench_kernels.ddp: warning: {note}", file=sys.stderr, flush=True)
         return [note]
 
-    def _measure(self, cfg: RunConfig, workload: Workload, round_index: int) -> Measured:
+    def _measure(self, cfg: RunConfig, training: Training, round_index: int) -> Measured:
         """The warm-up (fixed, or until steady), then the measured steps: as many as asked, as fill the time
         budget at the warm-up's pace, or until the median is precise on every rank."""
-        step = workload.step_through(workload.net)
+        step = training.step_through(training.net)
         agree = self._agreement(cfg)
         if cfg.warmup is None:
             window = WARMUP_WINDOW.get(self.device.type, WARMUP_WINDOW["cpu"])
@@ -453,7 +490,7 @@ class Worker:
             warmup = run_steps(step, cfg.warmup, self._stream(cfg, Phase.WARMUP, cfg.warmup, round_index))
             pace = warmup.samples
         if cfg.mode == Mode.DDP and cfg.comm_iters > 0:  # where DDP's own averages are to start from
-            workload.logging_mark = ddp_logging_mark(workload.net)
+            training.logging_mark = ddp_logging_mark(training.net)
         fault = self._injected_fault(cfg.config_id) if round_index == 0 else None
         if cfg.time_budget or cfg.iters is not None:
             if cfg.time_budget:
@@ -504,7 +541,7 @@ class Worker:
             return None
         return max(self.torch.cuda.max_memory_allocated(d) for d in devices_used(cfg, self.device))
 
-    def _probe_communication(self, cfg: RunConfig, workload: Workload, round_index: int) -> None:
+    def _probe_communication(self, cfg: RunConfig, training: Training, round_index: int) -> None:
         """The communication probe, after the configuration's end: its failure is reported as the analysis's
         (``phase`` "analysis"), never as the configuration's. Alone, the rank goes on to the next
         configuration; in a group the peers may be waiting inside a collective, so the group ends
@@ -513,12 +550,12 @@ class Worker:
         stream = self._stream(cfg, Phase.NOSYNC, iters, round_index)
         start = time.perf_counter()
         try:
-            fields = probe_communication(workload, cfg, self.local_rank, stream, iters, self.faults_for(cfg))
+            fields = probe_communication(training, cfg, self.local_rank, stream, iters, self.faults_for(cfg))
         except Terminated:
             raise
         except Exception as exc:  # noqa: BLE001 - out of memory, or anything else: the analysis is lost, not the steps
             self.report_error(cfg.config_id, exc, phase=Phase.ANALYSIS)
-            workload.net = None
+            training.net = None
             if self.world_size > 1:
                 raise AnalysisFailed(cfg.config_id) from exc
             return
@@ -530,14 +567,14 @@ class Worker:
         return [f for f in self.faults
                 if f.at_step and f.phase == Phase.ANALYSIS and f.matches(cfg.config_id, self.rank)]
 
-    def _slow_down(self, cfg: RunConfig, workload: Workload) -> None:
+    def _slow_down(self, cfg: RunConfig, training: Training) -> None:
         """An injected ``slow`` fault (a testing aid) aimed at this rank in ``cfg``: every step from here on.
         DDP's alone: a rank alone has no peer to hold back."""
         if cfg.mode != Mode.DDP:
             return
         for fault in self.faults:
             if fault.kind == SLOW and fault.matches(cfg.config_id, self.rank):
-                workload.slow_down(fault.factor)
+                training.slow_down(fault.factor)
                 return
 
     def _config_end(self, cfg: RunConfig, measured: Measured, round_index: int, last: bool) -> None:
@@ -600,7 +637,7 @@ class Worker:
             "error",
             config_id=config_id,
             error_type=type(exc).__name__,
-            message=str(exc)[:2000],
+            message=(unused_parameter_hint(exc) + str(exc))[:2000],
             traceback="".join(traceback.format_exception(exc))[-8000:],
             oom=oom,
             **({"phase": phase} if phase else {}),
@@ -608,6 +645,18 @@ class Worker:
         if config_id is not None and phase is None:
             self.writer.emit("config_end", config_id=config_id, status=Status.OOM if oom else Status.FAILED)
         self.writer.flush(durable=True)
+
+
+# what DDP raises at the step after one in which a parameter got no gradient (torch/csrc/distributed/c10d/reducer.cpp)
+DDP_UNUSED = "Expected to have finished reduction in the prior iteration"
+
+
+def unused_parameter_hint(exc: BaseException) -> str:
+    """The keyword that fixes DDP's unused-parameter error, said first (a reason is cut to its first sentences)."""
+    if DDP_UNUSED not in str(exc):
+        return ""
+    return ("Some parameters got no gradient in a step: give the workload find_unused_parameters=True "
+            "(ddptop.protocol.workload). ")
 
 
 def _is_oom(exc: BaseException) -> bool:

@@ -7,6 +7,10 @@ and matmuls (mm, addmm, bmm, attention) in cuBLAS, whose TF32 switches differ (`
 flash attention, which torch's counter has no formula for, is counted with the GPU kernels' formulas
 (``attention_formulas``). The
 optimizer step's element-wise work is not counted, as model FLOPs utilisation conventionally leaves it out.
+An op the counter has no formula for counts 0: the count names every such op that may do real arithmetic
+(an op of a library's own namespace, a Triton kernel, an aten matmul, convolution or attention torch's
+registry does not know), so a report never passes a partial count off as the whole. A kernel called outside
+torch's dispatcher (a C++ extension's own call) is not seen at all; a workload can give its FLOPs instead.
 
 The ceiling follows the maximum-achievable-matmul-FLOPs method: a few square matmuls on the device in the
 step's dtype, each timed over enough repetitions, the best TFLOP/s reached. It is what this device gives a
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from dataclasses import dataclass
 from typing import Any
 
 # square matmul sizes tried: the larger ones reach a GPU's ceiling; the CPU's is reached by the smaller ones
@@ -59,19 +64,80 @@ def op_kind(op: Any) -> str:
     return "conv" if "convolution" in getattr(op, "__name__", str(op)) else "matmul"
 
 
+@dataclass(frozen=True)
+class StepFlops:
+    """A step's counted FLOPs by op kind, and the ops that ran without a formula (name -> calls)."""
+
+    by_kind: dict[str, int]
+    uncounted: dict[str, int]
+
+    def uncounted_lines(self) -> list[str]:
+        return [f"{name} ({calls} call{'s' if calls != 1 else ''})" for name, calls in sorted(self.uncounted.items())]
+
+
+# namespaces whose ops do no arithmetic a FLOP count is about: collectives, profiling marks, random bits
+QUIET_NAMESPACES = {"c10d", "_c10d_functional", "_c10d_functional_autograd", "_dtensor", "profiler", "rngprims",
+                    "fsdp", "debugprims"}
+# aten ops by name: the arithmetic FLOP counts are about (a matmul, a convolution, attention)
+HEAVY_ATEN = ("mm", "matmul", "conv", "attention", "einsum", "linear", "gemm")
+
+
 def count_step_flops(torch: Any, run_step_body: Any) -> dict[str, int] | None:
     """FLOPs of ``run_step_body()`` (a forward and backward) by op kind, counted by FlopCounterMode; None
     without it."""
+    counted = count_step(torch, run_step_body)
+    return counted.by_kind if counted is not None else None
+
+
+def count_step(torch: Any, run_step_body: Any) -> StepFlops | None:
+    """``count_step_flops`` with the ops that ran without a formula; None without FlopCounterMode."""
     try:
         from torch.utils.flop_counter import FlopCounterMode
+        from torch.utils._python_dispatch import TorchDispatchMode
     except ImportError:
         return None
+    seen: dict[Any, int] = {}
+
+    class OpsSeen(TorchDispatchMode):
+        def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+            seen[func] = seen.get(func, 0) + 1
+            return func(*args, **(kwargs or {}))
+
     with FlopCounterMode(display=False, custom_mapping=attention_formulas(torch)) as counter:
-        run_step_body()
+        with OpsSeen():
+            run_step_body()
     by_kind = {kind: 0 for kind in OP_KINDS}
     for op, flops in counter.get_flop_counts().get("Global", {}).items():
         by_kind[op_kind(op)] += int(flops)
-    return by_kind
+    registry = getattr(counter, "flop_registry", {})
+    uncounted: dict[str, int] = {}
+    for func, calls in seen.items():
+        packet = getattr(func, "overloadpacket", func)
+        if packet in registry or func in registry or not may_compute(func):
+            continue
+        name = op_name(func)
+        uncounted[name] = uncounted.get(name, 0) + calls
+    return StepFlops(by_kind, uncounted)
+
+
+def op_name(func: Any) -> str:
+    """``namespace::op`` of an op overload (its overload left out), or its str."""
+    name = getattr(func, "name", None)
+    text = name() if callable(name) else str(func)
+    return text.split(".")[0]
+
+
+def may_compute(func: Any) -> bool:
+    """Whether an op without a formula may still do a step's arithmetic: any op of a namespace other than
+    torch's own (a library's kernel, a Triton kernel, a user's custom op), or an aten op named as a matmul,
+    a convolution or attention."""
+    namespace = getattr(func, "namespace", None) or op_name(func).split("::")[0]
+    if namespace in QUIET_NAMESPACES:
+        return False
+    if namespace not in ("aten", "prims"):
+        return True
+    short = op_name(func).split("::")[-1]
+    return any(word in short for word in HEAVY_ATEN)
 
 
 def attention_formulas(torch: Any) -> dict[Any, Any]:

@@ -29,38 +29,62 @@ def step_memory_bytes(grad_bytes: int, input_bytes: int, activation_bytes: float
     return 3 * grad_bytes + input_bytes + activation_bytes
 
 
-def activation_bytes(model: Any, inputs: Any, with_loss: bool = False) -> float:
-    """Bytes of every leaf module's output for the whole batch ``inputs``, counted on a forward pass of its
-    first examples and scaled, so a batch far past the cap is refused without being allocated. With
-    ``with_loss``, also what the loss keeps for the backward pass: cross-entropy's log-probabilities, the size
-    of the model's output (B x classes for a CNN, a few bytes; B x T x vocab for a language model, as much as
-    its logits)."""
+def output_bytes(output: Any) -> int:
+    """Bytes of every tensor in a module's output: a tensor, or inside tuples, lists and dicts (a Hugging
+    Face ``ModelOutput`` is a dict)."""
     import torch
 
-    per_probe = 0
+    if isinstance(output, torch.Tensor):
+        return output.numel() * output.element_size()
+    if isinstance(output, dict):
+        return sum(output_bytes(v) for v in output.values())
+    if isinstance(output, (tuple, list)):
+        return sum(output_bytes(v) for v in output)
+    return 0
+
+
+def layer_output_bytes(model: Any, run_forward: Any) -> tuple[int, Any]:
+    """Bytes of every leaf module's output during ``run_forward()`` (a forward of ``model``, in eval mode and
+    without gradients: nothing is kept), and what it returned."""
+    import torch
+
+    seen = 0
 
     def count(_module: Any, _inputs: Any, output: Any) -> None:
-        nonlocal per_probe
-        outputs = output if isinstance(output, (tuple, list)) else (output,)
-        for tensor in outputs:
-            if isinstance(tensor, torch.Tensor):
-                per_probe += tensor.numel() * tensor.element_size()
+        nonlocal seen
+        seen += output_bytes(output)
 
-    probe = inputs[:PROBE_EXAMPLES]
     leaves = [m for m in model.modules() if not list(m.children())]
     handles = [m.register_forward_hook(count) for m in leaves]
     was_training = model.training
     try:
         model.eval()
         with torch.no_grad():
-            output = model(probe)
+            result = run_forward()
     finally:
         model.train(was_training)
         for handle in handles:
             handle.remove()
-    if with_loss and isinstance(output, torch.Tensor):
-        per_probe += output.numel() * output.element_size()
+    return seen, result
+
+
+def activation_bytes(model: Any, inputs: Any, with_loss: bool = False) -> float:
+    """Bytes of every leaf module's output for the whole batch ``inputs`` (one tensor), counted on a forward
+    pass of its first examples and scaled, so a batch far past the cap is refused without being allocated.
+    With ``with_loss``, also what the loss keeps for the backward pass: cross-entropy's log-probabilities, the
+    size of the model's output (B x classes for a CNN, a few bytes; B x T x vocab for a language model, as
+    much as its logits)."""
+    probe = inputs[:PROBE_EXAMPLES]
+    per_probe, output = layer_output_bytes(model, lambda: model(probe))
+    if with_loss:
+        per_probe += output_bytes(output)
     return per_probe * inputs.shape[0] / probe.shape[0]
+
+
+def workload_activation_bytes(model: Any, run_forward: Any, scale: float) -> float:
+    """``activation_bytes`` for any workload: the leaf outputs of ``run_forward()`` (its loss on a batch of
+    ``PROBE_EXAMPLES`` the workload made), times ``scale`` (the rank's batch over the probe's)."""
+    return layer_output_bytes(model, run_forward)[0] * scale
 
 
 def check_cpu_memory_cap(model: Any, inputs: Any, grad_bytes: int, cap_mb: float) -> None:
@@ -100,14 +124,11 @@ class NextForwardOutputs:
     model than its steps make). ``bytes`` is None until that forward has run."""
 
     def __init__(self, model: Any) -> None:
-        import torch
-
         self.bytes: float | None = None
         self._seen = 0
 
         def count(_module: Any, _inputs: Any, output: Any) -> None:
-            outputs = output if isinstance(output, (tuple, list)) else (output,)
-            self._seen += sum(t.numel() * t.element_size() for t in outputs if isinstance(t, torch.Tensor))
+            self._seen += output_bytes(output)
 
         def done(_module: Any, _inputs: Any, _output: Any) -> None:
             self.bytes = float(self._seen)

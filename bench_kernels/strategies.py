@@ -24,12 +24,41 @@ SGD = {"lr": 0.01, "momentum": 0.9}  # what every strategy steps with (the workl
 MOMENTUM_SLOTS = 1  # state tensors SGD with momentum keeps per parameter
 
 
-def wrap_fsdp(model: Any, cfg: RunConfig, device: Any) -> Any:
+def wrap_fsdp(model: Any, cfg: RunConfig, device: Any, units_of: Any = None) -> Any:
     """The model sharded by FSDP2 as ``cfg.strategy`` says (``reshard_after_forward``), in place: the
-    workload's SGD then steps the local shards (DTensor parameters)."""
+    workload's SGD then steps the local shards (DTensor parameters). ``units_of(model)``: the workload's own
+    units (``Workload.fsdp_units``), else ``sharded_units``'s."""
     chosen = strategies.strategy(cfg.strategy)
-    shard_model(model, device, chosen.reshard_after_forward, mixed_precision=mixed_precision(cfg, device))
+    units = given_units(model, units_of) if units_of is not None else None
+    shard_model(model, device, chosen.reshard_after_forward, mixed_precision=mixed_precision(cfg, device),
+                units=units)
     return model
+
+
+def given_units(model: Any, units_of: Any) -> list[Any]:
+    """The workload's FSDP2 units, innermost first (``fully_shard`` takes a unit inside another before it),
+    then the root; a unit that is not a submodule of the model is refused in one line."""
+    inside = {id(m): depth for depth, m in _depths(model)}
+    units = list(units_of(model))
+    strangers = [type(u).__name__ for u in units if id(u) not in inside or u is model]
+    if strangers:
+        raise ValueError(f"the workload's fsdp_units gave modules that are not submodules of its model: "
+                         f"{', '.join(strangers[:3])}")
+    order = {id(m): i for i, m in enumerate(model.modules())}
+    units.sort(key=lambda u: (-inside[id(u)], order[id(u)]))
+    return units + [model]
+
+
+def _depths(model: Any) -> list[tuple[int, Any]]:
+    found: list[tuple[int, Any]] = []
+
+    def walk(module: Any, depth: int) -> None:
+        found.append((depth, module))
+        for child in module.children():
+            walk(child, depth + 1)
+
+    walk(model, 0)
+    return found
 
 
 def zero_optimizer(net: Any) -> Any:
@@ -53,31 +82,64 @@ def mixed_precision(cfg: RunConfig, device: Any) -> Any:
 
 
 def sharded_units(model: Any) -> list[Any]:
-    """What ``fully_shard`` is applied to, in the order the forward runs them: each top-level child module
-    with parameters (a torchvision CNN's stem and its classifier), a stage that is a Sequential block by
-    block (a ResNet's layer1..layer4: FSDP's unit in practice is a block, and a whole last stage holds most
-    of a ResNet's parameters), then the root, which takes any parameter left. A child holding a parameter
-    another child holds too (a language model's head tied to its token embedding) is left to the root: as a
-    unit of its own it would shard one holder's copy and leave the other's whole, and the two would part."""
-    from collections import Counter
-
+    """What ``fully_shard`` is applied to by default, innermost first, the root last (it takes any parameter
+    left): every block of a Sequential or ModuleList (a ResNet's stages, a transformer's layers: FSDP's unit
+    in practice is a block, and a whole stage would hold most of a model's parameters), at any depth (a
+    Hugging Face model keeps its layers inside a child, ``transformer.h``, ``model.layers``), and each other
+    module with parameters that holds no block (a CNN's stem and classifier, an embedding, a final norm); a
+    module holding blocks becomes a unit after them where it is closed. A module is a unit only where it is
+    closed: no parameter of it is held by a module outside it. A language model's head tied to its token
+    embedding is left to the enclosing unit, the root at worst: as units of their own the two holders would
+    each shard their copy, and the two would part."""
     import torch
 
-    holders = Counter(id(p) for child in model.children() for p in child.parameters())
-    units = []
-    for child in model.children():
-        if not any(True for _ in child.parameters()) or any(holders[id(p)] > 1 for p in child.parameters()):
-            continue
-        if isinstance(child, (torch.nn.Sequential, torch.nn.ModuleList)):
-            units += [block for block in child.children() if any(True for _ in block.parameters())]
-        else:
-            units.append(child)
+    holders: dict[int, set[int]] = {}
+    for module in model.modules():
+        for parameter in module.parameters(recurse=False):
+            holders.setdefault(id(parameter), set()).add(id(module))
+    containers = (torch.nn.Sequential, torch.nn.ModuleList)
+
+    def closed(module: Any) -> bool:
+        inside = {id(m) for m in module.modules()}
+        return all(holders[id(p)] <= inside for p in module.parameters())
+
+    def has_parameters(module: Any) -> bool:
+        return any(True for _ in module.parameters())
+
+    def holds_blocks(module: Any) -> bool:
+        return any(isinstance(m, containers) and sum(has_parameters(c) for c in m.children()) > 1
+                   for m in module.modules())
+
+    units: list[Any] = []
+
+    def left_over(module: Any) -> bool:  # parameters no unit inside it took
+        taken = {id(p) for unit in units for p in unit.parameters()}
+        return any(id(p) not in taken for p in module.parameters())
+
+    def visit(module: Any) -> None:
+        for child in module.children():
+            if not has_parameters(child):
+                continue
+            if isinstance(module, containers) and closed(child):
+                units.append(child)  # a block
+            elif isinstance(child, containers) or holds_blocks(child):
+                visit(child)  # its blocks (or what holds them) first
+                if not isinstance(child, containers) and closed(child) and left_over(child):
+                    units.append(child)
+            elif closed(child):
+                units.append(child)
+            else:
+                visit(child)  # a tied module's closed parts may still be units
+
+    visit(model)
     return units + [model]
 
 
-def shard_model(model: Any, device: Any, reshard_after_forward: bool, mixed_precision: Any = None) -> None:
-    """``fully_shard`` each unit of ``sharded_units`` on a one-dimensional mesh of every rank (a CPU mesh
-    with gloo). Each unit's full parameter bytes are kept on the model for ``counted_memory``."""
+def shard_model(model: Any, device: Any, reshard_after_forward: bool, mixed_precision: Any = None,
+                units: list[Any] | None = None) -> None:
+    """``fully_shard`` each unit (``units``, else ``sharded_units``'s; innermost first, the root last) on a
+    one-dimensional mesh of every rank (a CPU mesh with gloo). Each unit's full parameter bytes are kept on
+    the model for ``counted_memory``."""
     import torch.distributed as dist
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
@@ -87,7 +149,7 @@ def shard_model(model: Any, device: Any, reshard_after_forward: bool, mixed_prec
     keywords: dict[str, Any] = {"mesh": mesh, "reshard_after_forward": reshard_after_forward}
     if mixed_precision is not None:
         keywords["mp_policy"] = mixed_precision
-    units = sharded_units(model)
+    units = units or sharded_units(model)
     # each unit's own parameters (those no unit inside it takes), as full tensors, before sharding
     taken: set[int] = set()
     full = []
@@ -157,8 +219,9 @@ def gathered_bytes(model: Any) -> int:
     return int(root + peak)
 
 
-def counted_memory(model: Any, optimizer: Any, inputs: Any, activation_bytes: float) -> dict[str, int]:
-    """What one training step holds on this rank, by kind, in bytes (see the module's docstring)."""
+def counted_memory(model: Any, optimizer: Any, input_bytes: int, activation_bytes: float) -> dict[str, int]:
+    """What one training step holds on this rank, by kind, in bytes (see the module's docstring);
+    ``input_bytes``: every tensor of the batch."""
     params = list(model.parameters())
     return {
         "parameters": sum(nbytes(p) for p in params),
@@ -166,6 +229,6 @@ def counted_memory(model: Any, optimizer: Any, inputs: Any, activation_bytes: fl
         "gradients": sum(nbytes(p.grad) if p.grad is not None else nbytes(p) for p in params if p.requires_grad),
         "optimizer_state": optimizer_state_bytes(optimizer),
         "gathered": gathered_bytes(model),
-        "inputs": inputs.numel() * inputs.element_size(),
+        "inputs": int(input_bytes),
         "activations": int(activation_bytes),
     }

@@ -404,7 +404,7 @@ def cmd_kernels(_args: argparse.Namespace) -> int:
     from bench_kernels.catalog import TORCHVISION_MODELS, TRANSFORMER_PRESETS
 
     print("Kernels:")
-    print("  ddp    DDP training step (forward, loss, backward with gradient allreduce, SGD step) on synthetic images")
+    print("  ddp    DDP training step (forward, loss, backward with gradient allreduce, SGD step) on synthetic data")
     print()
     print("Models (torchvision, random weights; smallest --image-size):")
     for name, (family, smallest, patch) in sorted(TORCHVISION_MODELS.items()):
@@ -417,7 +417,11 @@ def cmd_kernels(_args: argparse.Namespace) -> int:
               f"{shape.heads} heads, vocab {shape.vocab}, context {shape.context} (default --seq-len "
               f"{shape.default_seq_len})")
     print()
-    print("Any other model: --models package.module:factory (called with num_classes/image_size if it takes them)")
+    print("Your own model: --models package.module:factory, returning a Workload (model, make_batch, loss; "
+          "docs/workloads.md) or an image classifier nn.Module (called with num_classes/image_size/seq_len if it "
+          "takes them)")
+    print("Hugging Face: --models hf:<model_type>[:key=value]... (gpt2, llama, bert, ...; random weights from the "
+          "config; pip install \"ddptop[hf]\")")
     return EXIT_OK
 
 

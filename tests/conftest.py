@@ -59,7 +59,7 @@ class Finished:
 
 
 def _ddptop_env(env: dict | None) -> dict:
-    return dict(os.environ, PYTHONPATH=REPO, COLUMNS="200", **(env or {}))
+    return {**os.environ, "PYTHONPATH": REPO, "COLUMNS": "200", **(env or {})}
 
 
 def ddptop(*args: str, timeout: float = 300, cwd: str = REPO, env: dict | None = None) -> subprocess.CompletedProcess:

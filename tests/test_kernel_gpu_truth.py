@@ -134,8 +134,9 @@ def test_the_probe_builds_its_timer_for_the_configuration_s_backend(monkeypatch)
     monkeypatch.setattr(probe, "BucketTimer", lambda dist, torch, device, backend: made.append(backend) or
                         SimpleNamespace(hook=None))
     monkeypatch.setattr(probe, "wrap_in_ddp", lambda *a, **k: SimpleNamespace(register_comm_hook=lambda *a: None))
-    workload = SimpleNamespace(net=object(), device=SimpleNamespace(type="cpu"), model=None)
-    probe.rewrap_with_bucket_timer(workload, config(backend="gloo"), 0)
+    training = SimpleNamespace(net=object(), device=SimpleNamespace(type="cpu"), model=None,
+                               workload=SimpleNamespace(find_unused_parameters=False))
+    probe.rewrap_with_bucket_timer(training, config(backend="gloo"), 0)
     assert made == ["gloo"]
 
 
@@ -146,9 +147,9 @@ def test_the_measured_wrapper_is_freed_before_the_hooked_one_is_built(monkeypatc
     import gc
 
     import bench_kernels.comm_probe as probe
-    from bench_kernels.workload import build_workload, wrap_in_ddp
+    from bench_kernels.training import build_training, wrap_in_ddp
 
-    workload = build_workload(config(), one_rank_group.device("cpu"), local_rank=0, rank=0)
+    workload = build_training(config(), one_rank_group.device("cpu"), local_rank=0, rank=0)
     workload.step_through(workload.net)()
     first = weakref.ref(workload.net)
     alive_at_second = []
@@ -180,7 +181,7 @@ def _orchestration(monkeypatch, cfg, gpus=4):
     worker.world_size, worker.rank, worker.local_rank, worker.faults = 1, 0, 0, []
     worker.spec = SimpleNamespace(memory_cap_mb=None)
     worker.device, worker.torch = SimpleNamespace(type="cuda", index=0), SimpleNamespace(cuda=cuda)
-    monkeypatch.setattr(ddp, "build_workload", lambda *a: log.append("build") or SimpleNamespace(net=None))
+    monkeypatch.setattr(ddp, "build_training", lambda *a: log.append("build") or SimpleNamespace(net=None))
     worker._count_flops = lambda *a: log.append("flops")
     worker._config_start = lambda *a: log.append("config_start")
     worker._measure = lambda *a: log.append("measure") or ddp.Measured(5, 0.1, 0.5)
@@ -300,14 +301,14 @@ def test_ddp_s_averages_are_the_measured_steps_not_the_warm_up(tmp_path, one_ran
     average holds the measured forwards (at least their mean) and lies below its average over every step."""
     from bench_kernels.comm_probe import ddp_logging_times
     from bench_kernels.ddp import Worker
-    from bench_kernels.workload import build_workload
+    from bench_kernels.training import build_training
 
     torch = one_rank_group
     cfg = config(model="tests.test_kernel_gpu_truth:slow_warmup_model", warmup=SLOW_STEPS, iters=8)
     worker = Worker(LaunchSpec(launch_id="x", events_dir=str(tmp_path), device="cpu", backend="gloo",
                                threads_per_rank=1, configs=(cfg,)))
     worker.torch, worker.dist, worker.device = torch, torch.distributed, torch.device("cpu")
-    workload = build_workload(cfg, worker.device, local_rank=0, rank=0)
+    workload = build_training(cfg, worker.device, local_rank=0, rank=0)
     worker._measure(cfg, workload, 0)
     assert workload.logging_mark is not None and workload.logging_mark["iteration"] == SLOW_STEPS
     every_step = ddp_logging_times(workload.net)["forward_compute_s"]
@@ -338,17 +339,17 @@ def test_dataparallel_s_replicas_get_a_torch_dtype_for_their_autocast(monkeypatc
     """torch.autocast takes a torch.dtype; given the name "bfloat16", entering it raises a TypeError
     (torch.set_autocast_dtype), so every replica's forward failed under --amp."""
     torch = pytest.importorskip("torch")
-    from bench_kernels import workload
+    from bench_kernels import training
 
     made = []
     monkeypatch.setattr(torch.nn, "DataParallel", lambda module, device_ids: made.append((module, device_ids)))
     model = torch.nn.Linear(4, 4)
-    workload.wrap(model, config(mode=Mode.DP, world_size=2, amp="bf16"), SimpleNamespace(type="cuda"), 0)
+    training.wrap(model, config(mode=Mode.DP, world_size=2, amp="bf16"), SimpleNamespace(type="cuda"), 0)
     ((inner, device_ids),) = made
     assert device_ids == [0, 1] and inner.module is model
     assert inner.dtype is torch.bfloat16 and inner.device_type == "cuda"
     made.clear()
-    workload.wrap(model, config(mode=Mode.DP, world_size=2), SimpleNamespace(type="cuda"), 0)
+    training.wrap(model, config(mode=Mode.DP, world_size=2), SimpleNamespace(type="cuda"), 0)
     assert made[0][0] is model  # no --amp: the model itself
 
 
@@ -358,7 +359,7 @@ def test_a_replica_thread_keeps_the_dtype_only_through_the_wrapper():
     (per thread: fp16 for CUDA, bf16 for the CPU) replaces the caller's. The same on the CPU: asked for fp16,
     a bare replica runs bf16; the wrapper's forward sets fp16 again."""
     torch = pytest.importorskip("torch")
-    from bench_kernels.workload import AutocastForward
+    from bench_kernels.training import AutocastForward
 
     layer = torch.nn.Linear(4, 4)
     ran = {}
@@ -385,7 +386,7 @@ def test_no_broadcast_buffers_goes_from_the_flag_through_plan_and_launch_spec_to
     from ddptop.run.plan import build_plan
     from ddptop.telemetry.inventory import Inventory
 
-    from bench_kernels.workload import build_workload
+    from bench_kernels.training import build_training
 
     def configs(*flags):
         options = _plan_options(build_parser().parse_args(["run", "--world-sizes", "1", *flags]))
@@ -400,7 +401,7 @@ def test_no_broadcast_buffers_goes_from_the_flag_through_plan_and_launch_spec_to
     assert off and all(c.broadcast_buffers is False for c in off)
     assert all(c.broadcast_buffers is True for c in configs())  # DDP's own default
     cfg = dict(off[0].to_json(), model="tests.tiny_models:tiny_cnn", image_size=32, num_classes=10)
-    net = build_workload(RunConfig.from_json(cfg), one_rank_group.device("cpu"), 0, 0).net
+    net = build_training(RunConfig.from_json(cfg), one_rank_group.device("cpu"), 0, 0).net
     assert net.broadcast_buffers is False and net._get_ddp_logging_data()["broadcast_buffers"] == 0
 
 

@@ -135,10 +135,10 @@ def test_the_cpu_bucket_timer_keeps_wall_clock_times():
 
 
 def test_ddp_logging_describes_every_step_and_broadcast_buffers_reaches_ddp(one_rank_group):
-    from bench_kernels.workload import build_workload
+    from bench_kernels.training import build_training
 
     torch = one_rank_group
-    workload = build_workload(config(broadcast_buffers=False), torch.device("cpu"), local_rank=0, rank=0)
+    workload = build_training(config(broadcast_buffers=False), torch.device("cpu"), local_rank=0, rank=0)
     assert workload.net.broadcast_buffers is False
     step = workload.step_through(workload.net)
     for _ in range(15):
@@ -146,7 +146,7 @@ def test_ddp_logging_describes_every_step_and_broadcast_buffers_reaches_ddp(one_
     # DDP samples its runtime stats for the first 10 iterations, then one in 100 unless told otherwise:
     # told to sample every iteration, its last sampled iteration is the 15th
     assert workload.net._get_ddp_logging_data()["iteration"] > 10
-    default = build_workload(config(), torch.device("cpu"), local_rank=0, rank=0)
+    default = build_training(config(), torch.device("cpu"), local_rank=0, rank=0)
     assert default.net.broadcast_buffers is True  # DDP's own default, what training scripts run
 
 
@@ -155,7 +155,7 @@ def test_ddp_logging_describes_every_step_and_broadcast_buffers_reaches_ddp(one_
 
 def test_the_replicas_forward_sets_the_autocast_dtype_itself():
     torch = pytest.importorskip("torch")
-    from bench_kernels.workload import AutocastForward
+    from bench_kernels.training import AutocastForward
 
     layer = torch.nn.Linear(4, 4)
     wrapped = AutocastForward(layer, torch.bfloat16)
@@ -167,7 +167,7 @@ def test_the_replicas_forward_sets_the_autocast_dtype_itself():
 
 
 def test_dataparallel_counts_every_gpu_it_drives():
-    from bench_kernels.workload import devices_used, dp_devices
+    from bench_kernels.training import devices_used, dp_devices
 
     cuda = SimpleNamespace(type="cuda", index=0)
     assert dp_devices(config(mode=Mode.DP, world_size=4), cuda) == [0, 1, 2, 3]

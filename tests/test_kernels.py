@@ -148,7 +148,7 @@ def test_a_step_past_the_cpu_cap_is_out_of_memory():
 
 
 def test_the_probe_times_buckets_on_a_second_wrapper_after_releasing_the_first(tmp_path, one_rank_group):
-    from bench_kernels.workload import build_workload
+    from bench_kernels.training import build_training
     from ddptop.protocol.launchspec import RunConfig
     from ddptop.protocol.vocab import Mode, Scaling
 
@@ -156,7 +156,7 @@ def test_the_probe_times_buckets_on_a_second_wrapper_after_releasing_the_first(t
                     world_size=1, nnodes=1, backend="gloo", device="cpu", scaling=Scaling.WEAK, image_size=32,
                     num_classes=10, warmup=1, iters=2, time_budget=None, bucket_cap_mb=25.0, amp=None,
                     channels_last=False, comm_iters=3)
-    workload = build_workload(cfg, one_rank_group.device("cpu"), local_rank=0, rank=0)
+    workload = build_training(cfg, one_rank_group.device("cpu"), local_rank=0, rank=0)
     measured = weakref.ref(workload.net)
     workload.step_through(workload.net)()
     path, writer = _writer(tmp_path)
@@ -476,7 +476,7 @@ def test_newer_torch_keywords_are_used_only_where_torch_has_them():
 
     import torch
 
-    from bench_kernels.workload import accepts, grad_scaler
+    from bench_kernels.training import accepts, grad_scaler
 
     assert accepts(torch.distributed.init_process_group, "backend")
     assert not accepts(lambda backend: None, "device_id")

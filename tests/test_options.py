@@ -24,6 +24,8 @@ def _toml(value: object) -> str:
         return f'"{value}"'
     if isinstance(value, list):
         return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, dict):  # an inline table
+        return "{" + ", ".join(f"{k} = {_toml(v)}" for k, v in value.items()) + "}"
     return repr(value)
 
 
@@ -37,6 +39,9 @@ def _sample(option: Option) -> tuple[object, list[str]]:
         if option.action == "append":
             return items, [word for item in items for word in (option.spelling, str(item))]
         return items, [option.spelling, ",".join(map(str, items))]
+    if option.type is dict:
+        value = {"hidden_size": 64, "tie_word_embeddings": False, "hidden_act": "gelu"}
+        return value, [option.spelling, "hidden_size=64,tie_word_embeddings=false,hidden_act=gelu"]
     if option.choices:
         value = next(c for c in option.choices if c != option.default)
     else:

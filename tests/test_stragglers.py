@@ -216,9 +216,9 @@ def test_a_slowed_rank_computes_factor_times_as_long_and_its_wait_stays_as_it_wa
 def test_the_slowdown_hooks_fire_through_ddp_and_no_sync(one_rank_group):
     """The pause and the compute's stamps are hooks of the bare model: DDP's wrapper, with or without its
     allreduce, runs them (a real gloo group of one rank)."""
-    from bench_kernels.workload import build_workload
+    from bench_kernels.training import build_training
 
-    workload = build_workload(tiny_config(), one_rank_group.device("cpu"), local_rank=0, rank=0)
+    workload = build_training(tiny_config(), one_rank_group.device("cpu"), local_rank=0, rank=0)
     workload.slow_down(3.0)
     slowdown, step = workload.slowdown, workload.step_through(workload.net)
     step()

@@ -258,12 +258,12 @@ def test_the_count_before_the_first_step_is_what_the_steps_hold():
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     inputs = torch.randn(5, 8)
-    before = counted_memory(model, optimizer, inputs, activation_bytes=100)
+    before = counted_memory(model, optimizer, inputs.numel() * 4, activation_bytes=100)
     for _ in range(2):
         optimizer.zero_grad(set_to_none=True)
         model(inputs).sum().backward()
         optimizer.step()
-    after = counted_memory(model, optimizer, inputs, activation_bytes=100)
+    after = counted_memory(model, optimizer, inputs.numel() * 4, activation_bytes=100)
     whole = sum(p.numel() * 4 for p in model.parameters())
     assert before == after == {"parameters": whole, "gradients": whole, "optimizer_state": whole, "gathered": 0,
                                "inputs": 5 * 8 * 4, "activations": 100}

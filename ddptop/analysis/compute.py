@@ -84,6 +84,10 @@ def compute_figures(entry: Mapping[str, Any], info: Mapping[str, Any], device_na
         "achieved_per_device": achieved,
         "achieved_total": achieved * devices,
         "device_name": device_name,
+        # counted by torch's flop counter, or given by the workload (its flops(batch))
+        "source": info.get("flops_source") or "counted",
+        # ops that ran without a FLOP formula (counted 0): the figures are a lower bound where any are named
+        "uncounted_ops": list(info.get("flops_uncounted") or []),
     }
     if interval and None not in interval and min(interval) > 0:
         figures["achieved_per_device_ci"] = [rate(interval[1]), rate(interval[0])]

@@ -1,6 +1,7 @@
-"""Tokens per second of the transformer models: examples/s times the sequence length.
+"""Tokens per second of the models with tokens: examples/s times the tokens per example.
 
-One example of a language model is one sequence of ``seq_len`` tokens (``bench_kernels.transformer``), so
+One example of a language model is one sequence of ``seq_len`` tokens (``bench_kernels.transformer``); a
+workload counts its own (``tokens(batch)``, ``ddptop.protocol.workload``), divided by its batch size, so
 every examples/s figure of such a configuration has a tokens/s figure beside it, its interval scaled alike:
 the per-configuration percentiles, the scaling rows, the batch sweep, the tuning table and DataParallel
 against DDP. A configuration without a sequence length (the image models) gets no key at all, so a summary
@@ -12,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 
-def scaled(value: Any, factor: int) -> Any:
+def scaled(value: Any, factor: float) -> Any:
     """``value`` (a number, a [low, high] interval or None) times ``factor``."""
     if value is None:
         return None
@@ -21,16 +22,22 @@ def scaled(value: Any, factor: int) -> Any:
     return value * factor
 
 
+def tokens_of(config: dict[str, Any]) -> float | None:
+    """Tokens per example of a configuration: what the plan knew of its workload (a transformer's sequence
+    length, a workload's tokens(batch)), else its sequence length (summaries from before the workloads)."""
+    return config.get("tokens_per_example") or config.get("seq_len")
+
+
 def add_token_rates(doc: dict[str, Any]) -> None:
     """Add tokens/s beside every examples/s of a configuration with a sequence length, in a summary document
     (``ddptop.report.build``) before it becomes a ``Summary``."""
     configs = doc.get("configs") or []
-    by_id = {c["config_id"]: c["seq_len"] for c in configs if c.get("seq_len")}
-    by_model = {c["model"]: c["seq_len"] for c in configs if c.get("seq_len")}
+    by_id = {c["config_id"]: tokens_of(c) for c in configs if tokens_of(c)}
+    by_model = {c["model"]: tokens_of(c) for c in configs if tokens_of(c)}
     if not by_id:
         return
     for entry in configs:
-        seq_len, stats = entry.get("seq_len"), entry.get("stats")
+        seq_len, stats = tokens_of(entry), entry.get("stats")
         if not seq_len or not stats:
             continue
         figures = stats.get("ex_sec_total") or {}
@@ -54,7 +61,7 @@ def add_token_rates(doc: dict[str, Any]) -> None:
         _add(row, seq_len, "ddp_ex_sec_total", "ddp_tok_sec_total")
 
 
-def _add(row: dict[str, Any], seq_len: int | None, examples: str, tokens: str) -> None:
+def _add(row: dict[str, Any], seq_len: float | None, examples: str, tokens: str) -> None:
     """``row[tokens]`` (and its ``_ci``, where the examples/s has one) from ``row[examples]``."""
     if not seq_len:
         return

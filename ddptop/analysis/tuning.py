@@ -79,17 +79,19 @@ def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None,
 def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str, np.ndarray],
                   keywords: Mapping[str, Mapping[str, Any]], min_effect: float = DEFAULT_MIN_EFFECT,
                   skipped: Sequence[str] = (), compiles: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-                  nccl: Mapping[str, Sequence[Mapping[str, Any]]] | None = None) -> list[dict[str, Any]]:
+                  nccl: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+                  reasons: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
     """One table per model, batch, world size and backend that has variants: the default first, then each
     variant by its examples/s against the default's (best first); the combination of the faster ones, if the
     search measured one, against DDP as written measured again beside it; and what is recommended (the
     combination first when it is faster beyond noise, then every single variant that is). ``replicates``:
     the two-level replicates of each configuration's p50 (``intervals.add_step_intervals``); ``keywords``:
     the DDP keywords each configuration's ranks passed (their config_start), for the lines to paste;
-    ``skipped``: the variants asked for but not measured on this device (said under the table); ``compiles``:
+    ``skipped``: the variants asked for but not measured (said under the table, with ``reasons``' why, else
+    the GPU-only one); ``compiles``:
     torch.compile's first step in each launch of a compiled configuration; ``nccl``: the algorithms and
     protocols NCCL's log says it used in the launches of each configuration (``ddptop.run.nccl_log``)."""
-    compiles, nccl = compiles or {}, nccl or {}
+    compiles, nccl, reasons = compiles or {}, nccl or {}, reasons or {}
 
     def row(entry: Mapping[str, Any]) -> dict[str, Any]:
         config_id = entry["config_id"]
@@ -122,7 +124,8 @@ def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str,
         tables.append({
             "model": model, "batch_size": batch, "world_size": world_size, "backend": backend,
             "min_effect": min_effect, "rows": [base, *rows], "combination": combination,
-            "skipped": [{"variant": name, "why": catalog.variant(name).cpu_why or "measured on GPUs only"}
+            "skipped": [{"variant": name, "why": reasons.get(name) or catalog.variant(name).cpu_why
+                         or "measured on GPUs only"}
                         for name in skipped],
             "recommended": [r["variant"] for r in combination if r["verdict"] == uncertainty.FASTER] + faster,
         })

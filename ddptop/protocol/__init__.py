@@ -1,8 +1,9 @@
 """What ddptop and its benchmark kernels share, standard library only.
 
 The kernels (``bench_kernels``) import nothing of ddptop but this package: the event format, the launch
-spec a rank is started with, the run directory's names and the vocabularies both sides write.
+spec a rank is started with, the run directory's names, the vocabularies both sides write, and the
+workload protocol a user's own model is measured through (``workload``).
 """
 
 __all__ = ["affinity", "bandwidth", "devices", "jsontypes", "launchspec", "layout", "marks", "precision",
-           "storage", "vocab", "wire"]
+           "storage", "vocab", "wire", "workload"]

@@ -16,7 +16,7 @@ import enum
 import json
 import types
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ddptop.protocol.vocab import Mode, Scaling
@@ -76,6 +76,10 @@ class RunConfig:
     seq_len: int | None = None
     # the data-parallel strategy (``ddptop.protocol.strategies``): ddp, zero1, fsdp2 or fsdp2_no_reshard
     strategy: str = "ddp"
+    # a Hugging Face model's config overrides from the plan (hf_config), beneath the model spec's own
+    hf_config: dict[str, Any] | None = field(default=None, hash=False)
+    # tokens per example, for tokens/s (a transformer's seq_len; what a workload's tokens(batch) counted)
+    tokens_per_example: float | None = None
 
     @property
     def adaptive(self) -> bool:
@@ -224,6 +228,10 @@ def _value(hint: Any, value: Any, name: str) -> Any:
             return None
         (inner,) = [t for t in options if t is not type(None)]
         return _value(inner, value, name)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise LaunchSpecError(f"{name} is not a JSON object")
+        return dict(value)
     if origin is tuple:
         if not isinstance(value, list):
             raise LaunchSpecError(f"{name} is not a list")

@@ -64,6 +64,9 @@ def _config_entry(session: Session, state: Any, writer_died: str | None = None) 
             "launch": state.launch,
             "params": state.info.get("params"),
             "grad_bytes": state.info.get("grad_bytes"),
+            # what the rank counted on its own batch, else what the plan's check counted on a small one
+            "tokens_per_example": state.info.get("tokens_per_example") or spec.tokens_per_example,
+            "flops_note": state.info.get("flops_note"),
             "setup_s": state.info.get("setup_s"),
             "warmup_s": end.get("warmup_s"),
             "measure_s": end.get("measure_s"),
@@ -325,7 +328,7 @@ def build_summary(
                 state.spec.config_id: state.info["ddp_keywords"] for state in states
                 if isinstance(state.info.get("ddp_keywords"), dict)}, skipped=session.plan.variants_skipped,
                 compiles={state.spec.config_id: state.compiles for state in states if state.compiles},
-                nccl=_nccl_choices(session.run_dir, entries)),
+                nccl=_nccl_choices(session.run_dir, entries), reasons=session.plan.variant_reasons),
             "collectives": collectives,
             "overhead": _overhead(session, entries),
             "telemetry": telemetry,

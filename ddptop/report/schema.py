@@ -377,6 +377,8 @@ class Flops(Record):
     ceiling: float | None = None
     mfu_ceiling: float | None = None
     mfu_ceiling_ci: Interval | None = None
+    source: str | None = None  # "counted" (torch's flop counter) or "workload" (its own flops(batch))
+    uncounted_ops: list[str] = field(default_factory=list)  # ran without a FLOP formula: counted as 0
 
 
 @dataclass(kw_only=True)
@@ -428,6 +430,9 @@ class Config(Record):
     flops: Flops | None = None
     verdict: Verdict | None = None
     seq_len: int | None = None  # tokens per example of a transformer model; None for the image models
+    tokens_per_example: float | None = None  # a transformer's seq_len, a workload's tokens(batch) / batch
+    flops_note: str | None = None  # why the step's FLOPs were not counted
+    hf_config: dict[str, Any] | None = None  # an hf: model's config overrides from the plan
     strategy: str = "ddp"  # ddp, zero1, fsdp2, fsdp2_no_reshard (ddptop.protocol.strategies)
     # the CPU's per-rank memory, counted by the kernel (no allocator peak there): the rank that holds most,
     # every rank's, and the breakdown by kind (parameters, gradients, optimizer_state, gathered, inputs,

@@ -53,8 +53,8 @@ def benchmark_text(summary: Summary) -> str:
     out = []
     for (model, batch, scaling, backend), members in _benchmark_groups(summary).items():
         meaning = "per rank" if scaling == "weak" else "global"
-        seq_len = members[0].seq_len
-        tokens = f", {seq_len} tokens per example" if seq_len else ""
+        seq_len = members[0].tokens_per_example or members[0].seq_len
+        tokens = f", {units.significant(seq_len, 6)} tokens per example" if seq_len else ""
         out.append(f"Benchmark: {model} with batch size {batch} ({meaning}, {scaling} scaling, {backend}){tokens}")
         out.append("")
         width = max(8, *(len(entry.label) for entry in members))  # PyTorch's 8, wider for a tune's variants
@@ -738,12 +738,32 @@ def _peaks_note(summary: Summary) -> str:
             f"first launch's steps): {ceilings or 'not measured'}.")
 
 
+def flops_notes(summary: Summary) -> list[str]:
+    """What the FLOP counts of the compute table are not: given by a workload, missing ops torch's counter
+    has no formula for (the figures then a lower bound), or not counted at all, per model."""
+    lines: dict[str, str] = {}
+    for entry in summary.configs:
+        flops = entry.flops
+        if flops and flops.source == "workload":
+            lines.setdefault(entry.model, f"{entry.model}: FLOPs per step given by its workload (flops(batch)), "
+                                          "not counted")
+        elif flops and flops.uncounted_ops:
+            lines.setdefault(entry.model, f"{entry.model}: ops without a FLOP formula, counted as 0 (FLOP/s and MFU "
+                                          f"are lower bounds; give the workload flops(batch)): "
+                                          f"{', '.join(flops.uncounted_ops[:6])}")
+        elif not flops and entry.flops_note:
+            lines.setdefault(entry.model, f"{entry.model}: no FLOP count ({entry.flops_note})")
+    return list(lines.values())
+
+
 def compute_block(summary: Summary) -> Block:
     rows = compute_rows(summary)
+    notes = flops_notes(summary)
     if not rows:
-        return Block()
+        return Block("Compute: FLOPs not counted", [Lines(notes)]) if notes else Block()
     return Block("Compute: achieved FLOP/s and model FLOPs utilisation",
-                 [Table(COMPUTE_HEADER, rows, first_left=True), Note(_peaks_note(summary))])
+                 [Table(COMPUTE_HEADER, rows, first_left=True), Note(_peaks_note(summary)),
+                  *([Lines(notes)] if notes else [])])
 
 
 def verdict_pairs(summary: Summary) -> list[tuple[str, str]]:

@@ -36,6 +36,17 @@ from ddptop.protocol.vocab import Status
 TREE_SCAN_INTERVALS = (1.0, 8.0)
 
 
+def kernel_environment() -> dict[str, str]:
+    """This process's environment with the kernels' import path: the workers import bench_kernels and
+    ddptop.protocol from this very checkout, installed or not, and a user's package.module:factory from where
+    ddptop was started (they run in the launch directory)."""
+    env = dict(os.environ)
+    source_root = os.path.dirname(os.path.dirname(os.path.abspath(bench_kernels.__file__)))
+    paths = [source_root, os.getcwd(), env.get("PYTHONPATH")]
+    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
+    return env
+
+
 @dataclass(frozen=True)
 class NodePlacement:
     """Where this agent stands in a launch that spans nodes."""
@@ -181,12 +192,7 @@ class TorchrunLaunch:
         return spec.numa_binding if spec.numa_binding and shutil.which("numactl", path=path) else None
 
     def environment(self) -> dict[str, str]:
-        env = dict(os.environ)
-        # The workers import bench_kernels and ddptop.protocol from this very checkout, installed or not, and a
-        # user's package.module:factory from where ddptop was started (they run in the launch directory).
-        source_root = os.path.dirname(os.path.dirname(os.path.abspath(bench_kernels.__file__)))
-        paths = [source_root, os.getcwd(), env.get("PYTHONPATH")]
-        env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
+        env = kernel_environment()
         env["PYTHONUNBUFFERED"] = "1"
         # Every rank on this machine: gloo's connections between ranks, and NCCL's bootstrap and proxy sockets,
         # listen on loopback instead of the interface the host name resolves to (NCCL's choice: the first

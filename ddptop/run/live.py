@@ -26,6 +26,7 @@ from ddptop.protocol.layout import ENVIRONMENT_FILE, TIMELINE_FILE, TOPOLOGY_FIL
 from ddptop.protocol.wire import EventsUnwritable
 from ddptop.run import environment
 from ddptop.run.plan import build_plan
+from ddptop.run.workloads import check_workloads
 from ddptop.run.rundir import RunDirError, create_run_dir, describe_os_error, write_json
 from ddptop.telemetry.inventory import read_inventory
 from ddptop.telemetry.monitor import Monitor
@@ -158,11 +159,12 @@ def create_live_run(
 ) -> LiveRun:
     """Validate the plan, then write the run directory's first files and wire session, monitor and sweep.
 
-    Raises a ``DdptopError`` (one line for the user) before anything is written if the plan is invalid.
+    Raises a ``DdptopError`` (one line for the user) before anything is written if the plan is invalid or one
+    of its own models (a factory, an hf: model) cannot run (``ddptop.run.workloads``).
     ``inventory`` defaults to this node's GPUs as NVML reports them.
     """
     inventory = inventory if inventory is not None else read_inventory()
-    plan = build_plan(options, inventory, cpu_count)
+    plan = check_workloads(build_plan(options, inventory, cpu_count))
     run_dir = create_run_dir(out, plan.name)
     env = environment.collect(inventory)
     topology = read_topology()

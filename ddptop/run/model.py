@@ -17,6 +17,7 @@ from ddptop.protocol import strategies as strategies_mod
 from ddptop.protocol import variants as variants_mod
 from ddptop.protocol.launchspec import RunConfig
 from ddptop.protocol.vocab import Mode, OnFailure, Scaling
+from ddptop.protocol.workload import is_hf
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,15 @@ class Plan:
     seq_lens: dict[str, int] = field(default_factory=dict)  # resolved: each transformer model's tokens per example
     # the data-parallel strategies measured at every world size, DDP first (ddptop.protocol.strategies)
     strategies: tuple[str, ...] = (strategies_mod.DDP,)
+    # a Hugging Face model's config overrides (hf_config), beneath those of its spec (hf:llama:key=value)
+    hf_config: dict[str, Any] = field(default_factory=dict)
+    # tokens per example of each model that has tokens: a transformer preset's sequence length, what a
+    # workload's tokens(batch) counted before the sweep (ddptop.run.workloads)
+    tokens_per_example: dict[str, float] = field(default_factory=dict)
+    # what the check of each factory and hf model found before the sweep (ddptop.protocol.workload.WorkloadFacts)
+    workloads: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # variants asked for but left out, and why, beyond the GPU-only ones (channels_last without image inputs)
+    variant_reasons: dict[str, str] = field(default_factory=dict)
 
     def nodes_for(self, world_size: int) -> int:
         """Nodes a world size runs on: one while it fits a node, else full nodes of nproc_per_node ranks."""
@@ -276,6 +286,8 @@ class Plan:
             variant=variant,
             seq_len=self.seq_lens.get(model),
             strategy=strategy,
+            hf_config=(self.hf_config or None) if is_hf(model) else None,
+            tokens_per_example=self.tokens_per_example.get(model),
         )
 
     def to_json(self) -> dict[str, Any]:

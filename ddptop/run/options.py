@@ -102,6 +102,19 @@ def _values(enum: Any) -> tuple[str, ...]:
     return tuple(member.value for member in enum)
 
 
+def key_values(text: str) -> dict[str, Any]:
+    """An argparse type for ``key=value,key=value`` (numbers and true/false as such, else text)."""
+    from ddptop.protocol.workload import config_value
+
+    found: dict[str, Any] = {}
+    for part in filter(None, (p.strip() for p in text.split(","))):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise argparse.ArgumentTypeError(f"{part!r} is not key=value")
+        found[key.strip()] = config_value(value.strip())
+    return found
+
+
 def count_or_auto(text: str) -> int | str:
     """An argparse type for ``auto`` or a whole number (range checks are the plan's)."""
     if text.strip().lower() == AUTO:
@@ -120,7 +133,9 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("ascii", bool, action="store_true", cli_default=False, in_plan=False,
            help="ASCII only (no braille, block or box-drawing characters), in the TUI and headless"),
     # -- what to run
-    Option("models", str, is_list=True, group=WHAT, help="torchvision names or package.module:factory"),
+    Option("models", str, is_list=True, group=WHAT,
+           help="torchvision names, gpt-tiny ..., package.module:factory (your own model or workload, "
+                "docs/workloads.md) or hf:<model_type>[:key=value]... (a Hugging Face model from its config)"),
     Option("batch_sizes", int, is_list=True, group=WHAT, help="per rank (weak) or global (strong)"),
     Option("world_sizes", int, is_list=True, group=WHAT, help="default 1,2,4,... up to the GPUs"),
     Option("scaling", str, Scaling.WEAK, group=WHAT, choices=_values(Scaling),
@@ -133,6 +148,9 @@ RUN_OPTIONS: tuple[Option, ...] = (
            help="tokens per example of the transformer models (gpt-tiny ...; default: the model's own, 128 to "
                 "1024); --image-size means nothing to them"),
     Option("num_classes", int, 1000, group=WHAT),
+    Option("hf_config", dict, group=WHAT, parse=lambda text: key_values(text), metavar="KEY=VALUE,...",
+           help="config overrides of every hf: model, e.g. hidden_size=512,num_hidden_layers=4 (a model "
+                "spec's own, hf:llama:key=value, win)"),
     Option("warmup", int, group=WHAT, parse=count_or_auto, accepts=(int, str), metavar="auto|N",
            help="warm-up steps, not measured: auto (default) warms up until the step time stops falling, "
                 "at most --max-warmup steps and a third of --max-time-per-config; N runs exactly N"),

@@ -29,6 +29,7 @@ from ddptop.run.options import AMP_DTYPES, AUTO, BACKENDS, DEVICES, OPTIONS_BY_N
 from ddptop.protocol import strategies as strategies_mod
 from ddptop.protocol import variants as variants_mod
 from ddptop.protocol.vocab import OnFailure, Scaling
+from ddptop.protocol.workload import WorkloadFacts, is_hf, spec_label
 from ddptop.telemetry.inventory import Inventory, devices_for
 
 # Launches per configuration. Two are the fewest that measure the launch-to-launch spread; three are the
@@ -143,7 +144,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         **measurement,
         bucket_cap_mb=caps,
         threads_per_rank=threads,
-        name=options.name or f"{'-'.join(m.split(':')[-1] for m in models)}-{scaling}",
+        name=options.name or f"{'-'.join(spec_label(m) for m in models)}-{scaling}",
         comm_iters=comm_iters,
         **collectives,
         inject=tuple(options.inject or ()),
@@ -154,12 +155,40 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         rank_devices=rank_devices,
         per_rank_devices=per_rank_devices,
         **_resolve_variants(options.variants, on_gpu),
-        seq_lens={m: options.seq_len or TRANSFORMER_PRESETS[m].default_seq_len for m in models if is_transformer(m)},
+        # a preset's own length unless --seq-len; an hf model or a factory gets --seq-len where given
+        seq_lens={**{m: options.seq_len for m in models if options.seq_len and ":" in m},
+                  **{m: options.seq_len or TRANSFORMER_PRESETS[m].default_seq_len for m in models if is_transformer(m)}},
         strategies=_resolve_strategies(options.strategies),
+        hf_config=_check_hf_config(options.hf_config, models),
+        tokens_per_example={}, workloads={}, variant_reasons={},  # apply_facts' below, and the check's
     )
     # Every other field of the plan is the option as given (num_classes, amp, the cost weights, ...).
     kept = {f.name: getattr(options, f.name) for f in fields(Plan) if f.name not in resolved}
-    return Plan(**resolved, **kept)
+    return apply_facts(Plan(**resolved, **kept), {})
+
+
+NO_IMAGES = "its batch holds no 4-D image tensor, so channels_last would measure DDP as written"
+
+
+def apply_facts(plan: Plan, facts: dict[str, WorkloadFacts]) -> Plan:
+    """The plan with what is known of its models (``facts``: what the check of each factory and hf model found,
+    ``ddptop.run.workloads``): each one's tokens per example, and channels_last left out, with its reason,
+    where no model's batch holds images (a factory not checked yet counts as an image model)."""
+    tokens = {m: float(n) for m, n in plan.seq_lens.items()}
+    tokens.update({m: f.tokens_per_example for m, f in facts.items() if f.tokens_per_example})
+    image_models = [m for m in plan.models if not is_transformer(m) and not is_hf(m)
+                    and (m not in facts or facts[m].image_input)]
+    if plan.channels_last and not image_models:
+        raise PlanError(f"--channels-last: {', '.join(plan.models)}: {NO_IMAGES.split(', so')[0]}")
+    variants, reasons = plan.variants, dict(plan.variant_reasons)
+    if not image_models:
+        left = [v for v in variants if variants_mod.variant(v).channels_last]
+        variants = tuple(v for v in variants if v not in left)
+        reasons.update({v: NO_IMAGES for v in left})
+    return dataclasses.replace(
+        plan, tokens_per_example=tokens, variants=variants, variant_reasons=reasons,
+        variants_skipped=plan.variants_skipped + tuple(v for v in reasons if v not in plan.variants_skipped),
+        workloads={**plan.workloads, **{m: f.to_json() for m, f in facts.items()}})
 
 
 # the whole search's default time budget (seconds): a tune of the default plan's model on 2 CPU cores takes
@@ -186,12 +215,9 @@ def _tune_options(options: PlanOptions, one_node_sizes: list[int], on_gpu: bool)
 
 
 def _default_tune_variants(models: list[str]) -> list[str]:
-    """Every variant of the catalog; for a transformer, none that changes the image layout only
-    (channels_last: its activations have no channels dimension, so the variant would measure DDP as written)."""
-    names = list(variants_mod.DEFAULT_TUNE)
-    if models and is_transformer(models[0]):
-        names = [n for n in names if not variants_mod.CATALOG[n].channels_last]
-    return names
+    """Every variant of the catalog (channels_last is left out with its reason for a model without image
+    inputs: ``apply_facts``)."""
+    return list(variants_mod.DEFAULT_TUNE)
 
 
 def _resolve_variants(names: list[str] | None, on_gpu: bool) -> dict[str, tuple[str, ...]]:
@@ -321,21 +347,36 @@ def _check_models(models: tuple[str, ...], image_size: int, num_classes: int) ->
 
 
 def _check_sequences(models: tuple[str, ...], seq_len: int | None, image_size: int | None) -> None:
-    """--seq-len is the transformer models' (each takes up to its context length); --image-size is the
-    image models': given where no model takes it, it is refused rather than silently ignored."""
-    transformers = [m for m in models if is_transformer(m)]
+    """--seq-len is the transformer models' (each takes up to its context length), the hf models' and a
+    factory's that takes a seq_len keyword; --image-size is the image models': given where no model takes it,
+    it is refused rather than silently ignored."""
+    transformers = [m for m in models if is_transformer(m) or is_hf(m)]
     if seq_len is not None:
-        if not transformers:
+        if not transformers and not any(":" in m for m in models):
             raise PlanError(f"--seq-len {seq_len}: no model here takes token sequences (the transformer models: "
-                            f"{', '.join(TRANSFORMER_PRESETS)})")
-        for model in transformers:
+                            f"{', '.join(TRANSFORMER_PRESETS)}, hf:<model_type>, or a factory taking seq_len)")
+        for model in (m for m in transformers if is_transformer(m)):
             reason = check_seq_len(model, seq_len)
             if reason:
                 raise PlanError(reason)
+        if seq_len < 1:
+            raise PlanError(f"--seq-len must be positive (got {seq_len})")
     if image_size is not None and transformers and len(transformers) == len(models):
         raise PlanError(f"--image-size {image_size}: {', '.join(transformers)} {'takes' if len(transformers) == 1 else 'take'} "
                         "token sequences, not images "
                         "(their input size is --seq-len)")
+
+
+def _check_hf_config(overrides: dict[str, Any] | None, models: tuple[str, ...]) -> dict[str, Any]:
+    """hf_config's overrides: for the hf: models only, each a key and a number, true/false or text."""
+    if not overrides:
+        return {}
+    if not any(is_hf(m) for m in models):
+        raise PlanError("hf_config: no hf:<model_type> model in this plan to apply it to")
+    for key, value in overrides.items():
+        if not key.isidentifier() or not isinstance(value, (int, float, str, bool)):
+            raise PlanError(f"hf_config: {key} = {value!r} is not a config key with a number, true/false or text")
+    return dict(overrides)
 
 
 def _check_batch_sizes(batch_sizes: tuple[int, ...]) -> None:

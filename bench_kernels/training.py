@@ -1,10 +1,11 @@
 """What one configuration trains, and its training step.
 
-Built once per configuration (a model with random weights, its wrapper, the optimizer, one fixed synthetic
-batch) apart from the timing loop (``bench_kernels.timing``) and the worker's orchestration
-(``bench_kernels.ddp``). The step runs through a wrapper passed in (``Workload.step_through``) because the
-communication probe (``bench_kernels.comm_probe``) runs the same step through a second DDP wrapper: which
-wrapper a phase measures is then said where the phase starts.
+Built once per configuration from the model spec's workload (``bench_kernels.sources``: the protocol of
+``ddptop.protocol.workload``, the built-in models included): the model with random weights, its wrapper,
+the optimizer, one fixed synthetic batch. Apart from the timing loop (``bench_kernels.timing``) and the
+worker's orchestration (``bench_kernels.ddp``). The step runs through a wrapper passed in
+(``Training.step_through``) because the communication probe (``bench_kernels.comm_probe``) runs the same step
+through a second DDP wrapper: which wrapper a phase measures is then said where the phase starts.
 """
 
 from __future__ import annotations
@@ -14,32 +15,37 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from bench_kernels.catalog import TRANSFORMER_PRESETS, is_transformer
+from bench_kernels.sources import batch_bytes, load_workload, to_channels_last
 from ddptop.protocol import strategies, variants
 from ddptop.protocol.launchspec import RunConfig
 from ddptop.protocol.vocab import Mode
+from ddptop.protocol.workload import Workload
 
 AMP_DTYPES = {"bf16": "bfloat16", "fp16": "float16"}  # --amp -> torch dtype name
 
 
 @dataclass
-class Workload:
+class Training:
     model: Any  # the bare module: every wrapper and the optimizer share its parameters
-    net: Any  # what the measured steps run through: DDP, DataParallel or the bare model
+    net: Any  # what the measured steps run through: DDP, DataParallel, FSDP2's module or the bare model
     optimizer: Any
-    inputs: Any
-    targets: Any
-    loss_fn: Any
+    batch: Any  # the workload's one fixed batch, on the device
+    loss: Callable[[Any, Any], Any]  # the workload's loss(net, batch)
     amp_dtype: Any  # None: full precision
     scaler: Any  # a GradScaler for fp16, else None
     device: Any
     batch_size: int  # what one process feeds per step: the global batch for DataParallel
     params: int  # trainable parameters
     grad_bytes: int  # gradient bytes per step, what DDP allreduces
+    workload: Workload  # what the model spec gave: its make_batch, tokens, flops, fsdp_units
     # DDP's logging data as the measured steps began (``comm_probe.ddp_logging_mark``): its averages run from
     # the wrapper's first step, so the probe takes the measured steps' share from the difference
     logging_mark: Any = None
     slowdown: Any = None  # an injected ``slow`` fault (``bench_kernels.faults.Slowdown``), a testing aid
+
+    @property
+    def input_bytes(self) -> int:
+        return batch_bytes(self.batch)
 
     def slow_down(self, factor: float) -> None:
         """Make every later step of this workload slow (``--inject slow``), through any wrapper: the pause and
@@ -62,12 +68,21 @@ class Workload:
             if parameter.requires_grad:
                 parameter.register_post_accumulate_grad_hook(self.slowdown.gradient_ready)
 
+    def forward_loss(self, net: Any) -> Any:
+        """The workload's loss of a forward of ``net`` on the batch, under the configuration's autocast."""
+        import torch
+
+        if self.amp_dtype is None:
+            return self.loss(net, self.batch)
+        with torch.autocast(device_type=self.device.type, dtype=self.amp_dtype):
+            return self.loss(net, self.batch)
+
     def step_through(self, net: Any) -> Callable[[], None]:
-        """One training step through ``net``: zero_grad, forward, loss, backward (DDP's allreduce happens
+        """One training step through ``net``: zero_grad, forward and loss, backward (DDP's allreduce happens
         there), optimizer step, then on GPU a synchronize so the step's time is the device's."""
         import torch
 
-        optimizer, inputs, targets, loss_fn = self.optimizer, self.inputs, self.targets, self.loss_fn
+        optimizer, batch, loss_of = self.optimizer, self.batch, self.loss
         amp_dtype, scaler, device = self.amp_dtype, self.scaler, self.device
         synchronize = torch.cuda.synchronize if device.type == "cuda" else None
 
@@ -77,7 +92,7 @@ class Workload:
                 torch.autocast(device_type="cuda", dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
             )
             with autocast:
-                loss = loss_fn(net(inputs), targets)
+                loss = loss_of(net, batch)
             if scaler is not None:
                 scaler.scale(loss).backward()
                 scaler.step(optimizer)
@@ -91,63 +106,53 @@ class Workload:
         return self.slowdown.timed(step) if self.slowdown is not None else step
 
 
-def build_workload(cfg: RunConfig, device: Any, local_rank: int, rank: int) -> Workload:
+def build_training(cfg: RunConfig, device: Any, local_rank: int, rank: int) -> Training:
     import torch
-
-    from bench_kernels.models import build_model
 
     torch.manual_seed(1234 + rank)
     if device.type == "cuda":
         for used in devices_used(cfg, device):  # DataParallel: each of its GPUs
             torch.cuda.reset_peak_memory_stats(used)
-    batch = cfg.global_batch if cfg.mode == Mode.DP else cfg.batch_size
-    loss_fn: Any = torch.nn.CrossEntropyLoss()
-    if is_transformer(cfg.model):  # token ids in, a sequence per example; no image, no memory format
-        from bench_kernels import transformer
-
-        model = transformer.build_transformer(cfg.model).to(device)
-        seq_len = cfg.seq_len or TRANSFORMER_PRESETS[cfg.model].default_seq_len
-        inputs, targets = transformer.synthetic_batch(torch, model.shape, batch, seq_len, device)
-        loss_fn = transformer.lm_loss
-    else:
-        model = build_model(cfg.model, cfg.num_classes, cfg.image_size).to(device)
-        memory_format = torch.channels_last if cfg.channels_last else torch.contiguous_format
-        model = model.to(memory_format=memory_format)
-        size = cfg.image_size
-        inputs = torch.randn(batch, 3, size, size, device=device).contiguous(memory_format=memory_format)
-        targets = torch.randint(0, cfg.num_classes, (batch,), device=device)
+    batch_size = cfg.global_batch if cfg.mode == Mode.DP else cfg.batch_size
+    workload = load_workload(cfg.model, cfg.num_classes, cfg.image_size, cfg.seq_len, cfg.hf_config)
+    model = workload.model.to(device)
+    batch = workload.make_batch(batch_size, device)
+    if cfg.channels_last:  # the model's weights and every 4-D input of its batch
+        model = model.to(memory_format=torch.channels_last)
+        batch = to_channels_last(batch)
     trainable = [p for p in model.parameters() if p.requires_grad]
-    net = wrap(model, cfg, device, local_rank)
+    net = wrap(model, cfg, device, local_rank, workload)
     optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
     if strategies.strategy(cfg.strategy).zero:  # ZeRO-1: the same SGD, its state sharded over the ranks
         optimizer = zero_optimizer(net)
     amp_dtype = getattr(torch, AMP_DTYPES[cfg.amp]) if cfg.amp else None
-    return Workload(
+    return Training(
         model=model,
         net=net,
         optimizer=optimizer,
-        inputs=inputs,
-        targets=targets,
-        loss_fn=loss_fn,
+        batch=batch,
+        loss=workload.loss,
         amp_dtype=amp_dtype,
         scaler=grad_scaler(torch) if cfg.amp == "fp16" else None,
         device=device,
-        batch_size=batch,
+        batch_size=batch_size,
         params=sum(p.numel() for p in trainable),
         grad_bytes=sum(p.numel() * p.element_size() for p in trainable),
+        workload=workload,
     )
 
 
-def wrap(model: Any, cfg: RunConfig, device: Any, local_rank: int) -> Any:
-    """The model as the configuration's mode trains it."""
+def wrap(model: Any, cfg: RunConfig, device: Any, local_rank: int, workload: Workload | None = None) -> Any:
+    """The model as the configuration's mode trains it (the workload's FSDP2 units and DDP keyword, if any)."""
     import torch
 
     if cfg.mode == Mode.DDP and strategies.strategy(cfg.strategy).fsdp:  # FSDP2 (bench_kernels.strategies)
         from bench_kernels.strategies import wrap_fsdp
 
-        return wrap_fsdp(model, cfg, device)
+        return wrap_fsdp(model, cfg, device, workload.fsdp_units if workload else None)
     if cfg.mode == Mode.DDP:
-        ddp = wrap_in_ddp(model, cfg, device, local_rank)
+        ddp = wrap_in_ddp(model, cfg, device, local_rank,
+                          find_unused=bool(workload and workload.find_unused_parameters))
         if not variants.variant(cfg.variant).compile:
             return ddp
         # Dynamo's DDPOptimizer asserts that DDP's first bucket (1 MiB) is no larger than the others
@@ -241,9 +246,11 @@ def _autocast_module_class() -> Any:
 _AUTOCAST_CLASS: Any = None
 
 
-def wrap_in_ddp(model: Any, cfg: RunConfig, device: Any, local_rank: int, with_hook: bool = True) -> Any:
+def wrap_in_ddp(model: Any, cfg: RunConfig, device: Any, local_rank: int, with_hook: bool = True,
+                find_unused: bool = False) -> Any:
     """``model`` in DDP with the configuration's variant (``ddptop.protocol.variants``): its keywords, and its
-    comm hook unless ``with_hook`` is false (the communication probe registers a timing hook of its own).
+    comm hook unless ``with_hook`` is false (the communication probe registers a timing hook of its own);
+    ``find_unused``: the workload's parameters are not all used in a step (``find_unused_parameters=True``).
     ``ddp.ddptop_keywords`` keeps the keywords passed, under the installed torch's names."""
     from torch.nn.parallel import DistributedDataParallel
 
@@ -254,6 +261,8 @@ def wrap_in_ddp(model: Any, cfg: RunConfig, device: Any, local_rank: int, with_h
     buffers = ("forward_sync_buffers" if accepts(DistributedDataParallel.__init__, "forward_sync_buffers")
                else "broadcast_buffers")
     keywords = variants.ddp_keywords(chosen, cfg.bucket_cap_mb, buffers, cfg.broadcast_buffers)
+    if find_unused:
+        keywords["find_unused_parameters"] = True
     missing = [key for key in chosen.ddp_kwargs if not accepts(DistributedDataParallel.__init__, key)]
     if missing:
         raise RuntimeError(f"this torch's DDP has no {', '.join(missing)}: variant {cfg.variant} cannot run")

@@ -1,0 +1,128 @@
+"""Check model specs before any launch: build each once and run one training step on a small batch.
+
+    python -m bench_kernels.preflight --model SPEC [--model SPEC ...] [--device cpu|cuda:N]
+                                      [--num-classes N] [--image-size PX] [--seq-len T] [--hf-config JSON]
+
+Prints one JSON line per spec (``ddptop.protocol.workload.CheckAnswer``): what the plan needs to know of it
+(``WorkloadFacts``: whether its batch holds images, its tokens per example, ...) or the one line that says
+why it cannot run, naming the spec: a factory that cannot be imported, returns neither a module nor a
+workload, makes a batch its model rejects, or a loss that is not a scalar tensor; a model with parameters
+that get no gradient, which fails under DDP unless ``find_unused_parameters`` is set, is told so. The
+step runs on the bare model in fp32 with ``CHECK_BATCH`` examples: what a wrapper or autocast adds is the
+launch's to find. Exit status 0 once every spec is answered, 2 on bad arguments.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from bench_kernels.sources import WorkloadError, batch_tensors, is_image, load_workload
+from ddptop.protocol.workload import CheckAnswer, WorkloadFacts, describe, is_hf
+
+CHECK_BATCH = 2
+BUILTIN = "builtin"
+
+
+def check(model: str, device: Any, num_classes: int, image_size: int, seq_len: int | None = None,
+          hf_config: dict[str, Any] | None = None) -> WorkloadFacts:
+    """Build ``model``'s workload and run one forward, loss and backward of a small batch on ``device``;
+    ``WorkloadError`` with one line for what is wrong."""
+    import torch
+
+    started = time.perf_counter()
+    torch.manual_seed(0)
+    workload = load_workload(model, num_classes, image_size, seq_len, hf_config)
+    net = workload.model.to(device)
+    try:
+        batch = workload.make_batch(CHECK_BATCH, device)
+    except Exception as exc:  # noqa: BLE001 - the user's make_batch
+        raise WorkloadError(f"model {model}: make_batch({CHECK_BATCH}, {device}) raised {_said(exc)}") from exc
+    tensors = batch_tensors(batch)
+    if not tensors:
+        raise WorkloadError(f"model {model}: make_batch({CHECK_BATCH}, {device}) returned a "
+                            f"{type(batch).__name__} holding no tensor")
+    net.train()
+    try:
+        loss = workload.loss(net, batch)
+    except Exception as exc:  # noqa: BLE001 - the model rejecting its batch, or the loss failing
+        raise WorkloadError(f"model {model}: the model rejects its batch of {CHECK_BATCH} ({_shapes(batch)}): "
+                            f"{_said(exc)}") from exc
+    if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or not loss.is_floating_point():
+        got = (f"a tensor of shape {tuple(loss.shape)} and dtype {loss.dtype}" if isinstance(loss, torch.Tensor)
+               else f"a {type(loss).__name__}")
+        raise WorkloadError(f"model {model}: loss(net, batch) must return a scalar floating-point tensor, got {got}")
+    if not loss.requires_grad:
+        raise WorkloadError(f"model {model}: the loss does not depend on any trainable parameter (no gradient "
+                            "flows back from it)")
+    try:
+        loss.backward()
+    except Exception as exc:  # noqa: BLE001
+        raise WorkloadError(f"model {model}: the backward of its loss raised {_said(exc)}") from exc
+    unused = [name for name, p in net.named_parameters() if p.requires_grad and p.grad is None]
+    if unused and not workload.find_unused_parameters:
+        raise WorkloadError(
+            f"model {model}: {len(unused)} parameter(s) got no gradient in a step ({describe(unused)}): DDP fails on "
+            "such a model unless told to look for them; give its workload find_unused_parameters=True")
+    tokens = None
+    if workload.tokens is not None:
+        try:
+            tokens = float(workload.tokens(batch)) / CHECK_BATCH
+        except Exception as exc:  # noqa: BLE001
+            raise WorkloadError(f"model {model}: tokens(batch) raised {_said(exc)}") from exc
+    return WorkloadFacts(
+        model=model,
+        kind="hf" if is_hf(model) else ("factory" if ":" in model else BUILTIN),
+        params=sum(p.numel() for p in net.parameters() if p.requires_grad),
+        image_input=any(is_image(t) for t in tensors),
+        tokens_per_example=tokens,
+        flops_given=workload.flops is not None,
+        find_unused_parameters=bool(workload.find_unused_parameters),
+        seconds=time.perf_counter() - started,
+    )
+
+
+def _said(exc: BaseException) -> str:
+    """An exception as one line: its type and the first line of its message, shortened."""
+    text = str(exc).strip().split("\n")[0]
+    return f"{type(exc).__name__}: {text[:300]}"
+
+
+def _shapes(batch: Any) -> str:
+    """The batch's tensors as shapes, for a line that says what the model was given."""
+    shown = [f"{tuple(t.shape)} {str(t.dtype).replace('torch.', '')}" for t in batch_tensors(batch)[:4]]
+    return ", ".join(shown) or "no tensor"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench_kernels.preflight", description=__doc__.splitlines()[0])
+    parser.add_argument("--model", action="append", required=True)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--num-classes", type=int, default=1000)
+    parser.add_argument("--image-size", type=int, default=64)
+    parser.add_argument("--seq-len", type=int)
+    parser.add_argument("--hf-config", default="{}", help="the plan's hf_config, a JSON object")
+    args = parser.parse_args(argv)
+    import torch
+
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        torch.cuda.set_device(device)
+    hf_config = json.loads(args.hf_config)
+    for model in args.model:
+        try:
+            facts = check(model, device, args.num_classes, args.image_size, args.seq_len, hf_config)
+            answer = CheckAnswer(model, facts=facts)
+        except WorkloadError as exc:
+            answer = CheckAnswer(model, error=str(exc))
+        except Exception as exc:  # noqa: BLE001 - whatever else a user's code raises while being built
+            answer = CheckAnswer(model, error=f"model {model}: {_said(exc)}")
+        print(answer.to_line(), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

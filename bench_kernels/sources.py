@@ -1,0 +1,190 @@
+"""Every model spec as a workload of one protocol (``ddptop.protocol.workload.Workload``).
+
+- a torchvision name (``resnet50``): an image classifier on random ``(n, 3, size, size)`` images and random
+  labels, cross-entropy loss;
+- a transformer preset (``gpt-tiny``): random token ids and next-token targets, cross-entropy per position;
+- ``package.module:factory``: the user's factory, called with whichever of ``num_classes``, ``image_size`` and
+  ``seq_len`` it accepts; a module it returns is an image classifier as above, a ``Workload`` (or an object
+  with its attributes) is taken as it is;
+- ``hf:<model_type>[:key=value]...``: a Hugging Face model from its config (``bench_kernels.hf``).
+
+A spec that cannot give a workload raises ``WorkloadError`` with one line naming the spec and what went
+wrong; the checker (``bench_kernels.preflight``) turns it into ddptop's "bad input" before any launch.
+torch is imported inside the functions.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from typing import Any
+
+from bench_kernels.catalog import TRANSFORMER_PRESETS, is_factory, is_transformer
+from ddptop.protocol.workload import OPTIONAL, REQUIRED, Workload, is_hf
+
+
+class WorkloadError(ValueError):
+    """A model spec that cannot give a workload, in one line."""
+
+
+def load_workload(model: str, num_classes: int, image_size: int, seq_len: int | None = None,
+                  hf_config: dict[str, Any] | None = None) -> Workload:
+    """The workload of ``model`` (any spec ddptop takes), its model on the CPU with random weights."""
+    if is_hf(model):
+        from bench_kernels.hf import hf_workload
+
+        return hf_workload(model, seq_len, hf_config)
+    if is_transformer(model):
+        return transformer_workload(model, seq_len or TRANSFORMER_PRESETS[model].default_seq_len)
+    if is_factory(model):
+        return factory_workload(model, num_classes, image_size, seq_len)
+    from bench_kernels.models import build_model
+
+    return classifier_workload(build_model(model, num_classes, image_size), num_classes, image_size)
+
+
+def classifier_workload(model: Any, num_classes: int, image_size: int) -> Workload:
+    """An image classifier: ``(n, 3, size, size)`` random images and random labels, cross-entropy."""
+    import torch
+    import torch.nn.functional as F
+
+    def make_batch(n: int, device: Any) -> tuple[Any, Any]:
+        images = torch.randn(n, 3, image_size, image_size, device=device)
+        return images, torch.randint(0, num_classes, (n,), device=device)
+
+    def loss(net: Any, batch: tuple[Any, Any]) -> Any:
+        images, labels = batch
+        return F.cross_entropy(net(images), labels)
+
+    return Workload(model, make_batch, loss)
+
+
+def transformer_workload(name: str, seq_len: int) -> Workload:
+    """A transformer preset: random token ids and random next-token targets, cross-entropy per position."""
+    import torch
+
+    from bench_kernels import transformer
+
+    model = transformer.build_transformer(name)
+    vocab = model.shape.vocab
+
+    def make_batch(n: int, device: Any) -> tuple[Any, Any]:
+        return (torch.randint(0, vocab, (n, seq_len), device=device),
+                torch.randint(0, vocab, (n, seq_len), device=device))
+
+    def loss(net: Any, batch: tuple[Any, Any]) -> Any:
+        ids, targets = batch
+        return transformer.lm_loss(net(ids), targets)
+
+    return Workload(model, make_batch, loss, tokens=lambda batch: int(batch[0].numel()))
+
+
+def factory_workload(model: str, num_classes: int, image_size: int, seq_len: int | None) -> Workload:
+    """Import and call the user's factory; its module becomes a classifier workload, its workload is kept."""
+    import torch
+
+    module_name, attr = model.split(":", 1)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # noqa: BLE001 - whatever the user's module raises on import
+        raise WorkloadError(f"model {model}: cannot import {module_name}: {type(exc).__name__}: {exc}") from exc
+    factory = getattr(module, attr, None)
+    if not callable(factory):
+        raise WorkloadError(f"model {model}: {module_name} has no function {attr}")
+    wanted = {"num_classes": num_classes, "image_size": image_size, "seq_len": seq_len}
+    try:
+        made = factory(**accepted_keywords(factory, {k: v for k, v in wanted.items() if v is not None}))
+    except Exception as exc:  # noqa: BLE001 - the user's factory failing is their input's problem
+        raise WorkloadError(f"model {model}: the factory raised {type(exc).__name__}: {exc}") from exc
+    if isinstance(made, torch.nn.Module):
+        return classifier_workload(made, num_classes, image_size)
+    if all(hasattr(made, name) for name in REQUIRED):
+        return as_workload(model, made)
+    raise WorkloadError(f"model {model}: the factory returned {type(made).__name__} {made!r:.40}, neither a torch.nn.Module "
+                        f"nor a Workload (ddptop.protocol.workload: model, make_batch, loss)")
+
+
+def as_workload(model: str, made: Any) -> Workload:
+    """A ``Workload`` from an object with its attributes, each checked for what it must be."""
+    import torch
+
+    if isinstance(made, Workload):
+        found = made
+    else:
+        found = Workload(*(getattr(made, n) for n in REQUIRED),
+                         **{n: getattr(made, n) for n in OPTIONAL if hasattr(made, n)})
+    if not isinstance(found.model, torch.nn.Module):
+        raise WorkloadError(f"model {model}: the workload's model is a {type(found.model).__name__}, not a torch.nn.Module")
+    for name in ("make_batch", "loss"):
+        if not callable(getattr(found, name)):
+            raise WorkloadError(f"model {model}: the workload's {name} is not callable")
+    for name in ("tokens", "flops", "fsdp_units"):
+        value = getattr(found, name)
+        if value is not None and not callable(value):
+            raise WorkloadError(f"model {model}: the workload's {name} must be a function of "
+                                f"{'the model' if name == 'fsdp_units' else 'the batch'} or None")
+    return found
+
+
+def accepted_keywords(function: Any, offered: dict[str, Any]) -> dict[str, Any]:
+    """The keywords of ``offered`` that ``function`` takes (all of them where it takes ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return {}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
+        return dict(offered)
+    return {k: v for k, v in offered.items() if k in parameters}
+
+
+def batch_tensors(batch: Any) -> list[Any]:
+    """Every tensor of a batch: a tensor, or one inside dicts, lists and tuples (a dataclass's fields too)."""
+    import torch
+
+    found: list[Any] = []
+
+    def walk(value: Any) -> None:
+        if isinstance(value, torch.Tensor):
+            found.append(value)
+        elif isinstance(value, dict):
+            for item in value.values():
+                walk(item)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                walk(item)
+        elif hasattr(value, "__dataclass_fields__"):
+            for name in value.__dataclass_fields__:
+                walk(getattr(value, name))
+
+    walk(batch)
+    return found
+
+
+def map_tensors(batch: Any, change: Any) -> Any:
+    """The batch with ``change`` applied to every tensor in it, its containers rebuilt alike."""
+    import torch
+
+    if isinstance(batch, torch.Tensor):
+        return change(batch)
+    if isinstance(batch, dict):
+        return type(batch)((k, map_tensors(v, change)) for k, v in batch.items())
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a namedtuple
+        return type(batch)(*(map_tensors(v, change) for v in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(map_tensors(v, change) for v in batch)
+    return batch
+
+
+def is_image(tensor: Any) -> bool:
+    """A 4-D floating tensor: what the channels_last memory format applies to."""
+    return tensor.dim() == 4 and tensor.is_floating_point()
+
+
+def to_channels_last(batch: Any) -> Any:
+    import torch
+
+    return map_tensors(batch, lambda t: t.contiguous(memory_format=torch.channels_last) if is_image(t) else t)
+
+
+def batch_bytes(batch: Any) -> int:
+    return sum(t.numel() * t.element_size() for t in batch_tensors(batch))

@@ -1,0 +1,338 @@
+"""A user's own model and training step as a workload (``ddptop.protocol.workload``): the check before any
+launch, what the plan learns from it, its FLOPs, its memory, FSDP2's units, Hugging Face models from a
+config, and real sweeps of it (tests.workloads, examples/my_workload.py)."""
+
+import json
+import os
+import re
+
+import pytest
+
+from ddptop.protocol.workload import CheckAnswer, WorkloadFacts, parse_hf
+from ddptop.run.options import PlanOptions
+from ddptop.run.plan import NO_IMAGES, PlanError, apply_facts, build_plan
+from ddptop.telemetry.inventory import Inventory
+
+from .conftest import REPO, ddptop, run_sweep
+
+NO_GPU = Inventory(gpus=[], problem="no GPU in this test")
+EXAMPLES = os.path.join(REPO, "examples")
+TINY_GPT2 = "hf:gpt2:hidden_size=64:num_hidden_layers=2:num_attention_heads=4:vocab_size=512"
+TINY_BERT = "hf:bert:hidden_size=64:num_hidden_layers=2:num_attention_heads=4:vocab_size=512:intermediate_size=128"
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch")
+
+
+def check(model: str, **options):
+    import torch
+
+    from bench_kernels.preflight import check as run_check
+
+    return run_check(model, torch.device("cpu"), num_classes=10, image_size=32, **options)
+
+
+# -- the check of a spec: one line that names the spec and what is wrong -------------------------------
+
+
+@pytest.mark.parametrize("factory, expected", [
+    ("not_a_model", "the factory returned int 42, neither a torch.nn.Module nor a Workload"),
+    ("raises", "the factory raised RuntimeError: no such checkpoint"),
+    ("rejected_batch", "the model rejects its batch of 2 ((2, 17) float32, (2, 17) float32): RuntimeError: mat1 and "
+                       "mat2 shapes cannot be multiplied"),
+    ("vector_loss", "loss(net, batch) must return a scalar floating-point tensor, got a tensor of shape (4,)"),
+    ("unused_parameter", "2 parameter(s) got no gradient in a step (aux.weight, aux.bias): DDP fails on such a "
+                         "model unless told to look for them; give its workload find_unused_parameters=True"),
+    ("no_such_function", "tests.workloads has no function no_such_function"),
+])
+def test_a_spec_that_cannot_run_is_one_line_naming_it(torch, factory, expected):
+    from bench_kernels.sources import WorkloadError
+
+    with pytest.raises(WorkloadError) as caught:
+        check(f"tests.workloads:{factory}")
+    message = str(caught.value)
+    assert message.startswith(f"model tests.workloads:{factory}: ") and expected in message
+    assert "\n" not in message
+
+
+def test_what_the_check_learns_of_a_workload(torch):
+    facts = check("tests.workloads:dict_workload")
+    assert (facts.kind, facts.image_input, facts.tokens_per_example, facts.flops_given) == ("factory", False, 12.0, False)
+    assert facts.params == 16 * 32 + 32 + 32 * 4 + 4
+    assert check("tests.tiny_models:tiny_cnn").image_input  # a module: an image classifier, as ever
+    declared = check("tests.workloads:unused_parameter_declared")
+    assert declared.find_unused_parameters
+    assert check("tests.workloads:given_flops").flops_given
+
+
+def test_the_checker_answers_every_spec_in_one_json_line_each(torch, capsys):
+    from bench_kernels.preflight import main
+
+    assert main(["--model", "tests.workloads:dict_workload", "--model", "tests.workloads:raises"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    good, bad = (CheckAnswer.from_line(line) for line in lines)
+    assert good.facts == WorkloadFacts.from_json(json.loads(lines[0])["facts"]) and good.error is None
+    assert bad.facts is None and "no such checkpoint" in bad.error
+
+
+@pytest.mark.parametrize("factory, expected", [
+    ("rejected_batch", "the model rejects its batch of 2"),
+    ("unused_parameter", "give its workload find_unused_parameters=True"),
+])
+def test_bad_input_is_one_line_and_exit_2_before_any_launch(tmp_path, factory, expected):
+    out = tmp_path / "run"
+    done = ddptop("run", "--headless", "--out", str(out), "--models", f"tests.workloads:{factory}", timeout=120)
+    assert done.returncode == 2, done.stderr
+    (line,) = done.stderr.strip().splitlines()
+    assert line.startswith(f"ddptop: error: model tests.workloads:{factory}: ") and expected in line
+    assert not out.exists()  # nothing launched, nothing written
+
+
+def test_a_factory_that_cannot_be_found_is_refused_without_importing_anything():
+    with pytest.raises(PlanError, match="model factory module 'tests.nowhere' cannot be found"):
+        build_plan(PlanOptions(models=["tests.nowhere:make_workload"]), NO_GPU, cpu_count=2)
+
+
+# -- what the plan learns ------------------------------------------------------------------------------
+
+
+def facts(model: str, **changes) -> WorkloadFacts:
+    return WorkloadFacts(**{"model": model, "kind": "factory", **changes})
+
+
+def test_tokens_per_example_and_channels_last_follow_the_check():
+    model = "tests.workloads:dict_workload"
+    plan = build_plan(PlanOptions(models=[model], tune=True, variants=["channels_last", "static_graph"]),
+                      NO_GPU, cpu_count=2)
+    assert "channels_last" in plan.variants  # not checked yet: a factory counts as an image model
+    checked = apply_facts(plan, {model: facts(model, tokens_per_example=12.0)})
+    assert "channels_last" not in checked.variants and "static_graph" in checked.variants
+    assert checked.variant_reasons == {"channels_last": NO_IMAGES} and "channels_last" in checked.variants_skipped
+    assert {c.tokens_per_example for c in checked.configs()} == {12.0}
+    images = apply_facts(plan, {model: facts(model, image_input=True)})
+    assert "channels_last" in images.variants and not images.variant_reasons
+    with pytest.raises(PlanError, match=re.escape(f"--channels-last: {model}: its batch holds no 4-D image tensor")):
+        apply_facts(build_plan(PlanOptions(models=[model], channels_last=True), NO_GPU, cpu_count=2),
+                    {model: facts(model)})
+
+
+def test_a_transformer_preset_says_why_channels_last_is_left_out_of_tune():
+    plan = build_plan(PlanOptions(models=["gpt-tiny"], tune=True), NO_GPU, cpu_count=2)
+    assert "channels_last" not in plan.variants and plan.variant_reasons["channels_last"] == NO_IMAGES
+    assert {c.tokens_per_example for c in plan.configs()} == {128.0}
+
+
+def test_hf_specs_and_the_plan_s_overrides():
+    spec = parse_hf("hf:llama:hidden_size=256:tie_word_embeddings=false:hidden_act=silu",
+                    {"hidden_size": 128, "num_hidden_layers": 2})
+    assert spec.model_type == "llama"
+    assert spec.overrides == {"hidden_size": 256, "num_hidden_layers": 2, "tie_word_embeddings": False,
+                              "hidden_act": "silu"}
+    with pytest.raises(ValueError, match="'hidden_size' is not key=value"):
+        parse_hf("hf:llama:hidden_size")
+    with pytest.raises(PlanError, match="hf_config: no hf:<model_type> model"):
+        build_plan(PlanOptions(models=["resnet18"], hf_config={"hidden_size": 64}), NO_GPU, cpu_count=2)
+
+
+# -- FLOPs: counted on the workload's own forward, loss and backward; what is not counted is named ------
+
+
+def test_a_workload_s_flops_are_counted_on_its_step_and_match_a_hand_count(torch):
+    from bench_kernels.flops import count_step
+    from tests.workloads import dict_workload, hand_count_flops
+
+    workload = dict_workload()
+    batch = workload.make_batch(8, torch.device("cpu"))
+    counted = count_step(torch, lambda: workload.loss(workload.model, batch).backward())
+    assert sum(counted.by_kind.values()) == hand_count_flops(8) and counted.uncounted == {}
+
+
+def test_an_op_without_a_formula_is_named_not_counted_silently(torch):
+    from bench_kernels.flops import count_step
+
+    @torch.library.custom_op("ddptop_tests::fused_gelu_linear", mutates_args=())
+    def fused(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.gelu(x @ w)
+
+    @fused.register_fake
+    def _(x, w):
+        return x.new_empty(x.shape[0], w.shape[1])
+
+    x, w = torch.randn(4, 8), torch.randn(8, 8)
+    counted = count_step(torch, lambda: fused(x, w) @ w)
+    assert counted.uncounted == {"ddptop_tests::fused_gelu_linear": 1}
+    assert counted.uncounted_lines() == ["ddptop_tests::fused_gelu_linear (1 call)"]
+    assert sum(counted.by_kind.values()) == 2 * 4 * 8 * 8  # the matmul outside it, counted
+
+
+# -- memory: the CPU count follows any batch; FSDP2's units ------------------------------------------
+
+
+def test_the_cpu_memory_count_follows_a_dict_batch(torch):
+    from bench_kernels.memory_cap import workload_activation_bytes
+    from bench_kernels.sources import batch_bytes
+    from tests.workloads import HIDDEN, OUTPUTS, dict_workload
+
+    workload = dict_workload()
+    probe = workload.make_batch(2, torch.device("cpu"))
+    counted = workload_activation_bytes(workload.model, lambda: workload.loss(workload.model, probe), 64 / 2)
+    assert counted == 64 * (HIDDEN + OUTPUTS) * 4  # the two Linear layers' outputs, in fp32 (ReLU is a function)
+    assert batch_bytes(workload.make_batch(64, torch.device("cpu"))) == 64 * (16 + 16 + OUTPUTS) * 4
+
+
+def test_fsdp2_s_default_units_are_the_blocks_and_a_tied_head_stays_with_the_root(torch):
+    pytest.importorskip("transformers")
+    from bench_kernels.hf import hf_workload
+    from bench_kernels.strategies import given_units, sharded_units
+
+    def names(model, units):
+        lookup = {id(m): name or "<root>" for name, m in model.named_modules()}
+        return [lookup[id(u)] for u in units]
+
+    gpt2 = hf_workload(TINY_GPT2, 16, None).model
+    assert names(gpt2, sharded_units(gpt2)) == ["transformer.wpe", "transformer.h.0", "transformer.h.1",
+                                                "transformer.ln_f", "<root>"]
+    assert gpt2.lm_head.weight is gpt2.transformer.wte.weight  # tied: left to the root, never split
+    # the workload's own units: innermost first, then the root
+    chosen = given_units(gpt2, lambda m: [m.transformer, m.transformer.h[1], m.transformer.h[0]])
+    assert names(gpt2, chosen) == ["transformer.h.0", "transformer.h.1", "transformer", "<root>"]
+    with pytest.raises(ValueError, match="not submodules of its model"):
+        given_units(gpt2, lambda m: [torch.nn.Linear(2, 2)])
+
+
+# -- Hugging Face models from a config ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("spec", [TINY_GPT2, TINY_BERT], ids=["decoder", "encoder"])
+def test_hf_flops_are_within_2_percent_of_the_independent_count(torch, spec):
+    pytest.importorskip("transformers")
+    from bench_kernels.flops import count_step
+    from bench_kernels.hf import hf_workload, independent_flops
+
+    workload = hf_workload(spec, 32, None)
+    assert all(p.dtype == torch.float32 for p in workload.model.parameters())
+    assert workload.model.config.use_cache is False
+    batch = workload.make_batch(4, torch.device("cpu"))
+    counted = count_step(torch, lambda: workload.loss(workload.model, batch).backward())
+    total = sum(counted.by_kind.values())
+    assert total == pytest.approx(independent_flops(workload.model, 4, 32), rel=0.02)
+    assert counted.uncounted == {} and workload.tokens(batch) == 4 * 32
+
+
+@pytest.mark.parametrize("spec, expected", [
+    ("hf:no_such_architecture", "model hf:no_such_architecture: ValueError: Unrecognized model identifier"),
+    ("hf:gpt2:hidden_sise=64", "model hf:gpt2:hidden_sise=64: GPT2Config has no hidden_sise (a misspelt override"),
+])
+def test_an_hf_spec_that_cannot_be_built_is_one_line(torch, spec, expected):
+    pytest.importorskip("transformers")
+    from bench_kernels.sources import WorkloadError
+
+    with pytest.raises(WorkloadError) as caught:
+        check(spec)
+    assert str(caught.value).startswith(expected) and "\n" not in str(caught.value)
+
+
+# -- real sweeps ------------------------------------------------------------------------------------------
+
+
+def _entries(summary: dict) -> dict[str, dict]:
+    return {c["config_id"]: c for c in summary["configs"]}
+
+
+@pytest.mark.slow
+@pytest.mark.smoke
+def test_a_dict_workload_runs_the_sweep_the_strategies_and_counts_its_flops(tmp_path):
+    from tests.workloads import hand_count_flops
+
+    model = "tests.workloads:dict_workload"
+    done = run_sweep(str(tmp_path / "run"), "--models", model, "--world-sizes", "1,2", "--batch-sizes", "8",
+                     "--strategies", "zero1,fsdp2", "--iters", "20", "--warmup", "3", "--launches", "1",
+                     "--no-collectives")
+    assert done.returncode == 0, done.stderr[-3000:]
+    summary = done.summary()
+    entries = _entries(summary)
+    assert len(entries) == 7 and {e["status"] for e in entries.values()} == {"ok"}
+    for entry in entries.values():
+        assert entry["flops"]["per_step"] == hand_count_flops(8) and entry["flops"]["source"] == "counted"
+        assert entry["tokens_per_example"] == 12.0
+        p50, (low, high) = entry["stats"]["sec_iter"]["p50"], entry["stats"]["p50_ci"]
+        assert low <= p50 <= high
+        assert entry["stats"]["tok_sec_total"]["p50"] == pytest.approx(entry["stats"]["ex_sec_total"]["p50"] * 12)
+        assert entry["counted_memory_bytes"] > 0
+    rows = summary["scaling"][0]["rows"]
+    assert [r["world_size"] for r in rows] == [1, 2] and rows[1]["speedup_ci"] is not None
+    assert summary["plan"]["workloads"][model]["tokens_per_example"] == 12.0
+    assert "12 tokens per example" in done.stdout and "Strategies:" in done.stdout
+
+
+@pytest.mark.slow
+def test_tune_measures_a_workload_and_says_why_channels_last_is_left_out(tmp_path):
+    model = "tests.workloads:dict_workload"
+    out = str(tmp_path / "tune")
+    done = ddptop("tune", "--headless", "--out", out, "--models", model, "--batch-sizes", "8", "--world-sizes", "2",
+                  "--variants", "channels_last,gradient_as_bucket_view", "--iters", "20", "--warmup", "3",
+                  "--launches", "2", "--no-plots", timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(os.path.join(out, "summary.json"), encoding="utf-8") as handle:
+        summary = json.load(handle)
+    (table,) = summary["tuning"]
+    assert {r["variant"] for r in table["rows"]} == {"default", "gradient_as_bucket_view"}
+    assert table["skipped"] == [{"variant": "channels_last", "why": NO_IMAGES}]
+    assert "channels_last (its batch holds no 4-D image tensor" in done.stdout
+
+
+@pytest.mark.slow
+def test_the_batch_sweep_reaches_the_memory_cap_and_an_unused_parameter_runs_once_declared(tmp_path):
+    model = "tests.workloads:unused_parameter_declared"
+    done = run_sweep(str(tmp_path / "run"), "--models", model, "--world-sizes", "2", "--batch-sizes", "64",
+                     "--batch-sweep", "--max-batch", "4096", "--memory-cap-mb", "0.25", "--no-baseline",
+                     "--iters", "10", "--warmup", "2", "--launches", "1", "--no-collectives", "--comm-iters", "5")
+    summary = done.summary()
+    statuses = [(e["batch_size"], e["status"]) for e in summary["configs"]]
+    assert statuses[0] == (64, "ok") and ("oom" in {s for _, s in statuses}), statuses
+    ok = [e for e in summary["configs"] if e["status"] == "ok"]
+    assert all(e["counted_memory_bytes"] <= 0.25 * 2**20 for e in ok)
+    first = ok[0]
+    assert first["communication"] is not None  # DDP ran its probe with find_unused_parameters=True
+
+
+@pytest.mark.slow
+def test_the_readme_example_and_a_hugging_face_model_run_through_ddptop(tmp_path):
+    pytest.importorskip("transformers")
+    models = f"my_workload:make_workload,{TINY_GPT2}"
+    done = ddptop("run", "--headless", "--out", str(tmp_path / "run"), "--models", models, "--world-sizes", "1,2",
+                  "--batch-sizes", "4", "--seq-len", "32", "--iters", "10", "--warmup", "2", "--launches", "1",
+                  "--no-collectives", "--no-plots", env={"PYTHONPATH": os.pathsep.join([REPO, EXAMPLES])}, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(tmp_path / "run" / "summary.json", encoding="utf-8") as handle:
+        summary = json.load(handle)
+    assert {c["status"] for c in summary["configs"]} == {"ok"} and len(summary["configs"]) == 6
+    hf = [c for c in summary["configs"] if c["model"] == TINY_GPT2]
+    assert {c["tokens_per_example"] for c in hf} == {32.0}
+    assert all(c["flops"]["per_step"] > 0 and not c["flops"]["uncounted_ops"] for c in hf)
+    assert "Scaling: my_workload:make_workload" in done.stdout
+
+
+def test_a_parameter_unused_on_a_later_step_fails_under_ddp_with_the_keyword_that_fixes_it(one_rank_group):
+    """Past the one-step check: the kernel's own DDP wrapper and step, the rank's own error report."""
+    from bench_kernels.ddp import unused_parameter_hint
+    from bench_kernels.training import build_training
+
+    from .conftest import tiny_config
+
+    training = build_training(tiny_config(model="tests.workloads:sometimes_unused"), one_rank_group.device("cpu"), 0, 0)
+    step = training.step_through(training.net)
+    step()  # the head used: every parameter reduced
+    step()  # the head unused: DDP notices at the next step
+    with pytest.raises(RuntimeError) as caught:
+        step()
+    assert unused_parameter_hint(caught.value).startswith(
+        "Some parameters got no gradient in a step: give the workload find_unused_parameters=True")
+    assert unused_parameter_hint(RuntimeError("CUDA error")) == ""
+    declared = build_training(tiny_config(model="tests.workloads:unused_parameter_declared"),
+                              one_rank_group.device("cpu"), 0, 0)
+    assert declared.net.ddptop_keywords["find_unused_parameters"] is True
+    for _ in range(3):
+        declared.step_through(declared.net)()
