@@ -36,6 +36,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "launch_cost": ([], ["--runs", "1"]),
     "tune_cost": ([], ["--runs", "1"]),
     "capped_batch_sweep": ([], []),
+    "protocol_cost": ([], ["--rounds", "3", "--steps", "15"]),
 }
 
 

@@ -285,17 +285,20 @@ def test_tune_measures_a_workload_and_says_why_channels_last_is_left_out(tmp_pat
 
 @pytest.mark.slow
 def test_the_batch_sweep_reaches_the_memory_cap_and_an_unused_parameter_runs_once_declared(tmp_path):
-    model = "tests.workloads:unused_parameter_declared"
-    done = run_sweep(str(tmp_path / "run"), "--models", model, "--world-sizes", "2", "--batch-sizes", "64",
+    models = ["tests.workloads:dict_workload", "tests.workloads:unused_parameter_declared"]
+    done = run_sweep(str(tmp_path / "run"), "--models", ",".join(models), "--world-sizes", "2", "--batch-sizes", "64",
                      "--batch-sweep", "--max-batch", "4096", "--memory-cap-mb", "0.25", "--no-baseline",
                      "--iters", "10", "--warmup", "2", "--launches", "1", "--no-collectives", "--comm-iters", "5")
     summary = done.summary()
-    statuses = [(e["batch_size"], e["status"]) for e in summary["configs"]]
-    assert statuses[0] == (64, "ok") and ("oom" in {s for _, s in statuses}), statuses
-    ok = [e for e in summary["configs"] if e["status"] == "ok"]
-    assert all(e["counted_memory_bytes"] <= 0.25 * 2**20 for e in ok)
-    first = ok[0]
-    assert first["communication"] is not None  # DDP ran its probe with find_unused_parameters=True
+    for model in models:
+        entries = [e for e in summary["configs"] if e["model"] == model]
+        statuses = [(e["batch_size"], e["status"]) for e in entries]
+        assert statuses[0] == (64, "ok") and "oom" in {s for _, s in statuses}, statuses
+        ok = [e for e in entries if e["status"] == "ok"]
+        assert all(e["counted_memory_bytes"] <= 0.25 * 2**20 for e in ok)
+        assert ok[0]["communication"] is not None  # DDP's probe ran (with find_unused_parameters=True for one)
+    (table,) = [t for t in summary["batch_throughput"] if t["model"] == models[0]]
+    assert [r["batch_size"] for r in table["rows"]][:2] == [64, 128]
 
 
 @pytest.mark.slow

@@ -46,3 +46,17 @@ CAPPED_SWEEP = ["--models", "resnet50", "--batch-sizes", "32", "--batch-sweep", 
 # cap) at the node's largest world size: bf16 only through the amp_bf16 variant, and torch.compile.
 TUNE = ["--models", "tests.tiny_models:wide_mlp", "--image-size", "32", "--num-classes", "10", "--batch-sizes", "64",
         "--variants", "amp_bf16,compile", "--bucket-cap-mb", "1", *SHORT]
+
+# A workload of the protocol (tests/workloads.py: a dict batch, a loss of its own, FLOPs counted by hand) and a
+# Hugging Face decoder built from a config (a small Llama, nothing downloaded), bf16 autocast, DDP and FSDP2 at
+# the node's largest world size.
+HF_DECODER = ("hf:llama:hidden_size=256:num_hidden_layers=2:num_attention_heads=4:num_key_value_heads=4:"
+              "intermediate_size=512:vocab_size=4096")
+WORKLOAD = "tests.workloads:dict_workload"
+WORKLOAD_SEQ_LEN, WORKLOAD_BATCH = 128, 8
+
+
+def workloads_run(world_size: int) -> list[str]:
+    return ["--models", f"{WORKLOAD},{HF_DECODER}", "--seq-len", str(WORKLOAD_SEQ_LEN), "--batch-sizes",
+            str(WORKLOAD_BATCH), "--amp", "bf16", "--strategies", "fsdp2", "--world-sizes", str(world_size),
+            "--no-baseline", "--comm-iters", "0", "--no-collectives", *SHORT]

@@ -403,6 +403,40 @@ def test_zero1_and_fsdp2_run_beside_ddp_with_their_allocator_peaks(gpt_run):
     assert strategy_problems(summary) == []
 
 
+@pytest.fixture(scope="module")
+def workloads_run(tmp_path_factory) -> Finished:
+    if node().capability < (8, 0):
+        pytest.skip(f"bf16 autocast needs compute capability 8.0 or later (this GPU: {node().capability})")
+    pytest.importorskip("transformers")
+    return run_sweep(str(tmp_path_factory.mktemp("workloads") / "run"), *commands.workloads_run(node().cuda_count))
+
+
+def test_a_workload_and_a_hugging_face_model_run_on_the_gpus(workloads_run):
+    """The protocol on a GPU: a dict-batch workload with its own loss and a small Llama from a config, DDP and
+    FSDP2 with NCCL in bf16 autocast; every configuration ok with an allocator peak; the workload's FLOPs the
+    hand count, its 12 tokens per example; the Llama's FLOPs within 2% of 6 x weights x tokens plus the
+    attention term, with no op left uncounted; tokens/s = examples/s x 128."""
+    from bench_kernels.hf import hf_workload, independent_flops
+    from tests.workloads import hand_count_flops
+
+    summary = summary_of(workloads_run)
+    configs = summary["configs"]
+    assert summary["status_counts"] == {"ok": 4}, summary["status_counts"]
+    llama = hf_workload(commands.HF_DECODER, commands.WORKLOAD_SEQ_LEN, None).model
+    expected = independent_flops(llama, commands.WORKLOAD_BATCH, commands.WORKLOAD_SEQ_LEN)
+    for config in configs:
+        assert (config["backend"], config["amp"], config["world_size"]) == ("nccl", "bf16", node().cuda_count)
+        assert config["peak_memory_bytes"] > 0
+        if config["model"] == commands.WORKLOAD:
+            assert config["flops"]["per_step"] == hand_count_flops(commands.WORKLOAD_BATCH)
+            assert config["tokens_per_example"] == 12.0
+        else:
+            assert math.isclose(config["flops"]["per_step"], expected, rel_tol=0.02), (config["flops"], expected)
+            assert config["flops"]["uncounted_ops"] == [] and config["tokens_per_example"] == 128.0
+        stats = config["stats"]
+        assert math.isclose(stats["tok_sec_total"]["p50"], stats["ex_sec_total"]["p50"] * config["tokens_per_example"])
+
+
 # -- fp16, channels_last, and a real CUDA out of memory ------------------------------------------------------------
 
 @pytest.fixture(scope="module")

@@ -117,8 +117,8 @@ def test_here_every_test_of_the_suite_is_skipped_with_the_reason():
                            "no:cacheprovider", "tests/gpu"], cwd=REPO, capture_output=True, text=True, timeout=300)
     lines = done.stdout.splitlines()
     skipped = [line for line in lines if line.startswith("SKIPPED [1] tests/gpu/test_gpu_suite.py:")]
-    assert len(skipped) == 12 and all(line.endswith(": " + reason) for line in skipped), done.stdout[-3000:]
-    assert done.returncode == 0 and lines[-1].startswith("12 skipped"), done.stdout[-3000:]
+    assert len(skipped) == 13 and all(line.endswith(": " + reason) for line in skipped), done.stdout[-3000:]
+    assert done.returncode == 0 and lines[-1].startswith("13 skipped"), done.stdout[-3000:]
 
 
 # -- the suite's commands: ddptop's own parser and plan -------------------------------------------------------------
@@ -148,7 +148,10 @@ def test_the_suites_runs_are_valid_plans_on_a_node_of_one_and_eight_gpus(gpus):
     tune = plan_of("tune", commands.TUNE, gpus)
     assert tune.variants == ("default", "amp_bf16", "compile") and tune.world_sizes == (gpus,)
     assert tune.amp is None and tune.bucket_cap_mb == (1.0,) and tune.launches_per_config == 1
-    for plan in (gpt, capped, tune):
+    workloads = plan_of("run", commands.workloads_run(gpus), gpus)
+    assert workloads.models == (commands.WORKLOAD, commands.HF_DECODER) and workloads.world_sizes == (gpus,)
+    assert workloads.strategies == ("ddp", "fsdp2") and workloads.seq_lens[commands.HF_DECODER] == 128
+    for plan in (gpt, capped, tune, workloads):
         assert plan.max_time_per_config == 2 and plan.launches_per_config == 1 and plan.device == "cuda"
 
 
