@@ -3,7 +3,7 @@
 Smallest image sizes were measured once with torchvision 0.29 (a forward pass at growing square sizes);
 ddptop asks for at least 32 px everywhere so the last BatchNorm of a CNN never sees a 1x1 map.
 Any other model runs through ``package.module:factory`` (a torchvision builder works too, e.g.
-``torchvision.models:regnet_y_128gf``).
+``torchvision.models:regnet_y_128gf``: a builder taking ``**kwargs`` is given ``num_classes`` alone).
 
 The transformer presets (``bench_kernels.transformer``) are decoder-only language models taking token ids of
 a sequence length (``--seq-len``) up to their context length; an image size means nothing to them.
@@ -99,7 +99,8 @@ _FACTORY_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
 
 
 def is_factory(model: str) -> bool:
-    return ":" in model
+    """``package.module:factory`` (an ``hf:`` spec is not one)."""
+    return ":" in model and not is_hf(model)
 
 
 def check_model(model: str, image_size: int) -> str | None:
@@ -114,7 +115,7 @@ def check_model(model: str, image_size: int) -> str | None:
         except ValueError as exc:
             return str(exc)
         if importlib.util.find_spec("transformers") is None:
-            return f"model {model}: Hugging Face models need transformers: pip install \"ddptop[hf]\""
+            return f"model {model}: Hugging Face models need transformers: pip install -e \".[hf]\""
         return None
     if is_factory(model):
         if not _FACTORY_RE.match(model):

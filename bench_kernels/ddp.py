@@ -69,7 +69,7 @@ from bench_kernels.timing import (
     warm_up_until_steady,
 )
 from bench_kernels.compiled import first_step
-from bench_kernels.training import Training, accepts, build_training, devices_used, eager_ddp
+from bench_kernels.training import Training, accepts, build_training, devices_used, eager_ddp, param_dtype
 from ddptop.protocol import variants
 from ddptop.protocol.affinity import NUMA_BINDING_ENV, UNBOUND_ENV, bind_this_process
 from ddptop.protocol.devices import apply_rank_device
@@ -429,7 +429,8 @@ class Worker:
 
     def _config_start(self, cfg: RunConfig, training: Training, setup_s: float, round_index: int,
                       flops: dict[str, Any] | None = None) -> None:
-        dtypes = op_dtypes(self.torch, self.device, cfg.amp)
+        # autocast's dtype, else a model made in half precision runs its ops in that
+        dtypes = op_dtypes(self.torch, self.device, cfg.amp or param_dtype(training.model))
         self.writer.emit(
             "config_start",
             config_id=cfg.config_id,

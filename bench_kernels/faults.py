@@ -64,7 +64,7 @@ class Fault:
 
 
 def parse_fault(text: str) -> Fault:
-    kind, *options = text.strip().split(":")
+    kind, *options = _options(text.strip().split(":"))
     if kind not in KINDS:
         raise FaultSpecError(f"--inject {text!r}: unknown fault {kind!r} (known: {', '.join(KINDS)})")
     allowed = ("rank", "factor", "config") if kind == SLOW else ("rank", "iter", "config", "phase")
@@ -92,6 +92,19 @@ def parse_fault(text: str) -> Fault:
     if kind == SLOW and "factor" not in values:
         raise FaultSpecError(f"--inject {text!r}: slow needs factor=F (its compute takes F times as long)")
     return Fault(kind, **values)
+
+
+def _options(parts: list[str]) -> list[str]:
+    """The kind and its options; a config's text may hold colons (``config=hf:llama:hidden_size=64``): a part
+    after ``config=`` that is no option of its own belongs to it."""
+    found: list[str] = []
+    for part in parts:
+        key = part.partition("=")[0]
+        if found and found[-1].startswith("config=") and key not in ("rank", "iter", "phase", "factor", "config"):
+            found[-1] += ":" + part
+        else:
+            found.append(part)
+    return found
 
 
 def _factor(text: str, value: str) -> float:
@@ -123,7 +136,7 @@ class Slowdown:
     slept, its last ``WAKE_MARGIN_S`` waited out busy.
 
     ``mark`` stamps a moment and ``elapsed`` measures between two stamps: ``time.perf_counter`` by default;
-    on a GPU, CUDA events (``bench_kernels.workload``), read after the step's closing synchronize, so the
+    on a GPU, CUDA events (``bench_kernels.training``), read after the step's closing synchronize, so the
     compute is the device's (run on CPU only).
     """
 

@@ -78,8 +78,10 @@ class StepFlops:
 # namespaces whose ops do no arithmetic a FLOP count is about: collectives, profiling marks, random bits
 QUIET_NAMESPACES = {"c10d", "_c10d_functional", "_c10d_functional_autograd", "_dtensor", "profiler", "rngprims",
                     "fsdp", "debugprims"}
-# aten ops by name: the arithmetic FLOP counts are about (a matmul, a convolution, attention)
-HEAVY_ATEN = ("mm", "matmul", "conv", "attention", "einsum", "linear", "gemm")
+# aten ops by a word of their name: the arithmetic FLOP counts are about (a matmul, a convolution, attention);
+# whole words, so upsample_bilinear2d, cummax or lgamma are not taken for one
+HEAVY_WORDS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "einsum", "linear", "gemm", "mv", "addmv",
+               "conv1d", "conv2d", "conv3d", "conv", "convolution", "attention"}
 
 
 def count_step_flops(torch: Any, run_step_body: Any) -> dict[str, int] | None:
@@ -136,8 +138,8 @@ def may_compute(func: Any) -> bool:
         return False
     if namespace not in ("aten", "prims"):
         return True
-    short = op_name(func).split("::")[-1]
-    return any(word in short for word in HEAVY_ATEN)
+    words = set(op_name(func).split("::")[-1].split("_"))
+    return bool(words & HEAVY_WORDS)
 
 
 def attention_formulas(torch: Any) -> dict[Any, Any]:

@@ -1,4 +1,4 @@
-"""Hugging Face models from a config alone: ``hf:<model_type>[:key=value]...`` (``pip install "ddptop[hf]"``).
+"""Hugging Face models from a config alone: ``hf:<model_type>[:key=value]...`` (``pip install -e ".[hf]"``).
 
 Nothing is downloaded: ``AutoConfig.for_model(model_type, **overrides)`` gives the architecture's default
 config with the overrides (the plan's ``hf_config`` beneath the spec's own), and ``AutoModelForCausalLM``
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench_kernels.sources import WorkloadError
+from bench_kernels.sources import WorkloadError, said
 from ddptop.protocol.workload import Workload, parse_hf
 
 DEFAULT_SEQ_LEN = 128
@@ -40,8 +40,10 @@ def hf_workload(model: str, seq_len: int | None, plan_overrides: dict[str, Any] 
         except TypeError:  # transformers before 4.56 names it torch_dtype
             net = auto.from_config(config, torch_dtype=torch.float32)
     except Exception as exc:  # noqa: BLE001 - the overrides make a model transformers refuses
-        raise WorkloadError(f"model {model}: transformers could not build it: {type(exc).__name__}: {exc}") from exc
+        raise WorkloadError(f"model {model}: transformers could not build it: {said(exc)}") from exc
     longest = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+    if not isinstance(longest, int) or longest <= 0:  # XLNet's -1: no limit
+        longest = None
     length = seq_len or (min(DEFAULT_SEQ_LEN, longest) if longest else DEFAULT_SEQ_LEN)
     if longest and length > longest:
         raise WorkloadError(f"model {model}: --seq-len {length} is past its max_position_embeddings {longest}")
@@ -66,12 +68,12 @@ def hf_config(model: str, model_type: str, overrides: dict[str, Any]) -> tuple[A
             MODEL_FOR_MASKED_LM_MAPPING_NAMES,
         )
     except ImportError as exc:
-        raise WorkloadError(f"model {model}: Hugging Face models need transformers: pip install \"ddptop[hf]\" "
+        raise WorkloadError(f"model {model}: Hugging Face models need transformers: pip install -e \".[hf]\" "
                             f"({type(exc).__name__}: {exc})") from None
     try:
         config = AutoConfig.for_model(model_type, **overrides)
     except Exception as exc:  # noqa: BLE001 - an unknown model type, an override of the wrong type
-        raise WorkloadError(f"model {model}: {type(exc).__name__}: {exc}".split("\n")[0][:300]) from None
+        raise WorkloadError(f"model {model}: {said(exc)}") from None
     # a config keeps any keyword as an attribute: an override is known if the class's default config has it
     default = type(config)()
     known = set(default.to_dict()) | set(getattr(type(config), "attribute_map", {}))

@@ -1,6 +1,6 @@
 """Check model specs before any launch: build each once and run one training step on a small batch.
 
-    python -m bench_kernels.preflight --model SPEC [--model SPEC ...] [--device cpu|cuda:N]
+    python -m bench_kernels.preflight --model SPEC [--model SPEC ...] [--device cpu|cuda]
                                       [--num-classes N] [--image-size PX] [--seq-len T] [--hf-config JSON]
 
 Prints one JSON line per spec (``ddptop.protocol.workload.CheckAnswer``): what the plan needs to know of it
@@ -20,7 +20,8 @@ import sys
 import time
 from typing import Any
 
-from bench_kernels.sources import WorkloadError, batch_tensors, is_image, load_workload
+from bench_kernels.sources import WorkloadError, batch_tensors, is_image, load_workload, said
+from ddptop.protocol.devices import apply_rank_device
 from ddptop.protocol.workload import CheckAnswer, WorkloadFacts, describe, is_hf
 
 CHECK_BATCH = 2
@@ -40,7 +41,7 @@ def check(model: str, device: Any, num_classes: int, image_size: int, seq_len: i
     try:
         batch = workload.make_batch(CHECK_BATCH, device)
     except Exception as exc:  # noqa: BLE001 - the user's make_batch
-        raise WorkloadError(f"model {model}: make_batch({CHECK_BATCH}, {device}) raised {_said(exc)}") from exc
+        raise WorkloadError(f"model {model}: make_batch({CHECK_BATCH}, {device}) raised {said(exc)}") from exc
     tensors = batch_tensors(batch)
     if not tensors:
         raise WorkloadError(f"model {model}: make_batch({CHECK_BATCH}, {device}) returned a "
@@ -50,7 +51,7 @@ def check(model: str, device: Any, num_classes: int, image_size: int, seq_len: i
         loss = workload.loss(net, batch)
     except Exception as exc:  # noqa: BLE001 - the model rejecting its batch, or the loss failing
         raise WorkloadError(f"model {model}: the model rejects its batch of {CHECK_BATCH} ({_shapes(batch)}): "
-                            f"{_said(exc)}") from exc
+                            f"{said(exc)}") from exc
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or not loss.is_floating_point():
         got = (f"a tensor of shape {tuple(loss.shape)} and dtype {loss.dtype}" if isinstance(loss, torch.Tensor)
                else f"a {type(loss).__name__}")
@@ -61,18 +62,25 @@ def check(model: str, device: Any, num_classes: int, image_size: int, seq_len: i
     try:
         loss.backward()
     except Exception as exc:  # noqa: BLE001
-        raise WorkloadError(f"model {model}: the backward of its loss raised {_said(exc)}") from exc
+        raise WorkloadError(f"model {model}: the backward of its loss raised {said(exc)}") from exc
     unused = [name for name, p in net.named_parameters() if p.requires_grad and p.grad is None]
     if unused and not workload.find_unused_parameters:
         raise WorkloadError(
             f"model {model}: {len(unused)} parameter(s) got no gradient in a step ({describe(unused)}): DDP fails on "
             "such a model unless told to look for them; give its workload find_unused_parameters=True")
+    if workload.fsdp_units is not None:  # FSDP2's units, checked here rather than in the middle of a sweep
+        from bench_kernels.strategies import given_units
+
+        try:
+            given_units(net, workload.fsdp_units)
+        except Exception as exc:  # noqa: BLE001
+            raise WorkloadError(f"model {model}: fsdp_units(model): {said(exc)}") from exc
     tokens = None
     if workload.tokens is not None:
         try:
             tokens = float(workload.tokens(batch)) / CHECK_BATCH
         except Exception as exc:  # noqa: BLE001
-            raise WorkloadError(f"model {model}: tokens(batch) raised {_said(exc)}") from exc
+            raise WorkloadError(f"model {model}: tokens(batch) raised {said(exc)}") from exc
     return WorkloadFacts(
         model=model,
         kind="hf" if is_hf(model) else ("factory" if ":" in model else BUILTIN),
@@ -83,12 +91,6 @@ def check(model: str, device: Any, num_classes: int, image_size: int, seq_len: i
         find_unused_parameters=bool(workload.find_unused_parameters),
         seconds=time.perf_counter() - started,
     )
-
-
-def _said(exc: BaseException) -> str:
-    """An exception as one line: its type and the first line of its message, shortened."""
-    text = str(exc).strip().split("\n")[0]
-    return f"{type(exc).__name__}: {text[:300]}"
 
 
 def _shapes(batch: Any) -> str:
@@ -109,7 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     device = torch.device(args.device)
-    if device.type == "cuda":
+    if device.type == "cuda":  # local rank 0's GPU, as the ranks' environment names it
+        device = torch.device("cuda", apply_rank_device(0))
         torch.cuda.set_device(device)
     hf_config = json.loads(args.hf_config)
     for model in args.model:
@@ -119,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         except WorkloadError as exc:
             answer = CheckAnswer(model, error=str(exc))
         except Exception as exc:  # noqa: BLE001 - whatever else a user's code raises while being built
-            answer = CheckAnswer(model, error=f"model {model}: {_said(exc)}")
+            answer = CheckAnswer(model, error=f"model {model}: {said(exc)}")
         print(answer.to_line(), flush=True)
     return 0
 

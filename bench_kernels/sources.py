@@ -27,6 +27,12 @@ class WorkloadError(ValueError):
     """A model spec that cannot give a workload, in one line."""
 
 
+def said(exc: BaseException, limit: int = 300) -> str:
+    """An exception as one line: its type and its message's lines joined, shortened."""
+    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
+    return f"{type(exc).__name__}: {text[:limit]}" + ("…" if len(text) > limit else "")
+
+
 def load_workload(model: str, num_classes: int, image_size: int, seq_len: int | None = None,
                   hf_config: dict[str, Any] | None = None) -> Workload:
     """The workload of ``model`` (any spec ddptop takes), its model on the CPU with random weights."""
@@ -87,7 +93,7 @@ def factory_workload(model: str, num_classes: int, image_size: int, seq_len: int
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - whatever the user's module raises on import
-        raise WorkloadError(f"model {model}: cannot import {module_name}: {type(exc).__name__}: {exc}") from exc
+        raise WorkloadError(f"model {model}: cannot import {module_name}: {said(exc)}") from exc
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise WorkloadError(f"model {model}: {module_name} has no function {attr}")
@@ -95,7 +101,7 @@ def factory_workload(model: str, num_classes: int, image_size: int, seq_len: int
     try:
         made = factory(**accepted_keywords(factory, {k: v for k, v in wanted.items() if v is not None}))
     except Exception as exc:  # noqa: BLE001 - the user's factory failing is their input's problem
-        raise WorkloadError(f"model {model}: the factory raised {type(exc).__name__}: {exc}") from exc
+        raise WorkloadError(f"model {model}: the factory raised {said(exc)}") from exc
     if isinstance(made, torch.nn.Module):
         return classifier_workload(made, num_classes, image_size)
     if all(hasattr(made, name) for name in REQUIRED):
@@ -127,14 +133,17 @@ def as_workload(model: str, made: Any) -> Workload:
 
 
 def accepted_keywords(function: Any, offered: dict[str, Any]) -> dict[str, Any]:
-    """The keywords of ``offered`` that ``function`` takes (all of them where it takes ``**kwargs``)."""
+    """The keywords of ``offered`` that ``function`` names; a function taking only ``**kwargs`` beyond them
+    (a torchvision builder, which hands them to its model's constructor) gets ``num_classes`` alone, the one
+    every classifier takes."""
     try:
         parameters = inspect.signature(function).parameters
     except (TypeError, ValueError):
         return {}
-    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()):
-        return dict(offered)
-    return {k: v for k, v in offered.items() if k in parameters}
+    named = {k: v for k, v in offered.items() if k in parameters}
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()) and "num_classes" in offered:
+        named.setdefault("num_classes", offered["num_classes"])
+    return named
 
 
 def batch_tensors(batch: Any) -> list[Any]:

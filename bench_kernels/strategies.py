@@ -2,7 +2,7 @@
 
 ``wrap_fsdp`` shards the model for FSDP2 and ``zero_optimizer`` is ZeRO-1's optimizer (its model is DDP's),
 for a configuration whose ``strategy`` is not plain DDP (``ddptop.protocol.strategies``); the step itself is the
-workload's (``bench_kernels.workload.Workload.step_through``), the same zero_grad, forward, loss, backward
+configuration's (``bench_kernels.training.Training.step_through``), the same zero_grad, forward, loss, backward
 and optimizer step for every strategy.
 
 ``counted_memory`` is the per-rank memory figure of the CPU, where no allocator gives a reliable peak: the
@@ -39,7 +39,7 @@ def given_units(model: Any, units_of: Any) -> list[Any]:
     """The workload's FSDP2 units, innermost first (``fully_shard`` takes a unit inside another before it),
     then the root; a unit that is not a submodule of the model is refused in one line."""
     inside = {id(m): depth for depth, m in _depths(model)}
-    units = list(units_of(model))
+    units = list({id(u): u for u in units_of(model)}.values())  # each once: fully_shard twice fails
     strangers = [type(u).__name__ for u in units if id(u) not in inside or u is model]
     if strangers:
         raise ValueError(f"the workload's fsdp_units gave modules that are not submodules of its model: "

@@ -38,6 +38,10 @@ class Training:
     params: int  # trainable parameters
     grad_bytes: int  # gradient bytes per step, what DDP allreduces
     workload: Workload  # what the model spec gave: its make_batch, tokens, flops, fsdp_units
+    # DataParallel gathers each replica's loss: a scalar per GPU when the loss comes out of the model (a
+    # Hugging Face ModelOutput's .loss), stacked into a vector the step averages (DataParallel on one device
+    # or on the CPU passes the scalar through)
+    average_loss: bool = False
     # DDP's logging data as the measured steps began (``comm_probe.ddp_logging_mark``): its averages run from
     # the wrapper's first step, so the probe takes the measured steps' share from the difference
     logging_mark: Any = None
@@ -73,16 +77,16 @@ class Training:
         import torch
 
         if self.amp_dtype is None:
-            return self.loss(net, self.batch)
+            return scalar(self.loss(net, self.batch), self.average_loss)
         with torch.autocast(device_type=self.device.type, dtype=self.amp_dtype):
-            return self.loss(net, self.batch)
+            return scalar(self.loss(net, self.batch), self.average_loss)
 
     def step_through(self, net: Any) -> Callable[[], None]:
         """One training step through ``net``: zero_grad, forward and loss, backward (DDP's allreduce happens
         there), optimizer step, then on GPU a synchronize so the step's time is the device's."""
         import torch
 
-        optimizer, batch, loss_of = self.optimizer, self.batch, self.loss
+        optimizer, batch, loss_of, average = self.optimizer, self.batch, self.loss, self.average_loss
         amp_dtype, scaler, device = self.amp_dtype, self.scaler, self.device
         synchronize = torch.cuda.synchronize if device.type == "cuda" else None
 
@@ -93,6 +97,8 @@ class Training:
             )
             with autocast:
                 loss = loss_of(net, batch)
+            if average and loss.dim():
+                loss = loss.mean()
             if scaler is not None:
                 scaler.scale(loss).backward()
                 scaler.step(optimizer)
@@ -139,7 +145,23 @@ def build_training(cfg: RunConfig, device: Any, local_rank: int, rank: int) -> T
         params=sum(p.numel() for p in trainable),
         grad_bytes=sum(p.numel() * p.element_size() for p in trainable),
         workload=workload,
+        average_loss=cfg.mode == Mode.DP,
     )
+
+
+def scalar(loss: Any, average: bool) -> Any:
+    """The loss as one number: DataParallel's stacked per-replica losses averaged (``Training.average_loss``)."""
+    return loss.mean() if average and loss.dim() else loss
+
+
+def param_dtype(model: Any) -> str | None:
+    """"bf16" or "fp16" where the model's floating parameters are all in it (a factory may build its model in
+    half precision: its matmuls then run in it without autocast), else None."""
+    import torch
+
+    names = {torch.bfloat16: "bf16", torch.float16: "fp16"}
+    found = {p.dtype for p in model.parameters() if p.is_floating_point()}
+    return names.get(found.pop()) if len(found) == 1 else None
 
 
 def wrap(model: Any, cfg: RunConfig, device: Any, local_rank: int, workload: Workload | None = None) -> Any:

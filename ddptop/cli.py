@@ -421,7 +421,7 @@ def cmd_kernels(_args: argparse.Namespace) -> int:
           "docs/workloads.md) or an image classifier nn.Module (called with num_classes/image_size/seq_len if it "
           "takes them)")
     print("Hugging Face: --models hf:<model_type>[:key=value]... (gpt2, llama, bert, ...; random weights from the "
-          "config; pip install \"ddptop[hf]\")")
+          "config; pip install -e \".[hf]\")")
     return EXIT_OK
 
 

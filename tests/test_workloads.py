@@ -339,3 +339,84 @@ def test_a_parameter_unused_on_a_later_step_fails_under_ddp_with_the_keyword_tha
     assert declared.net.ddptop_keywords["find_unused_parameters"] is True
     for _ in range(3):
         declared.step_through(declared.net)()
+
+
+# -- what a review of the protocol found ------------------------------------------------------------------
+
+
+def test_a_message_over_several_lines_stays_one_line_and_bad_fsdp_units_are_caught_before_the_sweep(torch):
+    from bench_kernels.sources import WorkloadError
+
+    with pytest.raises(WorkloadError) as caught:
+        check("tests.workloads:raises_on_two_lines")
+    assert str(caught.value).endswith("the factory raised ValueError: first line second line")
+    with pytest.raises(WorkloadError, match=r"fsdp_units\(model\): ValueError: .* not submodules of its model"):
+        check("tests.workloads:stranger_units")
+
+
+def test_a_builder_taking_only_kwargs_gets_num_classes_alone(torch):
+    from bench_kernels.sources import accepted_keywords
+
+    offered = {"num_classes": 10, "image_size": 32, "seq_len": 64}
+    assert accepted_keywords(lambda **kwargs: None, offered) == {"num_classes": 10}
+    assert accepted_keywords(lambda image_size, **kwargs: None, offered) == {"image_size": 32, "num_classes": 10}
+    assert check("torchvision.models:regnet_y_400mf").image_input  # a torchvision builder, as a factory
+
+
+def test_dataparallel_s_stacked_replica_losses_are_averaged(torch):
+    from bench_kernels.training import scalar
+
+    stacked = torch.tensor([1.0, 3.0])
+    assert scalar(stacked, True).item() == 2.0 and scalar(stacked, False) is stacked
+    one = torch.tensor(5.0)
+    assert scalar(one, True) is one
+
+
+def test_seq_len_is_no_token_count_of_a_factory_and_mixed_inputs_refuse_channels_last():
+    models = ["gpt-tiny", "tests.workloads:dict_workload"]
+    plan = build_plan(PlanOptions(models=models, seq_len=32), NO_GPU, cpu_count=2)
+    assert plan.tokens_per_example == {"gpt-tiny": 32.0}  # the factory counts its own tokens, or has none
+    checked = apply_facts(plan, {models[1]: facts(models[1])})
+    assert {c.model: c.tokens_per_example for c in checked.configs()} == {"gpt-tiny": 32.0, models[1]: None}
+    images = ["resnet18", "tests.workloads:dict_workload"]
+    mixed = build_plan(PlanOptions(models=images, channels_last=True), NO_GPU, cpu_count=2)
+    with pytest.raises(PlanError, match=re.escape("--channels-last: tests.workloads:dict_workload: its batch")):
+        apply_facts(mixed, {images[1]: facts(images[1])})
+
+
+def test_tune_leaves_out_the_find_unused_parameters_variant_a_workload_sets_already():
+    from ddptop.run.plan import UNUSED_SET
+
+    model = "tests.workloads:unused_parameter_declared"
+    plan = build_plan(PlanOptions(models=[model], tune=True), NO_GPU, cpu_count=2)
+    checked = apply_facts(plan, {model: facts(model, find_unused_parameters=True)})
+    assert "find_unused_parameters" not in checked.variants and "static_graph" in checked.variants
+    assert checked.variant_reasons["find_unused_parameters"] == UNUSED_SET
+
+
+def test_the_check_sees_the_gpus_as_the_ranks_do():
+    from ddptop.run.workloads import check_command, check_environment
+    from ddptop.telemetry.inventory import GpuInfo
+
+    node = Inventory(gpus=tuple(GpuInfo(i, "NVIDIA H100 80GB HBM3", f"GPU-{i:08d}", 85520809984) for i in range(4)),
+                     driver="580.159.04", all_gpu_count=4)
+    plan = build_plan(PlanOptions(models=["tests.workloads:dict_workload"], gpus=[2, 3]), node, cpu_count=16)
+    assert check_environment(plan)["CUDA_VISIBLE_DEVICES"] == "GPU-00000002,GPU-00000003"
+    command = check_command(plan, ["tests.workloads:dict_workload"])
+    assert command[command.index("--device") + 1] == "cuda"
+
+
+def test_an_upsampling_or_a_gamma_is_not_taken_for_an_uncounted_matmul(torch):
+    from bench_kernels.flops import count_step
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.Upsample(scale_factor=2, mode="bilinear"))
+    x = torch.randn(1, 3, 8, 8)
+    assert count_step(torch, lambda: model(x).sum().backward()).uncounted == {}
+    assert count_step(torch, lambda: torch.lgamma(x).cummax(0)[0].sum()).uncounted == {}
+
+
+def test_a_fault_can_aim_at_a_configuration_whose_model_spec_holds_colons():
+    from bench_kernels.faults import parse_fault
+
+    fault = parse_fault("crash:rank=1:iter=3:config=hf:llama:hidden_size=64/ddp:phase=analysis")
+    assert (fault.rank, fault.iteration, fault.config, fault.phase) == (1, 3, "hf:llama:hidden_size=64/ddp", "analysis")

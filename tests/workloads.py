@@ -109,3 +109,11 @@ class SometimesUnused(WithUnused):
 
 def sometimes_unused() -> Workload:
     return Workload(SometimesUnused(), _batch, _weighted_loss)
+
+
+def raises_on_two_lines():
+    raise ValueError("first line\nsecond line")
+
+
+def stranger_units() -> Workload:
+    return Workload(MaskedRegressor(), _batch, _weighted_loss, fsdp_units=lambda model: [nn.Linear(2, 2)])

@@ -23,9 +23,11 @@ def scaled(value: Any, factor: float) -> Any:
 
 
 def tokens_of(config: dict[str, Any]) -> float | None:
-    """Tokens per example of a configuration: what the plan knew of its workload (a transformer's sequence
-    length, a workload's tokens(batch)), else its sequence length (summaries from before the workloads)."""
-    return config.get("tokens_per_example") or config.get("seq_len")
+    """Tokens per example of a configuration: what its rank or the plan counted (a transformer's sequence
+    length, a workload's tokens(batch)); a summary from before the workloads has only the sequence length."""
+    if "tokens_per_example" in config or ":" in str(config.get("model", "")):
+        return config.get("tokens_per_example")
+    return config.get("seq_len")
 
 
 def add_token_rates(doc: dict[str, Any]) -> None:

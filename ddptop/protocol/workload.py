@@ -18,8 +18,8 @@ classifier taking ``(batch, 3, size, size)`` floats and giving class logits, as 
 Every step ddptop times is ``optimizer.zero_grad(); loss(net, batch).backward(); optimizer.step()`` on one
 fixed batch made once per configuration (synthetic data: a step's arithmetic does not depend on the values),
 under autocast when the plan asks. ``net`` is the *wrapped* model, so DDP's and FSDP2's hooks fire in the
-forward. ddptop moves the model to the rank's device (in fp32: ``--amp`` is autocast, as for the built-ins)
-and builds the optimizer (SGD with momentum, every strategy the same).
+forward. ddptop moves the model to the rank's device (in the dtype the factory made it; ``--amp`` adds
+autocast, as for the built-ins) and builds the optimizer (SGD with momentum, every strategy the same).
 
 The batch size ddptop sweeps is the ``n`` given to ``make_batch``: a batch of n examples. Where one example
 holds many tokens, ``tokens`` gives ddptop tokens/s beside examples/s.

@@ -53,7 +53,8 @@ def benchmark_text(summary: Summary) -> str:
     out = []
     for (model, batch, scaling, backend), members in _benchmark_groups(summary).items():
         meaning = "per rank" if scaling == "weak" else "global"
-        seq_len = members[0].tokens_per_example or members[0].seq_len
+        first = members[0]  # a summary from before the workloads: a preset's seq_len alone
+        seq_len = first.tokens_per_example or (first.seq_len if ":" not in first.model else None)
         tokens = f", {units.significant(seq_len, 6)} tokens per example" if seq_len else ""
         out.append(f"Benchmark: {model} with batch size {batch} ({meaning}, {scaling} scaling, {backend}){tokens}")
         out.append("")

@@ -168,23 +168,27 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
 
 
 NO_IMAGES = "its batch holds no 4-D image tensor, so channels_last would measure DDP as written"
+UNUSED_SET = "the workload sets find_unused_parameters=True already, so the variant would measure DDP as written"
 
 
 def apply_facts(plan: Plan, facts: dict[str, WorkloadFacts]) -> Plan:
     """The plan with what is known of its models (``facts``: what the check of each factory and hf model found,
     ``ddptop.run.workloads``): each one's tokens per example, and channels_last left out, with its reason,
     where no model's batch holds images (a factory not checked yet counts as an image model)."""
-    tokens = {m: float(n) for m, n in plan.seq_lens.items()}
+    # a preset's sequence length; a factory's or hf model's count of its own batch (never --seq-len itself: a
+    # factory may take it and count its tokens otherwise, or have none)
+    tokens = {m: float(n) for m, n in plan.seq_lens.items() if is_transformer(m)}
     tokens.update({m: f.tokens_per_example for m, f in facts.items() if f.tokens_per_example})
-    image_models = [m for m in plan.models if not is_transformer(m) and not is_hf(m)
-                    and (m not in facts or facts[m].image_input)]
-    if plan.channels_last and not image_models:
-        raise PlanError(f"--channels-last: {', '.join(plan.models)}: {NO_IMAGES.split(', so')[0]}")
+    without_images = [m for m in plan.models if is_transformer(m) or is_hf(m)
+                      or (m in facts and not facts[m].image_input)]
+    if plan.channels_last and without_images:
+        raise PlanError(f"--channels-last: {', '.join(without_images)}: {NO_IMAGES.split(', so')[0]}")
     variants, reasons = plan.variants, dict(plan.variant_reasons)
-    if not image_models:
-        left = [v for v in variants if variants_mod.variant(v).channels_last]
-        variants = tuple(v for v in variants if v not in left)
-        reasons.update({v: NO_IMAGES for v in left})
+    if len(without_images) == len(plan.models):
+        reasons.update({v: NO_IMAGES for v in variants if variants_mod.variant(v).channels_last})
+    if plan.models and all(m in facts and facts[m].find_unused_parameters for m in plan.models):
+        reasons.update({v: UNUSED_SET for v in variants if v == "find_unused_parameters"})
+    variants = tuple(v for v in variants if v not in reasons)
     return dataclasses.replace(
         plan, tokens_per_example=tokens, variants=variants, variant_reasons=reasons,
         variants_skipped=plan.variants_skipped + tuple(v for v in reasons if v not in plan.variants_skipped),

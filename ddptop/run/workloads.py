@@ -10,6 +10,7 @@ The built-in models need no check: their batches are ddptop's own.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from ddptop.protocol.workload import CheckAnswer, is_hf
 from ddptop.run.launcher import kernel_environment
 from ddptop.run.model import Plan
 from ddptop.run.plan import PlanError, apply_facts
+from ddptop.telemetry.inventory import rank_gpu_environment
 
 # seconds for the check of every model of a plan: importing torch and the user's code, building each model
 # and one step on a small batch (a large Hugging Face model's random initialisation takes a while on a CPU)
@@ -35,10 +37,9 @@ def needs_check(model: str) -> bool:
 
 
 def check_command(plan: Plan, models: list[str]) -> list[str]:
-    device = "cpu"
-    if plan.device == "cuda":
-        device = f"cuda:{plan.gpus[0] if plan.gpus else 0}"
-    command = [sys.executable, "-m", "bench_kernels.preflight", "--device", device,
+    """The checker's command line: on the plan's device (a GPU plan: the first rank's GPU, which the
+    environment of ``run_check`` names as the ranks' does)."""
+    command = [sys.executable, "-m", "bench_kernels.preflight", "--device", plan.device,
                "--num-classes", str(plan.num_classes), "--image-size", str(plan.image_size),
                "--hf-config", json.dumps(plan.hf_config)]
     if plan.seq_len is not None:
@@ -48,11 +49,19 @@ def check_command(plan: Plan, models: list[str]) -> list[str]:
     return command
 
 
-def run_check(command: list[str], timeout: float = CHECK_TIMEOUT) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(command, env=kernel_environment(), capture_output=True, text=True, timeout=timeout)
+def run_check(command: list[str], env: dict[str, str], timeout: float = CHECK_TIMEOUT) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-def check_workloads(plan: Plan, run: Callable[[list[str]], Any] = run_check) -> Plan:
+def check_environment(plan: Plan) -> dict[str, str]:
+    """The kernels' import path and the GPUs as the ranks see them (UUIDs, MIG instances one per rank, the
+    parent's CUDA_VISIBLE_DEVICES entries for --gpus): the checker narrows to local rank 0's, as a rank does."""
+    env = kernel_environment()
+    env.update(rank_gpu_environment(plan, dict(os.environ)))
+    return env
+
+
+def check_workloads(plan: Plan, run: Callable[[list[str], dict[str, str]], Any] = run_check) -> Plan:
     """The plan with what the check found of each factory and hf model; ``WorkloadCheckError`` (one line)
     for the first that cannot run, in the plan's order."""
     models = [m for m in plan.models if needs_check(m)]
@@ -60,7 +69,7 @@ def check_workloads(plan: Plan, run: Callable[[list[str]], Any] = run_check) -> 
         return apply_facts(plan, {})
     command = check_command(plan, models)
     try:
-        done = run(command)
+        done = run(command, check_environment(plan))
     except subprocess.TimeoutExpired:
         raise WorkloadCheckError(f"checking {', '.join(models)} took longer than {CHECK_TIMEOUT:g} s "
                                  "(building each model and one step on 2 examples)") from None
