@@ -420,3 +420,12 @@ def test_a_fault_can_aim_at_a_configuration_whose_model_spec_holds_colons():
 
     fault = parse_fault("crash:rank=1:iter=3:config=hf:llama:hidden_size=64/ddp:phase=analysis")
     assert (fault.rank, fault.iteration, fault.config, fault.phase) == (1, 3, "hf:llama:hidden_size=64/ddp", "analysis")
+
+
+def test_a_narrow_column_shows_the_part_of_a_spec_that_tells_models_apart():
+    from ddptop.protocol.workload import short_name
+
+    assert short_name("mypkg.bench:make_workload") == "bench:make_workload"
+    assert short_name("my_workload:make_workload") == "my_workload:make_workload"
+    assert short_name(TINY_GPT2) == "hf:gpt2+" and short_name("hf:bert") == "hf:bert"
+    assert short_name("resnet50") == "resnet50"

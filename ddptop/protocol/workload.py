@@ -166,6 +166,19 @@ def spec_label(model: str) -> str:
     return model.split(":")[-1]
 
 
+def short_name(model: str) -> str:
+    """A model spec as a narrow column shows it, the part that tells models apart first: a factory's last
+    module name and its function (``mypkg.bench:make_workload`` -> ``bench:make_workload``), an hf spec's
+    model type with "+" where it has overrides; a built-in's name as it is."""
+    if is_hf(model):
+        model_type, *overrides = model[len(HF_PREFIX):].split(":")
+        return HF_PREFIX + model_type + ("+" if overrides else "")
+    if ":" in model:
+        module, function = model.split(":", 1)
+        return f"{module.rsplit('.', 1)[-1]}:{function}"
+    return model
+
+
 def describe(names: Sequence[str]) -> str:
     """Up to five names, then how many more."""
     shown = ", ".join(names[:5])

@@ -8,6 +8,7 @@ from typing import Any
 from rich.text import Text
 
 from ddptop.protocol.vocab import FAILED, Status
+from ddptop.protocol.workload import short_name
 from ddptop.run.snapshot import ConfigSnapshot, RunSnapshot, ScalingFigures, Validity
 from ddptop.tui import format as fmt
 from ddptop.tui.lines import LineTable
@@ -43,8 +44,9 @@ class ConfigTable(LineTable):
 
     def on_mount(self) -> None:
         for spec in self._specs:
-            self.set_row(spec.config_id, {"label": spec.label, "model": spec.model, "bs": str(spec.batch_size),
-                                          "backend": spec.backend, "status": Text(Status.PENDING, style="dim")})
+            self.set_row(spec.config_id, {"label": spec.label, "model": short_name(spec.model),
+                                          "bs": str(spec.batch_size), "backend": spec.backend,
+                                          "status": Text(Status.PENDING, style="dim")})
 
     def update_from(self, snapshot: RunSnapshot) -> None:
         for config in snapshot.session.configs:
@@ -84,7 +86,7 @@ def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None, going: b
     status = status_text(config, going, measuring)
     return {
         "label": config.label,
-        "model": config.model,
+        "model": short_name(config.model),
         "bs": str(config.batch_size),
         "backend": config.backend,
         "status": status,
