@@ -263,6 +263,7 @@ def test_a_dict_workload_runs_the_sweep_the_strategies_and_counts_its_flops(tmp_
         assert entry["counted_memory_bytes"] > 0
     rows = summary["scaling"][0]["rows"]
     assert [r["world_size"] for r in rows] == [1, 2] and rows[1]["speedup_ci"] is not None
+    assert rows[1]["exposed_comm_s"] is not None  # compute against communication: the no_sync() phase ran
     assert summary["plan"]["workloads"][model]["tokens_per_example"] == 12.0
     assert "12 tokens per example" in done.stdout and "Strategies:" in done.stdout
 
@@ -303,15 +304,18 @@ def test_the_batch_sweep_reaches_the_memory_cap_and_an_unused_parameter_runs_onc
 
 @pytest.mark.slow
 def test_the_readme_example_and_a_hugging_face_model_run_through_ddptop(tmp_path):
+    """Under strong scaling: the global batch of 8 split over the ranks, make_batch asked for each share."""
     pytest.importorskip("transformers")
     models = f"my_workload:make_workload,{TINY_GPT2}"
     done = ddptop("run", "--headless", "--out", str(tmp_path / "run"), "--models", models, "--world-sizes", "1,2",
-                  "--batch-sizes", "4", "--seq-len", "32", "--iters", "10", "--warmup", "2", "--launches", "1",
+                  "--batch-sizes", "8", "--scaling", "strong", "--seq-len", "32", "--iters", "10", "--warmup", "2",
+                  "--launches", "1",
                   "--no-collectives", "--no-plots", env={"PYTHONPATH": os.pathsep.join([REPO, EXAMPLES])}, timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
     with open(tmp_path / "run" / "summary.json", encoding="utf-8") as handle:
         summary = json.load(handle)
     assert {c["status"] for c in summary["configs"]} == {"ok"} and len(summary["configs"]) == 6
+    assert {(c["world_size"], c["batch_size"]) for c in summary["configs"]} == {(1, 8), (2, 4)}
     hf = [c for c in summary["configs"] if c["model"] == TINY_GPT2]
     assert {c["tokens_per_example"] for c in hf} == {32.0}
     assert all(c["flops"]["per_step"] > 0 and not c["flops"]["uncounted_ops"] for c in hf)
@@ -429,3 +433,28 @@ def test_a_narrow_column_shows_the_part_of_a_spec_that_tells_models_apart():
     assert short_name("my_workload:make_workload") == "my_workload:make_workload"
     assert short_name(TINY_GPT2) == "hf:gpt2+" and short_name("hf:bert") == "hf:bert"
     assert short_name("resnet50") == "resnet50"
+
+
+def test_the_report_says_which_flops_a_workload_gave_or_left_uncounted():
+    from ddptop.analysis.compute import compute_figures
+    from ddptop.report import sections
+    from ddptop.report.schema import Summary
+
+    entry = {"mode": "ddp", "world_size": 1, "device": "cpu", "stats": {"sec_iter": {"p50": 0.01}}}
+
+    def config(model: str, info: dict) -> dict:
+        return {"label": "1M/1P", "model": model, "batch_size": 8, "config_id": f"{model}/ddp/bs8/n1/gloo",
+                "flops": compute_figures(entry, info, "cpu", [])}
+
+    summary = Summary.from_json({"configs": [
+        config("pkg:given", {"flops_per_step": 2e9, "flops_source": "workload"}),
+        config("pkg:fused", {"flops_per_step": 1e9, "flops_source": "counted",
+                             "flops_uncounted": ["mylib::flash_fwd (4 calls)"]}),
+        {"label": "1M/1P", "model": "pkg:broken", "batch_size": 8, "config_id": "pkg:broken/ddp/bs8/n1/gloo",
+         "flops_note": "the workload's flops(batch) raised KeyError: 'ids'"},
+    ]})
+    text = sections.text_of("compute", summary)
+    assert "pkg:given: FLOPs per step given by its workload (flops(batch)), not counted" in text
+    assert ("pkg:fused: ops without a FLOP formula, counted as 0 (FLOP/s and MFU are lower bounds; give the "
+            "workload flops(batch)): mylib::flash_fwd (4 calls)") in text
+    assert "pkg:broken: no FLOP count (the workload's flops(batch) raised KeyError: 'ids')" in text
