@@ -48,7 +48,9 @@ def test_rank_faults_in_a_row_each_end_their_configuration_and_the_sweep_goes_on
               in IN_A_ROW.items()]
     done = run_sweep(str(tmp_path / "run"), "--launches", "1", "--models", "tests.tiny_models:tiny_cnn",
                      "--batch-sizes", "2,3,4,5", *TWO[6:], *(a for fault in faults for a in ("--inject", fault)),
-                     "--hang-timeout", "4")
+                     # beside a busy process a rank's first configuration started 10 s after its hello (torch's
+                     # compiler loaded, the model built and its FLOPs counted): a 4 s limit called that a hang
+                     "--hang-timeout", "15")
     assert done.returncode == 1, done.stderr + done.stdout
     configs = {c["batch_size"]: c for c in done.summary()["configs"]}
     for batch, (_, status, words) in IN_A_ROW.items():
