@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from bench_kernels.sources import batch_bytes  # every tensor of a module's output: dicts (a ModelOutput) too
+
 MIB = 2**20
 PROBE_EXAMPLES = 2  # the forward pass that counts activations runs on this many examples, then scales
 
@@ -29,20 +31,6 @@ def step_memory_bytes(grad_bytes: int, input_bytes: int, activation_bytes: float
     return 3 * grad_bytes + input_bytes + activation_bytes
 
 
-def output_bytes(output: Any) -> int:
-    """Bytes of every tensor in a module's output: a tensor, or inside tuples, lists and dicts (a Hugging
-    Face ``ModelOutput`` is a dict)."""
-    import torch
-
-    if isinstance(output, torch.Tensor):
-        return output.numel() * output.element_size()
-    if isinstance(output, dict):
-        return sum(output_bytes(v) for v in output.values())
-    if isinstance(output, (tuple, list)):
-        return sum(output_bytes(v) for v in output)
-    return 0
-
-
 def layer_output_bytes(model: Any, run_forward: Any) -> tuple[int, Any]:
     """Bytes of every leaf module's output during ``run_forward()`` (a forward of ``model``, in eval mode and
     without gradients: nothing is kept), and what it returned."""
@@ -52,7 +40,7 @@ def layer_output_bytes(model: Any, run_forward: Any) -> tuple[int, Any]:
 
     def count(_module: Any, _inputs: Any, output: Any) -> None:
         nonlocal seen
-        seen += output_bytes(output)
+        seen += batch_bytes(output)
 
     leaves = [m for m in model.modules() if not list(m.children())]
     handles = [m.register_forward_hook(count) for m in leaves]
@@ -77,7 +65,7 @@ def activation_bytes(model: Any, inputs: Any, with_loss: bool = False) -> float:
     probe = inputs[:PROBE_EXAMPLES]
     per_probe, output = layer_output_bytes(model, lambda: model(probe))
     if with_loss:
-        per_probe += output_bytes(output)
+        per_probe += batch_bytes(output)
     return per_probe * inputs.shape[0] / probe.shape[0]
 
 
@@ -128,7 +116,7 @@ class NextForwardOutputs:
         self._seen = 0
 
         def count(_module: Any, _inputs: Any, output: Any) -> None:
-            self._seen += output_bytes(output)
+            self._seen += batch_bytes(output)
 
         def done(_module: Any, _inputs: Any, _output: Any) -> None:
             self.bytes = float(self._seen)
