@@ -73,32 +73,27 @@ class Training:
                 parameter.register_post_accumulate_grad_hook(self.slowdown.gradient_ready)
 
     def forward_loss(self, net: Any) -> Any:
-        """The workload's loss of a forward of ``net`` on the batch, under the configuration's autocast."""
+        """The workload's loss of a forward of ``net`` on the batch, under the configuration's autocast (the
+        step's, the FLOP count's): one number (``scalar``)."""
         import torch
 
-        if self.amp_dtype is None:
-            return scalar(self.loss(net, self.batch), self.average_loss)
-        with torch.autocast(device_type=self.device.type, dtype=self.amp_dtype):
-            return scalar(self.loss(net, self.batch), self.average_loss)
+        autocast = (torch.autocast(device_type=self.device.type, dtype=self.amp_dtype) if self.amp_dtype
+                    else contextlib.nullcontext())
+        with autocast:
+            loss = self.loss(net, self.batch)
+        return scalar(loss, self.average_loss)
 
     def step_through(self, net: Any) -> Callable[[], None]:
         """One training step through ``net``: zero_grad, forward and loss, backward (DDP's allreduce happens
         there), optimizer step, then on GPU a synchronize so the step's time is the device's."""
         import torch
 
-        optimizer, batch, loss_of, average = self.optimizer, self.batch, self.loss, self.average_loss
-        amp_dtype, scaler, device = self.amp_dtype, self.scaler, self.device
+        optimizer, forward_loss, scaler, device = self.optimizer, self.forward_loss, self.scaler, self.device
         synchronize = torch.cuda.synchronize if device.type == "cuda" else None
 
         def step() -> None:
             optimizer.zero_grad(set_to_none=True)
-            autocast = (
-                torch.autocast(device_type="cuda", dtype=amp_dtype) if amp_dtype else contextlib.nullcontext()
-            )
-            with autocast:
-                loss = loss_of(net, batch)
-            if average and loss.dim():
-                loss = loss.mean()
+            loss = forward_loss(net)
             if scaler is not None:
                 scaler.scale(loss).backward()
                 scaler.step(optimizer)
