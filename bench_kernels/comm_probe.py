@@ -37,7 +37,9 @@ def probe_communication(
     """Run the probe's phases (``iters`` steps each) on a configuration whose measured steps are done; return the
     fields of the ``comm`` event. ``training.net`` is the hooked wrapper afterwards. ``faults`` (a testing
     aid) fire where the second wrapper is built, the analysis's largest allocation."""
-    logging_data = ddp_logging_times(training.net, since=training.logging_mark)
+    # read before the trace's steps where the configuration has one (``Worker.run_config``)
+    logging_data = (training.logging_read if training.logging_read is not None
+                    else ddp_logging_times(training.net, since=training.logging_mark))
     measure_without_sync(training, nosync_stream, iters)
     timer = rewrap_with_bucket_timer(training, cfg, local_rank, faults)
     # the new wrapper's own warm-up, the model being warm already: the configuration's fixed count (2 at least),

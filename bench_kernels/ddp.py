@@ -14,7 +14,10 @@ small all_reduce between blocks of steps). Samples stream to the rank's events f
 inside one. After the measured steps of a DDP configuration the communication probe runs (``comm_iters``
 steps per phase). A configuration measured in K > 1 launches (``rounds`` K, the launch being its round
 ``round``) runs one round here; its last launch also runs the communication probe, and each launch's
-config_end carries its own round's figures (the session adds them up). At the end of the launch the
+config_end carries its own round's figures (the session adds them up). After the last round a few steps run
+under the profiler (``trace_steps``; bench_kernels.trace), after the probe's read of DDP's averages and before
+its phases, the trace written to the run's traces/ folder with its breakdown in a ``trace`` event. At the end
+of the launch the
 collective benchmark
 (bench_kernels.collectives) runs in the same process group when the spec asks for it.
 
@@ -23,7 +26,8 @@ parts it runs live beside it, each readable alone:
 - ``bench_kernels.training``: the model spec's workload, its wrapper, the optimizer, the batch and the step;
 - ``bench_kernels.timing``: the step loop, sample streaming and the time-budget arithmetic;
 - ``bench_kernels.comm_probe``: DDP's logging data, the ``no_sync()`` phase and the bucket-timing comm hook;
-- ``bench_kernels.memory_cap``: ``--memory-cap-mb`` (the GPU allocator limit, the CPU step count).
+- ``bench_kernels.memory_cap``: ``--memory-cap-mb`` (the GPU allocator limit, the CPU step count);
+- ``bench_kernels.trace``: the profiler trace of a configuration and its breakdown.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
-from bench_kernels.comm_probe import ddp_logging_mark, probe_communication
+from bench_kernels.comm_probe import ddp_logging_mark, ddp_logging_times, probe_communication
 from bench_kernels.faults import SLOW, fire, parse_fault
 from bench_kernels.flops import count_step, dtype_label, matmul_ceiling, op_dtypes
 from bench_kernels.memory_cap import (MemoryCapExceeded, NextForwardOutputs, cap_refusal, limit_gpu_memory,
@@ -70,6 +74,7 @@ from bench_kernels.timing import (
     warm_up_until_steady,
 )
 from bench_kernels.compiled import first_step
+from bench_kernels.trace import trace_steps
 from bench_kernels.training import Training, accepts, build_training, devices_used, eager_ddp, param_dtype
 from ddptop.protocol import variants
 from ddptop.protocol.affinity import NUMA_BINDING_ENV, UNBOUND_ENV, bind_this_process
@@ -77,7 +82,7 @@ from ddptop.protocol.devices import apply_rank_device
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError, RunConfig
 from ddptop.protocol.precision import relative_half_width
 from ddptop.protocol.storage import describe_os_error
-from ddptop.protocol.layout import events_name
+from ddptop.protocol.layout import events_name, trace_file
 from ddptop.protocol.vocab import Mode, Phase, Status
 from ddptop.protocol.wire import UNWRITABLE_MARK, EventsUnwritable, EventWriter
 
@@ -341,7 +346,13 @@ class Worker:
         # building the second wrapper, say) cannot change the measured steps' status, nor make a batch sweep
         # skip the larger batches.
         self._config_end(cfg, measured, round_index, last)
-        if last and cfg.mode == Mode.DDP and cfg.comm_iters > 0:
+        probe = last and cfg.mode == Mode.DDP and cfg.comm_iters > 0
+        traced = True
+        if last and cfg.trace_steps > 0 and self.spec.run_dir:
+            if probe:  # DDP's own averages end at the measured steps: read them before any traced step runs
+                training.logging_read = ddp_logging_times(training.net, since=training.logging_mark)
+            traced = self._trace(cfg, training)
+        if probe and traced:
             self._probe_communication(cfg, training, round_index)
         del training
         self._release_memory()
@@ -564,6 +575,27 @@ class Worker:
         self.writer.emit("comm", config_id=cfg.config_id, analysis_s=time.perf_counter() - start, **fields)
         self.writer.flush()
 
+    def _trace(self, cfg: RunConfig, training: Training) -> bool:
+        """The configuration's profiler trace (``bench_kernels.trace``), after its end: a failure costs the
+        trace and the probe after it, reported as the analysis's. One inside a traced step ends the group as
+        the probe's does (the peers may be waiting in a collective). Whether the step may still run."""
+        relative = trace_file(cfg.config_id, self.rank)
+        try:
+            fields = trace_steps(self.torch, training.step_through(training.net),
+                                 os.path.join(self.spec.run_dir or "", relative), cfg.trace_steps, self.device.type)
+        except Terminated:
+            raise
+        except Exception as exc:  # noqa: BLE001 - TracedStepFailed, or the profiler itself failing to start
+            self.report_error(cfg.config_id, exc, phase=Phase.ANALYSIS)
+            if self.world_size > 1:
+                raise AnalysisFailed(cfg.config_id) from exc
+            return False
+        if fields.get("note"):
+            print(f"bench_kernels.ddp: {cfg.config_id}: {fields['note']}", file=sys.stderr, flush=True)
+        self.writer.emit("trace", config_id=cfg.config_id, path=relative, **fields)
+        self.writer.flush()
+        return True
+
     def faults_for(self, cfg: RunConfig) -> list[Any]:
         """Injected faults (a testing aid) aimed at this rank's communication analysis of ``cfg``."""
         return [f for f in self.faults
@@ -688,6 +720,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"bench_kernels.ddp: {exc}", file=sys.stderr)
         return 2
     _die_with_parent()
+    if spec.device == "cpu":  # Kineto's start and stop lines, and its "gpuGetDeviceCount failed", in every CPU trace
+        os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     binding = bind_cores(spec, int(os.environ.get("LOCAL_RANK", "0")))  # before torch starts its threads
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)

@@ -167,7 +167,7 @@ def test_the_measured_wrapper_is_freed_before_the_hooked_one_is_built(monkeypatc
 # -- what a configuration reports, in what order, on every GPU it uses ---------------------------------------------
 
 
-def _orchestration(monkeypatch, cfg, gpus=4):
+def _orchestration(monkeypatch, cfg, gpus=4, run_dir=None):
     """A Worker whose parts only say when they run, over a stand-in torch.cuda with ``gpus`` GPUs whose
     allocator peaks are 100, 200, 300, ... bytes."""
     import bench_kernels.ddp as ddp
@@ -179,9 +179,10 @@ def _orchestration(monkeypatch, cfg, gpus=4):
         device_count=lambda: gpus, empty_cache=lambda: None)
     worker = ddp.Worker.__new__(ddp.Worker)
     worker.world_size, worker.rank, worker.local_rank, worker.faults = 1, 0, 0, []
-    worker.spec = SimpleNamespace(memory_cap_mb=None)
+    worker.spec = SimpleNamespace(memory_cap_mb=None, run_dir=run_dir)
     worker.device, worker.torch = SimpleNamespace(type="cuda", index=0), SimpleNamespace(cuda=cuda)
-    monkeypatch.setattr(ddp, "build_training", lambda *a: log.append("build") or SimpleNamespace(net=None))
+    monkeypatch.setattr(ddp, "build_training",
+                        lambda *a: log.append("build") or SimpleNamespace(net=None, logging_mark=None, logging_read=None))
     worker._count_flops = lambda *a: log.append("flops")
     worker._config_start = lambda *a: log.append("config_start")
     worker._measure = lambda *a: log.append("measure") or ddp.Measured(5, 0.1, 0.5)
@@ -204,6 +205,18 @@ def test_ddp_s_configuration_ends_with_its_peak_before_the_analysis_starts(monke
     log = _orchestration(monkeypatch, config())
     assert log == ["build", "flops", ("reset", 0), "config_start", "measure", ("peak", 0), ("config_end", 100),
                    "analysis", "release"]
+
+
+def test_the_trace_runs_after_ddp_s_averages_are_read_and_before_the_analysis(monkeypatch):
+    """DDP's averages must be the measured steps' alone: read before any traced step, the probe after."""
+    import bench_kernels.ddp as ddp
+
+    monkeypatch.setattr(ddp, "ddp_logging_times", lambda *a, **k: {"read": True})
+    traced = []
+    monkeypatch.setattr(ddp.Worker, "_trace", lambda self, cfg, training: traced.append(training.logging_read) or True,
+                        raising=True)
+    log = _orchestration(monkeypatch, config(trace_steps=3), run_dir="/runs/r")
+    assert traced == [{"read": True}] and log[-2:] == ["analysis", "release"]
 
 
 def test_a_single_process_caps_every_gpu_it_may_drive(monkeypatch):

@@ -80,6 +80,8 @@ class RunConfig:
     hf_config: dict[str, Any] | None = field(default=None, hash=False)
     # tokens per example, for tokens/s (a transformer's seq_len; what a workload's tokens(batch) counted)
     tokens_per_example: float | None = None
+    # profiled steps after the configuration's measured ones (bench_kernels.trace); 0: no trace
+    trace_steps: int = 0
 
     @property
     def adaptive(self) -> bool:
@@ -144,6 +146,7 @@ class LaunchSpec:
     rank_cores: tuple[tuple[int, ...], ...] | None = None
     binding: str = "not bound"
     numa_binding: str | None = None
+    run_dir: str | None = None  # where the ranks write what belongs to the run, not the launch (traces/)
     version: int = LAUNCH_SPEC_VERSION
 
     def to_json(self) -> dict[str, Any]:

@@ -12,6 +12,7 @@ strings, standard library only: nothing here touches the disk (``ddptop.run.rund
       topology.json              TOPOLOGY_FILE
       summary.json/.md/.csv      SUMMARY_JSON, SUMMARY_MD, SUMMARY_CSV
       plots/                     PLOTS_DIR
+      traces/<config>/rank<R>.pt.trace.json.gz   TRACES_DIR, trace_file(): each configuration's profiler trace
       launches/<NN>-<key>[-retry<A>]/      LAUNCHES_DIR, launch_name()
         launch.json              SPEC_FILE
         agent.log                AGENT_LOG (node K: agent-node<K>.log)
@@ -23,6 +24,7 @@ strings, standard library only: nothing here touches the disk (``ddptop.run.rund
 from __future__ import annotations
 
 import os
+import re
 
 PLAN_FILE = "plan.json"  # the resolved plan, written first
 RUNNER_FILE = "runner.jsonl"  # ddptop's own events (hello, marks)
@@ -34,6 +36,8 @@ SUMMARY_MD = "summary.md"
 SUMMARY_CSV = "summary.csv"
 PLOTS_DIR = "plots"
 LAUNCHES_DIR = "launches"
+TRACES_DIR = "traces"
+TRACE_SUFFIX = ".pt.trace.json.gz"  # torch.profiler's own name for a trace; the .gz makes export_chrome_trace compress it
 
 # inside one launch's directory
 SPEC_FILE = "launch.json"  # what every rank of the launch runs (every node's agent reads the same one)
@@ -86,6 +90,17 @@ def agent_log(launch_dir: str, node_rank: int = 0) -> str:
 
 def logs_dir(launch_dir: str, node_rank: int = 0) -> str:
     return os.path.join(launch_dir, node_file(LOGS_DIR, node_rank))
+
+
+def trace_dir_name(config_id: str) -> str:
+    """A configuration's trace folder: its id with anything but letters, digits and ``.=+-`` as ``_``
+    (``resnet18/ddp/bs32/n2/gloo`` -> ``resnet18_ddp_bs32_n2_gloo``): one flat, safe name per id."""
+    return re.sub(r"[^A-Za-z0-9.=+-]", "_", config_id).strip(".") or "_"
+
+
+def trace_file(config_id: str, rank: int) -> str:
+    """Where global rank ``rank`` writes the trace of ``config_id``, relative to the run directory."""
+    return os.path.join(TRACES_DIR, trace_dir_name(config_id), f"rank{rank}{TRACE_SUFFIX}")
 
 
 def events_dir(launch_dir: str) -> str:

@@ -107,6 +107,7 @@ class Plan:
     name: str
     nnodes: int = 1
     comm_iters: int = 0
+    trace_steps: int = 0  # profiled steps after each configuration's measured ones; 0 in a plan from before traces
     collectives: tuple[str, ...] = ()
     coll_min_bytes: int = 1024
     coll_max_bytes: int = 16 * 2**20
@@ -288,6 +289,7 @@ class Plan:
             strategy=strategy,
             hf_config=(self.hf_config or None) if is_hf(model) else None,
             tokens_per_example=self.tokens_per_example.get(model),
+            trace_steps=self.trace_steps,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -207,11 +207,15 @@ RUN_OPTIONS: tuple[Option, ...] = (
                 "(default 600 on the CPU, 1800 on GPUs; every configuration keeps at least two launches)"),
     Option("tune", bool, False, group=WHAT, flag="--tune", action="store_true",
            help="the plan of ddptop tune: one model, batch and world size (the largest), every variant, no "
-                "baseline, communication analysis or collectives unless asked"),
+                "baseline, communication analysis, collectives or traces unless asked"),
     # -- analysis
     Option("comm_iters", int, group=ANALYSIS,
            help="steps of each communication phase per DDP configuration: no_sync() and timed buckets "
                 "(default max(5, iters/4); 0 skips both)"),
+    Option("trace_steps", int, group=ANALYSIS, metavar="N",
+           help="profiler-traced steps after each configuration's measured ones, written to traces/ with "
+                "their breakdown (default 3; 0 or --no-trace: none)",
+           also=(Flag("--no-trace", "store_const", const=0, help="no profiler trace of any configuration"),)),
     Option("collectives", str, is_list=True, group=ANALYSIS,
            help="collective benchmark at the end of each launch with N>=2: allreduce, allgather, reduce_scatter, "
                 "broadcast (default allreduce)",

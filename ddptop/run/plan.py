@@ -122,6 +122,9 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     if options.memory_cap_mb is not None and options.memory_cap_mb <= 0:
         raise PlanError(f"--memory-cap-mb must be positive (got {options.memory_cap_mb:g})")
     comm_iters = _resolve_comm_iters(options.comm_iters, iters if iters is not None else (50 if on_gpu else 20))
+    trace_steps = 3 if options.trace_steps is None else options.trace_steps
+    if trace_steps < 0:
+        raise PlanError(f"--trace-steps cannot be negative (got {trace_steps})")
     collectives = _resolve_collectives(options, on_gpu)
     _check_gloo_collectives(collectives["collectives"], backends, on_gpu)
     _check_report_settings(options)
@@ -146,6 +149,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         threads_per_rank=threads,
         name=options.name or f"{'-'.join(spec_label(m) for m in models)}-{scaling}",
         comm_iters=comm_iters,
+        trace_steps=trace_steps,
         **collectives,
         inject=tuple(options.inject or ()),
         hang_timeout=float(options.hang_timeout),
@@ -203,7 +207,8 @@ SEARCH_BUDGET = {False: 600.0, True: 1800.0}
 def _tune_options(options: PlanOptions, one_node_sizes: list[int], on_gpu: bool) -> PlanOptions:
     """ddptop tune's plan: the default (or given) model and batch at the largest world size of the node (or
     the one given), every variant of the catalog unless some are named; no no-DDP baseline, and no
-    communication analysis or collective benchmark unless asked (they time the default DDP, not a variant)."""
+    communication analysis, collective benchmark or traces unless asked (the first two time the default DDP,
+    not a variant; the search keeps its time for the variants)."""
     return dataclasses.replace(
         options,
         models=(options.models or [])[:1] or None,
@@ -211,6 +216,7 @@ def _tune_options(options: PlanOptions, one_node_sizes: list[int], on_gpu: bool)
         world_sizes=options.world_sizes or [max(one_node_sizes)],
         baseline=False,
         comm_iters=0 if options.comm_iters is None else options.comm_iters,
+        trace_steps=0 if options.trace_steps is None else options.trace_steps,
         collectives=[] if options.collectives is None else options.collectives,
         variants=options.variants or _default_tune_variants(options.models or []),
         search_budget=options.search_budget or SEARCH_BUDGET[on_gpu],

@@ -197,6 +197,7 @@ class SweepRunner:
                 inject=tuple(self.plan.inject),
                 collectives=CollectiveSpec.from_json(collectives) if collectives else None,
                 measure_ceiling=self._launch_index == 1 and attempt == 0,  # once per sweep, its first launch
+                run_dir=self.session.run_dir,
                 **launch_binding(self.plan, launch.nproc_per_node, threads),  # rank_cores/binding/numa_binding
                 configs=tuple(RunConfig.from_json(c.to_json()) for c in remaining),
             )
