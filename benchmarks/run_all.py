@@ -37,6 +37,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "tune_cost": ([], ["--runs", "1"]),
     "capped_batch_sweep": ([], []),
     "protocol_cost": ([], ["--rounds", "3", "--steps", "15"]),
+    "trace_cost": ([], ["--rounds", "1"]),
 }
 
 

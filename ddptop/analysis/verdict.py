@@ -2,11 +2,12 @@
 
 The verdict reads figures the summary already holds (exposed communication with its 95% interval, model FLOPs
 utilisation, bus bandwidth as a share of the link's peak, the GPUs' idle share with its 95% interval, the
-ranks' CPU, peak memory) and never states an effect its interval cannot tell from noise: communication counts
-as the bound only when the lower end of its interval clears the threshold, and as negligible only when the
-upper end stays under its own; the host counts as the bound only when the lower end of the GPUs' idle share
-clears its threshold while the ranks ran at a full core. Thresholds are here, in one place, and documented in
-docs/scaling-analysis.md ("Why it is not faster").
+ranks' CPU, peak memory, the profiler trace's breakdown where there is one) and never states an effect its
+interval cannot tell from noise: communication counts as the bound only when the lower end of its interval
+clears the threshold, and as negligible only when the upper end stays under its own; the host counts as the
+bound only when the lower end of the GPUs' idle share clears its threshold while the ranks ran at a full
+core, or, with a GPU trace, when every traced step left the GPU idle beyond it, mostly waiting for the host.
+Thresholds are here, in one place, and documented in docs/scaling-analysis.md ("Why it is not faster").
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ddptop import units
+from ddptop.analysis import traces
 from ddptop.protocol.precision import t_quantile
 
 # exposed communication, as a share of the step
@@ -30,6 +32,9 @@ RANK_CPU_BUSY = 90.0  # ... the ranks' mean CPU over the same readings is at lea
 # long after its window opened (its period lies inside the measured steps), and readings closer than this (90%
 # of it, for jitter) are averaged into one before the interval, as they share part of their periods
 IDLE_BLOCK_S = 1.0
+# launch-bound rather than host-bound: the GPU waits for the host and its kernels average less than this, about
+# what launching one costs (a few microseconds of the CUDA runtime, plus the framework's dispatch)
+LAUNCH_BOUND_KERNEL_S = 20e-6
 MEMORY_FULL = 0.90  # peak memory at or above this share of the device's memory: memory-limited
 # what a host-bound step can change, in the order to try it
 HOST_ADVICE = ("a larger batch per GPU, CUDA graphs or torch.compile(mode=\"reduce-overhead\"), fewer small kernels "
@@ -132,6 +137,57 @@ def _host_words(idle: Mapping[str, Any], gpus: int, ranks: int) -> str:
             f"{units.percent(low)}–{units.percent(high)}, {where}), {rank} — try {HOST_ADVICE}")
 
 
+def _traced_host_bound(trace: Mapping[str, Any] | None) -> bool:
+    """Every traced step of every rank left the GPU idle more than ``HOST_IDLE_SHARE`` of the step, most of it
+    waiting for the host (nothing queued)."""
+    idle, wait = traces.figure(trace, "idle_s"), traces.figure(trace, "idle_host_wait_s")
+    return bool(idle and wait and idle["low"] > HOST_IDLE_SHARE and wait["median"] >= idle["median"] / 2)
+
+
+def _traced_host_words(trace: Mapping[str, Any], idle: Mapping[str, Any] | None) -> str:
+    """Host-bound from the trace: the GPU's idle share and the part spent waiting for the host; launch-bound
+    where the kernels are so short that launching them takes about as long as running them."""
+    found, wait = traces.figure(trace, "idle_s"), traces.figure(trace, "idle_host_wait_s")
+    assert found is not None and wait is not None
+    steps = f"{found['n']} traced steps"
+    mean_kernel = traces.mean_kernel_s(trace)
+    kind = "launch-bound" if mean_kernel is not None and mean_kernel < LAUNCH_BOUND_KERNEL_S else "host-bound"
+    text = (f"{kind}: the GPU sat idle {units.percent(found['median'])} of the step (every one of {steps} "
+            f"{units.percent(found['low'])}–{units.percent(found['high'])}), {units.percent(wait['median'])} "
+            "waiting for the host with nothing queued")
+    if kind == "launch-bound" and mean_kernel is not None:
+        text += f"; its kernels run {mean_kernel * 1e6:.0f} us on average, about what launching one costs"
+    if idle and idle.get("share") is not None:
+        text += f"; NVML agrees: idle {units.percent(idle['share'])} of the measured steps"
+        if idle.get("share_ci"):
+            text += f" (95% CI {units.percent(idle['share_ci'][0])}–{units.percent(idle['share_ci'][1])})"
+    return f"{text} — try {HOST_ADVICE}"
+
+
+def _traced_notes(trace: Mapping[str, Any] | None) -> list[str]:
+    """What the trace adds to any verdict: memory copies that take a share of every step, and a trace that
+    recorded no GPU activity (said, never read as an idle GPU)."""
+    notes = []
+    memory = traces.figure(trace, "memory_s")
+    if memory and memory["low"] >= traces.TRACE_MEMORY_SHARE:
+        notes.append(f"memory copies (Memcpy/Memset) take {units.percent(memory['median'])} of every traced step")
+    notes += [f"trace: {note}" for note in ((trace or {}).get("breakdown") or {}).get("notes") or ()]
+    return notes
+
+
+def _traced_comm_words(trace: Mapping[str, Any] | None) -> str | None:
+    """The traced communication beside the no_sync() estimate: in flight, under compute, exposed."""
+    comm, exposed = traces.figure(trace, "communication_s"), traces.figure(trace, "exposed_communication_s")
+    overlap = ((trace or {}).get("breakdown") or {}).get("overlap_share")
+    if comm is None or exposed is None or comm["high"] < 0.01:  # under 1% of every step: nothing to explain
+        return None
+    where = "" if traces.on_gpu(trace) else " (host: gloo's threads)"
+    words = f"traced{where}: communication {units.percent(comm['median'])} of the step"
+    if overlap and overlap.get("median") is not None:
+        words += f", {units.percent(overlap['median'])} of it under compute"
+    return words + f", {units.percent(exposed['median'])} exposed"
+
+
 def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``{"kind": ..., "text": one line}`` for one configuration's summary entry."""
     if entry.get("stats") is None:
@@ -145,9 +201,17 @@ def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = No
     if total and peak and peak / total >= MEMORY_FULL:
         notes.append(f"memory: {units.percent(peak / total)} of GPU memory at batch {entry.get('batch_size')}")
 
+    trace = entry.get("trace")
+    notes += _traced_notes(trace)
     mfu = _mfu_words(entry)
     idle = telemetry.get("gpu_idle")
-    if on_gpu and idle and _host_bound(idle):
+    if on_gpu and traces.on_gpu(trace):  # the trace says where the GPU's time went: NVML's share only confirms
+        if trace is not None and _traced_host_bound(trace):
+            return {"kind": HOST, "text": "; ".join([_traced_host_words(trace, idle)] + ([mfu] if mfu else []) + notes)}
+        if idle and _host_bound(idle):
+            notes.append(f"NVML read the GPU idle {units.percent(idle['share'])} of the measured steps, which the "
+                         "traced steps did not show")
+    elif on_gpu and idle and _host_bound(idle):
         text = _host_words(idle, len(telemetry.get("gpus") or ()), len(telemetry.get("ranks") or ()))
         return {"kind": HOST, "text": "; ".join([text] + ([mfu] if mfu else []) + notes)}
 
@@ -165,6 +229,9 @@ def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = No
     if interval:
         exposed += f" (95% CI {units.percent(interval[0])}–{units.percent(interval[1])})"
     link = _link_words(entry)
+    traced = _traced_comm_words(trace)
+    if traced:
+        notes.insert(0, traced)
     if interval and interval[0] >= COMM_BOUND:
         text = f"communication-bound: {exposed}" + (f", allreduce {link}" if link else "")
         text += " — try larger buckets (--bucket-cap-mb), fewer ranks per link, or gradient compression"
@@ -182,4 +249,5 @@ def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = No
 def thresholds() -> dict[str, float]:
     """The thresholds as saved with each summary, so a verdict can be read against what produced it."""
     return {"comm_bound": COMM_BOUND, "comm_minor": COMM_MINOR, "host_idle_share": HOST_IDLE_SHARE,
-            "rank_cpu_busy": RANK_CPU_BUSY, "idle_block_s": IDLE_BLOCK_S, "memory_full": MEMORY_FULL}
+            "rank_cpu_busy": RANK_CPU_BUSY, "idle_block_s": IDLE_BLOCK_S, "memory_full": MEMORY_FULL,
+            "launch_bound_kernel_s": LAUNCH_BOUND_KERNEL_S, "trace_memory_share": traces.TRACE_MEMORY_SHARE}

@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any
 
-from ddptop.analysis import communication, compute, links, scaling, strategies, tokens, tuning, verdict
+from ddptop.analysis import communication, compute, links, scaling, strategies, tokens, traces, tuning, verdict
 from ddptop.protocol import layout
 from ddptop.protocol.layout import (ENVIRONMENT_FILE, RUNNER_FILE, SUMMARY_JSON, TIMELINE_FILE, TOPOLOGY_FILE,
                                     node_file)
@@ -93,6 +93,9 @@ def _config_entry(session: Session, state: Any, writer_died: str | None = None) 
     entry["launch_of_steps"] = {str(rank): run_lengths([names.index(n) if n in names else 0 for n in labels])
                                 for rank, labels in sorted(state.launches_of_steps().items())}
     entry["communication"] = communication.config_communication(state, entry) if entry["stats"] else None
+    trace = traces.config_trace(state.traces, entry["stats"]["sec_iter"]["p50"] if entry["stats"] else None)
+    if trace is not None:
+        entry["trace"] = trace
     return entry
 
 
@@ -135,6 +138,7 @@ def _overhead(session: Session, entries: list[dict[str, Any]]) -> dict[str, Any]
     iterations = sum(_step_seconds(e) for e in entries)
     analysis_s = sum(e.get("analysis_s") or 0 for e in entries)
     analysis_s += sum(c.get("wall_s") or 0 for c in session.collectives if c["rank"] == 0)
+    trace_s = sum((e.get("trace") or {}).get("wall_s") or 0 for e in entries)
     launches: list[dict[str, Any]] = [
         {
             "launch": record.name,
@@ -158,8 +162,9 @@ def _overhead(session: Session, entries: list[dict[str, Any]]) -> dict[str, Any]
         "iterations_s": iterations,
         "analysis_s": analysis_s,  # no_sync and comm-hook phases, collective benchmark
         "fraction_outside_iterations": (1 - iterations / wall) if wall > 0 else None,
-        "fraction_setup": (1 - (iterations + analysis_s) / wall) if wall > 0 else None,
+        "fraction_setup": (1 - (iterations + analysis_s + trace_s) / wall) if wall > 0 else None,
         "launches": launches,
+        **({"trace_s": trace_s} if trace_s else {}),  # the profiled steps, their export and breakdown
     }
 
 

@@ -27,7 +27,7 @@ from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT
 __all__ = [
     "SchemaError", "Record", "Summary", "Config", "StepFigures", "Percentiles", "RankSpread", "LaunchUnit",
     "Communication", "DdpLogging", "Buckets", "Achieved", "WindowLoad", "RankLoad", "GpuIdle", "Validity", "Straggler",
-    "StragglerEvidence", "Unconfirmed", "Flops", "Verdict", "ScalingTable", "ScalingRow", "Amdahl", "Epoch",
+    "StragglerEvidence", "Unconfirmed", "Flops", "Trace", "Verdict", "ScalingTable", "ScalingRow", "Amdahl", "Epoch",
     "Projection", "ProjectionPoint", "BatchTable", "BatchRow", "CollectiveTable", "CollectiveRow",
     "DpVsDdpRow", "TuneTable", "TuneRow", "StrategyTable", "StrategyRow", "FrontierPoint", "Ceiling", "Uncertainty", "LaunchVariance", "Overhead", "LaunchRecord", "TelemetrySource",
     "NodeRecord", "NodeLaunch", "Environment", "PlanRecord",
@@ -382,6 +382,22 @@ class Flops(Record):
 
 
 @dataclass(kw_only=True)
+class Trace(Record):
+    """A configuration's profiler trace (``bench_kernels.trace``): the files, what they cost, and the breakdown
+    of every kept step of every rank (``ddptop.protocol.trace_breakdown.combine``)."""
+    files: list[dict[str, Any]] = field(default_factory=list)  # rank, path (from the run directory), size_bytes
+    steps: int | None = None  # kept steps per rank
+    wall_s: float | None = None  # the profiled steps, the profiler's start and the export, on the slowest rank
+    export_s: float | None = None
+    traced_step_s: float | None = None  # the median traced step, against the measured p50
+    untraced_step_s: float | None = None
+    cost_ratio: float | None = None
+    bytes_per_step: float | None = None  # file size per recorded step, the largest rank's
+    breakdown: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
 class Verdict(Record):
     """What bounds the step (``analysis/verdict.py``)."""
     kind: str | None = None
@@ -440,6 +456,9 @@ class Config(Record):
     counted_memory_bytes: int | None = None
     counted_memory_per_rank: dict[str, int] | None = None
     counted_memory: dict[str, int] | None = None
+    trace: Trace | None = None  # the profiler trace taken after the measured steps, and its breakdown
+
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"trace"})
 
 
 # --- figures over several configurations ---------------------------------------------------------------
@@ -803,6 +822,9 @@ class Overhead(Record):
     fraction_outside_iterations: float | None = None
     fraction_setup: float | None = None
     launches: list[LaunchRecord] = field(default_factory=list)
+    trace_s: float | None = None  # the configurations' profiler traces: traced steps, export, breakdown
+
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"trace_s"})
 
 
 @dataclass(kw_only=True)

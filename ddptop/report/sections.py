@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from ddptop.report import blocks, strategy_tables, tables
+from ddptop.report import blocks, strategy_tables, tables, trace_tables
 from ddptop.report.schema import Summary
 
 
@@ -48,6 +48,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("scaling", "Scaling", tables.scaling_block, on_screen=True, always=True,
             screen_empty="No scaling table: no configuration finished.\n"),
     Section("communication", "Compute vs communication", tables.communication_block, on_screen=True),
+    Section("trace", "Where the step's time goes (profiler trace)", trace_tables.trace_block, on_screen=True),
     Section("launches", "Launch to launch", tables.launches_block, always=True),
     Section("stragglers", "Stragglers", tables.stragglers_block, on_screen=True),
     Section("compute", "Compute: FLOP/s and MFU", tables.compute_block, on_screen=True),

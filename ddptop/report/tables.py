@@ -788,6 +788,8 @@ def overhead_line(summary: Summary) -> str:
     analysis_s = overhead.analysis_s or 0
     setup = overhead.fraction_setup if overhead.fraction_setup is not None else overhead.fraction_outside_iterations
     extra = f", {units.seconds(analysis_s, 1, unit=True)} in communication analysis and collectives" if analysis_s else ""
+    if overhead.trace_s:
+        extra += f", {units.seconds(overhead.trace_s, 1, unit=True)} in profiler traces"
     return (
         f"Sweep wall time {units.seconds(overhead.sweep_wall_s, 1, unit=True)}, of which "
         f"{units.seconds(overhead.iterations_s, 1, unit=True)} in warm-up and "

@@ -24,7 +24,7 @@ from typing import Any
 import psutil
 
 from ddptop.run import rundir
-from ddptop.analysis import stats
+from ddptop.analysis import stats, traces
 from ddptop.run.plan import ConfigSpec, Plan
 from ddptop.run.snapshot import CHART_TAIL, ConfigSnapshot, LaunchSnapshot, SessionSnapshot, StepStats
 from ddptop.telemetry.host import RankProcess
@@ -65,6 +65,7 @@ class ConfigState:
     nosync: dict[int, list[float]] = field(default_factory=dict)  # rank -> step times inside no_sync()
     comm: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> comm event (DDP logging, hook)
     compiles: list[dict[str, Any]] = field(default_factory=list)  # torch.compile's first step, one per launch
+    traces: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> trace event (file, breakdown)
     log_tail: list[str] = field(default_factory=list)  # last lines of the ranks' stderr, when it failed
     started_t: float | None = None
     ended_t: float | None = None
@@ -419,6 +420,8 @@ class Session:
                                       | {"launch": launch})
         elif kind == "comm":
             state.comm[event["rank"]] = event
+        elif kind == "trace":
+            state.traces[event["rank"]] = event
         elif kind == "config_end":
             ends = state.round_ends.setdefault(event["rank"], [])
             if event["status"] == Status.OK:
@@ -686,6 +689,7 @@ def _config_snapshot(state: ConfigState, analysing: bool = False) -> ConfigSnaps
         launches_measured=min(state.rounds_ended.get(rank, 0) for rank in range(spec.processes)),
         launches_planned=max(1, spec.rounds),
         variant=spec.variant,
+        trace=traces.config_trace(state.traces, summary["sec_iter"]["p50"] if summary else None),
     )
     state._snapshot_cache = (key, snapshot)
     return snapshot

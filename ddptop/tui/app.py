@@ -38,7 +38,7 @@ from ddptop.tui import format as fmt
 from ddptop.tui.panels import (ConfigTable, GpuTable, HostLine, LogPanel, RankTable, StatusLine, StepChart,
                                TunePanel)
 from ddptop.tui.lines import LineTable
-from ddptop.tui.screens import HelpScreen, SummaryScreen
+from ddptop.tui.screens import HelpScreen, SummaryScreen, TracesScreen
 
 # Until the telemetry's first reading is in (the monitor starts with the app), frames come this often, for
 # this long: the first useful frame should not wait a whole frame period for it.
@@ -140,6 +140,7 @@ class DdptopApp(AsciiAwareApp):
         Binding("p", "pause", "Pause"),
         Binding("r", "results", "Summary"),
         Binding("t", "screenshot", "Screenshot"),
+        Binding("x", "traces", "Traces"),
         Binding("c", "chart_mode", "step chart: median and p10-p90 band, or every rank", show=False),
         Binding("w", "every_column", "tables: every column (Tab to one, then ← →), or those that fit", show=False),
         Binding("T", "next_theme", "next colour theme", show=False),
@@ -414,6 +415,13 @@ class DdptopApp(AsciiAwareApp):
         tabs = self.query_one(TabbedContent)
         if tabs.query(f"#{TAB_OF_PANEL[panel]}"):  # the Tune tab is there in a tune only
             tabs.active = TAB_OF_PANEL[panel]
+
+    def action_traces(self) -> None:
+        """Each configuration traced so far: its breakdown, and where its trace files are."""
+        snapshot = self.last_snapshot
+        configs = snapshot.session.configs if snapshot is not None else ()
+        traced = [(config.config_id, config.trace) for config in configs if config.trace is not None]
+        self.push_screen(TracesScreen(traced, snapshot.session.run_dir if snapshot is not None else None))
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen(self.BINDINGS))

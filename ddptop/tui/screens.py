@@ -15,7 +15,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Header, Static
 
 from ddptop.control import display_path
-from ddptop.report import sections
+from ddptop.report import sections, trace_tables
 from ddptop.report.schema import ProjectionPoint, ScalingRow, Summary
 from ddptop.tui import ascii
 from ddptop.tui import format as fmt
@@ -38,6 +38,39 @@ class HelpScreen(ModalScreen[None]):
         yield Static(fmt.ascii_of(text) if fmt.ASCII else text, id="help")
 
 
+class TracesScreen(ModalScreen[None]):
+    """Each traced configuration: its breakdown, top kernels, cost, and where its trace files are (to open in
+    Perfetto or chrome://tracing)."""
+
+    BINDINGS = [Binding("escape,q,x", "dismiss", "Close")]
+    # here rather than in a stylesheet: the summary viewer (SummaryApp) pushes it too, without the app's
+    DEFAULT_CSS = """
+    TracesScreen { align: center middle; }
+    #traces { width: 90%; height: 90%; border: round $accent; padding: 0 1; background: $panel; }
+    """
+
+    def __init__(self, traced: list[tuple[str, Any]], run_dir: str | None) -> None:
+        super().__init__()
+        self.traced = traced  # (configuration heading, its trace as the summary holds it)
+        self.run_dir = run_dir
+
+    def compose(self) -> ComposeResult:
+        yield ScrollableContainer(Static(traces_text(self.traced, self.run_dir), id="traces-text"), id="traces")
+
+
+def traces_text(traced: list[tuple[str, Any]], run_dir: str | None) -> str:
+    """What the traces screen shows, in plain text."""
+    if not traced:
+        body = ("No trace yet: a configuration is traced after its measured steps (--trace-steps; --no-trace "
+                "turns it off).")
+    else:
+        body = "\n\n".join(heading + "\n" + "\n".join("  " + line for line in trace_tables.detail_lines(trace, run_dir))
+                           for heading, trace in traced)
+    text = (f"Profiler traces\n\n{body}\n\n{trace_tables.OPEN_NOTE.format(run=display_path(run_dir or 'RUN_DIR'))}"
+            "\n\nEsc closes this.")
+    return fmt.ascii_of(text) if fmt.ASCII else text
+
+
 class SummaryScreen(Screen[None]):
     """The scaling tables, speedup against perfect scaling, the recommendation, and where files went. The
     speedup chart only where some table has two world sizes or more (a projection counts): with one, the
@@ -56,6 +89,7 @@ class SummaryScreen(Screen[None]):
         Binding("q", "app.quit_run", "Quit"),
         Binding("t", "app.screenshot", "Screenshot"),
         Binding("g", "chart", "Chart/tables"),
+        Binding("x", "traces", "Traces"),
     ]
 
     def __init__(
@@ -184,6 +218,10 @@ class SummaryScreen(Screen[None]):
             self.toggle_class("chart-only")
         else:
             self.notify("the chart is beside the tables at this width", timeout=2)
+
+    def action_traces(self) -> None:
+        traced = [(f"{e.config_id}", e.trace.to_json()) for e in self.summary.configs if e.trace is not None]
+        self.app.push_screen(TracesScreen(traced, self.summary.run_dir))
 
     def action_back(self) -> None:
         if len(self.app.screen_stack) <= 2 and self.alone:

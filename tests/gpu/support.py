@@ -327,6 +327,38 @@ def ceiling_problems(summary: dict[str, Any]) -> list[str]:
     return problems
 
 
+TRACE_IDLE_TOLERANCE = 0.15  # the traced idle share against NVML's over the measured steps, as a share of the step
+
+
+def trace_problems(config: dict[str, Any], run_dir: str, tolerance: float = TRACE_IDLE_TOLERANCE) -> list[str]:
+    """A GPU configuration's profiler trace against what NVML read: the breakdown is the device's (kernels were
+    recorded, so CUPTI worked), every rank's file is where the summary says, busy and idle make up the step,
+    and the traced idle share lies within ``tolerance`` of the idle share NVML's utilisation implies over the
+    measured steps (100% less the utilisation: the share of time no kernel ran). The trace's steps run after
+    the measured ones, in the same launch, so the two describe the same step at different moments."""
+    name = config.get("config_id", "?")
+    trace = config.get("trace") or {}
+    breakdown = trace.get("breakdown") or {}
+    if breakdown.get("device") != "cuda" or not (breakdown.get("gpu_work") or {}).get("count"):
+        return [f"{name}: no GPU kernel in the trace (device {breakdown.get('device')}, notes {breakdown.get('notes')})"]
+    problems = [f"{name}: {found['path']} missing" for found in trace.get("files") or ()
+                if not os.path.exists(os.path.join(run_dir, found["path"]))]
+    if not trace.get("files"):
+        problems.append(f"{name}: no trace file")
+    figures = breakdown.get("figures") or {}
+    busy, idle = (figures.get("busy_s") or {}).get("median"), (figures.get("idle_s") or {}).get("median")
+    if busy is None or idle is None or abs(busy + idle - 1) > 1e-6:
+        problems.append(f"{name}: busy {busy} and idle {idle} do not make up the step")
+        return problems
+    nvml = ((config.get("telemetry") or {}).get("gpu_idle") or {}).get("share")
+    if nvml is None:
+        problems.append(f"{name}: no NVML idle share to set the trace against")
+    elif abs(idle - nvml) > tolerance:
+        problems.append(f"{name}: the trace's GPU idle {idle:.0%} against NVML's {nvml:.0%}, more than "
+                        f"{tolerance:.0%} of the step apart")
+    return problems
+
+
 def _rank_batch(config: dict[str, Any]) -> int:
     if config.get("scaling") == "strong":
         return config["global_batch"] // config["world_size"]

@@ -43,6 +43,7 @@ from tests.gpu.support import (
     gpt_attention_problems,
     gpu_node,
     gpus_replay_problems,
+    trace_problems,
     oom_sweep_problems,
     panel_gib,
     panel_name,
@@ -117,8 +118,8 @@ def test_here_every_test_of_the_suite_is_skipped_with_the_reason():
                            "no:cacheprovider", "tests/gpu"], cwd=REPO, capture_output=True, text=True, timeout=300)
     lines = done.stdout.splitlines()
     skipped = [line for line in lines if line.startswith("SKIPPED [1] tests/gpu/test_gpu_suite.py:")]
-    assert len(skipped) == 13 and all(line.endswith(": " + reason) for line in skipped), done.stdout[-3000:]
-    assert done.returncode == 0 and lines[-1].startswith("13 skipped"), done.stdout[-3000:]
+    assert len(skipped) == 14 and all(line.endswith(": " + reason) for line in skipped), done.stdout[-3000:]
+    assert done.returncode == 0 and lines[-1].startswith("14 skipped"), done.stdout[-3000:]
 
 
 # -- the suite's commands: ddptop's own parser and plan -------------------------------------------------------------
@@ -389,3 +390,25 @@ def test_the_gpu_tests_own_assertions_pass_on_what_held_on_the_h100(monkeypatch,
     assert report.returncode == 0, report.stderr
     suite.test_tune_measures_torch_compile_with_its_first_step_and_bucket_splits(
         finished(os.path.join(H100, "tune", "summary.json"), report.stdout))
+
+
+def test_the_trace_reader_holds_where_the_trace_agrees_with_nvml_and_fails_where_it_cannot(tmp_path):
+    """The GPU test's reader on traces written by hand in Kineto's format (tests/test_traces.py): one whose
+    idle share NVML confirms passes; an idle share NVML contradicts, a CUDA trace without kernels, and a
+    missing file each fail, said in one line."""
+    from tests.test_traces import gpu_entry, kineto_trace
+
+    entry = gpu_entry(kineto_trace(3, 4, 100.0, 60.0), config_id="c")  # 43% idle in every step
+    entry["telemetry"] = {"gpu_idle": {"share": 0.40}}
+    path = tmp_path / entry["trace"]["files"][0]["path"]
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"")
+    assert trace_problems(entry, str(tmp_path)) == []
+    far = copy.deepcopy(entry)
+    far["telemetry"]["gpu_idle"]["share"] = 0.05
+    assert trace_problems(far, str(tmp_path)) == [
+        "c: the trace's GPU idle 43% against NVML's 5%, more than 15% of the step apart"]
+    empty = gpu_entry({"traceEvents": [e for e in kineto_trace(3, 4, 100.0, 60.0)["traceEvents"]
+                                      if e["cat"] == "user_annotation"]}, config_id="c")
+    assert trace_problems(empty, str(tmp_path))[0].startswith("c: no GPU kernel in the trace")
+    assert trace_problems(entry, str(tmp_path / "elsewhere"))[0].endswith("rank0.pt.trace.json.gz missing")

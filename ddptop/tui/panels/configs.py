@@ -1,5 +1,5 @@
 """One row per configuration: status, progress, live percentiles and how well the median is known, ex/s,
-speedup, efficiency, comm share."""
+speedup, efficiency, comm share, and the idle share of its traced steps."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from typing import Any
 
 from rich.text import Text
 
+from ddptop.analysis import traces
 from ddptop.protocol.vocab import FAILED, Status
 from ddptop.protocol.workload import short_name
 from ddptop.run.snapshot import ConfigSnapshot, RunSnapshot, ScalingFigures, Validity
@@ -29,7 +30,7 @@ CONFIG_COLUMNS = (
     ("label", "N", 6), ("model", "model", 12, 70), ("bs", "batch", 5, 60), ("backend", "backend", 7, 30),
     ("status", "status", 10), ("progress", "progress", 13, 50), ("p50", "p50 s", 7), ("prec", "±p50", 7, 95),
     ("p75", "p75 s", 7, 20), ("p90", "p90 s", 7, 40), ("p95", "p95 s", 7, 25), ("exs", "ex/s", 7, 80),
-    ("speedup", "speedup", 7, 90), ("eff", "eff", 5, 85), ("comm", "comm", 5, 55),
+    ("speedup", "speedup", 7, 90), ("eff", "eff", 5, 85), ("comm", "comm", 5, 55), ("idle", "idle", 5, 45),
 )
 
 
@@ -106,4 +107,11 @@ def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None, going: b
         "comm": f"{100 * scale.exposed_comm_fraction:.0f}%"
         if scale and scale.exposed_comm_fraction is not None
         else "-",
+        # the traced steps' idle share (GPU: no kernel running; CPU: the training thread outside any op); x lists them
+        "idle": _traced_idle(config),
     }
+
+
+def _traced_idle(config: ConfigSnapshot) -> str:
+    found = traces.figure(config.trace, "idle_s")
+    return f"{100 * found['median']:.0f}%" if found else "-"

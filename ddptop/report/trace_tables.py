@@ -1,0 +1,161 @@
+"""The report's part for the profiler traces: where each configuration's step time went, from its trace.
+
+Each figure is a share of the step, the median over every kept traced step of every rank with the range
+(lowest to highest step) beside it: a handful of steps gives a spread, not a 95% interval. On a GPU the
+figures are the device's (kernels, copies, NCCL); on the CPU they are the host's (the training thread's ops,
+gloo's worker threads), labelled so. The traced exposed communication is set beside the no_sync() estimate
+and DDP's own overlap, with one word on whether they agree.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from ddptop import units
+from ddptop.analysis import traces
+from ddptop.report.blocks import Block, Caption, Items, Note, Pairs, Table
+from ddptop.report.schema import Config, Summary
+
+TRACE_HEADER = ("configuration", "on", "steps", "idle", "host wait", "compute", "comm", "overlap", "exposed comm",
+                "memcpy", "traced/measured", "size/step")
+TRACE_NOTE = (
+    "share of the step, median over every traced step of every rank (lowest–highest step in brackets). GPU: idle = "
+    "no kernel or copy on any stream; host wait = idle while nothing was queued (the next launch came after the "
+    "GPU ran dry); compute/comm/memcpy = the union of computation, NCCL and Memcpy/Memset intervals; overlap = "
+    "the share of communication under computation; exposed = communication not under computation. Host (gloo on "
+    "the CPU): idle = the training thread outside any op (waiting on gloo, Python); comm = gloo's worker threads "
+    "in flight; overlap = the share of that under the training thread's ops. traced/measured = the traced steps' "
+    "median over the measured p50 (the profiler's cost).")
+OPEN_NOTE = ("Open a trace in https://ui.perfetto.dev (Open trace file; .gz is read as is) or chrome://tracing; "
+             "files under {run}/traces/.")
+
+
+def _share(found: Mapping[str, Any] | None) -> str:
+    if found is None:
+        return units.DASH
+    text = units.percent(found["median"])
+    low, high = units.percent(found.get("low")), units.percent(found.get("high"))
+    return text if low == high else f"{text} ({low}–{high})"  # the same to the percent: no spread worth a range
+
+
+def _with_trace(summary: Summary) -> list[tuple[Config, dict[str, Any]]]:
+    """The traced configurations, each with its trace as JSON."""
+    return [(entry, entry.trace.to_json()) for entry in summary.configs if entry.trace is not None]
+
+
+def trace_rows(summary: Summary) -> list[tuple[str, ...]]:
+    rows: list[tuple[str, ...]] = []
+    for entry, trace in _with_trace(summary):
+        breakdown = trace.get("breakdown") or {}
+        gpu = breakdown.get("device") == "cuda"
+        ranks = len(trace.get("files") or ()) or 1
+        ratio = trace.get("cost_ratio")
+        rows.append((
+            f"{entry.label} {entry.model} bs{entry.batch_size}",
+            "GPU" if gpu else "host",
+            f"{trace.get('steps')}x{ranks}",
+            _share(traces.figure(trace, "idle_s")),
+            _share(traces.figure(trace, "idle_host_wait_s")),
+            _share(traces.figure(trace, "compute_s")),
+            _share(traces.figure(trace, "communication_s")),
+            _share(breakdown.get("overlap_share") if _communicates(trace) else None),
+            _share(traces.figure(trace, "exposed_communication_s")),
+            _share(traces.figure(trace, "memory_s")),
+            units.number(ratio, 2, "x") if ratio is not None else units.DASH,
+            units.binary_bytes(trace.get("bytes_per_step")),
+        ))
+    return rows
+
+
+def _communicates(trace: Mapping[str, Any]) -> bool:
+    """Some traced step spent 1% of itself or more in communication: below that an overlap share says nothing."""
+    found = traces.figure(trace, "communication_s")
+    return found is not None and found["high"] >= 0.01
+
+
+def agreement(entry: Config) -> str | None:
+    """One line setting the traced exposed communication and overlap beside the no_sync() estimate and DDP's
+    own figure: whether the trace's range meets the estimate's 95% interval."""
+    comm = entry.communication
+    trace = entry.trace.to_json() if entry.trace is not None else None
+    exposed = traces.figure(trace, "exposed_communication_s")
+    if comm is None or exposed is None or comm.exposed_comm_fraction is None or entry.world_size < 2:
+        return None
+    estimate = comm.exposed_comm_fraction_ci or [comm.exposed_comm_fraction] * 2
+    meets = exposed["low"] <= estimate[1] and exposed["high"] >= estimate[0]
+    said = (f"exposed communication: no_sync() {units.with_interval(comm.exposed_comm_fraction, comm.exposed_comm_fraction_ci, units.percent)}"
+            f", trace {_share(exposed)}")
+    logging = comm.ddp_logging
+    if logging is not None and logging.backward_comm_s and logging.backward_compute_comm_overlap_s is not None:
+        said += f"; overlap: DDP's own {units.percent(logging.backward_compute_comm_overlap_s / logging.backward_comm_s)}"
+        overlap = ((trace or {}).get("breakdown") or {}).get("overlap_share")
+        if overlap and trace is not None and _communicates(trace):
+            said += f", trace {_share(overlap)}"
+    said += (" — they agree" if meets else
+             " — they differ (the trace's few steps ran in one launch, under the profiler; the estimate is the measure)")
+    return said
+
+
+def breakdown_line(trace: Mapping[str, Any]) -> str:
+    """The breakdown in one line: idle (and host wait), compute, communication and its overlap, copies."""
+    breakdown = trace.get("breakdown") or {}
+    gpu = breakdown.get("device") == "cuda"
+    parts = [f"{'GPU' if gpu else 'host thread'} idle {_share(traces.figure(trace, 'idle_s'))}"]
+    if gpu:
+        parts.append(f"waiting for the host {_share(traces.figure(trace, 'idle_host_wait_s'))}")
+        parts.append(f"compute {_share(traces.figure(trace, 'compute_s'))}")
+    comm = traces.figure(trace, "communication_s")
+    if comm is not None and _communicates(trace):
+        parts.append(f"{'NCCL' if gpu else 'gloo'} {_share(comm)}, {_share(breakdown.get('overlap_share'))} of it "
+                     f"under {'compute' if gpu else 'the ops'}, exposed {_share(traces.figure(trace, 'exposed_communication_s'))}")
+    memory = traces.figure(trace, "memory_s")
+    if memory is not None and memory["high"] > 0:
+        parts.append(f"memcpy {_share(memory)}")
+    return "; ".join(parts) + f" (of the step, {trace.get('steps')} steps x {len(trace.get('files') or ()) or 1} ranks)"
+
+
+def detail_lines(trace: Mapping[str, Any], run_dir: str | None, top: int = 5, with_breakdown: bool = True) -> list[str]:
+    """A traced configuration in lines: its breakdown, the top kernels (host ops on the CPU), the collectives,
+    any note, the cost, and its files (under ``run_dir`` when given)."""
+    breakdown = trace.get("breakdown") or {}
+    what = "kernel" if breakdown.get("device") == "cuda" else "op"
+    lines = [breakdown_line(trace)] if breakdown and with_breakdown else []
+    lines += [f"{k['name'][:90]}: {k['count']}x, {units.milliseconds(k['total_s'])} total, "
+              f"{units.percent(k['share'])} of {what} time" for k in (breakdown.get("kernels") or [])[:top]]
+    collectives = ", ".join(f"{c['name']} {c['count']}x {units.milliseconds(c['total_s'])}"
+                            for c in breakdown.get("collectives") or [])
+    if collectives:
+        lines.append(f"collectives: {collectives}")
+    lines += [f"note: {note}" for note in trace.get("notes") or ()]
+    if trace.get("cost_ratio") is not None:
+        lines.append(f"cost: traced steps {units.number(trace['cost_ratio'], 2, 'x')} the measured p50, "
+                     f"{units.binary_bytes(trace.get('bytes_per_step'))} of trace per step")
+    for found in trace.get("files") or ():
+        path = os.path.join(run_dir, found["path"]) if run_dir else found["path"]
+        lines.append(f"rank {found['rank']}: {path} ({units.binary_bytes(found.get('size_bytes'))})")
+    return lines
+
+
+def kernel_items(summary: Summary, top: int = 3) -> list[tuple[str, str, list[str]]]:
+    """The top kernels (GPU) or top-level ops (host) of each traced configuration, and where its files are."""
+    items = []
+    for entry, trace in _with_trace(summary):
+        gpu = (trace.get("breakdown") or {}).get("device") == "cuda"
+        lines = detail_lines(trace, None, top, with_breakdown=False)  # the table above has the breakdown
+        items.append((entry.config_id, "top kernels" if gpu else "top host ops", lines))
+    return items
+
+
+def trace_block(summary: Summary) -> Block:
+    rows = trace_rows(summary)
+    if not rows:
+        return Block()
+    parts: list[Any] = [Table(TRACE_HEADER, rows, first_left=True), Note(TRACE_NOTE)]
+    pairs = [(entry.config_id, line) for entry, _ in _with_trace(summary) if (line := agreement(entry))]
+    if pairs:
+        parts.append(Pairs(pairs))
+    parts.append(Items(kernel_items(summary)))
+    parts.append(Caption(OPEN_NOTE.format(run=summary.run_dir or "RUN_DIR")))
+    return Block("Where the step's time goes (profiler trace after the measured steps)", parts)

@@ -1,0 +1,319 @@
+"""The profiler trace of each configuration: the kernel that writes it, its place in the plan, the summary,
+the report, the verdict and the views. The interval arithmetic itself is tests/test_trace_breakdown.py's."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+
+import pytest
+
+from ddptop.analysis import traces, verdict
+from ddptop.protocol.trace_breakdown import breakdown, read_trace
+from ddptop.report import build, sections
+from ddptop.report.schema import Summary
+
+from .conftest import ddptop
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RECORDED = os.path.join(REPO, "tests", "data", "recorded-run")
+GLOO_TRACES = [os.path.join(REPO, "tests", "data", "traces", f"gloo-rank{r}.pt.trace.json.gz") for r in (0, 1)]
+
+
+# -- a trace in Kineto's format, written by hand ------------------------------------------------------------
+
+def kineto_trace(steps: int, kernels_per_step: int, kernel_us: float, gap_us: float, queued: bool = False,
+                 memcpy_us: float = 0.0) -> dict:
+    """``steps + 1`` ProfilerStep spans (the last is left out by the breakdown), each with ``kernels_per_step``
+    kernels of ``kernel_us`` with ``gap_us`` of idle GPU between them. Each kernel is launched ``gap_us`` after
+    the previous one ended (the GPU waits for the host), or, ``queued``, all at the step's start (the gaps are
+    then not the host's). A ``memcpy_us`` copy ends each step."""
+    events: list[dict] = []
+    correlation = 0
+    start = 1000.0
+    span = kernels_per_step * (kernel_us + gap_us) + memcpy_us + gap_us
+    for step in range(steps + 1):
+        events.append({"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{step + 1}", "pid": 1, "tid": 1,
+                       "ts": start, "dur": span})
+        at = start + gap_us
+        work = [("kernel", "volta_sgemm_128x64_nn", kernel_us)] * kernels_per_step
+        work += [("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", memcpy_us)] if memcpy_us else []
+        for cat, name, duration in work:
+            correlation += 1
+            launch = start + 0.5 if queued else at - 1.0
+            events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1,
+                           "ts": launch, "dur": 0.5, "args": {"correlation": correlation}})
+            events.append({"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": at, "dur": duration,
+                           "args": {"device": 0, "stream": 7, "correlation": correlation}})
+            at += duration + gap_us
+        start += span
+    return {"traceEvents": events}
+
+
+def trace_event(trace: dict, device: str, rank: int = 0, step_s: float = 0.001, size: int = 40_000) -> dict:
+    """A rank's ``trace`` event as bench_kernels.trace writes it, for ``trace``."""
+    return {"rank": rank, "path": f"traces/c/rank{rank}.pt.trace.json.gz", "size_bytes": size, "steps": 3,
+            "wall_s": 0.5, "export_s": 0.1, "breakdown_s": 0.05, "step_s": [step_s] * 3, "note": None,
+            "breakdown": breakdown(trace, device)}
+
+
+def gpu_entry(trace: dict, **changes) -> dict:
+    """A one-GPU configuration's summary entry whose trace is ``trace``."""
+    entry = {"stats": {"sec_iter": {"p50": 0.001}}, "device": "cuda", "mode": "ddp", "world_size": 1,
+             "trace": traces.config_trace({0: trace_event(trace, "cuda")}, 0.001)}
+    entry.update(changes)
+    return entry
+
+
+# -- the summary's trace ---------------------------------------------------------------------------------------
+
+def test_the_summary_puts_every_ranks_trace_together_with_its_cost():
+    trace = kineto_trace(3, 4, 100.0, 20.0)
+    events = {0: trace_event(trace, "cuda", 0, step_s=0.0011, size=40_000),
+              1: trace_event(trace, "cuda", 1, step_s=0.0013, size=48_000)}
+    found = traces.config_trace(events, 0.001)
+    assert [f["rank"] for f in found["files"]] == [0, 1]
+    assert found["steps"] == 3 and found["cost_ratio"] == pytest.approx(1.2)  # median of 1.1 and 1.3 ms
+    assert found["bytes_per_step"] == 48_000 / 4  # the largest file over its 4 recorded steps (the last left out)
+    assert found["wall_s"] == pytest.approx(0.55)
+    assert found["breakdown"]["steps"] == 6  # 3 kept steps on each of 2 ranks
+    idle = traces.figure(found, "idle_s")
+    # each step: 4 kernels of 100 us with 20 us before each and after the last: 100 of 500 us idle
+    assert idle["median"] == pytest.approx(0.2) and idle["low"] == pytest.approx(0.2)
+    assert traces.on_gpu(found) and traces.config_trace({}, 0.001) is None
+
+
+def test_a_rank_whose_trace_could_not_be_written_is_said_and_costs_the_others_nothing():
+    trace = kineto_trace(3, 4, 100.0, 20.0)
+    lost = {"rank": 1, "path": "traces/c/rank1.pt.trace.json.gz", "steps": 3, "wall_s": 0.4, "step_s": [0.001] * 3,
+            "note": "the trace could not be written: OSError: [Errno 28] No space left on device"}
+    found = traces.config_trace({0: trace_event(trace, "cuda"), 1: lost}, 0.001)
+    assert [f["rank"] for f in found["files"]] == [0] and found["breakdown"]["steps"] == 3
+    assert any("No space left on device" in note for note in found["notes"])
+
+
+# -- the verdict -----------------------------------------------------------------------------------------------
+
+def test_a_gpu_waiting_for_the_host_in_every_traced_step_is_host_bound_with_its_numbers():
+    said = verdict.verdict(gpu_entry(kineto_trace(3, 4, 100.0, 60.0)))
+    # each step: 4 x 100 us of kernels in 4 x 60 + 60 us of gaps: 300 of 700 us idle, all of it waiting for the host
+    assert said["kind"] == verdict.HOST
+    assert said["text"].startswith("host-bound: the GPU sat idle 43% of the step (every one of 3 traced steps 43%–43%), "
+                                   "43% waiting for the host"), said["text"]
+
+
+def test_kernels_as_short_as_their_launch_make_it_launch_bound():
+    said = verdict.verdict(gpu_entry(kineto_trace(3, 50, 4.0, 4.0)))
+    assert said["kind"] == verdict.HOST and said["text"].startswith("launch-bound:"), said["text"]
+    assert "its kernels run 4 us on average" in said["text"]
+
+
+def test_a_gpu_busy_but_for_queued_gaps_is_not_host_bound():
+    # the same gaps, but every kernel was launched at the step's start: the GPU did not wait for the host
+    said = verdict.verdict(gpu_entry(kineto_trace(3, 4, 100.0, 60.0, queued=True)))
+    assert said["kind"] == verdict.COMPUTE and "host-bound" not in said["text"], said["text"]
+
+
+def test_memory_copies_in_every_step_are_said():
+    said = verdict.verdict(gpu_entry(kineto_trace(3, 4, 100.0, 2.0, memcpy_us=200.0)))
+    assert "memory copies (Memcpy/Memset) take 33% of every traced step" in said["text"], said["text"]
+
+
+def test_a_cuda_trace_without_kernels_is_said_and_never_read_as_an_idle_gpu():
+    steps_only = {"traceEvents": [e for e in kineto_trace(3, 4, 100.0, 60.0)["traceEvents"]
+                                  if e["cat"] == "user_annotation"]}
+    entry = gpu_entry(steps_only)
+    assert not traces.on_gpu(entry["trace"]) and traces.figure(entry["trace"], "idle_s") is None
+    said = verdict.verdict(entry)
+    assert said["kind"] != verdict.HOST and "trace: the trace holds no GPU kernel" in said["text"], said["text"]
+
+
+def test_nvml_calling_it_host_bound_against_the_trace_is_said_not_concluded():
+    idle = {"share": 0.4, "share_ci": [0.3, 0.5], "readings": 9, "launches": 1, "rank_cpu_mean": 99.0}
+    entry = gpu_entry(kineto_trace(3, 4, 100.0, 2.0), telemetry={"gpu_idle": idle})
+    said = verdict.verdict(entry)
+    assert said["kind"] == verdict.COMPUTE
+    assert "NVML read the GPU idle 40% of the measured steps, which the traced steps did not show" in said["text"]
+
+
+def test_the_communication_verdict_gains_the_traced_overlap_from_a_real_gloo_trace():
+    events = {r: {**trace_event(read_trace(path), "cpu", r), "path": f"traces/c/rank{r}.pt.trace.json.gz"}
+              for r, path in enumerate(GLOO_TRACES)}
+    entry = {"stats": {"sec_iter": {"p50": 0.012}}, "device": "cpu", "mode": "ddp", "world_size": 2,
+             "communication": {"exposed_comm_fraction": 0.2, "exposed_comm_fraction_ci": [0.15, 0.25]},
+             "trace": traces.config_trace(events, 0.012)}
+    said = verdict.verdict(entry)
+    assert "traced (host: gloo's threads): communication " in said["text"] and " of it under compute" in said["text"]
+
+
+# -- the report ------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def traced_summary() -> Summary:
+    """The recorded run's summary with the real gloo trace (2 ranks) on its N=2 DDP configuration."""
+    built, _ = build.load_target(RECORDED, rebuild=True)
+    document = built.to_json()
+    entry = next(c for c in document["configs"] if c["mode"] == "ddp" and c["world_size"] == 2)
+    events = {r: trace_event(read_trace(path), "cpu", r) for r, path in enumerate(GLOO_TRACES)}
+    entry["trace"] = traces.config_trace(events, entry["stats"]["sec_iter"]["p50"])
+    entry["communication"] = {"step_s": 0.2, "compute_s": 0.15, "exposed_comm_s": 0.05,
+                              "exposed_comm_fraction": 0.25, "exposed_comm_fraction_ci": [0.2, 0.3]}
+    return Summary.from_json(document)
+
+
+def test_the_report_shows_the_breakdown_the_agreement_and_how_to_open_the_files(traced_summary):
+    markdown = sections.markdown(traced_summary)
+    part = markdown.split("## Where the step's time goes (profiler trace)")[1].split("\n## ")[0]
+    assert "| host |" in part.replace("  ", " ") or " host " in part
+    entry = next(c for c in traced_summary.configs if c.trace is not None)
+    assert f"`{entry.config_id}`" in part and "exposed communication: no_sync() 25% (20–30%), trace " in part
+    assert "gloo:all_reduce" in part and "traces/c/rank0.pt.trace.json.gz" in part
+    assert "https://ui.perfetto.dev" in part and "chrome://tracing" in part
+    text = sections.text_of("trace", traced_summary)
+    assert text.startswith("Where the step's time goes") and "3x2" in text  # 3 steps on each of 2 ranks
+
+
+def test_a_summary_with_a_trace_reads_and_writes_back_the_same(traced_summary):
+    document = json.loads(json.dumps(traced_summary.to_json()))
+    assert json.loads(json.dumps(Summary.from_json(document).to_json())) == document
+    assert traced_summary.to_json()["configs"][0].get("trace") is None  # written only where there is one
+
+
+# -- the plan --------------------------------------------------------------------------------------------------
+
+def test_every_configuration_is_traced_by_default_and_the_flags_turn_it_off():
+    from ddptop.run.plan import PlanOptions, build_plan
+    from ddptop.telemetry.inventory import Inventory
+
+    def steps(**options) -> set[int]:
+        plan = build_plan(PlanOptions(device="cpu", world_sizes=[1, 2], **options),
+                          Inventory(problem="NVML unavailable: test"), cpu_count=2)
+        return {c.trace_steps for c in plan.configs()}
+
+    assert steps() == {3} and steps(trace_steps=5) == {5} and steps(trace_steps=0) == {0}
+    assert steps(tune=True) == {0}  # a tune keeps its time for the variants unless asked
+
+
+def test_a_negative_trace_step_count_is_one_line_and_exit_2():
+    done = ddptop("run", "--headless", "--device", "cpu", "--trace-steps", "-1")
+    assert done.returncode == 2 and done.stderr.strip() == "ddptop: error: --trace-steps cannot be negative (got -1)", done.stderr
+
+
+def test_no_trace_is_the_same_as_zero_steps():
+    import argparse
+
+    from ddptop.run.options import add_run_arguments  # the command line's own parser
+
+    parser = argparse.ArgumentParser()
+    add_run_arguments(parser)
+    assert parser.parse_args(["--no-trace"]).trace_steps == 0
+    assert parser.parse_args(["--trace-steps", "5"]).trace_steps == 5 and parser.parse_args([]).trace_steps is None
+
+
+# -- the kernel ------------------------------------------------------------------------------------------------
+
+def test_a_traced_ddp_step_writes_its_file_and_reads_back_a_breakdown_that_adds_up(one_rank_group, tmp_path):
+    from bench_kernels.trace import trace_steps
+    from bench_kernels.training import build_training
+
+    from .conftest import tiny_config
+
+    torch = one_rank_group
+    training = build_training(tiny_config(), torch.device("cpu"), 0, 0)
+    path = str(tmp_path / "traces" / "c" / "rank0.pt.trace.json.gz")
+    fields = trace_steps(torch, training.step_through(training.net), path, 3, "cpu")
+    assert fields["note"] is None and len(fields["step_s"]) == 3 and fields["size_bytes"] == os.path.getsize(path)
+    with gzip.open(path, "rt", encoding="utf-8") as handle:
+        names = [e.get("name", "") for e in json.load(handle)["traceEvents"]]
+    assert sorted(n for n in names if n.startswith("ProfilerStep#")) == [f"ProfilerStep#{i}" for i in (1, 2, 3, 4)]
+    found = fields["breakdown"]
+    assert found["device"] == "cpu" and [s["step"] for s in found["steps"]] == [1, 2, 3]  # the 4th left out
+    for step in found["steps"]:
+        assert step["busy_s"] + step["idle_s"] == pytest.approx(step["window_s"], rel=1e-9)
+    assert any(c["name"] == "gloo:all_reduce" for c in found["collectives"])  # DDP's allreduce, alone in its group
+
+
+# -- the views -------------------------------------------------------------------------------------------------
+
+def test_the_summary_screen_lists_each_trace_and_its_files_on_x(traced_summary):
+    import asyncio
+
+    from ddptop.tui.app import SummaryApp
+    from ddptop.tui.screens import TracesScreen
+
+    from .tui_helpers import screen_text, summary_text
+
+    async def drive():
+        app = SummaryApp(traced_summary, None)
+        async with app.run_test(size=(120, 50)) as pilot:
+            summary = await summary_text(app, pilot)
+            await pilot.press("x")
+            listed = await screen_text(app, pilot, "#traces-text")
+            shown = isinstance(app.screen, TracesScreen)
+            await pilot.press("escape")
+            await pilot.pause()
+            back = not isinstance(app.screen, TracesScreen)
+        return summary, listed, shown, back
+
+    summary, listed, shown, back = asyncio.run(drive())
+    assert "Where the step's time goes" in summary
+    entry = next(c for c in traced_summary.configs if c.trace is not None)
+    assert shown and back and listed.startswith("Profiler traces") and entry.config_id in listed
+    assert "host thread idle " in listed and "gloo:all_reduce" in listed
+    assert "rank 0: " in listed and "rank0.pt.trace.json.gz" in listed and "rank 1: " in listed
+    assert "https://ui.perfetto.dev" in listed
+
+
+def test_before_any_trace_the_list_says_how_traces_come():
+    from ddptop.tui.screens import traces_text
+
+    text = traces_text([], "/runs/r")
+    assert "No trace yet" in text and "--no-trace" in text
+
+
+def test_the_live_table_shows_the_traced_idle_share():
+    import dataclasses
+
+    from ddptop.run.snapshot import ConfigSnapshot
+    from ddptop.tui.panels.configs import _config_cells
+
+    config = ConfigSnapshot(config_id="c", label="1M/1G", model="resnet50", batch_size=32, backend="nccl",
+                            status="ok", reason=None, progress=1.0, sample_count=10, revision=1, stats=None)
+    assert _config_cells(config, None)["idle"] == "-"
+    traced = dataclasses.replace(config, trace=gpu_entry(kineto_trace(3, 4, 100.0, 60.0))["trace"])
+    assert _config_cells(traced, None)["idle"] == "43%"
+
+
+# -- a real sweep ----------------------------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_every_configuration_of_a_real_gloo_sweep_has_its_trace_on_every_rank(cpu_sweep):
+    """The suite's shared sweep (resnet18, N = 1 and 2, gloo; tests/conftest.py), traced by default: every
+    configuration's file on every rank opens as JSON with its ProfilerStep spans, its breakdown adds up to the
+    step, the summary has its cost, the report its part, and DDP's own averages are the measured steps' alone."""
+    assert cpu_sweep.returncode == 0, cpu_sweep.stderr + cpu_sweep.stdout
+    summary = cpu_sweep.summary()
+    for entry in summary["configs"]:
+        trace = entry["trace"]
+        assert [f["rank"] for f in trace["files"]] == list(range(entry["world_size"])), entry["config_id"]
+        for found in trace["files"]:
+            path = os.path.join(cpu_sweep.run_dir, found["path"])
+            assert found["path"].startswith("traces/") and os.path.getsize(path) == found["size_bytes"]
+            with gzip.open(path, "rt", encoding="utf-8") as handle:
+                names = [e.get("name", "") for e in json.load(handle)["traceEvents"]]
+            assert sum(n.startswith("ProfilerStep#") for n in names) == trace["steps"] + 1  # the last left out
+            steps = breakdown(read_trace(path), "cpu")["steps"]
+            assert len(steps) == trace["steps"] == 3
+            for step in steps:
+                assert step["busy_s"] + step["idle_s"] == pytest.approx(step["window_s"], rel=1e-9)
+        assert trace["breakdown"]["steps"] == 3 * entry["world_size"] and trace["cost_ratio"] > 0
+        assert trace["bytes_per_step"] > 0 and trace["wall_s"] > 0
+    n2 = next(c for c in summary["configs"] if c["mode"] == "ddp" and c["world_size"] == 2)
+    assert any(c["name"] == "gloo:all_reduce" for c in n2["trace"]["breakdown"]["collectives"])
+    assert "traced (host: gloo's threads): communication " in n2["verdict"]["text"]
+    logging = n2["communication"]["ddp_logging"]
+    assert logging["iterations"] == n2["measured_iters"]  # DDP's averages were read before the traced steps ran
+    assert summary["overhead"]["trace_s"] > 0
+    with open(os.path.join(cpu_sweep.run_dir, "summary.md"), encoding="utf-8") as handle:
+        assert "## Where the step's time goes (profiler trace)" in handle.read()
