@@ -38,7 +38,7 @@ def probe_communication(
     fields of the ``comm`` event. ``training.net`` is the hooked wrapper afterwards. ``faults`` (a testing
     aid) fire where the second wrapper is built, the analysis's largest allocation."""
     # read before the trace's steps where the configuration has one (``Worker.run_config``)
-    logging_data = (training.logging_read if training.logging_read is not None
+    logging_data = (training.logging_read if training.logging_taken
                     else ddp_logging_times(training.net, since=training.logging_mark))
     measure_without_sync(training, nosync_stream, iters)
     timer = rewrap_with_bucket_timer(training, cfg, local_rank, faults)

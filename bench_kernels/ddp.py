@@ -351,6 +351,7 @@ class Worker:
         if last and cfg.trace_steps > 0 and self.spec.run_dir:
             if probe:  # DDP's own averages end at the measured steps: read them before any traced step runs
                 training.logging_read = ddp_logging_times(training.net, since=training.logging_mark)
+                training.logging_taken = True
             traced = self._trace(cfg, training)
         if probe and traced:
             self._probe_communication(cfg, training, round_index)
@@ -580,9 +581,15 @@ class Worker:
         trace and the probe after it, reported as the analysis's. One inside a traced step ends the group as
         the probe's does (the peers may be waiting in a collective). Whether the step may still run."""
         relative = trace_file(cfg.config_id, self.rank)
+
+        def progress(doing: str) -> None:  # no event otherwise until the breakdown: the hang watch hears the rank
+            self.writer.emit("heartbeat", config_id=cfg.config_id, doing=doing)
+            self.writer.flush()
+
         try:
             fields = trace_steps(self.torch, training.step_through(training.net),
-                                 os.path.join(self.spec.run_dir or "", relative), cfg.trace_steps, self.device.type)
+                                 os.path.join(self.spec.run_dir or "", relative), cfg.trace_steps, self.device.type,
+                                 progress)
         except Terminated:
             raise
         except Exception as exc:  # noqa: BLE001 - TracedStepFailed, or the profiler itself failing to start

@@ -27,14 +27,20 @@ class TracedStepFailed(Exception):
     """A traced step raised: the group may be inside a collective, so the rank cannot go on alone."""
 
 
-def trace_steps(torch: Any, step: Callable[[], None], path: str, steps: int, device_type: str) -> dict[str, Any]:
+def trace_steps(torch: Any, step: Callable[[], None], path: str, steps: int, device_type: str,
+                progress: Callable[[str], None] = lambda doing: None) -> dict[str, Any]:
     """Profile ``steps`` kept steps of ``step`` into ``path``; the fields of the rank's ``trace`` event.
+    ``progress`` is told what runs after each step and before the export (the hang watch hears the rank).
 
     A failure inside a step raises ``TracedStepFailed``; one in writing or reading the file (a full disk, a
     trace too large) is said in the event's ``note`` and costs the trace alone."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
-    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    except OSError as exc:  # read-only, full: the folder cannot be made, so no step is profiled
+        return {"steps": steps, "step_s": [], "wall_s": 0.0, "export_s": None,
+                "note": f"the trace could not be written: {type(exc).__name__}: {exc}"}
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device_type == "cuda" else [])
     exported: dict[str, Any] = {}
 
@@ -52,10 +58,12 @@ def trace_steps(torch: Any, step: Callable[[], None], path: str, steps: int, dev
     try:
         with profile(activities=activities, schedule=schedule(wait=0, warmup=PROFILER_WARMUP, active=active, repeat=1),
                      on_trace_ready=export) as prof:
-            for _ in range(PROFILER_WARMUP + active):
+            for index in range(PROFILER_WARMUP + active):
                 begin = time.perf_counter()
                 step()
                 step_s.append(time.perf_counter() - begin)
+                progress(f"traced step {index + 1} of {PROFILER_WARMUP + active}"
+                         + ("; writing the trace" if index + 1 == PROFILER_WARMUP + active else ""))
                 prof.step()
     except Exception as exc:
         raise TracedStepFailed(f"{type(exc).__name__}: {exc}") from exc
@@ -64,9 +72,9 @@ def trace_steps(torch: Any, step: Callable[[], None], path: str, steps: int, dev
                               "wall_s": wall_s, "export_s": exported.get("export_s"), "note": exported.get("note")}
     if fields["note"] is not None:
         return fields
-    fields["size_bytes"] = os.path.getsize(path)
     started = time.perf_counter()
     try:
+        fields["size_bytes"] = os.path.getsize(path)
         fields["breakdown"] = breakdown(read_trace(path), device_type)
     except (TraceUnreadable, OSError, MemoryError) as exc:
         fields["note"] = f"the trace could not be read back: {exc}"

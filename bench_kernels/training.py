@@ -45,7 +45,8 @@ class Training:
     # DDP's logging data as the measured steps began (``comm_probe.ddp_logging_mark``): its averages run from
     # the wrapper's first step, so the probe takes the measured steps' share from the difference
     logging_mark: Any = None
-    logging_read: Any = None  # DDP's averages over the measured steps, read before the trace ran any step
+    logging_read: Any = None  # DDP's averages over the measured steps, read before the trace ran any step ...
+    logging_taken: bool = False  # ... when this is set (None is a reading too: a torch without the data)
     slowdown: Any = None  # an injected ``slow`` fault (``bench_kernels.faults.Slowdown``), a testing aid
 
     @property

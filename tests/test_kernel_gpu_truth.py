@@ -182,7 +182,8 @@ def _orchestration(monkeypatch, cfg, gpus=4, run_dir=None):
     worker.spec = SimpleNamespace(memory_cap_mb=None, run_dir=run_dir)
     worker.device, worker.torch = SimpleNamespace(type="cuda", index=0), SimpleNamespace(cuda=cuda)
     monkeypatch.setattr(ddp, "build_training",
-                        lambda *a: log.append("build") or SimpleNamespace(net=None, logging_mark=None, logging_read=None))
+                        lambda *a: log.append("build") or SimpleNamespace(net=None, logging_mark=None, logging_read=None,
+                                                                       logging_taken=False))
     worker._count_flops = lambda *a: log.append("flops")
     worker._config_start = lambda *a: log.append("config_start")
     worker._measure = lambda *a: log.append("measure") or ddp.Measured(5, 0.1, 0.5)
@@ -213,10 +214,10 @@ def test_the_trace_runs_after_ddp_s_averages_are_read_and_before_the_analysis(mo
 
     monkeypatch.setattr(ddp, "ddp_logging_times", lambda *a, **k: {"read": True})
     traced = []
-    monkeypatch.setattr(ddp.Worker, "_trace", lambda self, cfg, training: traced.append(training.logging_read) or True,
-                        raising=True)
+    monkeypatch.setattr(ddp.Worker, "_trace",
+                        lambda self, cfg, training: traced.append((training.logging_taken, training.logging_read)) or True)
     log = _orchestration(monkeypatch, config(trace_steps=3), run_dir="/runs/r")
-    assert traced == [{"read": True}] and log[-2:] == ["analysis", "release"]
+    assert traced == [(True, {"read": True})] and log[-2:] == ["analysis", "release"]
 
 
 def test_a_single_process_caps_every_gpu_it_may_drive(monkeypatch):

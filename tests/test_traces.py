@@ -106,7 +106,27 @@ def test_a_gpu_waiting_for_the_host_in_every_traced_step_is_host_bound_with_its_
 def test_kernels_as_short_as_their_launch_make_it_launch_bound():
     said = verdict.verdict(gpu_entry(kineto_trace(3, 50, 4.0, 4.0)))
     assert said["kind"] == verdict.HOST and said["text"].startswith("launch-bound:"), said["text"]
-    assert "its kernels run 4 us on average" in said["text"]
+    assert "its median kernel runs 4 us" in said["text"]
+
+
+def test_a_trace_the_profiler_slowed_is_not_taken_for_the_measured_steps_unless_nvml_agrees():
+    slowed = gpu_entry(kineto_trace(3, 4, 100.0, 60.0))
+    slowed["trace"]["cost_ratio"] = 1.5  # its steps ran 1.5x the measured p50 under the profiler
+    said = verdict.verdict(slowed)
+    assert said["kind"] == verdict.COMPUTE, said["text"]
+    assert "the traced steps left the GPU idle but ran 1.50x the measured p50 under the profiler" in said["text"]
+    nvml = {"share": 0.4, "share_ci": [0.3, 0.5], "readings": 9, "launches": 1, "rank_cpu_mean": 99.0}
+    slowed["telemetry"] = {"gpu_idle": nvml}  # NVML's interval over the measured steps decides then
+    said = verdict.verdict(slowed)
+    assert said["kind"] == verdict.HOST and said["text"].startswith("host-bound: the GPU was idle 40%"), said["text"]
+
+
+def test_nvml_is_quoted_as_agreeing_only_when_its_interval_says_host_bound():
+    entry = gpu_entry(kineto_trace(3, 4, 100.0, 60.0))
+    entry["telemetry"] = {"gpu_idle": {"share": 0.02, "share_ci": [0.0, 0.05], "rank_cpu_mean": 50.0}}
+    assert "; NVML read: idle 2% of the measured steps (95% CI 0%–5%)" in verdict.verdict(entry)["text"]
+    entry["telemetry"] = {"gpu_idle": {"share": 0.4, "share_ci": [0.3, 0.5], "rank_cpu_mean": 99.0}}
+    assert "; NVML agrees: idle 40% of the measured steps (95% CI 30%–50%)" in verdict.verdict(entry)["text"]
 
 
 def test_a_gpu_busy_but_for_queued_gaps_is_not_host_bound():

@@ -17,6 +17,10 @@ from ddptop.protocol.trace_breakdown import combine
 
 # where a figure of the breakdown counts in a verdict: every kept step of every rank beyond it
 TRACE_MEMORY_SHARE = 0.10  # memory copies (Memcpy/Memset) at least this share of the step: said
+# the traced steps' median at most this many times the measured p50: the profiler left the step as measured,
+# so the trace's idle share may stand for the measured steps' (the profiler's own host work lengthens every
+# launch, the very thing a host-bound call weighs)
+TRACE_COST_LIMIT = 1.2
 
 
 def config_trace(events: Mapping[int, Mapping[str, Any]], measured_p50: float | None) -> dict[str, Any] | None:
@@ -63,7 +67,13 @@ def on_gpu(trace: Mapping[str, Any] | None) -> bool:
     return breakdown.get("device") == "cuda" and figure(trace, "busy_s") is not None
 
 
-def mean_kernel_s(trace: Mapping[str, Any] | None) -> float | None:
-    """The mean duration of the traced steps' GPU work (kernels and copies), over every rank; None without any."""
+def median_kernel_s(trace: Mapping[str, Any] | None) -> float | None:
+    """The traced steps' median computation kernel (the ranks' middle); None without any."""
     work = ((trace or {}).get("breakdown") or {}).get("gpu_work") or {}
-    return work["total_s"] / work["count"] if work.get("count") else None
+    return work.get("computation_median_s")
+
+
+def faithful(trace: Mapping[str, Any] | None) -> bool:
+    """The traced steps ran at the measured pace (within ``TRACE_COST_LIMIT``)."""
+    ratio = (trace or {}).get("cost_ratio")
+    return ratio is not None and ratio <= TRACE_COST_LIMIT

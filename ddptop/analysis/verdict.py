@@ -6,7 +6,8 @@ ranks' CPU, peak memory, the profiler trace's breakdown where there is one) and 
 interval cannot tell from noise: communication counts as the bound only when the lower end of its interval
 clears the threshold, and as negligible only when the upper end stays under its own; the host counts as the
 bound only when the lower end of the GPUs' idle share clears its threshold while the ranks ran at a full
-core, or, with a GPU trace, when every traced step left the GPU idle beyond it, mostly waiting for the host.
+core, or, with a GPU trace whose steps ran at the measured pace (``traces.TRACE_COST_LIMIT``), when every
+traced step left the GPU idle beyond it, mostly waiting for the host.
 Thresholds are here, in one place, and documented in docs/scaling-analysis.md ("Why it is not faster").
 """
 
@@ -150,15 +151,15 @@ def _traced_host_words(trace: Mapping[str, Any], idle: Mapping[str, Any] | None)
     found, wait = traces.figure(trace, "idle_s"), traces.figure(trace, "idle_host_wait_s")
     assert found is not None and wait is not None
     steps = f"{found['n']} traced steps"
-    mean_kernel = traces.mean_kernel_s(trace)
-    kind = "launch-bound" if mean_kernel is not None and mean_kernel < LAUNCH_BOUND_KERNEL_S else "host-bound"
+    kernel = traces.median_kernel_s(trace)
+    kind = "launch-bound" if kernel is not None and kernel < LAUNCH_BOUND_KERNEL_S else "host-bound"
     text = (f"{kind}: the GPU sat idle {units.percent(found['median'])} of the step (every one of {steps} "
             f"{units.percent(found['low'])}–{units.percent(found['high'])}), {units.percent(wait['median'])} "
             "waiting for the host with nothing queued")
-    if kind == "launch-bound" and mean_kernel is not None:
-        text += f"; its kernels run {mean_kernel * 1e6:.0f} us on average, about what launching one costs"
+    if kind == "launch-bound" and kernel is not None:
+        text += f"; its median kernel runs {kernel * 1e6:.0f} us, about what launching one costs"
     if idle and idle.get("share") is not None:
-        text += f"; NVML agrees: idle {units.percent(idle['share'])} of the measured steps"
+        text += f"; NVML {'agrees' if _host_bound(idle) else 'read'}: idle {units.percent(idle['share'])} of the measured steps"
         if idle.get("share_ci"):
             text += f" (95% CI {units.percent(idle['share_ci'][0])}–{units.percent(idle['share_ci'][1])})"
     return f"{text} — try {HOST_ADVICE}"
@@ -205,8 +206,9 @@ def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = No
     notes += _traced_notes(trace)
     mfu = _mfu_words(entry)
     idle = telemetry.get("gpu_idle")
-    if on_gpu and traces.on_gpu(trace):  # the trace says where the GPU's time went: NVML's share only confirms
-        if trace is not None and _traced_host_bound(trace):
+    traced = on_gpu and trace is not None and traces.on_gpu(trace)
+    if traced and trace is not None and traces.faithful(trace):  # the trace says where the GPU's time went; NVML's share confirms or not
+        if _traced_host_bound(trace):
             return {"kind": HOST, "text": "; ".join([_traced_host_words(trace, idle)] + ([mfu] if mfu else []) + notes)}
         if idle and _host_bound(idle):
             notes.append(f"NVML read the GPU idle {units.percent(idle['share'])} of the measured steps, which the "
@@ -214,6 +216,9 @@ def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = No
     elif on_gpu and idle and _host_bound(idle):
         text = _host_words(idle, len(telemetry.get("gpus") or ()), len(telemetry.get("ranks") or ()))
         return {"kind": HOST, "text": "; ".join([text] + ([mfu] if mfu else []) + notes)}
+    elif traced and _traced_host_bound(trace):
+        notes.append(f"the traced steps left the GPU idle but ran {units.number((trace or {}).get('cost_ratio'), 2, 'x')} "
+                     "the measured p50 under the profiler: not taken for the measured steps'")
 
     fraction, interval = _exposed(entry)
     single = entry.get("mode") != "ddp" or entry.get("world_size", 1) < 2
@@ -250,4 +255,5 @@ def thresholds() -> dict[str, float]:
     """The thresholds as saved with each summary, so a verdict can be read against what produced it."""
     return {"comm_bound": COMM_BOUND, "comm_minor": COMM_MINOR, "host_idle_share": HOST_IDLE_SHARE,
             "rank_cpu_busy": RANK_CPU_BUSY, "idle_block_s": IDLE_BLOCK_S, "memory_full": MEMORY_FULL,
-            "launch_bound_kernel_s": LAUNCH_BOUND_KERNEL_S, "trace_memory_share": traces.TRACE_MEMORY_SHARE}
+            "launch_bound_kernel_s": LAUNCH_BOUND_KERNEL_S, "trace_memory_share": traces.TRACE_MEMORY_SHARE,
+            "trace_cost_limit": traces.TRACE_COST_LIMIT}

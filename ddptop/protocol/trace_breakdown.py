@@ -1,6 +1,6 @@
 """Where each profiled step's time went, read from a torch.profiler (Kineto) Chrome trace.
 
-The figures follow Holistic Trace Analysis (HTA), so that a user can check them against it: a step is a
+The figures follow Holistic Trace Analysis (HTA), where they differ said in docs/traces.md: a step is a
 ``ProfilerStep#N`` span; a GPU event belongs to the step whose span holds its launch (the CPU-side runtime
 call with the same CUPTI correlation id); busy is the union of the GPU intervals over every stream;
 overlap is the time computation and communication run at once; the last step is dropped, since the profiler
@@ -278,10 +278,13 @@ def _collective_of(launch: Span, nccl_ops: dict[Any, tuple[list[int], list[Span]
 
 
 def _gpu_work(spans: list[Span], steps: dict[int, Span]) -> dict:
-    """How many GPU events the kept steps launched and their summed time: the mean kernel's length, which
-    tells a launch-bound step (kernels about as short as their launch) from a host-bound one."""
+    """How many GPU events the kept steps launched, their summed time, and the median computation kernel's
+    length, which tells a launch-bound step (kernels about as short as their launch) from a host-bound one
+    (a median: a few long NCCL kernels or copies do not hide thousands of short ones)."""
     counted = [item for found in _work_by_step(spans, steps).values() for item in found]
-    return {"count": len(counted), "total_s": _seconds(sum(i.event.end - i.event.start for i in counted))}
+    computation = [i.event.end - i.event.start for i in counted if i.kind == "computation"]
+    return {"count": len(counted), "total_s": _seconds(sum(i.event.end - i.event.start for i in counted)),
+            "computation_median_s": statistics.median(computation) / 1e9 if computation else None}
 
 
 def _gpu_breakdown(spans: list[Span], steps: dict[int, Span], top: int) -> tuple[list, list, list]:
@@ -443,4 +446,6 @@ def _summed_work(per_rank: list[dict]) -> dict | None:
     found = [rank["gpu_work"] for rank in per_rank if rank.get("gpu_work")]
     if not found:
         return None
-    return {"count": sum(w["count"] for w in found), "total_s": sum(w["total_s"] for w in found)}
+    medians = [w["computation_median_s"] for w in found if w.get("computation_median_s") is not None]
+    return {"count": sum(w["count"] for w in found), "total_s": sum(w["total_s"] for w in found),
+            "computation_median_s": statistics.median(medians) if medians else None}  # the ranks' middle

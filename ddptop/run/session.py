@@ -375,6 +375,8 @@ class Session:
         if launch is None:  # ddptop's own runner events
             self._apply_runner(event)
             return
+        if kind == "heartbeat":  # a rank alive between samples: nothing to keep
+            return
         if kind == "hello":
             self.hellos[(launch, event["rank"])] = event
             return

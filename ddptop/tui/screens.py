@@ -55,7 +55,9 @@ class TracesScreen(ModalScreen[None]):
         self.run_dir = run_dir
 
     def compose(self) -> ComposeResult:
-        yield ScrollableContainer(Static(traces_text(self.traced, self.run_dir), id="traces-text"), id="traces")
+        # no markup: kernel and op names (a user's record_function among them) hold brackets of their own
+        yield ScrollableContainer(Static(traces_text(self.traced, self.run_dir), id="traces-text", markup=False),
+                                  id="traces")
 
 
 def traces_text(traced: list[tuple[str, Any]], run_dir: str | None) -> str:

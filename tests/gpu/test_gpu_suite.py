@@ -240,14 +240,16 @@ def test_every_configuration_s_trace_shows_the_idle_share_nvml_read(default_plan
     """The default plan's configurations are traced on the GPU (resnet50 at batch 32, N=1 among them): each
     trace holds CUDA kernels (CUPTI works), every rank's file is where the summary says, busy and idle make up
     the step, and the traced GPU idle share lies within 15 points of the idle share the load table's NVML
-    utilisation implies over the measured steps. The verdict then names the cause with the trace's numbers."""
+    utilisation implies over the measured steps. Where the trace shows the host bounding resnet50 at N=1
+    (idle in every traced step, mostly waiting for the host, at the measured pace), the verdict says so."""
     configs = ok_configs(default_plan.summary)
     assert configs and all(c.get("trace") for c in configs), [c["config_id"] for c in configs if not c.get("trace")]
     problems = [p for config in configs for p in trace_problems(config, default_plan.run_dir)]
     assert problems == [], problems
+    from ddptop.analysis import traces, verdict
+
     n1 = next(c for c in configs if c["mode"] == "ddp" and c["world_size"] == 1)
-    idle = n1["trace"]["breakdown"]["figures"]["idle_s"]
-    if idle["low"] > 0.10:  # idle in every traced step: the verdict is the host's, with the trace's share
+    if traces.faithful(n1["trace"]) and verdict._traced_host_bound(n1["trace"]):  # the trace's own rule met
         assert n1["verdict"]["text"].split(":")[0] in ("host-bound", "launch-bound"), n1["verdict"]["text"]
 
 
