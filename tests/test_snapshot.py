@@ -179,10 +179,10 @@ def test_with_rounds_the_view_follows_the_configuration_being_measured(tmp_path)
     session.close()
 
 
-def _two_ranks_of_one_launch(tmp_path, comm_iters):
+def _two_ranks_of_one_launch(tmp_path, comm_iters, trace_steps=0):
     """A session of one resnet18 configuration at N=2 whose launch has started, and its two ranks' writers."""
     options = PlanOptions(models=["resnet18"], world_sizes=[2], batch_sizes=[4], iters=10, warmup=0,
-                          comm_iters=comm_iters, baseline=False, launches=1)
+                          comm_iters=comm_iters, baseline=False, launches=1, trace_steps=trace_steps)
     plan = build_plan(options, Inventory(problem="test"), cpu_count=2)
     session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), plan.name))
     (launch,) = plan.launches()
@@ -192,6 +192,32 @@ def _two_ranks_of_one_launch(tmp_path, comm_iters):
     events = os.path.join(rundir.launch_dir(session.run_dir, 1, launch.launch_key, 0), "events")
     writers = [EventWriter(os.path.join(events, f"rank-{r}.jsonl"), r, 0.0) for r in range(2)]
     return session, config, name, writers
+
+
+def test_a_traced_configuration_says_its_trace_then_its_communication_analysis(tmp_path):
+    """After its steps, the profiler trace runs before the compute/communication split: the status line names
+    each in turn, and nothing once every rank reported both."""
+    session, config, name, writers = _two_ranks_of_one_launch(tmp_path, comm_iters=5, trace_steps=3)
+
+    def emit_all(kind, **fields):
+        for writer in writers:
+            writer.emit(kind, config_id=config.config_id, **fields)
+            writer.flush()
+        session.refresh()
+
+    emit_all("config_start", warmup=0, iters=10)
+    emit_all("samples", phase="measure", first_iter=0, sec=[0.05] * 10)
+    emit_all("config_end", status="ok")
+    assert "analysing 1M/2P resnet18 bs4: profiler trace" in _status_line(session)
+    emit_all("heartbeat", doing="traced step 1 of 5")
+    assert "analysing 1M/2P resnet18 bs4: profiler trace" in _status_line(session)
+    emit_all("trace", path="traces/x/rank0.pt.trace.json.gz", steps=3, wall_s=1.0, note="no room")
+    assert "analysing 1M/2P resnet18 bs4: compute vs communication" in _status_line(session)
+    emit_all("comm", analysis_s=1.0)
+    assert session.snapshot().analysing() is None and "analysing" not in _status_line(session)
+    for writer in writers:
+        writer.close()
+    session.close()
 
 
 @pytest.mark.parametrize("ending", ["reported", "launch ended"])

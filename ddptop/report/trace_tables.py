@@ -113,7 +113,8 @@ def breakdown_line(trace: Mapping[str, Any]) -> str:
     memory = traces.figure(trace, "memory_s")
     if memory is not None and memory["high"] > 0:
         parts.append(f"memcpy {_share(memory)}")
-    return "; ".join(parts) + f" (of the step, {trace.get('steps')} steps x {len(trace.get('files') or ()) or 1} ranks)"
+    ranks = len(trace.get("files") or ()) or 1
+    return "; ".join(parts) + f" (of the step, {trace.get('steps')} steps x {ranks} rank{'s' if ranks > 1 else ''})"
 
 
 def detail_lines(trace: Mapping[str, Any], run_dir: str | None, top: int = 5, with_breakdown: bool = True) -> list[str]:

@@ -26,7 +26,7 @@ import psutil
 from ddptop.run import rundir
 from ddptop.analysis import stats, traces
 from ddptop.run.plan import ConfigSpec, Plan
-from ddptop.run.snapshot import CHART_TAIL, ConfigSnapshot, LaunchSnapshot, SessionSnapshot, StepStats
+from ddptop.run.snapshot import ANALYSIS_COMMUNICATION, ANALYSIS_TRACE, CHART_TAIL, ConfigSnapshot, LaunchSnapshot, SessionSnapshot, StepStats
 from ddptop.telemetry.host import RankProcess
 from ddptop.protocol import layout
 from ddptop.protocol import precision
@@ -563,15 +563,20 @@ class Session:
                 return last.spec.config_id
             return next((c for c in self.order if self.configs[c].status == Status.RUNNING), None)
 
-    def _analysing(self, state: ConfigState) -> bool:
-        """Its steps ended well and its communication analysis runs: a rank has yet to report it, and the
-        launch still runs (a launch that ended took any analysis left with it)."""
-        if state.status != Status.OK or state.spec.comm_iters <= 0 or state.analysis_error is not None:
-            return False
-        if len(state.comm) >= state.spec.processes:
-            return False
+    def _analysing(self, state: ConfigState) -> str:
+        """What runs after its steps ended well, a rank having yet to report it: its profiler trace, then its
+        communication analysis; "" when nothing does, or its launch ended (taking any analysis left with it)."""
+        if state.status != Status.OK or state.analysis_error is not None:
+            return ""
+        processes = state.spec.processes
+        if state.spec.trace_steps > 0 and len(state.traces) < processes:
+            phase = ANALYSIS_TRACE
+        elif state.spec.comm_iters > 0 and len(state.comm) < processes:
+            phase = ANALYSIS_COMMUNICATION
+        else:
+            return ""
         launch = self.launches.get(state.launch or "")
-        return launch is not None and launch.ended_t is None
+        return phase if launch is not None and launch.ended_t is None else ""
 
     def add_configs(self, plan: Plan, specs: Sequence[ConfigSpec]) -> None:
         """Configurations the sweep decided to run as it went (``ddptop tune``'s combination): the plan that
@@ -660,7 +665,7 @@ def process_is_alive(pid: int, started: float | None) -> bool:
         return False
 
 
-def _config_snapshot(state: ConfigState, analysing: bool = False) -> ConfigSnapshot:
+def _config_snapshot(state: ConfigState, analysing: str = "") -> ConfigSnapshot:
     """The configuration's frozen copy; the same object again while nothing it holds has changed."""
     precision_now = state.live_precision()
     key = (state.revision, state.status, state.reason, precision_now, state.settled, analysing)
@@ -687,7 +692,8 @@ def _config_snapshot(state: ConfigState, analysing: bool = False) -> ConfigSnaps
         settled=state.settled,
         started_t=state.started_t,
         ended_t=state.ended_t,
-        analysing=analysing,
+        analysing=bool(analysing),
+        analysis_phase=analysing,
         launches_measured=min(state.rounds_ended.get(rank, 0) for rank in range(spec.processes)),
         launches_planned=max(1, spec.rounds),
         variant=spec.variant,

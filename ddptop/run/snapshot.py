@@ -106,7 +106,8 @@ class ConfigSnapshot:
     settled: bool = False  # ddptop has ended it (its runner's mark): the status and reason are final
     started_t: float | None = None  # its first config_start (after its launch set up), its end
     ended_t: float | None = None
-    analysing: bool = False  # ended well; its communication analysis (no_sync and hooked steps) runs now
+    analysing: bool = False  # ended well; its trace or communication analysis (no_sync and hooked steps) runs now
+    analysis_phase: str = ""  # which: ANALYSIS_TRACE or ANALYSIS_COMMUNICATION
     launches_measured: int = 0  # of its planned launches, those every rank ended well (before its last)
     launches_planned: int = 1
     variant: str = "default"  # the DDP variant it measures (ddptop tune)
@@ -116,6 +117,9 @@ class ConfigSnapshot:
     @property
     def heading(self) -> str:
         return f"{self.label} {self.model} bs{self.batch_size}"
+
+
+ANALYSIS_TRACE, ANALYSIS_COMMUNICATION = "profiler trace", "compute vs communication"  # after the steps, in order
 
 
 @dataclass(frozen=True)
