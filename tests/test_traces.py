@@ -337,3 +337,25 @@ def test_every_configuration_of_a_real_gloo_sweep_has_its_trace_on_every_rank(cp
     assert summary["overhead"]["trace_s"] > 0
     with open(os.path.join(cpu_sweep.run_dir, "summary.md"), encoding="utf-8") as handle:
         assert "## Where the step's time goes (profiler trace)" in handle.read()
+
+
+def test_a_trace_that_cannot_be_written_costs_the_trace_alone_and_says_why(one_rank_group, tmp_path):
+    """A folder that cannot be made (a file in its place, as a full or read-only disk would refuse it): no step
+    is profiled, the rank goes on, and the event's note says why; a written trace tells the hang watch of
+    every step and of the export."""
+    from bench_kernels.trace import trace_steps
+    from bench_kernels.training import build_training
+
+    from .conftest import tiny_config
+
+    torch = one_rank_group
+    training = build_training(tiny_config(), torch.device("cpu"), 0, 0)
+    (tmp_path / "traces").write_text("a file where the folder goes")
+    said = []
+    fields = trace_steps(torch, training.step_through(training.net), str(tmp_path / "traces" / "c" / "rank0.pt.trace.json.gz"),
+                         3, "cpu", said.append)
+    assert fields["note"].startswith("the trace could not be written: ") and "breakdown" not in fields
+    assert said == [] and fields["step_s"] == []
+    fields = trace_steps(torch, training.step_through(training.net), str(tmp_path / "ok" / "rank0.pt.trace.json.gz"),
+                         2, "cpu", said.append)
+    assert fields["note"] is None and len(said) == 4 and said[-1] == "traced step 4 of 4; writing the trace"
