@@ -69,7 +69,7 @@ class HeadlessView:
         configs = self.session.snapshot().configs
         if self.live:
             for config in configs:
-                analysing = "  analysing compute vs communication" if config.analysing else ""
+                analysing = f"  analysing {config.analysis_phase}" if config.analysing else ""
                 self.progress.update(self.tasks[config.config_id], completed=config.progress,
                                      status=_status_text(config) + analysing)
             self.progress.refresh()
