@@ -17,6 +17,8 @@ from ddptop.protocol.trace_breakdown import combine
 
 # where a figure of the breakdown counts in a verdict: every kept step of every rank beyond it
 TRACE_MEMORY_SHARE = 0.10  # memory copies (Memcpy/Memset) at least this share of the step: said
+# communication under this share of every traced step: too little for its overlap to say anything
+COMMUNICATION_SHARE = 0.01
 # the traced steps' median at most this many times the measured p50: the profiler left the step as measured,
 # so the trace's idle share may stand for the measured steps' (the profiler's own host work lengthens every
 # launch, the very thing a host-bound call weighs)
@@ -59,6 +61,19 @@ def figure(trace: Mapping[str, Any] | None, name: str) -> Mapping[str, Any] | No
     breakdown = (trace or {}).get("breakdown") or {}
     found = (breakdown.get("figures") or {}).get(name)
     return found if found and found.get("median") is not None else None
+
+
+def communicates(trace: Mapping[str, Any] | None) -> bool:
+    """Some traced step spent ``COMMUNICATION_SHARE`` of itself or more in communication."""
+    found = figure(trace, "communication_s")
+    return found is not None and found["high"] >= COMMUNICATION_SHARE
+
+
+def overlap_share(trace: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    """The share of communication that ran under computation (median and range), where there is communication
+    enough to have one."""
+    found = ((trace or {}).get("breakdown") or {}).get("overlap_share")
+    return found if found and found.get("median") is not None and communicates(trace) else None
 
 
 def on_gpu(trace: Mapping[str, Any] | None) -> bool:

@@ -179,12 +179,12 @@ def _traced_notes(trace: Mapping[str, Any] | None) -> list[str]:
 def _traced_comm_words(trace: Mapping[str, Any] | None) -> str | None:
     """The traced communication beside the no_sync() estimate: in flight, under compute, exposed."""
     comm, exposed = traces.figure(trace, "communication_s"), traces.figure(trace, "exposed_communication_s")
-    overlap = ((trace or {}).get("breakdown") or {}).get("overlap_share")
-    if comm is None or exposed is None or comm["high"] < 0.01:  # under 1% of every step: nothing to explain
+    if comm is None or exposed is None or not traces.communicates(trace):  # too little to explain
         return None
     where = "" if traces.on_gpu(trace) else " (host: gloo's threads)"
     words = f"traced{where}: communication {units.percent(comm['median'])} of the step"
-    if overlap and overlap.get("median") is not None:
+    overlap = traces.overlap_share(trace)
+    if overlap:
         words += f", {units.percent(overlap['median'])} of it under compute"
     return words + f", {units.percent(exposed['median'])} exposed"
 
@@ -206,7 +206,7 @@ def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = No
     notes += _traced_notes(trace)
     mfu = _mfu_words(entry)
     idle = telemetry.get("gpu_idle")
-    traced = on_gpu and trace is not None and traces.on_gpu(trace)
+    traced = on_gpu and traces.on_gpu(trace)
     if traced and trace is not None and traces.faithful(trace):  # the trace says where the GPU's time went; NVML's share confirms or not
         if _traced_host_bound(trace):
             return {"kind": HOST, "text": "; ".join([_traced_host_words(trace, idle)] + ([mfu] if mfu else []) + notes)}
@@ -234,9 +234,9 @@ def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = No
     if interval:
         exposed += f" (95% CI {units.percent(interval[0])}–{units.percent(interval[1])})"
     link = _link_words(entry)
-    traced = _traced_comm_words(trace)
-    if traced:
-        notes.insert(0, traced)
+    traced_comm = _traced_comm_words(trace)
+    if traced_comm:
+        notes.insert(0, traced_comm)
     if interval and interval[0] >= COMM_BOUND:
         text = f"communication-bound: {exposed}" + (f", allreduce {link}" if link else "")
         text += " — try larger buckets (--bucket-cap-mb), fewer ranks per link, or gradient compression"

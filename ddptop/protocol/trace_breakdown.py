@@ -277,18 +277,18 @@ def _collective_of(launch: Span, nccl_ops: dict[Any, tuple[list[int], list[Span]
     return "unknown"
 
 
-def _gpu_work(spans: list[Span], steps: dict[int, Span]) -> dict:
+def _gpu_work(counted: list[GpuWork]) -> dict:
     """How many GPU events the kept steps launched, their summed time, and the median computation kernel's
     length, which tells a launch-bound step (kernels about as short as their launch) from a host-bound one
     (a median: a few long NCCL kernels or copies do not hide thousands of short ones)."""
-    counted = [item for found in _work_by_step(spans, steps).values() for item in found]
     computation = [i.event.end - i.event.start for i in counted if i.kind == "computation"]
     return {"count": len(counted), "total_s": _seconds(sum(i.event.end - i.event.start for i in counted)),
             "computation_median_s": statistics.median(computation) / 1e9 if computation else None}
 
 
-def _gpu_breakdown(spans: list[Span], steps: dict[int, Span], top: int) -> tuple[list, list, list]:
-    """The steps' rows, the top kernels and the collectives, of the GPU events launched in the kept steps."""
+def _gpu_breakdown(spans: list[Span], steps: dict[int, Span], top: int) -> tuple[list, list, list, dict]:
+    """The steps' rows, the top kernels, the collectives and the GPU work's count and lengths, of the GPU events
+    launched in the kept steps."""
     work = _work_by_step(spans, steps)
     rows = [_gpu_row(number, steps[number], work[number]) for number in sorted(steps)]
     counted = [item for number in sorted(steps) for item in work[number]]
@@ -296,7 +296,7 @@ def _gpu_breakdown(spans: list[Span], steps: dict[int, Span], top: int) -> tuple
     nccl_ops = _nccl_ops_by_thread(spans)
     collectives = _collective_table((_collective_of(i.launch, nccl_ops), i.event.end - i.event.start)
                                     for i in counted if i.kind == "communication")
-    return rows, kernels, collectives
+    return rows, kernels, collectives, _gpu_work(counted)
 
 
 # -- the host (CPU) breakdown -------------------------------------------------------------------------------
@@ -312,9 +312,10 @@ def _top_level(intervals: list[tuple[int, int, str]]) -> list[tuple[str, int]]:
     return tops
 
 
-def _host_row(number: int, step: Span, own: list[Span], gloo: list[Span]) -> dict:
-    """One step's host figures: the training thread's busy time and gloo's time on its own threads."""
-    busy = _union(_clipped(own, step.start, step.end))
+def _host_row(number: int, step: Span, inside: list[tuple[int, int, str]], gloo: list[Span]) -> dict:
+    """One step's host figures: the training thread's busy time (its ops ``inside`` the step, clipped) and
+    gloo's time on its own threads."""
+    busy = _union((start, end) for start, end, _ in inside)
     communication = _union(_clipped(gloo, step.start, step.end))
     return _row(number, step.end - step.start, _length(busy), _length(busy), _length(communication), None,
                 _length(_intersection(busy, communication)))
@@ -335,9 +336,9 @@ def _host_breakdown(spans: list[Span], steps: dict[int, Span], top: int) -> tupl
         step = steps[number]
         own = ops_by_thread[step.thread]
         gloo = [span for span in gloo_by_pid[step.pid] if span.tid != step.tid]
-        rows.append(_host_row(number, step, own, gloo))
         inside = [(max(s.start, step.start), min(s.end, step.end), s.name) for s in own
                   if min(s.end, step.end) > max(s.start, step.start)]
+        rows.append(_host_row(number, step, inside, gloo))
         tops += _top_level(inside)
         collectives += [(s.name, s.end - s.start) for s in gloo if step.start <= s.start < step.end]
     kernels = _kernel_table(((name, "host", duration) for name, duration in tops), top)
@@ -369,8 +370,7 @@ def breakdown(trace: dict, device: str, *, drop_last: bool = True, top: int = 10
     if not steps:
         result["note"] = _no_step_note(len(all_steps))
     elif has_gpu_events:
-        result["steps"], result["kernels"], result["collectives"] = _gpu_breakdown(spans, steps, top)
-        result["gpu_work"] = _gpu_work(spans, steps)
+        result["steps"], result["kernels"], result["collectives"], result["gpu_work"] = _gpu_breakdown(spans, steps, top)
     elif kind == "cuda":  # a CUDA run without CUPTI: a window alone, never 100% idle
         result["steps"] = [_row(n, steps[n].end - steps[n].start) for n in sorted(steps)]
         result["note"] = NO_GPU_EVENT_NOTE

@@ -40,14 +40,16 @@ def _share(found: Mapping[str, Any] | None) -> str:
     return text if low == high else f"{text} ({low}–{high})"  # the same to the percent: no spread worth a range
 
 
-def _with_trace(summary: Summary) -> list[tuple[Config, dict[str, Any]]]:
-    """The traced configurations, each with its trace as JSON."""
+Traced = list[tuple[Config, dict[str, Any]]]  # the traced configurations, each with its trace as JSON
+
+
+def _with_trace(summary: Summary) -> Traced:
     return [(entry, entry.trace.to_json()) for entry in summary.configs if entry.trace is not None]
 
 
-def trace_rows(summary: Summary) -> list[tuple[str, ...]]:
+def trace_rows(traced: Traced) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
-    for entry, trace in _with_trace(summary):
+    for entry, trace in traced:
         breakdown = trace.get("breakdown") or {}
         gpu = breakdown.get("device") == "cuda"
         ranks = len(trace.get("files") or ()) or 1
@@ -60,7 +62,7 @@ def trace_rows(summary: Summary) -> list[tuple[str, ...]]:
             _share(traces.figure(trace, "idle_host_wait_s")),
             _share(traces.figure(trace, "compute_s")),
             _share(traces.figure(trace, "communication_s")),
-            _share(breakdown.get("overlap_share") if _communicates(trace) else None),
+            _share(traces.overlap_share(trace)),
             _share(traces.figure(trace, "exposed_communication_s")),
             _share(traces.figure(trace, "memory_s")),
             units.number(ratio, 2, "x") if ratio is not None else units.DASH,
@@ -69,17 +71,10 @@ def trace_rows(summary: Summary) -> list[tuple[str, ...]]:
     return rows
 
 
-def _communicates(trace: Mapping[str, Any]) -> bool:
-    """Some traced step spent 1% of itself or more in communication: below that an overlap share says nothing."""
-    found = traces.figure(trace, "communication_s")
-    return found is not None and found["high"] >= 0.01
-
-
-def agreement(entry: Config) -> str | None:
+def agreement(entry: Config, trace: Mapping[str, Any]) -> str | None:
     """One line setting the traced exposed communication and overlap beside the no_sync() estimate and DDP's
     own figure: whether the trace's range meets the estimate's 95% interval."""
     comm = entry.communication
-    trace = entry.trace.to_json() if entry.trace is not None else None
     exposed = traces.figure(trace, "exposed_communication_s")
     if comm is None or exposed is None or comm.exposed_comm_fraction is None or entry.world_size < 2:
         return None
@@ -90,8 +85,8 @@ def agreement(entry: Config) -> str | None:
     logging = comm.ddp_logging
     if logging is not None and logging.backward_comm_s and logging.backward_compute_comm_overlap_s is not None:
         said += f"; overlap: DDP's own {units.percent(logging.backward_compute_comm_overlap_s / logging.backward_comm_s)}"
-        overlap = ((trace or {}).get("breakdown") or {}).get("overlap_share")
-        if overlap and trace is not None and _communicates(trace):
+        overlap = traces.overlap_share(trace)
+        if overlap:
             said += f", trace {_share(overlap)}"
     said += (" — they agree" if meets else
              " — they differ (the trace's few steps ran in one launch, under the profiler; the estimate is the measure)")
@@ -107,8 +102,8 @@ def breakdown_line(trace: Mapping[str, Any]) -> str:
         parts.append(f"waiting for the host {_share(traces.figure(trace, 'idle_host_wait_s'))}")
         parts.append(f"compute {_share(traces.figure(trace, 'compute_s'))}")
     comm = traces.figure(trace, "communication_s")
-    if comm is not None and _communicates(trace):
-        parts.append(f"{'NCCL' if gpu else 'gloo'} {_share(comm)}, {_share(breakdown.get('overlap_share'))} of it "
+    if comm is not None and traces.communicates(trace):
+        parts.append(f"{'NCCL' if gpu else 'gloo'} {_share(comm)}, {_share(traces.overlap_share(trace))} of it "
                      f"under {'compute' if gpu else 'the ops'}, exposed {_share(traces.figure(trace, 'exposed_communication_s'))}")
     memory = traces.figure(trace, "memory_s")
     if memory is not None and memory["high"] > 0:
@@ -139,10 +134,10 @@ def detail_lines(trace: Mapping[str, Any], run_dir: str | None, top: int = 5, wi
     return lines
 
 
-def kernel_items(summary: Summary, top: int = 3) -> list[tuple[str, str, list[str]]]:
+def kernel_items(traced: Traced, top: int = 3) -> list[tuple[str, str, list[str]]]:
     """The top kernels (GPU) or top-level ops (host) of each traced configuration, and where its files are."""
     items = []
-    for entry, trace in _with_trace(summary):
+    for entry, trace in traced:
         gpu = (trace.get("breakdown") or {}).get("device") == "cuda"
         lines = detail_lines(trace, None, top, with_breakdown=False)  # the table above has the breakdown
         items.append((entry.config_id, "top kernels" if gpu else "top host ops", lines))
@@ -150,13 +145,13 @@ def kernel_items(summary: Summary, top: int = 3) -> list[tuple[str, str, list[st
 
 
 def trace_block(summary: Summary) -> Block:
-    rows = trace_rows(summary)
-    if not rows:
+    traced = _with_trace(summary)
+    if not traced:
         return Block()
-    parts: list[Any] = [Table(TRACE_HEADER, rows, first_left=True), Note(TRACE_NOTE)]
-    pairs = [(entry.config_id, line) for entry, _ in _with_trace(summary) if (line := agreement(entry))]
+    parts: list[Any] = [Table(TRACE_HEADER, trace_rows(traced), first_left=True), Note(TRACE_NOTE)]
+    pairs = [(entry.config_id, line) for entry, trace in traced if (line := agreement(entry, trace))]
     if pairs:
         parts.append(Pairs(pairs))
-    parts.append(Items(kernel_items(summary)))
+    parts.append(Items(kernel_items(traced)))
     parts.append(Caption(OPEN_NOTE.format(run=summary.run_dir or "RUN_DIR")))
     return Block("Where the step's time goes (profiler trace after the measured steps)", parts)

@@ -692,7 +692,6 @@ def _config_snapshot(state: ConfigState, analysing: str = "") -> ConfigSnapshot:
         settled=state.settled,
         started_t=state.started_t,
         ended_t=state.ended_t,
-        analysing=bool(analysing),
         analysis_phase=analysing,
         launches_measured=min(state.rounds_ended.get(rank, 0) for rank in range(spec.processes)),
         launches_planned=max(1, spec.rounds),

@@ -106,13 +106,18 @@ class ConfigSnapshot:
     settled: bool = False  # ddptop has ended it (its runner's mark): the status and reason are final
     started_t: float | None = None  # its first config_start (after its launch set up), its end
     ended_t: float | None = None
-    analysing: bool = False  # ended well; its trace or communication analysis (no_sync and hooked steps) runs now
-    analysis_phase: str = ""  # which: ANALYSIS_TRACE or ANALYSIS_COMMUNICATION
+    # ended well, and what runs after its steps now: ANALYSIS_TRACE, then ANALYSIS_COMMUNICATION; "" when nothing
+    analysis_phase: str = ""
     launches_measured: int = 0  # of its planned launches, those every rank ended well (before its last)
     launches_planned: int = 1
     variant: str = "default"  # the DDP variant it measures (ddptop tune)
     # its profiler trace once a rank reported it (``ddptop.analysis.traces.config_trace``): files and breakdown
     trace: Mapping[str, Any] | None = None
+
+    @property
+    def analysing(self) -> bool:
+        """Its steps ended well; its trace or its communication analysis (no_sync and hooked steps) runs now."""
+        return bool(self.analysis_phase)
 
     @property
     def heading(self) -> str:
@@ -155,7 +160,7 @@ class SessionSnapshot:
         return next((c for c in reversed(self.configs) if c.sample_count), None)
 
     def analysing(self) -> ConfigSnapshot | None:
-        """The configuration whose communication analysis runs now (its steps ended), if any."""
+        """The configuration whose trace or communication analysis runs now (its steps ended), if any."""
         return next((c for c in self.configs if c.analysing), None)
 
 

@@ -9,7 +9,7 @@ from rich.text import Text
 
 from ddptop.run import eta
 from ddptop.protocol.vocab import ENDED as CONFIG_ENDED
-from ddptop.run.snapshot import ANALYSIS_COMMUNICATION, RunPhase, RunSnapshot
+from ddptop.run.snapshot import RunPhase, RunSnapshot
 from ddptop.tui import format as fmt
 from ddptop.tui.panels.cached import CachedStatic
 
@@ -38,7 +38,7 @@ class StatusLine(CachedStatic):
             left = eta.config_remaining(running, end) if going else None
             parts.append(f"running {running.heading}" + (f", ~{fmt.duration(left)} left" if left is not None else ""))
         elif analysing is not None:
-            parts.append(f"analysing {analysing.heading}: {analysing.analysis_phase or ANALYSIS_COMMUNICATION}")
+            parts.append(f"analysing {analysing.heading}: {analysing.analysis_phase}")
         elif snapshot.phase == RunPhase.ENDED:
             parts.append("finished")
         sweep_left = eta.sweep_remaining(session, end) if going else None
