@@ -158,6 +158,7 @@ def add_scaling_intervals(table: dict[str, Any], plan: Any, by_size: Mapping[int
     ref_entry = by_size[reference["world_size"]]
     t_ref = replicates[ref_entry["config_id"]]
     weight = {"core": plan.su_core_weight, "gpu": plan.su_gpu_weight}
+    on_gpu = table.get("device", plan.device) == "cuda"
     speedups = {}
     for row in rows:
         entry = by_size[row["world_size"]]
@@ -171,10 +172,10 @@ def add_scaling_intervals(table: dict[str, Any], plan: Any, by_size: Mapping[int
         row["efficiency_ci"] = _from(speedup / n, row["efficiency"])
         row["relative_cost_ci"] = _from(n / speedup, row["relative_cost"])
         if row.get("relative_su") is not None:
-            charge = (weight["core"] * row["cores"] + weight["gpu"] * (n if plan.device == "cuda" else 0)) * t / gb
+            charge = (weight["core"] * row["cores"] + weight["gpu"] * (n if on_gpu else 0)) * t / gb
             ref_cores = rows[0]["cores"]
             ref_charge = (weight["core"] * ref_cores
-                          + weight["gpu"] * (reference["world_size"] if plan.device == "cuda" else 0)) * t_ref / ref_gb
+                          + weight["gpu"] * (reference["world_size"] if on_gpu else 0)) * t_ref / ref_gb
             row["relative_su_ci"] = _from(charge / ref_charge, row["relative_su"])
         if row.get("karp_flatt") is not None:
             row["karp_flatt_ci"] = _from((1 / speedup - 1 / n) / (1 - 1 / n), row["karp_flatt"])

@@ -68,7 +68,8 @@ def scaling_tables(
     baselines: dict[tuple, dict[str, Any]] = {}
     for entry in entries:
         batch = entry["batch_size"] if entry["scaling"] == "weak" else entry["global_batch"]
-        key = (entry["model"], batch, entry["backend"])
+        # a thread sweep's thread counts and the CPU part of a plan on GPUs: a table each
+        key = (entry["model"], batch, entry["backend"], entry.get("device") or plan.device, entry.get("threads") or 0)
         if entry["stats"] is None:
             continue
         if entry["mode"] == "no_ddp":
@@ -78,25 +79,24 @@ def scaling_tables(
             strategy = entry.get("strategy") or strategies.DDP
             groups.setdefault(key + (entry["bucket_cap_mb"], strategy), []).append(entry)
     tables = []
-    for (model, batch, backend, bucket_cap_mb, strategy), members in groups.items():
+    for (model, batch, backend, device, threads, bucket_cap_mb, strategy), members in groups.items():
         points = []
         by_size = {}
         for entry in members:
             n = entry["world_size"]
-            cores_per_rank = plan.cores_per_rank if plan.cores_per_rank is not None else plan.threads_per_rank[n]
             points.append(
                 stats.ScalingPoint(
                     world_size=n,
                     sec_iter=entry["stats"]["sec_iter"]["p50"],
                     global_batch=entry["global_batch"],
-                    cores=cores_per_rank * n,
-                    gpus=n if plan.device == "cuda" else 0,
+                    cores=charged_cores(plan, n, threads) * n,
+                    gpus=n if device == "cuda" else 0,
                 )
             )
             by_size[n] = entry
         rows = stats.scaling_rows(points, plan.su_core_weight, plan.su_gpu_weight)
         # the no-DDP row measures DDP's own cost at N=1; a strategy's table is against its own smallest N alone
-        baseline = baselines.get((model, batch, backend)) if strategy == strategies.DDP else None
+        baseline = baselines.get((model, batch, backend, device, threads)) if strategy == strategies.DDP else None
         reference = rows[0] if rows else None
         for row in rows:
             entry = by_size[row["world_size"]]
@@ -104,7 +104,7 @@ def scaling_tables(
             row["label"] = entry["label"]
             row["cores"] = next(p.cores for p in points if p.world_size == row["world_size"])
             _add_model_figures(row, entry, by_size[rows[0]["world_size"]], baseline, plan)
-        unit = "GPUs" if plan.device == "cuda" else "ranks"
+        unit = "GPUs" if device == "cuda" else "ranks"
         # Amdahl's law is a speedup over one rank: fitted only where N=1 was measured (from a larger base
         # the speedups assume perfect scaling up to it, and the base itself would be a point made up)
         fit = (formulas.amdahl_fit([(r["world_size"], r["speedup"]) for r in rows])
@@ -127,6 +127,8 @@ def scaling_tables(
             "ddp_overhead_at_reference": ddp_overhead,
             "rows": rows,
             **({"strategy": strategy} if strategy != strategies.DDP else {}),
+            **({"device": device} if device != plan.device else {}),
+            **({"threads": threads} if threads else {}),
         }
         if replicates:
             from ddptop.analysis import intervals  # numpy: only where a summary is built, never at the view's start
@@ -136,6 +138,14 @@ def scaling_tables(
         table["projection"] = projection.project(table, {e["config_id"]: e for e in members}, plan.internode_gbps)
         tables.append(table)
     return tables
+
+
+def charged_cores(plan: Plan, world_size: int, threads: int = 0) -> float:
+    """The cores one rank is charged in service units: --cores-per-rank where given, else its threads (a
+    thread sweep's own count, or the plan's share of the cores at N)."""
+    if plan.cores_per_rank is not None:
+        return plan.cores_per_rank
+    return threads or plan.threads_per_rank.get(world_size) or 1
 
 
 def _add_model_figures(
@@ -292,7 +302,7 @@ def compare_with_collectives(entries: Sequence[dict[str, Any]], collectives: lis
 # What the tables read of an entry besides its p50 and communication figures.
 _ENTRY_INPUTS = (
     "config_id", "label", "mode", "model", "scaling", "batch_size", "global_batch", "world_size", "backend",
-    "bucket_cap_mb", "grad_bytes", "params",
+    "bucket_cap_mb", "grad_bytes", "params", "device", "threads",
 )
 _COMM_INPUTS = ("compute_s", "exposed_comm_s", "exposed_comm_fraction", "allreduce_bytes_per_rank")
 

@@ -223,15 +223,17 @@ def _efficiency_text(row: dict) -> str:
     return f"{row['efficiency']:.0%}" + (f", 95% CI {100 * ci[0]:.0f}–{ci[1]:.0%}" if ci else "")
 
 
-def recommendation(rows: Sequence[dict], unit: str = "GPUs", threshold: float = EFFICIENCY_THRESHOLD) -> str:
+def recommendation(rows: Sequence[dict], unit: str = "GPUs", threshold: float = EFFICIENCY_THRESHOLD,
+                   symbol: str = "N") -> str:
     """Where adding devices stops paying, in plain words, from one scaling table's rows.
 
     With intervals (``efficiency_ci``, ``speedup_ci``) no sentence claims more than they allow: an
     efficiency whose interval includes the threshold is "within noise", and a plateau or a peak is said
-    only when the intervals separate it.
+    only when the intervals separate it. ``symbol`` names what the rows' ``world_size`` counts: N ranks, or
+    t threads in a thread table.
     """
     if len(rows) < 2:
-        return "Only one world size was measured: nothing to compare."
+        return f"Only one {'world size' if symbol == 'N' else 'thread count'} was measured: nothing to compare."
     ordered = sorted(rows, key=lambda r: r["world_size"])
     sides = [_efficiency_side(r, threshold) for r in ordered]
     largest = ordered[-1]
@@ -243,30 +245,30 @@ def recommendation(rows: Sequence[dict], unit: str = "GPUs", threshold: float = 
         second = ordered[1]
         if sides[1] == "below":
             words.append(
-                f"Efficiency falls below {threshold:.0%} already at N={second['world_size']} "
-                f"({_efficiency_text(second)}): scaling out does not pay here; use N={ordered[0]['world_size']}."
+                f"Efficiency falls below {threshold:.0%} already at {symbol}={second['world_size']} "
+                f"({_efficiency_text(second)}): scaling out does not pay here; use {symbol}={ordered[0]['world_size']}."
             )
         else:
             words.append(
-                f"At N={second['world_size']} efficiency is {_efficiency_text(second)}: whether it is below "
+                f"At {symbol}={second['world_size']} efficiency is {_efficiency_text(second)}: whether it is below "
                 f"{threshold:.0%} is within noise; measure longer (a smaller --precision) to decide."
             )
     elif good == len(ordered):
         words.append(
-            f"Efficiency stays at or above {threshold:.0%} up to the largest N measured "
+            f"Efficiency stays at or above {threshold:.0%} up to the largest {symbol} measured "
             f"({largest['world_size']}, {_efficiency_text(largest)}): adding {unit} still pays."
         )
     else:
         best, after = ordered[good - 1], ordered[good]
         if sides[good] == "below":
             words.append(
-                f"Efficiency drops below {threshold:.0%} beyond N={best['world_size']} "
-                f"({_efficiency_text(after)} at N={after['world_size']}): request {best['world_size']} {unit}."
+                f"Efficiency drops below {threshold:.0%} beyond {symbol}={best['world_size']} "
+                f"({_efficiency_text(after)} at {symbol}={after['world_size']}): request {best['world_size']} {unit}."
             )
         else:
             words.append(
-                f"Efficiency stays at or above {threshold:.0%} up to N={best['world_size']}; at "
-                f"N={after['world_size']} it is {_efficiency_text(after)}, within noise of {threshold:.0%}: "
+                f"Efficiency stays at or above {threshold:.0%} up to {symbol}={best['world_size']}; at "
+                f"{symbol}={after['world_size']} it is {_efficiency_text(after)}, within noise of {threshold:.0%}: "
                 f"request {best['world_size']} {unit}, or measure longer to decide on {after['world_size']}."
             )
     flat = plateau(ordered)
@@ -276,16 +278,16 @@ def recommendation(rows: Sequence[dict], unit: str = "GPUs", threshold: float = 
         clear = max(_interval(r, "speedup")[1] for r in later) < _interval(flat, "speedup")[0] * (1 + PLATEAU_GAIN)
         if clear:
             words.append(
-                f"Beyond N={flat['world_size']} speedup grows less than {PLATEAU_GAIN:.0%} "
+                f"Beyond {symbol}={flat['world_size']} speedup grows less than {PLATEAU_GAIN:.0%} "
                 f"({flat['speedup']:.2f} to at most {best_after:.2f}): don't ask for more than "
                 f"{flat['world_size']} {unit}."
             )
         else:
             words.append(
-                f"Whether speedup still grows by {PLATEAU_GAIN:.0%} beyond N={flat['world_size']} "
+                f"Whether speedup still grows by {PLATEAU_GAIN:.0%} beyond {symbol}={flat['world_size']} "
                 f"({flat['speedup']:.2f} to at most {best_after:.2f}) is within noise."
             )
     peak = max(ordered, key=lambda r: r["speedup"])
     if peak["speedup"] > largest["speedup"] * 1.02 and _interval(peak, "speedup")[0] > _interval(largest, "speedup")[1]:
-        words.append(f"Speedup peaks at N={peak['world_size']} ({peak['speedup']:.2f}); more {unit} are slower.")
+        words.append(f"Speedup peaks at {symbol}={peak['world_size']} ({peak['speedup']:.2f}); more {unit} are slower.")
     return " ".join(words)

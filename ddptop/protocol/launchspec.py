@@ -82,6 +82,9 @@ class RunConfig:
     tokens_per_example: float | None = None
     # profiled steps after the configuration's measured ones (bench_kernels.trace); 0: no trace
     trace_steps: int = 0
+    # intra-op threads of each rank in a thread sweep (--threads), each its own launch; 0: the launch's
+    # threads_per_rank, the plan's default share of the cores
+    threads: int = 0
 
     @property
     def adaptive(self) -> bool:
@@ -90,7 +93,8 @@ class RunConfig:
 
     def batch_series(self) -> tuple[Any, ...]:
         """What a configuration shares with the other batch sizes of its kind."""
-        return (self.model, self.mode, self.world_size, self.backend, self.bucket_cap_mb, self.strategy)
+        return (self.model, self.mode, self.world_size, self.backend, self.bucket_cap_mb, self.strategy, self.threads,
+                self.device)
 
     def cannot_fit_after(self, out_of_memory: RunConfig) -> bool:
         """Whether this is a larger batch of the series of one that ran out of memory, so cannot fit either

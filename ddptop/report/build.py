@@ -12,7 +12,8 @@ import os
 import time
 from typing import Any
 
-from ddptop.analysis import communication, compute, links, scaling, strategies, tokens, traces, tuning, verdict
+from ddptop.analysis import (communication, compute, links, scaling, strategies, threads, tokens, traces, tuning,
+                             verdict)
 from ddptop.protocol import layout
 from ddptop.protocol.layout import (ENVIRONMENT_FILE, RUNNER_FILE, SUMMARY_JSON, TIMELINE_FILE, TOPOLOGY_FILE,
                                     node_file)
@@ -342,6 +343,7 @@ def build_summary(
             "malformed_event_lines": session.malformed_lines(),
             "damaged": _damage(session, telemetry, damaged_json),
             **_strategy_tables(entries, replicates, session.plan.memory_cap_mb),
+            **_thread_answers(entries, session.plan, replicates),
         }
         tokens.add_token_rates(doc)  # beside every examples/s of a transformer configuration
         return Summary.from_json(doc)
@@ -363,6 +365,15 @@ def _nccl_choices(run_dir: str, entries: list[dict[str, Any]]) -> dict[str, list
         if choices:
             found[entry["config_id"]] = [c.to_json() for c in nccl_log.merge(choices)]
     return found
+
+
+def _thread_answers(entries: list[dict[str, Any]], plan: Any, replicates: Any) -> dict[str, Any]:
+    """The thread curve, the best split of the cores and the CPU against the GPUs (--threads, --devices); no
+    key for a run without them."""
+    found = {"threads": threads.thread_tables(entries, plan, replicates),
+             "core_budget": threads.core_budget(entries, plan, replicates),
+             "devices_compared": threads.devices_compared(entries, plan, replicates)}
+    return {key: tables for key, tables in found.items() if tables}
 
 
 def _strategy_tables(entries: list[dict[str, Any]], replicates: Any, cap: float | None) -> dict[str, Any]:

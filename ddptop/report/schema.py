@@ -457,8 +457,9 @@ class Config(Record):
     counted_memory_per_rank: dict[str, int] | None = None
     counted_memory: dict[str, int] | None = None
     trace: Trace | None = None  # the profiler trace taken after the measured steps, and its breakdown
+    threads: int = 0  # each rank's threads in a thread sweep (--threads); 0: the plan's threads_per_rank
 
-    _only_when_set: ClassVar[frozenset[str]] = frozenset({"trace"})
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"trace", "threads"})
 
 
 # --- figures over several configurations ---------------------------------------------------------------
@@ -569,8 +570,10 @@ class ScalingTable(Record):
     ddp_overhead_at_reference_ci: Interval | None = None
     projection: Projection | None = None
     strategy: str = "ddp"  # ZeRO-1 and FSDP2 of --strategies: a table each (ddptop.protocol.strategies)
+    device: str = ""  # the CPU part of a plan on GPUs (--devices cpu,cuda); "": the plan's device
+    threads: int = 0  # a thread sweep's threads per rank (--threads); 0: the plan's share of the cores
 
-    _only_when_set: ClassVar[frozenset[str]] = frozenset({"strategy"})
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"strategy", "device", "threads"})
 
 
 @dataclass(kw_only=True)
@@ -898,6 +901,11 @@ class PlanRecord(Record):
     launches_per_config: int | None = None
     rounds: int | None = None
     seq_len: int | None = None  # --seq-len (None: each transformer model's own)
+    threads: list[int] = field(default_factory=list)  # --threads
+    cpu_grid: list[list[int]] = field(default_factory=list)  # the (ranks, threads) splits measured on the CPU
+    cpu_cores: int | None = None
+    devices: list[str] = field(default_factory=list)  # --devices cpu,cuda
+    devices_skipped: dict[str, str] = field(default_factory=dict)
 
     def bucket_caps(self) -> list[float]:
         caps = self.bucket_cap_mb
@@ -934,8 +942,14 @@ class Summary(Record):
     # not saved: what a full disk kept out of the run directory's files (the summary was made from memory)
     not_saved: dict[str, str] | None = None
     strategies: list[StrategyTable] = field(default_factory=list)  # --strategies: DDP, ZeRO-1, FSDP2 side by side
+    # --threads and --devices (ddptop.analysis.threads): the thread curve per world size, the best ranks x
+    # threads split of the cores, and the CPU against the GPUs in service units
+    threads: list[dict[str, Any]] = field(default_factory=list)
+    core_budget: list[dict[str, Any]] = field(default_factory=list)
+    devices_compared: list[dict[str, Any]] = field(default_factory=list)
 
-    _only_when_set: ClassVar[frozenset[str]] = frozenset({"not_saved", "strategies"})
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"not_saved", "strategies", "threads", "core_budget",
+                                                          "devices_compared"})
 
     def scaling_rows(self) -> dict[str, ScalingRow]:
         """Every scaling row by its configuration's id."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from ddptop.report import blocks, strategy_tables, tables, trace_tables
+from ddptop.report import blocks, strategy_tables, tables, thread_tables, trace_tables
 from ddptop.report.schema import Summary
 
 
@@ -47,6 +47,9 @@ SECTIONS: tuple[Section, ...] = (
     Section("tuning", "Tuning: DDP variants against the default", tables.tuning_block, on_screen=True),
     Section("scaling", "Scaling", tables.scaling_block, on_screen=True, always=True,
             screen_empty="No scaling table: no configuration finished.\n"),
+    Section("devices", "CPU against GPU", thread_tables.devices_block, on_screen=True),
+    Section("threads", "Threads per rank", thread_tables.thread_block, on_screen=True),
+    Section("core_budget", "Core budget: ranks x threads", thread_tables.core_budget_block, on_screen=True),
     Section("communication", "Compute vs communication", tables.communication_block, on_screen=True),
     Section("trace", "Where the step's time goes (profiler trace)", trace_tables.trace_block, on_screen=True),
     Section("launches", "Launch to launch", tables.launches_block, always=True),

@@ -39,11 +39,12 @@ def allowed_cpus() -> set[int]:
         return set(range(os.cpu_count() or 1))
 
 
-def launch_binding(plan: Any, nproc_per_node: int, threads: int) -> dict[str, Any]:
-    """The launch spec's binding fields for one launch of ``nproc_per_node`` local ranks."""
+def launch_binding(plan: Any, nproc_per_node: int, threads: int, device: str = "") -> dict[str, Any]:
+    """The launch spec's binding fields for one launch of ``nproc_per_node`` local ranks on ``device`` (the
+    plan's where not given)."""
     if not getattr(plan, "bind_cores", True):
         return {"binding": affinity.OFF}
-    if plan.device == "cuda":
+    if (device or plan.device) == "cuda":
         if plan.per_rank_devices:  # a rank's cuda:0 is its own MIG instance, not the agent's device <local rank>
             return {"binding": "not bound: each rank sees only its own MIG device"}
         if not torchrun_has_numa_binding():

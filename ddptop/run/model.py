@@ -35,11 +35,13 @@ class ConfigSpec(RunConfig):
         """The row label of PyTorch's DDP benchmark: machines/devices per machine, e.g. 1M/2G (P for CPU
         processes)."""
         if self.mode == Mode.NO_DDP:
-            return "no ddp"
+            return f"no ddp x{self.threads}t" if self.threads else "no ddp"
         unit = "G" if self.device == "cuda" else "P"
         if self.mode == Mode.DP:
             return f"DP/{self.world_size}{unit}"
         label = f"{self.nnodes}M/{self.world_size // self.nnodes}{unit}"
+        if self.threads:  # a thread sweep's (--threads): 1M/2P x4t
+            label = f"{label}x{self.threads}t"
         if self.strategy != strategies_mod.DDP and self.variant == variants_mod.DEFAULT:  # --strategies
             label = f"{label} {self.strategy}"
         return label if self.variant == variants_mod.DEFAULT else f"{label} {self.variant}"  # ddptop tune
@@ -68,11 +70,17 @@ class Launch:
     nodes: int = 1
     replicate: int = 0  # which of the plan's launches of these configurations (their round)
     env: tuple[tuple[str, str], ...] = ()  # the launch's own environment (an NCCL variant of ddptop tune)
+    # the CPU part of a plan on GPUs (--devices cpu,cuda): "cpu"; "": the plan's device
+    device: str = ""
+    # each rank's threads in a thread sweep (--threads), bound to as many cores; 0: the plan's threads_per_rank
+    threads: int = 0
 
     @property
     def launch_key(self) -> str:
         key = f"n{self.world_size}-{self.nodes}nodes-{self.backend}" if self.nodes > 1 else (
             f"n{self.world_size}-{self.backend}")
+        key += f"-{self.device}" if self.device else ""
+        key += f"-t{self.threads}" if self.threads else ""
         return key + "".join(f"-{name.lower()}-{value.lower()}" for name, value in self.env)
 
     @property
@@ -158,6 +166,25 @@ class Plan:
     workloads: dict[str, dict[str, Any]] = field(default_factory=dict)
     # variants asked for but left out, and why, beyond the GPU-only ones (channels_last without image inputs)
     variant_reasons: dict[str, str] = field(default_factory=dict)
+    # --threads: the thread counts asked for; cpu_grid: the (world size, threads per rank) splits of the cores
+    # measured on the CPU, each its own launch (a thread sweep, or the CPU part of --devices cpu,cuda); empty:
+    # every world size at its threads_per_rank alone
+    threads: tuple[int, ...] = ()
+    cpu_grid: tuple[tuple[int, int], ...] = ()
+    cpu_cores: int = 0  # the cores this process could use when the plan was made (its affinity)
+    # --devices cpu,cuda: the devices compared (the plan's device runs its usual sweep, the CPU its cpu_grid);
+    # devices_skipped: one asked for but not measured, and why (no usable GPU)
+    devices: tuple[str, ...] = ()
+    devices_skipped: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def cpu_part(self) -> bool:
+        """The CPU measured beside the GPUs (--devices cpu,cuda on a node with a usable GPU)."""
+        return self.device == "cuda" and "cpu" in self.devices
+
+    def threads_for(self, world_size: int, threads: int = 0) -> int:
+        """Each rank's threads: a thread sweep's own count, else the plan's share of the cores at N."""
+        return threads or self.threads_per_rank.get(world_size) or 1
 
     def nodes_for(self, world_size: int) -> int:
         """Nodes a world size runs on: one while it fits a node, else full nodes of nproc_per_node ranks."""
@@ -193,31 +220,52 @@ class Plan:
         if data_parallel and 1 not in self.world_sizes:  # DataParallel is one process: it needs an N=1 launch
             result.append(Launch(1, self.backends[0], tuple(data_parallel)))
             data_parallel = []
-        for world_size in self.world_sizes:
-            for backend in self.backends:
-                configs = []
-                for model in self.models:
-                    for batch in self.batch_sizes:
-                        modes = [Mode.NO_DDP, Mode.DDP] if (world_size == 1 and self.baseline) else [Mode.DDP]
-                        for mode in modes:
-                            caps = self.bucket_cap_mb if mode == Mode.DDP else self.bucket_cap_mb[:1]
-                            for cap in caps:
-                                configs.append(self._config(model, batch, world_size, backend, mode, cap))
-                            if mode == Mode.DDP:
-                                configs += [self._config(model, batch, world_size, backend, mode, caps[0], name)
-                                            for name in self.variants if name != variants_mod.DEFAULT]
-                                configs += [self._config(model, batch, world_size, backend, mode, caps[0],
-                                                         strategy=name)
-                                            for name in self.strategies if name != strategies_mod.DDP]
-                if world_size == 1 and backend == self.backends[0]:
-                    configs += data_parallel
-                # a variant with an environment of its own (NCCL reads it at init) runs in a launch of its own
-                shared = [c for c in configs if not variants_mod.variant(c.variant).env]
-                result.append(Launch(world_size, backend, tuple(shared), self.nodes_for(world_size)))
-                result += [Launch(world_size, backend, (c,), self.nodes_for(world_size),
-                                  env=variants_mod.variant(c.variant).env)
-                           for c in configs if variants_mod.variant(c.variant).env]
+        for world_size, backend, device, threads in self._placements():
+            configs = []
+            baseline = self.baseline and world_size == 1 and threads == self._baseline_threads(device)
+            place = {"device": device, "threads": threads}
+            for model in self.models:
+                for batch in self.batch_sizes:
+                    modes = [Mode.NO_DDP, Mode.DDP] if baseline else [Mode.DDP]
+                    for mode in modes:
+                        caps = self.bucket_cap_mb if mode == Mode.DDP else self.bucket_cap_mb[:1]
+                        for cap in caps:
+                            configs.append(self._config(model, batch, world_size, backend, mode, cap, **place))
+                        if mode == Mode.DDP:
+                            configs += [self._config(model, batch, world_size, backend, mode, caps[0], name, **place)
+                                        for name in self.variants if name != variants_mod.DEFAULT]
+                            configs += [self._config(model, batch, world_size, backend, mode, caps[0],
+                                                     strategy=name, **place)
+                                        for name in self.strategies if name != strategies_mod.DDP]
+            if world_size == 1 and backend == self.backends[0] and device == self.device and not threads:
+                configs += data_parallel
+            # a variant with an environment of its own (NCCL reads it at init) runs in a launch of its own
+            shared = [c for c in configs if not variants_mod.variant(c.variant).env]
+            own = "" if device == self.device else device
+            result.append(Launch(world_size, backend, tuple(shared), self.nodes_for(world_size), device=own,
+                                 threads=threads))
+            result += [Launch(world_size, backend, (c,), self.nodes_for(world_size),
+                              env=variants_mod.variant(c.variant).env, device=own, threads=threads)
+                       for c in configs if variants_mod.variant(c.variant).env]
         return result
+
+    def _placements(self) -> list[tuple[int, str, str, int]]:
+        """(world size, backend, device, threads) of each launch of one replicate: the plan's world sizes on
+        its device, a CPU plan's thread sweep over its grid instead, and the CPU part after the GPUs' sweep.
+        threads 0: the plan's threads_per_rank, as before thread sweeps."""
+        if self.cpu_grid and self.device == "cpu":
+            return [(n, backend, "cpu", t) for n, t in self.cpu_grid for backend in self.backends]
+        placed = [(n, backend, self.device, 0) for n in self.world_sizes for backend in self.backends]
+        if self.cpu_part:
+            placed += [(n, "gloo", "cpu", t) for n, t in self.cpu_grid]
+        return placed
+
+    def _baseline_threads(self, device: str) -> int:
+        """The thread count whose N=1 launch holds the no-DDP baseline: the most threads of a thread sweep's
+        N=1 (one baseline per device, not one per thread count)."""
+        if device != "cpu" or not self.cpu_grid or (self.device == "cpu" and not self.threads):
+            return 0
+        return max((t for n, t in self.cpu_grid if n == 1), default=-1)
 
     def _data_parallel_configs(self) -> list[ConfigSpec]:
         """torch.nn.DataParallel at every N > 1, run by a single process: the classic comparison with DDP."""
@@ -236,12 +284,16 @@ class Plan:
         return [c for launch in self._launches_once() for c in launch.configs]
 
     def _config(self, model: str, batch: int, world_size: int, backend: str, mode: Mode, cap: float,
-                variant: str = variants_mod.DEFAULT, strategy: str = strategies_mod.DDP) -> ConfigSpec:
+                variant: str = variants_mod.DEFAULT, strategy: str = strategies_mod.DDP, device: str = "",
+                threads: int = 0) -> ConfigSpec:
         per_rank = batch if self.scaling == Scaling.WEAK else batch // world_size
         launches = max(1, self.launches_per_config)
         nodes = 1 if mode == Mode.DP else self.nodes_for(world_size)
         spread = f"/{nodes}nodes" if nodes > 1 else ""
+        device = device or self.device
         config_id = f"{model}/{mode}/bs{per_rank}/n{world_size}{spread}/{backend}"
+        config_id += f"/{device}" if device != self.device else ""  # the CPU part of a plan on GPUs
+        config_id += f"/t{threads}" if threads else ""  # a thread sweep's
         if len(self.bucket_cap_mb) > 1 and mode == Mode.DDP:  # ids stay comparable across runs of one cap
             config_id += f"/bucket{cap:g}"
         amp, channels_last = self.amp, self.channels_last
@@ -262,7 +314,7 @@ class Plan:
             world_size=world_size,
             nnodes=nodes,
             backend=backend,
-            device=self.device,
+            device=device,
             scaling=self.scaling,
             image_size=self.image_size,
             num_classes=self.num_classes,
@@ -290,6 +342,7 @@ class Plan:
             hf_config=(self.hf_config or None) if is_hf(model) else None,
             tokens_per_example=self.tokens_per_example.get(model),
             trace_steps=self.trace_steps,
+            threads=threads,
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -317,6 +370,9 @@ class Plan:
         values["variants"] = tuple(values.get("variants", (variants_mod.DEFAULT,)))
         values["variants_skipped"] = tuple(values.get("variants_skipped", ()))
         values["strategies"] = tuple(values.get("strategies", (strategies_mod.DDP,)))
+        values["threads"] = tuple(values.get("threads", ()))
+        values["cpu_grid"] = tuple((int(n), int(t)) for n, t in values.get("cpu_grid", ()))
+        values["devices"] = tuple(values.get("devices", ()))
         if values.get("gpus") is not None:
             values["gpus"] = tuple(values["gpus"])
         values["threads_per_rank"] = {int(k): int(v) for k, v in data["threads_per_rank"].items()}

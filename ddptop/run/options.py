@@ -193,6 +193,12 @@ RUN_OPTIONS: tuple[Option, ...] = (
            help="DDP without re-sending module buffers from rank 0 each step (as PyTorch's DDP benchmark runs; "
                 "default: DDP's own default, on)"),
     Option("threads_per_rank", int, group=WHAT, help="CPU threads per rank (default: usable cores / N)"),
+    Option("threads", int, is_list=True, group=WHAT,
+           help="CPU thread sweep: each rank's intra-op threads, bound to as many cores, e.g. 1,2,4,8; with "
+                "--world-sizes, every ranks x threads split that fits the usable cores"),
+    Option("devices", str, is_list=True, group=WHAT,
+           help="cpu,cuda: the same model and batch on the CPU and on the GPUs in one run, compared in "
+                "examples/s and service units (without a usable GPU: the CPU part, and why)"),
     Option("variants", str, is_list=True, group=WHAT,
            help="DDP variants measured beside each DDP configuration (ddptop tune; 'ddptop tune --help' lists "
                 "them; default: DDP as written only)"),

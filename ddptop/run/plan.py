@@ -90,7 +90,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     The steps run in a fixed order, so a plan with several problems always reports the same one first.
     """
     cpu_count = cpu_count or usable_cpu_count()
-    device = _resolve_device(options.device, inventory)
+    device, devices, devices_skipped = _resolve_devices(options, inventory)
     on_gpu = device == "cuda"
     gpus = _resolve_gpus(options.gpus, device, len(inventory.usable_gpus))
     devices_per_node = (len(gpus) if gpus else len(inventory.usable_gpus)) if on_gpu else cpu_count
@@ -131,6 +131,8 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     _check_amp(options.amp, on_gpu)
     _check_cost_settings(options)
     threads = _threads_per_rank(options.threads_per_rank, cpu_count, world_sizes, nnodes, per_node)
+    thread_counts = _check_threads(options, cpu_count, nnodes, devices)
+    cpu_grid = _cpu_grid(thread_counts, world_sizes, cpu_count, device, devices)
     on_failure = _check_fault_handling(options)
     if options.compare_dp and not any(n > 1 for n in world_sizes):
         raise PlanError("--compare-dp needs a world size above 1 to compare at")
@@ -165,6 +167,11 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         strategies=_resolve_strategies(options.strategies),
         hf_config=_check_hf_config(options.hf_config, models),
         tokens_per_example={}, workloads={}, variant_reasons={},  # apply_facts' below, and the check's
+        threads=thread_counts,
+        cpu_grid=cpu_grid,
+        cpu_cores=cpu_count,
+        devices=devices,
+        devices_skipped=devices_skipped,
     )
     # Every other field of the plan is the option as given (num_classes, amp, the cost weights, ...).
     kept = {f.name: getattr(options, f.name) for f in fields(Plan) if f.name not in resolved}
@@ -264,6 +271,62 @@ def _resolve_device(device: str, inventory: Inventory) -> str:
     if device == "cuda" and not usable:
         raise PlanError(f"--device cuda, but no GPU is usable: {inventory.usable_problem}")
     return device if device != "auto" else ("cuda" if usable else "cpu")
+
+
+COMPARED_DEVICES = ("cpu", "cuda")
+
+
+def _resolve_devices(options: PlanOptions, inventory: Inventory) -> tuple[str, tuple[str, ...], dict[str, str]]:
+    """The plan's device, the devices compared (--devices cpu,cuda) and those left out with the reason: the
+    GPUs run the plan's usual sweep and the CPU its split of the cores beside them; without a usable GPU the
+    plan is the CPU part alone, and says why."""
+    asked = _unique(options.devices or [])
+    if not asked:
+        return _resolve_device(options.device, inventory), (), {}
+    unknown = [d for d in asked if d not in COMPARED_DEVICES]
+    if unknown or len(asked) != 2:
+        raise PlanError(f"--devices compares the CPU with the GPUs: cpu,cuda (got {','.join(asked)}; one "
+                        "device: --device)")
+    if options.device != AUTO:
+        raise PlanError("--device and --devices together: --devices cpu,cuda already names both")
+    if inventory.usable_gpus:
+        return "cuda", tuple(COMPARED_DEVICES), {}
+    return "cpu", ("cpu",), {"cuda": f"no GPU is usable: {inventory.usable_problem}"}
+
+
+def _check_threads(options: PlanOptions, cpu_count: int, nnodes: int, devices: tuple[str, ...]) -> tuple[int, ...]:
+    """The thread counts of --threads, each at least 1 and at most the usable cores."""
+    counts = tuple(sorted(_unique(options.threads or [])))
+    if (counts or devices) and nnodes > 1:
+        raise PlanError("--threads and --devices measure one node: drop --nnodes")
+    if (counts or devices) and options.tune:
+        raise PlanError("ddptop tune measures one split of one device: drop --threads and --devices")
+    if counts and options.threads_per_rank is not None:
+        raise PlanError("--threads sweeps the threads per rank: drop --threads-per-rank")
+    for count in counts:
+        if not 1 <= count <= cpu_count:
+            raise PlanError(f"--threads {count}: each count must be 1 to the {cpu_count} usable cores")
+    return counts
+
+
+def _cpu_grid(threads: tuple[int, ...], world_sizes: tuple[int, ...], cpu_count: int, device: str,
+              devices: tuple[str, ...]) -> tuple[tuple[int, int], ...]:
+    """The (ranks, threads per rank) splits measured on the CPU: every pair whose cores fit those usable (a
+    thread sweep), or each world size at its share of the cores (the CPU part of --devices without
+    --threads). Empty when the CPU runs the plan's usual sweep."""
+    cpu_part = device == "cuda" and "cpu" in devices
+    if not threads and not cpu_part:
+        return ()
+    sizes = [n for n in world_sizes if n <= cpu_count] if cpu_part else list(world_sizes)
+    if not threads:
+        return tuple((n, max(1, cpu_count // n)) for n in sizes)
+    grid = tuple((n, t) for n in sizes for t in threads if n * t <= cpu_count)
+    unplaced = [n for n in sizes if not any(size == n for size, _ in grid)]
+    if unplaced or not grid:
+        n = (unplaced or sizes or [0])[0]
+        raise PlanError(f"--world-sizes {n} with --threads {min(threads)}: {n * min(threads)} cores, more than "
+                        f"the {cpu_count} usable")
+    return grid
 
 
 def _resolve_gpus(indices: list[int] | None, device: str, visible: int) -> tuple[int, ...] | None:

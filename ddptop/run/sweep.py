@@ -182,14 +182,15 @@ class SweepRunner:
         while remaining and not self._stop.is_set():
             path = rundir.launch_dir(self.session.run_dir, self._launch_index, launch.launch_key, attempt)
             name = os.path.basename(path)
-            threads = self.plan.threads_per_rank[launch.world_size]
+            threads = self.plan.threads_for(launch.world_size, launch.threads)
+            device = launch.device or self.plan.device
             # the collective benchmark once per world size, in its last launch (not again in each repeat)
             last = launch.replicate == max(1, self.plan.launches_per_config) - 1
             collectives = self.plan.collective_spec() if launch.world_size > 1 and last else None
             spec = LaunchSpec(
                 launch_id=name,
                 events_dir=layout.events_dir(path),
-                device=self.plan.device,
+                device=device,
                 backend=launch.backend,
                 threads_per_rank=threads,
                 flush_interval=self.flush_interval,
@@ -198,12 +199,14 @@ class SweepRunner:
                 collectives=CollectiveSpec.from_json(collectives) if collectives else None,
                 measure_ceiling=self._launch_index == 1 and attempt == 0,  # once per sweep, its first launch
                 run_dir=self.session.run_dir,
-                **launch_binding(self.plan, launch.nproc_per_node, threads),  # rank_cores/binding/numa_binding
+                **launch_binding(self.plan, launch.nproc_per_node, threads, device),  # rank_cores/binding/numa_binding
                 configs=tuple(RunConfig.from_json(c.to_json()) for c in remaining),
             )
             env = {"OMP_NUM_THREADS": str(threads),
                    **rank_gpu_environment(self.plan, dict(os.environ), loopback=bool(self.cluster and self.cluster.loopback)),
                    **dict(launch.env)}  # an NCCL variant's (ddptop tune)
+            if device != self.plan.device:  # the CPU part of a plan on GPUs: its ranks see no GPU at all
+                env["CUDA_VISIBLE_DEVICES"] = ""
             if len(self.plan.variants) > 1 and launch.backend == "nccl":  # a tune: which algorithm NCCL used
                 env.update(nccl_log.tuning_environment(path, os.environ))
             placement = self._placement(launch.nodes)

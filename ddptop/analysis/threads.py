@@ -1,0 +1,279 @@
+"""Threads, ranks and the GPU: the thread curve, the best split of the cores, and the CPU against the GPUs.
+
+Three answers from the configurations of a thread sweep (``--threads``) and of ``--devices cpu,cuda``, for
+the saved summary:
+
+- ``thread_tables``: per model, batch and world size, the step time over each rank's intra-op threads, with
+  speedup and efficiency against the fewest threads, Amdahl's serial fraction (Karp-Flatt per point and the
+  least-squares fit) and where adding threads stops paying, each with its interval across launches;
+- ``core_budget``: the ranks x threads splits of the cores that were measured, and the one that gives the
+  most examples/s, beyond noise or not;
+- ``devices_compared``: the same model and batch on the CPU (its best split) and on the GPUs (their best
+  world size): examples/s of each, the GPU's speedup and its relative cost in service units, in words.
+
+Every comparison of two configurations is a ratio of their examples/s whose interval comes from their
+independent bootstrap replicates (``intervals``), and a difference is called only when that interval lies
+beyond ``DEFAULT_MIN_EFFECT``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ddptop import units
+from ddptop.analysis import formulas, stats, uncertainty
+from ddptop.analysis.intervals import _amdahl_fractions, _from
+from ddptop.analysis.scaling import Plan, as_written, charged_cores
+from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT
+
+Replicates = Mapping[str, np.ndarray]
+
+
+def _measured(entry: Mapping[str, Any]) -> bool:
+    return entry["mode"] == "ddp" and as_written(entry) and entry["status"] == "ok" and bool(
+        (entry.get("stats") or {}).get("sec_iter", {}).get("p50"))
+
+
+def _batch(entry: Mapping[str, Any]) -> int:
+    """The batch a table is of: per rank under weak scaling, global under strong (as the scaling tables)."""
+    return entry["batch_size"] if entry["scaling"] == "weak" else entry["global_batch"]
+
+
+def _threads(entry: Mapping[str, Any], plan: Plan) -> int:
+    return entry.get("threads") or plan.threads_per_rank.get(entry["world_size"]) or 1
+
+
+def _p50(entry: Mapping[str, Any]) -> float:
+    return float(entry["stats"]["sec_iter"]["p50"])
+
+
+def _throughput_reps(entry: Mapping[str, Any], replicates: Replicates | None) -> np.ndarray | None:
+    reps = (replicates or {}).get(entry["config_id"])
+    return None if reps is None else entry["global_batch"] / np.asarray(reps, dtype=float)
+
+
+# -- the thread curve ----------------------------------------------------------------------------------------
+
+
+def thread_tables(entries: Sequence[Mapping[str, Any]], plan: Plan,
+                  replicates: Replicates | None = None) -> list[dict[str, Any]]:
+    """One table per (model, batch, backend, world size) measured at two thread counts or more on the CPU:
+    each row a thread count t, its time, examples/s, speedup over the fewest threads (t0) scaled to one
+    thread as the scaling tables do (t0 * T(t0) / T(t)), efficiency (speedup / t) and, from one thread,
+    Karp-Flatt's serial fraction; the table Amdahl's fit and the recommendation in words."""
+    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    for entry in entries:
+        if entry.get("threads") and entry["device"] == "cpu" and _measured(entry):
+            key = (entry["model"], _batch(entry), entry["backend"], entry["world_size"], entry["bucket_cap_mb"])
+            groups.setdefault(key, []).append(entry)
+    tables = []
+    for (model, batch, backend, world_size, cap), members in groups.items():
+        if len({e["threads"] for e in members}) < 2:
+            continue
+        members = sorted(members, key=lambda e: e["threads"])
+        points = [stats.ScalingPoint(world_size=e["threads"], sec_iter=_p50(e), global_batch=e["global_batch"],
+                                     cores=e["threads"] * world_size, gpus=0) for e in members]
+        rows = stats.scaling_rows(points, plan.su_core_weight, plan.su_gpu_weight)
+        reference = rows[0]
+        for row, entry in zip(rows, members):
+            row["threads"] = row.pop("world_size")
+            row.pop("reference_world_size", None)
+            row["config_id"], row["label"], row["cores"] = entry["config_id"], entry["label"], entry["threads"] * world_size
+            row["karp_flatt"] = (formulas.karp_flatt(row["speedup"], row["threads"])
+                                 if reference["threads"] == 1 and row["threads"] > 1 else None)
+        fit = formulas.amdahl_fit([(r["threads"], r["speedup"]) for r in rows]) if reference["threads"] == 1 else None
+        table: dict[str, Any] = {
+            "model": model, "batch_size": batch, "batch_meaning": "per rank" if plan.scaling == "weak" else "global",
+            "backend": backend, "world_size": world_size, "bucket_cap_mb": cap,
+            "reference_threads": reference["threads"], "rows": rows, "amdahl": fit,
+            "efficiency_threshold": plan.efficiency_threshold,
+        }
+        if replicates and all(e["config_id"] in replicates for e in members):
+            _thread_intervals(table, members, replicates)
+        # the recommendation reads the rows as a scaling table's: threads in place of world sizes
+        as_sizes = [{**r, "world_size": r["threads"]} for r in rows]
+        table["recommendation"] = stats.recommendation(as_sizes, "threads", plan.efficiency_threshold, symbol="t")
+        tables.append(table)
+    return tables
+
+
+def _thread_intervals(table: dict[str, Any], members: Sequence[Mapping[str, Any]], replicates: Replicates) -> None:
+    rows, t0 = table["rows"], table["reference_threads"]
+    reference = _throughput_reps(members[0], replicates)
+    assert reference is not None  # every member has replicates: checked by the caller
+    speedups = {}
+    for row, entry in zip(rows, members):
+        throughput = _throughput_reps(entry, replicates)
+        assert throughput is not None
+        speedup = t0 * throughput / reference
+        speedups[row["threads"]] = speedup
+        row["sec_iter_ci"] = uncertainty.estimate(replicates[entry["config_id"]], row["sec_iter"]).to_ci()
+        row["ex_sec_total_ci"] = _from(throughput, row["ex_sec_total"])
+        row["speedup_ci"] = _from(speedup, row["speedup"])
+        row["efficiency_ci"] = _from(speedup / row["threads"], row["efficiency"])
+        if row.get("karp_flatt") is not None:
+            t = row["threads"]
+            row["karp_flatt_ci"] = _from((1 / speedup - 1 / t) / (1 - 1 / t), row["karp_flatt"])
+    fit = table.get("amdahl")
+    if fit is not None:
+        raw = _amdahl_fractions(speedups)
+        if raw is not None:
+            fit["raw_serial_fraction_ci"] = _from(raw, fit["raw_serial_fraction"])
+            fit["serial_fraction_ci"] = _from(np.clip(raw, 0.0, 1.0), fit["serial_fraction"])
+
+
+# -- the best split of the cores -----------------------------------------------------------------------------
+
+
+def _throughput_ratio(best: Mapping[str, Any], other: Mapping[str, Any],
+                      replicates: Replicates | None) -> tuple[float, list[float] | None]:
+    """best's examples/s over other's, with its interval where both have replicates."""
+    value = (best["global_batch"] / _p50(best)) / (other["global_batch"] / _p50(other))
+    a, b = _throughput_reps(best, replicates), _throughput_reps(other, replicates)
+    if a is None or b is None:
+        return value, None
+    return value, _from(a / b, value)
+
+
+def beyond_noise(ci: list[float] | None, min_effect: float = DEFAULT_MIN_EFFECT) -> bool:
+    """Whether a ratio's interval lies above 1 by more than the margin (its low end past 1 + min_effect)."""
+    return ci is not None and ci[0] > 1 + min_effect
+
+
+def _split(entry: Mapping[str, Any], plan: Plan) -> str:
+    n, t = entry["world_size"], _threads(entry, plan)
+    return f"{n} rank{'s' if n != 1 else ''} x {t} thread{'s' if t != 1 else ''}"
+
+
+def core_budget(entries: Sequence[Mapping[str, Any]], plan: Plan,
+                replicates: Replicates | None = None) -> list[dict[str, Any]]:
+    """Per (model, batch, backend): every ranks x threads split of the cores measured on the CPU in a thread
+    sweep, with its examples/s, and the split that gives the most, against the next best, in one sentence."""
+    cores = getattr(plan, "cpu_cores", 0) or None
+    groups: dict[tuple, list[Mapping[str, Any]]] = {}
+    for entry in entries:
+        if entry.get("threads") and entry["device"] == "cpu" and _measured(entry):
+            groups.setdefault((entry["model"], _batch(entry), entry["backend"], entry["bucket_cap_mb"]), []).append(entry)
+    tables = []
+    for (model, batch, backend, cap), members in groups.items():
+        if len(members) < 2 or len({e["world_size"] for e in members}) < 2:
+            continue  # one world size: the thread table says it all
+        cells = []
+        for entry in sorted(members, key=lambda e: (e["world_size"], e["threads"])):
+            ex = entry["global_batch"] / _p50(entry)
+            reps = _throughput_reps(entry, replicates)
+            cells.append({"world_size": entry["world_size"], "threads": entry["threads"],
+                          "cores": entry["world_size"] * entry["threads"], "config_id": entry["config_id"],
+                          "sec_iter": _p50(entry), "ex_sec_total": ex,
+                          "ex_sec_total_ci": _from(reps, ex) if reps is not None else None})
+        by_id = {e["config_id"]: e for e in members}
+        best = max(members, key=lambda e: e["global_batch"] / _p50(e))
+        second = max((e for e in members if e is not best), key=lambda e: e["global_batch"] / _p50(e))
+        ratio, ratio_ci = _throughput_ratio(best, second, replicates)
+        clear = beyond_noise(ratio_ci)
+        for cell in cells:
+            cell["best"] = cell["config_id"] == best["config_id"]
+        ex_text = units.with_interval(best["global_batch"] / _p50(best), next(
+            c["ex_sec_total_ci"] for c in cells if c["best"]), units.rate)
+        ratio_text = units.with_interval(ratio, ratio_ci, lambda v: units.number(v, 2, "x"))
+        budget = f"the {cores} cores" if cores else "the cores"
+        if clear:
+            answer = (f"Best split of {budget} for {model}: {_split(best, plan)}, {ex_text} examples/s, {ratio_text} "
+                      f"the next best ({_split(second, plan)}), beyond noise.")
+        else:
+            answer = (f"Best split of {budget} for {model}: {_split(best, plan)} and {_split(second, plan)} cannot be "
+                      f"told apart ({ratio_text}, within noise"
+                      + ("" if ratio_ci else ": a single launch gives no interval") + f"); {_split(best, plan)} "
+                      f"measured highest, {ex_text} examples/s.")
+        tables.append({"model": model, "batch_size": batch, "backend": backend, "bucket_cap_mb": cap,
+                       "cores": cores, "cells": cells, "best_config_id": best["config_id"] if clear else None,
+                       "measured_highest": best["config_id"], "next_best": by_id[second["config_id"]]["config_id"],
+                       "ratio": ratio, "ratio_ci": ratio_ci, "answer": answer})
+    return tables
+
+
+# -- the CPU against the GPUs --------------------------------------------------------------------------------
+
+
+def _charge(entry: Mapping[str, Any], plan: Plan) -> float:
+    """Service units per example: (w_core * cores + w_gpu * GPUs) * seconds / examples."""
+    n = entry["world_size"]
+    cores = charged_cores(plan, n, entry.get("threads") or 0) * n
+    gpus = n if entry["device"] == "cuda" else 0
+    return (plan.su_core_weight * cores + plan.su_gpu_weight * gpus) * _p50(entry) / entry["global_batch"]
+
+
+def _charge_reps(entry: Mapping[str, Any], plan: Plan, replicates: Replicates | None) -> np.ndarray | None:
+    reps = (replicates or {}).get(entry["config_id"])
+    if reps is None:
+        return None
+    return _charge(entry, plan) * np.asarray(reps, dtype=float) / _p50(entry)
+
+
+def devices_compared(entries: Sequence[Mapping[str, Any]], plan: Plan,
+                     replicates: Replicates | None = None) -> list[dict[str, Any]]:
+    """Per model and batch measured on both devices (--devices cpu,cuda): the CPU's best split and the GPUs'
+    best world size by examples/s, the GPU's speedup and relative cost in service units per example, each
+    with its interval, and the answer; with the GPUs left out (none usable), the CPU part and why."""
+    devices = tuple(getattr(plan, "devices", ()) or ())
+    if not devices:
+        return []
+    skipped = dict(getattr(plan, "devices_skipped", {}) or {})
+    groups: dict[tuple, dict[str, list[Mapping[str, Any]]]] = {}
+    for entry in entries:
+        if _measured(entry):
+            groups.setdefault((entry["model"], entry["batch_size"]), {}).setdefault(entry["device"], []).append(entry)
+    tables = []
+    for (model, batch), by_device in groups.items():
+        best = {device: max(members, key=lambda e: e["global_batch"] / _p50(e)) for device, members in by_device.items()}
+        sides = {device: _side(entry, plan, replicates) for device, entry in best.items()}
+        table: dict[str, Any] = {"model": model, "batch_size": batch, "cpu": sides.get("cpu"),
+                                 "cuda": sides.get("cuda"), "gpu_speedup": None, "gpu_speedup_ci": None,
+                                 "relative_su": None, "relative_su_ci": None, "worth_it": None,
+                                 "su_core_weight": plan.su_core_weight, "su_gpu_weight": plan.su_gpu_weight}
+        if "cpu" in best and "cuda" in best:
+            cpu, gpu = best["cpu"], best["cuda"]
+            table["gpu_speedup"], table["gpu_speedup_ci"] = _throughput_ratio(gpu, cpu, replicates)
+            table["relative_su"] = _charge(gpu, plan) / _charge(cpu, plan)
+            a, b = _charge_reps(gpu, plan, replicates), _charge_reps(cpu, plan, replicates)
+            table["relative_su_ci"] = _from(a / b, table["relative_su"]) if a is not None and b is not None else None
+            table["worth_it"], table["answer"] = _worth_it(table, model, plan)
+        elif "cpu" in best:
+            why = skipped.get("cuda") or "no GPU configuration was measured"
+            table["answer"] = (f"{model}: the CPU part alone ({_split(best['cpu'], plan)}, "
+                               f"{units.rate(sides['cpu']['ex_sec_total'])} examples/s); GPUs not measured: {why}.")
+        else:
+            table["answer"] = f"{model}: the GPUs alone; the CPU part was not measured."
+        tables.append(table)
+    return tables
+
+
+def _side(entry: Mapping[str, Any], plan: Plan, replicates: Replicates | None) -> dict[str, Any]:
+    ex = entry["global_batch"] / _p50(entry)
+    reps = _throughput_reps(entry, replicates)
+    n = entry["world_size"]
+    return {"config_id": entry["config_id"], "label": entry["label"], "world_size": n,
+            "threads": _threads(entry, plan), "cores": charged_cores(plan, n, entry.get("threads") or 0) * n,
+            "gpus": n if entry["device"] == "cuda" else 0, "sec_iter": _p50(entry), "ex_sec_total": ex,
+            "ex_sec_total_ci": _from(reps, ex) if reps is not None else None,
+            "su_hours_per_million": _charge(entry, plan) * 1e6 / 3600}
+
+
+def _worth_it(table: Mapping[str, Any], model: str, plan: Plan) -> tuple[bool | None, str]:
+    """Worth it when each example costs fewer service units on the GPUs, beyond noise; not when more."""
+    cost, ci = table["relative_su"], table["relative_su_ci"]
+    speedup = units.with_interval(table["gpu_speedup"], table["gpu_speedup_ci"], lambda v: units.number(v, 2, "x"))
+    cost_text = units.with_interval(cost, ci, lambda v: units.number(v, 2, "x"))
+    weights = f"{plan.su_core_weight:g} SU per core-hour, {plan.su_gpu_weight:g} per GPU-hour"
+    gpu, cpu = table["cuda"], table["cpu"]
+    head = (f"{model}: the GPUs ({gpu['label']}) give {speedup} the CPU's examples/s ({cpu['label']}) and each "
+            f"example costs {cost_text} the service units ({weights})")
+    if ci is not None and ci[1] < 1 - DEFAULT_MIN_EFFECT:
+        return True, f"{head}: worth it, {1 / cost:.1f}x cheaper per example, beyond noise."
+    if ci is not None and ci[0] > 1 + DEFAULT_MIN_EFFECT:
+        return False, f"{head}: not worth it, {cost:.1f}x dearer per example, beyond noise."
+    reason = "within noise" if ci is not None else "a single launch gives no interval"
+    return None, f"{head}: neither cheaper nor dearer beyond noise ({reason})."

@@ -1,0 +1,90 @@
+"""The thread curve, the best split of the cores and the CPU against the GPUs as report blocks
+(``analysis/threads.py`` makes the figures; ``report/sections.py`` places the blocks). Narrow on purpose: each
+table reads whole at 80 columns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddptop import units
+from ddptop.report.blocks import Block, Caption, Note, Part, Table
+from ddptop.report.schema import Summary
+
+THREAD_HEADER = ("threads", "cores", "s/iter", "ex/s", "speedup", "efficiency", "serial frac.")
+BUDGET_HEADER = ("ranks x threads", "cores", "s/iter", "ex/s", "")
+DEVICE_HEADER = ("device", "split", "ex/s", "SU-hours per 1M ex.")
+BOUND_NOTE = ("Each rank runs torch.set_num_threads(t), OMP_NUM_THREADS=t, bound to t cores of its own "
+              "(sched_setaffinity); each thread count is its own launch.")
+
+
+def _ci(row: dict[str, Any], key: str, fmt: Any) -> str:
+    return units.with_interval(row.get(key), row.get(f"{key}_ci"), fmt)
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'s' if n != 1 else ''}"
+
+
+def _times(value: float) -> str:
+    return units.number(value, 2, "x")
+
+
+def thread_block(summary: Summary) -> Block:
+    parts: list[Part] = []
+    for table in summary.threads:
+        parts.append(Caption(f"Threads: {table['model']}, {_count(table['world_size'], 'rank')}, batch {table['batch_size']} "
+                             f"{table['batch_meaning']} ({table['backend']}); speedup over "
+                             f"{_count(table['reference_threads'], 'thread')}, 95% intervals"))
+        rows = [(str(r["threads"]), str(r["cores"]), _ci(r, "sec_iter", lambda v: units.number(v, 3)),
+                 _ci(r, "ex_sec_total", units.rate), _ci(r, "speedup", _times),
+                 _ci(r, "efficiency", units.percent), _ci(r, "karp_flatt", lambda v: units.number(v, 3)))
+                for r in table["rows"]]
+        parts.append(Table(THREAD_HEADER, rows, first_left=True))
+        fit = table.get("amdahl")
+        if fit:
+            fraction = units.with_interval(fit["serial_fraction"], fit.get("serial_fraction_ci"),
+                                           lambda v: units.number(v, 3))
+            limit = f", so at most {fit['max_speedup']:.1f}x from threads alone" if fit.get("max_speedup") else ""
+            parts.append(Note(f"Amdahl's law over the threads: serial fraction {fraction}{limit}."))
+        if table.get("recommendation"):
+            parts.append(Note(table["recommendation"]))
+    if parts:
+        parts.append(Note(BOUND_NOTE))
+    return Block("Threads per rank", parts) if parts else Block()
+
+
+def core_budget_block(summary: Summary) -> Block:
+    parts: list[Part] = []
+    for table in summary.core_budget:
+        cores = f"{table['cores']} cores" if table.get("cores") else "the cores"
+        parts.append(Caption(f"Core budget: {table['model']}, batch {table['batch_size']} ({table['backend']}): every "
+                             f"ranks x threads split of {cores} measured; examples/s of all ranks, 95% intervals"))
+        rows = [(f"{c['world_size']} x {c['threads']}", str(c["cores"]), units.number(c["sec_iter"], 3),
+                 _ci(c, "ex_sec_total", units.rate), "best" if c["config_id"] == table["best_config_id"] else
+                 "highest" if c["config_id"] == table["measured_highest"] else "")
+                for c in table["cells"]]
+        parts += [Table(BUDGET_HEADER, rows, first_left=True), Note(table["answer"])]
+    return Block("Core budget: ranks x threads", parts) if parts else Block()
+
+
+def devices_block(summary: Summary) -> Block:
+    parts: list[Part] = []
+    for table in summary.devices_compared:
+        parts.append(Caption(f"CPU against GPU: {table['model']}, batch {table['batch_size']} per rank; each "
+                             "device at its most examples/s, 95% intervals"))
+        rows = []
+        for device in ("cpu", "cuda"):
+            side = table.get(device)
+            if side:
+                split = (f"{side['world_size']} x {_count(side['threads'], 'thread')}" if device == "cpu"
+                         else _count(side["world_size"], "GPU"))
+                rows.append((device, split, _ci(side, "ex_sec_total", units.rate),
+                             units.number(side.get("su_hours_per_million"), 2)))
+        if rows:
+            parts.append(Table(DEVICE_HEADER, rows, first_left=True))
+        parts.append(Note(table["answer"]))
+    if parts:
+        parts.append(Note("Service units: SU = (w_core * cores + w_gpu * GPUs) * wall time in hours, per example here; the "
+                          "cores are those the ranks were given (threads per rank x ranks). Set the weights with "
+                          "--su-core-weight and --su-gpu-weight to your cluster's charges."))
+    return Block("CPU against GPU", parts) if parts else Block()
