@@ -49,10 +49,12 @@ class RunControl:
 
     owns_run = False  # whether this process runs the sweep (and so handles signals, saves, exits 1/130)
 
-    def __init__(self, session: Session, telemetry: Any, topology: Topology | None) -> None:
+    def __init__(self, session: Session, telemetry: Any, topology: Topology | None,
+                 environment: dict[str, Any] | None = None) -> None:
         self.session = session
         self.telemetry = telemetry  # a Monitor or a TimelineFollower
         self.topology = topology
+        self.environment = environment  # what the run's environment.json says (what the job was given)
         self._logs_read = -LOG_PERIOD
         self._validity = LiveValidity()
         self._nodes: dict[int, TimelineFollower] = {}  # follower nodes' timelines, found as they appear
@@ -198,7 +200,7 @@ class LiveControl(RunControl):
     def __init__(self, live: LiveRun, telemetry: Any | None = None) -> None:
         if telemetry is None:  # telemetry off: show what the timeline file has (nothing, said plainly)
             telemetry = live.monitor or TimelineFollower(os.path.join(live.session.run_dir, TIMELINE_FILE))
-        super().__init__(live.session, telemetry, live.topology)
+        super().__init__(live.session, telemetry, live.topology, live.environment)
         self.live = live
 
     def _phase(self) -> tuple[RunPhase, str | None]:
@@ -256,6 +258,7 @@ class RecordedControl(RunControl):
             recorded.session,
             TimelineFollower(os.path.join(recorded.run_dir, TIMELINE_FILE)),
             Topology.from_json(topology) if topology else None,
+            store.read_json_object(os.path.join(recorded.run_dir, layout.ENVIRONMENT_FILE))[0],
         )
         self.recorded = recorded
         self.open_summary = open_summary  # "now" (view), "when_done" (watch) or None

@@ -7,6 +7,8 @@
   until out of memory of a course notebook on data parallelism with ResNet-18 on CIFAR-10);
 - comm_split.*: per DDP configuration, compute (no_sync step) and exposed communication stacked;
 - busbw.*: the collective benchmark's bus bandwidth against message size, with what DDP's buckets reached;
+- threads.*: speedup and efficiency against each rank's threads (--threads), 95% intervals, the perfect line
+  and Amdahl's fit;
 - memory_frontier.*: per strategy (--strategies: DDP, ZeRO-1, FSDP2), examples/s against memory per rank at
   every batch measured, each point labelled with its batch.
 
@@ -142,6 +144,45 @@ def _speedup(plt: Any, summary: Summary, out_dir: str) -> list[str]:
     return paths + _finish(plt, fig, [axis], out_dir, "efficiency")
 
 
+def _threads(plt: Any, summary: Summary, out_dir: str) -> list[str]:
+    """The thread curve of each thread table: speedup (left) and efficiency (right) against threads per rank."""
+    tables = summary.threads
+    if not tables:
+        return []
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    largest = max(r["threads"] for t in tables for r in t["rows"])
+    counts = list(range(1, largest + 1))
+    left.plot(counts, counts, linestyle="--", color="grey", label="perfect scaling")
+    for index, table in enumerate(tables):
+        rows = table["rows"]
+        label = f"{table['model']} bs{table['batch_size']} N={table['world_size']}"
+        speedups = [r["speedup"] for r in rows]
+        drawn = left.errorbar([r["threads"] for r in rows], speedups,
+                              yerr=_yerr(speedups, [r.get("speedup_ci") for r in rows]), capsize=3, marker="o",
+                              label=label)
+        _name_intervals(drawn, f"ci-thread-speedup-{index + 1}")
+        fit = table.get("amdahl")
+        if fit and formulas.amdahl_applies(fit["raw_serial_fraction"]):
+            left.plot(counts, [formulas.amdahl_speedup(fit["serial_fraction"], t) for t in counts], linestyle=":",
+                      color=drawn.lines[0].get_color(), label=f"Amdahl, serial {100 * fit['serial_fraction']:.1f}%")
+        efficiency = [r["efficiency"] for r in rows]
+        drawn = right.errorbar([r["threads"] for r in rows], [100 * e for e in efficiency],
+                               yerr=_yerr(efficiency, [r.get("efficiency_ci") for r in rows], 100), capsize=3,
+                               marker="o", label=label)
+        _name_intervals(drawn, f"ci-thread-efficiency-{index + 1}")
+    threshold = 100 * (tables[0].get("efficiency_threshold") or 0.7)
+    right.axhline(threshold, linestyle="--", color="grey", label=f"threshold {threshold:.0f}%")
+    measured = sorted({r["threads"] for t in tables for r in t["rows"]})
+    for axis in (left, right):
+        if largest > 4:  # 1, 2, 4, 8, 16 evenly spaced
+            axis.set_xscale("log", base=2)
+        axis.set_xticks(measured, [str(t) for t in measured])
+    left.set(xlabel="threads per rank", ylabel="speedup", title="Speedup over threads")
+    right.set(xlabel="threads per rank", ylabel="efficiency (%)", title="Efficiency over threads", ylim=(0, 110))
+    fig.suptitle(summary.name or "")
+    return _finish(plt, fig, [left, right], out_dir, "threads")
+
+
 def _batch_throughput(plt: Any, summary: Summary, out_dir: str) -> list[str]:
     tables = summary.batch_throughput
     if not tables:
@@ -225,7 +266,7 @@ def save_plots(summary: Summary, run_dir: str) -> list[str]:
     os.makedirs(out_dir, mode=0o700, exist_ok=True)
     plt = _pyplot()
     paths: list[str] = []
-    for draw in (_speedup, _batch_throughput, _comm_split, _busbw, _frontier):
+    for draw in (_speedup, _threads, _batch_throughput, _comm_split, _busbw, _frontier):
         paths += draw(plt, summary, out_dir)
     return paths
 

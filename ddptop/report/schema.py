@@ -907,6 +907,11 @@ class PlanRecord(Record):
     devices: list[str] = field(default_factory=list)  # --devices cpu,cuda
     devices_skipped: dict[str, str] = field(default_factory=dict)
 
+    def threads_for(self, world_size: int) -> int | None:
+        """Each rank's threads at a world size as the plan gave them (None: a plan without the record)."""
+        found = self._extra.get("threads_per_rank")
+        return found.get(str(world_size)) if isinstance(found, dict) else None
+
     def bucket_caps(self) -> list[float]:
         caps = self.bucket_cap_mb
         return list(caps) if isinstance(caps, (list, tuple)) else [caps] if caps is not None else []

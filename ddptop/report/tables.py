@@ -629,11 +629,17 @@ def collectives_block(summary: Summary) -> Block:
     return Block(None, parts)
 
 
+def table_place(table: ScalingTable) -> str:
+    """A scaling table's device and threads, where the plan measured more than one (--devices, --threads)."""
+    place = f", {table.device}" if table.device else ""
+    return place + (f", {table.threads} thread{'s' if table.threads != 1 else ''} per rank" if table.threads else "")
+
+
 def _scaling_title(table: ScalingTable) -> str:
     title = (
         f"Scaling: {table.model}{'' if table.strategy == 'ddp' else ' ' + table.strategy}, batch {table.batch_size} "
         f"{table.batch_meaning} "
-        f"({table.scaling} scaling, {table.backend}), against N={table.reference_world_size}"
+        f"({table.scaling} scaling, {table.backend}{table_place(table)}), against N={table.reference_world_size}"
     )
     overhead = table.ddp_overhead_at_reference
     if overhead is not None:
@@ -975,8 +981,131 @@ def environment_markdown(summary: Summary) -> list[str]:
         f"torch built for CUDA {versions.get('cuda') or '-'}, cuDNN {versions.get('cudnn') or '-'}, NCCL {versions.get('nccl') or '-'}",
         f"- ddptop {env.ddptop or '?'}, Python {env.python or '?'}",
         *_launch_setup_lines(env.launch_setup),
+        *_allocation_lines(summary),
         "",
     ]
+
+
+# the report's observations on what the job was given against what the run used (environment_markdown)
+FEW_CORES_BUSY = 0.5  # cores busy at peak below this share of the cores given
+LITTLE_MEMORY_USED = 0.25  # the ranks' RSS at peak below this share of the memory limit
+NEAR_MEMORY_LIMIT = 0.9  # ... at or above this share
+
+
+def _allocation_lines(summary: Summary) -> list[str]:
+    """What the job was given (environment.allocation) and what the run used at its peak
+    (environment.peak_use), and what the two say side by side; nothing for a summary saved without them."""
+    saved = summary.environment.to_json()
+    given = saved.get("allocation") if isinstance(saved.get("allocation"), dict) else None
+    used = saved.get("peak_use") if isinstance(saved.get("peak_use"), dict) else None
+    lines = []
+    if given is not None:
+        lines.append(f"- given: {_given_text(given, len(summary.environment.gpus))}")
+    if used is not None and (used_text := _used_text(used)):
+        lines.append(f"- used at peak: {used_text}")
+    if given is not None and used is not None and (notes := _use_notes(given, used)):
+        lines.append(f"- note: {'; '.join(notes)}")
+    return lines
+
+
+def cpu_ranges(cores: list[int]) -> str:
+    """CPU ids as a cpuset list: 0-15, or 0-3,8-11."""
+    runs: list[list[int]] = []
+    for core in sorted(set(cores)):
+        if runs and core == runs[-1][1] + 1:
+            runs[-1][1] = core
+        else:
+            runs.append([core, core])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
+def given_cores(given: dict[str, Any]) -> float | None:
+    """The cores the job may keep busy: its CPUs, or its CPU quota where that is fewer."""
+    cores, quota = given.get("cores_count"), given.get("cpu_quota_cores")
+    found = [float(v) for v in (cores, quota) if isinstance(v, (int, float)) and v > 0]
+    return min(found) if found else None
+
+
+def _given_text(given: dict[str, Any], gpus: int) -> str:
+    parts = []
+    if isinstance(given.get("cores_count"), int):
+        cores = given.get("cores") or []
+        parts.append(f"{given['cores_count']} cores" + (f" (affinity {cpu_ranges(cores)})" if cores else ""))
+    if isinstance(given.get("cpu_quota_cores"), (int, float)):
+        parts.append(f"CPU quota {given['cpu_quota_cores']:.3g} cores (cgroup)")
+    if given.get("memory_limit_bytes") is not None:
+        parts.append(f"memory limit {units.binary_bytes(given['memory_limit_bytes'])} (cgroup)")
+    elif given.get("memory_total_bytes") is not None:
+        parts.append(f"no memory limit ({units.binary_bytes(given['memory_total_bytes'])} on the host)")
+    visible = given.get("gpus_visible")
+    parts.append(_count(gpus, "GPU") + (f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else ""))
+    text = ", ".join(parts)
+    slurm = given.get("slurm")
+    if isinstance(slurm, dict) and slurm:
+        text += f" — SLURM job {slurm.get('job_id', '?')}" + (f": {', '.join(found)}" if (found := _slurm_parts(slurm)) else "")
+    return text
+
+
+def _count(value: Any, what: str) -> str:
+    """``2 GPUs``, ``1 GPU``; a value that is not a number (as SLURM gave it) as it is."""
+    return f"{value} {what}" + ("" if value == 1 else "s")
+
+
+def _slurm_parts(slurm: dict[str, Any]) -> list[str]:
+    parts = []
+    if isinstance(slurm.get("job_num_nodes"), int) and slurm["job_num_nodes"] > 1:
+        parts.append(_count(slurm["job_num_nodes"], "node"))
+    if slurm.get("cpus_on_node") is not None:
+        parts.append(f"{_count(slurm['cpus_on_node'], 'CPU')} on this node")
+    if slurm.get("ntasks") is not None and slurm.get("cpus_per_task") is not None:
+        parts.append(f"{_count(slurm['ntasks'], 'task')} of {_count(slurm['cpus_per_task'], 'CPU')}")
+    elif slurm.get("cpus_per_task") is not None:
+        parts.append(f"{_count(slurm['cpus_per_task'], 'CPU')} per task")
+    for key, what in (("mem_per_node_mib", "per node"), ("mem_per_cpu_mib", "per CPU")):
+        mib = slurm.get(key)
+        if isinstance(mib, int):
+            parts.append(f"{units.binary_bytes(mib * units.MIB) if mib else 'all memory'} {what}")
+    if slurm.get("gpus_on_node") is not None:
+        parts.append(f"{_count(slurm['gpus_on_node'], 'GPU')} on this node")
+    elif slurm.get("gpus_per_node") is not None:
+        parts.append(f"{_count(slurm['gpus_per_node'], 'GPU')} per node")
+    if slurm.get("job_gpus") is not None:
+        parts.append(f"GPU ids {slurm['job_gpus']}")
+    return parts
+
+
+def _used_text(used: dict[str, Any]) -> str:
+    figures = []  # (text, the configuration it came from)
+    if used.get("cores_busy") is not None:
+        figures.append((f"{used['cores_busy']:.1f} cores busy", used.get("cores_busy_config")))
+    if used.get("rss_bytes") is not None:
+        figures.append((f"{units.binary_bytes(used['rss_bytes'])} RSS", used.get("rss_config")))
+    if used.get("gpu_memory_bytes") is not None:
+        gpus = used.get("gpus") or 1
+        figures.append((f"{units.binary_bytes(used['gpu_memory_bytes'])} GPU memory"
+                        + (f" on the fullest of {gpus} GPUs" if gpus > 1 else ""), used.get("gpu_memory_config")))
+    if not figures:
+        return ""
+    if len({config for _, config in figures}) == 1:
+        config = figures[0][1]
+        return ", ".join(text for text, _ in figures) + (f" ({config})" if config else "")
+    return ", ".join(text + (f" ({config})" if config else "") for text, config in figures)
+
+
+def _use_notes(given: dict[str, Any], used: dict[str, Any]) -> list[str]:
+    """Where the run used far less than the job was given, or came near a limit: observations, each short."""
+    notes = []
+    cores, busy = given_cores(given), used.get("cores_busy")
+    if cores is not None and isinstance(busy, (int, float)) and busy < FEW_CORES_BUSY * cores:
+        notes.append(f"the busiest configuration kept {busy:.1f} of the {cores:g} cores given busy")
+    limit, rss = given.get("memory_limit_bytes"), used.get("rss_bytes")
+    if isinstance(limit, int) and limit > 0 and isinstance(rss, int):
+        share = rss / limit
+        if share >= NEAR_MEMORY_LIMIT:
+            notes.append(f"the ranks' RSS came to {units.percent(share)} of the memory limit")
+        elif share < LITTLE_MEMORY_USED:
+            notes.append(f"the ranks' RSS stayed at {units.percent(share)} of the memory limit")
+    return notes
 
 
 def _launch_setup_lines(setup: dict[str, Any]) -> list[str]:
@@ -1054,6 +1183,7 @@ def csv_text(summary: Summary) -> str:
     # the readings behind the load figures, the memory peak the table shows, the GPUs' idle share
     header += ["telemetry_readings", "telemetry_coarse", "mem_peak_shown_bytes", "mem_peak_source",
                "gpu_idle_share", "gpu_idle_share_low", "gpu_idle_share_high", "gpu_idle_readings"]
+    header += ["threads_per_rank"]  # each rank's threads: a thread sweep's count, else the plan's share
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
@@ -1089,5 +1219,6 @@ def csv_text(summary: Summary) -> str:
         idle = load.gpu_idle or GpuIdle()
         row += [load.readings, load.coarse, *(_memory_peak(entry, load) if entry.telemetry else (None, None))]
         row += [idle.share, *(idle.share_ci or (None, None)), idle.readings]
+        row.append(entry.threads or summary.plan.threads_for(entry.world_size))
         writer.writerow(["" if v is None else v for v in row])
     return buffer.getvalue()

@@ -1,7 +1,9 @@
 """Facts about the machine a sweep ran on, gathered without importing torch.
 
 torch, CUDA, cuDNN and NCCL versions come from the ranks' hello events (torch lives there); this module adds
-what the ddptop process can see itself: host, OS, CPUs, NVML's GPUs and driver, and the batch scheduler.
+what the ddptop process can see itself: host, OS, CPUs, NVML's GPUs and driver, the batch scheduler, and
+what this process was given (``allocation``: its cores, its cgroup's limits, its SLURM job;
+``ddptop.run.allocation``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import sys
 from dataclasses import asdict
 
 from ddptop import __version__
+from ddptop.run.allocation import read_allocation
 from ddptop.run.plan import usable_cpu_count
 from ddptop.telemetry import nvml as nv
 from ddptop.telemetry.inventory import Inventory
@@ -48,4 +51,5 @@ def collect(inventory: Inventory) -> dict:
         "nvml_fake": nv.FAKE_LABEL + " " + os.environ.get(nv.FAKE_ENV, "") if inventory.fake else None,
         "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
         "scheduler": {k: os.environ[k] for k in SCHEDULER_VARIABLES if k in os.environ},
+        "allocation": read_allocation(),
     }

@@ -109,6 +109,29 @@ def gib(value: float | None) -> str:
     return units.gib(value)
 
 
+def given(environment: Any) -> str | None:
+    """What the job was given, in a few words for the host line: ``given 16 cores · 64.0 GiB memory limit
+    · 2 GPUs (SLURM 1234)``. The cores are its CPUs, or its CPU quota where that is fewer; the GPUs are those
+    NVML lets it use. None where the environment has no ``allocation`` (a run recorded before it was read)."""
+    allocation = environment.get("allocation") if isinstance(environment, dict) else None
+    if not isinstance(allocation, dict):
+        return None
+    parts = []
+    cores, quota = allocation.get("cores_count"), allocation.get("cpu_quota_cores")
+    if isinstance(quota, (int, float)) and (not isinstance(cores, int) or quota < cores):
+        parts.append(f"{quota:.3g} cores (quota)")
+    elif isinstance(cores, int):
+        parts.append(f"{cores} core{'' if cores == 1 else 's'}")
+    limit = allocation.get("memory_limit_bytes")
+    parts.append(f"{units.binary_bytes(limit)} memory limit" if isinstance(limit, int) else "no memory limit")
+    gpus = environment.get("gpus")
+    count = len(gpus) if isinstance(gpus, list) else 0
+    parts.append(f"{count} GPU{'' if count == 1 else 's'}")
+    slurm = allocation.get("slurm")
+    job = slurm.get("job_id") if isinstance(slurm, dict) else None
+    return "given " + " · ".join(parts) + (f" (SLURM {job})" if job is not None else "")
+
+
 def gbps(value: float | None) -> str:
     """NVML's bytes/s as GB/s in a column whose header names the unit."""
     return units.gbps(value, from_bytes=True, compact=True, missing=units.NA)

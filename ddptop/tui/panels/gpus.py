@@ -237,9 +237,14 @@ def _gpu_cells(reading: dict[str, Any], name: str, history: list[Any], ranks: li
 
 
 class HostLine(CachedStatic):
-    """The host's CPU, per-core load, memory and load average, and ddptop's own CPU."""
+    """The host's CPU, per-core load, memory and load average, and ddptop's own CPU; below them what the job
+    was given (``given``: ``fmt.given``, this node's), where the run's environment says."""
 
     _drawn_from: Any = None
+
+    def __init__(self, given: str | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.given = given
 
     def update_from(self, snapshot: RunSnapshot) -> None:
         telemetry = snapshot.telemetry
@@ -255,6 +260,12 @@ class HostLine(CachedStatic):
             _host_line(line, node)
             if node_rank != nodes[-1][0]:
                 line.append("\n")
+        if self.given:
+            if line.plain and not line.plain.endswith("\n"):
+                line.append("\n")
+            if len(nodes) > 1:  # this ddptop's node: the others' were not read
+                line.append("node 0  ", style="bold")
+            line.append(self.given)
         self.show_content(line)
 
 
