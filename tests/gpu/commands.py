@@ -60,3 +60,15 @@ def workloads_run(world_size: int) -> list[str]:
     return ["--models", f"{WORKLOAD},{HF_DECODER}", "--seq-len", str(WORKLOAD_SEQ_LEN), "--batch-sizes",
             str(WORKLOAD_BATCH), "--amp", "bf16", "--strategies", "fsdp2", "--world-sizes", str(world_size),
             "--no-baseline", "--comm-iters", "0", "--no-collectives", *SHORT]
+
+
+# Threads and devices: resnet18 at 64 px, batch 32, on the CPU at 1, 2, 4, 8, 16 threads (those that fit the
+# node's usable cores) and on one GPU, in one run: the thread curve and the CPU against the GPU in service units.
+THREAD_COUNTS = (1, 2, 4, 8, 16)
+
+
+def threads_devices_run(cores: int) -> list[str]:
+    counts = ",".join(str(t) for t in THREAD_COUNTS if t <= cores)
+    return ["--models", "resnet18", "--image-size", "64", "--batch-sizes", "32", "--threads", counts, "--devices",
+            "cpu,cuda", "--world-sizes", "1", "--no-baseline", "--comm-iters", "0", "--no-collectives", "--no-trace",
+            *SHORT]

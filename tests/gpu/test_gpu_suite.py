@@ -2,13 +2,14 @@
 
     python3 -m pytest -m gpu -n 0
 
-(every test marked gpu: these twelve and the real-NVML sampler test of tests/test_telemetry.py). On a node
+(every test marked gpu: these fifteen and the real-NVML sampler test of tests/test_telemetry.py). On a node
 where NVML lists a GPU and torch sees CUDA (never under the simulated NVML: ``DDPTOP_FAKE_NVML`` must be
-unset), an estimated 3.5 minutes on one H100 (docs/testing.md); anywhere else every test is skipped, with the
-reason (decided once, when the module is collected). Six runs serve the twelve tests, each made once, by the
+unset), an estimated 5.5 minutes on one H100 (docs/testing.md); anywhere else every test is skipped, with the
+reason (decided once, when the module is collected). Eight runs serve the fifteen tests, each made once, by the
 first test that needs it: the default plan under Textual's Pilot with nvidia-smi sampling beside it,
 ``ddptop doctor --report`` and the report's replay, the GPT kernel with ZeRO-1 and FSDP2, a capped fp16 batch
-sweep that runs out of memory, and ``ddptop tune`` with torch.compile. What each run is:
+sweep that runs out of memory, a workload and a Hugging Face model, ``ddptop tune`` with torch.compile, and a
+thread sweep on the CPU beside the GPU (--threads, --devices cpu,cuda). What each run is:
 ``tests/gpu/commands.py``. The readers of what the runs wrote: ``tests/gpu/support.py``, checked without a GPU
 against the files of a real H100 run by ``tests/gpu/test_readers.py``. The tests run in this file's order;
 docs/testing.md has the time of each.
@@ -453,6 +454,36 @@ def test_a_workload_and_a_hugging_face_model_run_on_the_gpus(workloads_run):
             assert config["flops"]["uncounted_ops"] == [] and config["tokens_per_example"] == 128.0
         stats = config["stats"]
         assert math.isclose(stats["tok_sec_total"]["p50"], stats["ex_sec_total"]["p50"] * config["tokens_per_example"])
+
+
+# -- threads and devices: the thread curve and the CPU against the GPU ----------------------------------------
+
+@pytest.fixture(scope="module")
+def threads_devices_run(tmp_path_factory) -> Finished:
+    cores = len(os.sched_getaffinity(0))
+    return run_sweep(str(tmp_path_factory.mktemp("threads") / "run"), *commands.threads_devices_run(cores))
+
+
+def test_the_cpu_thread_curve_and_the_gpu_against_the_cpu_in_service_units(threads_devices_run):
+    """--threads 1,...,16 --devices cpu,cuda: every configuration ok, the CPU's at each thread count with its
+    ranks bound to that many cores and seeing no GPU, the GPU's on cuda; the thread curve's speedup at the most
+    threads above 1 beyond its interval; the GPU faster than the CPU's best split, with the answer in words."""
+    summary = summary_of(threads_devices_run)
+    counts = [t for t in commands.THREAD_COUNTS if t <= len(os.sched_getaffinity(0))]
+    assert summary["status_counts"] == {"ok": len(counts) + 1}, summary["status_counts"]
+    devices = {c["config_id"]: (c["device"], c["threads"]) for c in summary["configs"]}
+    assert sorted(devices.values()) == sorted([("cuda", 0)] + [("cpu", t) for t in counts]), devices
+    for name, setup in summary["environment"]["launch_setup"].items():
+        if "-cpu-t" in name:
+            assert all(len(rank["cores"]) == int(name.rsplit("-t", 1)[1]) for rank in setup["ranks"].values()), setup
+    (curve,) = summary["threads"]
+    assert [r["threads"] for r in curve["rows"]] == counts
+    top = curve["rows"][-1]
+    assert top["speedup_ci"] and top["speedup_ci"][0] > 1, top
+    (compared,) = summary["devices_compared"]
+    assert compared["cpu"]["threads"] in counts and compared["cuda"]["gpus"] == 1
+    assert compared["gpu_speedup_ci"] and compared["gpu_speedup_ci"][0] > 1, compared
+    assert compared["relative_su"] is not None and "service units" in compared["answer"], compared
 
 
 # -- fp16, channels_last, and a real CUDA out of memory ------------------------------------------------------------

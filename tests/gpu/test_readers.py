@@ -118,8 +118,8 @@ def test_here_every_test_of_the_suite_is_skipped_with_the_reason():
                            "no:cacheprovider", "tests/gpu"], cwd=REPO, capture_output=True, text=True, timeout=300)
     lines = done.stdout.splitlines()
     skipped = [line for line in lines if line.startswith("SKIPPED [1] tests/gpu/test_gpu_suite.py:")]
-    assert len(skipped) == 14 and all(line.endswith(": " + reason) for line in skipped), done.stdout[-3000:]
-    assert done.returncode == 0 and lines[-1].startswith("14 skipped"), done.stdout[-3000:]
+    assert len(skipped) == 15 and all(line.endswith(": " + reason) for line in skipped), done.stdout[-3000:]
+    assert done.returncode == 0 and lines[-1].startswith("15 skipped"), done.stdout[-3000:]
 
 
 # -- the suite's commands: ddptop's own parser and plan -------------------------------------------------------------
@@ -152,7 +152,12 @@ def test_the_suites_runs_are_valid_plans_on_a_node_of_one_and_eight_gpus(gpus):
     workloads = plan_of("run", commands.workloads_run(gpus), gpus)
     assert workloads.models == (commands.WORKLOAD, commands.HF_DECODER) and workloads.world_sizes == (gpus,)
     assert workloads.strategies == ("ddp", "fsdp2") and workloads.seq_lens[commands.HF_DECODER] == 128
-    for plan in (gpt, capped, tune, workloads):
+    threads = plan_of("run", commands.threads_devices_run(16), gpus)
+    assert (threads.devices, threads.cpu_grid, threads.world_sizes) == (
+        ("cpu", "cuda"), ((1, 1), (1, 2), (1, 4), (1, 8), (1, 16)), (1,))
+    assert [launch.launch_key for launch in threads.launches()] == ["n1-nccl"] + [
+        f"n1-gloo-cpu-t{t}" for t in (1, 2, 4, 8, 16)]
+    for plan in (gpt, capped, tune, workloads, threads):
         assert plan.max_time_per_config == 2 and plan.launches_per_config == 1 and plan.device == "cuda"
 
 
