@@ -42,9 +42,7 @@ def _pyplot():
 
 
 def _table_label(table: ScalingTable, many_caps: bool) -> str:
-    label = f"{table.model} bs{table.batch_size} {table.backend}" + (
-        f" {table.strategy}" if table.strategy != "ddp" else "") + (
-        f" {table.device}" if table.device else "") + (f" x{table.threads}t" if table.threads else "")
+    label = f"{table.series_label()} {table.backend}"
     return label + (f" bucket {table.bucket_cap_mb:g}" if many_caps else "")
 
 

@@ -575,6 +575,12 @@ class ScalingTable(Record):
 
     _only_when_set: ClassVar[frozenset[str]] = frozenset({"strategy", "device", "threads"})
 
+    def series_label(self) -> str:
+        """The table as a chart's series: model and batch, and the strategy, device and threads that tell it
+        from the run's other tables."""
+        return (f"{self.model} bs{self.batch_size}" + (f" {self.strategy}" if self.strategy != "ddp" else "")
+                + (f" {self.device}" if self.device else "") + (f" x{self.threads}t" if self.threads else ""))
+
 
 @dataclass(kw_only=True)
 class BatchRow(Record):

@@ -182,6 +182,12 @@ class Plan:
         """The CPU measured beside the GPUs (--devices cpu,cuda on a node with a usable GPU)."""
         return self.device == "cuda" and "cpu" in self.devices
 
+    def thread_splits(self) -> list[tuple[int, int]]:
+        """(world size, threads per rank) of every launch: the plan's share of the cores at each world size,
+        and each split of a thread sweep."""
+        own = [] if self.cpu_grid and self.device == "cpu" else list(self.threads_per_rank.items())
+        return sorted(set(own) | set(self.cpu_grid))
+
     def threads_for(self, world_size: int, threads: int = 0) -> int:
         """Each rank's threads: a thread sweep's own count, else the plan's share of the cores at N."""
         return threads or self.threads_per_rank.get(world_size) or 1

@@ -118,6 +118,7 @@ class SweepRunner:
         self._stop = threading.Event()
         self._skip = threading.Event()
         self._launch_index = 0
+        self._ceilings_measured: set[str] = set()  # the devices whose matmul ceiling a launch has measured
         self.stop_reason = "sweep stopped"
         self.storage_stop: str | None = None  # the run directory went away or read-only: why the sweep stopped
         self._run_dir_id = _identity(session.run_dir)
@@ -197,7 +198,8 @@ class SweepRunner:
                 memory_cap_mb=self.plan.memory_cap_mb,
                 inject=tuple(self.plan.inject),
                 collectives=CollectiveSpec.from_json(collectives) if collectives else None,
-                measure_ceiling=self._launch_index == 1 and attempt == 0,  # once per sweep, its first launch
+                # once per device, in its first launch (the CPU part of --devices cpu,cuda has its own)
+                measure_ceiling=device not in self._ceilings_measured and attempt == 0,
                 run_dir=self.session.run_dir,
                 **launch_binding(self.plan, launch.nproc_per_node, threads, device),  # rank_cores/binding/numa_binding
                 configs=tuple(RunConfig.from_json(c.to_json()) for c in remaining),
@@ -209,6 +211,7 @@ class SweepRunner:
                 env["CUDA_VISIBLE_DEVICES"] = ""
             if len(self.plan.variants) > 1 and launch.backend == "nccl":  # a tune: which algorithm NCCL used
                 env.update(nccl_log.tuning_environment(path, os.environ))
+            self._ceilings_measured.add(device)
             placement = self._placement(launch.nodes)
             self._mark(LaunchStart(name, launch.world_size, launch.backend, tuple(c.config_id for c in remaining),
                                    nodes=launch.nodes, nproc_per_node=launch.nproc_per_node))

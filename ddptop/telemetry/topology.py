@@ -18,6 +18,7 @@ import glob
 import os
 import re
 from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ddptop.protocol.affinity import parse_cpu_list
@@ -405,7 +406,12 @@ def read_cpu_layout(sysfs_root: str = "/sys") -> dict[str, Any]:
     }
 
 
-def format_cpus(cpu: dict[str, Any], threads_per_rank: dict[int, int] | None = None, fake: bool = False) -> list[str]:
+# threads per rank at each world size (the plan's threads_per_rank), or the (ranks, threads) splits of a
+# thread sweep, a world size once per thread count
+ThreadSplits = Mapping[int, int] | Sequence[tuple[int, int]]
+
+
+def format_cpus(cpu: dict[str, Any], threads_per_rank: ThreadSplits | None = None, fake: bool = False) -> list[str]:
     """The CPU part of the Topology tab: what a CPU-only user needs, and what each GPU's affinity refers to."""
     if not cpu:
         return []
@@ -420,7 +426,8 @@ def format_cpus(cpu: dict[str, Any], threads_per_rank: dict[int, int] | None = N
         lines.append(f"  ddptop and its ranks may run on CPUs {cpu['allowed']} (this process's affinity: a "
                      "SLURM job or a container may allow fewer than the machine has)")
     if threads_per_rank:
-        per = ", ".join(f"N={n}: {t}" for n, t in sorted(threads_per_rank.items()))
+        pairs = sorted(threads_per_rank.items() if isinstance(threads_per_rank, Mapping) else threads_per_rank)
+        per = ", ".join(f"N={n}: {t}" for n, t in pairs)
         lines.append("  Unless --no-bind-cores, each CPU rank runs on CPUs of its own among those, each GPU rank on "
                      "its GPU's NUMA node (each rank's hello says which), with this many threads (OMP_NUM_THREADS) "
                      f"per rank: {per}")
@@ -520,7 +527,7 @@ def nic_labels(topo: Topology) -> dict[str, str]:
     return {name: f"NIC{i}" for i, name in enumerate(topo.nics)}
 
 
-def format_matrix(topo: Topology, threads_per_rank: dict[int, int] | None = None) -> str:
+def format_matrix(topo: Topology, threads_per_rank: ThreadSplits | None = None) -> str:
     """The matrix and legends, in current nvidia-smi's layout (NICs as NIC0.. with a NIC legend, a GPU NUMA ID
     column), then the machine's CPUs (and, given the plan's ``threads_per_rank``, how the ranks use them)."""
     lines: list[str] = []
@@ -563,7 +570,7 @@ def format_matrix(topo: Topology, threads_per_rank: dict[int, int] | None = None
     return _with_cpus(lines, topo, threads_per_rank)
 
 
-def _with_cpus(lines: list[str], topo: Topology, threads_per_rank: dict[int, int] | None) -> str:
+def _with_cpus(lines: list[str], topo: Topology, threads_per_rank: ThreadSplits | None) -> str:
     """The tab's text: ``lines``, then the machine's CPUs after a blank line."""
     cpus = format_cpus(topo.cpu, threads_per_rank, topo.fake)
     return "\n".join(lines + ([""] + cpus if cpus else [])) + "\n"

@@ -207,7 +207,7 @@ class DdptopApp(AsciiAwareApp):
             with TabPane("3 Topology", id="topology-tab"):
                 with ScrollableContainer():
                     topology = self.control.topology
-                    text = (format_matrix(topology, self.control.session.plan.threads_per_rank)
+                    text = (format_matrix(topology, self.control.session.plan.thread_splits())
                             if topology is not None else "Topology was not recorded.")
                     yield Static(fmt.ascii_of(text) if fmt.ASCII else text, id="topology")
             with TabPane("4 Logs", id="logs-tab"):

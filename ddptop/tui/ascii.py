@@ -107,6 +107,6 @@ def speedup_lines(summary: Summary, width: int, height: int) -> list[str]:
                 ticks[col(n) + offset] = char
     lines.append(" " * label_width + " +" + "".join(axis).replace(" ", "-"))
     lines.append(" " * (label_width + 2) + "".join(ticks) + "  N")
-    legend = [f"{marks[i % len(marks)]} {t.model} bs{t.batch_size}" for i, t in enumerate(tables)]
+    legend = [f"{marks[i % len(marks)]} {t.series_label()}" for i, t in enumerate(tables)]
     lines.append(fmt.ascii_of("  ".join(legend + [". perfect", "x projected", "| 95% interval"])))
     return lines

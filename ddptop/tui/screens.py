@@ -176,7 +176,7 @@ class SummaryScreen(Screen[None]):
                 continue
             xs = [r.world_size for r in rows]
             measured.update(xs)
-            label = f"{table.model} bs{table.batch_size}" + (f" {table.strategy}" if table.strategy != "ddp" else "")
+            label = table.series_label()
             plt.plot(xs, [r.speedup or 0.0 for r in rows], marker="dot", color=color, label=label)
             projected = table.projection.points if table.projection else []
             points: list[ScalingRow | ProjectionPoint] = [*rows, *projected]

@@ -34,12 +34,17 @@ CONFIG_COLUMNS = (
 )
 
 
+LABEL_WIDTH_MAX = 12
+
+
 class ConfigTable(LineTable):
     """Drawn through the line API like the GPU table: only a row whose cells changed is drawn again (a
     DataTable re-renders every cell of every row on any change, which the running row makes every frame)."""
 
     def __init__(self, specs: list[Any], **kwargs: Any) -> None:
-        super().__init__(CONFIG_COLUMNS, **kwargs)
+        # the label column as wide as the plan's labels need (a thread sweep's 1M/2Px4t), up to 12
+        width = max(6, min(LABEL_WIDTH_MAX, max((len(spec.label) for spec in specs), default=0)))
+        super().__init__([(*c[:2], width, *c[3:]) if c[0] == "label" else c for c in CONFIG_COLUMNS], **kwargs)
         self._specs = specs  # the plan's configurations: what the first frame shows before any snapshot
         self._drawn: dict[str, tuple[int, ScalingFigures | None, float, Validity | None, bool, bool]] = {}
 
