@@ -119,7 +119,8 @@ class _Plan:
 
 def _entry(n: int, t: int, p50: float, device: str = "cpu", batch: int = 8) -> dict:
     suffix = f"/{device}/t{t}" if t else ""
-    return {"config_id": f"m/ddp/bs{batch}/n{n}/gloo{suffix}", "label": f"1M/{n}P" + (f"x{t}t" if t else ""),
+    unit = "G" if device == "cuda" else "P"
+    return {"config_id": f"m/ddp/bs{batch}/n{n}/gloo{suffix}", "label": f"1M/{n}{unit}" + (f"x{t}t" if t else ""),
             "model": "m", "mode": "ddp", "batch_size": batch, "global_batch": batch * n, "world_size": n,
             "backend": "gloo" if device == "cpu" else "nccl", "device": device, "scaling": "weak",
             "bucket_cap_mb": 25.0, "threads": t, "status": "ok", "stats": {"sec_iter": {"p50": p50}}}
@@ -180,17 +181,59 @@ def test_the_gpu_is_worth_it_when_each_example_costs_fewer_service_units():
     # GPU: (1 x 16 cores + 2 x 1 GPU) x 0.05 s; CPU: 16 cores x 1.0 s, per example alike
     assert table["relative_su"] == pytest.approx(18 * 0.05 / 16)
     assert table["worth_it"] is True
-    assert "worth it, 17.8x cheaper per example, beyond noise." in table["answer"]
+    assert table["answer"].startswith("m: the GPUs (1M/1G) give 20.00x (")
+    assert "(1M/1G against 1M/1Px16t, 1 SU per core-hour, 2 per GPU-hour)" in table["answer"]
+    assert table["answer"].endswith("worth it, 17.78x cheaper per example, beyond noise.")
     assert table["cpu"]["su_hours_per_million"] == pytest.approx(16 * 1.0 / 8 * 1e6 / 3600)
 
 
 def test_the_gpu_is_not_worth_it_or_within_noise():
     cpu, gpu = _entry(1, 16, 1.0), _entry(1, 0, 1.5, device="cuda")
     (dear,) = threads.devices_compared([cpu, gpu], _devices_plan(), _replicates([cpu, gpu], 0.01))
-    assert dear["worth_it"] is False and "not worth it, 1.7x dearer per example, beyond noise." in dear["answer"]
+    assert dear["worth_it"] is False and "not worth it, 1.69x dearer per example, beyond noise." in dear["answer"]
     gpu = _entry(1, 0, 16 / 18, device="cuda")  # the same service units per example
     (even,) = threads.devices_compared([cpu, gpu], _devices_plan(), _replicates([cpu, gpu], 0.05))
     assert even["worth_it"] is None and "neither cheaper nor dearer beyond noise (within noise)" in even["answer"]
+
+
+def test_speedup_is_fastest_against_fastest_and_cost_cheapest_against_cheapest():
+    # the CPU at 16 threads is fastest (ex/s 8 against 5.3 at one thread) but at one thread cheapest per example
+    cpu_fast, cpu_cheap = _entry(1, 16, 1.0), _entry(1, 1, 1.5)
+    gpu = _entry(1, 0, 0.1, device="cuda")
+    entries = [cpu_fast, cpu_cheap, gpu]
+    (table,) = threads.devices_compared(entries, _devices_plan(), _replicates(entries, 0.01))
+    assert table["cpu"]["config_id"] == cpu_fast["config_id"] and table["gpu_speedup"] == pytest.approx(10.0)
+    assert table["cpu_cheapest"]["config_id"] == cpu_cheap["config_id"]
+    # GPU: (16 + 2) x 0.1 s; CPU at one thread: 1 x 1.5 s, per example alike
+    assert table["relative_su"] == pytest.approx(1.8 / 1.5)
+    assert table["worth_it"] is False
+    text = sections.text_report(Summary.from_json({"name": "t", "devices_compared": [table]}))
+    rows = [line.split() for line in text.splitlines() if line.startswith(("  cpu ", "  cuda "))]
+    assert [row[:2] for row in rows] == [["cpu", "fastest"], ["cpu", "cheapest"], ["cuda", "fastest,"]]
+    assert rows[0][2:5] == ["1", "x", "16"] and rows[1][2:5] == ["1", "x", "1"]
+
+
+def test_a_zero_core_weight_gives_no_cost_ratio_instead_of_dividing_by_zero():
+    plan = _devices_plan()
+    plan.su_core_weight = 0.0
+    cpu, gpu = _entry(1, 16, 1.0), _entry(1, 0, 0.05, device="cuda")
+    (table,) = threads.devices_compared([cpu, gpu], plan, _replicates([cpu, gpu], 0.01))
+    assert table["relative_su"] is None and table["worth_it"] is None
+    assert table["answer"].endswith("the CPU is charged nothing (0 SU per core-hour, 2 per GPU-hour), so there is "
+                                    "no cost to compare.")
+
+
+def test_strong_scaling_compares_the_devices_at_one_global_batch():
+    plan = _devices_plan()
+    plan.scaling, plan.threads_per_rank = "strong", {1: 16, 2: 8}
+    entries = []
+    for n, t, p50, device in ((1, 16, 1.0, "cpu"), (2, 8, 0.6, "cpu"), (1, 0, 0.1, "cuda"), (2, 0, 0.06, "cuda")):
+        entry = _entry(n, t, p50, device=device, batch=64 // n)
+        entry.update(scaling="strong", global_batch=64)
+        entries.append(entry)
+    (table,) = threads.devices_compared(entries, plan)
+    assert (table["batch_size"], table["batch_meaning"]) == (64, "global")
+    assert table["cpu"]["world_size"] == 2 and table["cuda"]["world_size"] == 2
 
 
 def test_without_a_gpu_the_cpu_part_is_given_and_why():
@@ -249,3 +292,74 @@ def test_a_real_thread_sweep_with_devices_on_the_cpu(tmp_path):
     with open(os.path.join(run_dir, "summary.md"), encoding="utf-8") as handle:
         md = handle.read()
     assert "## Threads per rank" in md and "## Core budget: ranks x threads" in md and "## CPU against GPU" in md
+
+
+# -- the launches around the sweep: repeats, ceilings, collectives -------------------------------------------
+
+
+def test_a_repeat_of_a_disturbed_thread_launch_keeps_its_threads_and_device():
+    from ddptop.run.sweep import repeat_launches
+
+    plan = build_plan(PlanOptions(devices=["cpu", "cuda"], threads=[1, 4], world_sizes=[1]), one_gpu(), cpu_count=16)
+    judged = {"resnet50/ddp/bs32/n1/gloo/cpu/t1": (True, True), "resnet50/ddp/bs32/n1/gloo/cpu/t4": (True, False),
+              "resnet50/ddp/bs32/n1/nccl": (True, True)}
+    again = {launch.launch_key: launch for launch in repeat_launches(plan, judged)}
+    assert sorted(again) == ["n1-gloo-cpu-t1", "n1-nccl"]
+    cpu = again["n1-gloo-cpu-t1"]
+    assert (cpu.device, cpu.threads, [c.config_id for c in cpu.configs]) == (
+        "cpu", 1, ["resnet50/ddp/bs32/n1/gloo/cpu/t1"])
+    assert (again["n1-nccl"].device, again["n1-nccl"].threads) == ("", 0)
+    # a shape none of whose launches was quiet gets no repeat: the t1 launch alone, disturbed throughout
+    assert repeat_launches(plan, {"resnet50/ddp/bs32/n1/gloo/cpu/t1": (False, True)}) == []
+
+
+def test_each_device_measures_its_ceiling_once_the_cpu_with_the_most_threads_of_one_rank():
+    from ddptop.run.sweep import ceiling_launches
+
+    assert ceiling_launches(build_plan(PlanOptions(threads=[1, 2]), NO_GPU, cpu_count=2)) == {"cpu": ("n1-gloo-t2", 0)}
+    assert ceiling_launches(build_plan(PlanOptions(), NO_GPU, cpu_count=2)) == {"cpu": ("n1-gloo", 0)}
+    plan = build_plan(PlanOptions(devices=["cpu", "cuda"], threads=[1, 4, 16]), one_gpu(), cpu_count=16)
+    assert ceiling_launches(plan) == {"cuda": ("n1-nccl", 0), "cpu": ("n1-gloo-cpu-t16", 0)}
+
+
+def test_the_collective_benchmark_runs_once_per_world_size_and_not_in_the_cpu_part():
+    plan = build_plan(PlanOptions(threads=[1, 2], world_sizes=[1, 2]), NO_GPU, cpu_count=4)
+    runs = {launch.launch_key: plan.measures_collectives(launch) for launch in plan.launches()}
+    assert runs["n2-gloo-t2"] and not runs["n2-gloo-t1"]
+    gpus = build_plan(PlanOptions(devices=["cpu", "cuda"], world_sizes=[1]), one_gpu(), cpu_count=16)
+    assert [plan_launch.launch_key for plan_launch in gpus.launches() if gpus.measures_collectives(plan_launch)
+            ][:1] == ["n1-nccl"]
+    assert not any(gpus.measures_collectives(launch) for launch in gpus.launches() if launch.device == "cpu")
+
+
+@pytest.mark.parametrize("options, message", [
+    (dict(threads=[1, 2], strategies=["zero1"]), "--strategies and --threads are measured one at a time: run them "
+                                                 "as two sweeps"),
+    (dict(devices=["cpu", "cuda"], variants=["amp_bf16"]), "--variants and --devices are measured one at a time: "
+                                                           "run them as two sweeps"),
+    (dict(threads=[1], compare_dp=True), "--compare-dp and --threads are measured one at a time: run them as two "
+                                         "sweeps"),
+    (dict(threads=[1, 2]), "--threads sweeps CPU ranks: add --device cpu, or --devices cpu,cuda for the GPUs "
+                           "beside"),
+])
+def test_what_a_thread_sweep_does_not_combine_with_is_one_line(options, message):
+    with pytest.raises(PlanError) as caught:
+        build_plan(PlanOptions(**options), one_gpu(), cpu_count=16)
+    assert str(caught.value) == message
+
+
+def test_the_cpu_part_measures_fp32_and_its_world_sizes_in_one_scaling_table():
+    from ddptop.analysis.scaling import scaling_tables
+
+    plan = build_plan(PlanOptions(devices=["cpu", "cuda"], amp="bf16", world_sizes=[1, 2]),
+                      Inventory(gpus=tuple(GpuInfo(i, "H100", f"GPU-{i}", 80 << 30) for i in range(2))), cpu_count=16)
+    assert plan.cpu_grid == ((1, 16), (2, 8))
+    cpu = [c for c in plan.configs() if c.device == "cpu"]
+    assert {c.amp for c in cpu} == {None} and {c.amp for c in plan.configs() if c.device == "cuda"} == {"bf16"}
+    entries = [dict(c.to_json(), label=c.label, status="ok", stats={"sec_iter": {"p50": 0.1 * c.world_size}})
+               for c in plan.configs()]
+    tables = scaling_tables(entries, plan)
+    assert sorted((t.get("device", ""), [r["world_size"] for r in t["rows"]]) for t in tables) == [
+        ("", [1, 2]), ("cpu", [1, 2])]
+    cpu_table = next(t for t in tables if t.get("device") == "cpu")
+    assert [r["cores"] for r in cpu_table["rows"]] == [16, 16]  # each rank charged its own threads

@@ -101,7 +101,8 @@ def compute_figures(entry: Mapping[str, Any], info: Mapping[str, Any], device_na
         source = "; ".join(sources) + ("; weighted by the step's FLOPs in each" if peak else "")
     figures["datasheet_peak"], figures["datasheet_source"] = peak, source
     figures["mfu_datasheet"] = achieved / peak if peak else None
-    ceiling = mixed_peak(parts, lambda d: _ceiling_for(ceilings, d, device_name if on_gpu else None))
+    # the ceiling of this configuration's own device (a CPU part beside GPUs has the CPU's)
+    ceiling = mixed_peak(parts, lambda d: _ceiling_for(ceilings, d, device_name))
     figures["ceiling"] = ceiling
     # on the CPU the node is one device: every rank's FLOP/s against the node's ceiling
     used = achieved if on_gpu else achieved * devices

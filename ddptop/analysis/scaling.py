@@ -68,8 +68,9 @@ def scaling_tables(
     baselines: dict[tuple, dict[str, Any]] = {}
     for entry in entries:
         batch = entry["batch_size"] if entry["scaling"] == "weak" else entry["global_batch"]
-        # a thread sweep's thread counts and the CPU part of a plan on GPUs: a table each
-        key = (entry["model"], batch, entry["backend"], entry.get("device") or plan.device, entry.get("threads") or 0)
+        # a thread sweep's thread counts (--threads) and the CPU part of a plan on GPUs: a table each
+        threads = (entry.get("threads") or 0) if getattr(plan, "threads", ()) else 0
+        key = (entry["model"], batch, entry["backend"], entry.get("device") or plan.device, threads)
         if entry["stats"] is None:
             continue
         if entry["mode"] == "no_ddp":
@@ -89,7 +90,7 @@ def scaling_tables(
                     world_size=n,
                     sec_iter=entry["stats"]["sec_iter"]["p50"],
                     global_batch=entry["global_batch"],
-                    cores=charged_cores(plan, n, threads) * n,
+                    cores=charged_cores(plan, n, entry.get("threads") or 0, device) * n,
                     gpus=n if device == "cuda" else 0,
                 )
             )
@@ -140,9 +141,11 @@ def scaling_tables(
     return tables
 
 
-def charged_cores(plan: Plan, world_size: int, threads: int = 0) -> float:
-    """The cores one rank is charged in service units: --cores-per-rank where given, else its threads (a
-    thread sweep's own count, or the plan's share of the cores at N)."""
+def charged_cores(plan: Plan, world_size: int, threads: int = 0, device: str = "") -> float:
+    """The cores one rank is charged in service units: a CPU rank of a thread sweep or of the CPU part its own
+    threads (its bound cores), else --cores-per-rank where given, else the plan's share of the cores at N."""
+    if threads and device == "cpu":
+        return threads
     if plan.cores_per_rank is not None:
         return plan.cores_per_rank
     return threads or plan.threads_per_rank.get(world_size) or 1
@@ -207,10 +210,11 @@ def batch_throughput(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
         if entry["mode"] != "ddp" or (entry.get("variant") or variants.DEFAULT) != variants.DEFAULT:
             continue
         strategy = entry.get("strategy") or strategies.DDP  # each strategy's sweep a table of its own
-        key = (entry["model"], entry["world_size"], entry["backend"], entry["bucket_cap_mb"], strategy)
+        key = (entry["model"], entry["world_size"], entry["backend"], entry["bucket_cap_mb"], strategy,
+               entry.get("device") or "", entry.get("threads") or 0)  # a sweep's per device and thread count
         groups.setdefault(key, []).append(entry)
     tables = []
-    for (model, world_size, backend, cap, strategy), members in groups.items():
+    for (model, world_size, backend, cap, strategy, device, threads), members in groups.items():
         if len({e["batch_size"] for e in members}) < 2:
             continue
         rows = []
@@ -247,6 +251,8 @@ def batch_throughput(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "best_ex_sec_total": best["ex_sec_total"] if best else None,
                 "first_oom_batch": oom["batch_size"] if oom else None,
                 **({"strategy": strategy} if strategy != strategies.DDP else {}),
+                **({"threads": threads} if threads else {}),
+                **({"device": device} if device and len({e.get("device") for e in entries}) > 1 else {}),
             }
         )
     return tables

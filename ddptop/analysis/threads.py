@@ -167,6 +167,7 @@ def core_budget(entries: Sequence[Mapping[str, Any]], plan: Plan,
             reps = _throughput_reps(entry, replicates)
             cells.append({"world_size": entry["world_size"], "threads": entry["threads"],
                           "cores": entry["world_size"] * entry["threads"], "config_id": entry["config_id"],
+                          "global_batch": entry["global_batch"],
                           "sec_iter": _p50(entry), "ex_sec_total": ex,
                           "ex_sec_total_ci": _from(reps, ex) if reps is not None else None})
         by_id = {e["config_id"]: e for e in members}
@@ -184,10 +185,13 @@ def core_budget(entries: Sequence[Mapping[str, Any]], plan: Plan,
             answer = (f"Best split of {budget} for {model}: {_split(best, plan)}, {ex_text} examples/s, {ratio_text} "
                       f"the next best ({_split(second, plan)}), beyond noise.")
         else:
+            why = "within noise" if ratio_ci else "no interval to decide by: a single measurement"
             answer = (f"Best split of {budget} for {model}: {_split(best, plan)} and {_split(second, plan)} cannot be "
-                      f"told apart ({ratio_text}, within noise"
-                      + ("" if ratio_ci else ": a single launch gives no interval") + f"); {_split(best, plan)} "
-                      f"measured highest, {ex_text} examples/s.")
+                      f"told apart ({ratio_text}, {why}); {_split(best, plan)} measured highest, {ex_text} "
+                      "examples/s.")
+        if len({e["global_batch"] for e in members}) > 1:  # weak scaling: more ranks, a larger global batch
+            answer += (" Under weak scaling the splits differ in global batch too (each rank its own batch); "
+                       "--scaling strong compares them at one global batch.")
         tables.append({"model": model, "batch_size": batch, "backend": backend, "bucket_cap_mb": cap,
                        "cores": cores, "cells": cells, "best_config_id": best["config_id"] if clear else None,
                        "measured_highest": best["config_id"], "next_best": by_id[second["config_id"]]["config_id"],
@@ -201,7 +205,7 @@ def core_budget(entries: Sequence[Mapping[str, Any]], plan: Plan,
 def _charge(entry: Mapping[str, Any], plan: Plan) -> float:
     """Service units per example: (w_core * cores + w_gpu * GPUs) * seconds / examples."""
     n = entry["world_size"]
-    cores = charged_cores(plan, n, entry.get("threads") or 0) * n
+    cores = charged_cores(plan, n, entry.get("threads") or 0, entry["device"]) * n
     gpus = n if entry["device"] == "cuda" else 0
     return (plan.su_core_weight * cores + plan.su_gpu_weight * gpus) * _p50(entry) / entry["global_batch"]
 
@@ -215,9 +219,10 @@ def _charge_reps(entry: Mapping[str, Any], plan: Plan, replicates: Replicates | 
 
 def devices_compared(entries: Sequence[Mapping[str, Any]], plan: Plan,
                      replicates: Replicates | None = None) -> list[dict[str, Any]]:
-    """Per model and batch measured on both devices (--devices cpu,cuda): the CPU's best split and the GPUs'
-    best world size by examples/s, the GPU's speedup and relative cost in service units per example, each
-    with its interval, and the answer; with the GPUs left out (none usable), the CPU part and why."""
+    """Per model and batch measured on both devices (--devices cpu,cuda): each device's fastest configuration
+    (most examples/s) and cheapest (fewest service units per example), the GPUs' speedup over the CPU (fastest
+    against fastest) and their relative cost (cheapest against cheapest), each with its interval, and the
+    answer; with the GPUs left out (none usable), the CPU part and why."""
     devices = tuple(getattr(plan, "devices", ()) or ())
     if not devices:
         return []
@@ -225,26 +230,32 @@ def devices_compared(entries: Sequence[Mapping[str, Any]], plan: Plan,
     groups: dict[tuple, dict[str, list[Mapping[str, Any]]]] = {}
     for entry in entries:
         if _measured(entry):
-            groups.setdefault((entry["model"], entry["batch_size"]), {}).setdefault(entry["device"], []).append(entry)
+            groups.setdefault((entry["model"], _batch(entry)), {}).setdefault(entry["device"], []).append(entry)
     tables = []
     for (model, batch), by_device in groups.items():
-        best = {device: max(members, key=lambda e: e["global_batch"] / _p50(e)) for device, members in by_device.items()}
-        sides = {device: _side(entry, plan, replicates) for device, entry in best.items()}
-        table: dict[str, Any] = {"model": model, "batch_size": batch, "cpu": sides.get("cpu"),
-                                 "cuda": sides.get("cuda"), "gpu_speedup": None, "gpu_speedup_ci": None,
-                                 "relative_su": None, "relative_su_ci": None, "worth_it": None,
-                                 "su_core_weight": plan.su_core_weight, "su_gpu_weight": plan.su_gpu_weight}
-        if "cpu" in best and "cuda" in best:
-            cpu, gpu = best["cpu"], best["cuda"]
-            table["gpu_speedup"], table["gpu_speedup_ci"] = _throughput_ratio(gpu, cpu, replicates)
-            table["relative_su"] = _charge(gpu, plan) / _charge(cpu, plan)
-            a, b = _charge_reps(gpu, plan, replicates), _charge_reps(cpu, plan, replicates)
-            table["relative_su_ci"] = _from(a / b, table["relative_su"]) if a is not None and b is not None else None
+        fastest = {d: max(members, key=lambda e: e["global_batch"] / _p50(e)) for d, members in by_device.items()}
+        cheapest = {d: min(members, key=lambda e: _charge(e, plan)) for d, members in by_device.items()}
+        table: dict[str, Any] = {
+            "model": model, "batch_size": batch, "batch_meaning": "per rank" if plan.scaling == "weak" else "global",
+            **{d: _side(fastest[d], plan, replicates) if d in fastest else None for d in ("cpu", "cuda")},
+            **{f"{d}_cheapest": _side(cheapest[d], plan, replicates) if d in cheapest else None
+               for d in ("cpu", "cuda")},
+            "gpu_speedup": None, "gpu_speedup_ci": None, "relative_su": None, "relative_su_ci": None,
+            "worth_it": None, "su_core_weight": plan.su_core_weight, "su_gpu_weight": plan.su_gpu_weight}
+        if "cpu" in fastest and "cuda" in fastest:
+            table["gpu_speedup"], table["gpu_speedup_ci"] = _throughput_ratio(fastest["cuda"], fastest["cpu"],
+                                                                              replicates)
+            gpu, cpu = cheapest["cuda"], cheapest["cpu"]
+            if _charge(cpu, plan) > 0:
+                table["relative_su"] = _charge(gpu, plan) / _charge(cpu, plan)
+                a, b = _charge_reps(gpu, plan, replicates), _charge_reps(cpu, plan, replicates)
+                table["relative_su_ci"] = (_from(a / b, table["relative_su"]) if a is not None and b is not None
+                                           else None)
             table["worth_it"], table["answer"] = _worth_it(table, model, plan)
-        elif "cpu" in best:
+        elif "cpu" in fastest:
             why = skipped.get("cuda") or "no GPU configuration was measured"
-            table["answer"] = (f"{model}: the CPU part alone ({_split(best['cpu'], plan)}, "
-                               f"{units.rate(sides['cpu']['ex_sec_total'])} examples/s); GPUs not measured: {why}.")
+            table["answer"] = (f"{model}: the CPU part alone ({_split(fastest['cpu'], plan)}, "
+                               f"{units.rate(table['cpu']['ex_sec_total'])} examples/s); GPUs not measured: {why}.")
         else:
             table["answer"] = f"{model}: the GPUs alone; the CPU part was not measured."
         tables.append(table)
@@ -256,7 +267,8 @@ def _side(entry: Mapping[str, Any], plan: Plan, replicates: Replicates | None) -
     reps = _throughput_reps(entry, replicates)
     n = entry["world_size"]
     return {"config_id": entry["config_id"], "label": entry["label"], "world_size": n,
-            "threads": _threads(entry, plan), "cores": charged_cores(plan, n, entry.get("threads") or 0) * n,
+            "threads": _threads(entry, plan),
+            "cores": charged_cores(plan, n, entry.get("threads") or 0, entry["device"]) * n,
             "gpus": n if entry["device"] == "cuda" else 0, "sec_iter": _p50(entry), "ex_sec_total": ex,
             "ex_sec_total_ci": _from(reps, ex) if reps is not None else None,
             "su_hours_per_million": _charge(entry, plan) * 1e6 / 3600}
@@ -266,14 +278,17 @@ def _worth_it(table: Mapping[str, Any], model: str, plan: Plan) -> tuple[bool | 
     """Worth it when each example costs fewer service units on the GPUs, beyond noise; not when more."""
     cost, ci = table["relative_su"], table["relative_su_ci"]
     speedup = units.with_interval(table["gpu_speedup"], table["gpu_speedup_ci"], lambda v: units.number(v, 2, "x"))
-    cost_text = units.with_interval(cost, ci, lambda v: units.number(v, 2, "x"))
     weights = f"{plan.su_core_weight:g} SU per core-hour, {plan.su_gpu_weight:g} per GPU-hour"
-    gpu, cpu = table["cuda"], table["cpu"]
-    head = (f"{model}: the GPUs ({gpu['label']}) give {speedup} the CPU's examples/s ({cpu['label']}) and each "
-            f"example costs {cost_text} the service units ({weights})")
+    fast_gpu, fast_cpu, gpu, cpu = table["cuda"], table["cpu"], table["cuda_cheapest"], table["cpu_cheapest"]
+    head = f"{model}: the GPUs ({fast_gpu['label']}) give {speedup} the CPU's examples/s ({fast_cpu['label']})"
+    if cost is None:
+        return None, f"{head}; the CPU is charged nothing ({weights}), so there is no cost to compare."
+    cost_text = units.with_interval(cost, ci, lambda v: units.number(v, 2, "x"))
+    head += (f"; at the fewest service units per example of each ({gpu['label']} against {cpu['label']}, "
+             f"{weights}) an example costs {cost_text} on the GPUs")
     if ci is not None and ci[1] < 1 - DEFAULT_MIN_EFFECT:
-        return True, f"{head}: worth it, {1 / cost:.1f}x cheaper per example, beyond noise."
+        return True, f"{head}: worth it, {1 / cost:.2f}x cheaper per example, beyond noise."
     if ci is not None and ci[0] > 1 + DEFAULT_MIN_EFFECT:
-        return False, f"{head}: not worth it, {cost:.1f}x dearer per example, beyond noise."
+        return False, f"{head}: not worth it, {cost:.2f}x dearer per example, beyond noise."
     reason = "within noise" if ci is not None else "a single launch gives no interval"
     return None, f"{head}: neither cheaper nor dearer beyond noise ({reason})."

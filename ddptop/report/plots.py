@@ -58,7 +58,8 @@ def _save(fig: Any, out_dir: str, name: str) -> list[str]:
 
 
 def _unit(summary: Summary) -> str:
-    return "GPUs" if summary.plan.device == "cuda" else "ranks"
+    on_gpus = summary.plan.device == "cuda" and not any(t.device == "cpu" for t in summary.scaling)
+    return "GPUs" if on_gpus else "ranks"
 
 
 def _finish(plt: Any, fig: Any, axes: list[Any], out_dir: str, name: str, legend_size: int = 8) -> list[str]:

@@ -615,8 +615,10 @@ class BatchTable(Record):
     first_oom_batch: int | None = None
     best_tok_sec_total: float | None = None  # a transformer's
     strategy: str = "ddp"  # the batch sweep of one strategy (ddptop.protocol.strategies)
+    device: str = ""  # where a run measured two devices (--devices cpu,cuda)
+    threads: int = 0  # a thread sweep's threads per rank (--threads)
 
-    _only_when_set: ClassVar[frozenset[str]] = frozenset({"strategy"})
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"strategy", "device", "threads"})
 
 
 @dataclass(kw_only=True)

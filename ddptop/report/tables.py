@@ -291,7 +291,9 @@ def _batch_rows(table: BatchTable) -> list[tuple[str, ...]]:
 
 def _batch_title(table: BatchTable) -> str:
     strategy = f" {table.strategy}" if table.strategy != "ddp" else ""  # --strategies: each its own sweep
-    title = f"Throughput per batch size: {table.model}{strategy} at N={table.world_size} ({table.backend})"
+    place = (f", {table.device}" if table.device else "") + (f", {table.threads} threads per rank" if table.threads
+                                                             else "")
+    title = f"Throughput per batch size: {table.model}{strategy} at N={table.world_size} ({table.backend}{place})"
     if table.best_batch is not None:
         tokens = (f", {units.number(table.best_tok_sec_total, 0)} tok/s" if table.best_tok_sec_total is not None
                   else "")
@@ -1102,9 +1104,10 @@ def _use_notes(given: dict[str, Any], used: dict[str, Any]) -> list[str]:
     if isinstance(limit, int) and limit > 0 and isinstance(rss, int):
         share = rss / limit
         if share >= NEAR_MEMORY_LIMIT:
-            notes.append(f"the ranks' RSS came to {units.percent(share)} of the memory limit")
+            # the ranks' peaks summed: shared pages count once per rank, so this is an upper bound
+            notes.append(f"the ranks' RSS came to at most {units.percent(share)} of the memory limit")
         elif share < LITTLE_MEMORY_USED:
-            notes.append(f"the ranks' RSS stayed at {units.percent(share)} of the memory limit")
+            notes.append(f"the ranks' RSS stayed at or below {units.percent(share)} of the memory limit")
     return notes
 
 
@@ -1128,13 +1131,24 @@ def _measured_how(plan: PlanRecord) -> str:
             f"{plan.max_time_per_config or 0:g} s)")
 
 
+def _splits_text(plan: PlanRecord) -> str:
+    """The CPU's ranks x threads splits of a thread sweep or of --devices cpu,cuda, and a device left out."""
+    text = ""
+    if plan.cpu_grid:
+        where = "; the CPU beside them" if "cuda" in plan.devices else ""
+        text += f"{where}; ranks x threads on the CPU: {', '.join(f'{n}x{t}' for n, t in plan.cpu_grid)}"
+    for device, why in plan.devices_skipped.items():
+        text += f"; {device} not measured: {why}"
+    return text
+
+
 def plan_markdown(summary: Summary) -> list[str]:
     plan = summary.plan
     return [
         f"- models: {', '.join(plan.models)}; batch sizes: {', '.join(map(str, plan.batch_sizes))} "
         f"({'per rank, weak' if plan.scaling == 'weak' else 'global, strong'} scaling)",
         f"- world sizes: {', '.join(map(str, plan.world_sizes))} on {plan.device}; "
-        f"backends: {', '.join(plan.backends)}",
+        f"backends: {', '.join(plan.backends)}" + _splits_text(plan),
         f"- image {plan.image_size} px, {plan.num_classes} classes, "
         f"warm-up {plan.warmup if plan.warmup is not None else 'auto'}, "
         + _measured_how(plan)

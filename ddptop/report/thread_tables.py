@@ -11,8 +11,8 @@ from ddptop.report.blocks import Block, Caption, Note, Part, Table
 from ddptop.report.schema import Summary
 
 THREAD_HEADER = ("threads", "cores", "s/iter", "ex/s", "speedup", "efficiency", "serial frac.")
-BUDGET_HEADER = ("ranks x threads", "cores", "s/iter", "ex/s", "")
-DEVICE_HEADER = ("device", "split", "ex/s", "SU-hours per 1M ex.")
+BUDGET_HEADER = ("ranks x threads", "cores", "global batch", "s/iter", "ex/s", "")
+DEVICE_HEADER = ("device", "", "split", "ex/s", "SU-hours per 1M ex.")
 BOUND_NOTE = ("Each rank runs torch.set_num_threads(t), OMP_NUM_THREADS=t, bound to t cores of its own "
               "(sched_setaffinity); each thread count is its own launch.")
 
@@ -29,6 +29,22 @@ def _times(value: float) -> str:
     return units.number(value, 2, "x")
 
 
+def _amdahl_text(fit: dict[str, Any]) -> str:
+    """Amdahl's fit over the threads, or why it does not fit (bounded, a fraction outside [0, 1] would state a
+    law the data contradict: more threads that slowed the step, or a superlinear speedup)."""
+    raw = fit["raw_serial_fraction"]
+    fitted = units.with_interval(raw, fit.get("raw_serial_fraction_ci"), lambda v: units.number(v, 3))
+    if raw > 1:
+        return (f"Amdahl's law does not fit over the threads: more threads made the step slower, which no fixed "
+                f"serial part explains (fitted serial fraction {fitted}).")
+    if raw < 0:
+        return (f"Amdahl's law does not fit over the threads: the speedup is above the thread count (superlinear), "
+                f"so there is no serial part to fit (fitted serial fraction {fitted}).")
+    fraction = units.with_interval(fit["serial_fraction"], fit.get("serial_fraction_ci"), lambda v: units.number(v, 3))
+    limit = f", so at most {fit['max_speedup']:.1f}x from threads alone" if fit.get("max_speedup") else ""
+    return f"Amdahl's law over the threads: serial fraction {fraction}{limit}."
+
+
 def thread_block(summary: Summary) -> Block:
     parts: list[Part] = []
     for table in summary.threads:
@@ -42,10 +58,7 @@ def thread_block(summary: Summary) -> Block:
         parts.append(Table(THREAD_HEADER, rows, first_left=True))
         fit = table.get("amdahl")
         if fit:
-            fraction = units.with_interval(fit["serial_fraction"], fit.get("serial_fraction_ci"),
-                                           lambda v: units.number(v, 3))
-            limit = f", so at most {fit['max_speedup']:.1f}x from threads alone" if fit.get("max_speedup") else ""
-            parts.append(Note(f"Amdahl's law over the threads: serial fraction {fraction}{limit}."))
+            parts.append(Note(_amdahl_text(fit)))
         if table.get("recommendation"):
             parts.append(Note(table["recommendation"]))
     if parts:
@@ -59,7 +72,8 @@ def core_budget_block(summary: Summary) -> Block:
         cores = f"{table['cores']} cores" if table.get("cores") else "the cores"
         parts.append(Caption(f"Core budget: {table['model']}, batch {table['batch_size']} ({table['backend']}): every "
                              f"ranks x threads split of {cores} measured; examples/s of all ranks, 95% intervals"))
-        rows = [(f"{c['world_size']} x {c['threads']}", str(c["cores"]), units.number(c["sec_iter"], 3),
+        rows = [(f"{c['world_size']} x {c['threads']}", str(c["cores"]), str(c.get("global_batch", "")),
+                 units.number(c["sec_iter"], 3),
                  _ci(c, "ex_sec_total", units.rate), "best" if c["config_id"] == table["best_config_id"] else
                  "highest" if c["config_id"] == table["measured_highest"] else "")
                 for c in table["cells"]]
@@ -70,15 +84,20 @@ def core_budget_block(summary: Summary) -> Block:
 def devices_block(summary: Summary) -> Block:
     parts: list[Part] = []
     for table in summary.devices_compared:
-        parts.append(Caption(f"CPU against GPU: {table['model']}, batch {table['batch_size']} per rank; each "
-                             "device at its most examples/s, 95% intervals"))
+        parts.append(Caption(f"CPU against GPU: {table['model']}, batch {table['batch_size']} "
+                             f"{table.get('batch_meaning', 'per rank')}; each device's fastest and cheapest "
+                             "configuration, 95% intervals"))
         rows = []
         for device in ("cpu", "cuda"):
-            side = table.get(device)
-            if side:
+            fastest, cheapest = table.get(device), table.get(f"{device}_cheapest")
+            for what, side in (("fastest", fastest), ("cheapest", cheapest)):
+                if not side or (what == "cheapest" and fastest and side["config_id"] == fastest["config_id"]):
+                    continue
                 split = (f"{side['world_size']} x {_count(side['threads'], 'thread')}" if device == "cpu"
                          else _count(side["world_size"], "GPU"))
-                rows.append((device, split, _ci(side, "ex_sec_total", units.rate),
+                both = what if not (fastest and cheapest and fastest["config_id"] == cheapest["config_id"]) else (
+                    "fastest, cheapest")
+                rows.append((device, both, split, _ci(side, "ex_sec_total", units.rate),
                              units.number(side.get("su_hours_per_million"), 2)))
         if rows:
             parts.append(Table(DEVICE_HEADER, rows, first_left=True))

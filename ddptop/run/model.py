@@ -188,6 +188,16 @@ class Plan:
         own = [] if self.cpu_grid and self.device == "cpu" else list(self.threads_per_rank.items())
         return sorted(set(own) | set(self.cpu_grid))
 
+    def measures_collectives(self, launch: Launch) -> bool:
+        """Whether the collective benchmark runs in this launch's shape: once per world size and backend, so a
+        thread sweep's in the launch with the most threads at its world size, and never in the CPU part of a
+        plan on GPUs (the benchmark there is of the GPUs' links)."""
+        if launch.device and launch.device != self.device:
+            return False
+        if not launch.threads:
+            return True
+        return launch.threads == max(t for n, t in self.cpu_grid if n == launch.world_size)
+
     def threads_for(self, world_size: int, threads: int = 0) -> int:
         """Each rank's threads: a thread sweep's own count, else the plan's share of the cores at N."""
         return threads or self.threads_per_rank.get(world_size) or 1
@@ -302,7 +312,8 @@ class Plan:
         config_id += f"/t{threads}" if threads else ""  # a thread sweep's
         if len(self.bucket_cap_mb) > 1 and mode == Mode.DDP:  # ids stay comparable across runs of one cap
             config_id += f"/bucket{cap:g}"
-        amp, channels_last = self.amp, self.channels_last
+        # the CPU part of a plan on GPUs measures fp32, as every CPU run does (autocast is a GPU setting)
+        amp, channels_last = (None if device == "cpu" else self.amp), self.channels_last
         if variant != variants_mod.DEFAULT:  # the default keeps the id a sweep gives it
             config_id += f"/{variant}"
             chosen = variants_mod.variant(variant)

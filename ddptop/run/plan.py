@@ -131,7 +131,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     _check_amp(options.amp, on_gpu)
     _check_cost_settings(options)
     threads = _threads_per_rank(options.threads_per_rank, cpu_count, world_sizes, nnodes, per_node)
-    thread_counts = _check_threads(options, cpu_count, nnodes, devices)
+    thread_counts = _check_threads(options, inventory, cpu_count, nnodes, devices)
     cpu_grid = _cpu_grid(thread_counts, world_sizes, cpu_count, device, devices)
     on_failure = _check_fault_handling(options)
     if options.compare_dp and not any(n > 1 for n in world_sizes):
@@ -294,13 +294,23 @@ def _resolve_devices(options: PlanOptions, inventory: Inventory) -> tuple[str, t
     return "cpu", ("cpu",), {"cuda": f"no GPU is usable: {inventory.usable_problem}"}
 
 
-def _check_threads(options: PlanOptions, cpu_count: int, nnodes: int, devices: tuple[str, ...]) -> tuple[int, ...]:
+def _check_threads(options: PlanOptions, inventory: Inventory, cpu_count: int, nnodes: int,
+                   devices: tuple[str, ...]) -> tuple[int, ...]:
     """The thread counts of --threads, each at least 1 and at most the usable cores."""
     counts = tuple(sorted(_unique(options.threads or [])))
+    asked = "--threads" if counts else "--devices"
     if (counts or devices) and nnodes > 1:
         raise PlanError("--threads and --devices measure one node: drop --nnodes")
     if (counts or devices) and options.tune:
         raise PlanError("ddptop tune measures one split of one device: drop --threads and --devices")
+    # each of these compares configurations of one device and one thread count: not across a thread sweep
+    for name, given in (("--strategies", [s for s in options.strategies or [] if s != strategies_mod.DDP]),
+                        ("--variants", [v for v in options.variants or [] if v != variants_mod.DEFAULT]),
+                        ("--compare-dp", options.compare_dp)):
+        if (counts or devices) and given:
+            raise PlanError(f"{name} and {asked} are measured one at a time: run them as two sweeps")
+    if counts and not devices and _resolve_device(options.device, inventory) == "cuda":
+        raise PlanError("--threads sweeps CPU ranks: add --device cpu, or --devices cpu,cuda for the GPUs beside")
     if counts and options.threads_per_rank is not None:
         raise PlanError("--threads sweeps the threads per rank: drop --threads-per-rank")
     for count in counts:
@@ -317,7 +327,8 @@ def _cpu_grid(threads: tuple[int, ...], world_sizes: tuple[int, ...], cpu_count:
     cpu_part = device == "cuda" and "cpu" in devices
     if not threads and not cpu_part:
         return ()
-    sizes = [n for n in world_sizes if n <= cpu_count] if cpu_part else list(world_sizes)
+    # the CPU part keeps the GPUs' world sizes whose ranks fit the cores; a CPU plan's are the user's own
+    sizes = [n for n in world_sizes if n * min(threads or (1,)) <= cpu_count] if cpu_part else list(world_sizes)
     if not threads:
         return tuple((n, max(1, cpu_count // n)) for n in sizes)
     grid = tuple((n, t) for n in sizes for t in threads if n * t <= cpu_count)

@@ -95,6 +95,44 @@ def _identity(path: str) -> tuple[int, int] | None:
     return info.st_dev, info.st_ino
 
 
+def repeat_launches(plan: Plan, judged: dict[str, tuple[bool, bool]]) -> list[Launch]:
+    """One more launch of each shape whose configurations had a disturbed launch (``judged``: per configuration
+    id, whether a launch of its was quiet and whether one was disturbed), where a launch of that shape was quiet.
+    A shape is all that makes a launch's ranks what they are: world size, backend, nodes, an NCCL variant's
+    environment, the CPU part's device and a thread sweep's threads; so a repeat runs as its first launch did."""
+    Shape = tuple[int, str, int, tuple[tuple[str, str], ...], str, int]
+    again: dict[Shape, list[ConfigSpec]] = {}
+    quiet: set[Shape] = set()
+    for launch in plan.launches():
+        if launch.replicate:
+            continue
+        shape = (launch.world_size, launch.backend, launch.nodes, launch.env, launch.device, launch.threads)
+        for config in launch.configs:
+            was_quiet, was_disturbed = judged.get(config.config_id, (False, False))
+            if was_quiet:
+                quiet.add(shape)
+            if was_disturbed:
+                again.setdefault(shape, []).append(replace(config, round=config.rounds))
+    return [Launch(n, backend, tuple(configs), nodes, replicate=configs[0].round, env=env, device=device,
+                   threads=threads)
+            for (n, backend, nodes, env, device, threads), configs in again.items()
+            if (n, backend, nodes, env, device, threads) in quiet]
+
+
+def ceiling_launches(plan: Plan) -> dict[str, tuple[str, int]]:
+    """The launch that measures each device's matmul ceilings, once per sweep: the device's first launch, or on
+    the CPU the first with one rank and the most threads (a thread sweep's or the CPU part's), since on the CPU
+    the ceiling is the node's, which every rank's FLOP/s together are held against."""
+    chosen: dict[str, Launch] = {}
+    for launch in plan.launches():
+        device = launch.device or plan.device
+        best = chosen.get(device)
+        if best is None or (device == "cpu" and (launch.world_size == 1, plan.threads_for(1, launch.threads))
+                            > (best.world_size == 1, plan.threads_for(1, best.threads))):
+            chosen[device] = launch
+    return {device: (launch.launch_key, launch.replicate) for device, launch in chosen.items()}
+
+
 class SweepRunner:
     def __init__(
         self,
@@ -118,7 +156,8 @@ class SweepRunner:
         self._stop = threading.Event()
         self._skip = threading.Event()
         self._launch_index = 0
-        self._ceilings_measured: set[str] = set()  # the devices whose matmul ceiling a launch has measured
+        # device -> (launch key, replicate) of the launch that measures its matmul ceilings
+        self._ceiling_launches = ceiling_launches(plan)
         self.stop_reason = "sweep stopped"
         self.storage_stop: str | None = None  # the run directory went away or read-only: why the sweep stopped
         self._run_dir_id = _identity(session.run_dir)
@@ -187,7 +226,8 @@ class SweepRunner:
             device = launch.device or self.plan.device
             # the collective benchmark once per world size, in its last launch (not again in each repeat)
             last = launch.replicate == max(1, self.plan.launches_per_config) - 1
-            collectives = self.plan.collective_spec() if launch.world_size > 1 and last else None
+            collectives = (self.plan.collective_spec()
+                           if launch.world_size > 1 and last and self.plan.measures_collectives(launch) else None)
             spec = LaunchSpec(
                 launch_id=name,
                 events_dir=layout.events_dir(path),
@@ -198,8 +238,8 @@ class SweepRunner:
                 memory_cap_mb=self.plan.memory_cap_mb,
                 inject=tuple(self.plan.inject),
                 collectives=CollectiveSpec.from_json(collectives) if collectives else None,
-                # once per device, in its first launch (the CPU part of --devices cpu,cuda has its own)
-                measure_ceiling=device not in self._ceilings_measured and attempt == 0,
+                measure_ceiling=self._ceiling_launches.get(device) == (launch.launch_key, launch.replicate)
+                and attempt == 0,
                 run_dir=self.session.run_dir,
                 **launch_binding(self.plan, launch.nproc_per_node, threads, device),  # rank_cores/binding/numa_binding
                 configs=tuple(RunConfig.from_json(c.to_json()) for c in remaining),
@@ -211,7 +251,6 @@ class SweepRunner:
                 env["CUDA_VISIBLE_DEVICES"] = ""
             if len(self.plan.variants) > 1 and launch.backend == "nccl":  # a tune: which algorithm NCCL used
                 env.update(nccl_log.tuning_environment(path, os.environ))
-            self._ceilings_measured.add(device)
             placement = self._placement(launch.nodes)
             self._mark(LaunchStart(name, launch.world_size, launch.backend, tuple(c.config_id for c in remaining),
                                    nodes=launch.nodes, nproc_per_node=launch.nproc_per_node))
@@ -388,7 +427,7 @@ class SweepRunner:
         """One more launch for each configuration that ended well but had a launch measured while the node was
         disturbed (another process's load, throttling: ``telemetry.validity``), so that its figures can come
         from quiet launches; the summary says which launches it used and why (``report.build``). None for
-        a launch of a shape (world size, backend, nodes) none of whose launches was quiet: on a node busy
+        a launch of a shape (``repeat_launches``) none of whose launches was quiet: on a node busy
         throughout (a neighbour's job on the cores a launch leaves free), a further launch of that shape would be
         disturbed too, and the figures say they come from disturbed launches."""
         records, _ = timeline.read_timeline(os.path.join(self.session.run_dir, layout.TIMELINE_FILE))
@@ -396,24 +435,15 @@ class SweepRunner:
             return []
         info = timeline.timeline_info(records)
         rank_pids = self.session.rank_pids()
-        again: dict[tuple[int, str, int], list[ConfigSpec]] = {}
-        quiet: set[tuple[int, str, int]] = set()  # shapes with a launch judged on readings of its own, found quiet
-        for launch in self.plan.launches():
-            if launch.replicate:
+        judged: dict[str, tuple[bool, bool]] = {}  # config id -> (a launch of its quiet, one disturbed)
+        for state in self.session.configs.values():
+            if state.status != Status.OK:
                 continue
-            for config in launch.configs:
-                state = self.session.configs[config.config_id]
-                if state.status != Status.OK:
-                    continue
-                judged = [validity.window_validity(records, start, end, name, info, rank_pids)
-                          for name, start, end, _ in state.launch_windows()]
-                shape = (launch.world_size, launch.backend, launch.nodes)
-                if any(j["readings"] and not j["disturbed"] for j in judged):
-                    quiet.add(shape)
-                if any(j["disturbed"] for j in judged):
-                    again.setdefault(shape, []).append(replace(config, round=config.rounds))
-        return [Launch(n, backend, tuple(configs), nodes, replicate=configs[0].round)
-                for (n, backend, nodes), configs in again.items() if (n, backend, nodes) in quiet]
+            found = [validity.window_validity(records, start, end, name, info, rank_pids)
+                     for name, start, end, _ in state.launch_windows()]
+            judged[state.spec.config_id] = (any(j["readings"] and not j["disturbed"] for j in found),
+                                            any(j["disturbed"] for j in found))
+        return repeat_launches(self.plan, judged)
 
     def _skip_past_oom(self, configs: list) -> None:
         """Batch sweep: once a batch ran out of memory, larger batches of the same kind cannot fit either."""
