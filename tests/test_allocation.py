@@ -403,7 +403,35 @@ def test_host_line_says_what_the_job_was_given(tmp_path):
         host, width = asyncio.run(host_line(run, size))
         lines = host.splitlines()
         assert "Host CPU" in host
-        assert lines[-1] == "given 2 cores · 64.0 GiB memory limit · 8 GPUs (SLURM 5678)", host
-        assert len(lines[-1]) <= width  # on one line of its own
+        assert lines[-2] == "given 2 cores · 64.0 GiB memory limit · 8 GPUs (SLURM 5678)", host
+        assert lines[-1].startswith("peak ") and lines[-1].endswith(" RSS"), host  # fake GPUs: no rank on one
+        assert len(lines[-2]) <= width and len(lines[-1]) <= width  # each on one line of its own
     host, _ = asyncio.run(host_line(RECORDED, (80, 24)))
     assert "Host CPU" in host and "given" not in host
+
+
+# -- what the ranks used at their peak so far, live ------------------------------------------------------------
+
+def test_the_live_peak_adds_up_the_ranks_and_takes_the_fullest_gpu_holding_one():
+    from ddptop.telemetry.peak import PeakUse
+
+    peak = PeakUse()
+    assert peak.as_dict() == {"cores_busy": None, "rss_bytes": None, "gpu_memory_bytes": None}
+    peak.add({"ranks": [{"rank": 0, "cpu": None, "rss": 1000}], "gpus": []})  # psutil's first percent is None
+    peak.add({"ranks": [{"rank": 0, "cpu": 150.0, "rss": 3000, "gpus": [1]}, {"rank": 1, "cpu": 90.0, "rss": 2000,
+                                                                            "gpus": [2]}],
+              "gpus": [{"index": 0, "mem_used": 70 * GIB}, {"index": 1, "mem_used": 5 * GIB},
+                       {"index": 2, "mem_used": 6 * GIB}]})  # GPU 0 holds no rank: another job's
+    peak.add({"ranks": [{"rank": 0, "cpu": 100.0, "rss": 4000}], "gpus": []})
+    assert peak.as_dict() == {"cores_busy": 2.4, "rss_bytes": 5000, "gpu_memory_bytes": 6 * GIB}
+
+
+def test_a_recorded_runs_follower_keeps_the_peak_of_every_record_not_only_those_it_keeps():
+    from ddptop.telemetry.timeline import TimelineFollower
+
+    path = os.path.join(REPO, "tests", "data", "h100", "default", "telemetry.jsonl")
+    whole, short = TimelineFollower(path), TimelineFollower(path, keep=5)
+    whole.refresh()
+    short.refresh()
+    assert len(short.records) == 5 and short.peak() == whole.peak()
+    assert whole.peak()["gpu_memory_bytes"] > 0 and whole.peak()["rss_bytes"] > 0

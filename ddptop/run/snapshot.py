@@ -171,13 +171,17 @@ class TelemetrySnapshot:
     info: Mapping[str, Any]
     # a multi-node run's other nodes, by node rank: what each follower's own sampler wrote beside node 0's
     nodes: Mapping[int, "TelemetrySnapshot"] = field(default_factory=lambda: EMPTY)
+    # what the ranks used at their peak over every reading so far (ddptop.telemetry.peak): cores_busy,
+    # rss_bytes, gpu_memory_bytes, each None until read
+    peak: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
 
     HISTORY = 60
 
     @classmethod
     def of(cls, source: Any) -> "TelemetrySnapshot":
         """Read a Monitor or a TimelineFollower (their records are never changed once appended)."""
-        return cls(source.latest(), tuple(source.recent(cls.HISTORY)), source.info())
+        peak = source.peak() if hasattr(source, "peak") else EMPTY
+        return cls(source.latest(), tuple(source.recent(cls.HISTORY)), source.info(), peak=peak)
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from ddptop.telemetry import nvml as nv
 from ddptop.telemetry.gpu import GpuReading, GpuSampler
 from ddptop.telemetry.host import HostSampler, RankProcess
 from ddptop.telemetry.inventory import filter_visible
+from ddptop.telemetry.peak import PeakUse
 from ddptop.protocol.wire import EventsUnwritable, EventWriter, make_event
 
 DEFAULT_INTERVAL = 1.0
@@ -66,6 +67,7 @@ class Monitor:
         self.gpu = GpuSampler(nvml_module)
         self.host: HostSampler | None = None
         self.records: collections.deque[dict[str, Any]] = collections.deque(maxlen=keep)
+        self._peak = PeakUse()  # over every reading, not only those ``records`` keeps
         self.sample_cpu_s: collections.deque[float] = collections.deque(maxlen=256)  # own CPU per tick
         self.errors = 0
         self.last_error: str | None = None
@@ -187,6 +189,7 @@ class Monitor:
         record = make_event("telemetry", -1, t=read_t, **fields)  # the same record in memory and on disk
         with self._lock:
             self.records.append(record)
+            self._peak.add(record)
         if self.not_saved is not None:
             self._keep_unsaved(record)
         elif self._writer is not None:
@@ -260,3 +263,8 @@ class Monitor:
         with self._lock:
             items = list(self.records)
         return items if count is None else items[-count:]
+
+    def peak(self) -> dict[str, Any]:
+        """What the ranks used at their peak over every reading so far (``PeakUse``)."""
+        with self._lock:
+            return self._peak.as_dict()

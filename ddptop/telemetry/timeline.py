@@ -13,6 +13,7 @@ import os
 from typing import Any
 
 from ddptop.protocol.wire import EventFileReader
+from ddptop.telemetry.peak import PeakUse
 
 GPM_KEYS = ("sm_active", "sm_occupancy", "tensor_active", "dram_active")  # as telemetry/gpu.py reads them
 
@@ -226,12 +227,14 @@ class TimelineFollower:
         self.records: list[dict[str, Any]] = []
         self.keep = keep
         self._info: dict[str, Any] | None = None
+        self._peak = PeakUse()  # over every record read, not only those ``records`` keeps
 
     def refresh(self) -> None:
         new = [e for e in self.reader.read_new() if e["type"] == "telemetry"]
         for record in new:
             if self._info is None and isinstance(record.get("info"), dict):
                 self._info = record["info"]
+            self._peak.add(record)
         self.records = (self.records + new)[-self.keep :]
 
     def info(self) -> dict[str, Any]:
@@ -242,3 +245,7 @@ class TimelineFollower:
 
     def recent(self, count: int | None = None) -> list[dict[str, Any]]:
         return list(self.records if count is None else self.records[-count:])
+
+    def peak(self) -> dict[str, Any]:
+        """What the ranks used at their peak over every record read (``PeakUse``)."""
+        return self._peak.as_dict()

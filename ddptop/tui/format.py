@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any, Sequence
 
 from rich.text import Span, Text
@@ -130,6 +131,21 @@ def given(environment: Any) -> str | None:
     slurm = allocation.get("slurm")
     job = slurm.get("job_id") if isinstance(slurm, dict) else None
     return "given " + " · ".join(parts) + (f" (SLURM {job})" if job is not None else "")
+
+
+def peak(use: Any) -> str | None:
+    """What the ranks used at their peak so far, for the host line beside what the job was given:
+    ``peak 1.9 cores · 1.8 GiB RSS · 12.0 GiB on a GPU``; None before any rank was read."""
+    if not isinstance(use, Mapping):
+        return None
+    parts = []
+    if isinstance(use.get("cores_busy"), (int, float)):
+        parts.append(f"{use['cores_busy']:.1f} cores")
+    if isinstance(use.get("rss_bytes"), int):
+        parts.append(f"{units.binary_bytes(use['rss_bytes'])} RSS")
+    if isinstance(use.get("gpu_memory_bytes"), int):
+        parts.append(f"{units.binary_bytes(use['gpu_memory_bytes'])} on a GPU")
+    return "peak " + " · ".join(parts) if parts else None
 
 
 def gbps(value: float | None) -> str:

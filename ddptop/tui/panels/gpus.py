@@ -260,12 +260,14 @@ class HostLine(CachedStatic):
             _host_line(line, node)
             if node_rank != nodes[-1][0]:
                 line.append("\n")
-        if self.given:
+        used = fmt.peak(telemetry.peak)  # node 0's ranks: the others' peaks are their own samplers'
+        if self.given or used:
             if line.plain and not line.plain.endswith("\n"):
                 line.append("\n")
             if len(nodes) > 1:  # this ddptop's node: the others' were not read
                 line.append("node 0  ", style="bold")
-            line.append(self.given)
+            # each on a line of its own: together they pass 80 columns
+            line.append("\n".join(part for part in (self.given, used) if part))
         self.show_content(line)
 
 
