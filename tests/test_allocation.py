@@ -435,3 +435,16 @@ def test_a_recorded_runs_follower_keeps_the_peak_of_every_record_not_only_those_
     short.refresh()
     assert len(short.records) == 5 and short.peak() == whole.peak()
     assert whole.peak()["gpu_memory_bytes"] > 0 and whole.peak()["rss_bytes"] > 0
+
+
+def test_the_plans_usable_cores_are_the_affinity_within_the_cgroups_cpu_quota(tmp_path):
+    from ddptop.run.plan import usable_cpu_count
+
+    affinity = len(os.sched_getaffinity(0))
+    limited = tree(tmp_path / "a", {"/proc/self/cgroup": "0::/\n", "/sys/fs/cgroup/cpu.max": "150000 100000\n"})
+    assert usable_cpu_count(limited) == 1  # 1.5 cores of CPU time: one thread per core that time can keep busy
+    free = tree(tmp_path / "b", {"/proc/self/cgroup": "0::/\n", "/sys/fs/cgroup/cpu.max": "max 100000\n"})
+    assert usable_cpu_count(free) == affinity
+    wide = tree(tmp_path / "c", {"/proc/self/cgroup": "0::/\n",
+                                 "/sys/fs/cgroup/cpu.max": f"{100000 * (affinity + 8)} 100000\n"})
+    assert usable_cpu_count(wide) == affinity

@@ -24,6 +24,7 @@ from bench_kernels.collectives import OPS as COLLECTIVE_OPS
 from bench_kernels.collectives import parse_size
 from bench_kernels.faults import FaultSpecError, parse_fault
 from ddptop.errors import DdptopError
+from ddptop.run import allocation
 from ddptop.run.model import ConfigSpec, Launch, Plan
 from ddptop.run.options import AMP_DTYPES, AUTO, BACKENDS, DEVICES, OPTIONS_BY_NAME, PlanOptions, toml_types
 from ddptop.protocol import strategies as strategies_mod
@@ -73,11 +74,16 @@ def _spanning_world_sizes(one_node: list[int], per_node: int, nnodes: int) -> li
     return sizes
 
 
-def usable_cpu_count() -> int:
+def usable_cpu_count(proc_root: str = "/") -> int:
+    """The cores ddptop may use: its affinity (a SLURM job's or a container's cpuset), and no more than its
+    cgroup's CPU time quota allows (``docker --cpus``, a Kubernetes limit: a quota of 2.5 cores is 2), so the
+    ranks' threads never outnumber the CPU time the job has."""
     try:
-        return len(os.sched_getaffinity(0))
+        cores = len(os.sched_getaffinity(0))
     except AttributeError:  # not Linux
-        return os.cpu_count() or 1
+        cores = os.cpu_count() or 1
+    quota, _ = allocation.cpu_quota(proc_root)
+    return min(cores, max(1, int(quota))) if quota is not None else cores
 
 
 def _unique(values: list[Any]) -> tuple[Any, ...]:
