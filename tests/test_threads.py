@@ -259,6 +259,12 @@ def test_the_report_parts_show_each_answer():
     md = sections.markdown(summary)
     for title in ("## CPU against GPU", "## Threads per rank", "## Core budget: ranks x threads"):
         assert title in md
+    # what a run ends with: the three answers, after the whole report and before where it was saved
+    closing = sections.closing_text(summary, {"json": "s.json", "md": "s.md", "csv": "s.csv"}).splitlines()
+    answers = closing[closing.index("Answers") + 1:-1]
+    assert [line.split(":")[0] for line in answers] == ["  Threads (m, 1 rank)", "  Best split of the 16 cores for m",
+                                                         "  m"]
+    assert closing[-1] == "Summary: s.json  s.md  s.csv"
 
 
 # -- one real sweep ------------------------------------------------------------------------------------------

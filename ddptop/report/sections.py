@@ -114,7 +114,9 @@ def markdown(summary: Summary) -> str:
 def closing_text(summary: Summary, paths: dict[str, str]) -> str:
     """What a run prints when it ends: the report, then where the summary files are, or why they are not
     where they should be and how to write them later."""
-    text = text_report(summary) + saved_line(summary, paths)
+    answered = thread_tables.answers(summary)  # --threads, --devices: their answers last, where they are read
+    text = text_report(summary) + ("\nAnswers\n" + "".join(f"  {line}\n" for line in answered) if answered else "")
+    text += saved_line(summary, paths)
     if paths.get("plots"):
         text += f"Plots: {paths['plots']}/ (PNG and SVG)\n"
     elif paths.get("plots_error"):

@@ -107,3 +107,13 @@ def devices_block(summary: Summary) -> Block:
                           "cores are those the ranks were given (threads per rank x ranks). Set the weights with "
                           "--su-core-weight and --su-gpu-weight to your cluster's charges."))
     return Block("CPU against GPU", parts) if parts else Block()
+
+
+def answers(summary: Summary) -> list[str]:
+    """The thread curve's, the core budget's and the CPU-against-GPU answers, one line each: what a run of
+    --threads or --devices ends with, under its full report."""
+    lines = [f"Threads ({table['model']}, {_count(table['world_size'], 'rank')}): {table['recommendation']}"
+             for table in summary.threads if table.get("recommendation")]
+    lines += [table["answer"] for table in summary.core_budget if table.get("answer")]
+    lines += [table["answer"] for table in summary.devices_compared if table.get("answer")]
+    return lines
