@@ -255,6 +255,9 @@ def test_the_report_parts_show_each_answer():
     text = sections.text_report(summary)
     assert "Threads: m, 1 rank, batch 8 per rank (gloo); speedup over 1 thread, 95% intervals" in text
     assert "Best split of the 16 cores for m: 2 ranks x 1 thread" in text
+    lines = text.splitlines()
+    grid = lines[lines.index("  ranks  1 thr  2 thr") + 1:][:2]
+    assert [line.split() for line in grid] == [["1", "8", "15"], ["2", "16", "?"]]  # 2 x 2 fits 16 cores, not run
     assert "CPU against GPU: m, batch 8 per rank" in text and "worth it" in text
     md = sections.markdown(summary)
     for title in ("## CPU against GPU", "## Threads per rank", "## Core budget: ranks x threads"):
@@ -369,3 +372,15 @@ def test_the_cpu_part_measures_fp32_and_its_world_sizes_in_one_scaling_table():
         ("", [1, 2]), ("cpu", [1, 2])]
     cpu_table = next(t for t in tables if t.get("device") == "cpu")
     assert [r["cores"] for r in cpu_table["rows"]] == [16, 16]  # each rank charged its own threads
+
+
+def test_the_core_budget_grid_marks_a_split_that_needs_more_cores_than_there_are():
+    from ddptop.report.blocks import Table
+    from ddptop.report.thread_tables import _grid
+
+    cells = [{"world_size": n, "threads": t, "ex_sec_total": ex} for n, t, ex in ((1, 1, 59.0), (1, 2, 104.0),
+                                                                                 (2, 1, 84.0))]
+    caption, table = _grid({"cells": cells, "cores": 2})
+    assert isinstance(table, Table) and table.header == ("ranks", "1 thr", "2 thr")
+    assert list(table.rows) == [("1", "59", "104"), ("2", "84", "-")]
+    assert _grid({"cells": cells[:2], "cores": 2}) == []  # one row of ranks: the list is the grid

@@ -458,8 +458,13 @@ def _gpu_state_cell(state: dict[str, Any] | None) -> str:
     return " ".join(words + ([f"{max(temps):.0f} °C"] if temps else [])) or "-"
 
 
+def _with_gpu_state(summary: Summary) -> bool:
+    """Whether any launch recorded its GPUs' state: the launch table's GPU column, header and rows alike."""
+    return any(unit.gpu_state for entry in summary.configs for unit in entry.launches)
+
+
 def launch_rows(summary: Summary) -> list[tuple[str, ...]]:
-    with_gpus = any(unit.gpu_state for entry in summary.configs for unit in entry.launches)
+    with_gpus = _with_gpu_state(summary)
     rows: list[tuple[str, ...]] = []
     for entry in summary.configs:
         for unit in entry.launches:
@@ -479,8 +484,7 @@ def launch_rows(summary: Summary) -> list[tuple[str, ...]]:
 def launches_block(summary: Summary) -> Block:
     parts: list[Part] = [Note(launch_spread_line(summary))]
     if any(len(e.launches) > 1 for e in summary.configs):
-        with_gpus = any(unit.gpu_state for entry in summary.configs for unit in entry.launches)
-        header = LAUNCH_HEADER[:-1] + ((GPU_STATE_HEADER,) if with_gpus else ()) + LAUNCH_HEADER[-1:]
+        header = LAUNCH_HEADER[:-1] + ((GPU_STATE_HEADER,) if _with_gpu_state(summary) else ()) + LAUNCH_HEADER[-1:]
         parts.append(Table(header, launch_rows(summary), first_left=True))
         unsteady = [f"{_config_name(e)} {u.launch}: " + "; ".join(u.unsteady)
                     for e in summary.configs for u in e.launches if u.unsteady]

@@ -77,8 +77,27 @@ def core_budget_block(summary: Summary) -> Block:
                  _ci(c, "ex_sec_total", units.rate), "best" if c["config_id"] == table["best_config_id"] else
                  "highest" if c["config_id"] == table["measured_highest"] else "")
                 for c in table["cells"]]
-        parts += [Table(BUDGET_HEADER, rows, first_left=True), Note(table["answer"])]
+        parts += [Table(BUDGET_HEADER, rows, first_left=True), *_grid(table), Note(table["answer"])]
     return Block("Core budget: ranks x threads", parts) if parts else Block()
+
+
+def _grid(table: dict[str, Any]) -> list[Part]:
+    """The splits as the grid they are: ranks down, threads per rank across, examples/s in each cell; "-"
+    where the split needs more cores than there are, "?" where it fits but was not measured (it failed)."""
+    cells = {(c["world_size"], c["threads"]): c for c in table["cells"]}
+    ranks = sorted({n for n, _ in cells})
+    threads = sorted({t for _, t in cells})
+    if len(ranks) < 2 or len(threads) < 2:
+        return []  # one row or one column: the list above is the grid
+    cores = table.get("cores")
+
+    def cell(n: int, t: int) -> str:
+        if (n, t) in cells:
+            return units.rate(cells[(n, t)]["ex_sec_total"])
+        return "-" if cores and n * t > cores else "?"
+    rows = [(str(n), *(cell(n, t) for t in threads)) for n in ranks]
+    return [Caption("examples/s by ranks (down) and threads per rank (across); - needs more cores than there are"),
+            Table(("ranks", *(f"{t} thr" for t in threads)), rows, first_left=True)]
 
 
 def devices_block(summary: Summary) -> Block:
