@@ -12,13 +12,13 @@ import psutil
 import pytest
 
 from ddptop.analysis.peak_use import add_peak_use, config_use, peak_use
-from ddptop.control import LiveControl, RecordedControl
+from ddptop.control import RecordedControl
 from ddptop.report import tables
 from ddptop.report.schema import Summary
 from ddptop.run import allocation, environment
 from ddptop.telemetry.inventory import Inventory
 from ddptop.tui import format as fmt
-from ddptop.tui.app import DdptopApp, job_environment
+from ddptop.tui.app import DdptopApp
 
 from .conftest import REPO
 from .tui_helpers import settled
@@ -371,14 +371,15 @@ def test_given_in_a_few_words():
     assert fmt.given({"gpus": []}) is None and fmt.given(None) is None
 
 
-def test_job_environment_of_a_recorded_control_is_its_environment_json(tmp_path):
+def test_the_environment_of_a_recorded_control_is_its_environment_json(tmp_path):
     recorded = RecordedControl.of(RECORDED)
-    assert recorded.environment is not None and "allocation" not in recorded.environment  # from before allocation
-    assert job_environment(recorded) == recorded.environment and fmt.given(recorded.environment) is None
+    with open(os.path.join(RECORDED, "environment.json"), encoding="utf-8") as handle:
+        assert recorded.environment == json.load(handle)
+    assert "allocation" not in recorded.environment and fmt.given(recorded.environment) is None  # from before it
     run = tmp_path / "run"
     shutil.copytree(RECORDED, run)
     os.remove(run / "environment.json")  # a run directory without it
-    assert job_environment(RecordedControl.of(str(run))) is None
+    assert RecordedControl.of(str(run)).environment is None
 
 
 def test_host_line_says_what_the_job_was_given(tmp_path):

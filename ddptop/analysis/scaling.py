@@ -67,7 +67,7 @@ def scaling_tables(
     groups: dict[tuple, list[dict[str, Any]]] = {}
     baselines: dict[tuple, dict[str, Any]] = {}
     for entry in entries:
-        batch = entry["batch_size"] if entry["scaling"] == "weak" else entry["global_batch"]
+        batch = table_batch(entry)
         # a thread sweep's thread counts (--threads) and the CPU part of a plan on GPUs: a table each
         threads = (entry.get("threads") or 0) if getattr(plan, "threads", ()) else 0
         key = (entry["model"], batch, entry["backend"], entry.get("device") or plan.device, threads)
@@ -141,6 +141,11 @@ def scaling_tables(
     return tables
 
 
+def table_batch(entry: Mapping[str, Any]) -> int:
+    """The batch a table is of: per rank under weak scaling, global under strong."""
+    return entry["batch_size"] if entry["scaling"] == "weak" else entry["global_batch"]
+
+
 def charged_cores(plan: Plan, world_size: int, threads: int = 0, device: str = "") -> float:
     """The cores one rank is charged in service units: a CPU rank of a thread sweep or of the CPU part its own
     threads (its bound cores), else --cores-per-rank where given, else the plan's share of the cores at N."""
@@ -206,6 +211,7 @@ def batch_throughput(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """Throughput per batch size for each model/N/backend with more than one batch: the batch-size sweep up to
     out of memory, with the 95% interval of each throughput."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
+    two_devices = len({e.get("device") for e in entries}) > 1
     for entry in entries:
         if entry["mode"] != "ddp" or (entry.get("variant") or variants.DEFAULT) != variants.DEFAULT:
             continue
@@ -252,7 +258,7 @@ def batch_throughput(entries: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
                 "first_oom_batch": oom["batch_size"] if oom else None,
                 **({"strategy": strategy} if strategy != strategies.DDP else {}),
                 **({"threads": threads} if threads else {}),
-                **({"device": device} if device and len({e.get("device") for e in entries}) > 1 else {}),
+                **({"device": device} if device and two_devices else {}),
             }
         )
     return tables

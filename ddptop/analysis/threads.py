@@ -26,7 +26,7 @@ import numpy as np
 from ddptop import units
 from ddptop.analysis import formulas, stats, uncertainty
 from ddptop.analysis.intervals import _amdahl_fractions, _from
-from ddptop.analysis.scaling import Plan, as_written, charged_cores
+from ddptop.analysis.scaling import Plan, as_written, charged_cores, table_batch
 from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT
 
 Replicates = Mapping[str, np.ndarray]
@@ -37,9 +37,9 @@ def _measured(entry: Mapping[str, Any]) -> bool:
         (entry.get("stats") or {}).get("sec_iter", {}).get("p50"))
 
 
-def _batch(entry: Mapping[str, Any]) -> int:
-    """The batch a table is of: per rank under weak scaling, global under strong (as the scaling tables)."""
-    return entry["batch_size"] if entry["scaling"] == "weak" else entry["global_batch"]
+def _in_thread_sweep(entry: Mapping[str, Any]) -> bool:
+    """A measured CPU configuration of a split with its own thread count (a thread sweep's, the CPU part's)."""
+    return bool(entry.get("threads")) and entry["device"] == "cpu" and _measured(entry)
 
 
 def _threads(entry: Mapping[str, Any], plan: Plan) -> int:
@@ -48,6 +48,11 @@ def _threads(entry: Mapping[str, Any], plan: Plan) -> int:
 
 def _p50(entry: Mapping[str, Any]) -> float:
     return float(entry["stats"]["sec_iter"]["p50"])
+
+
+def _throughput(entry: Mapping[str, Any]) -> float:
+    """Examples/s of all ranks at the p50 step."""
+    return entry["global_batch"] / _p50(entry)
 
 
 def _throughput_reps(entry: Mapping[str, Any], replicates: Replicates | None) -> np.ndarray | None:
@@ -66,8 +71,8 @@ def thread_tables(entries: Sequence[Mapping[str, Any]], plan: Plan,
     Karp-Flatt's serial fraction; the table Amdahl's fit and the recommendation in words."""
     groups: dict[tuple, list[Mapping[str, Any]]] = {}
     for entry in entries:
-        if entry.get("threads") and entry["device"] == "cpu" and _measured(entry):
-            key = (entry["model"], _batch(entry), entry["backend"], entry["world_size"], entry["bucket_cap_mb"])
+        if _in_thread_sweep(entry):
+            key = (entry["model"], table_batch(entry), entry["backend"], entry["world_size"], entry["bucket_cap_mb"])
             groups.setdefault(key, []).append(entry)
     tables = []
     for (model, batch, backend, world_size, cap), members in groups.items():
@@ -131,7 +136,7 @@ def _thread_intervals(table: dict[str, Any], members: Sequence[Mapping[str, Any]
 def _throughput_ratio(best: Mapping[str, Any], other: Mapping[str, Any],
                       replicates: Replicates | None) -> tuple[float, list[float] | None]:
     """best's examples/s over other's, with its interval where both have replicates."""
-    value = (best["global_batch"] / _p50(best)) / (other["global_batch"] / _p50(other))
+    value = _throughput(best) / _throughput(other)
     a, b = _throughput_reps(best, replicates), _throughput_reps(other, replicates)
     if a is None or b is None:
         return value, None
@@ -155,30 +160,26 @@ def core_budget(entries: Sequence[Mapping[str, Any]], plan: Plan,
     cores = getattr(plan, "cpu_cores", 0) or None
     groups: dict[tuple, list[Mapping[str, Any]]] = {}
     for entry in entries:
-        if entry.get("threads") and entry["device"] == "cpu" and _measured(entry):
-            groups.setdefault((entry["model"], _batch(entry), entry["backend"], entry["bucket_cap_mb"]), []).append(entry)
+        if _in_thread_sweep(entry):
+            groups.setdefault((entry["model"], table_batch(entry), entry["backend"], entry["bucket_cap_mb"]), []).append(entry)
     tables = []
     for (model, batch, backend, cap), members in groups.items():
         if len(members) < 2 or len({e["world_size"] for e in members}) < 2:
             continue  # one world size: the thread table says it all
         cells = []
         for entry in sorted(members, key=lambda e: (e["world_size"], e["threads"])):
-            ex = entry["global_batch"] / _p50(entry)
-            reps = _throughput_reps(entry, replicates)
             cells.append({"world_size": entry["world_size"], "threads": entry["threads"],
                           "cores": entry["world_size"] * entry["threads"], "config_id": entry["config_id"],
-                          "global_batch": entry["global_batch"],
-                          "sec_iter": _p50(entry), "ex_sec_total": ex,
-                          "ex_sec_total_ci": _from(reps, ex) if reps is not None else None})
-        by_id = {e["config_id"]: e for e in members}
-        best = max(members, key=lambda e: e["global_batch"] / _p50(e))
-        second = max((e for e in members if e is not best), key=lambda e: e["global_batch"] / _p50(e))
+                          "global_batch": entry["global_batch"], "sec_iter": _p50(entry),
+                          **_throughput_figures(entry, replicates)})
+        best = max(members, key=_throughput)
+        second = max((e for e in members if e is not best), key=_throughput)
         ratio, ratio_ci = _throughput_ratio(best, second, replicates)
         clear = beyond_noise(ratio_ci)
         for cell in cells:
             cell["best"] = cell["config_id"] == best["config_id"]
-        ex_text = units.with_interval(best["global_batch"] / _p50(best), next(
-            c["ex_sec_total_ci"] for c in cells if c["best"]), units.rate)
+        best_cell = next(c for c in cells if c["best"])
+        ex_text = units.with_interval(best_cell["ex_sec_total"], best_cell["ex_sec_total_ci"], units.rate)
         ratio_text = units.with_interval(ratio, ratio_ci, lambda v: units.number(v, 2, "x"))
         budget = f"the {cores} cores" if cores else "the cores"
         if clear:
@@ -194,7 +195,7 @@ def core_budget(entries: Sequence[Mapping[str, Any]], plan: Plan,
                        "--scaling strong compares them at one global batch.")
         tables.append({"model": model, "batch_size": batch, "backend": backend, "bucket_cap_mb": cap,
                        "cores": cores, "cells": cells, "best_config_id": best["config_id"] if clear else None,
-                       "measured_highest": best["config_id"], "next_best": by_id[second["config_id"]]["config_id"],
+                       "measured_highest": best["config_id"], "next_best": second["config_id"],
                        "ratio": ratio, "ratio_ci": ratio_ci, "answer": answer})
     return tables
 
@@ -230,10 +231,10 @@ def devices_compared(entries: Sequence[Mapping[str, Any]], plan: Plan,
     groups: dict[tuple, dict[str, list[Mapping[str, Any]]]] = {}
     for entry in entries:
         if _measured(entry):
-            groups.setdefault((entry["model"], _batch(entry)), {}).setdefault(entry["device"], []).append(entry)
+            groups.setdefault((entry["model"], table_batch(entry)), {}).setdefault(entry["device"], []).append(entry)
     tables = []
     for (model, batch), by_device in groups.items():
-        fastest = {d: max(members, key=lambda e: e["global_batch"] / _p50(e)) for d, members in by_device.items()}
+        fastest = {d: max(members, key=_throughput) for d, members in by_device.items()}
         cheapest = {d: min(members, key=lambda e: _charge(e, plan)) for d, members in by_device.items()}
         table: dict[str, Any] = {
             "model": model, "batch_size": batch, "batch_meaning": "per rank" if plan.scaling == "weak" else "global",
@@ -262,16 +263,19 @@ def devices_compared(entries: Sequence[Mapping[str, Any]], plan: Plan,
     return tables
 
 
+def _throughput_figures(entry: Mapping[str, Any], replicates: Replicates | None) -> dict[str, Any]:
+    """``ex_sec_total`` and its interval from the configuration's replicates (None without them)."""
+    ex, reps = _throughput(entry), _throughput_reps(entry, replicates)
+    return {"ex_sec_total": ex, "ex_sec_total_ci": _from(reps, ex) if reps is not None else None}
+
+
 def _side(entry: Mapping[str, Any], plan: Plan, replicates: Replicates | None) -> dict[str, Any]:
-    ex = entry["global_batch"] / _p50(entry)
-    reps = _throughput_reps(entry, replicates)
     n = entry["world_size"]
     return {"config_id": entry["config_id"], "label": entry["label"], "world_size": n,
             "threads": _threads(entry, plan),
             "cores": charged_cores(plan, n, entry.get("threads") or 0, entry["device"]) * n,
-            "gpus": n if entry["device"] == "cuda" else 0, "sec_iter": _p50(entry), "ex_sec_total": ex,
-            "ex_sec_total_ci": _from(reps, ex) if reps is not None else None,
-            "su_hours_per_million": _charge(entry, plan) * 1e6 / 3600}
+            "gpus": n if entry["device"] == "cuda" else 0, "sec_iter": _p50(entry),
+            **_throughput_figures(entry, replicates), "su_hours_per_million": _charge(entry, plan) * 1e6 / 3600}
 
 
 def _worth_it(table: Mapping[str, Any], model: str, plan: Plan) -> tuple[bool | None, str]:

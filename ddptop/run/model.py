@@ -279,7 +279,7 @@ class Plan:
     def _baseline_threads(self, device: str) -> int:
         """The thread count whose N=1 launch holds the no-DDP baseline: the most threads of a thread sweep's
         N=1 (one baseline per device, not one per thread count)."""
-        if device != "cpu" or not self.cpu_grid or (self.device == "cpu" and not self.threads):
+        if device != "cpu" or not self.cpu_grid:
             return 0
         return max((t for n, t in self.cpu_grid if n == 1), default=-1)
 

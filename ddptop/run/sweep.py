@@ -98,25 +98,24 @@ def _identity(path: str) -> tuple[int, int] | None:
 def repeat_launches(plan: Plan, judged: dict[str, tuple[bool, bool]]) -> list[Launch]:
     """One more launch of each shape whose configurations had a disturbed launch (``judged``: per configuration
     id, whether a launch of its was quiet and whether one was disturbed), where a launch of that shape was quiet.
-    A shape is all that makes a launch's ranks what they are: world size, backend, nodes, an NCCL variant's
-    environment, the CPU part's device and a thread sweep's threads; so a repeat runs as its first launch did."""
-    Shape = tuple[int, str, int, tuple[tuple[str, str], ...], str, int]
-    again: dict[Shape, list[ConfigSpec]] = {}
-    quiet: set[Shape] = set()
+    A shape is what its launch key names, all that makes a launch's ranks what they are: world size, backend,
+    nodes, the CPU part's device, a thread sweep's threads and an NCCL variant's environment; a repeat is that
+    launch with the disturbed configurations alone, so it runs as its first launch did."""
+    shapes: dict[str, Launch] = {}
+    again: dict[str, list[ConfigSpec]] = {}
+    quiet: set[str] = set()
     for launch in plan.launches():
         if launch.replicate:
             continue
-        shape = (launch.world_size, launch.backend, launch.nodes, launch.env, launch.device, launch.threads)
+        shapes.setdefault(launch.launch_key, launch)
         for config in launch.configs:
             was_quiet, was_disturbed = judged.get(config.config_id, (False, False))
             if was_quiet:
-                quiet.add(shape)
+                quiet.add(launch.launch_key)
             if was_disturbed:
-                again.setdefault(shape, []).append(replace(config, round=config.rounds))
-    return [Launch(n, backend, tuple(configs), nodes, replicate=configs[0].round, env=env, device=device,
-                   threads=threads)
-            for (n, backend, nodes, env, device, threads), configs in again.items()
-            if (n, backend, nodes, env, device, threads) in quiet]
+                again.setdefault(launch.launch_key, []).append(replace(config, round=config.rounds))
+    return [replace(shapes[key], configs=tuple(configs), replicate=configs[0].round)
+            for key, configs in again.items() if key in quiet]
 
 
 def ceiling_launches(plan: Plan) -> dict[str, tuple[str, int]]:

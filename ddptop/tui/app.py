@@ -78,13 +78,6 @@ class SummaryShown(Message):
         self.found = found
 
 
-def job_environment(control: RunControl) -> dict[str, Any] | None:
-    """The run's environment (``ddptop.run.environment.collect``) as the core holds it: the control's
-    ``environment`` where it has one, else a live run's own; None for a recorded run without it."""
-    found = control.environment
-    return found if isinstance(found, dict) else None
-
-
 class AsciiAwareApp(App[int]):
     """Textual's own chrome (the header's title, the command palettes, borders, the loading indicator) in ASCII
     under ``--ascii``."""
@@ -199,7 +192,7 @@ class DdptopApp(AsciiAwareApp):
             with TabPane("1 Overview", id="overview"):
                 with Vertical(id="overview-body"):
                     yield GpuTable(id="gpus")
-                    yield HostLine(fmt.given(job_environment(self.control)), id="host")
+                    yield HostLine(fmt.given(self.control.environment), id="host")
                     yield ConfigTable(self.control.session.plan.configs(), id="configs")
                     yield StepChart(id="chart")
             with TabPane("2 Ranks", id="ranks-tab"):
