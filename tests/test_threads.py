@@ -329,6 +329,9 @@ def test_each_device_measures_its_ceiling_once_the_cpu_with_the_most_threads_of_
     assert ceiling_launches(build_plan(PlanOptions(), NO_GPU, cpu_count=2)) == {"cpu": ("n1-gloo", 0)}
     plan = build_plan(PlanOptions(devices=["cpu", "cuda"], threads=[1, 4, 16]), one_gpu(), cpu_count=16)
     assert ceiling_launches(plan) == {"cuda": ("n1-nccl", 0), "cpu": ("n1-gloo-cpu-t16", 0)}
+    # no launch of one rank: the launch whose ranks have the most threads
+    plan = build_plan(PlanOptions(threads=[1, 2], world_sizes=[2, 4]), NO_GPU, cpu_count=8)
+    assert ceiling_launches(plan) == {"cpu": ("n2-gloo-t2", 0)}
 
 
 def test_the_collective_benchmark_runs_once_per_world_size_and_not_in_the_cpu_part():

@@ -126,8 +126,9 @@ def ceiling_launches(plan: Plan) -> dict[str, tuple[str, int]]:
     for launch in plan.launches():
         device = launch.device or plan.device
         best = chosen.get(device)
-        if best is None or (device == "cpu" and (launch.world_size == 1, plan.threads_for(1, launch.threads))
-                            > (best.world_size == 1, plan.threads_for(1, best.threads))):
+        if best is None or (device == "cpu" and (launch.world_size == 1, plan.threads_for(launch.world_size,
+                                                                                          launch.threads))
+                            > (best.world_size == 1, plan.threads_for(best.world_size, best.threads))):
             chosen[device] = launch
     return {device: (launch.launch_key, launch.replicate) for device, launch in chosen.items()}
 
