@@ -153,6 +153,12 @@ def charged_cores(plan: Plan, world_size: int, threads: int = 0, device: str = "
         return threads
     if plan.cores_per_rank is not None:
         return plan.cores_per_rank
+    return rank_threads(plan, world_size, threads)
+
+
+def rank_threads(plan: Plan, world_size: int, threads: int = 0) -> int:
+    """Each rank's threads: a thread sweep's own count, else the plan's share of the cores at N (as
+    ``ddptop.run.model.Plan.threads_for`` gives a launch)."""
     return threads or plan.threads_per_rank.get(world_size) or 1
 
 

@@ -26,7 +26,7 @@ import numpy as np
 from ddptop import units
 from ddptop.analysis import formulas, stats, uncertainty
 from ddptop.analysis.intervals import _amdahl_fractions, _from
-from ddptop.analysis.scaling import Plan, as_written, charged_cores, table_batch
+from ddptop.analysis.scaling import Plan, as_written, charged_cores, rank_threads, table_batch
 from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT
 
 Replicates = Mapping[str, np.ndarray]
@@ -43,7 +43,7 @@ def _in_thread_sweep(entry: Mapping[str, Any]) -> bool:
 
 
 def _threads(entry: Mapping[str, Any], plan: Plan) -> int:
-    return entry.get("threads") or plan.threads_per_rank.get(entry["world_size"]) or 1
+    return rank_threads(plan, entry["world_size"], entry.get("threads") or 0)
 
 
 def _p50(entry: Mapping[str, Any]) -> float:
