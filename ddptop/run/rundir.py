@@ -178,13 +178,21 @@ def tail_lines(path: str, lines: int = 20, max_bytes: int = 64 * 1024) -> list[s
     return [line for line in text.splitlines() if line.strip()][-lines:]
 
 
-_ROOT_CAUSE_RE = re.compile(
-    r"Root Cause.*?rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)", re.S
-)
+_FAILURE_RE = re.compile(r"^\s*rank\s*:\s*(\d+).*?^\s*exitcode\s*:\s*(-?\d+)", re.S | re.M)
 
 
-def root_cause(launch_path: str) -> tuple[int, int] | None:
-    """torchrun's "Root Cause (first observed failure)" from agent.log: the rank and its exit code."""
-    text = "\n".join(tail_lines(layout.agent_log(launch_path), 200))
-    match = _ROOT_CAUSE_RE.search(text)
-    return (int(match.group(1)), int(match.group(2))) if match else None
+def failed_ranks(launch_path: str) -> list[tuple[int, int]]:
+    """Every failure torchrun's agent.log lists, as (rank, exit code): its "Root Cause" first, then the others.
+
+    torchrun calls root cause the failure with the smallest timestamp, in whole seconds, and a rank killed
+    without an error file is stamped when the agent notices it: a SIGKILLed rank and the peer its death broke
+    often share a second, and the tie goes to the lower rank. So the root cause alone can name the echo.
+    """
+    text = "\n".join(tail_lines(layout.agent_log(launch_path), 400))
+    root_at = text.find("Root Cause")
+    if root_at < 0:
+        return []
+    others_at = text.rfind("Failures:", 0, root_at)
+    root = _FAILURE_RE.findall(text[root_at:])[:1]
+    others = _FAILURE_RE.findall(text[others_at:root_at]) if others_at >= 0 else []
+    return [(int(rank), int(code)) for rank, code in root + others]

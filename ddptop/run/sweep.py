@@ -9,6 +9,7 @@ begins (bad environment, rendezvous failure) ends the configurations it held ins
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 from dataclasses import replace
@@ -547,11 +548,14 @@ class SweepRunner:
 
     @staticmethod
     def _silent_death(path: str, state: Any) -> str | None:
-        """A rank that died without reporting (SIGKILL, os._exit) is the cause; the others' errors are echoes."""
-        found = rundir.root_cause(path)
-        if found is None or any(e["rank"] == found[0] for e in state.errors):
-            return None
-        return f"rank {found[0]} {describe_exit(found[1])}"
+        """A rank that died without reporting (SIGKILL, os._exit) is the cause; the others' errors are echoes.
+        Of the failures torchrun lists, the first that reported nothing: its root cause when that one qualifies.
+        A rank that SIGTERM ended after the root cause is torchrun stopping the rest, not a cause."""
+        reported = {e["rank"] for e in state.errors}
+        failures = rundir.failed_ranks(path)
+        silent = [(rank, code) for at, (rank, code) in enumerate(failures)
+                  if rank not in reported and (at == 0 or code != -signal.SIGTERM)]
+        return f"rank {silent[0][0]} {describe_exit(silent[0][1])}" if silent else None
 
     @staticmethod
     def _log_tail(path: str) -> list[str]:
