@@ -139,6 +139,29 @@ def test_a_gpu_step_is_the_union_over_streams_split_into_compute_communication_m
     }]
 
 
+def test_one_process_driving_two_gpus_gets_a_row_per_gpu_so_an_idle_replica_shows_idle():
+    """DataParallel: one process launches on GPU 0 (the gather and the loss too) and on its replica, GPU 1.
+    GPU 0 runs [10, 90) of the step [0, 100) and GPU 1 only [10, 30): over both GPUs together the step would
+    read 80% busy; each GPU's own row says GPU 1 idled 80 of its 100 us."""
+    def on_gpu(device, name, correlation, ts, dur):
+        event = gpu(name, correlation, ts, dur)
+        event["pid"], event["args"]["device"] = device, device
+        return event
+
+    events = [step(1, 0, 100), step(2, 100, 100),
+              launch(1, 1.0), on_gpu(0, "gemm", 1, 10, 80),
+              launch(2, 2.0), on_gpu(1, "gemm", 2, 10, 20)]
+    result = breakdown({"traceEvents": events}, "cuda")
+    rows = {row["gpu"]: in_us(row) for row in result["steps"]}
+    assert [row["step"] for row in result["steps"]] == [1, 1] and set(rows) == {0, 1}
+    assert (rows[0]["window_s"], rows[0]["busy_s"], rows[0]["idle_s"]) == (100.0, 80.0, 20.0)
+    assert (rows[1]["window_s"], rows[1]["busy_s"], rows[1]["idle_s"]) == (100.0, 20.0, 80.0)
+    idle = combine([result])["figures"]["idle_s"]
+    assert (idle["low"], idle["high"], idle["n"]) == (pytest.approx(0.2), pytest.approx(0.8), 2)
+    one_gpu = breakdown(gpu_trace(), "cuda")["steps"]
+    assert "gpu" not in one_gpu[0]  # a rank of one GPU keeps the row it always had
+
+
 def test_idle_is_the_hosts_when_the_next_kernel_came_after_the_gap_began_and_other_when_it_was_queued():
     def split(memcpy_launch_at: float) -> tuple[float, float]:
         trace = gpu_trace()

@@ -202,6 +202,11 @@ def _gpu_events(spans: list[Span]) -> list[Span]:
     return [s for s in spans if s.cat in GPU_CATS and "stream" in s.args and s.end > s.start]
 
 
+def _gpu_of(event: Span) -> Any:
+    """The GPU a device event ran on: Kineto's ``device`` argument, else its pid (Kineto's GPU rows)."""
+    return event.args.get("device", event.pid)
+
+
 def _kind(event: Span) -> str:
     if NCCL_KERNEL.match(event.name):
         return "communication"
@@ -290,7 +295,12 @@ def _gpu_breakdown(spans: list[Span], steps: dict[int, Span], top: int) -> tuple
     """The steps' rows, the top kernels, the collectives and the GPU work's count and lengths, of the GPU events
     launched in the kept steps."""
     work = _work_by_step(spans, steps)
-    rows = [_gpu_row(number, steps[number], work[number]) for number in sorted(steps)]
+    gpus = sorted({_gpu_of(item.event) for items in work.values() for item in items}, key=str)
+    if len(gpus) > 1:  # one process driving several GPUs (DataParallel): each GPU's busy and idle its own
+        rows = [{**_gpu_row(number, steps[number], [i for i in work[number] if _gpu_of(i.event) == gpu]),
+                 "gpu": gpu} for number in sorted(steps) for gpu in gpus]
+    else:
+        rows = [_gpu_row(number, steps[number], work[number]) for number in sorted(steps)]
     counted = [item for number in sorted(steps) for item in work[number]]
     kernels = _kernel_table(((i.event.name, i.kind, i.event.end - i.event.start) for i in counted), top)
     nccl_ops = _nccl_ops_by_thread(spans)
