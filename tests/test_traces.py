@@ -13,6 +13,7 @@ from ddptop.analysis import traces, verdict
 from ddptop.protocol.trace_breakdown import breakdown, read_trace
 from ddptop.report import build, sections
 from ddptop.report.schema import Summary
+from ddptop.report.trace_tables import breakdown_line
 
 from .conftest import ddptop
 
@@ -91,6 +92,22 @@ def test_a_rank_whose_trace_could_not_be_written_is_said_and_costs_the_others_no
     found = traces.config_trace({0: trace_event(trace, "cuda"), 1: lost}, 0.001)
     assert [f["rank"] for f in found["files"]] == [0] and found["breakdown"]["steps"] == 3
     assert any("No space left on device" in note for note in found["notes"])
+
+
+def test_a_dataparallel_trace_is_said_to_be_over_its_gpus_not_one_rank():
+    """One process on two GPUs: each step is broken down per GPU, and the report's line and table say the
+    spread is over 3 steps x 2 GPUs, not 3 steps x 1 rank."""
+    trace = kineto_trace(3, 4, 100.0, 20.0)
+    replica = [dict(e, pid=1, args=dict(e["args"], device=1, correlation=e["args"]["correlation"] + 10_000))
+               for e in trace["traceEvents"] if e.get("cat") == "kernel"]
+    launches = [dict(e, args=dict(e["args"], correlation=e["args"]["correlation"] + 10_000))
+                for e in trace["traceEvents"] if e.get("cat") == "cuda_runtime"]
+    found = traces.config_trace({0: trace_event({"traceEvents": trace["traceEvents"] + replica + launches},
+                                                "cuda")}, 0.001)
+    assert found["breakdown"]["steps"] == 6 and found["steps"] == 3
+    assert breakdown_line(found).endswith("(of the step, 3 steps x 2 GPUs)")
+    one_rank = traces.config_trace({0: trace_event(trace, "cuda")}, 0.001)
+    assert breakdown_line(one_rank).endswith("(of the step, 3 steps x 1 rank)")
 
 
 # -- the verdict -----------------------------------------------------------------------------------------------
