@@ -1,6 +1,7 @@
 """Small models for tests, loaded by the kernels through ``--models tests.tiny_models:<factory>``."""
 
 import os
+import time
 
 import torch
 from torch import nn
@@ -14,6 +15,24 @@ def tiny_cnn(num_classes: int = 10) -> nn.Module:
         nn.Flatten(),
         nn.Linear(8 * 16, num_classes),
     )
+
+
+class _Steady(nn.Module):
+    """The tiny CNN with a fixed 25 ms sleep in each forward: a step whose time a busy machine barely moves
+    (the sleep takes no core), for a test of when a precision target is met rather than of this machine's
+    noise. The tiny CNN alone steps in about 1 ms, which another process's bursts can triple for a while."""
+
+    def __init__(self, num_classes: int) -> None:
+        super().__init__()
+        self.body = tiny_cnn(num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(0.025)
+        return self.body(x)
+
+
+def steady_cnn(num_classes: int = 10) -> nn.Module:
+    return _Steady(num_classes)
 
 
 class _WideMLP(nn.Module):
