@@ -24,7 +24,7 @@ from textual.content import Content
 from textual.containers import ScrollableContainer, Vertical
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Footer, Header, Static, TabbedContent, TabPane
+from textual.widgets import Header, Static, TabbedContent, TabPane
 
 from ddptop.control import LiveControl, RecordedControl, RunControl, ScreenSummary, display_path
 from ddptop.report import sections
@@ -37,6 +37,7 @@ from ddptop.tui import ascii
 from ddptop.tui import format as fmt
 from ddptop.tui.panels import (ConfigTable, GpuTable, HostLine, LogPanel, RankTable, StatusLine, StepChart,
                                TunePanel)
+from ddptop.tui.footer import FittingFooter
 from ddptop.tui.lines import LineTable
 from ddptop.tui.screens import HelpScreen, SummaryScreen, TracesScreen
 
@@ -174,6 +175,8 @@ class DdptopApp(AsciiAwareApp):
         self._signalled = False
         self._quitting = False
         self._signals = contextlib.ExitStack()
+        if not control.owns_run:  # the keys a watcher may press out of habit still say why nothing happens
+            self.bind("s,n", "only_looking", show=False)
 
     @classmethod
     def for_live(cls, live: LiveRun, fps: float = DEFAULT_FPS, telemetry: Any | None = None) -> "DdptopApp":
@@ -210,7 +213,7 @@ class DdptopApp(AsciiAwareApp):
                     yield Static("Median step so far against DDP as written (point figures: the 95% intervals "
                                  "and the verdicts come with the summary)", classes="tune-note")
                     yield TunePanel(id="tune")
-        yield Footer()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         self.title = "ddptop"
@@ -390,6 +393,14 @@ class DdptopApp(AsciiAwareApp):
     def action_save(self) -> None:
         message = self.control.save_now()  # writes files: off the UI thread
         self.call_from_thread(self.notify, message)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("save", "skip"):  # watch and view only look: no room taken in the footer by such keys
+            return self.control.owns_run
+        return True
+
+    def action_only_looking(self) -> None:
+        self.notify(self.control.refusal())
 
     def action_skip(self) -> None:
         self.notify(self.control.skip())

@@ -12,13 +12,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, HorizontalScroll, ScrollableContainer, Vertical
 from textual.screen import ModalScreen, Screen
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Header, Static
 
 from ddptop.control import display_path
 from ddptop.report import sections, trace_tables
 from ddptop.report.schema import ProjectionPoint, ScalingRow, Summary
 from ddptop.tui import ascii
 from ddptop.tui import format as fmt
+from ddptop.tui.footer import FittingFooter
 from ddptop.tui.lines import TextLines
 
 
@@ -87,7 +88,7 @@ class SummaryScreen(Screen[None]):
     CSS_PATH = "summary.tcss"
 
     BINDINGS = [
-        Binding("escape", "back", "Back to the sweep"),
+        Binding("escape", "back", "Back"),
         Binding("q", "app.quit_run", "Quit"),
         Binding("t", "app.screenshot", "Screenshot"),
         Binding("g", "chart", "Chart/tables"),
@@ -132,7 +133,7 @@ class SummaryScreen(Screen[None]):
                             yield hint
             if self.with_chart:
                 yield AsciiSpeedupChart(self.summary, id="speedup-chart") if fmt.ASCII else _plot()(id="speedup-chart")
-        yield Footer()
+        yield FittingFooter()
 
     def plain_text(self) -> str:
         """Every block's text, in order (what the screen shows, before wrapping)."""
