@@ -306,6 +306,8 @@ class Worker:
             raise ValueError(f"the {cfg.mode} configuration runs in a single process")
         last = round_index >= cfg.rounds - 1
         setup_start = time.perf_counter()
+        # a large model of the user's can take longer to build than --hang-timeout: the watch gives it more
+        self._setting_up(cfg, "building the model, counting its FLOPs, wrapping it")
         training = build_training(cfg, self.device, self.local_rank, self.rank)
         flops = self._count_flops(cfg, training) if round_index == 0 else None  # by op kind
         self._slow_down(cfg, training)
@@ -314,6 +316,7 @@ class Worker:
         self._reset_peak_memory(cfg)
         self._config_start(cfg, training, time.perf_counter() - setup_start, round_index, flops)
         if variants.variant(cfg.variant).compile:  # said after config_start: the view shows it running meanwhile
+            self._setting_up(cfg, "compiling the first step")
             compiled = first_step(training.step_through(training.net), eager_ddp(training.net))
             self.writer.emit("compiled", config_id=cfg.config_id, **compiled)
             self.writer.flush()
@@ -439,6 +442,10 @@ class Worker:
             return {}
         return {"flops_per_step": sum(counted.by_kind.values()) or None, "flops_by_kind": counted.by_kind,
                 "flops_source": "counted", "flops_uncounted": counted.uncounted_lines()}
+
+    def _setting_up(self, cfg: RunConfig, doing: str) -> None:
+        self.writer.emit("heartbeat", config_id=cfg.config_id, doing=doing, setup=True)
+        self.writer.flush()
 
     def _config_start(self, cfg: RunConfig, training: Training, setup_s: float, round_index: int,
                       flops: dict[str, Any] | None = None) -> None:

@@ -3,6 +3,7 @@
 import os
 import time
 
+from ddptop.protocol.wire import encode, make_event
 from ddptop.run.sweep import STARTUP_GRACE, HangWatch
 
 
@@ -25,3 +26,33 @@ def test_startup_is_not_a_hang_but_silence_after_events_is(tmp_path):
     silent = watch.silent_for()
     assert 6 <= silent < 7
     assert "rank-0 10 s ago, rank-1 6 s ago" in watch.reason(silent)
+
+
+def test_a_rank_setting_up_a_configuration_gets_the_startup_grace_and_then_the_timeout_again(tmp_path):
+    """A rank's last event says it is building its model (a setup heartbeat, as the kernel writes it before
+    every configuration and before a compiled first step): its silence is allowed the startup grace, not the
+    short timeout; once it has written anything else the timeout applies again."""
+    events = tmp_path / "events"
+    events.mkdir()
+    watch = HangWatch(str(events), timeout=4)
+    hello = encode(make_event("hello", 0, world_size=1, host="h", pid=1, device="cpu"))
+    building = encode(make_event("heartbeat", 0, config_id="big/ddp/bs1/n1/gloo",
+                                 doing="building the model, counting its FLOPs, wrapping it", setup=True))
+    path = events / "rank-0.jsonl"
+
+    def written(data: bytes, age: float) -> None:
+        path.write_bytes(data)
+        os.utime(path, (time.time() - age, time.time() - age))
+
+    written(hello + building, 60)  # a minute into building a large model
+    assert watch.silent_for() is None
+    written(hello + building, STARTUP_GRACE + 1)
+    silent = watch.silent_for()
+    assert silent is not None and "while setting up a configuration" in watch.reason(silent)
+    started = encode(make_event("config_start", 0, config_id="big/ddp/bs1/n1/gloo", warmup=2, iters=4))
+    written(hello + building + started, 6)  # built; then silent in its steps for longer than the timeout
+    silent = watch.silent_for()
+    assert silent is not None and "--hang-timeout 4" in watch.reason(silent)
+    progress = encode(make_event("heartbeat", 0, config_id="big/ddp/bs1/n1/gloo", doing="traced step 1 of 4"))
+    written(hello + building + started + progress, 6)  # a heartbeat that is no setup: the timeout stands
+    assert watch.silent_for() is not None

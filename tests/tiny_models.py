@@ -35,6 +35,13 @@ def steady_cnn(num_classes: int = 10) -> nn.Module:
     return _Steady(num_classes)
 
 
+def slow_to_build(num_classes: int = 10) -> nn.Module:
+    """The tiny CNN after 10 s of building, as a large model of a user's (weights made on the CPU, a
+    checkpoint read) can take: longer than a short --hang-timeout, and no hang."""
+    time.sleep(10)
+    return tiny_cnn(num_classes)
+
+
 class _WideMLP(nn.Module):
     # a model class of its own, as a training script has: torch.compile of DDP leaves a bare nn.Sequential's
     # forward (torch's own code, which Dynamo skips as a frame) uncompiled

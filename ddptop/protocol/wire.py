@@ -58,8 +58,9 @@ EVENT_FIELDS: dict[str, tuple[tuple[str, frozenset | None, bool], ...]] = {
     # a configuration's profiler trace (bench_kernels.trace): its file, size, cost and breakdown, or a note
     "trace": _COMMON + (("config_id", _STR, True), ("path", _STR, True), ("steps", _INT, True),
                         ("wall_s", _NUMBERS, True), ("note", _STR | _NONE, False), ("breakdown", _DICT, False)),
-    # a rank alive in a phase that streams no samples (the traced steps, the trace's export): for the hang watch
-    "heartbeat": _COMMON + (("config_id", _STR, False), ("doing", _STR, True)),
+    # a rank alive in a phase that streams no samples (the traced steps, the trace's export): for the hang watch;
+    # setup: building a configuration or compiling its first step, which the watch gives the startup grace
+    "heartbeat": _COMMON + (("config_id", _STR, False), ("doing", _STR, True), ("setup", _BOOL, False)),
     # torch.compile's first step of a configuration (bench_kernels.compiled), after its config_start
     "compiled": _COMMON + (("config_id", _STR, True), ("first_step_s", _NUMBERS, True)),
     # the best matmul FLOP/s rank 0 reached on its device in the sweep's dtype (bench_kernels.flops)

@@ -8,6 +8,7 @@ begins (bad environment, rendezvous failure) ends the configurations it held ins
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -44,7 +45,8 @@ class HangWatch:
     """A launch is hung when no rank has written an event for ``timeout`` seconds (ranks flush between steps,
     so a stuck collective or a step longer than the timeout looks the same: say both). Until the first event
     the launch is starting (importing torch on a busy node, forming the group) and gets at least
-    STARTUP_GRACE seconds."""
+    STARTUP_GRACE seconds, as does a rank whose last word is that it is setting up a configuration (building
+    a large model, compiling its first step), which streams nothing for as long as it takes."""
 
     def __init__(self, events_dir: str, timeout: float, startup: float = STARTUP_GRACE) -> None:
         self.events_dir = events_dir
@@ -52,6 +54,7 @@ class HangWatch:
         self.startup = startup
         self.started = time.time()
         self.last: dict[str, float] = {}
+        self.setting_up: dict[str, bool] = {}  # per events file: is its last event a setup heartbeat
 
     def silent_for(self) -> float | None:
         try:
@@ -64,11 +67,14 @@ class HangWatch:
             except FileNotFoundError:
                 continue
             if info.st_size > 0:  # the file exists from the rank's start; its first event comes later
+                if self.last.get(name) != info.st_mtime:  # written since the last look: its last event again
+                    self.setting_up[name] = _last_is_setup(os.path.join(self.events_dir, name))
                 self.last[name] = info.st_mtime
         if not self.last:
             silent, limit = time.time() - self.started, max(self.timeout, self.startup)
         else:
-            silent, limit = time.time() - max(self.last.values()), self.timeout
+            setup = any(self.setting_up.values())
+            silent, limit = time.time() - max(self.last.values()), max(self.timeout, self.startup if setup else 0)
         return silent if silent >= limit else None
 
     def reason(self, silent: float) -> str:
@@ -81,10 +87,26 @@ class HangWatch:
             f"{name.removesuffix(layout.EVENTS_SUFFIX)} {time.time() - t:.0f} s ago"
             for name, t in sorted(self.last.items())
         )
+        if any(self.setting_up.values()):
+            return (f"hang: no event from any rank for {silent:.0f} s while setting up a configuration (building "
+                    f"the model or compiling its first step; at least {max(self.timeout, self.startup):g} s "
+                    f"allowed); last heard: {heard}")
         return (
             f"hang: no event from any rank for {silent:.0f} s (--hang-timeout {self.timeout:g}); last heard: "
             f"{heard}. A rank is stuck (in a collective?) or one step takes longer than the timeout"
         )
+
+
+def _last_is_setup(path: str) -> bool:
+    """Whether the events file's last whole line is a setup heartbeat: a rank building a configuration."""
+    last = rundir.tail_lines(path, 1, max_bytes=4096)
+    if not last or '"setup":true' not in last[0]:
+        return False
+    try:
+        event = json.loads(last[0])
+    except ValueError:  # the line being written as it was read
+        return False
+    return event.get("type") == "heartbeat" and event.get("setup") is True
 
 
 def _identity(path: str) -> tuple[int, int] | None:
