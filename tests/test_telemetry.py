@@ -12,11 +12,13 @@ import re
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import psutil
 import pynvml
 import pytest
 
+from ddptop.report.build import _launch_span
 from ddptop.telemetry import timeline
 from ddptop.doctor import parse_topo_matrix
 from ddptop.telemetry.fake.nvml import FakeNvml
@@ -461,6 +463,26 @@ def test_a_window_shorter_than_the_interval_uses_the_next_reading():
     figures = timeline.window_figures(records, 10.2, 10.6, "L", None)
     assert figures["coarse"] and figures["host_cpu_mean"] == 70.0 and figures["util_mean"] is None
     assert timeline.window_figures(records, 11.5, 12.0, "L", None) is None  # nothing measured after it
+
+
+def test_a_configuration_measured_again_in_a_further_launch_takes_its_ranks_load_from_that_launch():
+    """A load burst disturbed the configuration's first launch (01), which ended it at t=13; a further launch
+    (03) measured it again from t=28. Its ranks' load is read from launch 03's readings, over that launch's
+    span: the first launch's span, [6, 13], holds none of them (every rank's load read empty)."""
+    def reading(t, launch):
+        return {"t": t, "gpus": [], "host": {"cpu": 50.0},
+                "ranks": [{"launch": launch, "rank": 0, "pid": 7, "rss": 900 << 20, "threads": 4, "cpu": 95.0}]}
+
+    records = [reading(t, "01") for t in (6.5, 9.0, 12.0)] + [reading(t, "03") for t in (28.0, 28.5, 29.0)]
+    state = SimpleNamespace(started_t=6.0, ended_t=13.0, launch_started_t={"01": 6.0, "03": 27.9})
+    window = (28.2, 28.9)
+    assert _launch_span(state, "03", window, 30.0) == (27.9, 28.9)
+    figures = timeline.window_figures(records, *window, "03", None, *_launch_span(state, "03", window, 30.0))
+    assert figures["ranks"]["0"]["readings"] == 2 and figures["ranks"]["0"]["peak_rss_bytes"] == 900 << 20
+    first_span = timeline.window_figures(records, *window, "03", None, state.started_t, state.ended_t)
+    assert first_span["ranks"] == {}  # what the first launch's span gave
+    # the first launch's own window keeps the configuration's whole span, as before
+    assert _launch_span(state, "01", (11.0, 12.5), 30.0) == (6.0, 13.0)
 
 
 # -- the sweep records telemetry ----------------------------------------------------------------------------------

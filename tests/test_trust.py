@@ -145,4 +145,6 @@ def test_a_busy_process_during_one_launch_gets_the_configuration_a_further_launc
     assert all(unit["used"] == (not unit["disturbed"]) for unit in quiet) and any(u["used"] for u in quiet), launches
     assert not first["validity"]["disturbed"], first["validity"]
     kept = sum(unit["steps"] for unit in quiet if unit["used"])
+    # its ranks' load comes from the further launch that measured it (the first launch's span has none of it)
+    assert set(first["telemetry"]["ranks"]) == {"0"} and first["telemetry"]["ranks"]["0"]["readings"] > 0
     assert first["stats"]["n"] == kept  # the percentiles are the quiet launches' steps alone

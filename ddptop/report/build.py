@@ -216,6 +216,15 @@ def _measure_window(state: Any, entry: dict[str, Any], last_t: float) -> tuple[f
     return state.started_t, state.ended_t or last_t
 
 
+def _launch_span(state: Any, launch: str | None, window: tuple[float, float], last_t: float) -> tuple[float, float]:
+    """From the configuration's start to its end in ``launch``, whose readings give each rank's load: a further
+    launch that measured it again (a load burst disturbed the first) starts and ends after the configuration
+    first ended, and the span of the first launch would hold none of its readings."""
+    start = state.launch_started_t.get(launch, state.started_t) if launch else state.started_t
+    end = state.ended_t or last_t
+    return (start if start is not None else window[0]), max(end, window[1])
+
+
 def _window_launch(state: Any, window: tuple[float, float]) -> str | None:
     """The launch whose measured window ``window`` is (the last used one's), else the configuration's last."""
     found = [name for name, start, end, _ in state.launch_windows() if (start, end) == window]
@@ -253,9 +262,8 @@ def _add_telemetry(
             if entry["status"] == "ok" else None
         launch = _window_launch(state, window) if window else state.launch
         entry["telemetry"] = (
-            timeline.window_figures(
-                records, window[0], window[1], launch, examples, state.started_t, state.ended_t or last_t
-            )
+            timeline.window_figures(records, window[0], window[1], launch, examples, *_launch_span(state, launch,
+                                                                                                   window, last_t))
             if window
             else None
         )

@@ -70,6 +70,7 @@ class ConfigState:
     started_t: float | None = None
     ended_t: float | None = None
     launch: str | None = None
+    launch_started_t: dict[str, float] = field(default_factory=dict)  # launch -> its first config_start's time
     settled: bool = False  # the runner's mark ended it: status and reason are final (a rank's may be an echo)
     revision: int = 0  # bumped on every change, for cached summaries
     _summary_cache: tuple[int, Any] | None = field(default=None, repr=False, compare=False)
@@ -393,6 +394,7 @@ class Session:
         if kind == "config_start":
             self.last_started = state.spec.config_id
             state.launch = launch  # the latest launch that measures it (its analysis runs in the last)
+            state.launch_started_t.setdefault(launch, event["t"])
             if state.status == Status.PENDING:
                 state.status = Status.RUNNING
                 state.started_t = event["t"]
