@@ -281,6 +281,30 @@ def test_run_control_attaches_the_running_configurations_validity():
     assert control._with_validity(session, telemetry) == shown  # the next frame: the same answer
 
 
+def test_the_live_validity_of_a_configuration_measured_again_starts_from_its_further_launch():
+    """A configuration a further launch measures again (a burst disturbed its first launch) is judged live from
+    its start in that launch, not from its first start: the first launch's readings, and the burst in them,
+    are no part of the new window."""
+    import dataclasses
+
+    from ddptop.control import RecordedControl
+    from ddptop.run.snapshot import TelemetrySnapshot
+
+    control = RecordedControl.of(os.path.join(REPO, "tests", "data", "recorded-run"))
+    session = control.take_snapshot().session
+    running = dataclasses.replace(session.configs[1], status="running")
+    session = dataclasses.replace(session, configs=(session.configs[0], running, *session.configs[2:]))
+    telemetry = TelemetrySnapshot.of(control.telemetry)
+    first = control._with_validity(session, telemetry).configs[1].validity
+    assert control._validity.known[running.config_id]["readings"] > 0  # its first launch's window
+    state = control.session.configs[running.config_id]
+    later = max(r["t"] for r in telemetry.recent) + 1.0
+    state.launch, state.launch_started_t = "03-n1-gloo", {**state.launch_started_t, "03-n1-gloo": later}
+    again = control._with_validity(session, telemetry).configs[1].validity
+    assert control._validity.known[running.config_id]["readings"] == 0  # nothing read since its new start
+    assert first is not None and again is not None
+
+
 # -- a new launch's rank, before its hello is read ------------------------------------------------------------------
 
 H100_SPREAD = os.path.join(REPO, "tests", "data", "h100", "spread-second-machine")
