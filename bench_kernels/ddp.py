@@ -83,7 +83,7 @@ from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError, RunConfig
 from ddptop.protocol.precision import relative_half_width
 from ddptop.protocol.storage import describe_os_error
 from ddptop.protocol.layout import events_name, trace_file
-from ddptop.protocol.vocab import Mode, Phase, Status
+from ddptop.protocol.vocab import STOPPED_EXIT, Mode, Phase, Status
 from ddptop.protocol.wire import UNWRITABLE_MARK, EventsUnwritable, EventWriter
 
 
@@ -776,7 +776,7 @@ def _run(worker: "Worker", spec: LaunchSpec) -> int:
         worker.measure_ceilings()  # after every measured step of the launch
     except Terminated:  # the phase in progress has sent its samples; close writes them
         worker.writer.close()
-        return 143
+        return STOPPED_EXIT
     except AnalysisFailed:  # reported, and its configuration ended before: end the group
         traceback.print_exc()
         worker.writer.close()

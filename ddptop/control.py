@@ -116,7 +116,7 @@ class RunControl:
         state = self.session.configs.get(running.config_id) if running is not None else None
         if running is not None and state is not None and state.started_t is not None:
             # from its start in the launch measuring it now: a further launch (after a disturbed one) starts afresh
-            started = state.launch_started_t.get(state.launch, state.started_t) if state.launch else state.started_t
+            started = state.span_in(state.launch)[0] or state.started_t
             self._validity.update(running.config_id, started, state.launch, telemetry.recent,
                                   dict(telemetry.info), self.session.rank_pids())
         known = self._validity.known

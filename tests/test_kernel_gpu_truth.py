@@ -185,6 +185,7 @@ def _orchestration(monkeypatch, cfg, gpus=4, run_dir=None):
                         lambda *a: log.append("build") or SimpleNamespace(net=None, logging_mark=None, logging_read=None,
                                                                        logging_taken=False))
     worker._count_flops = lambda *a: log.append("flops")
+    worker._setting_up = lambda *a: log.append("setting up")
     worker._config_start = lambda *a: log.append("config_start")
     worker._measure = lambda *a: log.append("measure") or ddp.Measured(5, 0.1, 0.5)
     worker._config_end = lambda cfg, measured, *a, **k: log.append(("config_end", measured.peak_memory_bytes))
@@ -198,13 +199,13 @@ def test_dataparallel_s_peak_covers_its_steps_on_every_gpu_it_drives(monkeypatch
     """The peak starts after the FLOP count (which runs the whole global batch on the first GPU) and is read
     on each of DataParallel's GPUs right after the measured steps."""
     log = _orchestration(monkeypatch, config(mode=Mode.DP, world_size=3, comm_iters=0))
-    assert log == ["build", "flops", ("reset", 0), ("reset", 1), ("reset", 2), "config_start", "measure",
+    assert log == ["setting up", "build", "flops", ("reset", 0), ("reset", 1), ("reset", 2), "config_start", "measure",
                    ("peak", 0), ("peak", 1), ("peak", 2), ("config_end", 300), "release"]
 
 
 def test_ddp_s_configuration_ends_with_its_peak_before_the_analysis_starts(monkeypatch):
     log = _orchestration(monkeypatch, config())
-    assert log == ["build", "flops", ("reset", 0), "config_start", "measure", ("peak", 0), ("config_end", 100),
+    assert log == ["setting up", "build", "flops", ("reset", 0), "config_start", "measure", ("peak", 0), ("config_end", 100),
                    "analysis", "release"]
 
 

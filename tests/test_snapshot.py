@@ -360,66 +360,76 @@ def test_a_failure_s_reason_is_the_first_error_in_time_not_the_first_read(tmp_pa
     session.close()
 
 
-def _agent_log_of_a_killed_rank(launch_dir, root_rank: int) -> None:
-    """torchrun's failure table as its agent writes it when rank 1 was SIGKILLed and rank 0's collective then
-    broke: which of the two it calls the root cause depends on the second each was noticed in."""
-    _write_agent_failures(launch_dir, root_rank, {0: "1 (pid: 4101)", 1: "-9 (pid: 4102)  (SIGKILL)"})
-
-
-def _write_agent_failures(launch_dir, root_rank: int, exits: dict[int, str]) -> None:
-    """agent.log's failure table for two ranks, in torchrun's own layout (the index in brackets is no rank)."""
-    def block(rank):
-        code = exits[rank]
-        traceback = (f"Signal {code.split()[0][1:]} received by PID 41{rank:02}" if code.startswith("-")
+def _write_agent_failures(launch_dir, root, *others) -> None:
+    """agent.log's failure table in torchrun's own layout: ``root`` and each of ``others`` a failure as
+    (rank, exit code, second it was stamped in); the index in brackets is no rank."""
+    def block(index, failure):
+        rank, code, second = failure
+        signal_name = {-9: "SIGKILL", -15: "SIGTERM"}.get(code)
+        exit_text = f"{code} (pid: 41{rank:02})" + (f"  ({signal_name})" if signal_name else "")
+        traceback = (f"Signal {-code} ({signal_name}) received by PID 41{rank:02}" if signal_name
                      else "To enable traceback see: https://pytorch.org/docs/stable/elastic/errors.html")
-        return (f"[{1 - rank}]:\n  time      : 2026-11-27_09:50:01\n  host      : localhost\n"
-                f"  rank      : {rank} (local_rank: {rank})\n  exitcode  : {code}\n  error_file: <N/A>\n"
+        return (f"[{index}]:\n  time      : 2026-11-27_09:50:{second:02}\n  host      : localhost\n"
+                f"  rank      : {rank} (local_rank: {rank})\n  exitcode  : {exit_text}\n  error_file: <N/A>\n"
                 f"  traceback : {traceback}\n")
 
-    other = 1 - root_rank
+    listed = "".join(block(i + 1, failure) for i, failure in enumerate(others)) or "  <NO_OTHER_FAILURES>\n"
     os.makedirs(launch_dir, exist_ok=True)
     with open(os.path.join(launch_dir, "agent.log"), "w", encoding="utf-8") as handle:
         handle.write("torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n" + "=" * 60 +
-                     "\nbench_kernels.ddp FAILED\n" + "-" * 60 + "\nFailures:\n" + block(other) + "-" * 60 +
-                     "\nRoot Cause (first observed failure):\n" + block(root_rank) + "=" * 60 + "\n")
+                     "\nbench_kernels.ddp FAILED\n" + "-" * 60 + "\nFailures:\n" + listed + "-" * 60 +
+                     "\nRoot Cause (first observed failure):\n" + block(0, root) + "=" * 60 + "\n")
+
+
+def _cause(launch_dir, *reported_ranks):
+    return SweepRunner._silent_death(launch_dir, SimpleNamespace(errors=[{"rank": r, "t": 1.0}
+                                                                         for r in reported_ranks]))
 
 
 @pytest.mark.parametrize("root_rank", [0, 1], ids=["tie-to-the-echo", "root-cause-is-the-kill"])
 def test_a_silently_killed_rank_is_the_cause_whichever_failure_torchrun_calls_first(tmp_path, root_rank):
-    """torchrun stamps a failure in whole seconds and breaks a tie towards the lower rank, so its root cause can
-    be rank 0's broken collective rather than rank 1's SIGKILL. The rank that died without a word is named
-    either way; one that reported its own error is not."""
+    """Rank 1 was SIGKILLed and rank 0's collective then broke, both noticed in one second. torchrun stamps a
+    failure in whole seconds and breaks a tie towards the lower rank, so its root cause can be rank 0's echo.
+    The rank that died without a word is named either way; one that reported its own error is not."""
     launch_dir = str(tmp_path / "launch")
-    _agent_log_of_a_killed_rank(launch_dir, root_rank)
-    assert rundir.failed_ranks(launch_dir) == [(root_rank, -9 if root_rank else 1),
-                                               (1 - root_rank, 1 if root_rank else -9)]
-    echo_reported = SimpleNamespace(errors=[{"rank": 0, "t": 1.0}])
-    assert SweepRunner._silent_death(launch_dir, echo_reported) == "rank 1 killed by SIGKILL"
-    both_reported = SimpleNamespace(errors=[{"rank": 0, "t": 1.0}, {"rank": 1, "t": 0.5}])
-    assert SweepRunner._silent_death(launch_dir, both_reported) is None
+    killed, echo = (1, -9, 1), (0, 1, 1)
+    _write_agent_failures(launch_dir, *((killed, echo) if root_rank else (echo, killed)))
+    assert rundir.failed_ranks(launch_dir) == [(r, c, f"2026-11-27_09:50:{t:02}")
+                                               for r, c, t in ((killed, echo) if root_rank else (echo, killed))]
+    assert _cause(launch_dir, 0) == "rank 1 killed by SIGKILL"
+    assert _cause(launch_dir, 0, 1) is None  # both said what happened to them: nothing silent
 
 
-def test_a_rank_torchrun_stopped_after_a_reported_crash_is_no_cause(tmp_path):
-    """Rank 1 crashed and said so; torchrun then ended rank 0 with SIGTERM, before rank 0 could say anything.
-    That SIGTERM is torchrun stopping the rest, not a silent death: no cause is put in front of rank 1's error."""
+@pytest.mark.parametrize("stopped", [(0, 143, 1), (0, -15, 1), (0, -9, 31), (0, 1, 3)],
+                         ids=["its-handler-exited-143", "sigterm", "sigkill-30s-later", "exit-1-later"])
+def test_a_rank_torchrun_stopped_after_a_reported_crash_is_no_cause(tmp_path, stopped):
+    """Rank 1 crashed and said so; torchrun then stopped rank 0 before it could say anything: SIGTERM, which
+    the kernel's handler turns into exit 143, or the default action (-15), or SIGKILL 30 s on when rank 0 was
+    stuck in a wait; or rank 0 ended seconds later. None of these is a silent death: no cause is put in front
+    of rank 1's error."""
     launch_dir = str(tmp_path / "launch")
-    _write_agent_failures(launch_dir, 1, {0: "-15 (pid: 4100)  (SIGTERM)", 1: "1 (pid: 4101)"})
-    assert rundir.failed_ranks(launch_dir) == [(1, 1), (0, -15)]
-    assert SweepRunner._silent_death(launch_dir, SimpleNamespace(errors=[{"rank": 1, "t": 1.0}])) is None
-    # a SIGTERM torchrun saw first came from outside (a scheduler's preemption): that one is the cause
-    _write_agent_failures(launch_dir, 0, {0: "-15 (pid: 4100)  (SIGTERM)", 1: "1 (pid: 4101)"})
-    assert SweepRunner._silent_death(launch_dir, SimpleNamespace(errors=[{"rank": 1, "t": 1.0}])) == \
-        "rank 0 killed by SIGTERM"
+    _write_agent_failures(launch_dir, (1, 1, 1), stopped)
+    assert _cause(launch_dir, 1) is None
+
+
+def test_a_sigterm_torchrun_saw_first_is_the_cause(tmp_path):
+    """A SIGTERM from outside (a scheduler's preemption of one rank) that torchrun noticed first is the cause."""
+    launch_dir = str(tmp_path / "launch")
+    _write_agent_failures(launch_dir, (0, -15, 1), (1, 1, 1))
+    assert _cause(launch_dir, 1) == "rank 0 killed by SIGTERM"
 
 
 def test_a_launch_without_a_failure_table_names_no_silent_rank(tmp_path):
     """The recorded H100 out of memory lists its one failure; a clean agent.log lists none."""
     recorded = os.path.join(os.path.dirname(__file__), "data", "h100", "oom", "launches", "01-n1-nccl")
-    assert rundir.failed_ranks(recorded) == [(0, 1)]
+    assert rundir.failed_ranks(recorded) == [(0, 1, "2026-11-26_19:33:17")]
     clean = tmp_path / "clean"
     clean.mkdir()
     (clean / "agent.log").write_text("INFO Starting elastic_operator\nINFO all workers finished\n")
     assert rundir.failed_ranks(str(clean)) == []
+    one = str(tmp_path / "one")
+    _write_agent_failures(one, (1, -9, 5))
+    assert rundir.failed_ranks(one) == [(1, -9, "2026-11-27_09:50:05")] and _cause(one) == "rank 1 killed by SIGKILL"
 
 
 def _recorded_h100_oom() -> dict:

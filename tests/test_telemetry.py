@@ -12,19 +12,21 @@ import re
 import subprocess
 import sys
 import time
-from types import SimpleNamespace
 
 import psutil
 import pynvml
 import pytest
 
-from ddptop.report.build import _launch_span
+from ddptop.report.build import _rank_spans
+from ddptop.run.options import PlanOptions
+from ddptop.run.plan import build_plan
+from ddptop.run.session import ConfigState
 from ddptop.telemetry import timeline
 from ddptop.doctor import parse_topo_matrix
 from ddptop.telemetry.fake.nvml import FakeNvml
 from ddptop.telemetry.gpu import GpuSampler
 from ddptop.telemetry.host import HostSampler, RankProcess
-from ddptop.telemetry.inventory import read_inventory
+from ddptop.telemetry.inventory import Inventory, read_inventory
 from ddptop.telemetry.monitor import Monitor
 from ddptop.telemetry.topology import PciDevice, format_matrix, pci_link, read_topology
 
@@ -467,22 +469,32 @@ def test_a_window_shorter_than_the_interval_uses_the_next_reading():
 
 def test_a_configuration_measured_again_in_a_further_launch_takes_its_ranks_load_from_that_launch():
     """A load burst disturbed the configuration's first launch (01), which ended it at t=13; a further launch
-    (03) measured it again from t=28. Its ranks' load is read from launch 03's readings, over that launch's
-    span: the first launch's span, [6, 13], holds none of them (every rank's load read empty)."""
-    def reading(t, launch):
+    (03) measured it again from t=27.9 to 29.1 (its rank 1 the last to end). Its ranks' load is read from
+    launch 03's readings over that span; the span of its first start to its first end, [6, 13], holds none
+    of them (every rank's load read empty). Measured in both launches (--launches 2), it is read from both."""
+    def reading(t, launch, rss):
         return {"t": t, "gpus": [], "host": {"cpu": 50.0},
-                "ranks": [{"launch": launch, "rank": 0, "pid": 7, "rss": 900 << 20, "threads": 4, "cpu": 95.0}]}
+                "ranks": [{"launch": launch, "rank": 0, "pid": 7, "rss": rss, "threads": 4, "cpu": 95.0}]}
 
-    records = [reading(t, "01") for t in (6.5, 9.0, 12.0)] + [reading(t, "03") for t in (28.0, 28.5, 29.0)]
-    state = SimpleNamespace(started_t=6.0, ended_t=13.0, launch_started_t={"01": 6.0, "03": 27.9})
+    records = ([reading(t, "01", 800 << 20) for t in (6.5, 9.0, 12.0)]
+               + [reading(t, "03", 900 << 20) for t in (28.0, 28.5, 29.0)])
+    spec = build_plan(PlanOptions(models=["resnet18"], world_sizes=[1], batch_sizes=[4]), Inventory(problem="test"),
+                      cpu_count=2).configs()[0]
+    state = ConfigState(spec, started_t=6.0, ended_t=13.0, launch_started_t={"01": 6.0, "03": 27.9})
+    # its config_end in each launch, as the session keeps them (rank 1 a little after rank 0 in launch 03)
+    state.round_ends = {0: [{"t": 13.0, "launch": "01"}, {"t": 28.9, "launch": "03"}],
+                        1: [{"t": 12.9, "launch": "01"}, {"t": 29.1, "launch": "03"}]}
+    assert state.span_in("01") == (6.0, 13.0) and state.span_in("03") == (27.9, 29.1)
     window = (28.2, 28.9)
-    assert _launch_span(state, "03", window, 30.0) == (27.9, 28.9)
-    figures = timeline.window_figures(records, *window, "03", None, *_launch_span(state, "03", window, 30.0))
-    assert figures["ranks"]["0"]["readings"] == 2 and figures["ranks"]["0"]["peak_rss_bytes"] == 900 << 20
-    first_span = timeline.window_figures(records, *window, "03", None, state.started_t, state.ended_t)
-    assert first_span["ranks"] == {}  # what the first launch's span gave
-    # the first launch's own window keeps the configuration's whole span, as before
-    assert _launch_span(state, "01", (11.0, 12.5), 30.0) == (6.0, 13.0)
+    again = {"launches": [{"launch": "01", "used": False}, {"launch": "03", "used": True}]}
+    assert _rank_spans(state, again, "03", window, 30.0) == [("03", 27.9, 29.1)]
+    figures = timeline.window_figures(records, *window, "03", None, _rank_spans(state, again, "03", window, 30.0))
+    assert figures["ranks"]["0"]["readings"] == 3 and figures["ranks"]["0"]["peak_rss_bytes"] == 900 << 20
+    both = {"launches": [{"launch": "01", "used": True}, {"launch": "03", "used": True}]}
+    figures = timeline.window_figures(records, *window, "03", None, _rank_spans(state, both, "03", window, 30.0))
+    assert figures["ranks"]["0"]["readings"] == 6 and figures["ranks"]["0"]["peak_rss_bytes"] == 900 << 20
+    first_only = [r for r in records if 6.0 <= r["t"] <= 13.0]
+    assert all(x["launch"] == "01" for r in first_only for x in r["ranks"])  # none of launch 03's in [6, 13]
 
 
 # -- the sweep records telemetry ----------------------------------------------------------------------------------

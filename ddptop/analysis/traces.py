@@ -82,6 +82,16 @@ def on_gpu(trace: Mapping[str, Any] | None) -> bool:
     return breakdown.get("device") == "cuda" and figure(trace, "busy_s") is not None
 
 
+def broken_down_over(trace: Mapping[str, Any]) -> tuple[int, str]:
+    """What each step was broken down over: its ranks, or the GPUs of a rank that drove several (DataParallel
+    gives a row per step and GPU, so its rows outnumber its steps)."""
+    ranks = len(trace.get("files") or ()) or 1
+    rows, steps = (trace.get("breakdown") or {}).get("steps"), trace.get("steps")
+    if isinstance(rows, int) and isinstance(steps, int) and steps and rows > steps * ranks:
+        return rows // steps, "GPU"
+    return ranks, "rank"
+
+
 def median_kernel_s(trace: Mapping[str, Any] | None) -> float | None:
     """The traced steps' median computation kernel (the ranks' middle); None without any."""
     work = ((trace or {}).get("breakdown") or {}).get("gpu_work") or {}

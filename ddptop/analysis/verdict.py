@@ -150,7 +150,8 @@ def _traced_host_words(trace: Mapping[str, Any], idle: Mapping[str, Any] | None)
     where the kernels are so short that launching them takes about as long as running them."""
     found, wait = traces.figure(trace, "idle_s"), traces.figure(trace, "idle_host_wait_s")
     assert found is not None and wait is not None
-    steps = f"{found['n']} traced steps"
+    count, what = traces.broken_down_over(trace)
+    steps = f"{found['n']} traced steps" + (f" ({trace.get('steps')} x {count} {what}s)" if count > 1 else "")
     kernel = traces.median_kernel_s(trace)
     kind = "launch-bound" if kernel is not None and kernel < LAUNCH_BOUND_KERNEL_S else "host-bound"
     text = (f"{kind}: the GPU sat idle {units.percent(found['median'])} of the step (every one of {steps} "

@@ -31,6 +31,8 @@ ENDED = frozenset(
 )
 # Ended by a fault, not by the user: the sweep exits 1.
 FAILED = frozenset({Status.FAILED, Status.OOM})
+# a rank's exit code once its SIGTERM handler has written what it measured (the shell's 128 + signal)
+STOPPED_EXIT = 128 + 15
 
 
 class Phase(StrEnum):

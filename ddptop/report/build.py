@@ -216,13 +216,21 @@ def _measure_window(state: Any, entry: dict[str, Any], last_t: float) -> tuple[f
     return state.started_t, state.ended_t or last_t
 
 
-def _launch_span(state: Any, launch: str | None, window: tuple[float, float], last_t: float) -> tuple[float, float]:
-    """From the configuration's start to its end in ``launch``, whose readings give each rank's load: a further
-    launch that measured it again (a load burst disturbed the first) starts and ends after the configuration
-    first ended, and the span of the first launch would hold none of its readings."""
-    start = state.launch_started_t.get(launch, state.started_t) if launch else state.started_t
-    end = state.ended_t or last_t
-    return (start if start is not None else window[0]), max(end, window[1])
+def _rank_spans(state: Any, entry: dict[str, Any], launch: str | None, window: tuple[float, float],
+                last_t: float) -> list[tuple[str | None, float, float]]:
+    """(launch, start, end) of the configuration in each launch its figures use, whose readings of that
+    launch's ranks give the ranks' load: its whole time there, warm-up included. A configuration measured in
+    several launches (--launches, or again after a load burst) is in each one's span, never in the span of
+    its first start to its first end, which holds none of a later launch's readings."""
+    used = [u["launch"] for u in entry.get("launches", ()) if u.get("used")] or [launch]
+    spans = []
+    for name in used:
+        start, end = state.span_in(name)
+        if name == launch:  # the window's own launch reaches its window at least
+            start, end = min(start if start is not None else window[0], window[0]), max(end or last_t, window[1])
+        if start is not None:
+            spans.append((name, start, end if end is not None else last_t))
+    return spans
 
 
 def _window_launch(state: Any, window: tuple[float, float]) -> str | None:
@@ -262,8 +270,8 @@ def _add_telemetry(
             if entry["status"] == "ok" else None
         launch = _window_launch(state, window) if window else state.launch
         entry["telemetry"] = (
-            timeline.window_figures(records, window[0], window[1], launch, examples, *_launch_span(state, launch,
-                                                                                                   window, last_t))
+            timeline.window_figures(records, window[0], window[1], launch, examples,
+                                    _rank_spans(state, entry, launch, window, last_t))
             if window
             else None
         )

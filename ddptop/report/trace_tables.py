@@ -56,7 +56,7 @@ def trace_rows(traced: Traced) -> list[tuple[str, ...]]:
         rows.append((
             f"{entry.label} {entry.model} bs{entry.batch_size}",
             "GPU" if gpu else "host",
-            f"{trace.get('steps')}x{_broken_down_over(trace)[0]}",
+            f"{trace.get('steps')}x{traces.broken_down_over(trace)[0]}",
             _share(traces.figure(trace, "idle_s")),
             _share(traces.figure(trace, "idle_host_wait_s")),
             _share(traces.figure(trace, "compute_s")),
@@ -107,18 +107,8 @@ def breakdown_line(trace: Mapping[str, Any]) -> str:
     memory = traces.figure(trace, "memory_s")
     if memory is not None and memory["high"] > 0:
         parts.append(f"memcpy {_share(memory)}")
-    count, what = _broken_down_over(trace)
+    count, what = traces.broken_down_over(trace)
     return "; ".join(parts) + f" (of the step, {trace.get('steps')} steps x {count} {what}{'s' if count > 1 else ''})"
-
-
-def _broken_down_over(trace: Mapping[str, Any]) -> tuple[int, str]:
-    """What each step was broken down over: its ranks, or the GPUs of a rank that drove several (DataParallel
-    gives a row per step and GPU, so its rows outnumber its steps)."""
-    ranks = len(trace.get("files") or ()) or 1
-    rows, steps = (trace.get("breakdown") or {}).get("steps"), trace.get("steps")
-    if isinstance(rows, int) and isinstance(steps, int) and steps and rows > steps * ranks:
-        return rows // steps, "GPU"
-    return ranks, "rank"
 
 
 def detail_lines(trace: Mapping[str, Any], run_dir: str | None, top: int = 5, with_breakdown: bool = True) -> list[str]:

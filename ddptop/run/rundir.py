@@ -178,11 +178,13 @@ def tail_lines(path: str, lines: int = 20, max_bytes: int = 64 * 1024) -> list[s
     return [line for line in text.splitlines() if line.strip()][-lines:]
 
 
-_FAILURE_RE = re.compile(r"^\s*rank\s*:\s*(\d+).*?^\s*exitcode\s*:\s*(-?\d+)", re.S | re.M)
+_FAILURE_RE = re.compile(r"^\s*time\s*:\s*(\S+).*?^\s*rank\s*:\s*(\d+).*?^\s*exitcode\s*:\s*(-?\d+)",
+                         re.S | re.M)
 
 
-def failed_ranks(launch_path: str) -> list[tuple[int, int]]:
-    """Every failure torchrun's agent.log lists, as (rank, exit code): its "Root Cause" first, then the others.
+def failed_ranks(launch_path: str) -> list[tuple[int, int, str]]:
+    """Every failure torchrun's agent.log lists, as (rank, exit code, time as written): its "Root Cause"
+    first, then the others.
 
     torchrun calls root cause the failure with the smallest timestamp, in whole seconds, and a rank killed
     without an error file is stamped when the agent notices it: a SIGKILLed rank and the peer its death broke
@@ -195,4 +197,4 @@ def failed_ranks(launch_path: str) -> list[tuple[int, int]]:
     others_at = text.rfind("Failures:", 0, root_at)
     root = _FAILURE_RE.findall(text[root_at:])[:1]
     others = _FAILURE_RE.findall(text[others_at:root_at]) if others_at >= 0 else []
-    return [(int(rank), int(code)) for rank, code in root + others]
+    return [(int(rank), int(code), when) for when, rank, code in root + others]

@@ -146,6 +146,14 @@ class ConfigState:
                 windows.append((end["launch"], end["t"] - end["measure_s"], end["t"], end.get("iters") or 0))
         return windows
 
+    def span_in(self, launch: str | None) -> tuple[float | None, float | None]:
+        """When the configuration started and ended in ``launch``: the earliest config_start of its ranks there
+        and the last config_end; its first start and its end where the launch told neither (a launch that
+        failed before its end)."""
+        start = self.launch_started_t.get(launch) if launch else None
+        ends = [end["t"] for ends in self.round_ends.values() for end in ends if end.get("launch") == launch]
+        return (start if start is not None else self.started_t), (max(ends) if ends and launch else self.ended_t)
+
     def ended_round(self, round_index: int) -> bool:
         """Every rank ended its round ``round_index`` well (a launch that measures it again comes later)."""
         for rank in range(self.spec.processes):
@@ -394,7 +402,8 @@ class Session:
         if kind == "config_start":
             self.last_started = state.spec.config_id
             state.launch = launch  # the latest launch that measures it (its analysis runs in the last)
-            state.launch_started_t.setdefault(launch, event["t"])
+            earliest = state.launch_started_t.get(launch)  # over its ranks, whichever file was read first
+            state.launch_started_t[launch] = event["t"] if earliest is None else min(earliest, event["t"])
             if state.status == Status.PENDING:
                 state.status = Status.RUNNING
                 state.started_t = event["t"]

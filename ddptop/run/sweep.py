@@ -25,7 +25,7 @@ from ddptop.run.model import ConfigSpec, Launch, Plan, rotated
 from ddptop.protocol import layout, variants
 from ddptop.protocol.launchspec import CollectiveSpec, LaunchSpec, RunConfig
 from ddptop.protocol.marks import ConfigEnd, LaunchEnd, LaunchStart, SweepEnd, parse_mark
-from ddptop.protocol.vocab import ENDED, FAILED, Mode, OnFailure, Status, SweepStatus
+from ddptop.protocol.vocab import ENDED, FAILED, STOPPED_EXIT, Mode, OnFailure, Status, SweepStatus
 from ddptop.protocol.storage import lasting
 from ddptop.protocol.wire import UNWRITABLE_MARK, EventFileReader
 from ddptop.run.session import Session
@@ -54,6 +54,7 @@ class HangWatch:
         self.startup = startup
         self.started = time.time()
         self.last: dict[str, float] = {}
+        self.seen: dict[str, tuple[int, int]] = {}  # per events file: (mtime_ns, size) at the last look
         self.setting_up: dict[str, bool] = {}  # per events file: is its last event a setup heartbeat
 
     def silent_for(self) -> float | None:
@@ -67,7 +68,9 @@ class HangWatch:
             except FileNotFoundError:
                 continue
             if info.st_size > 0:  # the file exists from the rank's start; its first event comes later
-                if self.last.get(name) != info.st_mtime:  # written since the last look: its last event again
+                # written since the last look (the size too: two writes can share a clock tick): its last event
+                if self.seen.get(name) != (info.st_mtime_ns, info.st_size):
+                    self.seen[name] = (info.st_mtime_ns, info.st_size)
                     self.setting_up[name] = _last_is_setup(os.path.join(self.events_dir, name))
                 self.last[name] = info.st_mtime
         if not self.last:
@@ -571,12 +574,14 @@ class SweepRunner:
     @staticmethod
     def _silent_death(path: str, state: Any) -> str | None:
         """A rank that died without reporting (SIGKILL, os._exit) is the cause; the others' errors are echoes.
-        Of the failures torchrun lists, the first that reported nothing: its root cause when that one qualifies.
-        A rank that SIGTERM ended after the root cause is torchrun stopping the rest, not a cause."""
+        Of the failures torchrun lists, the first that reported nothing: its root cause, else one stamped in
+        the same second (a tie torchrun broke toward the lower rank). A later one, or one ended by SIGTERM
+        (exit -15, or 143 from the kernel's handler), is torchrun stopping the rest after the cause."""
         reported = {e["rank"] for e in state.errors}
         failures = rundir.failed_ranks(path)
-        silent = [(rank, code) for at, (rank, code) in enumerate(failures)
-                  if rank not in reported and (at == 0 or code != -signal.SIGTERM)]
+        silent = [(rank, code) for at, (rank, code, when) in enumerate(failures)
+                  if rank not in reported
+                  and (at == 0 or (when == failures[0][2] and code not in (-signal.SIGTERM, STOPPED_EXIT)))]
         return f"rank {silent[0][0]} {describe_exit(silent[0][1])}" if silent else None
 
     @staticmethod

@@ -10,6 +10,7 @@ interpolation between the readings around each edge; without a counter it is mea
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from ddptop.protocol.wire import EventFileReader
@@ -80,10 +81,11 @@ def window_figures(
     end: float,
     launch: str | None,
     examples: int | None,
-    config_start: float | None = None,
-    config_end: float | None = None,
+    rank_spans: Sequence[tuple[str | None, float, float]] = (),
 ) -> dict[str, Any] | None:
-    """GPU, host and rank figures for one configuration; None when no reading covers it."""
+    """GPU, host and rank figures for one configuration; None when no reading covers it. The GPU and host
+    figures are of the window; the ranks' of ``rank_spans``, (launch, start, end) of the configuration in each
+    launch its figures use (its whole time, warm-up included), else of the window."""
     if not records or end < start:
         return None
     inside = [r for r in records if start < r["t"] <= end]
@@ -99,8 +101,10 @@ def window_figures(
     result.update(_gpu_figures(records, inside, gpus, start, end, examples))
     cpu = [r["host"]["cpu"] for r in inside if isinstance(r.get("host"), dict) and r["host"].get("cpu") is not None]
     result["host_cpu_mean"] = _mean(cpu)
-    span = [r for r in records if (config_start or start) <= r["t"] <= (config_end or end)] or inside
-    result["ranks"] = _rank_figures(span, launch)
+    spans = [([r for r in records if low <= r["t"] <= high], of) for of, low, high in rank_spans or [(launch, start, end)]]
+    if not any(found for found, _ in spans):
+        spans = [(inside, launch)]
+    result["ranks"] = _rank_figures(spans)
     return result
 
 
@@ -194,21 +198,22 @@ def busy_readings(records: list[dict[str, Any]], windows: list[tuple[str | None,
     return found
 
 
-def _rank_figures(records: list[dict[str, Any]], launch: str | None) -> dict[str, dict[str, Any]]:
+def _rank_figures(spans: list[tuple[list[dict[str, Any]], str | None]]) -> dict[str, dict[str, Any]]:
+    """Each rank's peak RSS, most threads and mean CPU over the readings of its launch in each span: a rank of
+    several launches (a configuration measured in each) is one row, its figures over all of them."""
     ranks: dict[str, dict[str, Any]] = {}
     cpu: dict[str, list[float]] = {}
-    for record in records:
-        for reading in record.get("ranks") or ():
-            if not isinstance(reading, dict) or reading.get("launch") != launch:
-                continue
-            key = str(reading.get("rank"))
-            entry = ranks.setdefault(key, {"pid": reading.get("pid"), "peak_rss_bytes": 0, "threads_max": 0})
-            entry["peak_rss_bytes"] = max(entry["peak_rss_bytes"], int(reading.get("rss") or 0))
-            entry["threads_max"] = max(entry["threads_max"], int(reading.get("threads") or 0))
-            if reading.get("gpu") is not None:
-                entry["gpu"] = reading["gpu"]
-            if reading.get("cpu") is not None:
-                cpu.setdefault(key, []).append(float(reading["cpu"]))
+    readings = (reading for records, launch in spans for record in records for reading in record.get("ranks") or ()
+                if isinstance(reading, dict) and reading.get("launch") == launch)
+    for reading in readings:
+        key = str(reading.get("rank"))
+        entry = ranks.setdefault(key, {"pid": reading.get("pid"), "peak_rss_bytes": 0, "threads_max": 0})
+        entry["peak_rss_bytes"] = max(entry["peak_rss_bytes"], int(reading.get("rss") or 0))
+        entry["threads_max"] = max(entry["threads_max"], int(reading.get("threads") or 0))
+        if reading.get("gpu") is not None:
+            entry["gpu"] = reading["gpu"]
+        if reading.get("cpu") is not None:
+            cpu.setdefault(key, []).append(float(reading["cpu"]))
     for key, entry in ranks.items():
         entry["cpu_mean"] = _mean(cpu.get(key, []))
         entry["readings"] = len(cpu.get(key, []))  # behind cpu_mean (and the sampled peak RSS)

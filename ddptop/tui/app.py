@@ -142,6 +142,8 @@ class DdptopApp(AsciiAwareApp):
         Binding("r", "results", "Summary"),
         Binding("t", "screenshot", "Screenshot"),
         Binding("x", "traces", "Traces"),
+        # watch and view: the keys above a watcher may press out of habit say why nothing happens
+        Binding("s,n", "only_looking", "", show=False),
         Binding("c", "chart_mode", "step chart: median and p10-p90 band, or every rank", show=False),
         Binding("w", "every_column", "tables: every column (Tab to one, then ← →), or those that fit", show=False),
         Binding("T", "next_theme", "next colour theme", show=False),
@@ -175,9 +177,6 @@ class DdptopApp(AsciiAwareApp):
         self._signalled = False
         self._quitting = False
         self._signals = contextlib.ExitStack()
-        if not control.owns_run:  # the keys a watcher may press out of habit still say why nothing happens
-            self.bind("s,n", "only_looking", show=False)
-
     @classmethod
     def for_live(cls, live: LiveRun, fps: float = DEFAULT_FPS, telemetry: Any | None = None) -> "DdptopApp":
         return cls(LiveControl(live, telemetry), fps)
@@ -397,6 +396,8 @@ class DdptopApp(AsciiAwareApp):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in ("save", "skip"):  # watch and view only look: no room taken in the footer by such keys
             return self.control.owns_run
+        if action == "only_looking":
+            return not self.control.owns_run
         return True
 
     def action_only_looking(self) -> None:

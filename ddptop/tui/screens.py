@@ -32,7 +32,8 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         rows = "\n".join(
-            f"  {b.key_display or b.key:<10} {b.description}" for b in self.app_keys if isinstance(b, Binding)
+            f"  {b.key_display or b.key:<10} {b.description}" for b in self.app_keys
+            if isinstance(b, Binding) and b.description  # a key without words is another's stand-in
         )
         text = ("ddptop keys\n\n" + rows + "\n\n  ctrl+p     command palette (every action by name)\n\n"
                 "Esc closes this help.")
