@@ -36,9 +36,9 @@ def steady_cnn(num_classes: int = 10) -> nn.Module:
 
 
 def slow_to_build(num_classes: int = 10) -> nn.Module:
-    """The tiny CNN after 10 s of building, as a large model of a user's (weights made on the CPU, a
+    """The tiny CNN after 15 s of building, as a large model of a user's (weights made on the CPU, a
     checkpoint read) can take: longer than a short --hang-timeout, and no hang."""
-    time.sleep(10)
+    time.sleep(15)
     return tiny_cnn(num_classes)
 
 
