@@ -54,8 +54,8 @@ class HangWatch:
         self.startup = startup
         self.started = time.time()
         self.last: dict[str, float] = {}
-        self.seen: dict[str, tuple[int, int]] = {}  # per events file: (mtime_ns, size) at the last look
-        self.setting_up: dict[str, bool] = {}  # per events file: is its last event a setup heartbeat
+        self.stamps: dict[str, tuple[int, int]] = {}  # per events file: (mtime_ns, size) at the last look
+        self._setup: dict[str, tuple[tuple[int, int], bool]] = {}  # per file: its stamp when read, a setup last?
 
     def silent_for(self) -> float | None:
         try:
@@ -68,17 +68,24 @@ class HangWatch:
             except FileNotFoundError:
                 continue
             if info.st_size > 0:  # the file exists from the rank's start; its first event comes later
-                # written since the last look (the size too: two writes can share a clock tick): its last event
-                if self.seen.get(name) != (info.st_mtime_ns, info.st_size):
-                    self.seen[name] = (info.st_mtime_ns, info.st_size)
-                    self.setting_up[name] = _last_is_setup(os.path.join(self.events_dir, name))
                 self.last[name] = info.st_mtime
+                self.stamps[name] = (info.st_mtime_ns, info.st_size)
         if not self.last:
             silent, limit = time.time() - self.started, max(self.timeout, self.startup)
         else:
-            setup = any(self.setting_up.values())
-            silent, limit = time.time() - max(self.last.values()), max(self.timeout, self.startup if setup else 0)
+            silent, limit = time.time() - max(self.last.values()), self.timeout
+            if silent >= limit and self.setting_up():
+                limit = max(self.timeout, self.startup)
         return silent if silent >= limit else None
+
+    def setting_up(self) -> bool:
+        """Whether a rank's last event says it is setting up a configuration. Asked only once a launch has been
+        silent past the timeout, never on the polls of one that streams; a file is read again only when it
+        changed (its mtime_ns and size: two writes can share a clock tick)."""
+        for name, stamp in self.stamps.items():
+            if name not in self._setup or self._setup[name][0] != stamp:
+                self._setup[name] = (stamp, _last_is_setup(os.path.join(self.events_dir, name)))
+        return any(setup for _, setup in self._setup.values())
 
     def reason(self, silent: float) -> str:
         if not self.last:
@@ -90,7 +97,7 @@ class HangWatch:
             f"{name.removesuffix(layout.EVENTS_SUFFIX)} {time.time() - t:.0f} s ago"
             for name, t in sorted(self.last.items())
         )
-        if any(self.setting_up.values()):
+        if self.setting_up():
             return (f"hang: no event from any rank for {silent:.0f} s while setting up a configuration (building "
                     f"the model or compiling its first step; at least {max(self.timeout, self.startup):g} s "
                     f"allowed); last heard: {heard}")

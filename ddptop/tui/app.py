@@ -177,6 +177,7 @@ class DdptopApp(AsciiAwareApp):
         self._signalled = False
         self._quitting = False
         self._signals = contextlib.ExitStack()
+
     @classmethod
     def for_live(cls, live: LiveRun, fps: float = DEFAULT_FPS, telemetry: Any | None = None) -> "DdptopApp":
         return cls(LiveControl(live, telemetry), fps)
