@@ -264,7 +264,8 @@ def test_config_table_shows_a_disturbed_configuration_and_the_report_lists_it():
     assert sections.text_of("disturbed", Summary.from_json({"configs": summary["configs"][::2]})) == ""
 
 
-def test_run_control_attaches_the_running_configurations_validity():
+def _recorded_with_second_running():
+    """The recorded run's control, its snapshot with the second configuration shown running, and its telemetry."""
     import dataclasses
 
     from ddptop.control import RecordedControl
@@ -274,7 +275,11 @@ def test_run_control_attaches_the_running_configurations_validity():
     session = control.take_snapshot().session
     running = dataclasses.replace(session.configs[1], status="running")
     session = dataclasses.replace(session, configs=(session.configs[0], running, *session.configs[2:]))
-    telemetry = TelemetrySnapshot.of(control.telemetry)
+    return control, session, TelemetrySnapshot.of(control.telemetry)
+
+
+def test_run_control_attaches_the_running_configurations_validity():
+    control, session, telemetry = _recorded_with_second_running()
     shown = control._with_validity(session, telemetry)
     assert shown.configs[1].validity == Validity(False, ())  # an old timeline: nothing recorded to disturb it
     assert shown.configs[0].validity is None and shown.configs[2].validity is None
@@ -285,16 +290,8 @@ def test_the_live_validity_of_a_configuration_measured_again_starts_from_its_fur
     """A configuration a further launch measures again (a burst disturbed its first launch) is judged live from
     its start in that launch, not from its first start: the first launch's readings, and the burst in them,
     are no part of the new window."""
-    import dataclasses
-
-    from ddptop.control import RecordedControl
-    from ddptop.run.snapshot import TelemetrySnapshot
-
-    control = RecordedControl.of(os.path.join(REPO, "tests", "data", "recorded-run"))
-    session = control.take_snapshot().session
-    running = dataclasses.replace(session.configs[1], status="running")
-    session = dataclasses.replace(session, configs=(session.configs[0], running, *session.configs[2:]))
-    telemetry = TelemetrySnapshot.of(control.telemetry)
+    control, session, telemetry = _recorded_with_second_running()
+    running = session.configs[1]
     first = control._with_validity(session, telemetry).configs[1].validity
     assert control._validity.known[running.config_id]["readings"] > 0  # its first launch's window
     state = control.session.configs[running.config_id]
