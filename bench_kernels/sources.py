@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
 from typing import Any
 
 from bench_kernels.catalog import TRANSFORMER_PRESETS, is_factory, is_transformer
-from ddptop.protocol.workload import OPTIONAL, REQUIRED, Workload, is_hf
+from ddptop.protocol.workload import OPTIONAL, REQUIRED, STARTED_IN_ENV, Workload, is_hf
 
 
 class WorkloadError(ValueError):
@@ -93,7 +94,7 @@ def factory_workload(model: str, num_classes: int, image_size: int, seq_len: int
     try:
         module = importlib.import_module(module_name)
     except Exception as exc:  # noqa: BLE001 - whatever the user's module raises on import
-        raise WorkloadError(f"model {model}: cannot import {module_name}: {said(exc)}") from exc
+        raise WorkloadError(f"model {model}: cannot import {module_name}: {said(exc)} {import_context()}") from exc
     factory = getattr(module, attr, None)
     if not callable(factory):
         raise WorkloadError(f"model {model}: {module_name} has no function {attr}")
@@ -130,6 +131,19 @@ def as_workload(model: str, made: Any) -> Workload:
             raise WorkloadError(f"model {model}: the workload's {name} must be a function of "
                                 f"{'the model' if name == 'fsdp_units' else 'the batch'} or None")
     return found
+
+
+def import_context() -> str:
+    """Where this process looked for a user's module, for the line that says it could not import it. The check
+    before launch runs in ddptop's working directory and the ranks in their launch directory, with one
+    ``PYTHONPATH`` made absolute for both: a rank failing where the check succeeded is ddptop's fault."""
+    here = os.getcwd()
+    started = os.environ.get(STARTED_IN_ENV)
+    path = os.environ.get("PYTHONPATH") or "unset"
+    if started and os.path.realpath(started) != os.path.realpath(here):
+        return (f"(this rank ran in {here}, ddptop and its check before launch, which imported it, in {started}; "
+                f"PYTHONPATH for both {path}: a fault of ddptop's, please report it)")
+    return f"(working directory {here}, PYTHONPATH {path})"
 
 
 def accepted_keywords(function: Any, offered: dict[str, Any]) -> dict[str, Any]:

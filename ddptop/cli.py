@@ -24,6 +24,7 @@ from ddptop.report.schema import Summary
 from ddptop.report.sections import saved_line
 from ddptop.report.store import SummaryError
 from ddptop.run import cluster as cluster_mod
+from ddptop.run import rundir
 from ddptop.run.options import DEFAULT_FPS, add_run_arguments, merge_plan_options
 from ddptop.run.plan import read_plan_file, usable_cpu_count
 from ddptop.run.signals import handle_stop_signals
@@ -354,8 +355,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
     data, _ = load_target(args.target)
     out = args.out or (args.target if os.path.isdir(args.target) else os.path.dirname(os.path.abspath(args.target)))
-    if not os.path.isdir(out):
-        raise UsageError(f"--out {out} is not a directory")
+    rundir.prepare_out_dir(out, UsageError)  # made where missing, as `run --out` and `doctor --out` do
     drawn = _render_saved(args.target, lambda: plots.save_plots(data, out))
     for path in drawn:
         print(path)

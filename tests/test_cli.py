@@ -188,3 +188,14 @@ def test_plot_draws_speedup_only_over_two_world_sizes_and_says_when_there_is_not
     assert done.returncode == 0 and done.stdout == "", done.stdout + done.stderr
     assert done.stderr.strip() == ("ddptop plot: nothing to draw in this summary "
                                    "(speedup and efficiency need two world sizes)")
+
+
+def test_plot_makes_its_out_folder_as_run_and_doctor_do_and_refuses_a_file(tmp_path):
+    recorded = os.path.join(REPO, "tests", "data", "recorded-run")
+    done = ddptop("plot", recorded, "--out", str(tmp_path / "new" / "plots-x"))
+    assert done.returncode == 0, done.stderr
+    assert os.path.isfile(tmp_path / "new" / "plots-x" / "plots" / "speedup.svg")
+    (tmp_path / "a-file").write_text("x")
+    done = ddptop("plot", recorded, "--out", str(tmp_path / "a-file"))
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == f"ddptop: error: cannot create --out {tmp_path / 'a-file'}: file exists\n", done.stderr

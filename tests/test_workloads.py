@@ -410,6 +410,43 @@ def test_the_check_sees_the_gpus_as_the_ranks_do():
     assert command[command.index("--device") + 1] == "cuda"
 
 
+def test_the_check_and_the_ranks_get_one_import_path_made_absolute(tmp_path, monkeypatch):
+    """A relative PYTHONPATH entry (README's ``PYTHONPATH=examples``) means ddptop's working directory for the
+    check and for every rank, which run in their launch directory: one function builds both environments."""
+    from ddptop.protocol.workload import STARTED_IN_ENV
+    from ddptop.run.launcher import TorchrunLaunch
+    from ddptop.run.workloads import check_environment
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(["examples", "", "/opt/lib", "../up", "examples/"]))
+    plan = build_plan(PlanOptions(models=["tests.workloads:dict_workload"]), NO_GPU, cpu_count=2)
+    checked = check_environment(plan)
+    rank = TorchrunLaunch(str(tmp_path / "runs" / "launch"), None, 2).environment()
+    assert checked["PYTHONPATH"] == rank["PYTHONPATH"] and checked[STARTED_IN_ENV] == rank[STARTED_IN_ENV] == str(tmp_path)
+    entries = rank["PYTHONPATH"].split(os.pathsep)
+    assert all(os.path.isabs(entry) for entry in entries), entries
+    assert entries[1:] == [str(tmp_path), str(tmp_path / "examples"), "/opt/lib", str(tmp_path.parent / "up")]
+    assert entries[0] == REPO  # the kernels' own checkout first, then where ddptop was started
+
+
+def test_a_rank_that_cannot_import_what_the_check_did_says_both_directories(tmp_path, monkeypatch):
+    """The rank's line names its own working directory, ddptop's (where the check imported the module) and the
+    import path both had: the check succeeding and a rank failing is ddptop's fault, not the user's."""
+    from bench_kernels.sources import import_context
+    from ddptop.protocol.workload import STARTED_IN_ENV
+
+    launch = tmp_path / "runs" / "launch"
+    launch.mkdir(parents=True)
+    monkeypatch.chdir(launch)
+    monkeypatch.setenv("PYTHONPATH", f"{tmp_path}/examples")
+    monkeypatch.setenv(STARTED_IN_ENV, str(tmp_path))
+    line = import_context()
+    assert f"this rank ran in {launch}" in line and f"check before launch, which imported it, in {tmp_path};" in line
+    assert f"PYTHONPATH for both {tmp_path}/examples" in line and "a fault of ddptop's" in line
+    monkeypatch.chdir(tmp_path)  # the check itself: where it looked, for the user to correct
+    assert import_context() == f"(working directory {tmp_path}, PYTHONPATH {tmp_path}/examples)"
+
+
 def test_an_upsampling_or_a_gamma_is_not_taken_for_an_uncounted_matmul(torch):
     from bench_kernels.flops import count_step
 

@@ -34,13 +34,8 @@ def check_json(check: Check) -> dict[str, Any]:
 
 
 def prepare_out(out_dir: str) -> None:
-    """``--out`` made (user-only) and found writable before any check runs, so a bad path costs no launch."""
-    try:
-        os.makedirs(out_dir, mode=0o700, exist_ok=True)
-    except OSError as exc:
-        raise DoctorError(f"cannot create --out {out_dir}: {(exc.strerror or str(exc)).lower()}") from None
-    if not os.path.isdir(out_dir) or not os.access(out_dir, os.W_OK):
-        raise DoctorError(f"--out {out_dir} is not a writable directory")
+    """``--out`` made and found writable before any check runs, so a bad path costs no launch."""
+    rundir.prepare_out_dir(out_dir, DoctorError)
 
 
 def save(checks: list[Check], out_dir: str) -> str:

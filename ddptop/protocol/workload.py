@@ -36,6 +36,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 REQUIRED = ("model", "make_batch", "loss")
+
+# ddptop's working directory, set for the check before launch and for every rank: a user's module is imported
+# from there (PYTHONPATH's entries are made absolute against it), and a rank that cannot import what the check
+# did names both directories
+STARTED_IN_ENV = "DDPTOP_STARTED_IN"
 OPTIONAL = ("tokens", "flops", "fsdp_units", "find_unused_parameters")
 
 

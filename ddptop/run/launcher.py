@@ -29,6 +29,7 @@ from ddptop.protocol import layout
 from ddptop.protocol.affinity import NUMA_BINDING_ENV, UNBOUND_ENV
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError
 from ddptop.protocol.vocab import Status
+from ddptop.protocol.workload import STARTED_IN_ENV
 
 # Seconds between looks for the launch's processes while it runs: each look reads every /proc/<pid>/stat,
 # so the gap doubles from the first to the last (the ranks appear in a launch's first seconds; stopping a
@@ -36,14 +37,25 @@ from ddptop.protocol.vocab import Status
 TREE_SCAN_INTERVALS = (1.0, 8.0)
 
 
-def kernel_environment() -> dict[str, str]:
-    """This process's environment with the kernels' import path: the workers import bench_kernels and
-    ddptop.protocol from this very checkout, installed or not, and a user's package.module:factory from where
-    ddptop was started (they run in the launch directory)."""
+def import_path(entries: list[str | None], cwd: str) -> str:
+    """``PYTHONPATH`` of the given entries (each may itself be a ``PYTHONPATH``), every one made absolute against
+    ``cwd``, in order, once each: a relative entry would otherwise name another folder in a rank, which runs in
+    its launch directory."""
+    parts = [part for entry in entries if entry for part in entry.split(os.pathsep) if part]
+    return os.pathsep.join(dict.fromkeys(os.path.normpath(os.path.join(cwd, part)) for part in parts))
+
+
+def kernel_environment(cwd: str | None = None) -> dict[str, str]:
+    """This process's environment for anything that runs the kernels' code, the check before launch and every
+    rank alike (one function, so the two cannot disagree): the workers import bench_kernels and
+    ddptop.protocol from this very checkout, installed or not, and a user's module from where ddptop was
+    started, the user's ``PYTHONPATH`` made absolute against ddptop's working directory (the ranks run in the
+    launch directory); ``STARTED_IN_ENV`` names that directory for a rank's error line."""
+    cwd = cwd or os.getcwd()
     env = dict(os.environ)
     source_root = os.path.dirname(os.path.dirname(os.path.abspath(bench_kernels.__file__)))
-    paths = [source_root, os.getcwd(), env.get("PYTHONPATH")]
-    env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(p for p in paths if p))
+    env["PYTHONPATH"] = import_path([source_root, cwd, env.get("PYTHONPATH")], cwd)
+    env[STARTED_IN_ENV] = cwd
     return env
 
 

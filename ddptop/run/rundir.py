@@ -63,6 +63,17 @@ def create_run_dir(out: str | None, name: str, base: str = "runs") -> str:
             candidate = os.path.join(root, f"{stamp}-{_safe_name(name)}-{suffix}")
 
 
+def prepare_out_dir(out: str, error: type[DdptopError] = RunDirError) -> None:
+    """An ``--out`` folder made (user-only, with its parents) where missing and found writable, before any work,
+    so a bad path costs nothing: ``error`` with one line otherwise (each command's own kind of user error)."""
+    try:
+        os.makedirs(out, mode=0o700, exist_ok=True)
+    except OSError as exc:
+        raise error(f"cannot create --out {out}: {(exc.strerror or str(exc)).lower()}") from None
+    if not os.path.isdir(out) or not os.access(out, os.W_OK):
+        raise error(f"--out {out} is not a writable directory")
+
+
 def _make_private_dirs(path: str) -> None:
     try:
         existed = os.path.isdir(path)
