@@ -17,6 +17,7 @@ import io
 from typing import Any
 
 from ddptop.analysis import formulas
+from ddptop.analysis.peak_use import FEW_CORES_BUSY, LITTLE_MEMORY_USED, NEAR_MEMORY_LIMIT
 from ddptop.analysis.stats import PERCENTILES
 from ddptop.report.blocks import Block, Caption, Items, Lines, Note, Pairs, Part, Table, Verbatim
 from ddptop.report.schema import (Achieved, Amdahl, BatchTable, Buckets, CollectiveTable, Communication, Config,
@@ -990,12 +991,6 @@ def environment_markdown(summary: Summary) -> list[str]:
         *_allocation_lines(summary),
         "",
     ]
-
-
-# the report's observations on what the job was given against what the run used (environment_markdown)
-FEW_CORES_BUSY = 0.5  # cores busy at peak below this share of the cores given
-LITTLE_MEMORY_USED = 0.25  # the ranks' RSS at peak below this share of the memory limit
-NEAR_MEMORY_LIMIT = 0.9  # ... at or above this share
 
 
 def _allocation_lines(summary: Summary) -> list[str]:
