@@ -20,6 +20,7 @@ from ddptop.analysis import formulas
 from ddptop.analysis.peak_use import FEW_CORES_BUSY, LITTLE_MEMORY_USED, NEAR_MEMORY_LIMIT
 from ddptop.analysis.stats import PERCENTILES
 from ddptop.report.blocks import Block, Caption, Items, Lines, Note, Pairs, Part, Table, Verbatim
+from ddptop.report.cells import TOKENS_HEADER, config_name, tokens_too
 from ddptop.report.schema import (Achieved, Amdahl, BatchTable, Buckets, CollectiveTable, Communication, Config,
                                   DdpLogging, GpuIdle, NcclChoice, PlanRecord, ScalingRow, ScalingTable, StepFigures, Straggler,
                                   StragglerEvidence, Summary, TuneRow, TuneTable, Validity, WindowLoad)
@@ -105,9 +106,6 @@ ENERGY_HEADER = ("ex/J", "relative energy")
 def _metered(summary: Summary) -> bool:
     """Whether any row has NVML energy figures (a GPU with an energy counter, or power readings)."""
     return any(r.examples_per_joule for table in summary.scaling for r in table.rows)
-
-
-TOKENS_HEADER = "tok/sec (all ranks)"
 
 
 def _tokens(table: ScalingTable) -> bool:
@@ -214,10 +212,6 @@ COMM_HEADER = (
 )
 
 
-def _config_name(entry: Config) -> str:
-    return f"{entry.label} {entry.model} bs{entry.batch_size}"
-
-
 def communication_rows(summary: Summary) -> list[tuple[str, ...]]:
     estimates = summary.scaling_rows()
     rows: list[tuple[str, ...]] = []
@@ -236,7 +230,7 @@ def communication_rows(summary: Summary) -> list[tuple[str, ...]]:
         estimate = estimates.get(entry.config_id)
         rows.append(
             (
-                _config_name(entry)
+                config_name(entry)
                 + (f" bucket {entry.bucket_cap_mb:g}" if len(summary.plan.bucket_caps()) > 1 else ""),
                 units.milliseconds(comm.step_s),
                 units.milliseconds(comm.compute_s),
@@ -339,18 +333,13 @@ DP_HEADER = ("model", "batch/device", "N", "DataParallel sec/iter", "DDP sec/ite
              "DDP speedup over DP")
 
 
-def _tokens_too(tokens: float | None) -> str:
-    """" (3,885 tok/s)" after a transformer's examples/s; "" for an image model's."""
-    return f" ({units.number(tokens, 0)} tok/s)" if tokens is not None else ""
-
-
 def dp_rows(summary: Summary) -> list[tuple[str, ...]]:
     return [
         (
             r.model, str(r.batch_size), str(r.world_size),
             units.seconds(r.dp_sec_iter) if r.dp_status == "ok" else r.dp_status,
-            units.seconds(r.ddp_sec_iter), units.number(r.dp_ex_sec_total, 1) + _tokens_too(r.dp_tok_sec_total),
-            units.number(r.ddp_ex_sec_total, 1) + _tokens_too(r.ddp_tok_sec_total),
+            units.seconds(r.ddp_sec_iter), units.number(r.dp_ex_sec_total, 1) + tokens_too(r.dp_tok_sec_total),
+            units.number(r.ddp_ex_sec_total, 1) + tokens_too(r.ddp_tok_sec_total),
             units.number(r.ddp_speedup_over_dp, 2, "x"),
         )
         for r in summary.dp_vs_ddp
@@ -476,7 +465,7 @@ def launch_rows(summary: Summary) -> list[tuple[str, ...]]:
                 used = "yes, though disturbed (no quiet launch)"
             if unit.unsteady:
                 used += "; not at steady state"
-            rows.append((_config_name(entry), unit.launch or "", str(unit.steps or "-"),
+            rows.append((config_name(entry), unit.launch or "", str(unit.steps or "-"),
                          units.with_interval(unit.p50, unit.p50_ci, units.seconds))
                         + ((_gpu_state_cell(unit.gpu_state),) if with_gpus else ()) + (used,))
     return rows
@@ -487,7 +476,7 @@ def launches_block(summary: Summary) -> Block:
     if any(len(e.launches) > 1 for e in summary.configs):
         header = LAUNCH_HEADER[:-1] + ((GPU_STATE_HEADER,) if _with_gpu_state(summary) else ()) + LAUNCH_HEADER[-1:]
         parts.append(Table(header, launch_rows(summary), first_left=True))
-        unsteady = [f"{_config_name(e)} {u.launch}: " + "; ".join(u.unsteady)
+        unsteady = [f"{config_name(e)} {u.launch}: " + "; ".join(u.unsteady)
                     for e in summary.configs for u in e.launches if u.unsteady]
         if unsteady:
             parts.append(Note("Not at the state the other launches ran at (the GPUs' clocks, limits or temperature "
@@ -685,7 +674,7 @@ def problems_text(summary: Summary) -> str:
             kept = (
                 f" ({stats.n} steps kept: p50 {units.seconds(stats.sec_iter.p50, 4, unit=True)}, "
                 f"{units.rate(stats.ex_sec_total.p50)} ex/s"
-                f"{_tokens_too(stats.tok_sec_total.p50 if stats.tok_sec_total else None)})"
+                f"{tokens_too(stats.tok_sec_total.p50 if stats.tok_sec_total else None)})"
                 if stats else ""
             )
             lines.append(f"{entry.config_id}: {entry.status}{kept}" + (f": {entry.reason}" if entry.reason else ""))
@@ -732,7 +721,7 @@ def compute_rows(summary: Summary) -> list[tuple[str, ...]]:
         if not flops:
             continue
         rows.append((
-            _config_name(entry),
+            config_name(entry),
             flops.dtype or units.DASH,
             units.number((flops.per_step or 0) / 1e9, 2),
             units.with_interval(flops.achieved_per_device, flops.achieved_per_device_ci, _tflops),
@@ -886,7 +875,7 @@ def _load_cells(entry: Config) -> tuple[str, ...] | None:
     cpus = [r.cpu_mean for r in load.ranks.values() if r.cpu_mean is not None]
     peak, source = _memory_peak(entry, load)
     return (
-        _config_name(entry),
+        config_name(entry),
         ",".join(map(str, load.gpus)) or units.DASH,
         _readings(load),
         units.percent(load.util_mean, fraction=False),
