@@ -10,7 +10,7 @@ import os
 import pytest
 from rich.text import Text
 
-from ddptop.report import build, keys, sections, store, tables
+from ddptop.report import build, environment_tables, keys, sections, store, tables
 from ddptop.report.schema import Summary
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -134,7 +134,7 @@ def _screen_as_it_was(summary: Summary, with_topology: bool) -> Text:
         out.append(problems + "\n\n")
     out.append(tables.overhead_line(summary) + "\n\n")
     if with_topology:
-        out.append(tables.topology_text(summary))
+        out.append(environment_tables.topology_text(summary))
     return out
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from ddptop.report import blocks, strategy_tables, tables, thread_tables, trace_tables
+from ddptop.report import blocks, environment_tables, strategy_tables, tables, thread_tables, trace_tables
 from ddptop.report.schema import Summary
 
 
@@ -41,8 +41,8 @@ class Section:
 
 
 SECTIONS: tuple[Section, ...] = (
-    Section("environment", "Environment", None, tables.environment_markdown, always=True),
-    Section("plan", "Plan", None, tables.plan_markdown, always=True),
+    Section("environment", "Environment", None, environment_tables.environment_markdown, always=True),
+    Section("plan", "Plan", None, environment_tables.plan_markdown, always=True),
     Section("benchmark", "Step time per configuration", tables.benchmark_block, always=True),
     Section("tuning", "Tuning: DDP variants against the default", tables.tuning_block, on_screen=True),
     Section("scaling", "Scaling", tables.scaling_block, on_screen=True, always=True,
@@ -62,13 +62,13 @@ SECTIONS: tuple[Section, ...] = (
     Section("frontier", "Memory frontier", strategy_tables.frontier_block, on_screen=True),
     Section("collectives", "Collective bandwidth", tables.collectives_block, on_screen=True),
     Section("load", "Load during measured steps", tables.load_block, on_screen=True),
-    Section("topology", "Topology", tables.topology_block, always=True, lead=True),
+    Section("topology", "Topology", environment_tables.topology_block, always=True, lead=True),
     Section("problems", "Not measured in full", tables.not_measured_block, on_screen=True,
             screen_style="bold yellow"),
     Section("disturbed", "Disturbed while measured", tables.disturbed_block, on_screen=True,
             screen_style="bold yellow"),
     Section("damaged", "Read around damaged files", tables.damaged_block, on_screen=True),
-    Section("nodes", "Nodes", tables.nodes_block),
+    Section("nodes", "Nodes", environment_tables.nodes_block),
     Section("overhead", "Overhead", tables.overhead_block, on_screen=True, always=True),
 )
 
@@ -163,5 +163,5 @@ def screen_sections(summary: Summary, with_topology: bool) -> list[tuple[str | N
         else:
             out.append((None, block + "\n", ""))
     if with_topology:
-        out.append((None, tables.topology_text(summary), ""))
+        out.append((None, environment_tables.topology_text(summary), ""))
     return out
