@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from ddptop.report import blocks, environment_tables, strategy_tables, tables, thread_tables, trace_tables
+from ddptop.report import (blocks, environment_tables, load_tables, strategy_tables, tables, thread_tables,
+                           trace_tables)
 from ddptop.report.schema import Summary
 
 
@@ -61,7 +62,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("strategies", "Strategies: DDP, ZeRO-1, FSDP2", strategy_tables.strategy_block, on_screen=True),
     Section("frontier", "Memory frontier", strategy_tables.frontier_block, on_screen=True),
     Section("collectives", "Collective bandwidth", tables.collectives_block, on_screen=True),
-    Section("load", "Load during measured steps", tables.load_block, on_screen=True),
+    Section("load", "Load during measured steps", load_tables.load_block, on_screen=True),
     Section("topology", "Topology", environment_tables.topology_block, always=True, lead=True),
     Section("problems", "Not measured in full", tables.not_measured_block, on_screen=True,
             screen_style="bold yellow"),
