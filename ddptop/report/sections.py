@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from ddptop.report import (blocks, environment_tables, load_tables, strategy_tables, tables, thread_tables,
-                           trace_tables)
+from ddptop.report import (batch_tables, blocks, environment_tables, load_tables, scaling_tables, strategy_tables,
+                           tables, thread_tables, trace_tables)
 from ddptop.report.schema import Summary
 
 
@@ -44,9 +44,9 @@ class Section:
 SECTIONS: tuple[Section, ...] = (
     Section("environment", "Environment", None, environment_tables.environment_markdown, always=True),
     Section("plan", "Plan", None, environment_tables.plan_markdown, always=True),
-    Section("benchmark", "Step time per configuration", tables.benchmark_block, always=True),
+    Section("benchmark", "Step time per configuration", scaling_tables.benchmark_block, always=True),
     Section("tuning", "Tuning: DDP variants against the default", tables.tuning_block, on_screen=True),
-    Section("scaling", "Scaling", tables.scaling_block, on_screen=True, always=True,
+    Section("scaling", "Scaling", scaling_tables.scaling_block, on_screen=True, always=True,
             screen_empty="No scaling table: no configuration finished.\n"),
     Section("devices", "CPU against GPU", thread_tables.devices_block, on_screen=True),
     Section("threads", "Threads per rank", thread_tables.thread_block, on_screen=True),
@@ -57,8 +57,8 @@ SECTIONS: tuple[Section, ...] = (
     Section("stragglers", "Stragglers", tables.stragglers_block, on_screen=True),
     Section("compute", "Compute: FLOP/s and MFU", tables.compute_block, on_screen=True),
     Section("verdict", "Why it is not faster", tables.verdict_block, on_screen=True),
-    Section("dp_vs_ddp", "DataParallel vs DDP", tables.dp_block, on_screen=True),
-    Section("batch_throughput", "Throughput per batch size", tables.batch_block, on_screen=True),
+    Section("dp_vs_ddp", "DataParallel vs DDP", scaling_tables.dp_block, on_screen=True),
+    Section("batch_throughput", "Throughput per batch size", batch_tables.batch_block, on_screen=True),
     Section("strategies", "Strategies: DDP, ZeRO-1, FSDP2", strategy_tables.strategy_block, on_screen=True),
     Section("frontier", "Memory frontier", strategy_tables.frontier_block, on_screen=True),
     Section("collectives", "Collective bandwidth", tables.collectives_block, on_screen=True),
