@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from ddptop.report import (batch_tables, blocks, environment_tables, load_tables, scaling_tables, strategy_tables,
-                           tables, thread_tables, trace_tables)
+from ddptop.report import (batch_tables, blocks, communication_tables, compute_tables, environment_tables, load_tables,
+                           scaling_tables, strategy_tables, tables, thread_tables, trace_tables)
 from ddptop.report.schema import Summary
 
 
@@ -51,17 +51,17 @@ SECTIONS: tuple[Section, ...] = (
     Section("devices", "CPU against GPU", thread_tables.devices_block, on_screen=True),
     Section("threads", "Threads per rank", thread_tables.thread_block, on_screen=True),
     Section("core_budget", "Core budget: ranks x threads", thread_tables.core_budget_block, on_screen=True),
-    Section("communication", "Compute vs communication", tables.communication_block, on_screen=True),
+    Section("communication", "Compute vs communication", communication_tables.communication_block, on_screen=True),
     Section("trace", "Where the step's time goes (profiler trace)", trace_tables.trace_block, on_screen=True),
     Section("launches", "Launch to launch", tables.launches_block, always=True),
-    Section("stragglers", "Stragglers", tables.stragglers_block, on_screen=True),
-    Section("compute", "Compute: FLOP/s and MFU", tables.compute_block, on_screen=True),
-    Section("verdict", "Why it is not faster", tables.verdict_block, on_screen=True),
+    Section("stragglers", "Stragglers", communication_tables.stragglers_block, on_screen=True),
+    Section("compute", "Compute: FLOP/s and MFU", compute_tables.compute_block, on_screen=True),
+    Section("verdict", "Why it is not faster", compute_tables.verdict_block, on_screen=True),
     Section("dp_vs_ddp", "DataParallel vs DDP", scaling_tables.dp_block, on_screen=True),
     Section("batch_throughput", "Throughput per batch size", batch_tables.batch_block, on_screen=True),
     Section("strategies", "Strategies: DDP, ZeRO-1, FSDP2", strategy_tables.strategy_block, on_screen=True),
     Section("frontier", "Memory frontier", strategy_tables.frontier_block, on_screen=True),
-    Section("collectives", "Collective bandwidth", tables.collectives_block, on_screen=True),
+    Section("collectives", "Collective bandwidth", communication_tables.collectives_block, on_screen=True),
     Section("load", "Load during measured steps", load_tables.load_block, on_screen=True),
     Section("topology", "Topology", environment_tables.topology_block, always=True, lead=True),
     Section("problems", "Not measured in full", tables.not_measured_block, on_screen=True,
