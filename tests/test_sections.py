@@ -10,7 +10,8 @@ import os
 import pytest
 from rich.text import Text
 
-from ddptop.report import build, csv_table, environment_tables, keys, sections, store, tables
+from ddptop.report import (build, csv_table, environment_tables, keys, launch_tables, problem_tables, sections,
+                           store)
 from ddptop.report.schema import Summary
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -128,11 +129,11 @@ def _screen_as_it_was(summary: Summary, with_topology: bool) -> Text:
     load = sections.text_of("load", summary)
     if load:
         out.append(load + "\n")
-    problems = tables.problems_text(summary)
+    problems = problem_tables.problems_text(summary)
     if problems:
         out.append("Not measured in full:\n", style="bold yellow")
         out.append(problems + "\n\n")
-    out.append(tables.overhead_line(summary) + "\n\n")
+    out.append(launch_tables.overhead_line(summary) + "\n\n")
     if with_topology:
         out.append(environment_tables.topology_text(summary))
     return out

@@ -11,8 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from ddptop.report import (batch_tables, blocks, communication_tables, compute_tables, environment_tables, load_tables,
-                           scaling_tables, strategy_tables, tables, thread_tables, trace_tables)
+from ddptop.report import (batch_tables, blocks, communication_tables, compute_tables, environment_tables,
+                           launch_tables, load_tables, problem_tables, scaling_tables, strategy_tables,
+                           thread_tables, trace_tables, tuning_tables)
 from ddptop.report.schema import Summary
 
 
@@ -45,7 +46,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("environment", "Environment", None, environment_tables.environment_markdown, always=True),
     Section("plan", "Plan", None, environment_tables.plan_markdown, always=True),
     Section("benchmark", "Step time per configuration", scaling_tables.benchmark_block, always=True),
-    Section("tuning", "Tuning: DDP variants against the default", tables.tuning_block, on_screen=True),
+    Section("tuning", "Tuning: DDP variants against the default", tuning_tables.tuning_block, on_screen=True),
     Section("scaling", "Scaling", scaling_tables.scaling_block, on_screen=True, always=True,
             screen_empty="No scaling table: no configuration finished.\n"),
     Section("devices", "CPU against GPU", thread_tables.devices_block, on_screen=True),
@@ -53,7 +54,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("core_budget", "Core budget: ranks x threads", thread_tables.core_budget_block, on_screen=True),
     Section("communication", "Compute vs communication", communication_tables.communication_block, on_screen=True),
     Section("trace", "Where the step's time goes (profiler trace)", trace_tables.trace_block, on_screen=True),
-    Section("launches", "Launch to launch", tables.launches_block, always=True),
+    Section("launches", "Launch to launch", launch_tables.launches_block, always=True),
     Section("stragglers", "Stragglers", communication_tables.stragglers_block, on_screen=True),
     Section("compute", "Compute: FLOP/s and MFU", compute_tables.compute_block, on_screen=True),
     Section("verdict", "Why it is not faster", compute_tables.verdict_block, on_screen=True),
@@ -64,13 +65,13 @@ SECTIONS: tuple[Section, ...] = (
     Section("collectives", "Collective bandwidth", communication_tables.collectives_block, on_screen=True),
     Section("load", "Load during measured steps", load_tables.load_block, on_screen=True),
     Section("topology", "Topology", environment_tables.topology_block, always=True, lead=True),
-    Section("problems", "Not measured in full", tables.not_measured_block, on_screen=True,
+    Section("problems", "Not measured in full", problem_tables.not_measured_block, on_screen=True,
             screen_style="bold yellow"),
-    Section("disturbed", "Disturbed while measured", tables.disturbed_block, on_screen=True,
+    Section("disturbed", "Disturbed while measured", problem_tables.disturbed_block, on_screen=True,
             screen_style="bold yellow"),
-    Section("damaged", "Read around damaged files", tables.damaged_block, on_screen=True),
+    Section("damaged", "Read around damaged files", problem_tables.damaged_block, on_screen=True),
     Section("nodes", "Nodes", environment_tables.nodes_block),
-    Section("overhead", "Overhead", tables.overhead_block, on_screen=True, always=True),
+    Section("overhead", "Overhead", launch_tables.overhead_block, on_screen=True, always=True),
 )
 
 BY_KEY = {section.key: section for section in SECTIONS}
