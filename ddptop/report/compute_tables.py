@@ -9,6 +9,7 @@ from ddptop.report.blocks import Block, Lines, Note, Pairs, Table
 from ddptop.report.cells import config_name
 from ddptop.report.schema import Summary
 
+
 def _tflops(value: float | None) -> str:
     return units.DASH if value is None else units.number(value / 1e12, 3)
 

@@ -1,5 +1,5 @@
-"""summary.csv: one row per configuration, its every figure in a column; columns added later are appended,
-so that the earlier ones keep their places."""
+"""summary.csv: one row per configuration, its figures (step time, scaling, communication, load, intervals,
+verdict) in columns; columns added later are appended, so that the earlier ones keep their places."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from ddptop.analysis.stats import PERCENTILES
 from ddptop.report.load_tables import GPM_LOAD_KEYS, memory_peak, rss_peak
 from ddptop.report.schema import (Communication, GpuIdle, ScalingRow, StepFigures, Straggler, Summary, Validity,
                                   WindowLoad)
-
 
 CSV_SPEC_FIELDS = (
     "config_id", "model", "mode", "label", "world_size", "nnodes", "batch_size", "global_batch", "backend",

@@ -10,7 +10,6 @@ from ddptop.report.blocks import Block, Note, Part, Table
 from ddptop.report.cells import config_name
 from ddptop.report.schema import Config, Summary, WindowLoad
 
-
 LOAD_HEADER = (
     "config", "GPUs", "readings", "util mean", "util max", "GPU mem peak", "power mean", "J/example", "host CPU",
     "rank readings", "rank RSS peak", "rank CPU mean",
@@ -34,7 +33,8 @@ def memory_peak_shown(nvml_peak: int | None, allocator_peak: int | None, ranks_o
 
 
 def memory_peak(entry: Config, load: WindowLoad) -> tuple[int | None, str | None]:
-    """The stored figure, or for a summary saved before it was stored, the same rule over the entry."""
+    """The GPU memory peak a configuration's row shows, and its source: the stored figure, or for a summary
+    saved before it was stored, the same rule over the entry."""
     if load.mem_peak_source is not None:
         return load.mem_peak_shown_bytes, load.mem_peak_source
     on_gpus = sum(1 for rank in load.ranks.values() if rank.gpu is not None and rank.gpu in load.gpus)

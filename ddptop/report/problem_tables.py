@@ -8,6 +8,7 @@ from ddptop.report.blocks import Block, Lines
 from ddptop.report.cells import tokens_too
 from ddptop.report.schema import Summary
 
+
 def problems_text(summary: Summary) -> str:
     lines = []
     for entry in summary.configs:
