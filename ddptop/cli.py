@@ -19,7 +19,7 @@ from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT
 from ddptop.protocol import variants
 from ddptop.protocol.layout import PLAN_FILE, TIMELINE_FILE, run_file
 from ddptop.report import diff as diff_mod
-from ddptop.report import plots, sections, store, tables
+from ddptop.report import csv_table, plots, sections, store
 from ddptop.report.schema import Summary
 from ddptop.report.sections import saved_line
 from ddptop.report.store import SummaryError
@@ -296,7 +296,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     renderers = {
         "text": sections.text_report,
         "md": sections.markdown,
-        "csv": tables.csv_text,
+        "csv": csv_table.csv_text,
         "json": lambda d: json.dumps(d.to_json(), indent=2) + "\n",
     }
     sys.stdout.write(_render_saved(target, lambda: renderers[args.format](data)))

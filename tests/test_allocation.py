@@ -13,7 +13,7 @@ import pytest
 
 from ddptop.analysis.peak_use import add_peak_use, config_use, peak_use
 from ddptop.control import RecordedControl
-from ddptop.report import tables
+from ddptop.report import environment_tables
 from ddptop.report.schema import Summary
 from ddptop.run import allocation, environment
 from ddptop.telemetry.inventory import Inventory
@@ -304,7 +304,7 @@ def environment_lines(allocation_=None, peak=None, gpus=2):
         doc["environment"]["allocation"] = allocation_
     if peak is not None:
         doc["environment"]["peak_use"] = peak
-    return [line for line in tables.environment_markdown(Summary.from_json(doc))
+    return [line for line in environment_tables.environment_markdown(Summary.from_json(doc))
             if line.startswith(("- given", "- used at peak", "- note"))]
 
 
@@ -353,7 +353,7 @@ def test_a_summary_from_before_prints_nothing_new():
     """A summary saved before allocation and peak_use: the environment section as it always was."""
     doc = golden()
     assert "allocation" not in doc["environment"] and "peak_use" not in doc["environment"]
-    lines = tables.environment_markdown(Summary.from_json(doc))
+    lines = environment_tables.environment_markdown(Summary.from_json(doc))
     with open(os.path.join(REPO, "tests", "data", "golden", "recorded-run.summary.md"), encoding="utf-8") as handle:
         md = handle.read()
     section = md.split("## Environment\n\n", 1)[1].split("\n## ", 1)[0]

@@ -169,7 +169,7 @@ def test_no_shown_gpu_memory_peak_is_below_the_allocator_s_peak_of_the_same_conf
 
 
 def test_the_memory_peak_shown_by_hand():
-    from ddptop.report.tables import memory_peak_shown
+    from ddptop.report.load_tables import memory_peak_shown
 
     assert memory_peak_shown(1 * GIB, 2 * GIB, 1, "ddp", 1) == (2 * GIB, "allocator")
     assert memory_peak_shown(3 * GIB, 2 * GIB, 1, "ddp", 1) == (3 * GIB, "nvml")

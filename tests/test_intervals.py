@@ -39,7 +39,7 @@ def test_amdahl_fit_outside_what_the_law_allows_is_said_not_to_fit(tmp_path):
     pass 1.0", a law the data contradict. The text says the law does not fit, with the unbounded fraction and
     its interval (for one N > 1 that is the Karp-Flatt metric's), and the plot draws no Amdahl curve."""
     from ddptop.analysis import formulas
-    from ddptop.report import plots, tables
+    from ddptop.report import plots, scaling_tables
 
     session = Session.load(RECORDED)
     session.refresh(final=True)
@@ -48,13 +48,13 @@ def test_amdahl_fit_outside_what_the_law_allows_is_said_not_to_fit(tmp_path):
     fit, two = table.amdahl, table.rows[1]
     assert fit.raw_serial_fraction == pytest.approx(two.karp_flatt)
     assert fit.raw_serial_fraction_ci == pytest.approx(two.karp_flatt_ci)
-    inside = " ".join(tables.model_lines(table))
+    inside = " ".join(scaling_tables.model_lines(table))
     assert "Amdahl fit over 1 world size above 1" in inside and "does not fit" not in inside
 
     for speedup, words in ((0.89, "the speedup is below 1"), (2.2, "the speedup is above N (superlinear)")):
         misfit = formulas.amdahl_fit([(2, speedup)])
         misfit["raw_serial_fraction_ci"] = [misfit["raw_serial_fraction"] - 0.05, misfit["raw_serial_fraction"] + 0.05]
-        said = " ".join(tables.model_lines(ScalingTable.from_json({"amdahl": misfit, "rows": []})))
+        said = " ".join(scaling_tables.model_lines(ScalingTable.from_json({"amdahl": misfit, "rows": []})))
         assert "Amdahl's law does not fit over 1 world size above 1" in said and words in said, said
         assert "can never pass" not in said and "reaches" not in said
         fitted = units.with_interval(misfit["raw_serial_fraction"], misfit["raw_serial_fraction_ci"],
@@ -62,7 +62,7 @@ def test_amdahl_fit_outside_what_the_law_allows_is_said_not_to_fit(tmp_path):
         assert f"fitted serial fraction {fitted}" in said and "(" in fitted
     edge = formulas.amdahl_fit([(2, 0.99)])
     edge["raw_serial_fraction_ci"] = [0.9, 1.1]
-    assert "cannot be ruled out" in " ".join(tables.model_lines(ScalingTable.from_json({"amdahl": edge, "rows": []})))
+    assert "cannot be ruled out" in " ".join(scaling_tables.model_lines(ScalingTable.from_json({"amdahl": edge, "rows": []})))
 
     plt = plots._pyplot()
     (tmp_path / "fits").mkdir()

@@ -11,7 +11,7 @@ from ddptop.run import rundir
 from ddptop.run.plan import PlanOptions, build_plan
 from ddptop.protocol import layout
 from ddptop.protocol.wire import EventWriter
-from ddptop.report import build, sections, tables
+from ddptop.report import build, problem_tables, sections
 from ddptop.run.session import RUNNER_RANK, Session
 from ddptop.telemetry.inventory import Inventory
 
@@ -75,7 +75,7 @@ def test_a_stopped_configuration_shows_its_kept_steps_in_every_report(tmp_path):
     summary = build.build_summary(session)
     entry = summary.configs[0]
     entry.status, entry.reason = "stopped", "stopped by the user"
-    problems = tables.problems_text(summary)
+    problems = problem_tables.problems_text(summary)
     assert "stopped (40 steps kept: p50 0.0012 s" in problems and "ex/s" in problems
     markdown = sections.markdown(summary)
     assert "stopped, 40 steps kept" in markdown

@@ -10,7 +10,8 @@ import os
 import pytest
 from rich.text import Text
 
-from ddptop.report import build, keys, sections, store, tables
+from ddptop.report import (build, csv_table, environment_tables, keys, launch_tables, problem_tables, sections,
+                           store)
 from ddptop.report.schema import Summary
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -100,17 +101,17 @@ def test_a_version_1_summary_and_its_upgrade_render_identical_reports(document, 
     current = Summary.from_json(current_document)
     assert sections.text_report(upgraded) == sections.text_report(current)
     assert sections.markdown(upgraded) == sections.markdown(current)
-    assert tables.csv_text(upgraded) == tables.csv_text(current)
+    assert csv_table.csv_text(upgraded) == csv_table.csv_text(current)
     text = sections.text_report(upgraded)
     assert "12.3 ms" in text and "t(N)-t(1) est." in text  # the estimate, under the method's name
     assert "33.5 GiB (gradient bytes × steps)" in text
-    header, *rows = tables.csv_text(upgraded).splitlines()
+    header, *rows = csv_table.csv_text(upgraded).splitlines()
     column = header.split(",").index("comm_estimate_from_t1_s")
     assert "0.0123" in [row.split(",")[column] for row in rows]
 
 
 def test_no_earlier_key_name_is_written(summary):
-    for rendered in (sections.text_report(summary), sections.markdown(summary), tables.csv_text(summary)):
+    for rendered in (sections.text_report(summary), sections.markdown(summary), csv_table.csv_text(summary)):
         assert "seed" not in rendered.lower()
 
 
@@ -128,13 +129,13 @@ def _screen_as_it_was(summary: Summary, with_topology: bool) -> Text:
     load = sections.text_of("load", summary)
     if load:
         out.append(load + "\n")
-    problems = tables.problems_text(summary)
+    problems = problem_tables.problems_text(summary)
     if problems:
         out.append("Not measured in full:\n", style="bold yellow")
         out.append(problems + "\n\n")
-    out.append(tables.overhead_line(summary) + "\n\n")
+    out.append(launch_tables.overhead_line(summary) + "\n\n")
     if with_topology:
-        out.append(tables.topology_text(summary))
+        out.append(environment_tables.topology_text(summary))
     return out
 
 

@@ -328,7 +328,7 @@ def test_compile_is_recommended_alone_and_its_cost_is_said_apart_from_the_step_t
         {"variant": "default", "what": "DDP"},
         {"variant": "compile", "what": "torch.compile of the DDP model", "compiled": kept},
         {"variant": "static_graph", "what": "static_graph=True", "compiled": lost}]})
-    from ddptop.report.tables import compile_notes
+    from ddptop.report.tuning_tables import compile_notes
     first, second = compile_notes(table)
     assert "took 41.0 s, 5.0 s (one per launch; not in the step time above" in first
     assert "split at 3 bucket(s) as DDP's 3: each allreduce can still overlap" in first
@@ -403,7 +403,7 @@ def test_a_tune_on_gpus_turns_nccl_s_tuning_log_on_unless_the_user_set_nccl_debu
 
 def test_the_tuning_table_says_which_algorithm_nccl_used_and_where_it_ignored_a_setting(tmp_path) -> None:
     from ddptop.report.build import _nccl_choices
-    from ddptop.report.tables import nccl_notes
+    from ddptop.report.tuning_tables import nccl_notes
 
     def launch(name: str, *lines: str) -> None:
         folder = tmp_path / "launches" / name / "nccl"

@@ -25,6 +25,11 @@ from typing import Any
 KEYS = ("cores_busy", "cores_busy_config", "rss_bytes", "rss_config", "gpu_memory_bytes", "gpu_memory_config",
         "gpu_memory_source", "gpus", "gpu_memory_total_at_most_bytes")
 
+# the shares at which the report remarks on what the run used at its peak against what the job was given
+FEW_CORES_BUSY = 0.5  # cores busy at peak below this share of the cores given
+LITTLE_MEMORY_USED = 0.25  # the ranks' RSS at peak below this share of the memory limit
+NEAR_MEMORY_LIMIT = 0.9  # ... at or above this share
+
 
 def config_use(config: Mapping[str, Any]) -> dict[str, Any]:
     """One configuration's cores busy, total RSS and fullest GPU's memory (None: not sampled)."""

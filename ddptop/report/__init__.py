@@ -1,7 +1,10 @@
 """Summaries of a run: ``build`` (a session's summary, or ``load_target``: a run's saved or rebuilt one),
 ``store`` (saving and loading summary.json, .md and .csv, the schema and its upgrade, ``keys``),
-``sections`` (the report's parts, in order) whose ``tables`` build neutral ``blocks`` that one writer renders
-for the terminal and one for Markdown, ``diff`` (two summaries compared) and ``plots``.
+``sections`` (the report's parts, in order) whose ``*_tables`` modules (one per kind of part, sharing
+``cells``) build neutral ``blocks`` that one writer renders for the terminal and one for Markdown,
+``csv_table`` (summary.csv), ``diff`` (two summaries compared) and ``plots``.
 """
 
-__all__ = ["blocks", "build", "diff", "keys", "plots", "sections", "store", "tables"]
+__all__ = ["batch_tables", "blocks", "build", "cells", "communication_tables", "compute_tables", "csv_table", "diff",
+           "environment_tables", "keys", "launch_tables", "load_tables", "plots", "problem_tables", "scaling_tables",
+           "sections", "store", "strategy_tables", "thread_tables", "trace_tables", "tuning_tables"]

@@ -20,7 +20,7 @@ from ddptop.protocol.layout import (ENVIRONMENT_FILE, RUNNER_FILE, SUMMARY_JSON,
 from ddptop.protocol.marks import LaunchEnd, parse_mark
 from ddptop.protocol.vocab import Status
 from ddptop.protocol.wire import EventFileReader
-from ddptop.report import store, tables
+from ddptop.report import load_tables, store
 from ddptop.report.schema import Summary
 from ddptop.report.store import SCHEMA, SCHEMA_VERSION, read_json_object
 from ddptop.run import nccl_log
@@ -242,14 +242,14 @@ def _window_launch(state: Any, window: tuple[float, float]) -> str | None:
 def _add_gpu_figures(state: Any, entry: dict[str, Any], records: list[dict[str, Any]],
                      window: tuple[float, float]) -> None:
     """The GPUs' idle share over every used launch's measured steps (the host-bound verdict's evidence), and
-    the GPU memory peak the load table shows beside NVML's own (``tables.memory_peak_shown``)."""
+    the GPU memory peak the load table shows beside NVML's own (``load_tables.memory_peak_shown``)."""
     load = entry["telemetry"]
     used = {u["launch"] for u in entry.get("launches", ()) if u.get("used")}
     windows = [(name, start, end) for name, start, end, _ in state.launch_windows() if name in used]
     readings = timeline.busy_readings(records, windows or [(state.launch, window[0], window[1])])
     load["gpu_idle"] = verdict.gpu_idle(readings)
     on_gpus = sum(1 for rank in load["ranks"].values() if rank.get("gpu") in load["gpus"])
-    load["mem_peak_shown_bytes"], load["mem_peak_source"] = tables.memory_peak_shown(
+    load["mem_peak_shown_bytes"], load["mem_peak_source"] = load_tables.memory_peak_shown(
         load["mem_peak_bytes"], entry["peak_memory_bytes"], on_gpus, entry["mode"], entry["world_size"])
 
 

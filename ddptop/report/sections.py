@@ -11,7 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from ddptop.report import blocks, strategy_tables, tables, thread_tables, trace_tables
+from ddptop.report import (batch_tables, blocks, communication_tables, compute_tables, environment_tables,
+                           launch_tables, load_tables, problem_tables, scaling_tables, strategy_tables,
+                           thread_tables, trace_tables, tuning_tables)
 from ddptop.report.schema import Summary
 
 
@@ -41,35 +43,35 @@ class Section:
 
 
 SECTIONS: tuple[Section, ...] = (
-    Section("environment", "Environment", None, tables.environment_markdown, always=True),
-    Section("plan", "Plan", None, tables.plan_markdown, always=True),
-    Section("benchmark", "Step time per configuration", tables.benchmark_block, always=True),
-    Section("tuning", "Tuning: DDP variants against the default", tables.tuning_block, on_screen=True),
-    Section("scaling", "Scaling", tables.scaling_block, on_screen=True, always=True,
+    Section("environment", "Environment", None, environment_tables.environment_markdown, always=True),
+    Section("plan", "Plan", None, environment_tables.plan_markdown, always=True),
+    Section("benchmark", "Step time per configuration", scaling_tables.benchmark_block, always=True),
+    Section("tuning", "Tuning: DDP variants against the default", tuning_tables.tuning_block, on_screen=True),
+    Section("scaling", "Scaling", scaling_tables.scaling_block, on_screen=True, always=True,
             screen_empty="No scaling table: no configuration finished.\n"),
     Section("devices", "CPU against GPU", thread_tables.devices_block, on_screen=True),
     Section("threads", "Threads per rank", thread_tables.thread_block, on_screen=True),
     Section("core_budget", "Core budget: ranks x threads", thread_tables.core_budget_block, on_screen=True),
-    Section("communication", "Compute vs communication", tables.communication_block, on_screen=True),
+    Section("communication", "Compute vs communication", communication_tables.communication_block, on_screen=True),
     Section("trace", "Where the step's time goes (profiler trace)", trace_tables.trace_block, on_screen=True),
-    Section("launches", "Launch to launch", tables.launches_block, always=True),
-    Section("stragglers", "Stragglers", tables.stragglers_block, on_screen=True),
-    Section("compute", "Compute: FLOP/s and MFU", tables.compute_block, on_screen=True),
-    Section("verdict", "Why it is not faster", tables.verdict_block, on_screen=True),
-    Section("dp_vs_ddp", "DataParallel vs DDP", tables.dp_block, on_screen=True),
-    Section("batch_throughput", "Throughput per batch size", tables.batch_block, on_screen=True),
+    Section("launches", "Launch to launch", launch_tables.launches_block, always=True),
+    Section("stragglers", "Stragglers", communication_tables.stragglers_block, on_screen=True),
+    Section("compute", "Compute: FLOP/s and MFU", compute_tables.compute_block, on_screen=True),
+    Section("verdict", "Why it is not faster", compute_tables.verdict_block, on_screen=True),
+    Section("dp_vs_ddp", "DataParallel vs DDP", scaling_tables.dp_block, on_screen=True),
+    Section("batch_throughput", "Throughput per batch size", batch_tables.batch_block, on_screen=True),
     Section("strategies", "Strategies: DDP, ZeRO-1, FSDP2", strategy_tables.strategy_block, on_screen=True),
     Section("frontier", "Memory frontier", strategy_tables.frontier_block, on_screen=True),
-    Section("collectives", "Collective bandwidth", tables.collectives_block, on_screen=True),
-    Section("load", "Load during measured steps", tables.load_block, on_screen=True),
-    Section("topology", "Topology", tables.topology_block, always=True, lead=True),
-    Section("problems", "Not measured in full", tables.not_measured_block, on_screen=True,
+    Section("collectives", "Collective bandwidth", communication_tables.collectives_block, on_screen=True),
+    Section("load", "Load during measured steps", load_tables.load_block, on_screen=True),
+    Section("topology", "Topology", environment_tables.topology_block, always=True, lead=True),
+    Section("problems", "Not measured in full", problem_tables.not_measured_block, on_screen=True,
             screen_style="bold yellow"),
-    Section("disturbed", "Disturbed while measured", tables.disturbed_block, on_screen=True,
+    Section("disturbed", "Disturbed while measured", problem_tables.disturbed_block, on_screen=True,
             screen_style="bold yellow"),
-    Section("damaged", "Read around damaged files", tables.damaged_block, on_screen=True),
-    Section("nodes", "Nodes", tables.nodes_block),
-    Section("overhead", "Overhead", tables.overhead_block, on_screen=True, always=True),
+    Section("damaged", "Read around damaged files", problem_tables.damaged_block, on_screen=True),
+    Section("nodes", "Nodes", environment_tables.nodes_block),
+    Section("overhead", "Overhead", launch_tables.overhead_block, on_screen=True, always=True),
 )
 
 BY_KEY = {section.key: section for section in SECTIONS}
@@ -163,5 +165,5 @@ def screen_sections(summary: Summary, with_topology: bool) -> list[tuple[str | N
         else:
             out.append((None, block + "\n", ""))
     if with_topology:
-        out.append((None, tables.topology_text(summary), ""))
+        out.append((None, environment_tables.topology_text(summary), ""))
     return out

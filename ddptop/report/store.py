@@ -53,12 +53,12 @@ def summary_paths(run_dir: str) -> dict[str, str]:
 
 
 def _write_summary(summary: Summary, directory: str) -> dict[str, str]:
-    from ddptop.report import sections, tables  # numpy: loaded when a summary is written, not with the view
+    from ddptop.report import csv_table, sections  # numpy: loaded when a summary is written, not with the view
 
     paths = summary_paths(directory)
     rundir.write_json(paths["json"], summary.to_json())
     rundir.write_atomic(paths["md"], sections.markdown(summary))
-    rundir.write_atomic(paths["csv"], tables.csv_text(summary))
+    rundir.write_atomic(paths["csv"], csv_table.csv_text(summary))
     return paths
 
 

@@ -1,0 +1,257 @@
+"""Step time per configuration, the scaling tables and DataParallel against DDP as report blocks
+(``analysis/scaling.py`` makes the figures; ``report/sections.py`` places the blocks).
+
+The per-configuration block keeps the layout of PyTorch's DDP benchmark (rows ``no ddp``, ``1M/1G``,
+``1M/2G``...; p50/p75/p90/p95 of sec/iter with per-replica ex/sec); the scaling table keeps the columns of
+the HPC article "Benchmarking Parallel Programs" (N, time, speedup, relative SU) and adds throughput,
+efficiency and relative cost.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ddptop import units
+from ddptop.analysis import formulas
+from ddptop.report.blocks import Block, Caption, Note, Part, Table, Verbatim
+from ddptop.report.cells import TOKENS_HEADER, tokens_too
+from ddptop.report.schema import Amdahl, Config, ScalingRow, ScalingTable, Summary
+
+SHOWN_PERCENTILES = ("p50", "p75", "p90", "p95")
+
+
+def _benchmark_groups(summary: Summary) -> dict[tuple, list[Config]]:
+    groups: dict[tuple, list[Config]] = {}
+    for entry in summary.configs:
+        batch = entry.batch_size if entry.scaling == "weak" else entry.global_batch
+        groups.setdefault((entry.model, batch, entry.scaling, entry.backend), []).append(entry)
+    for members in groups.values():
+        members.sort(key=lambda e: (e.mode != "no_ddp", e.world_size, e.mode == "dp"))
+    return groups
+
+
+def _unit(entry: Config) -> str:
+    return "GPUs" if entry.device == "cuda" else "ranks"
+
+
+def _row_prefix(entry: Config, label_width: int = 8) -> str:
+    return f"{entry.world_size:4d} {_unit(entry)} -- {entry.label:>{label_width}s}:"
+
+
+def benchmark_text(summary: Summary) -> str:
+    """PyTorch's DDP benchmark's per-model block, one row per configuration."""
+    out = []
+    for (model, batch, scaling, backend), members in _benchmark_groups(summary).items():
+        meaning = "per rank" if scaling == "weak" else "global"
+        first = members[0]  # a summary from before the workloads: a preset's seq_len alone
+        seq_len = first.tokens_per_example or (first.seq_len if ":" not in first.model else None)
+        tokens = f", {units.significant(seq_len, 6)} tokens per example" if seq_len else ""
+        out.append(f"Benchmark: {model} with batch size {batch} ({meaning}, {scaling} scaling, {backend}){tokens}")
+        out.append("")
+        width = max(8, *(len(entry.label) for entry in members))  # PyTorch's 8, wider for a tune's variants
+        indent = len(_row_prefix(members[0], width))
+        out.append(" " * indent + ("sec/iter".rjust(14) + "ex/sec".rjust(10)) * len(SHOWN_PERCENTILES)
+                   + ("   tok/sec (all ranks, p50)" if seq_len else ""))
+        for entry in members:
+            prefix = _row_prefix(entry, width)
+            stats = entry.stats
+            if stats:  # a configuration cut short shows what its kept steps say, and that it was cut
+                cells = [
+                    f"  {p}: {units.seconds(stats.sec_iter.at(p), 3):>6}s{units.rate(stats.ex_sec_replica.at(p)):>8s}/s"
+                    for p in SHOWN_PERCENTILES
+                ]
+                if stats.tok_sec_total is not None:
+                    cells.append(f"  {units.rate(stats.tok_sec_total.p50):>24s}/s")
+                out.append(prefix + "".join(cells) + _cut_short(entry))
+            else:
+                reason = f": {entry.reason}" if entry.reason else ""
+                out.append(f"{prefix}  {entry.status}{reason}")
+        out.append("")
+    return "\n".join(out)
+
+
+def _cut_short(entry: Config) -> str:
+    """'' for a configuration measured in full; else its status, the steps kept and why."""
+    if entry.status == "ok":
+        return ""
+    reason = f": {entry.reason}" if entry.reason else ""
+    return f"  [{entry.status}, {entry.stats.n if entry.stats else 0} steps kept{reason}]"
+
+
+def benchmark_block(summary: Summary) -> Block:
+    found = benchmark_text(summary)
+    return Block(None, [Verbatim(found)]) if found else Block()
+
+
+SCALING_HEADER = (
+    "N", "sec/iter (p50)", "ex/sec (all ranks)", "speedup", "efficiency", "relative cost", "relative SU", "Karp-Flatt",
+)
+COST_HEADER = "cost / 1M examples"
+
+
+def _priced(summary: Summary) -> bool:
+    return summary.plan.price_per_gpu_hour is not None
+
+
+ENERGY_HEADER = ("ex/J", "relative energy")
+
+
+def _metered(summary: Summary) -> bool:
+    """Whether any row has NVML energy figures (a GPU with an energy counter, or power readings)."""
+    return any(r.examples_per_joule for table in summary.scaling for r in table.rows)
+
+
+def _tokens(table: ScalingTable) -> bool:
+    """Whether the table is a transformer's, with tokens/s beside examples/s."""
+    return any(r.tok_sec_total is not None for r in table.rows)
+
+
+def _scaling_header(summary: Summary, tokens: bool = False) -> tuple[str, ...]:
+    header = SCALING_HEADER[:3] + ((TOKENS_HEADER,) if tokens else ()) + SCALING_HEADER[3:]
+    return (header + ((COST_HEADER,) if _priced(summary) else ())
+            + (ENERGY_HEADER if _metered(summary) else ()))
+
+
+def _scaling_cells(row: ScalingRow, priced: bool = False, metered: bool = False,
+                   tokens: bool = False) -> tuple[str, ...]:
+    def shown(key: str, fmt: Any) -> str:
+        return units.with_interval(*row.figure(key), fmt)
+
+    cells: tuple[str, ...] = (
+        row.label,
+        shown("sec_iter", units.seconds),
+        shown("ex_sec_total", lambda v: units.number(v, 1)),
+    )
+    if tokens:
+        cells += (units.with_interval(row.tok_sec_total, row.tok_sec_total_ci, lambda v: units.number(v, 0)),)
+    cells += (
+        shown("speedup", units.number),
+        shown("efficiency", units.percent),
+        shown("relative_cost", units.number),
+        shown("relative_su", units.number),
+        shown("karp_flatt", lambda v: units.number(v, 3)),
+    )
+    cells += (units.number(row.cost_per_million),) if priced else ()
+    return cells + ((units.significant(row.examples_per_joule), units.number(row.relative_energy))
+                    if metered else ())
+
+
+def projection_lines(table: ScalingTable) -> list[str]:
+    """The projection beyond this node under a scaling table (``analysis/projection.py``), labelled as one."""
+    found = table.projection
+    if not found:
+        return []
+    points = "; ".join(
+        f"N={p.world_size} on {p.nodes} nodes "
+        f"{units.with_interval(p.sec_iter, p.sec_iter_ci, units.seconds)} s/iter, "
+        f"speedup {units.with_interval(p.speedup, p.speedup_ci, lambda v: units.number(v, 1))}, "
+        f"efficiency {units.with_interval(p.efficiency, p.efficiency_ci, units.percent)}"
+        for p in found.points)
+    return [f"Projected beyond this node ({found.assumptions}): {points}."]
+
+
+def model_lines(table: ScalingTable) -> list[str]:
+    """The scaling model under a scaling table: Amdahl's fit, the data moved per epoch, the projection."""
+    lines = projection_lines(table)
+    fit = table.amdahl
+    if fit and not formulas.amdahl_applies(fit.raw_serial_fraction):
+        lines.append(_amdahl_misfit(fit))
+    elif fit:
+        fraction_ci = fit.serial_fraction_ci
+        limit = (
+            f", so speedup can never pass "
+            f"{units.with_interval(fit.max_speedup, fit.max_speedup_ci, lambda v: units.number(v, 1))}"
+            if fit.max_speedup else ""
+        )
+        noise = " (an interval that includes 0: the data cannot tell a serial part from none)" if (
+            units.interval_includes(fraction_ci, 0.0) and fit.serial_fraction > 0) else ""
+        lines.append(
+            f"Amdahl fit over {fit.points} world size{'s' if fit.points > 1 else ''} above 1: "
+            f"serial fraction {units.with_interval(fit.serial_fraction, fraction_ci, lambda v: units.percent(v, 1))}"
+            f"{limit} (fit error {units.number(fit.rmse_speedup)} in speedup){noise}."
+        )
+    largest = table.rows[-1] if table.rows else None
+    epoch = largest.epoch if largest else None
+    if epoch and largest and largest.world_size > 1:
+        lines.append(
+            f"Per epoch of {epoch.epoch_examples:,} examples at N={largest.world_size}: "
+            f"{epoch.steps_per_epoch:,} steps; gradients synchronised "
+            f"{units.binary_bytes(epoch.grad_bytes_per_epoch)} (gradient bytes × steps), "
+            f"{units.binary_bytes(epoch.ring_bytes_per_rank_per_epoch)} sent by each rank in a ring allreduce."
+        )
+    return lines
+
+
+def _amdahl_misfit(fit: Amdahl) -> str:
+    """The sentence for a fit outside [0, 1]: printing it bounded ("serial fraction 100%, speedup can never
+    pass 1.0") would state a law the data contradict."""
+    sizes = f"{fit.points} world size{'s' if fit.points > 1 else ''} above 1"
+    whole = ", on the whole," if fit.points > 1 else ""
+    raw, raw_ci = fit.raw_serial_fraction, fit.raw_serial_fraction_ci
+    fitted = units.with_interval(raw, raw_ci, lambda v: units.percent(v, 1))
+    if raw > 1:
+        edge = (" The interval reaches 100%: an all-serial step cannot be ruled out."
+                if units.interval_includes(raw_ci, 1.0) else "")
+        return (f"Amdahl's law does not fit over {sizes}: the speedup is{whole} below 1, so the step grew with N, which "
+                f"no fixed serial part explains (fitted serial fraction {fitted}, above the 100% it can be).{edge}")
+    edge = " The interval reaches 0%: it may be plain linear scaling." if units.interval_includes(raw_ci, 0.0) else ""
+    return (f"Amdahl's law does not fit over {sizes}: the speedup is{whole} above N (superlinear), so there is no "
+            f"serial part to fit (fitted serial fraction {fitted}).{edge}")
+
+
+def table_place(table: ScalingTable) -> str:
+    """A scaling table's device and threads, where the plan measured more than one (--devices, --threads)."""
+    place = f", {table.device}" if table.device else ""
+    return place + (f", {table.threads} thread{'s' if table.threads != 1 else ''} per rank" if table.threads else "")
+
+
+def _scaling_title(table: ScalingTable) -> str:
+    title = (
+        f"Scaling: {table.model}{'' if table.strategy == 'ddp' else ' ' + table.strategy}, batch {table.batch_size} "
+        f"{table.batch_meaning} "
+        f"({table.scaling} scaling, {table.backend}{table_place(table)}), against N={table.reference_world_size}"
+    )
+    overhead = table.ddp_overhead_at_reference
+    if overhead is not None:
+        ci = table.ddp_overhead_at_reference_ci
+        figure = units.with_interval(overhead, ci, lambda v: units.percent(v, 1, signed=True))
+        if units.interval_includes(ci, 0.0):
+            title += f"; DDP's cost over no-DDP at N=1 is within noise: {figure}"
+        else:
+            title += f"; DDP costs {figure} over no-DDP at N=1"
+    return title
+
+
+def scaling_block(summary: Summary) -> Block:
+    parts: list[Part] = []
+    priced, metered = _priced(summary), _metered(summary)
+    for table in summary.scaling:
+        parts += [Caption(_scaling_title(table)),
+                  Table(_scaling_header(summary, _tokens(table)),
+                        [_scaling_cells(r, priced, metered, _tokens(table)) for r in table.rows])]
+        if table.recommendation:
+            parts.append(Note(table.recommendation))
+        parts += [Note(line) for line in model_lines(table)]
+    return Block(None, parts)
+
+
+DP_HEADER = ("model", "batch/device", "N", "DataParallel sec/iter", "DDP sec/iter", "DP ex/s", "DDP ex/s",
+             "DDP speedup over DP")
+
+
+def dp_rows(summary: Summary) -> list[tuple[str, ...]]:
+    return [
+        (
+            r.model, str(r.batch_size), str(r.world_size),
+            units.seconds(r.dp_sec_iter) if r.dp_status == "ok" else r.dp_status,
+            units.seconds(r.ddp_sec_iter), units.number(r.dp_ex_sec_total, 1) + tokens_too(r.dp_tok_sec_total),
+            units.number(r.ddp_ex_sec_total, 1) + tokens_too(r.ddp_tok_sec_total),
+            units.number(r.ddp_speedup_over_dp, 2, "x"),
+        )
+        for r in summary.dp_vs_ddp
+    ]
+
+
+def dp_block(summary: Summary) -> Block:
+    rows = dp_rows(summary)
+    return Block("DataParallel vs DDP", [Table(DP_HEADER, rows, first_left=True)]) if rows else Block()
