@@ -54,7 +54,8 @@ from bench_kernels.faults import SLOW, fire, parse_fault
 from bench_kernels.flops import count_step, dtype_label, matmul_ceiling, op_dtypes
 from bench_kernels.memory_cap import (MemoryCapExceeded, NextForwardOutputs, cap_refusal, limit_gpu_memory,
                                      workload_activation_bytes)
-from bench_kernels.sources import said
+from bench_kernels.errors import WorkloadError, one_line
+from bench_kernels.sources import tokens_per_example
 from bench_kernels.strategies import counted_memory, reshard
 from bench_kernels.timing import (
     FIXED,
@@ -378,19 +379,15 @@ class Worker:
                                     training.batch_size / PROBE_EXAMPLES)
         except Exception as exc:  # noqa: BLE001 - said as what it is
             raise RuntimeError(f"--memory-cap-mb cannot count this workload's step on the CPU (a forward of "
-                               f"{PROBE_EXAMPLES} examples failed: {said(exc)}); run it without "
+                               f"{PROBE_EXAMPLES} examples failed: {one_line(exc)}); run it without "
                                "the cap") from exc
 
     def _tokens_per_example(self, training: Training) -> float | None:
         """Tokens per example of the configuration's batch, where the workload counts tokens."""
-        count = training.workload.tokens
-        if count is None:
-            return None
         try:
-            return float(count(training.batch)) / training.batch_size
-        except Exception as exc:  # noqa: BLE001 - a broken count costs the tokens/s figure only
-            print(f"bench_kernels.ddp: the workload's tokens(batch) raised {said(exc)}",
-                  file=sys.stderr, flush=True)
+            return tokens_per_example(training.workload, training.batch, training.batch_size)
+        except WorkloadError as exc:  # a broken count costs the tokens/s figure only
+            print(f"bench_kernels.ddp: the workload's {exc}", file=sys.stderr, flush=True)
             return None
 
     def _on_fullest_rank(self, need: float) -> float:
@@ -421,7 +418,7 @@ class Worker:
             try:
                 return {"flops_per_step": float(given(training.batch)), "flops_source": "workload"}
             except Exception as exc:  # noqa: BLE001 - the workload's own function failing: said, not counted
-                return {"flops_note": f"the workload's flops(batch) raised {said(exc)}"}
+                return {"flops_note": f"the workload's flops(batch) raised {one_line(exc)}"}
         if variants.variant(cfg.variant).ddp_kwargs.get("static_graph"):
             return {}  # static_graph DDP breaks on a no_sync() step before its first (an internal assert)
         net = training.model if cfg.mode == Mode.DP else eager_ddp(training.net)  # the FLOPs are the same
@@ -435,7 +432,7 @@ class Worker:
         try:
             counted = count_step(self.torch, forward_and_backward)
         except Exception as exc:  # noqa: BLE001 - a model FlopCounterMode cannot follow: no count, not a failure
-            return {"flops_note": f"FlopCounterMode could not count this step: {said(exc)}"}
+            return {"flops_note": f"FlopCounterMode could not count this step: {one_line(exc)}"}
         finally:
             training.optimizer.zero_grad(set_to_none=True)
         if counted is None:

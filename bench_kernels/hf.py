@@ -15,18 +15,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench_kernels.sources import WorkloadError, said
-from ddptop.protocol.workload import Workload, parse_hf
+from bench_kernels.errors import WorkloadError, one_line
+from ddptop.protocol.modelspec import BuildInputs, ModelSpec, SpecError, parse_hf
+from ddptop.protocol.workload import Workload
 
 DEFAULT_SEQ_LEN = 128
 DECODER, ENCODER = "causal", "masked"
 
 
-def hf_workload(model: str, seq_len: int | None, plan_overrides: dict[str, Any] | None) -> Workload:
+def hf_workload(model_spec: ModelSpec, inputs: BuildInputs) -> Workload:
     """The workload of an ``hf:`` spec; ``WorkloadError`` with one line for what cannot be built."""
+    model, seq_len = model_spec.text, inputs.seq_len
     try:
-        spec = parse_hf(model, plan_overrides)
-    except ValueError as exc:
+        spec = parse_hf(model, inputs.hf_config)
+    except SpecError as exc:
         raise WorkloadError(str(exc)) from None
     config, head = hf_config(model, spec.model_type, spec.overrides)
     import torch
@@ -40,7 +42,7 @@ def hf_workload(model: str, seq_len: int | None, plan_overrides: dict[str, Any] 
         except TypeError:  # transformers before 4.56 names it torch_dtype
             net = auto.from_config(config, torch_dtype=torch.float32)
     except Exception as exc:  # noqa: BLE001 - the overrides make a model transformers refuses
-        raise WorkloadError(f"model {model}: transformers could not build it: {said(exc)}") from exc
+        raise WorkloadError(f"model {model}: transformers could not build it: {one_line(exc)}") from exc
     longest = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
     if not isinstance(longest, int) or longest <= 0:  # XLNet's -1: no limit
         longest = None
@@ -73,7 +75,7 @@ def hf_config(model: str, model_type: str, overrides: dict[str, Any]) -> tuple[A
     try:
         config = AutoConfig.for_model(model_type, **overrides)
     except Exception as exc:  # noqa: BLE001 - an unknown model type, an override of the wrong type
-        raise WorkloadError(f"model {model}: {said(exc)}") from None
+        raise WorkloadError(f"model {model}: {one_line(exc)}") from None
     # a config keeps any keyword as an attribute: an override is known if the class's default config has it
     default = type(config)()
     known = set(default.to_dict()) | set(getattr(type(config), "attribute_map", {}))

@@ -20,12 +20,13 @@ import sys
 import time
 from typing import Any
 
-from bench_kernels.sources import WorkloadError, batch_tensors, is_image, load_workload, said
+from bench_kernels.errors import WorkloadError, one_line
+from bench_kernels.sources import batch_tensors, is_image, load_workload, tokens_per_example
 from ddptop.protocol.devices import apply_rank_device
-from ddptop.protocol.workload import CheckAnswer, WorkloadFacts, describe, is_hf
+from ddptop.protocol.modelspec import kind_of
+from ddptop.protocol.workload import CheckAnswer, WorkloadFacts, describe
 
 CHECK_BATCH = 2
-BUILTIN = "builtin"
 
 
 def check(model: str, device: Any, num_classes: int, image_size: int, seq_len: int | None = None,
@@ -41,7 +42,7 @@ def check(model: str, device: Any, num_classes: int, image_size: int, seq_len: i
     try:
         batch = workload.make_batch(CHECK_BATCH, device)
     except Exception as exc:  # noqa: BLE001 - the user's make_batch
-        raise WorkloadError(f"model {model}: make_batch({CHECK_BATCH}, {device}) raised {said(exc)}") from exc
+        raise WorkloadError(f"model {model}: make_batch({CHECK_BATCH}, {device}) raised {one_line(exc)}") from exc
     tensors = batch_tensors(batch)
     if not tensors:
         raise WorkloadError(f"model {model}: make_batch({CHECK_BATCH}, {device}) returned a "
@@ -51,7 +52,7 @@ def check(model: str, device: Any, num_classes: int, image_size: int, seq_len: i
         loss = workload.loss(net, batch)
     except Exception as exc:  # noqa: BLE001 - the model rejecting its batch, or the loss failing
         raise WorkloadError(f"model {model}: the model rejects its batch of {CHECK_BATCH} ({_shapes(batch)}): "
-                            f"{said(exc)}") from exc
+                            f"{one_line(exc)}") from exc
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1 or not loss.is_floating_point():
         got = (f"a tensor of shape {tuple(loss.shape)} and dtype {loss.dtype}" if isinstance(loss, torch.Tensor)
                else f"a {type(loss).__name__}")
@@ -62,7 +63,7 @@ def check(model: str, device: Any, num_classes: int, image_size: int, seq_len: i
     try:
         loss.backward()
     except Exception as exc:  # noqa: BLE001
-        raise WorkloadError(f"model {model}: the backward of its loss raised {said(exc)}") from exc
+        raise WorkloadError(f"model {model}: the backward of its loss raised {one_line(exc)}") from exc
     unused = [name for name, p in net.named_parameters() if p.requires_grad and p.grad is None]
     if unused and not workload.find_unused_parameters:
         raise WorkloadError(
@@ -74,16 +75,14 @@ def check(model: str, device: Any, num_classes: int, image_size: int, seq_len: i
         try:
             given_units(net, workload.fsdp_units)
         except Exception as exc:  # noqa: BLE001
-            raise WorkloadError(f"model {model}: fsdp_units(model): {said(exc)}") from exc
-    tokens = None
-    if workload.tokens is not None:
-        try:
-            tokens = float(workload.tokens(batch)) / CHECK_BATCH
-        except Exception as exc:  # noqa: BLE001
-            raise WorkloadError(f"model {model}: tokens(batch) raised {said(exc)}") from exc
+            raise WorkloadError(f"model {model}: fsdp_units(model): {one_line(exc)}") from exc
+    try:
+        tokens = tokens_per_example(workload, batch, CHECK_BATCH)
+    except WorkloadError as exc:
+        raise WorkloadError(f"model {model}: {exc}") from exc
     return WorkloadFacts(
         model=model,
-        kind="hf" if is_hf(model) else ("factory" if ":" in model else BUILTIN),
+        kind=kind_of(model).value,
         params=sum(p.numel() for p in net.parameters() if p.requires_grad),
         image_input=any(is_image(t) for t in tensors),
         tokens_per_example=tokens,
@@ -122,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         except WorkloadError as exc:
             answer = CheckAnswer(model, error=str(exc))
         except Exception as exc:  # noqa: BLE001 - whatever else a user's code raises while being built
-            answer = CheckAnswer(model, error=f"model {model}: {said(exc)}")
+            answer = CheckAnswer(model, error=f"model {model}: {one_line(exc)}")
         print(answer.to_line(), flush=True)
     return 0
 

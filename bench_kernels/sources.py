@@ -1,9 +1,10 @@
-"""Every model spec as a workload of one protocol (``ddptop.protocol.workload.Workload``).
+"""Every model spec as a workload of one protocol (``ddptop.protocol.workload.Workload``): the rank's builder of
+each kind that ``ddptop.protocol.modelspec`` registers, and ``load_workload``, which calls the spec's.
 
 - a torchvision name (``resnet50``): an image classifier on random ``(n, 3, size, size)`` images and random
   labels, cross-entropy loss;
 - a transformer preset (``gpt-tiny``): random token ids and next-token targets, cross-entropy per position;
-- ``package.module:factory``: the user's factory, called with whichever of ``num_classes``, ``image_size`` and
+- ``package.module:factory`` or ``path/to/file.py:factory``: the user's factory, called with whichever of ``num_classes``, ``image_size`` and
   ``seq_len`` it accepts; a module it returns is an image classifier as above, a ``Workload`` (or an object
   with its attributes) is taken as it is;
 - ``hf:<model_type>[:key=value]...``: a Hugging Face model from its config (``bench_kernels.hf``).
@@ -16,44 +17,50 @@ torch is imported inside the functions.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import inspect
 import os
+import sys
 from typing import Any
 
-from bench_kernels.catalog import TRANSFORMER_PRESETS, is_factory, is_transformer
-from ddptop.protocol.workload import OPTIONAL, REQUIRED, STARTED_IN_ENV, Workload, is_hf
-
-
-class WorkloadError(ValueError):
-    """A model spec that cannot give a workload, in one line."""
-
-
-def said(exc: BaseException, limit: int = 300) -> str:
-    """An exception as one line: its type and its message's lines joined, shortened."""
-    text = " ".join(line.strip() for line in str(exc).splitlines() if line.strip())
-    return f"{type(exc).__name__}: {text[:limit]}" + ("…" if len(text) > limit else "")
+from bench_kernels.errors import WorkloadError, one_line
+from ddptop.protocol.catalog import TORCHVISION_MODELS
+from ddptop.protocol.modelspec import KINDS, BuildInputs, ModelSpec, SpecError, parse_spec, seq_len_of
+from ddptop.protocol.workload import OPTIONAL, REQUIRED, STARTED_IN_ENV, Workload
 
 
 def load_workload(model: str, num_classes: int, image_size: int, seq_len: int | None = None,
                   hf_config: dict[str, Any] | None = None) -> Workload:
-    """The workload of ``model`` (any spec ddptop takes), its model on the CPU with random weights."""
-    if is_hf(model):
-        from bench_kernels.hf import hf_workload
-
-        return hf_workload(model, seq_len, hf_config)
-    if is_transformer(model):
-        return transformer_workload(model, seq_len or TRANSFORMER_PRESETS[model].default_seq_len)
-    if is_factory(model):
-        return factory_workload(model, num_classes, image_size, seq_len)
-    from bench_kernels.models import build_model
-
-    return classifier_workload(build_model(model, num_classes, image_size), num_classes, image_size)
+    """The workload of ``model`` (any spec ddptop takes), its model on the CPU with random weights: built by its
+    kind's registered builder (``ddptop.protocol.modelspec.KINDS``)."""
+    try:
+        spec = parse_spec(model)
+    except SpecError as exc:
+        raise WorkloadError(str(exc)) from None
+    module_name, function = KINDS[spec.kind].build.split(":")
+    builder = getattr(importlib.import_module(module_name), function)
+    return builder(spec, BuildInputs(num_classes, image_size, seq_len, hf_config))
 
 
-def classifier_workload(model: Any, num_classes: int, image_size: int) -> Workload:
+def classifier_workload(spec: ModelSpec, inputs: BuildInputs) -> Workload:
+    """A torchvision classifier by name, randomly initialised (no download)."""
+    import torchvision.models
+
+    keywords: dict[str, Any] = {"weights": None, "num_classes": inputs.num_classes}
+    family = TORCHVISION_MODELS[spec.target][0] if spec.target in TORCHVISION_MODELS else ""
+    if family == "vit":
+        keywords["image_size"] = inputs.image_size
+    if family in ("inception", "googlenet"):
+        keywords.update(aux_logits=False, init_weights=False)
+    return image_classifier(torchvision.models.get_model(spec.target, **keywords), inputs)
+
+
+def image_classifier(net: Any, inputs: BuildInputs) -> Workload:
     """An image classifier: ``(n, 3, size, size)`` random images and random labels, cross-entropy."""
     import torch
     import torch.nn.functional as F
+
+    num_classes, image_size = inputs.num_classes, inputs.image_size
 
     def make_batch(n: int, device: Any) -> tuple[Any, Any]:
         images = torch.randn(n, 3, image_size, image_size, device=device)
@@ -63,17 +70,18 @@ def classifier_workload(model: Any, num_classes: int, image_size: int) -> Worklo
         images, labels = batch
         return F.cross_entropy(net(images), labels)
 
-    return Workload(model, make_batch, loss)
+    return Workload(net, make_batch, loss)
 
 
-def transformer_workload(name: str, seq_len: int) -> Workload:
+def transformer_workload(spec: ModelSpec, inputs: BuildInputs) -> Workload:
     """A transformer preset: random token ids and random next-token targets, cross-entropy per position."""
     import torch
 
     from bench_kernels import transformer
 
-    model = transformer.build_transformer(name)
+    model = transformer.build_transformer(spec.target)
     vocab = model.shape.vocab
+    seq_len = seq_len_of(spec, inputs.seq_len)
 
     def make_batch(n: int, device: Any) -> tuple[Any, Any]:
         return (torch.randint(0, vocab, (n, seq_len), device=device),
@@ -86,29 +94,53 @@ def transformer_workload(name: str, seq_len: int) -> Workload:
     return Workload(model, make_batch, loss, tokens=lambda batch: int(batch[0].numel()))
 
 
-def factory_workload(model: str, num_classes: int, image_size: int, seq_len: int | None) -> Workload:
+def factory_workload(spec: ModelSpec, inputs: BuildInputs) -> Workload:
     """Import and call the user's factory; its module becomes a classifier workload, its workload is kept."""
     import torch
 
-    module_name, attr = model.split(":", 1)
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as exc:  # noqa: BLE001 - whatever the user's module raises on import
-        raise WorkloadError(f"model {model}: cannot import {module_name}: {said(exc)} {import_context()}") from exc
-    factory = getattr(module, attr, None)
+    model = spec.text
+    module = import_factory_module(spec)
+    factory = getattr(module, spec.function, None)
     if not callable(factory):
-        raise WorkloadError(f"model {model}: {module_name} has no function {attr}")
-    wanted = {"num_classes": num_classes, "image_size": image_size, "seq_len": seq_len}
+        raise WorkloadError(f"model {model}: {spec.target} has no function {spec.function}")
+    wanted = {"num_classes": inputs.num_classes, "image_size": inputs.image_size, "seq_len": inputs.seq_len}
     try:
         made = factory(**accepted_keywords(factory, {k: v for k, v in wanted.items() if v is not None}))
     except Exception as exc:  # noqa: BLE001 - the user's factory failing is their input's problem
-        raise WorkloadError(f"model {model}: the factory raised {said(exc)}") from exc
+        raise WorkloadError(f"model {model}: the factory raised {one_line(exc)}") from exc
     if isinstance(made, torch.nn.Module):
-        return classifier_workload(made, num_classes, image_size)
+        return image_classifier(made, inputs)
     if all(hasattr(made, name) for name in REQUIRED):
         return as_workload(model, made)
     raise WorkloadError(f"model {model}: the factory returned {type(made).__name__} {made!r:.40}, neither a torch.nn.Module "
                         f"nor a Workload (ddptop.protocol.workload: model, make_batch, loss)")
+
+
+def import_factory_module(spec: ModelSpec) -> Any:
+    """A factory's module: imported by name from the Python path, or loaded from its file (whose folder is put
+    first on the path, as ``python file.py`` does, so that it imports its neighbours)."""
+    try:
+        if not spec.from_file:
+            return importlib.import_module(spec.target)
+        name = os.path.basename(spec.target)[:-3]
+        if name in sys.modules and getattr(sys.modules[name], "__file__", None) == spec.target:
+            return sys.modules[name]
+        found = importlib.util.spec_from_file_location(name, spec.target)
+        if found is None or found.loader is None:
+            raise ImportError(f"cannot load {spec.target} as a Python module")
+        folder = os.path.dirname(spec.target)
+        if folder not in sys.path:
+            sys.path.insert(0, folder)
+        module = importlib.util.module_from_spec(found)
+        sys.modules[name] = module
+        try:
+            found.loader.exec_module(module)
+        except BaseException:
+            sys.modules.pop(name, None)
+            raise
+        return module
+    except Exception as exc:  # noqa: BLE001 - whatever the user's module raises on import
+        raise WorkloadError(f"model {spec.text}: cannot import {spec.target}: {one_line(exc)} {import_context()}") from exc
 
 
 def as_workload(model: str, made: Any) -> Workload:
@@ -158,6 +190,17 @@ def accepted_keywords(function: Any, offered: dict[str, Any]) -> dict[str, Any]:
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()) and "num_classes" in offered:
         named.setdefault("num_classes", offered["num_classes"])
     return named
+
+
+def tokens_per_example(workload: Workload, batch: Any, examples: int) -> float | None:
+    """Tokens per example of a batch of ``examples``, where the workload counts tokens (its ``tokens``); the one
+    count the check and the ranks both use. ``WorkloadError`` where the count raises."""
+    if workload.tokens is None:
+        return None
+    try:
+        return float(workload.tokens(batch)) / examples
+    except Exception as exc:  # noqa: BLE001 - the user's count
+        raise WorkloadError(f"tokens(batch) raised {one_line(exc)}") from exc
 
 
 def batch_tensors(batch: Any) -> list[Any]:

@@ -4,7 +4,7 @@ Token embedding plus a learned position embedding, then pre-LayerNorm blocks (ca
 ``torch.nn.functional.scaled_dot_product_attention(is_causal=True)``, then a 4x GELU MLP, each added back to
 the residual stream), a final LayerNorm and an LM head tied to the token embedding (GPT-2 ties them). No
 dropout: a benchmark's step should not depend on a random mask. The shapes are the catalog's
-(``bench_kernels.catalog.TRANSFORMER_PRESETS``); one example is one sequence of ``seq_len`` random tokens,
+(``ddptop.protocol.catalog.TRANSFORMER_PRESETS``); one example is one sequence of ``seq_len`` random tokens,
 its target another random sequence (synthetic data: the arithmetic of a step does not depend on the values).
 
 Also here: the independent FLOP count a step's counted FLOPs are checked against (``independent_flops``);
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from bench_kernels.catalog import TRANSFORMER_PRESETS, TransformerShape
+from ddptop.protocol.catalog import TRANSFORMER_PRESETS, TransformerShape
 
 
 def build_transformer(name: str) -> Any:

@@ -401,7 +401,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 
 
 def cmd_kernels(_args: argparse.Namespace) -> int:
-    from bench_kernels.catalog import TORCHVISION_MODELS, TRANSFORMER_PRESETS
+    from ddptop.protocol.catalog import TORCHVISION_MODELS, TRANSFORMER_PRESETS
 
     print("Kernels:")
     print("  ddp    DDP training step (forward, loss, backward with gradient allreduce, SGD step) on synthetic data")

@@ -11,7 +11,8 @@ import re
 
 import pytest
 
-from bench_kernels.catalog import TRANSFORMER_PRESETS, check_model
+from ddptop.protocol.catalog import TRANSFORMER_PRESETS
+from ddptop.protocol.modelspec import KINDS, parse_spec
 from ddptop.run.plan import PlanError, PlanOptions, build_plan, read_plan_file
 from ddptop.telemetry.inventory import Inventory
 from tests.conftest import ddptop, run_sweep
@@ -29,7 +30,8 @@ def test_presets_span_a_few_million_to_gpt2_medium():
     medium = TRANSFORMER_PRESETS["gpt-350m"]
     assert (medium.layers, medium.d_model, medium.heads) == (24, 1024, 16)
     assert 340e6 < params["gpt-350m"] < 360e6
-    assert all(check_model(name, 0) is None for name in TRANSFORMER_PRESETS)  # no image size to check
+    specs = [parse_spec(name) for name in TRANSFORMER_PRESETS]
+    assert all(KINDS[s.kind].problem(s, 0) is None for s in specs)  # no image size to check
 
 
 def test_seq_len_reaches_every_configuration_from_flags_and_plan_files(tmp_path):

@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from ddptop.protocol.workload import CheckAnswer, WorkloadFacts, parse_hf
+from ddptop.protocol.modelspec import SpecError, parse_hf
+from ddptop.protocol.workload import CheckAnswer, WorkloadFacts
 from ddptop.run.options import PlanOptions
 from ddptop.run.plan import NO_IMAGES, PlanError, apply_facts, build_plan
 from ddptop.telemetry.inventory import Inventory
@@ -130,7 +131,7 @@ def test_hf_specs_and_the_plan_s_overrides():
     assert spec.model_type == "llama"
     assert spec.overrides == {"hidden_size": 256, "num_hidden_layers": 2, "tie_word_embeddings": False,
                               "hidden_act": "silu"}
-    with pytest.raises(ValueError, match="'hidden_size' is not key=value"):
+    with pytest.raises(SpecError, match="'hidden_size' is not key=value"):
         parse_hf("hf:llama:hidden_size")
     with pytest.raises(PlanError, match="hf_config: no hf:<model_type> model"):
         build_plan(PlanOptions(models=["resnet18"], hf_config={"hidden_size": 64}), NO_GPU, cpu_count=2)
@@ -184,14 +185,14 @@ def test_the_cpu_memory_count_follows_a_dict_batch(torch):
 
 def test_fsdp2_s_default_units_are_the_blocks_and_a_tied_head_stays_with_the_root(torch):
     pytest.importorskip("transformers")
-    from bench_kernels.hf import hf_workload
+    from bench_kernels.sources import load_workload
     from bench_kernels.strategies import given_units, sharded_units
 
     def names(model, units):
         lookup = {id(m): name or "<root>" for name, m in model.named_modules()}
         return [lookup[id(u)] for u in units]
 
-    gpt2 = hf_workload(TINY_GPT2, 16, None).model
+    gpt2 = load_workload(TINY_GPT2, 1000, 64, seq_len=16).model
     assert names(gpt2, sharded_units(gpt2)) == ["transformer.wpe", "transformer.h.0", "transformer.h.1",
                                                 "transformer.ln_f", "<root>"]
     assert gpt2.lm_head.weight is gpt2.transformer.wte.weight  # tied: left to the root, never split
@@ -209,9 +210,10 @@ def test_fsdp2_s_default_units_are_the_blocks_and_a_tied_head_stays_with_the_roo
 def test_hf_flops_are_within_2_percent_of_the_independent_count(torch, spec):
     pytest.importorskip("transformers")
     from bench_kernels.flops import count_step
-    from bench_kernels.hf import hf_workload, independent_flops
+    from bench_kernels.hf import independent_flops
+    from bench_kernels.sources import load_workload
 
-    workload = hf_workload(spec, 32, None)
+    workload = load_workload(spec, 1000, 64, seq_len=32)
     assert all(p.dtype == torch.float32 for p in workload.model.parameters())
     assert workload.model.config.use_cache is False
     batch = workload.make_batch(4, torch.device("cpu"))
@@ -464,12 +466,13 @@ def test_a_fault_can_aim_at_a_configuration_whose_model_spec_holds_colons():
 
 
 def test_a_narrow_column_shows_the_part_of_a_spec_that_tells_models_apart():
-    from ddptop.protocol.workload import short_name
+    from ddptop.protocol.modelspec import short_name
 
     assert short_name("mypkg.bench:make_workload") == "bench:make_workload"
     assert short_name("my_workload:make_workload") == "my_workload:make_workload"
     assert short_name(TINY_GPT2) == "hf:gpt2+" and short_name("hf:bert") == "hf:bert"
     assert short_name("resnet50") == "resnet50"
+    assert short_name("/home/me/exp/my_workload.py:make_workload") == "my_workload:make_workload"
 
 
 def test_the_report_says_which_flops_a_workload_gave_or_left_uncounted():

@@ -72,7 +72,7 @@ class RunConfig:
     broadcast_buffers: bool = True
     # the DDP variant measured (``ddptop.protocol.variants``: ddptop tune); "default" is DDP as written
     variant: str = "default"
-    # tokens per example of a transformer model (bench_kernels.catalog.TRANSFORMER_PRESETS); None for the rest
+    # tokens per example of a transformer model (ddptop.protocol.catalog.TRANSFORMER_PRESETS); None for the rest
     seq_len: int | None = None
     # the data-parallel strategy (``ddptop.protocol.strategies``): ddp, zero1, fsdp2 or fsdp2_no_reshard
     strategy: str = "ddp"

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 REQUIRED = ("model", "make_batch", "loss")
@@ -77,7 +77,7 @@ class WorkloadFacts:
     launch: enough for the plan to say what applies to it."""
 
     model: str
-    kind: str  # "builtin", "factory" (package.module:factory) or "hf"
+    kind: str  # its kind's name (ddptop.protocol.modelspec.Kind): classifier, transformer, factory or hf
     params: int = 0
     image_input: bool = False  # the batch holds a 4-D floating tensor: channels_last can apply
     tokens_per_example: float | None = None  # from ``tokens`` (or the sequence length of a token model)
@@ -115,73 +115,6 @@ class CheckAnswer:
         body = json.loads(line)
         facts = body.get("facts")
         return cls(body["model"], WorkloadFacts.from_json(facts) if facts else None, body.get("error"))
-
-
-# -- Hugging Face specs: hf:<model_type>[:key=value]... ----------------------------------------------------
-
-HF_PREFIX = "hf:"
-
-
-@dataclass(frozen=True)
-class HfSpec:
-    """``hf:llama:hidden_size=512:num_hidden_layers=4``: a model type of ``transformers.AutoConfig.for_model``
-    and the config's overrides (whole numbers, decimals, true/false, else text)."""
-
-    model_type: str
-    overrides: dict[str, Any] = field(default_factory=dict)
-
-
-def is_hf(model: str) -> bool:
-    return model.startswith(HF_PREFIX)
-
-
-def parse_hf(model: str, plan_overrides: dict[str, Any] | None = None) -> HfSpec:
-    """The spec's model type and overrides, the plan's (``hf_config``) first and the spec's own on top; a
-    ValueError with one line for a malformed one."""
-    parts = model[len(HF_PREFIX):].split(":")
-    model_type = parts[0].strip()
-    if not model_type.replace("-", "_").replace("_", "a").isalnum():
-        raise ValueError(f"model {model!r}: expected hf:<model_type>[:key=value]... (e.g. hf:gpt2:num_hidden_layers=2)")
-    overrides: dict[str, Any] = dict(plan_overrides or {})
-    for part in parts[1:]:
-        key, sep, value = part.partition("=")
-        if not sep or not key.strip().isidentifier():
-            raise ValueError(f"model {model!r}: {part!r} is not key=value (e.g. hf:gpt2:num_hidden_layers=2)")
-        overrides[key.strip()] = config_value(value.strip())
-    return HfSpec(model_type, overrides)
-
-
-def config_value(text: str) -> Any:
-    """A config override's value: an int, a float, true/false, else the text itself."""
-    lowered = text.lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
-def spec_label(model: str) -> str:
-    """A short name for a model spec, for run names and table titles: the factory's or hf's model type."""
-    if is_hf(model):
-        return "hf-" + model[len(HF_PREFIX):].split(":")[0]
-    return model.split(":")[-1]
-
-
-def short_name(model: str) -> str:
-    """A model spec as a narrow column shows it, the part that tells models apart first: a factory's last
-    module name and its function (``mypkg.bench:make_workload`` -> ``bench:make_workload``), an hf spec's
-    model type with "+" where it has overrides; a built-in's name as it is."""
-    if is_hf(model):
-        model_type, *overrides = model[len(HF_PREFIX):].split(":")
-        return HF_PREFIX + model_type + ("+" if overrides else "")
-    if ":" in model:
-        module, function = model.split(":", 1)
-        return f"{module.rsplit('.', 1)[-1]}:{function}"
-    return model
 
 
 def describe(names: Sequence[str]) -> str:

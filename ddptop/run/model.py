@@ -17,7 +17,7 @@ from ddptop.protocol import strategies as strategies_mod
 from ddptop.protocol import variants as variants_mod
 from ddptop.protocol.launchspec import RunConfig
 from ddptop.protocol.vocab import Mode, OnFailure, Scaling
-from ddptop.protocol.workload import is_hf
+from ddptop.protocol.modelspec import Kind, kind_of
 
 
 @dataclass(frozen=True)
@@ -356,7 +356,7 @@ class Plan:
             variant=variant,
             seq_len=self.seq_lens.get(model),
             strategy=strategy,
-            hf_config=(self.hf_config or None) if is_hf(model) else None,
+            hf_config=(self.hf_config or None) if kind_of(model) is Kind.HF else None,
             tokens_per_example=self.tokens_per_example.get(model),
             trace_steps=self.trace_steps,
             threads=threads,

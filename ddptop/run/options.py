@@ -104,7 +104,7 @@ def _values(enum: Any) -> tuple[str, ...]:
 
 def key_values(text: str) -> dict[str, Any]:
     """An argparse type for ``key=value,key=value`` (numbers and true/false as such, else text)."""
-    from ddptop.protocol.workload import config_value
+    from ddptop.protocol.modelspec import config_value
 
     found: dict[str, Any] = {}
     for part in filter(None, (p.strip() for p in text.split(","))):

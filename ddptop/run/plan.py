@@ -19,7 +19,6 @@ import dataclasses
 from dataclasses import fields
 from typing import Any
 
-from bench_kernels.catalog import TRANSFORMER_PRESETS, check_model, check_seq_len, is_transformer
 from bench_kernels.collectives import OPS as COLLECTIVE_OPS
 from bench_kernels.collectives import parse_size
 from bench_kernels.faults import FaultSpecError, parse_fault
@@ -30,7 +29,10 @@ from ddptop.run.options import AMP_DTYPES, AUTO, BACKENDS, DEVICES, OPTIONS_BY_N
 from ddptop.protocol import strategies as strategies_mod
 from ddptop.protocol import variants as variants_mod
 from ddptop.protocol.vocab import OnFailure, Scaling
-from ddptop.protocol.workload import WorkloadFacts, is_hf, spec_label
+from ddptop.protocol.catalog import TRANSFORMER_PRESETS
+from ddptop.protocol.modelspec import (KINDS, Kind, ModelSpec, SpecError, parse_spec, registered, seq_len_of,
+                                      seq_len_problem, spec_label)
+from ddptop.protocol.workload import WorkloadFacts
 from ddptop.telemetry.inventory import Inventory, devices_for
 
 # Launches per configuration. Two are the fewest that measure the launch-to-launch spread; three are the
@@ -101,7 +103,8 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     gpus = _resolve_gpus(options.gpus, device, len(inventory.usable_gpus))
     devices_per_node = (len(gpus) if gpus else len(inventory.usable_gpus)) if on_gpu else cpu_count
 
-    models = _unique(options.models or (["resnet50"] if on_gpu else ["resnet18"]))
+    specs = _parse_models(options.models or (["resnet50"] if on_gpu else ["resnet18"]))
+    models = tuple(spec.text for spec in specs)
     batch_sizes = _unique(options.batch_sizes or ([32] if on_gpu else [16]))
     one_node_sizes = default_world_sizes(devices_per_node) if on_gpu else [1, 2]
     if options.tune:
@@ -119,8 +122,8 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     backends = _resolve_backends(options.backend, on_gpu)
     rank_devices, per_rank_devices = _rank_devices(inventory, gpus, on_gpu)
     backends = _check_mig(inventory, gpus, rank_devices, per_rank_devices, backends, options, world_sizes)
-    _check_models(models, image_size, options.num_classes)
-    _check_sequences(models, options.seq_len, options.image_size)
+    _check_models(specs, image_size, options.num_classes)
+    _check_sequences(specs, options.seq_len, options.image_size)
     _check_batch_sizes(batch_sizes)
     _check_world_sizes(world_sizes, batch_sizes, scaling, nnodes, per_node, on_gpu, devices_per_node)
     caps = _resolve_bucket_caps(options.bucket_cap_mb)
@@ -168,10 +171,9 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         per_rank_devices=per_rank_devices,
         **_resolve_variants(options.variants, on_gpu),
         # a preset's own length unless --seq-len; an hf model or a factory gets --seq-len where given
-        seq_lens={**{m: options.seq_len for m in models if options.seq_len and ":" in m},
-                  **{m: options.seq_len or TRANSFORMER_PRESETS[m].default_seq_len for m in models if is_transformer(m)}},
+        seq_lens={s.text: n for s in specs if (n := seq_len_of(s, options.seq_len)) is not None},
         strategies=_resolve_strategies(options.strategies),
-        hf_config=_check_hf_config(options.hf_config, models),
+        hf_config=_check_hf_config(options.hf_config, specs),
         tokens_per_example={}, workloads={}, variant_reasons={},  # apply_facts' below, and the check's
         threads=thread_counts,
         cpu_grid=cpu_grid,
@@ -189,15 +191,15 @@ UNUSED_SET = "the workload sets find_unused_parameters=True already, so the vari
 
 
 def apply_facts(plan: Plan, facts: dict[str, WorkloadFacts]) -> Plan:
-    """The plan with what is known of its models (``facts``: what the check of each factory and hf model found,
-    ``ddptop.run.workloads``): each one's tokens per example, and channels_last left out, with its reason,
-    where no model's batch holds images (a factory not checked yet counts as an image model)."""
-    # a preset's sequence length; a factory's or hf model's count of its own batch (never --seq-len itself: a
-    # factory may take it and count its tokens otherwise, or have none)
-    tokens = {m: float(n) for m, n in plan.seq_lens.items() if is_transformer(m)}
-    tokens.update({m: f.tokens_per_example for m, f in facts.items() if f.tokens_per_example})
-    without_images = [m for m in plan.models if is_transformer(m) or is_hf(m)
-                      or (m in facts and not facts[m].image_input)]
+    """The plan with what is known of its models: each built-in's facts from its kind (``modelspec.KINDS``) and
+    ``facts``, what the check of each factory and hf model found (``ddptop.run.workloads``): each one's tokens
+    per example, and channels_last left out, with its reason, where no model's batch holds images (a factory
+    not checked yet counts as an image model)."""
+    known = {m: f for m in plan.models if (f := registered(m).facts(parse_spec(m), plan.seq_lens.get(m))) is not None}
+    known.update(facts)
+    tokens = {m: f.tokens_per_example for m, f in known.items() if f.tokens_per_example}
+    without_images = [m for m in plan.models
+                      if not (known[m].image_input if m in known else registered(m).image_input is not False)]
     if plan.channels_last and without_images:
         raise PlanError(f"--channels-last: {', '.join(without_images)}: {NO_IMAGES.split(', so')[0]}")
     variants, reasons = plan.variants, dict(plan.variant_reasons)
@@ -423,45 +425,58 @@ def _resolve_backends(requested: list[str], on_gpu: bool) -> tuple[str, ...]:
     return _unique(backends)
 
 
-def _check_models(models: tuple[str, ...], image_size: int, num_classes: int) -> None:
-    if not models:
+def _parse_models(given: list[str]) -> tuple[ModelSpec, ...]:
+    """Each model spec parsed once (a factory file's path made absolute against this working directory, the
+    check's and the ranks' alike), in order, each once."""
+    specs: dict[str, ModelSpec] = {}
+    for text in given:
+        try:
+            spec = parse_spec(text)
+        except SpecError as exc:
+            raise PlanError(str(exc)) from None
+        specs.setdefault(spec.text, spec)
+    return tuple(specs.values())
+
+
+def _check_models(specs: tuple[ModelSpec, ...], image_size: int, num_classes: int) -> None:
+    if not specs:
         raise PlanError("--models is empty")
     if image_size < 1:
         raise PlanError(f"--image-size must be positive (got {image_size})")
     if num_classes < 1:
         raise PlanError(f"--num-classes must be positive (got {num_classes})")
-    for model in models:
-        reason = check_model(model, image_size)
+    for spec in specs:
+        reason = KINDS[spec.kind].problem(spec, image_size)
         if reason:
             raise PlanError(reason)
 
 
-def _check_sequences(models: tuple[str, ...], seq_len: int | None, image_size: int | None) -> None:
+def _check_sequences(specs: tuple[ModelSpec, ...], seq_len: int | None, image_size: int | None) -> None:
     """--seq-len is the transformer models' (each takes up to its context length), the hf models' and a
     factory's that takes a seq_len keyword; --image-size is the image models': given where no model takes it,
     it is refused rather than silently ignored."""
-    transformers = [m for m in models if is_transformer(m) or is_hf(m)]
+    token_models = [s.text for s in specs if KINDS[s.kind].token_input]
     if seq_len is not None:
-        if not transformers and not any(":" in m for m in models):
+        if all(KINDS[s.kind].token_input is False for s in specs):
             raise PlanError(f"--seq-len {seq_len}: no model here takes token sequences (the transformer models: "
                             f"{', '.join(TRANSFORMER_PRESETS)}, hf:<model_type>, or a factory taking seq_len)")
-        for model in (m for m in transformers if is_transformer(m)):
-            reason = check_seq_len(model, seq_len)
+        for spec in specs:
+            reason = seq_len_problem(spec, seq_len)
             if reason:
                 raise PlanError(reason)
         if seq_len < 1:
             raise PlanError(f"--seq-len must be positive (got {seq_len})")
-    if image_size is not None and transformers and len(transformers) == len(models):
-        raise PlanError(f"--image-size {image_size}: {', '.join(transformers)} {'takes' if len(transformers) == 1 else 'take'} "
+    if image_size is not None and token_models and len(token_models) == len(specs):
+        raise PlanError(f"--image-size {image_size}: {', '.join(token_models)} {'takes' if len(token_models) == 1 else 'take'} "
                         "token sequences, not images "
                         "(their input size is --seq-len)")
 
 
-def _check_hf_config(overrides: dict[str, Any] | None, models: tuple[str, ...]) -> dict[str, Any]:
+def _check_hf_config(overrides: dict[str, Any] | None, specs: tuple[ModelSpec, ...]) -> dict[str, Any]:
     """hf_config's overrides: for the hf: models only, each a key and a number, true/false or text."""
     if not overrides:
         return {}
-    if not any(is_hf(m) for m in models):
+    if not any(s.kind is Kind.HF for s in specs):
         raise PlanError("hf_config: no hf:<model_type> model in this plan to apply it to")
     for key, value in overrides.items():
         if not key.isidentifier() or not isinstance(value, (int, float, str, bool)):

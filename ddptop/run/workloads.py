@@ -4,7 +4,8 @@ process never imports torch), so bad input is one line and exit 2 before the swe
 learns what applies to each model: tokens per example (tokens/s), whether its batch holds images (tune's
 channels_last).
 
-The built-in models need no check: their batches are ddptop's own.
+The built-in models need no check: their batches are ddptop's own, their facts their kind's
+(``ddptop.protocol.modelspec.KINDS``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from bench_kernels.catalog import is_factory
-from ddptop.protocol.workload import CheckAnswer, is_hf
+from ddptop.protocol.modelspec import registered
+from ddptop.protocol.workload import CheckAnswer
 from ddptop.run.launcher import kernel_environment
 from ddptop.run.model import Plan
 from ddptop.run.plan import PlanError, apply_facts
@@ -30,10 +31,6 @@ CHECK_TIMEOUT = 600.0
 
 class WorkloadCheckError(PlanError):
     """A model of the plan cannot run: one line naming it (exit 2, before any launch)."""
-
-
-def needs_check(model: str) -> bool:
-    return is_hf(model) or is_factory(model)
 
 
 def check_command(plan: Plan, models: list[str]) -> list[str]:
@@ -64,7 +61,7 @@ def check_environment(plan: Plan) -> dict[str, str]:
 def check_workloads(plan: Plan, run: Callable[[list[str], dict[str, str]], Any] = run_check) -> Plan:
     """The plan with what the check found of each factory and hf model; ``WorkloadCheckError`` (one line)
     for the first that cannot run, in the plan's order."""
-    models = [m for m in plan.models if needs_check(m)]
+    models = [m for m in plan.models if registered(m).checked]
     if not models:
         return apply_facts(plan, {})
     command = check_command(plan, models)

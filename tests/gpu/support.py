@@ -370,7 +370,7 @@ def transformer_flops_problems(summary: dict[str, Any], tolerance: float = 0.01)
     plus the attention term (``bench_kernels.transformer.independent_flops``: 14 T d per token and layer, what
     a fused attention kernel costs; the math fallback's 12 T d lies 1.8% below it for gpt-tiny at 256
     tokens), and tokens/s = examples/s x seq_len."""
-    from bench_kernels.catalog import TRANSFORMER_PRESETS
+    from ddptop.protocol.catalog import TRANSFORMER_PRESETS
     from bench_kernels.transformer import independent_flops
 
     problems = []

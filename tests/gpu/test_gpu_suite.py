@@ -351,7 +351,7 @@ def test_the_driver_report_replays_as_the_live_gpus_and_topology(doctor_run):
 ATTENTION_QUESTION = """
 import json, sys, torch
 from torch.utils.flop_counter import FlopCounterMode
-from bench_kernels.catalog import TRANSFORMER_PRESETS
+from ddptop.protocol.catalog import TRANSFORMER_PRESETS
 from bench_kernels.flops import attention_formulas
 from bench_kernels.transformer import build_transformer, lm_loss, synthetic_batch
 
@@ -435,13 +435,14 @@ def test_a_workload_and_a_hugging_face_model_run_on_the_gpus(workloads_run):
     FSDP2 with NCCL in bf16 autocast; every configuration ok with an allocator peak; the workload's FLOPs the
     hand count, its 12 tokens per example; the Llama's FLOPs within 2% of 6 x weights x tokens plus the
     attention term, with no op left uncounted; tokens/s = examples/s x 128."""
-    from bench_kernels.hf import hf_workload, independent_flops
+    from bench_kernels.hf import independent_flops
+    from bench_kernels.sources import load_workload
     from tests.workloads import hand_count_flops
 
     summary = summary_of(workloads_run)
     configs = summary["configs"]
     assert summary["status_counts"] == {"ok": 4}, summary["status_counts"]
-    llama = hf_workload(commands.HF_DECODER, commands.WORKLOAD_SEQ_LEN, None).model
+    llama = load_workload(commands.HF_DECODER, 1000, 64, seq_len=commands.WORKLOAD_SEQ_LEN).model
     expected = independent_flops(llama, commands.WORKLOAD_BATCH, commands.WORKLOAD_SEQ_LEN)
     for config in configs:
         assert (config["backend"], config["amp"], config["world_size"]) == ("nccl", "bf16", node().cuda_count)

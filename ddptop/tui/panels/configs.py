@@ -9,7 +9,7 @@ from rich.text import Text
 
 from ddptop.analysis import traces
 from ddptop.protocol.vocab import FAILED, Status
-from ddptop.protocol.workload import short_name
+from ddptop.protocol.modelspec import short_name
 from ddptop.run.snapshot import ConfigSnapshot, RunSnapshot, ScalingFigures, Validity
 from ddptop.tui import format as fmt
 from ddptop.tui.lines import LineTable

@@ -1,8 +1,9 @@
-"""The models ddptop knows by name, and what input each can take. Standard library only.
+"""The models ddptop knows by name, and what input each can take. Standard library only: the plan reads it
+without torch, the kernels build from it (``ddptop.protocol.modelspec`` says which spec is which kind).
 
 Smallest image sizes were measured once with torchvision 0.29 (a forward pass at growing square sizes);
 ddptop asks for at least 32 px everywhere so the last BatchNorm of a CNN never sees a 1x1 map.
-Any other model runs through ``package.module:factory`` (a torchvision builder works too, e.g.
+Any other model runs through a factory (``package.module:factory`` or ``path/to/file.py:factory``) (a torchvision builder works too, e.g.
 ``torchvision.models:regnet_y_128gf``: a builder taking ``**kwargs`` is given ``num_classes`` alone).
 
 The transformer presets (``bench_kernels.transformer``) are decoder-only language models taking token ids of
@@ -11,11 +12,7 @@ a sequence length (``--seq-len``) up to their context length; an image size mean
 
 from __future__ import annotations
 
-import importlib.util
-import re
 from dataclasses import dataclass
-
-from ddptop.protocol.workload import is_hf, parse_hf
 
 FLOOR_IMAGE_SIZE = 32
 
@@ -83,63 +80,9 @@ TRANSFORMER_PRESETS: dict[str, TransformerShape] = {
 }
 
 
-def is_transformer(model: str) -> bool:
-    return model in TRANSFORMER_PRESETS
-
-
 def check_seq_len(model: str, seq_len: int) -> str | None:
     """A one-line reason why ``model`` cannot take sequences of ``seq_len`` tokens, or None if it can."""
     shape = TRANSFORMER_PRESETS[model]
     if not 1 <= seq_len <= shape.context:
         return f"{model} takes --seq-len from 1 to its context length {shape.context} (got {seq_len})"
-    return None
-
-
-_FACTORY_RE = re.compile(r"^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)*:[A-Za-z_][\w]*$")
-
-
-def is_factory(model: str) -> bool:
-    """``package.module:factory`` (an ``hf:`` spec is not one)."""
-    return ":" in model and not is_hf(model)
-
-
-def check_model(model: str, image_size: int) -> str | None:
-    """Return a one-line reason why ``model`` cannot run at ``image_size``, or None if it can.
-
-    A factory's module is located (not imported: importing a user's code is the check's,
-    ``bench_kernels.preflight``); an hf spec is parsed and transformers located.
-    """
-    if is_hf(model):
-        try:
-            parse_hf(model)
-        except ValueError as exc:
-            return str(exc)
-        if importlib.util.find_spec("transformers") is None:
-            return f"model {model}: Hugging Face models need transformers: pip install -e \".[hf]\""
-        return None
-    if is_factory(model):
-        if not _FACTORY_RE.match(model):
-            return f"model {model!r} is not of the form package.module:factory"
-        module = model.split(":", 1)[0]
-        try:
-            found = importlib.util.find_spec(module)
-        except (ImportError, ValueError):
-            found = None
-        if found is None:
-            return f"model factory module {module!r} cannot be found on the Python path"
-        return None
-    if is_transformer(model):
-        return None  # no image: its --seq-len is checked by check_seq_len
-    entry = TORCHVISION_MODELS.get(model)
-    if entry is None:
-        return (
-            f"unknown model {model!r}; known: {', '.join(sorted(TORCHVISION_MODELS))}, "
-            f"{', '.join(TRANSFORMER_PRESETS)} "
-            "(or give package.module:factory, or hf:<model_type>)"
-        )
-    _family, smallest, patch = entry
-    if image_size < smallest:
-        return f"{model} needs --image-size of at least {smallest} (got {image_size})"
-    if patch and image_size % patch:
-        return f"{model} needs --image-size divisible by its patch size {patch} (got {image_size})"
     return None

@@ -1,0 +1,252 @@
+"""Every model spec ddptop takes, parsed once into its kind, and each kind registered once: how a rank builds
+its workload, what is known of it before anything is built, and what the plan may refuse without torch.
+
+The kinds:
+- a torchvision classifier by name (``resnet50``): random images and labels;
+- a transformer preset (``gpt-tiny``): random token ids of ``--seq-len``;
+- a factory, ``package.module:function`` or ``path/to/file.py:function`` (as pytest and uvicorn take paths;
+  a relative path is made absolute against ddptop's working directory when the spec is parsed, so a rank in
+  its launch directory finds the same file): the user's code, which returns a module or a ``Workload``;
+- ``hf:<model_type>[:key=value]...``: a Hugging Face model from its config alone.
+
+A spec the parser cannot read raises ``SpecError`` with one line. Standard library only: the plan, the views
+and the kernels read the same parser; a kind's builder is named as ``module:function`` and imported by the
+rank alone (``bench_kernels.sources.load_workload``), so ddptop never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from ddptop.protocol.catalog import TORCHVISION_MODELS, TRANSFORMER_PRESETS, check_seq_len
+from ddptop.protocol.workload import WorkloadFacts
+
+HF_PREFIX = "hf:"
+_MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
+
+
+class SpecError(ValueError):
+    """A model spec that cannot be read, in one line."""
+
+
+class Kind(StrEnum):
+    CLASSIFIER = "classifier"
+    TRANSFORMER = "transformer"
+    FACTORY = "factory"
+    HF = "hf"
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One parsed spec. ``text`` is how plans, events and summaries name the model (a factory file's path
+    absolute); ``target`` is a built-in's name, a factory's module or file, or an hf spec's model type."""
+
+    text: str
+    kind: Kind
+    target: str
+    function: str = ""  # a factory's
+    overrides: dict[str, Any] = field(default_factory=dict)  # an hf spec's config overrides
+
+    @property
+    def from_file(self) -> bool:
+        return self.kind is Kind.FACTORY and self.target.endswith(".py")
+
+
+def parse_spec(text: str, cwd: str | None = None) -> ModelSpec:
+    """The spec's kind and parts; ``SpecError`` for a malformed factory or hf spec. A name that is neither a
+    factory nor an hf spec nor a preset is taken for a classifier (``problem`` says if torchvision has none)."""
+    text = text.strip()
+    if text.startswith(HF_PREFIX):
+        spec = parse_hf(text)
+        return ModelSpec(text, Kind.HF, spec.model_type, overrides=spec.overrides)
+    if ":" in text:
+        target, function = text.rsplit(":", 1)
+        form = f"model {text!r} is not of the form package.module:factory or path/to/file.py:factory"
+        if not function.isidentifier():
+            raise SpecError(form)
+        if target.endswith(".py") or "/" in target:
+            path = os.path.normpath(os.path.join(cwd or os.getcwd(), os.path.expanduser(target)))
+            return ModelSpec(f"{path}:{function}", Kind.FACTORY, path, function)
+        if not _MODULE.match(target):
+            raise SpecError(form)
+        return ModelSpec(text, Kind.FACTORY, target, function)
+    if text in TRANSFORMER_PRESETS:
+        return ModelSpec(text, Kind.TRANSFORMER, text)
+    return ModelSpec(text, Kind.CLASSIFIER, text)
+
+
+def kind_of(text: str) -> Kind:
+    """The kind of a spec that has been parsed once already (a plan's): never raises for those."""
+    return parse_spec(text).kind
+
+
+@dataclass(frozen=True)
+class BuildInputs:
+    """What the plan gives every model's builder; each kind takes what applies to it."""
+
+    num_classes: int
+    image_size: int
+    seq_len: int | None = None
+    hf_config: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class ModelKind:
+    """A kind, registered once (``KINDS``)."""
+
+    kind: Kind
+    what: str
+    build: str  # "module:function" of the rank's builder: (ModelSpec, BuildInputs) -> Workload
+    checked: bool  # the user's code: built and stepped once before any launch (bench_kernels.preflight)
+    token_input: bool | None  # takes --seq-len tokens; None: a factory, if it accepts seq_len
+    image_input: bool | None  # its batch holds 4-D images; None: unknown until the check (counted as images)
+    problem: Callable[[ModelSpec, int], str | None]  # why it cannot run at an image size, without torch
+    facts: Callable[[ModelSpec, int | None], WorkloadFacts | None]  # what is known before the check
+
+
+def _classifier_problem(spec: ModelSpec, image_size: int) -> str | None:
+    entry = TORCHVISION_MODELS.get(spec.target)
+    if entry is None:
+        return (f"unknown model {spec.text!r}; known: {', '.join(sorted(TORCHVISION_MODELS))}, "
+                f"{', '.join(TRANSFORMER_PRESETS)} (or give package.module:factory, path/to/file.py:factory, "
+                "or hf:<model_type>)")
+    _family, smallest, patch = entry
+    if image_size < smallest:
+        return f"{spec.text} needs --image-size of at least {smallest} (got {image_size})"
+    if patch and image_size % patch:
+        return f"{spec.text} needs --image-size divisible by its patch size {patch} (got {image_size})"
+    return None
+
+
+def _factory_problem(spec: ModelSpec, _image_size: int) -> str | None:
+    """Its module located, not imported: importing a user's code is the check's (``bench_kernels.preflight``)."""
+    if spec.from_file:
+        return None if os.path.isfile(spec.target) else f"model {spec.text}: no such file {spec.target}"
+    try:
+        found = importlib.util.find_spec(spec.target)
+    except (ImportError, ValueError):
+        found = None
+    return None if found is not None else f"model factory module {spec.target!r} cannot be found on the Python path"
+
+
+def _hf_problem(spec: ModelSpec, _image_size: int) -> str | None:
+    if importlib.util.find_spec("transformers") is None:
+        return f"model {spec.text}: Hugging Face models need transformers: pip install -e \".[hf]\""
+    return None
+
+
+def _classifier_facts(spec: ModelSpec, _seq_len: int | None) -> WorkloadFacts:
+    return WorkloadFacts(spec.text, Kind.CLASSIFIER.value, image_input=True)
+
+
+def _transformer_facts(spec: ModelSpec, seq_len: int | None) -> WorkloadFacts:
+    shape = TRANSFORMER_PRESETS[spec.target]
+    length = seq_len or shape.default_seq_len  # one example is one sequence: its tokens
+    return WorkloadFacts(spec.text, Kind.TRANSFORMER.value, params=shape.params, tokens_per_example=float(length))
+
+
+KINDS: dict[Kind, ModelKind] = {kind.kind: kind for kind in (
+    ModelKind(Kind.CLASSIFIER, "a torchvision image classifier, random weights", "bench_kernels.sources:classifier_workload",
+              checked=False, token_input=False, image_input=True, problem=_classifier_problem, facts=_classifier_facts),
+    ModelKind(Kind.TRANSFORMER, "a decoder-only transformer preset, random tokens", "bench_kernels.sources:transformer_workload",
+              checked=False, token_input=True, image_input=False,
+              problem=lambda spec, _size: None, facts=_transformer_facts),
+    ModelKind(Kind.FACTORY, "the user's factory of a module or a Workload", "bench_kernels.sources:factory_workload",
+              checked=True, token_input=None, image_input=None, problem=_factory_problem, facts=lambda spec, _n: None),
+    ModelKind(Kind.HF, "a Hugging Face model from its config", "bench_kernels.hf:hf_workload",
+              checked=True, token_input=True, image_input=False, problem=_hf_problem, facts=lambda spec, _n: None),
+)}
+
+
+def registered(text: str) -> ModelKind:
+    return KINDS[kind_of(text)]
+
+
+def seq_len_of(spec: ModelSpec, given: int | None) -> int | None:
+    """The sequence length the model is built with: --seq-len where it takes tokens (a factory: where it accepts
+    the keyword), else a preset's own; None where it takes none or chooses its own (an hf model's default)."""
+    kind = KINDS[spec.kind]
+    if kind.token_input is False:
+        return None
+    if spec.kind is Kind.TRANSFORMER:
+        return given or TRANSFORMER_PRESETS[spec.target].default_seq_len
+    return given
+
+
+def seq_len_problem(spec: ModelSpec, seq_len: int) -> str | None:
+    return check_seq_len(spec.target, seq_len) if spec.kind is Kind.TRANSFORMER else None
+
+
+# -- Hugging Face specs: hf:<model_type>[:key=value]... ----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HfSpec:
+    """``hf:llama:hidden_size=512:num_hidden_layers=4``: a model type of ``transformers.AutoConfig.for_model``
+    and the config's overrides (whole numbers, decimals, true/false, else text)."""
+
+    model_type: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+def parse_hf(model: str, plan_overrides: dict[str, Any] | None = None) -> HfSpec:
+    """The spec's model type and overrides, the plan's (``hf_config``) first and the spec's own on top; a
+    SpecError with one line for a malformed one."""
+    parts = model[len(HF_PREFIX):].split(":")
+    model_type = parts[0].strip()
+    if not model_type.replace("-", "_").replace("_", "a").isalnum():
+        raise SpecError(f"model {model!r}: expected hf:<model_type>[:key=value]... (e.g. hf:gpt2:num_hidden_layers=2)")
+    overrides: dict[str, Any] = dict(plan_overrides or {})
+    for part in parts[1:]:
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise SpecError(f"model {model!r}: {part!r} is not key=value (e.g. hf:gpt2:num_hidden_layers=2)")
+        overrides[key.strip()] = config_value(value.strip())
+    return HfSpec(model_type, overrides)
+
+
+def config_value(text: str) -> Any:
+    """A config override's value: an int, a float, true/false, else the text itself."""
+    lowered = text.lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+# -- names for tables and run names ------------------------------------------------------------------------
+
+
+def spec_label(model: str) -> str:
+    """A short name for a model spec, for run names and table titles: a factory's function or an hf spec's
+    model type (``hf-llama``); a built-in's name."""
+    spec = parse_spec(model)
+    if spec.kind is Kind.HF:
+        return "hf-" + spec.target
+    return spec.function or spec.target
+
+
+def short_name(model: str) -> str:
+    """A model spec as a narrow column shows it, the part that tells models apart first: a factory's last
+    module name (or its file's name) and its function (``mypkg.bench:make_workload`` ->
+    ``bench:make_workload``), an hf spec's model type with "+" where it has overrides; a built-in's name."""
+    try:
+        spec = parse_spec(model)
+    except SpecError:
+        return model
+    if spec.kind is Kind.HF:
+        return HF_PREFIX + spec.target + ("+" if ":" in model[len(HF_PREFIX):] else "")
+    if spec.kind is Kind.FACTORY:
+        module = os.path.basename(spec.target)[:-3] if spec.from_file else spec.target.rsplit(".", 1)[-1]
+        return f"{module}:{spec.function}"
+    return model
