@@ -16,10 +16,10 @@ import os
 import re
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 import psutil
 
@@ -378,99 +378,125 @@ class Session:
         return applied
 
     def _apply(self, event: dict[str, Any], launch: str | None) -> None:
-        kind = event["type"]
         if self.last_event_t is None or event["t"] > self.last_event_t:
             self.last_event_t = event["t"]
         if launch is None:  # ddptop's own runner events
             self._apply_runner(event)
             return
-        if kind == "heartbeat":  # a rank alive between samples: nothing to keep
-            return
-        if kind == "hello":
-            self.hellos[(launch, event["rank"])] = event
-            return
-        if kind == "collective":
-            self.collectives.append(dict(event, launch=launch))
-            return
-        if kind == "ceiling":
-            self.ceilings.append(dict(event, launch=launch))
+        kind = event["type"]
+        of_launch = self._LAUNCH_EVENTS.get(kind)
+        if of_launch is not None:
+            of_launch(self, event, launch)
             return
         state = self.configs.get(event.get("config_id") or "")
         if state is None:
             return  # an error outside any configuration; kept in the launch's logs
         state.revision += 1
-        if kind == "config_start":
-            self.last_started = state.spec.config_id
-            state.launch = launch  # the latest launch that measures it (its analysis runs in the last)
-            earliest = state.launch_started_t.get(launch)  # over its ranks, whichever file was read first
-            state.launch_started_t[launch] = event["t"] if earliest is None else min(earliest, event["t"])
-            if state.status == Status.PENDING:
-                state.status = Status.RUNNING
-                state.started_t = event["t"]
-            if event["rank"] == 0 or not state.info:
-                # a later round's start keeps what only the first round measured (its FLOPs)
-                fresh = {k: v for k, v in event.items() if k not in ("v", "type", "rank")}
-                state.info = {**state.info, **{k: v for k, v in fresh.items() if v is not None or k not in state.info}}
-            state.warmup = event.get("warmup", state.warmup)
-            if event.get("iters") is not None and not event.get("time_budget"):
-                state.planned_iters = event["iters"]
-            if event.get("round"):  # a later round of the configuration: its progress starts again
+        of_config = self._CONFIG_EVENTS.get(kind)
+        if of_config is not None:
+            of_config(self, state, event, launch)
+
+    # -- a launch's events: what the launch, not one configuration, keeps ----------------------------------
+    def _on_heartbeat(self, event: dict[str, Any], launch: str) -> None:
+        """A rank alive between samples: nothing to keep."""
+
+    def _on_hello(self, event: dict[str, Any], launch: str) -> None:
+        self.hellos[(launch, event["rank"])] = event
+
+    def _on_collective(self, event: dict[str, Any], launch: str) -> None:
+        self.collectives.append(dict(event, launch=launch))
+
+    def _on_ceiling(self, event: dict[str, Any], launch: str) -> None:
+        self.ceilings.append(dict(event, launch=launch))
+
+    # -- a configuration's events ------------------------------------------------------------------------
+    def _on_config_start(self, state: ConfigState, event: dict[str, Any], launch: str) -> None:
+        self.last_started = state.spec.config_id
+        state.launch = launch  # the latest launch that measures it (its analysis runs in the last)
+        earliest = state.launch_started_t.get(launch)  # over its ranks, whichever file was read first
+        state.launch_started_t[launch] = event["t"] if earliest is None else min(earliest, event["t"])
+        if state.status == Status.PENDING:
+            state.status = Status.RUNNING
+            state.started_t = event["t"]
+        if event["rank"] == 0 or not state.info:
+            # a later round's start keeps what only the first round measured (its FLOPs)
+            fresh = {k: v for k, v in event.items() if k not in ("v", "type", "rank")}
+            state.info = {**state.info, **{k: v for k, v in fresh.items() if v is not None or k not in state.info}}
+        state.warmup = event.get("warmup", state.warmup)
+        if event.get("iters") is not None and not event.get("time_budget"):
+            state.planned_iters = event["iters"]
+        if event.get("round"):  # a later round of the configuration: its progress starts again
+            _next_round(state, event["rank"])
+
+    def _on_samples(self, state: ConfigState, event: dict[str, Any], launch: str) -> None:
+        if state.status == Status.PENDING:
+            state.status = Status.RUNNING
+        if event["phase"] == Phase.MEASURE:
+            state.add_samples(event["rank"], event["sec"], event.get("round"), launch)
+            if event.get("of") is not None:
+                state.planned_iters = event["of"]
+        elif event["phase"] == Phase.NOSYNC:
+            state.nosync.setdefault(event["rank"], []).extend(event["sec"])
+        else:
+            state.warmup_seen[event["rank"]] = state.warmup_seen.get(event["rank"], 0) + len(event["sec"])
+
+    def _on_compiled(self, state: ConfigState, event: dict[str, Any], launch: str) -> None:
+        if event["rank"] == 0:  # each launch compiles anew: one per launch
+            state.compiles.append({k: v for k, v in event.items() if k not in ("v", "type", "rank", "t")}
+                                  | {"launch": launch})
+
+    def _on_comm(self, state: ConfigState, event: dict[str, Any], launch: str) -> None:
+        state.comm[event["rank"]] = event
+
+    def _on_trace(self, state: ConfigState, event: dict[str, Any], launch: str) -> None:
+        state.traces[event["rank"]] = event
+
+    def _on_config_end(self, state: ConfigState, event: dict[str, Any], launch: str) -> None:
+        ends = state.round_ends.setdefault(event["rank"], [])
+        if event["status"] == Status.OK:
+            event = dict(event, launch=launch)  # whose window it closes: validity is judged per launch
+        if event.get("last") is False and event["status"] == Status.OK:  # one round of several ended
+            state.round_end[event["rank"]] = event
+            ends.append(event)
+            if event.get("round", 0) < state.spec.rounds - 1:
+                state.rounds_ended[event["rank"]] = state.rounds_ended.get(event["rank"], 0) + 1
                 _next_round(state, event["rank"])
-        elif kind == "samples":
-            if state.status == Status.PENDING:
-                state.status = Status.RUNNING
-            if event["phase"] == Phase.MEASURE:
-                state.add_samples(event["rank"], event["sec"], event.get("round"), launch)
-                if event.get("of") is not None:
-                    state.planned_iters = event["of"]
-            elif event["phase"] == Phase.NOSYNC:
-                state.nosync.setdefault(event["rank"], []).extend(event["sec"])
-            else:
-                state.warmup_seen[event["rank"]] = state.warmup_seen.get(event["rank"], 0) + len(event["sec"])
-        elif kind == "compiled":
-            if event["rank"] == 0:  # each launch compiles anew: one per launch
-                state.compiles.append({k: v for k, v in event.items() if k not in ("v", "type", "rank", "t")}
-                                      | {"launch": launch})
-        elif kind == "comm":
-            state.comm[event["rank"]] = event
-        elif kind == "trace":
-            state.traces[event["rank"]] = event
-        elif kind == "config_end":
-            ends = state.round_ends.setdefault(event["rank"], [])
-            if event["status"] == Status.OK:
-                event = dict(event, launch=launch)  # whose window it closes: validity is judged per launch
-            if event.get("last") is False and event["status"] == Status.OK:  # one round of several ended
-                state.round_end[event["rank"]] = event
+            return
+        if event["status"] == Status.OK:
+            # a run recorded before rounds moved into launches followed its last round's end with one
+            # that summed them all: that one is not added up again
+            summed = any(e.get("round", 0) == event.get("round", 0) for e in ends)
+            if not summed:
                 ends.append(event)
-                if event.get("round", 0) < state.spec.rounds - 1:
-                    state.rounds_ended[event["rank"]] = state.rounds_ended.get(event["rank"], 0) + 1
-                    _next_round(state, event["rank"])
-                return
-            if event["status"] == Status.OK:
-                # a run recorded before rounds moved into launches followed its last round's end with one
-                # that summed them all: that one is not added up again
-                summed = any(e.get("round", 0) == event.get("round", 0) for e in ends)
-                if not summed:
-                    ends.append(event)
-                    event = combine_round_ends(ends)
-            state.end[event["rank"]] = event
-            status = event["status"]
-            if status != Status.OK:
-                self._end(state, _fault_status(state, status), state.reason or _error_reason(state), event["t"])
-            elif len(state.end) >= state.spec.processes and all(
-                e["status"] == Status.OK for e in state.end.values()
-            ):
-                self._end(state, Status.OK, None, event["t"])
-        elif kind == "error":
-            if event.get("phase") == Phase.ANALYSIS:  # after the configuration ended: its steps stand
-                if state.analysis_error is None:
-                    state.analysis_error = _error_words(event)
-                return
-            state.errors.append(event)
-            if not state.settled:  # the earliest error so far, whichever rank's file was read first
-                state.reason = _error_reason(state)
-                if state.status in FAILED:  # and its kind: a peer's echo of an out of memory is no crash
-                    state.status = _fault_status(state, state.status)
+                event = combine_round_ends(ends)
+        state.end[event["rank"]] = event
+        status = event["status"]
+        if status != Status.OK:
+            self._end(state, _fault_status(state, status), state.reason or _error_reason(state), event["t"])
+        elif len(state.end) >= state.spec.processes and all(
+            e["status"] == Status.OK for e in state.end.values()
+        ):
+            self._end(state, Status.OK, None, event["t"])
+
+    def _on_error(self, state: ConfigState, event: dict[str, Any], launch: str) -> None:
+        if event.get("phase") == Phase.ANALYSIS:  # after the configuration ended: its steps stand
+            if state.analysis_error is None:
+                state.analysis_error = _error_words(event)
+            return
+        state.errors.append(event)
+        if not state.settled:  # the earliest error so far, whichever rank's file was read first
+            state.reason = _error_reason(state)
+            if state.status in FAILED:  # and its kind: a peer's echo of an out of memory is no crash
+                state.status = _fault_status(state, state.status)
+
+    # event kind -> what applies it; a configuration's event of a kind not listed (bye) changes only its revision
+    _LAUNCH_EVENTS: ClassVar[dict[str, Callable[[Session, dict[str, Any], str], None]]] = {
+        "heartbeat": _on_heartbeat, "hello": _on_hello, "collective": _on_collective, "ceiling": _on_ceiling,
+    }
+    _CONFIG_EVENTS: ClassVar[dict[str, Callable[[Session, ConfigState, dict[str, Any], str], None]]] = {
+        "config_start": _on_config_start, "samples": _on_samples, "compiled": _on_compiled, "comm": _on_comm,
+        "trace": _on_trace, "config_end": _on_config_end, "error": _on_error,
+    }
 
     def _apply_runner(self, event: dict[str, Any]) -> None:
         if event["type"] == "hello" and self.writer is None:
