@@ -77,6 +77,7 @@ from bench_kernels.trace import trace_steps
 from bench_kernels.training import Training, accepts, build_training, devices_used, eager_ddp, param_dtype
 from ddptop.protocol import variants
 from ddptop.protocol.affinity import NUMA_BINDING_ENV, UNBOUND_ENV, bind_this_process
+from ddptop.protocol.config_fields import config_fields
 from ddptop.protocol.devices import apply_rank_device
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError, RunConfig
 from ddptop.protocol.precision import relative_half_width
@@ -388,11 +389,9 @@ class Worker:
         dtypes = op_dtypes(self.torch, self.device, cfg.amp or param_dtype(training.model))
         self.writer.emit(
             "config_start",
-            config_id=cfg.config_id,
-            model=cfg.model,
-            mode=cfg.mode,
-            batch_size=training.batch_size,
-            world_size=self.world_size,
+            # the batch this process feeds per step: DataParallel's one process feeds the global batch
+            **(config_fields(cfg) | {"batch_size": training.batch_size}),
+            world_size=self.world_size,  # the process group's (DataParallel's one process: 1)
             params=training.params,
             grad_bytes=training.grad_bytes,
             warmup=cfg.warmup,

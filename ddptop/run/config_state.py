@@ -14,6 +14,7 @@ from typing import Any
 
 from ddptop.analysis import stats, traces
 from ddptop.protocol import precision
+from ddptop.protocol.config_fields import config_fields
 from ddptop.protocol.vocab import ENDED, Status
 from ddptop.run.model import ConfigSpec
 from ddptop.run.snapshot import CHART_TAIL, ConfigSnapshot, StepStats
@@ -273,10 +274,8 @@ class ConfigState:
         spec = self.spec
         summary = self.summary()  # cached per revision too
         snapshot = ConfigSnapshot(
-            config_id=spec.config_id,
+            **config_fields(spec),
             label=spec.label,
-            model=spec.model,
-            batch_size=spec.batch_size,
             backend=spec.backend,
             status=self.status,
             reason=self.reason,
