@@ -26,7 +26,8 @@ parts it runs live beside it, each readable alone:
 - ``bench_kernels.training``: the model spec's workload, its wrapper, the optimizer, the batch and the step;
 - ``bench_kernels.timing``: the step loop, sample streaming and the time-budget arithmetic;
 - ``bench_kernels.comm_probe``: DDP's logging data, the ``no_sync()`` phase and the bucket-timing comm hook;
-- ``bench_kernels.memory_cap``: ``--memory-cap-mb`` (the GPU allocator limit, the CPU step count);
+- ``bench_kernels.flops``: the FLOPs of a configuration's step by op kind, and the matmul ceiling;
+- ``bench_kernels.memory_cap``: ``--memory-cap-mb`` (the GPU allocator limit, the CPU step's counted memory);
 - ``bench_kernels.trace``: the profiler trace of a configuration and its breakdown.
 """
 
@@ -51,12 +52,10 @@ from typing import Any
 
 from bench_kernels.comm_probe import ddp_logging_mark, ddp_logging_times, probe_communication
 from bench_kernels.faults import SLOW, fire, parse_fault
-from bench_kernels.flops import count_step, dtype_label, matmul_ceiling, op_dtypes
-from bench_kernels.memory_cap import (MemoryCapExceeded, NextForwardOutputs, cap_refusal, limit_gpu_memory,
-                                     workload_activation_bytes)
 from bench_kernels.errors import WorkloadError, one_line
+from bench_kernels.flops import dtype_label, matmul_ceiling, op_dtypes, training_step_flops
+from bench_kernels.memory_cap import CountedStepMemory, MemoryCapExceeded, limit_gpu_memory
 from bench_kernels.sources import tokens_per_example
-from bench_kernels.strategies import counted_memory, reshard
 from bench_kernels.timing import (
     FIXED,
     LIMITS,
@@ -79,6 +78,7 @@ from bench_kernels.trace import trace_steps
 from bench_kernels.training import Training, accepts, build_training, devices_used, eager_ddp, param_dtype
 from ddptop.protocol import variants
 from ddptop.protocol.affinity import NUMA_BINDING_ENV, UNBOUND_ENV, bind_this_process
+from ddptop.protocol.config_fields import config_fields
 from ddptop.protocol.devices import apply_rank_device
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError, RunConfig
 from ddptop.protocol.precision import relative_half_width
@@ -310,7 +310,7 @@ class Worker:
         # a large model of the user's can take longer to build than --hang-timeout: the watch gives it more
         self._setting_up(cfg, "building the model, counting its FLOPs, wrapping it")
         training = build_training(cfg, self.device, self.local_rank, self.rank)
-        flops = self._count_flops(cfg, training) if round_index == 0 else None  # by op kind
+        flops = training_step_flops(self.torch, cfg, training) if round_index == 0 else None  # by op kind
         self._slow_down(cfg, training)
         # the peak from here on: DataParallel's FLOP count runs the whole global batch on its first GPU, which
         # no step does (each replica takes its share)
@@ -322,28 +322,14 @@ class Worker:
             self.writer.emit("compiled", config_id=cfg.config_id, **compiled)
             self.writer.flush()
             self._reset_peak_memory(cfg)  # the compiler's own allocations are no part of a step
-        cap = self.spec.memory_cap_mb
-        # The CPU's per-rank memory is counted (no allocator peak there). Under a cap, before any step: the layer
-        # outputs from a forward of two examples, scaled (a batch far past the cap is never allocated), and the
-        # step refused past the cap (for DDP the number the cap has always counted: 3x the parameters, the
-        # inputs and the outputs). Without one, the outputs are counted during the first step, with no forward
-        # of their own.
-        counts_memory = self.device.type == "cpu"
-        activations: float | None = None
-        outputs = NextForwardOutputs(training.model) if counts_memory and not cap else None
-        if counts_memory and cap:
-            activations = self._activations_under_cap(cfg, training)
-            reshard(training.model)  # FSDP2 without reshard_after_forward: gathered by that forward alone
-            need = sum(counted_memory(training.model, training.optimizer, training.input_bytes, activations).values())
-            refusal = cap_refusal(self._on_fullest_rank(need), cap, self.world_size)
-            if refusal is not None:
-                raise refusal
+        # the CPU's per-rank memory is counted (no allocator peak there); under a cap, before any step
+        memory = CountedStepMemory(training, self.spec.memory_cap_mb) if self.device.type == "cpu" else None
+        if memory is not None:
+            memory.refuse_past_cap(cfg, self.device, self._on_fullest_rank, self.world_size)
         measured = self._measure(cfg, training, round_index)
-        if outputs is not None:
-            activations = outputs.bytes
-        if counts_memory and activations is not None:  # after the steps: gradients, optimizer state as held
-            measured = dataclasses.replace(measured, counted_memory=counted_memory(
-                training.model, training.optimizer, training.input_bytes, activations))
+        counted = memory.after_steps() if memory is not None else None
+        if counted is not None:
+            measured = dataclasses.replace(measured, counted_memory=counted)
         # read now: what the analysis below allocates (a second DDP wrapper's buckets) is no part of the step
         measured = dataclasses.replace(measured, peak_memory_bytes=self._peak_memory(cfg))
         # The configuration ends on every rank before its analysis starts, so a failure there (out of memory
@@ -363,24 +349,6 @@ class Worker:
         self._release_memory()
         if self.world_size > 1:
             self.dist.barrier()  # configurations start together on every rank
-
-    def _activations_under_cap(self, cfg: RunConfig, training: Training) -> float:
-        """The layer outputs of a step on this rank's batch, from a forward of a small batch the workload makes
-        (``memory_cap.activation_bytes``). A workload whose forward cannot be followed so cannot run under
-        the CPU memory cap: the configuration fails saying so, rather than run past an uncounted cap."""
-        from bench_kernels.memory_cap import PROBE_EXAMPLES
-        from bench_kernels.sources import to_channels_last
-
-        probe = training.workload.make_batch(PROBE_EXAMPLES, self.device)
-        if cfg.channels_last:
-            probe = to_channels_last(probe)
-        try:
-            return workload_activation_bytes(training.model, lambda: training.loss(training.model, probe),
-                                    training.batch_size / PROBE_EXAMPLES)
-        except Exception as exc:  # noqa: BLE001 - said as what it is
-            raise RuntimeError(f"--memory-cap-mb cannot count this workload's step on the CPU (a forward of "
-                               f"{PROBE_EXAMPLES} examples failed: {one_line(exc)}); run it without "
-                               "the cap") from exc
 
     def _tokens_per_example(self, training: Training) -> float | None:
         """Tokens per example of the configuration's batch, where the workload counts tokens."""
@@ -408,38 +376,6 @@ class Worker:
         if self.world_size > 1:
             self.dist.barrier()  # the next configuration starts together on every rank, as after a measured one
 
-    def _count_flops(self, cfg: RunConfig, training: Training) -> dict[str, Any]:
-        """FLOPs of one forward, loss and backward of this rank's batch by op kind, before any timed step, and
-        the ops the counter had no formula for; or the workload's own figure where it gives one (``flops``).
-        DDP runs it under ``no_sync()`` (no allreduce), DataParallel on the bare model with the global batch
-        (FlopCounterMode follows this thread, not the replicas' threads); the gradients are dropped after."""
-        given = training.workload.flops
-        if given is not None:
-            try:
-                return {"flops_per_step": float(given(training.batch)), "flops_source": "workload"}
-            except Exception as exc:  # noqa: BLE001 - the workload's own function failing: said, not counted
-                return {"flops_note": f"the workload's flops(batch) raised {one_line(exc)}"}
-        if variants.variant(cfg.variant).ddp_kwargs.get("static_graph"):
-            return {}  # static_graph DDP breaks on a no_sync() step before its first (an internal assert)
-        net = training.model if cfg.mode == Mode.DP else eager_ddp(training.net)  # the FLOPs are the same
-        # FSDP2 has no no_sync(): its reduce-scatters run, outside the count as every collective is
-        quiet = net.no_sync() if cfg.mode == Mode.DDP and hasattr(net, "no_sync") else contextlib.nullcontext()
-
-        def forward_and_backward() -> None:
-            with quiet:
-                training.forward_loss(net).backward()
-
-        try:
-            counted = count_step(self.torch, forward_and_backward)
-        except Exception as exc:  # noqa: BLE001 - a model FlopCounterMode cannot follow: no count, not a failure
-            return {"flops_note": f"FlopCounterMode could not count this step: {one_line(exc)}"}
-        finally:
-            training.optimizer.zero_grad(set_to_none=True)
-        if counted is None:
-            return {}
-        return {"flops_per_step": sum(counted.by_kind.values()) or None, "flops_by_kind": counted.by_kind,
-                "flops_source": "counted", "flops_uncounted": counted.uncounted_lines()}
-
     def _setting_up(self, cfg: RunConfig, doing: str) -> None:
         self.writer.emit("heartbeat", config_id=cfg.config_id, doing=doing, setup=True)
         self.writer.flush()
@@ -450,11 +386,9 @@ class Worker:
         dtypes = op_dtypes(self.torch, self.device, cfg.amp or param_dtype(training.model))
         self.writer.emit(
             "config_start",
-            config_id=cfg.config_id,
-            model=cfg.model,
-            mode=cfg.mode,
-            batch_size=training.batch_size,
-            world_size=self.world_size,
+            # the batch this process feeds per step: DataParallel's one process feeds the global batch
+            **(config_fields(cfg) | {"batch_size": training.batch_size}),
+            world_size=self.world_size,  # the process group's (DataParallel's one process: 1)
             params=training.params,
             grad_bytes=training.grad_bytes,
             warmup=cfg.warmup,

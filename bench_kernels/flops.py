@@ -1,12 +1,12 @@
 """FLOPs of one training step, and the matmul ceiling a device actually reaches.
 
-FLOPs per step are counted once per configuration by ``torch.utils.flop_counter.FlopCounterMode`` on one
-forward and backward of the rank's own batch, before the warm-up and outside every timed step (the count
-is analytic, per aten op: convolutions and matmuls, not measured), by op kind: convolutions run in cuDNN
-and matmuls (mm, addmm, bmm, attention) in cuBLAS, whose TF32 switches differ (``op_dtypes``). The CPU's
-flash attention, which torch's counter has no formula for, is counted with the GPU kernels' formulas
-(``attention_formulas``). The
-optimizer step's element-wise work is not counted, as model FLOPs utilisation conventionally leaves it out.
+FLOPs per step are counted once per configuration (``training_step_flops``: the FLOP fields of its
+config_start) by ``torch.utils.flop_counter.FlopCounterMode`` on one forward and backward of the rank's own
+batch, before the warm-up and outside every timed step (the count is analytic, per aten op: convolutions and
+matmuls, not measured), by op kind: convolutions run in cuDNN and matmuls (mm, addmm, bmm, attention) in
+cuBLAS, whose TF32 switches differ (``op_dtypes``). The CPU's flash attention, which torch's counter has no
+formula for, is counted with the GPU kernels' formulas (``attention_formulas``). The optimizer step's
+element-wise work is not counted, as model FLOPs utilisation conventionally leaves it out.
 An op the counter has no formula for counts 0: the count names every such op that may do real arithmetic
 (an op of a library's own namespace, a Triton kernel, an aten matmul, convolution or attention torch's
 registry does not know), so a report never passes a partial count off as the whole. A kernel called outside
@@ -24,6 +24,12 @@ import contextlib
 import time
 from dataclasses import dataclass
 from typing import Any
+
+from bench_kernels.errors import one_line
+from bench_kernels.training import Training, eager_ddp
+from ddptop.protocol import variants
+from ddptop.protocol.launchspec import RunConfig
+from ddptop.protocol.vocab import Mode
 
 # square matmul sizes tried: the larger ones reach a GPU's ceiling; the CPU's is reached by the smaller ones
 CEILING_SIZES = {"cuda": (2048, 4096, 8192), "cpu": (256, 512, 1024)}
@@ -82,6 +88,40 @@ QUIET_NAMESPACES = {"c10d", "_c10d_functional", "_c10d_functional_autograd", "_d
 # whole words, so upsample_bilinear2d, cummax or lgamma are not taken for one
 HEAVY_WORDS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "matmul", "einsum", "linear", "gemm", "mv", "addmv",
                "conv1d", "conv2d", "conv3d", "conv", "convolution", "attention"}
+
+
+def training_step_flops(torch: Any, cfg: RunConfig, training: Training) -> dict[str, Any]:
+    """FLOPs of one forward, loss and backward of this rank's batch by op kind, before any timed step, and
+    the ops the counter had no formula for; or the workload's own figure where it gives one (``flops``): the
+    FLOP fields of the configuration's config_start.
+    DDP runs it under ``no_sync()`` (no allreduce), DataParallel on the bare model with the global batch
+    (FlopCounterMode follows this thread, not the replicas' threads); the gradients are dropped after."""
+    given = training.workload.flops
+    if given is not None:
+        try:
+            return {"flops_per_step": float(given(training.batch)), "flops_source": "workload"}
+        except Exception as exc:  # noqa: BLE001 - the workload's own function failing: said, not counted
+            return {"flops_note": f"the workload's flops(batch) raised {one_line(exc)}"}
+    if variants.variant(cfg.variant).ddp_kwargs.get("static_graph"):
+        return {}  # static_graph DDP breaks on a no_sync() step before its first (an internal assert)
+    net = training.model if cfg.mode == Mode.DP else eager_ddp(training.net)  # the FLOPs are the same
+    # FSDP2 has no no_sync(): its reduce-scatters run, outside the count as every collective is
+    quiet = net.no_sync() if cfg.mode == Mode.DDP and hasattr(net, "no_sync") else contextlib.nullcontext()
+
+    def forward_and_backward() -> None:
+        with quiet:
+            training.forward_loss(net).backward()
+
+    try:
+        counted = count_step(torch, forward_and_backward)
+    except Exception as exc:  # noqa: BLE001 - a model FlopCounterMode cannot follow: no count, not a failure
+        return {"flops_note": f"FlopCounterMode could not count this step: {one_line(exc)}"}
+    finally:
+        training.optimizer.zero_grad(set_to_none=True)
+    if counted is None:
+        return {}
+    return {"flops_per_step": sum(counted.by_kind.values()) or None, "flops_by_kind": counted.by_kind,
+            "flops_source": "counted", "flops_uncounted": counted.uncounted_lines()}
 
 
 def count_step_flops(torch: Any, run_step_body: Any) -> dict[str, int] | None:

@@ -3,14 +3,21 @@
 On GPU the caching allocator is told to refuse allocations past the cap: a smaller GPU, for real. On CPU
 no allocator gives a reliable per-step peak, so the step's need is counted before it runs and a step past
 the cap raises the OutOfMemoryError a GPU would: the configuration ends as "oom" either way. Apart from
-the worker because the CPU count is arithmetic worth reading (and testing) on its own.
+the worker because the CPU count is arithmetic worth reading (and testing) on its own; ``CountedStepMemory``
+is that count for one configuration's step, refused past the cap before any step or read after them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from bench_kernels.sources import batch_bytes  # every tensor of a module's output: dicts (a ModelOutput) too
+# batch_bytes: every tensor of a module's output, dicts (a ModelOutput) too
+from bench_kernels.errors import one_line
+from bench_kernels.sources import batch_bytes, to_channels_last
+from bench_kernels.strategies import counted_memory, reshard
+from bench_kernels.training import Training
+from ddptop.protocol.launchspec import RunConfig
 
 MIB = 2**20
 PROBE_EXAMPLES = 2  # the forward pass that counts activations runs on this many examples, then scales
@@ -125,3 +132,60 @@ class NextForwardOutputs:
 
         leaves = [m for m in model.modules() if not list(m.children())]
         self._handles = [m.register_forward_hook(count) for m in leaves] + [model.register_forward_hook(done)]
+
+
+def activations_under_cap(cfg: RunConfig, training: Training, device: Any) -> float:
+    """The layer outputs of a step on this rank's batch, from a forward of a small batch the workload makes
+    (``workload_activation_bytes``). A workload whose forward cannot be followed so cannot run under the CPU
+    memory cap: the configuration fails saying so, rather than run past an uncounted cap."""
+    probe = training.workload.make_batch(PROBE_EXAMPLES, device)
+    if cfg.channels_last:
+        probe = to_channels_last(probe)
+    try:
+        return workload_activation_bytes(training.model, lambda: training.loss(training.model, probe),
+                                         training.batch_size / PROBE_EXAMPLES)
+    except Exception as exc:  # noqa: BLE001 - said as what it is
+        raise RuntimeError(f"--memory-cap-mb cannot count this workload's step on the CPU (a forward of "
+                           f"{PROBE_EXAMPLES} examples failed: {one_line(exc)}); run it without "
+                           "the cap") from exc
+
+
+class CountedStepMemory:
+    """What one step of a configuration holds on a CPU rank, counted by kind
+    (``bench_kernels.strategies.counted_memory``): the CPU has no allocator peak.
+
+    Under a cap, before any step (``refuse_past_cap``): the layer outputs from a forward of PROBE_EXAMPLES
+    examples, scaled (a batch far past the cap is never allocated), and the step refused past the cap (for DDP
+    the number the cap has always counted: 3x the parameters, the inputs and the outputs). Without one, the
+    outputs are counted during the first step, with no forward of their own (``NextForwardOutputs``)."""
+
+    def __init__(self, training: Training, cap_mb: float | None) -> None:
+        self.training = training
+        self.cap_mb = cap_mb
+        self.activations: float | None = None
+        self._outputs = None if cap_mb else NextForwardOutputs(training.model)
+
+    def refuse_past_cap(self, cfg: RunConfig, device: Any, on_fullest_rank: Callable[[float], float],
+                        ranks: int) -> None:
+        """Raise ``MemoryCapExceeded`` before any step where the step would hold more than the cap on the fullest
+        of the ``ranks`` ranks (``on_fullest_rank``: the largest of every rank's count, so all refuse or none);
+        nothing without a cap."""
+        if not self.cap_mb:
+            return
+        training = self.training
+        self.activations = activations_under_cap(cfg, training, device)
+        reshard(training.model)  # FSDP2 without reshard_after_forward: gathered by that forward alone
+        need = sum(counted_memory(training.model, training.optimizer, training.input_bytes, self.activations).values())
+        refusal = cap_refusal(on_fullest_rank(need), self.cap_mb, ranks)
+        if refusal is not None:
+            raise refusal
+
+    def after_steps(self) -> dict[str, int] | None:
+        """What one step holds by kind, read after the steps (gradients and optimizer state as held); None where
+        no layer output was counted."""
+        if self._outputs is not None:
+            self.activations = self._outputs.bytes
+        if self.activations is None:
+            return None
+        training = self.training
+        return counted_memory(training.model, training.optimizer, training.input_bytes, self.activations)

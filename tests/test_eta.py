@@ -9,8 +9,8 @@ T0 = 1_000_000.0
 
 
 def config(name, status, progress=0.0, started=None, ended=None):
-    return ConfigSnapshot(config_id=name, label=name, model="m", batch_size=1, backend="gloo", status=status,
-                          reason=None, progress=progress, sample_count=0, revision=0, stats=None,
+    return ConfigSnapshot(config_id=name, label=name, model="m", mode="ddp", batch_size=1, backend="gloo",
+                          status=status, reason=None, progress=progress, sample_count=0, revision=0, stats=None,
                           started_t=started, ended_t=ended)
 
 

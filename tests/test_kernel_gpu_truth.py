@@ -184,7 +184,7 @@ def _orchestration(monkeypatch, cfg, gpus=4, run_dir=None):
     monkeypatch.setattr(ddp, "build_training",
                         lambda *a: log.append("build") or SimpleNamespace(net=None, logging_mark=None, logging_read=None,
                                                                        logging_taken=False))
-    worker._count_flops = lambda *a: log.append("flops")
+    monkeypatch.setattr(ddp, "training_step_flops", lambda *a: log.append("flops"))
     worker._setting_up = lambda *a: log.append("setting up")
     worker._config_start = lambda *a: log.append("config_start")
     worker._measure = lambda *a: log.append("measure") or ddp.Measured(5, 0.1, 0.5)

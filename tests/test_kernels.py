@@ -323,7 +323,7 @@ def test_launches_rotate_the_order_of_their_configurations():
 
 
 def test_a_configuration_over_its_launches_sums_them_and_is_unstable_if_one_was():
-    from ddptop.run.session import combine_round_ends
+    from ddptop.run.config_state import combine_round_ends
 
     quiet = dict(iters=10, warmup_s=1.0, measure_s=2.0, warmup_iters=6, stop_reason=PRECISION,
                  precision_reached=0.01, unstable=False, peak_memory_bytes=5)
@@ -412,7 +412,8 @@ def test_the_session_keeps_each_step_s_launch_and_ends_the_configuration_after_i
 def test_a_recorded_run_with_rounds_inside_one_launch_is_not_summed_twice(tmp_path):
     """Runs recorded when rounds shared a launch ended with a configuration end that already summed them."""
     from ddptop.run.plan import PlanOptions, build_plan
-    from ddptop.run.session import ConfigState, Session
+    from ddptop.run.config_state import ConfigState
+    from ddptop.run.session import Session
     from ddptop.telemetry.inventory import Inventory
 
     (config, *_) = build_plan(PlanOptions(models=["resnet18"], world_sizes=[1], batch_sizes=[4], launches=2),
@@ -430,7 +431,7 @@ def test_a_recorded_run_with_rounds_inside_one_launch_is_not_summed_twice(tmp_pa
 
 def test_steps_without_a_round_are_round_zero_and_an_end_without_last_ends_the_configuration():
     from ddptop.run.plan import PlanOptions, build_plan
-    from ddptop.run.session import ConfigState
+    from ddptop.run.config_state import ConfigState
     from ddptop.telemetry.inventory import Inventory
 
     (config, *_) = build_plan(PlanOptions(models=["resnet18"], world_sizes=[1], batch_sizes=[4]),

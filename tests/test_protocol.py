@@ -72,6 +72,20 @@ def test_the_plan_config_is_the_run_config_with_core_properties_only():
         assert ConfigSpec.from_json(data) == config
 
 
+def test_the_fields_that_name_a_configuration_are_declared_once():
+    """ConfigFields is their one declaration: the plan's configuration, launch.json's and the view's snapshot
+    take them from it, first and in its order, and config_fields copies them from one record to another."""
+    from ddptop.protocol.config_fields import ConfigFields, config_fields
+    from ddptop.run.snapshot import ConfigSnapshot
+
+    names = [f.name for f in dataclasses.fields(ConfigFields)]
+    for record in (RunConfig, ConfigSpec, ConfigSnapshot):
+        assert issubclass(record, ConfigFields) and [f.name for f in dataclasses.fields(record)][:len(names)] == names
+    config = _plan().configs()[0]
+    assert list(config.to_json())[:len(names)] == names
+    assert config_fields(config) == {name: getattr(config, name) for name in names}
+
+
 def test_a_config_names_an_unknown_mode_in_one_line():
     data = _spec().to_json()
     data["configs"][0]["mode"] = "fsdp"

@@ -473,7 +473,7 @@ def test_a_cuda_out_of_memory_s_reason_keeps_its_figures_in_whole_sentences(tmp_
     ("a sentence far longer than the limit allows", 20, "a sentence far …"),
 ])
 def test_a_brief_message_keeps_whole_sentences_and_says_when_it_left_some_out(message, limit, expected):
-    from ddptop.run.session import brief_message
+    from ddptop.run.failure_reasons import brief_message
 
     assert brief_message(message, limit) == expected
     assert len(brief_message(message, limit)) <= max(limit, len(expected))

@@ -20,7 +20,7 @@ import pytest
 from ddptop.report.build import _rank_spans
 from ddptop.run.options import PlanOptions
 from ddptop.run.plan import build_plan
-from ddptop.run.session import ConfigState
+from ddptop.run.config_state import ConfigState
 from ddptop.telemetry import timeline
 from ddptop.doctor import parse_topo_matrix
 from ddptop.telemetry.fake.nvml import FakeNvml

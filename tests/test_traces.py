@@ -315,7 +315,7 @@ def test_the_live_table_shows_the_traced_idle_share():
     from ddptop.run.snapshot import ConfigSnapshot
     from ddptop.tui.panels.configs import _config_cells
 
-    config = ConfigSnapshot(config_id="c", label="1M/1G", model="resnet50", batch_size=32, backend="nccl",
+    config = ConfigSnapshot(config_id="c", label="1M/1G", model="resnet50", mode="ddp", batch_size=32, backend="nccl",
                             status="ok", reason=None, progress=1.0, sample_count=10, revision=1, stats=None)
     assert _config_cells(config, None)["idle"] == "-"
     traced = dataclasses.replace(config, trace=gpu_entry(kineto_trace(3, 4, 100.0, 60.0))["trace"])

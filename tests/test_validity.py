@@ -251,8 +251,8 @@ def test_live_validity_is_incremental_and_equals_the_window(tmp_path):
 
 
 def test_config_table_shows_a_disturbed_configuration_and_the_report_lists_it():
-    base = dict(config_id="c", label="1M/2P", model="resnet18", batch_size=16, backend="gloo", status="running",
-                reason=None, progress=0.5, sample_count=3, revision=1, stats=None)
+    base = dict(config_id="c", label="1M/2P", model="resnet18", mode="ddp", batch_size=16, backend="gloo",
+                status="running", reason=None, progress=0.5, sample_count=3, revision=1, stats=None)
     quiet = _config_cells(ConfigSnapshot(**base, validity=Validity(False)), None)["status"]
     assert quiet.plain == "running" and quiet == _config_cells(ConfigSnapshot(**base), None)["status"]
     busy = _config_cells(ConfigSnapshot(**base, validity=Validity(True, ("other processes used 0.9 cores",))), None)

@@ -19,7 +19,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any
 
-from ddptop.protocol.vocab import Mode, Scaling
+from ddptop.protocol.config_fields import ConfigFields
+from ddptop.protocol.vocab import Scaling
 
 LAUNCH_SPEC_VERSION = 1
 DEFAULT_FLUSH_INTERVAL = 0.1  # seconds between a rank's writes of its events
@@ -31,19 +32,17 @@ class LaunchSpecError(ValueError):
 
 
 @dataclass(frozen=True)
-class RunConfig:
+class RunConfig(ConfigFields):
     """One measured configuration: one model at one batch on one world size, DDP, DataParallel or the
     no-DDP baseline.
 
-    The one definition of a configuration's fields: the plan's ``ddptop.run.model.ConfigSpec`` subclasses it
-    (adding only what the core derives from them), so plan.json, launch.json and summary.json hold one
-    shape, and a rank reads the configuration with the same types the plan wrote.
+    The one definition of a configuration's fields: those that name it come first, from ``ConfigFields``
+    (``ddptop.protocol.config_fields``, shared with the rank's config_start event and the view's snapshot),
+    then what it takes to run it. The plan's ``ddptop.run.model.ConfigSpec`` subclasses it (adding only what
+    the core derives from them), so plan.json, launch.json and summary.json hold one shape, and a rank reads
+    the configuration with the same types the plan wrote.
     """
 
-    config_id: str
-    model: str
-    mode: Mode
-    batch_size: int  # per rank
     global_batch: int
     world_size: int
     nnodes: int

@@ -40,6 +40,8 @@ EVENT_FIELDS: dict[str, tuple[tuple[str, frozenset | None, bool], ...]] = {
     "hello": _COMMON + (("world_size", _INT, True), ("host", _STR, True), ("pid", _INT, True),
                         ("device", _STR, True), ("binding", _STR, False), ("cores", _LIST | _NONE, False),
                         ("gpu_setup", _DICT, False)) + _ANY_CONFIG,
+    # config_start: the configuration's ConfigFields (protocol/config_fields.py) first, then the process group's
+    # world_size, the steps it plans, and what the rank found of its model (parameters, FLOPs, dtypes)
     "config_start": _COMMON + (("config_id", _STR, True), ("warmup", _INT | _NONE, False),
                                ("iters", _INT | _NONE, False), ("time_budget", _NUMBERS | _NONE, False),
                                ("round", _INT, False)),

@@ -15,7 +15,8 @@ from ddptop.analysis import communication
 from ddptop.analysis.scaling import LiveScaling
 from ddptop.protocol.vocab import FAILED
 from ddptop.report.schema import ScalingRow
-from ddptop.run.session import ConfigState, Session
+from ddptop.run.config_state import ConfigState
+from ddptop.run.session import Session
 
 
 def live_entry(state: ConfigState) -> dict[str, Any]:

@@ -25,9 +25,10 @@ class ConfigSpec(RunConfig):
     """One measured configuration as the core plans, runs and reports it.
 
     Its fields are ``RunConfig``'s (``ddptop.protocol.launchspec``), what a rank reads from launch.json, so
-    the two cannot drift apart; this class only adds what the core derives from them. ``to_json`` and
-    ``from_json`` are RunConfig's: the JSON shape is the one on disk in plan.json, launch.json and
-    summary.json.
+    the two cannot drift apart; those that name it are ``ConfigFields``' (``ddptop.protocol.config_fields``),
+    which the rank's config_start and the view's snapshot carry too. This class only adds what the core
+    derives from them. ``to_json`` and ``from_json`` are RunConfig's: the JSON shape is the one on disk in
+    plan.json, launch.json and summary.json.
     """
 
     @property

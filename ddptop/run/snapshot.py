@@ -16,6 +16,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from ddptop.protocol.config_fields import ConfigFields
 from ddptop.telemetry.host import RankProcess
 
 
@@ -84,11 +85,10 @@ class Validity:
 
 
 @dataclass(frozen=True)
-class ConfigSnapshot:
-    config_id: str
+class ConfigSnapshot(ConfigFields):
+    """One configuration as a view shows it: what names it (``ConfigFields``), how far it got, its figures."""
+
     label: str
-    model: str
-    batch_size: int
     backend: str
     status: str
     reason: str | None

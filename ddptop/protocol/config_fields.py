@@ -1,0 +1,42 @@
+"""The fields that name a configuration, declared once.
+
+A configuration is planned (``ddptop.run.model.ConfigSpec``), told to its ranks in launch.json
+(``ddptop.protocol.launchspec.RunConfig``, which ConfigSpec extends), announced by each rank when its model is
+built (the ``config_start`` event, written by ``bench_kernels.ddp``) and shown by the views
+(``ddptop.run.snapshot.ConfigSnapshot``). Each of them takes these fields from ``ConfigFields``: RunConfig and
+ConfigSnapshot derive from it, and config_start writes ``config_fields(cfg)``. A field added here is in all
+of them, and in the configuration's records in launch.json and summary.json; only its value is to be made,
+where the plan makes the others (``Plan._config``).
+
+They are the first fields of each of those records, in this order (summary.json keeps its keys' order);
+what follows them there (the global batch, the world size, the backend, ...) is RunConfig's own.
+
+Standard library only, like the rest of ``ddptop.protocol``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from ddptop.protocol.vocab import Mode
+
+
+# keyword-only: a field added later may have a default (records written before it lack it) without the fields
+# of RunConfig and ConfigSnapshot that follow these needing one
+@dataclass(frozen=True, kw_only=True)
+class ConfigFields:
+    """What names one configuration wherever it goes: its id, its model, its mode and its batch."""
+
+    config_id: str  # model/mode/bs<batch>/n<world size>/backend, and whatever else tells it from the others
+    model: str
+    mode: Mode
+    batch_size: int  # per rank
+
+
+def config_fields(config: ConfigFields) -> dict[str, Any]:
+    """``config``'s values of the fields ``ConfigFields`` declares, by name and in their order: what a record
+    of the configuration copies from another (a rank's config_start from its RunConfig, a view's snapshot from
+    the plan's ConfigSpec)."""
+    return {f.name: getattr(config, f.name) for f in dataclasses.fields(ConfigFields)}

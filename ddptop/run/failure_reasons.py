@@ -1,0 +1,73 @@
+"""How a configuration's failure is said: which of its errors is the cause, the status that cause gives it, and
+the one line (its reason) that tells it, in whole sentences.
+
+Ranks report errors in their own files, read in no particular order, and a rank that dies takes its peers down
+with errors of their own (a connection closed by the peer): the session (``ddptop.run.session``) asks here
+which one ended the configuration, each time another is read.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ddptop.protocol.vocab import Status
+
+def cause_in_front(cause: str, reason: str | None) -> str:
+    """A rank that died silently comes first; what the other ranks said follows as its echo."""
+    return f"{cause}; then {reason}" if reason else cause
+
+
+def first_error(errors: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The first error in time: the cause. A failing rank reports before it exits, and its peers' errors (a
+    connection closed by the peer) come only after; which rank's file is read first is no guide."""
+    return min(errors, key=lambda e: e["t"]) if errors else None
+
+
+def error_reason(errors: list[dict[str, Any]]) -> str | None:
+    """The reason the first error in time gives, or None without any."""
+    first = first_error(errors)
+    return error_words(first) if first else None
+
+
+def fault_status(errors: list[dict[str, Any]], reported: str) -> str:
+    """A failed configuration's status is its first error's kind: out of memory on rank 1 is what ended it,
+    even where rank 0's 'connection closed' (failed) was read first."""
+    first = first_error(errors)
+    if first is None:
+        return reported
+    return Status.OOM if first.get("oom") else Status.FAILED
+
+
+REASON_CHARS = 500  # a reason's length at most; the rank's whole message is in the configuration's log tail
+# sentences of advice in an out-of-memory message (torch's "If reserved but unallocated memory is large try ...",
+# "See documentation for Memory Management (url)"): the log tail keeps them, the reason keeps the figures
+_ADVICE = ("If ", "See ")
+_SENTENCE_END = re.compile(r"(?<=[.;])\s+(?=\S)")
+
+
+def error_words(error: dict[str, Any]) -> str:
+    """A rank's error event in one line: its message's first line in whole sentences (for an out of memory: what
+    was asked, the capacity, what was in use, without torch's advice), never cut inside a word."""
+    prefix = "out of memory: " if error.get("oom") else ""
+    head = f"{prefix}rank {error['rank']}: {error['error_type']}: "
+    return head + brief_message(str(error["message"]), REASON_CHARS - len(head), drop_advice=bool(error.get("oom")))
+
+
+def brief_message(message: str, limit: int, drop_advice: bool = False) -> str:
+    """The first line of ``message`` in as many whole sentences as fit in ``limit`` characters, " …" where
+    anything was left out; a first sentence longer than the limit is cut at a space."""
+    lines = message.strip().splitlines() or [""]
+    sentences = _SENTENCE_END.split(lines[0].strip())
+    shown = [s for s in sentences if not s.startswith(_ADVICE)] if drop_advice else sentences
+    kept: list[str] = []
+    for sentence in shown or sentences[:1]:
+        if len(" ".join(kept + [sentence])) > limit - 2:  # room for " …"
+            break
+        kept.append(sentence)
+    if not kept:
+        cut = sentences[0][:max(1, limit - 2)]
+        kept = [cut.rsplit(" ", 1)[0] if " " in cut else cut]
+    text = " ".join(kept)
+    whole = len(lines) == 1 and kept == sentences
+    return text if whole else text + " …"
