@@ -10,9 +10,10 @@ import os
 import pytest
 
 from ddptop.analysis import traces, verdict
-from ddptop.protocol.trace_breakdown import breakdown, read_trace
+from ddptop.analysis.trace_breakdown import breakdown
+from ddptop.analysis.trace_file import read_trace
 from ddptop.report import build, sections
-from ddptop.report.schema import Summary
+from ddptop.report.schema import Summary, Trace
 from ddptop.report.trace_tables import breakdown_line
 
 from .conftest import ddptop
@@ -56,15 +57,27 @@ def trace_event(trace: dict, device: str, rank: int = 0, step_s: float = 0.001, 
     """A rank's ``trace`` event as bench_kernels.trace writes it, for ``trace``."""
     return {"rank": rank, "path": f"traces/c/rank{rank}.pt.trace.json.gz", "size_bytes": size, "steps": 3,
             "wall_s": 0.5, "export_s": 0.1, "breakdown_s": 0.05, "step_s": [step_s] * 3, "note": None,
-            "breakdown": breakdown(trace, device)}
+            "breakdown": breakdown(trace, device).to_json()}
+
+
+def gpu_trace(trace: dict) -> traces.ConfigTrace:
+    """A one-GPU configuration's trace."""
+    found = traces.config_trace({0: trace_event(trace, "cuda")}, 0.001)
+    assert found is not None
+    return found
 
 
 def gpu_entry(trace: dict, **changes) -> dict:
     """A one-GPU configuration's summary entry whose trace is ``trace``."""
     entry = {"stats": {"sec_iter": {"p50": 0.001}}, "device": "cuda", "mode": "ddp", "world_size": 1,
-             "trace": traces.config_trace({0: trace_event(trace, "cuda")}, 0.001)}
+             "trace": gpu_trace(trace).to_json()}
     entry.update(changes)
     return entry
+
+
+def as_summary(trace: traces.ConfigTrace) -> Trace:
+    """The trace as the summary holds it."""
+    return Trace.from_json(json.loads(json.dumps(trace.to_json())))
 
 
 # -- the summary's trace ---------------------------------------------------------------------------------------
@@ -74,14 +87,14 @@ def test_the_summary_puts_every_ranks_trace_together_with_its_cost():
     events = {0: trace_event(trace, "cuda", 0, step_s=0.0011, size=40_000),
               1: trace_event(trace, "cuda", 1, step_s=0.0013, size=48_000)}
     found = traces.config_trace(events, 0.001)
-    assert [f["rank"] for f in found["files"]] == [0, 1]
-    assert found["steps"] == 3 and found["cost_ratio"] == pytest.approx(1.2)  # median of 1.1 and 1.3 ms
-    assert found["bytes_per_step"] == 48_000 / 4  # the largest file over its 4 recorded steps (the last left out)
-    assert found["wall_s"] == pytest.approx(0.55)
-    assert found["breakdown"]["steps"] == 6  # 3 kept steps on each of 2 ranks
+    assert found is not None and [f.rank for f in found.files] == [0, 1]
+    assert found.steps == 3 and found.cost_ratio == pytest.approx(1.2)  # median of 1.1 and 1.3 ms
+    assert found.bytes_per_step == 48_000 / 4  # the largest file over its 4 recorded steps (the last left out)
+    assert found.wall_s == pytest.approx(0.55)
+    assert found.breakdown is not None and found.breakdown.steps == 6  # 3 kept steps on each of 2 ranks
     idle = traces.figure(found, "idle_s")
     # each step: 4 kernels of 100 us with 20 us before each and after the last: 100 of 500 us idle
-    assert idle["median"] == pytest.approx(0.2) and idle["low"] == pytest.approx(0.2)
+    assert idle is not None and idle.median == pytest.approx(0.2) and idle.low == pytest.approx(0.2)
     assert traces.on_gpu(found) and traces.config_trace({}, 0.001) is None
 
 
@@ -90,8 +103,9 @@ def test_a_rank_whose_trace_could_not_be_written_is_said_and_costs_the_others_no
     lost = {"rank": 1, "path": "traces/c/rank1.pt.trace.json.gz", "steps": 3, "wall_s": 0.4, "step_s": [0.001] * 3,
             "note": "the trace could not be written: OSError: [Errno 28] No space left on device"}
     found = traces.config_trace({0: trace_event(trace, "cuda"), 1: lost}, 0.001)
-    assert [f["rank"] for f in found["files"]] == [0] and found["breakdown"]["steps"] == 3
-    assert any("No space left on device" in note for note in found["notes"])
+    assert found is not None and found.breakdown is not None
+    assert [f.rank for f in found.files] == [0] and found.breakdown.steps == 3
+    assert any("No space left on device" in note for note in found.notes)
 
 
 def test_a_dataparallel_trace_is_said_to_be_over_its_gpus_not_one_rank():
@@ -102,12 +116,11 @@ def test_a_dataparallel_trace_is_said_to_be_over_its_gpus_not_one_rank():
                for e in trace["traceEvents"] if e.get("cat") == "kernel"]
     launches = [dict(e, args=dict(e["args"], correlation=e["args"]["correlation"] + 10_000))
                 for e in trace["traceEvents"] if e.get("cat") == "cuda_runtime"]
-    found = traces.config_trace({0: trace_event({"traceEvents": trace["traceEvents"] + replica + launches},
-                                                "cuda")}, 0.001)
-    assert found["breakdown"]["steps"] == 6 and found["steps"] == 3
-    assert breakdown_line(found).endswith("(of the step, 3 steps x 2 GPUs)")
-    one_rank = traces.config_trace({0: trace_event(trace, "cuda")}, 0.001)
-    assert breakdown_line(one_rank).endswith("(of the step, 3 steps x 1 rank)")
+    found = gpu_trace({"traceEvents": trace["traceEvents"] + replica + launches})
+    assert found.breakdown is not None and found.breakdown.steps == 6 and found.steps == 3
+    assert traces.broken_down_over(found) == (2, "GPU")
+    assert breakdown_line(as_summary(found)).endswith("(of the step, 3 steps x 2 GPUs)")
+    assert breakdown_line(as_summary(gpu_trace(trace))).endswith("(of the step, 3 steps x 1 rank)")
 
 
 # -- the verdict -----------------------------------------------------------------------------------------------
@@ -161,7 +174,8 @@ def test_a_cuda_trace_without_kernels_is_said_and_never_read_as_an_idle_gpu():
     steps_only = {"traceEvents": [e for e in kineto_trace(3, 4, 100.0, 60.0)["traceEvents"]
                                   if e["cat"] == "user_annotation"]}
     entry = gpu_entry(steps_only)
-    assert not traces.on_gpu(entry["trace"]) and traces.figure(entry["trace"], "idle_s") is None
+    found = traces.ConfigTrace.from_json(entry["trace"])
+    assert not traces.on_gpu(found) and traces.figure(found, "idle_s") is None
     said = verdict.verdict(entry)
     assert said["kind"] != verdict.HOST and "trace: the trace holds no GPU kernel" in said["text"], said["text"]
 
@@ -177,9 +191,11 @@ def test_nvml_calling_it_host_bound_against_the_trace_is_said_not_concluded():
 def test_the_communication_verdict_gains_the_traced_overlap_from_a_real_gloo_trace():
     events = {r: {**trace_event(read_trace(path), "cpu", r), "path": f"traces/c/rank{r}.pt.trace.json.gz"}
               for r, path in enumerate(GLOO_TRACES)}
+    trace = traces.config_trace(events, 0.012)
+    assert trace is not None
     entry = {"stats": {"sec_iter": {"p50": 0.012}}, "device": "cpu", "mode": "ddp", "world_size": 2,
              "communication": {"exposed_comm_fraction": 0.2, "exposed_comm_fraction_ci": [0.15, 0.25]},
-             "trace": traces.config_trace(events, 0.012)}
+             "trace": trace.to_json()}
     said = verdict.verdict(entry)
     assert "traced (host: gloo's threads): communication " in said["text"] and " of it under compute" in said["text"]
 
@@ -193,7 +209,7 @@ def traced_summary() -> Summary:
     document = built.to_json()
     entry = next(c for c in document["configs"] if c["mode"] == "ddp" and c["world_size"] == 2)
     events = {r: trace_event(read_trace(path), "cpu", r) for r, path in enumerate(GLOO_TRACES)}
-    entry["trace"] = traces.config_trace(events, entry["stats"]["sec_iter"]["p50"])
+    entry["trace"] = traces.config_trace(events, entry["stats"]["sec_iter"]["p50"]).to_json()
     entry["communication"] = {"step_s": 0.2, "compute_s": 0.15, "exposed_comm_s": 0.05,
                               "exposed_comm_fraction": 0.25, "exposed_comm_fraction_ci": [0.2, 0.3]}
     return Summary.from_json(document)
@@ -318,7 +334,7 @@ def test_the_live_table_shows_the_traced_idle_share():
     config = ConfigSnapshot(config_id="c", label="1M/1G", model="resnet50", batch_size=32, backend="nccl",
                             status="ok", reason=None, progress=1.0, sample_count=10, revision=1, stats=None)
     assert _config_cells(config, None)["idle"] == "-"
-    traced = dataclasses.replace(config, trace=gpu_entry(kineto_trace(3, 4, 100.0, 60.0))["trace"])
+    traced = dataclasses.replace(config, trace=gpu_trace(kineto_trace(3, 4, 100.0, 60.0)))
     assert _config_cells(traced, None)["idle"] == "43%"
 
 
@@ -340,10 +356,10 @@ def test_every_configuration_of_a_real_gloo_sweep_has_its_trace_on_every_rank(cp
             with gzip.open(path, "rt", encoding="utf-8") as handle:
                 names = [e.get("name", "") for e in json.load(handle)["traceEvents"]]
             assert sum(n.startswith("ProfilerStep#") for n in names) == trace["steps"] + 1  # the last left out
-            steps = breakdown(read_trace(path), "cpu")["steps"]
+            steps = breakdown(read_trace(path), "cpu").steps
             assert len(steps) == trace["steps"] == 3
             for step in steps:
-                assert step["busy_s"] + step["idle_s"] == pytest.approx(step["window_s"], rel=1e-9)
+                assert step.busy_s + step.idle_s == pytest.approx(step.window_s, rel=1e-9)
         assert trace["breakdown"]["steps"] == 3 * entry["world_size"] and trace["cost_ratio"] > 0
         assert trace["bytes_per_step"] > 0 and trace["wall_s"] > 0
     n2 = next(c for c in summary["configs"] if c["mode"] == "ddp" and c["world_size"] == 2)

@@ -8,7 +8,9 @@ may cut it short. A CPU run has no GPU event: the same figures are then said of 
 figures (the ``gloo:*`` ops on gloo's own threads are its communication).
 
 Times are whole nanoseconds inside, so that sums and differences are exact; seconds in the result. Standard
-library only, like the rest of ``ddptop.protocol``: torchrun workers import it too.
+library only, like the rest of ``ddptop.protocol``: torchrun workers import it to send their breakdown, which
+ddptop reads as ``ddptop.analysis.trace_breakdown.RankBreakdown`` (the same arithmetic, typed) and puts
+together in ``ddptop.analysis.traces``.
 """
 
 from __future__ import annotations
@@ -33,7 +35,6 @@ LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})
 NO_GPU_EVENT_NOTE = "the trace holds no GPU kernel (CUPTI recorded none): no device breakdown"
 FIGURES = ("window_s", "busy_s", "idle_s", "compute_s", "communication_s", "memory_s", "overlap_s",
            "exposed_communication_s", "idle_host_wait_s", "idle_other_s")
-COMBINED_TOP = 10
 
 Interval = tuple[int, int]  # [start, end) in nanoseconds
 
@@ -387,75 +388,3 @@ def breakdown(trace: dict, device: str, *, drop_last: bool = True, top: int = 10
     else:
         result["steps"], result["kernels"], result["collectives"] = _host_breakdown(spans, steps, top)
     return result
-
-
-# -- over ranks ---------------------------------------------------------------------------------------------
-
-
-def _spread(values: list[float]) -> dict | None:
-    if not values:
-        return None
-    return {"median": statistics.median(values), "low": min(values), "high": max(values), "n": len(values)}
-
-
-def _fractions(steps: list[dict], key: str) -> list[float]:
-    """A figure as a fraction of its step's window (the window itself in seconds), None skipped."""
-    if key == "window_s":
-        return [step[key] for step in steps if step[key] is not None]
-    return [step[key] / step["window_s"] for step in steps if step[key] is not None and step["window_s"]]
-
-
-def _rank_kernel_total(rows: list[dict]) -> float:
-    """A rank's time over every counted kernel, which its top rows may not reach: a row's total over share."""
-    return next((row["total_s"] / row["share"] for row in rows if row["share"] > 0),
-                sum(row["total_s"] for row in rows))
-
-
-def _merged_kernels(per_rank: list[dict]) -> list[dict]:
-    merged: dict[str, dict] = {}
-    for rank in per_rank:
-        for row in rank["kernels"]:
-            into = merged.setdefault(row["name"], {"name": row["name"], "kind": row["kind"], "count": 0,
-                                                   "total_s": 0.0})
-            into["count"] += row["count"]
-            into["total_s"] += row["total_s"]
-    grand = sum(_rank_kernel_total(rank["kernels"]) for rank in per_rank if rank["kernels"])
-    rows = sorted(merged.values(), key=lambda row: (-row["total_s"], row["name"]))[:COMBINED_TOP]
-    return [{**row, "mean_s": row["total_s"] / row["count"], "share": row["total_s"] / grand if grand else 0.0}
-            for row in rows]
-
-
-def _merged_collectives(per_rank: list[dict]) -> list[dict]:
-    merged: dict[str, dict] = {}
-    for rank in per_rank:
-        for row in rank["collectives"]:
-            into = merged.setdefault(row["name"], {"name": row["name"], "count": 0, "total_s": 0.0})
-            into["count"] += row["count"]
-            into["total_s"] += row["total_s"]
-    return sorted(merged.values(), key=lambda row: (-row["total_s"], row["name"]))
-
-
-def combine(per_rank: list[dict]) -> dict:
-    """Every rank's kept steps together: each figure as a fraction of its step's window, as median and range,
-    so that one line can say where the run's time went and how much the steps and ranks disagree."""
-    steps = [step for rank in per_rank for step in rank["steps"]]
-    devices = {rank["device"] for rank in per_rank}
-    overlap_shares = [step["overlap_s"] / step["communication_s"] for step in steps
-                      if step["communication_s"] and step["overlap_s"] is not None]
-    return {"device": devices.pop() if len(devices) == 1 else ("mixed" if devices else None),
-            "steps": len(steps),
-            "figures": {key: _spread(_fractions(steps, key)) for key in FIGURES},
-            "overlap_share": _spread(overlap_shares),
-            "notes": list(dict.fromkeys(rank["note"] for rank in per_rank if rank["note"])),
-            "kernels": _merged_kernels(per_rank),
-            "collectives": _merged_collectives(per_rank),
-            "gpu_work": _summed_work(per_rank)}
-
-
-def _summed_work(per_rank: list[dict]) -> dict | None:
-    found = [rank["gpu_work"] for rank in per_rank if rank.get("gpu_work")]
-    if not found:
-        return None
-    medians = [w["computation_median_s"] for w in found if w.get("computation_median_s") is not None]
-    return {"count": sum(w["count"] for w in found), "total_s": sum(w["total_s"] for w in found),
-            "computation_median_s": statistics.median(medians) if medians else None}  # the ranks' middle

@@ -96,7 +96,7 @@ def _config_entry(session: Session, state: Any, writer_died: str | None = None) 
     entry["communication"] = communication.config_communication(state, entry) if entry["stats"] else None
     trace = traces.config_trace(state.traces, entry["stats"]["sec_iter"]["p50"] if entry["stats"] else None)
     if trace is not None:
-        entry["trace"] = trace
+        entry["trace"] = trace.to_json()
     return entry
 
 

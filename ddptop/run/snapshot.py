@@ -16,6 +16,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from ddptop.analysis.traces import ConfigTrace
 from ddptop.telemetry.host import RankProcess
 
 
@@ -112,7 +113,7 @@ class ConfigSnapshot:
     launches_planned: int = 1
     variant: str = "default"  # the DDP variant it measures (ddptop tune)
     # its profiler trace once a rank reported it (``ddptop.analysis.traces.config_trace``): files and breakdown
-    trace: Mapping[str, Any] | None = None
+    trace: ConfigTrace | None = None
 
     @property
     def analysing(self) -> bool:
