@@ -1,10 +1,12 @@
 """A configuration's profiler trace as the summary and the views hold it: its files, what it cost, and the
 breakdown of every kept step of every rank.
 
-Each rank's ``trace`` event (``bench_kernels.trace``) carries its file (relative to the run directory), its
-size, the wall time of its traced steps and the breakdown it read back from that file; here the ranks are
-put together (``combine``). The cost is measured, not assumed: the traced steps' median against the measured
-p50, and the file's bytes per recorded step.
+Each rank writes its trace file and sends a ``trace`` event (``bench_kernels.trace``) with the file's path
+(relative to the run directory), its size and the wall time of its traced steps. ddptop breaks each file
+down (``ddptop.analysis.trace_breakdown``) and puts the ranks together here. A run recorded when the ranks
+broke their files down themselves carries each rank's breakdown in its event: that is used where the file
+is gone. The cost is measured, not assumed: the traced steps' median against the measured p50, and the
+file's bytes per recorded step.
 
 The figures are read (``figure``, ``overlap_share``, ...) from this module's ``ConfigTrace`` or from the
 summary's typed record of it alike: both have the shape ``TraceLike`` names.
@@ -12,13 +14,17 @@ summary's typed record of it alike: both have the shape ``TraceLike`` names.
 
 from __future__ import annotations
 
+import functools
+import os
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from ddptop.analysis import stats
-from ddptop.analysis.trace_breakdown import FIGURES, CollectiveTotal, GpuWork, KernelTotal, RankBreakdown, TracedStep
+from ddptop.analysis.trace_breakdown import (FIGURES, CollectiveTotal, GpuWork, KernelTotal, RankBreakdown,
+                                             TracedStep, breakdown)
+from ddptop.analysis.trace_file import TraceUnreadable, read_trace
 
 # where a figure of the breakdown counts in a verdict: every kept step of every rank beyond it
 TRACE_MEMORY_SHARE = 0.10  # memory copies (Memcpy/Memset) at least this share of the step: said
@@ -251,18 +257,72 @@ def combine(per_rank: list[RankBreakdown]) -> CombinedBreakdown:
         gpu_work=summed_work(per_rank))
 
 
-# -- a configuration's trace from its ranks' events ---------------------------------------------------------
+# -- a configuration's trace from its ranks' events and files ------------------------------------------------
 
 
-def config_trace(events: Mapping[int, Mapping[str, Any]], measured_p50: float | None) -> ConfigTrace | None:
-    """The summary's ``trace`` of one configuration from its ranks' trace events; None without any."""
+@functools.lru_cache(maxsize=256)
+def _file_breakdown(path: str, device: str, identity: tuple[int, int, int]) -> RankBreakdown:
+    """One file broken down, kept while it stays the same file (its inode, size and time): the live view and
+    the summary of one process read each file once."""
+    return breakdown(read_trace(path), device)
+
+
+def file_breakdown(path: str, device: str) -> RankBreakdown:
+    """The breakdown of the trace file at ``path``; TraceUnreadable when it is gone or broken."""
+    try:
+        found = os.stat(path)
+    except OSError as error:
+        raise TraceUnreadable(f"{path}: not a readable trace: {error.strerror or error}") from error
+    return _file_breakdown(os.path.abspath(path), device, (found.st_ino, found.st_size, found.st_mtime_ns))
+
+
+def _rank_device(event: Mapping[str, Any], device: str | None) -> str:
+    """The device the rank traced on: said in its event, else the kind its own breakdown gave (a run recorded
+    before the event said it), else the configuration's."""
+    said = event.get("device")
+    earlier = event.get("breakdown")
+    if said not in ("cuda", "cpu") and isinstance(earlier, Mapping):
+        said = earlier.get("device")
+    if said not in ("cuda", "cpu"):
+        said = device
+    return said if said in ("cuda", "cpu") else "cpu"
+
+
+def rank_breakdown(event: Mapping[str, Any], run_dir: str | None,
+                   device: str | None = None) -> tuple[RankBreakdown | None, str | None]:
+    """One rank's breakdown and, where there is none, why: its file broken down when there is a
+    ``run_dir`` and the rank wrote the file; else (no run directory given, or the file gone) the breakdown its
+    event carried, in a run recorded when the ranks broke their files down themselves."""
+    carried = event.get("breakdown")
+    earlier = RankBreakdown.from_json(carried) if isinstance(carried, Mapping) else None
+    if run_dir is None or not isinstance(event.get("size_bytes"), int) or not isinstance(event.get("path"), str):
+        return earlier, None
+    path = os.path.join(run_dir, event["path"])
+    try:
+        return file_breakdown(path, _rank_device(event, device)), None
+    except (TraceUnreadable, TypeError, KeyError, MemoryError) as exc:  # TypeError, KeyError: not Kineto's shape
+        if earlier is not None:
+            return earlier, None
+        if event.get("note"):  # the rank said why already
+            return None, None
+        said = str(exc) if isinstance(exc, TraceUnreadable) else f"{path}: {type(exc).__name__}: {exc}"
+        return None, f"the trace could not be read: {said}"
+
+
+def config_trace(events: Mapping[int, Mapping[str, Any]], measured_p50: float | None, run_dir: str | None = None,
+                 device: str | None = None) -> ConfigTrace | None:
+    """The summary's ``trace`` of one configuration from its ranks' trace events; None without any.
+
+    With ``run_dir`` each rank's file is broken down (``rank_breakdown``); without it, only what the events
+    carry. ``device`` is the configuration's, for an event that does not say its own."""
     if not events:
         return None
     ordered = [events[rank] for rank in sorted(events)]
     files = tuple(TraceFile(e["rank"], e["path"], e["size_bytes"]) for e in ordered if isinstance(e.get("size_bytes"), int))
-    per_rank = [RankBreakdown.from_json(e["breakdown"]) for e in ordered if isinstance(e.get("breakdown"), Mapping)]
+    found = [rank_breakdown(e, run_dir, device) for e in ordered]
+    per_rank = [rank for rank, _ in found if rank is not None]
     combined = combine(per_rank) if per_rank else None
-    notes = [str(e["note"]) for e in ordered if e.get("note")]
+    notes = [str(e["note"]) for e in ordered if e.get("note")] + [why for _, why in found if why]
     notes += [n for n in (combined.notes if combined else ()) if n not in notes]
     steps = max(int(e.get("steps") or 0) for e in ordered)
     traced = [float(s) for e in ordered for s in e.get("step_s") or ()]
@@ -272,6 +332,7 @@ def config_trace(events: Mapping[int, Mapping[str, Any]], measured_p50: float | 
     return ConfigTrace(
         files=files,
         steps=steps,
+        # the rank's breakdown time is there in runs recorded when the ranks broke their files down
         wall_s=max(float(e["wall_s"]) + float(e.get("breakdown_s") or 0) for e in ordered),
         export_s=max((float(e["export_s"]) for e in ordered if e.get("export_s") is not None), default=None),
         traced_step_s=traced_step,

@@ -112,7 +112,8 @@ class ConfigSnapshot:
     launches_measured: int = 0  # of its planned launches, those every rank ended well (before its last)
     launches_planned: int = 1
     variant: str = "default"  # the DDP variant it measures (ddptop tune)
-    # its profiler trace once a rank reported it (``ddptop.analysis.traces.config_trace``): files and breakdown
+    # its profiler trace once a rank reported it (``ddptop.analysis.traces.config_trace``): files and cost, and
+    # the breakdown of the files (``ddptop.control`` reads them, outside the session's lock)
     trace: ConfigTrace | None = None
 
     @property
