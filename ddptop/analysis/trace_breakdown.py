@@ -140,7 +140,7 @@ class RankBreakdown:
     gpu_work: GpuWork | None = None  # a trace with GPU events alone
 
     def to_json(self) -> dict[str, Any]:
-        """As the rank's ``trace`` event carried it before ddptop read the files itself."""
+        """As a recorded rank's ``trace`` event carries it (a run whose ranks broke their own files down)."""
         found: dict[str, Any] = {"device": self.device, "steps": [s.to_json() for s in self.steps],
                                  "kernels": [k.to_json() for k in self.kernels],
                                  "collectives": [c.to_json() for c in self.collectives], "note": self.note}

@@ -277,12 +277,12 @@ def file_breakdown(path: str, device: str) -> RankBreakdown:
 
 
 def _rank_device(event: Mapping[str, Any], device: str | None) -> str:
-    """The device the rank traced on: said in its event, else the kind its own breakdown gave (a run recorded
-    before the event said it), else the configuration's."""
+    """The device the rank traced on: said in its event, else the kind its own breakdown gave (a run whose
+    ranks broke their own files down), else the configuration's."""
     said = event.get("device")
-    earlier = event.get("breakdown")
-    if said not in ("cuda", "cpu") and isinstance(earlier, Mapping):
-        said = earlier.get("device")
+    carried = event.get("breakdown")
+    if said not in ("cuda", "cpu") and isinstance(carried, Mapping):
+        said = carried.get("device")
     if said not in ("cuda", "cpu"):
         said = device
     return said if said in ("cuda", "cpu") else "cpu"
@@ -294,15 +294,15 @@ def rank_breakdown(event: Mapping[str, Any], run_dir: str | None,
     ``run_dir`` and the rank wrote the file; else (no run directory given, or the file gone) the breakdown its
     event carried, in a run recorded when the ranks broke their files down themselves."""
     carried = event.get("breakdown")
-    earlier = RankBreakdown.from_json(carried) if isinstance(carried, Mapping) else None
+    rank_made = RankBreakdown.from_json(carried) if isinstance(carried, Mapping) else None
     if run_dir is None or not isinstance(event.get("size_bytes"), int) or not isinstance(event.get("path"), str):
-        return earlier, None
+        return rank_made, None
     path = os.path.join(run_dir, event["path"])
     try:
         return file_breakdown(path, _rank_device(event, device)), None
     except (TraceUnreadable, TypeError, KeyError, MemoryError) as exc:  # TypeError, KeyError: not Kineto's shape
-        if earlier is not None:
-            return earlier, None
+        if rank_made is not None:
+            return rank_made, None
         if event.get("note"):  # the rank said why already
             return None, None
         said = str(exc) if isinstance(exc, TraceUnreadable) else f"{path}: {type(exc).__name__}: {exc}"

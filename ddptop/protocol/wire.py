@@ -56,7 +56,8 @@ EVENT_FIELDS: dict[str, tuple[tuple[str, frozenset | None, bool], ...]] = {
     # the analysis phases of a DDP configuration: DDP's own averages and the comm hook's bucket timings
     "comm": _COMMON + (("config_id", _STR, True), ("analysis_s", _NUMBERS | _NONE, False)),
     # a configuration's profiler trace (bench_kernels.trace): its file, size, cost and device, or a note; ddptop
-    # breaks the file down. breakdown: the rank's own, in runs recorded before (read where the file is gone)
+    # breaks the file down. breakdown: the rank's own, in runs whose ranks broke their files down (read where
+    # the file is gone)
     "trace": _COMMON + (("config_id", _STR, True), ("path", _STR, True), ("steps", _INT, True),
                         ("wall_s", _NUMBERS, True), ("note", _STR | _NONE, False), ("device", _STR, False),
                         ("breakdown", _DICT, False)),
