@@ -1,15 +1,16 @@
-"""A short profiler trace of a configuration's step, taken after its measured steps, and its breakdown.
+"""A short profiler trace of a configuration's step, taken after its measured steps.
 
 ``torch.profiler`` (Kineto) records CPU activity and, on a GPU, CUDA activity for a few steps run after the
 configuration's last measured step and its communication probe, so no timed step carries the profiler. The
 schedule is one warm-up step (the profiler's own start-up lands there), then ``steps + 1`` active steps, the
-last of which the breakdown leaves out (the profiler may cut it short, as Holistic Trace Analysis assumes
-too); ``prof.step()`` after every step marks the ``ProfilerStep#N`` spans. No ``record_shapes`` nor
+last of which ddptop's breakdown leaves out (the profiler may cut it short, as Holistic Trace Analysis
+assumes too); ``prof.step()`` after every step marks the ``ProfilerStep#N`` spans. No ``record_shapes`` nor
 ``with_stack``: both hold tensors alive and break the step spans in Perfetto.
 
-Each rank writes its own ``.pt.trace.json.gz`` (``export_chrome_trace`` compresses a ``.gz`` path), then
-reads it back for the breakdown (``ddptop.protocol.trace_breakdown``), so the figures come from the file a
-user opens, never from the profiler's memory.
+Each rank writes its own ``.pt.trace.json.gz`` (``export_chrome_trace`` compresses a ``.gz`` path) and says
+in its event what only it knows: how many steps it kept, how long they and the export took, the file's size
+and its device. ddptop breaks the file down (``ddptop.analysis.trace_breakdown``), so the figures come from
+the file a user opens, and the rank spends no time on them.
 """
 
 from __future__ import annotations
@@ -17,8 +18,6 @@ from __future__ import annotations
 import os
 import time
 from typing import Any, Callable
-
-from ddptop.protocol.trace_breakdown import TraceUnreadable, breakdown, read_trace
 
 PROFILER_WARMUP = 1  # steps the profiler runs without recording: its own start-up lands there
 
@@ -32,8 +31,8 @@ def trace_steps(torch: Any, step: Callable[[], None], path: str, steps: int, dev
     """Profile ``steps`` kept steps of ``step`` into ``path``; the fields of the rank's ``trace`` event.
     ``progress`` is told what runs after each step and before the export (the hang watch hears the rank).
 
-    A failure inside a step raises ``TracedStepFailed``; one in writing or reading the file (a full disk, a
-    trace too large) is said in the event's ``note`` and costs the trace alone."""
+    A failure inside a step raises ``TracedStepFailed``; one in writing the file (a full disk, a trace too
+    large) is said in the event's ``note`` and costs the trace alone."""
     from torch.profiler import ProfilerActivity, profile, schedule
 
     try:
@@ -52,7 +51,7 @@ def trace_steps(torch: Any, step: Callable[[], None], path: str, steps: int, dev
             exported["note"] = f"the trace could not be written: {type(exc).__name__}: {exc}"
         exported["export_s"] = time.perf_counter() - started
 
-    active = steps + 1  # the last is left out of the breakdown
+    active = steps + 1  # the last is in the file, left out of the breakdown
     step_s: list[float] = []
     started = time.perf_counter()
     try:
@@ -69,14 +68,12 @@ def trace_steps(torch: Any, step: Callable[[], None], path: str, steps: int, dev
         raise TracedStepFailed(f"{type(exc).__name__}: {exc}") from exc
     wall_s = time.perf_counter() - started
     fields: dict[str, Any] = {"steps": steps, "step_s": step_s[PROFILER_WARMUP:PROFILER_WARMUP + steps],
-                              "wall_s": wall_s, "export_s": exported.get("export_s"), "note": exported.get("note")}
+                              "wall_s": wall_s, "export_s": exported.get("export_s"), "note": exported.get("note"),
+                              "device": device_type}
     if fields["note"] is not None:
         return fields
-    started = time.perf_counter()
     try:
         fields["size_bytes"] = os.path.getsize(path)
-        fields["breakdown"] = breakdown(read_trace(path), device_type)
-    except (TraceUnreadable, OSError, MemoryError) as exc:
-        fields["note"] = f"the trace could not be read back: {exc}"
-    fields["breakdown_s"] = time.perf_counter() - started
+    except OSError as exc:  # written, then gone: nothing for ddptop to read
+        fields["note"] = f"the trace could not be found after its export: {exc}"
     return fields

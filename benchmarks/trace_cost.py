@@ -3,7 +3,7 @@
 
 Each round runs both sweeps as real ``ddptop run --headless`` processes. Reported: the traced sweep's wall
 time over the untraced one's per round (their geometric mean, lowest and highest), the share of the traced
-sweep's wall time its traces took (the summary's ``overhead.trace_s``: profiled steps, export, breakdown),
+sweep's wall time its traces took (the summary's ``overhead.trace_s``: the ranks' profiled steps and export),
 the traced steps' median over the measured p50 (the profiler's cost per step), and the trace's size per
 recorded step. A trace costs a few steps per configuration whatever the plan, so its share falls as the
 measured steps grow: the default plan is the case that decides whether tracing is on by default.

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from ddptop.analysis import traces
 from ddptop.run import rundir
 from ddptop.run.live_scaling import live_scaling
 from ddptop.errors import EXIT_OK
@@ -24,7 +25,8 @@ from ddptop.report.schema import Summary
 from ddptop.run.session import Session
 from ddptop.protocol import layout
 from ddptop.protocol.layout import TIMELINE_FILE
-from ddptop.run.snapshot import RunPhase, RunSnapshot, ScalingFigures, SessionSnapshot, TelemetrySnapshot, Validity
+from ddptop.run.snapshot import (ConfigSnapshot, RunPhase, RunSnapshot, ScalingFigures, SessionSnapshot,
+                                  TelemetrySnapshot, Validity)
 from ddptop.telemetry.timeline import TimelineFollower
 from ddptop.telemetry.validity import LiveValidity
 from ddptop.telemetry.topology import Topology
@@ -59,6 +61,8 @@ class RunControl:
         self._validity = LiveValidity()
         self._nodes: dict[int, TimelineFollower] = {}  # follower nodes' timelines, found as they appear
         self._nodes_looked = -NODE_LOOK_PERIOD
+        # per traced configuration: the session's snapshot of it, and that snapshot with its files broken down
+        self._traced: dict[str, tuple[ConfigSnapshot, ConfigSnapshot]] = {}
 
     @property
     def run_dir(self) -> str:
@@ -68,7 +72,7 @@ class RunControl:
     def take_snapshot(self) -> RunSnapshot:
         self.session.refresh()
         self.telemetry.refresh()
-        session = self.session.snapshot()
+        session = self._with_trace_breakdowns(self.session.snapshot())
         phase, who = self._phase()
         telemetry = TelemetrySnapshot.of(self.telemetry)
         nodes = self._node_telemetry()
@@ -100,6 +104,29 @@ class RunControl:
             follower.refresh()
             found[node_rank] = TelemetrySnapshot.of(follower)
         return found
+
+    def _with_trace_breakdowns(self, session: SessionSnapshot) -> SessionSnapshot:
+        """Each traced configuration with the breakdown of its ranks' trace files, read here rather than under
+        the session's lock (a GPU trace can take seconds to parse), and each file once
+        (``traces.file_breakdown`` keeps what it read, for the summary too)."""
+        configs, changed = [], False
+        for config in session.configs:
+            if config.trace is not None:
+                done = self._traced.get(config.config_id)
+                if done is None or done[0] is not config:  # the session's snapshot of it changed
+                    done = (config, dataclasses.replace(config, trace=self._trace_of(config)))
+                    self._traced[config.config_id] = done
+                config, changed = done[1], True
+            configs.append(config)
+        return dataclasses.replace(session, configs=tuple(configs)) if changed else session
+
+    def _trace_of(self, config: ConfigSnapshot) -> traces.ConfigTrace | None:
+        state = self.session.configs.get(config.config_id)
+        if state is None or config.trace is None:
+            return config.trace
+        with self.session.lock:  # the events so far: a later one changes the snapshot, which is read again
+            events, device = dict(state.traces), state.spec.device
+        return traces.config_trace(events, config.trace.untraced_step_s, self.run_dir, device)
 
     def _not_saved(self) -> tuple[str, ...]:
         telemetry = getattr(self.telemetry, "not_saved", None)  # a Monitor's; a follower writes nothing

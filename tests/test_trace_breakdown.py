@@ -1,8 +1,11 @@
-"""The step breakdown of a torch.profiler trace (ddptop.protocol.trace_breakdown), on hand-written traces
-whose every figure is known, and on a real CPU trace of a two-rank gloo run (tests/data/traces).
+"""The step breakdown of a torch.profiler trace (ddptop.analysis.trace_breakdown, and over ranks
+ddptop.analysis.traces.combine), on hand-written traces whose every figure is known, and on a real CPU trace
+of a two-rank gloo run (tests/data/traces).
 
 The hand traces give times in microseconds, as Kineto does; the figures come back in seconds, which
 ``in_us`` turns back into microseconds (to the nanosecond) so that each expectation reads as the trace does.
+The expectations read the results as JSON (``to_json``): the shape a rank's event carried in runs recorded
+before ddptop broke the files down itself, and the summary's.
 """
 
 import gzip
@@ -12,12 +15,24 @@ import random
 
 import pytest
 
-from ddptop.protocol import trace_breakdown as tb
-from ddptop.protocol.trace_breakdown import TraceUnreadable, breakdown, combine, read_trace
+from ddptop.analysis import trace_breakdown as tb
+from ddptop.analysis import traces
+from ddptop.analysis.trace_breakdown import RankBreakdown
+from ddptop.analysis.trace_file import TraceUnreadable, read_trace
 
 TRACES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "traces")
 PID = 1  # the rank's process
 GPU_PID = 0  # Kineto's pid for GPU 0
+
+
+def breakdown(trace: dict, device: str, **options) -> dict:
+    """One rank's breakdown, as JSON."""
+    return tb.breakdown(trace, device, **options).to_json()
+
+
+def combine(per_rank: list[dict]) -> dict:
+    """The ranks' breakdowns (as JSON, as a recorded rank's event carried them) put together, as JSON."""
+    return traces.combine([RankBreakdown.from_json(rank) for rank in per_rank]).to_json()
 
 
 def in_us(row: dict) -> dict:
@@ -296,9 +311,19 @@ def test_a_device_other_than_cuda_or_cpu_is_refused():
 
 
 def test_the_interval_helpers_merge_touching_and_nested_intervals_and_intersect_by_a_sweep():
-    assert tb._union([(5, 7), (0, 2), (2, 3), (1, 2), (6, 6)]) == [(0, 3), (5, 7)]
-    assert tb._intersection([(0, 3), (5, 7)], [(2, 6), (7, 9)]) == [(2, 3), (5, 6)]
-    assert tb._intersection([(0, 10)], []) == []
+    assert tb.union([(5, 7), (0, 2), (2, 3), (1, 2), (6, 6)]) == [(0, 3), (5, 7)]
+    assert tb.intersection([(0, 3), (5, 7)], [(2, 6), (7, 9)]) == [(2, 3), (5, 6)]
+    assert tb.intersection([(0, 10)], []) == []
+
+
+def test_a_breakdown_read_back_from_its_json_is_the_same():
+    """What a recorded rank's event carried reads back as the breakdown it was (a run recorded before
+    ddptop broke the files down itself is reported from it where its files are gone)."""
+    dataparallel = {"traceEvents": gpu_trace()["traceEvents"] + [
+        dict(e, args=dict(e["args"], device=1)) for e in gpu_trace()["traceEvents"] if e.get("cat") == "kernel"]}
+    for trace, device in ((gpu_trace(), "cuda"), (host_trace(), "cpu"), (host_trace(), "cuda"), (dataparallel, "cuda")):
+        found = tb.breakdown(trace, device)
+        assert RankBreakdown.from_json(json.loads(json.dumps(found.to_json()))) == found
 
 
 # -- over ranks ---------------------------------------------------------------------------------------------

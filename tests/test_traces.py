@@ -1,18 +1,22 @@
-"""The profiler trace of each configuration: the kernel that writes it, its place in the plan, the summary,
-the report, the verdict and the views. The interval arithmetic itself is tests/test_trace_breakdown.py's."""
+"""The profiler trace of each configuration: the kernel that writes it, its place in the plan, ddptop's
+breakdown of the ranks' files (and a recorded run's events where the files are gone), the summary, the report,
+the verdict and the views. The interval arithmetic itself is tests/test_trace_breakdown.py's."""
 
 from __future__ import annotations
 
 import gzip
 import json
 import os
+import shutil
+import tempfile
 
 import pytest
 
 from ddptop.analysis import traces, verdict
-from ddptop.protocol.trace_breakdown import breakdown, read_trace
+from ddptop.analysis.trace_breakdown import breakdown
+from ddptop.analysis.trace_file import read_trace
 from ddptop.report import build, sections
-from ddptop.report.schema import Summary
+from ddptop.report.schema import Summary, Trace
 from ddptop.report.trace_tables import breakdown_line
 
 from .conftest import ddptop
@@ -52,46 +56,109 @@ def kineto_trace(steps: int, kernels_per_step: int, kernel_us: float, gap_us: fl
     return {"traceEvents": events}
 
 
-def trace_event(trace: dict, device: str, rank: int = 0, step_s: float = 0.001, size: int = 40_000) -> dict:
-    """A rank's ``trace`` event as bench_kernels.trace writes it, for ``trace``."""
-    return {"rank": rank, "path": f"traces/c/rank{rank}.pt.trace.json.gz", "size_bytes": size, "steps": 3,
-            "wall_s": 0.5, "export_s": 0.1, "breakdown_s": 0.05, "step_s": [step_s] * 3, "note": None,
-            "breakdown": breakdown(trace, device)}
+def trace_event(device: str, rank: int = 0) -> dict:
+    """A rank's ``trace`` event as bench_kernels.trace writes it."""
+    return {"rank": rank, "path": f"traces/c/rank{rank}.pt.trace.json.gz", "size_bytes": 40_000, "steps": 3,
+            "wall_s": 0.5, "export_s": 0.1, "step_s": [0.001] * 3, "note": None, "device": device}
+
+
+def write_trace(run_dir: str, event: dict, trace: dict) -> None:
+    """The rank's trace file where its event says it is."""
+    path = os.path.join(run_dir, event["path"])
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with gzip.open(path, "wt", encoding="utf-8") as handle:
+        json.dump(trace, handle)
+
+
+def traced(per_rank: dict[int, dict], device: str, p50: float = 0.001, **event) -> traces.ConfigTrace:
+    """A configuration's trace as ddptop makes it: each rank's trace written to its file, its event as the
+    rank sends it, and the files broken down."""
+    with tempfile.TemporaryDirectory() as run_dir:
+        events = {}
+        for rank, trace in per_rank.items():
+            events[rank] = {**trace_event(device, rank), **event.get(f"rank{rank}", {})}
+            write_trace(run_dir, events[rank], trace)
+        found = traces.config_trace(events, p50, run_dir)
+    assert found is not None
+    return found
 
 
 def gpu_entry(trace: dict, **changes) -> dict:
     """A one-GPU configuration's summary entry whose trace is ``trace``."""
     entry = {"stats": {"sec_iter": {"p50": 0.001}}, "device": "cuda", "mode": "ddp", "world_size": 1,
-             "trace": traces.config_trace({0: trace_event(trace, "cuda")}, 0.001)}
+             "trace": traced({0: trace}, "cuda").to_json()}
     entry.update(changes)
     return entry
+
+
+def as_summary(trace: traces.ConfigTrace) -> Trace:
+    """The trace as the summary holds it."""
+    return Trace.from_json(json.loads(json.dumps(trace.to_json())))
 
 
 # -- the summary's trace ---------------------------------------------------------------------------------------
 
 def test_the_summary_puts_every_ranks_trace_together_with_its_cost():
     trace = kineto_trace(3, 4, 100.0, 20.0)
-    events = {0: trace_event(trace, "cuda", 0, step_s=0.0011, size=40_000),
-              1: trace_event(trace, "cuda", 1, step_s=0.0013, size=48_000)}
-    found = traces.config_trace(events, 0.001)
-    assert [f["rank"] for f in found["files"]] == [0, 1]
-    assert found["steps"] == 3 and found["cost_ratio"] == pytest.approx(1.2)  # median of 1.1 and 1.3 ms
-    assert found["bytes_per_step"] == 48_000 / 4  # the largest file over its 4 recorded steps (the last left out)
-    assert found["wall_s"] == pytest.approx(0.55)
-    assert found["breakdown"]["steps"] == 6  # 3 kept steps on each of 2 ranks
+    found = traced({0: trace, 1: trace}, "cuda", rank0={"step_s": [0.0011] * 3, "size_bytes": 40_000},
+                   rank1={"step_s": [0.0013] * 3, "size_bytes": 48_000})
+    assert [f.rank for f in found.files] == [0, 1]
+    assert found.steps == 3 and found.cost_ratio == pytest.approx(1.2)  # median of 1.1 and 1.3 ms
+    assert found.bytes_per_step == 48_000 / 4  # the largest file over its 4 recorded steps (the last left out)
+    assert found.wall_s == pytest.approx(0.5)  # the ranks spent no time on the breakdown
+    assert found.breakdown is not None and found.breakdown.steps == 6  # 3 kept steps on each of 2 ranks
     idle = traces.figure(found, "idle_s")
     # each step: 4 kernels of 100 us with 20 us before each and after the last: 100 of 500 us idle
-    assert idle["median"] == pytest.approx(0.2) and idle["low"] == pytest.approx(0.2)
+    assert idle is not None and idle.median == pytest.approx(0.2) and idle.low == pytest.approx(0.2)
     assert traces.on_gpu(found) and traces.config_trace({}, 0.001) is None
 
 
-def test_a_rank_whose_trace_could_not_be_written_is_said_and_costs_the_others_nothing():
-    trace = kineto_trace(3, 4, 100.0, 20.0)
+def test_a_rank_whose_trace_could_not_be_written_is_said_and_costs_the_others_nothing(tmp_path):
+    written = trace_event("cuda", 0)
+    write_trace(str(tmp_path), written, kineto_trace(3, 4, 100.0, 20.0))
     lost = {"rank": 1, "path": "traces/c/rank1.pt.trace.json.gz", "steps": 3, "wall_s": 0.4, "step_s": [0.001] * 3,
             "note": "the trace could not be written: OSError: [Errno 28] No space left on device"}
-    found = traces.config_trace({0: trace_event(trace, "cuda"), 1: lost}, 0.001)
-    assert [f["rank"] for f in found["files"]] == [0] and found["breakdown"]["steps"] == 3
-    assert any("No space left on device" in note for note in found["notes"])
+    found = traces.config_trace({0: written, 1: lost}, 0.001, str(tmp_path))
+    assert found is not None and found.breakdown is not None
+    assert [f.rank for f in found.files] == [0] and found.breakdown.steps == 3
+    assert any("No space left on device" in note for note in found.notes)
+
+
+def test_a_trace_file_gone_since_is_said_and_the_rest_is_reported(tmp_path):
+    events = {rank: trace_event("cuda", rank) for rank in (0, 1)}
+    write_trace(str(tmp_path), events[0], kineto_trace(3, 4, 100.0, 20.0))
+    found = traces.config_trace(events, 0.001, str(tmp_path))
+    assert found is not None and found.breakdown is not None and found.breakdown.steps == 3
+    assert [f.rank for f in found.files] == [0, 1]  # both were written
+    assert len(found.notes) == 1 and found.notes[0].startswith("the trace could not be read: ")
+    assert "rank1.pt.trace.json.gz" in found.notes[0]
+
+
+def test_a_run_recorded_when_the_ranks_broke_their_files_down_reads_the_files_and_else_its_events(tmp_path):
+    """Its events carry each rank's breakdown and no device: the file is broken down where it is there (on the
+    device its breakdown names, so a CUDA trace without kernels stays a window alone), the event's breakdown
+    is used where it is gone, and the two agree."""
+    steps_only = {"traceEvents": [e for e in kineto_trace(3, 4, 100.0, 60.0)["traceEvents"]
+                                  if e["cat"] == "user_annotation"]}
+    recorded = {}
+    for rank, trace in ((0, kineto_trace(3, 4, 100.0, 60.0)), (1, steps_only)):
+        event = {**trace_event("cuda", rank), "breakdown_s": 0.05, "breakdown": breakdown(trace, "cuda").to_json()}
+        del event["device"]
+        write_trace(str(tmp_path), event, trace)
+        recorded[rank] = event
+    from_files = traces.config_trace(recorded, 0.001, str(tmp_path), device="cpu")
+    assert from_files is not None and from_files.wall_s == pytest.approx(0.55)  # the ranks' breakdown took time then
+    assert from_files.notes == (breakdown(steps_only, "cuda").note,)
+    shutil.rmtree(tmp_path / "traces")
+    assert traces.config_trace(recorded, 0.001, str(tmp_path), device="cpu") == from_files
+    assert traces.config_trace(recorded, 0.001) == from_files  # no run directory: the events alone
+
+
+def test_the_breakdown_comes_from_the_file_when_there_is_one(tmp_path):
+    event = {**trace_event("cuda"), "breakdown": breakdown(kineto_trace(3, 4, 100.0, 2.0), "cuda").to_json()}
+    write_trace(str(tmp_path), event, kineto_trace(3, 4, 100.0, 60.0))  # not the trace the event's figures are of
+    found = traces.config_trace({0: event}, 0.001, str(tmp_path))
+    assert traces.figure(found, "idle_s").median == pytest.approx(300 / 700)
 
 
 def test_a_dataparallel_trace_is_said_to_be_over_its_gpus_not_one_rank():
@@ -102,12 +169,78 @@ def test_a_dataparallel_trace_is_said_to_be_over_its_gpus_not_one_rank():
                for e in trace["traceEvents"] if e.get("cat") == "kernel"]
     launches = [dict(e, args=dict(e["args"], correlation=e["args"]["correlation"] + 10_000))
                 for e in trace["traceEvents"] if e.get("cat") == "cuda_runtime"]
-    found = traces.config_trace({0: trace_event({"traceEvents": trace["traceEvents"] + replica + launches},
-                                                "cuda")}, 0.001)
-    assert found["breakdown"]["steps"] == 6 and found["steps"] == 3
-    assert breakdown_line(found).endswith("(of the step, 3 steps x 2 GPUs)")
-    one_rank = traces.config_trace({0: trace_event(trace, "cuda")}, 0.001)
-    assert breakdown_line(one_rank).endswith("(of the step, 3 steps x 1 rank)")
+    found = traced({0: {"traceEvents": trace["traceEvents"] + replica + launches}}, "cuda")
+    assert found.breakdown is not None and found.breakdown.steps == 6 and found.steps == 3
+    assert traces.broken_down_over(found) == (2, "GPU")
+    assert breakdown_line(as_summary(found)).endswith("(of the step, 3 steps x 2 GPUs)")
+    one_rank = traced({0: trace}, "cuda")
+    assert breakdown_line(as_summary(one_rank)).endswith("(of the step, 3 steps x 1 rank)")
+
+
+# -- a run directory: the summary rebuilt, the live view ------------------------------------------------------
+
+N2 = "resnet18/ddp/bs4/n2/gloo"
+
+
+def recorded_with_traces(run: str, carried: bool) -> str:
+    """The recorded run with the real gloo trace of each of its two ranks on its N=2 DDP configuration: each
+    file where bench_kernels.trace writes it, each rank's event as it sends it now, or (``carried``) as ranks
+    sent it when they broke their files down themselves."""
+    from ddptop.protocol.layout import trace_file
+
+    shutil.copytree(RECORDED, run)
+    for rank, source in enumerate(GLOO_TRACES):
+        path = trace_file(N2, rank)
+        os.makedirs(os.path.join(run, os.path.dirname(path)), exist_ok=True)
+        shutil.copy(source, os.path.join(run, path))
+        event = {"v": 1, "type": "trace", "t": 1795236997.9, "rank": rank, "config_id": N2, "path": path,
+                 "steps": 3, "step_s": [0.15, 0.16, 0.17], "wall_s": 1.2, "export_s": 0.3, "note": None,
+                 "size_bytes": os.path.getsize(source)}
+        if carried:
+            event.update(breakdown_s=0.05, breakdown=breakdown(read_trace(source), "cpu").to_json())
+        else:
+            event["device"] = "cpu"
+        events = os.path.join(run, "launches", "02-n2-gloo", "events", f"rank-{rank}.jsonl")
+        with open(events, encoding="utf-8") as handle:
+            lines = handle.read().splitlines()
+        lines.insert(next(i for i, line in enumerate(lines) if '"type":"bye"' in line), json.dumps(event))
+        with open(events, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+    return run
+
+
+def test_a_run_recorded_when_ranks_broke_their_files_down_reports_the_same_with_its_files_or_without(tmp_path):
+    """A run whose events carry the ranks' breakdowns: its files are broken down again where they are, the
+    events' breakdowns are used where they are gone, and the report is the same either way."""
+    run = recorded_with_traces(str(tmp_path / "run"), carried=True)
+    with_files, _ = build.load_target(run, rebuild=True)
+    shutil.rmtree(os.path.join(run, "traces"))
+    without, _ = build.load_target(run, rebuild=True)
+    entry = next(c for c in with_files.configs if c.config_id == N2)
+    assert entry.trace is not None and entry.trace.breakdown is not None and entry.trace.breakdown.steps == 6
+    assert [c.to_json() for c in without.configs] == [c.to_json() for c in with_files.configs]
+    assert sections.text_of("trace", without) == sections.text_of("trace", with_files)
+
+
+def test_the_summary_and_the_live_view_break_the_ranks_files_down(tmp_path):
+    """A run recorded now: the events carry no breakdown; the summary rebuilt from the run directory, and a
+    view's snapshot of it, have the breakdown of the files."""
+    run = recorded_with_traces(str(tmp_path / "run"), carried=False)
+    summary, _ = build.load_target(run, rebuild=True)
+    entry = next(c for c in summary.configs if c.config_id == N2)
+    expected = traced({r: read_trace(path) for r, path in enumerate(GLOO_TRACES)}, "cpu")
+    assert entry.trace is not None and entry.trace.breakdown is not None
+    assert entry.trace.breakdown.to_json() == expected.breakdown.to_json()
+    assert entry.trace.wall_s == 1.2  # the profiled steps and the export alone
+
+    from ddptop.control import RecordedControl
+
+    control = RecordedControl.of(run)
+    shown = next(c for c in control.take_snapshot().session.configs if c.config_id == N2)
+    assert shown.trace is not None and shown.trace.breakdown == expected.breakdown
+    # the session's own snapshot holds the events' figures alone: the files are read off its lock
+    assert next(c for c in control.session.snapshot().configs if c.config_id == N2).trace.breakdown is None
+    assert next(c for c in control.take_snapshot().session.configs if c.config_id == N2) is shown  # read once
 
 
 # -- the verdict -----------------------------------------------------------------------------------------------
@@ -161,7 +294,8 @@ def test_a_cuda_trace_without_kernels_is_said_and_never_read_as_an_idle_gpu():
     steps_only = {"traceEvents": [e for e in kineto_trace(3, 4, 100.0, 60.0)["traceEvents"]
                                   if e["cat"] == "user_annotation"]}
     entry = gpu_entry(steps_only)
-    assert not traces.on_gpu(entry["trace"]) and traces.figure(entry["trace"], "idle_s") is None
+    found = traces.ConfigTrace.from_json(entry["trace"])
+    assert not traces.on_gpu(found) and traces.figure(found, "idle_s") is None
     said = verdict.verdict(entry)
     assert said["kind"] != verdict.HOST and "trace: the trace holds no GPU kernel" in said["text"], said["text"]
 
@@ -175,11 +309,9 @@ def test_nvml_calling_it_host_bound_against_the_trace_is_said_not_concluded():
 
 
 def test_the_communication_verdict_gains_the_traced_overlap_from_a_real_gloo_trace():
-    events = {r: {**trace_event(read_trace(path), "cpu", r), "path": f"traces/c/rank{r}.pt.trace.json.gz"}
-              for r, path in enumerate(GLOO_TRACES)}
     entry = {"stats": {"sec_iter": {"p50": 0.012}}, "device": "cpu", "mode": "ddp", "world_size": 2,
              "communication": {"exposed_comm_fraction": 0.2, "exposed_comm_fraction_ci": [0.15, 0.25]},
-             "trace": traces.config_trace(events, 0.012)}
+             "trace": traced({r: read_trace(path) for r, path in enumerate(GLOO_TRACES)}, "cpu", 0.012).to_json()}
     said = verdict.verdict(entry)
     assert "traced (host: gloo's threads): communication " in said["text"] and " of it under compute" in said["text"]
 
@@ -192,8 +324,8 @@ def traced_summary() -> Summary:
     built, _ = build.load_target(RECORDED, rebuild=True)
     document = built.to_json()
     entry = next(c for c in document["configs"] if c["mode"] == "ddp" and c["world_size"] == 2)
-    events = {r: trace_event(read_trace(path), "cpu", r) for r, path in enumerate(GLOO_TRACES)}
-    entry["trace"] = traces.config_trace(events, entry["stats"]["sec_iter"]["p50"])
+    entry["trace"] = traced({r: read_trace(path) for r, path in enumerate(GLOO_TRACES)}, "cpu",
+                            entry["stats"]["sec_iter"]["p50"]).to_json()
     entry["communication"] = {"step_s": 0.2, "compute_s": 0.15, "exposed_comm_s": 0.05,
                               "exposed_comm_fraction": 0.25, "exposed_comm_fraction_ci": [0.2, 0.3]}
     return Summary.from_json(document)
@@ -250,7 +382,7 @@ def test_no_trace_is_the_same_as_zero_steps():
 
 # -- the kernel ------------------------------------------------------------------------------------------------
 
-def test_a_traced_ddp_step_writes_its_file_and_reads_back_a_breakdown_that_adds_up(one_rank_group, tmp_path):
+def test_a_traced_ddp_step_writes_a_file_that_breaks_down_into_steps_that_add_up(one_rank_group, tmp_path):
     from bench_kernels.trace import trace_steps
     from bench_kernels.training import build_training
 
@@ -261,14 +393,15 @@ def test_a_traced_ddp_step_writes_its_file_and_reads_back_a_breakdown_that_adds_
     path = str(tmp_path / "traces" / "c" / "rank0.pt.trace.json.gz")
     fields = trace_steps(torch, training.step_through(training.net), path, 3, "cpu")
     assert fields["note"] is None and len(fields["step_s"]) == 3 and fields["size_bytes"] == os.path.getsize(path)
+    assert fields["device"] == "cpu" and "breakdown" not in fields  # ddptop breaks the file down, not the rank
     with gzip.open(path, "rt", encoding="utf-8") as handle:
         names = [e.get("name", "") for e in json.load(handle)["traceEvents"]]
     assert sorted(n for n in names if n.startswith("ProfilerStep#")) == [f"ProfilerStep#{i}" for i in (1, 2, 3, 4)]
-    found = fields["breakdown"]
-    assert found["device"] == "cpu" and [s["step"] for s in found["steps"]] == [1, 2, 3]  # the 4th left out
-    for step in found["steps"]:
-        assert step["busy_s"] + step["idle_s"] == pytest.approx(step["window_s"], rel=1e-9)
-    assert any(c["name"] == "gloo:all_reduce" for c in found["collectives"])  # DDP's allreduce, alone in its group
+    found = breakdown(read_trace(path), fields["device"])
+    assert found.device == "cpu" and [s.step for s in found.steps] == [1, 2, 3]  # the 4th left out
+    for step in found.steps:
+        assert step.busy_s + step.idle_s == pytest.approx(step.window_s, rel=1e-9)
+    assert any(c.name == "gloo:all_reduce" for c in found.collectives)  # DDP's allreduce, alone in its group
 
 
 # -- the views -------------------------------------------------------------------------------------------------
@@ -318,8 +451,8 @@ def test_the_live_table_shows_the_traced_idle_share():
     config = ConfigSnapshot(config_id="c", label="1M/1G", model="resnet50", mode="ddp", batch_size=32, backend="nccl",
                             status="ok", reason=None, progress=1.0, sample_count=10, revision=1, stats=None)
     assert _config_cells(config, None)["idle"] == "-"
-    traced = dataclasses.replace(config, trace=gpu_entry(kineto_trace(3, 4, 100.0, 60.0))["trace"])
-    assert _config_cells(traced, None)["idle"] == "43%"
+    with_trace = dataclasses.replace(config, trace=traced({0: kineto_trace(3, 4, 100.0, 60.0)}, "cuda"))
+    assert _config_cells(with_trace, None)["idle"] == "43%"
 
 
 # -- a real sweep ----------------------------------------------------------------------------------------------
@@ -340,10 +473,10 @@ def test_every_configuration_of_a_real_gloo_sweep_has_its_trace_on_every_rank(cp
             with gzip.open(path, "rt", encoding="utf-8") as handle:
                 names = [e.get("name", "") for e in json.load(handle)["traceEvents"]]
             assert sum(n.startswith("ProfilerStep#") for n in names) == trace["steps"] + 1  # the last left out
-            steps = breakdown(read_trace(path), "cpu")["steps"]
+            steps = breakdown(read_trace(path), "cpu").steps
             assert len(steps) == trace["steps"] == 3
             for step in steps:
-                assert step["busy_s"] + step["idle_s"] == pytest.approx(step["window_s"], rel=1e-9)
+                assert step.busy_s + step.idle_s == pytest.approx(step.window_s, rel=1e-9)
         assert trace["breakdown"]["steps"] == 3 * entry["world_size"] and trace["cost_ratio"] > 0
         assert trace["bytes_per_step"] > 0 and trace["wall_s"] > 0
     n2 = next(c for c in summary["configs"] if c["mode"] == "ddp" and c["world_size"] == 2)

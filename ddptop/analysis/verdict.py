@@ -138,24 +138,24 @@ def _host_words(idle: Mapping[str, Any], gpus: int, ranks: int) -> str:
             f"{units.percent(low)}–{units.percent(high)}, {where}), {rank} — try {HOST_ADVICE}")
 
 
-def _traced_host_bound(trace: Mapping[str, Any] | None) -> bool:
+def _traced_host_bound(trace: traces.ConfigTrace | None) -> bool:
     """Every traced step of every rank left the GPU idle more than ``HOST_IDLE_SHARE`` of the step, most of it
     waiting for the host (nothing queued)."""
     idle, wait = traces.figure(trace, "idle_s"), traces.figure(trace, "idle_host_wait_s")
-    return bool(idle and wait and idle["low"] > HOST_IDLE_SHARE and wait["median"] >= idle["median"] / 2)
+    return bool(idle and wait and idle.low > HOST_IDLE_SHARE and wait.median >= idle.median / 2)
 
 
-def _traced_host_words(trace: Mapping[str, Any], idle: Mapping[str, Any] | None) -> str:
+def _traced_host_words(trace: traces.ConfigTrace, idle: Mapping[str, Any] | None) -> str:
     """Host-bound from the trace: the GPU's idle share and the part spent waiting for the host; launch-bound
     where the kernels are so short that launching them takes about as long as running them."""
     found, wait = traces.figure(trace, "idle_s"), traces.figure(trace, "idle_host_wait_s")
     assert found is not None and wait is not None
     count, what = traces.broken_down_over(trace)
-    steps = f"{found['n']} traced steps" + (f" ({trace.get('steps')} x {count} {what}s)" if count > 1 else "")
+    steps = f"{found.n} traced steps" + (f" ({trace.steps} x {count} {what}s)" if count > 1 else "")
     kernel = traces.median_kernel_s(trace)
     kind = "launch-bound" if kernel is not None and kernel < LAUNCH_BOUND_KERNEL_S else "host-bound"
-    text = (f"{kind}: the GPU sat idle {units.percent(found['median'])} of the step (every one of {steps} "
-            f"{units.percent(found['low'])}–{units.percent(found['high'])}), {units.percent(wait['median'])} "
+    text = (f"{kind}: the GPU sat idle {units.percent(found.median)} of the step (every one of {steps} "
+            f"{units.percent(found.low)}–{units.percent(found.high)}), {units.percent(wait.median)} "
             "waiting for the host with nothing queued")
     if kind == "launch-bound" and kernel is not None:
         text += f"; its median kernel runs {kernel * 1e6:.0f} us, about what launching one costs"
@@ -166,28 +166,29 @@ def _traced_host_words(trace: Mapping[str, Any], idle: Mapping[str, Any] | None)
     return f"{text} — try {HOST_ADVICE}"
 
 
-def _traced_notes(trace: Mapping[str, Any] | None) -> list[str]:
+def _traced_notes(trace: traces.ConfigTrace | None) -> list[str]:
     """What the trace adds to any verdict: memory copies that take a share of every step, and a trace that
     recorded no GPU activity (said, never read as an idle GPU)."""
     notes = []
     memory = traces.figure(trace, "memory_s")
-    if memory and memory["low"] >= traces.TRACE_MEMORY_SHARE:
-        notes.append(f"memory copies (Memcpy/Memset) take {units.percent(memory['median'])} of every traced step")
-    notes += [f"trace: {note}" for note in ((trace or {}).get("breakdown") or {}).get("notes") or ()]
+    if memory and memory.low >= traces.TRACE_MEMORY_SHARE:
+        notes.append(f"memory copies (Memcpy/Memset) take {units.percent(memory.median)} of every traced step")
+    if trace is not None and trace.breakdown is not None:
+        notes += [f"trace: {note}" for note in trace.breakdown.notes]
     return notes
 
 
-def _traced_comm_words(trace: Mapping[str, Any] | None) -> str | None:
+def _traced_comm_words(trace: traces.ConfigTrace | None) -> str | None:
     """The traced communication beside the no_sync() estimate: in flight, under compute, exposed."""
     comm, exposed = traces.figure(trace, "communication_s"), traces.figure(trace, "exposed_communication_s")
     if comm is None or exposed is None or not traces.communicates(trace):  # too little to explain
         return None
     where = "" if traces.on_gpu(trace) else " (host: gloo's threads)"
-    words = f"traced{where}: communication {units.percent(comm['median'])} of the step"
+    words = f"traced{where}: communication {units.percent(comm.median)} of the step"
     overlap = traces.overlap_share(trace)
     if overlap:
-        words += f", {units.percent(overlap['median'])} of it under compute"
-    return words + f", {units.percent(exposed['median'])} exposed"
+        words += f", {units.percent(overlap.median)} of it under compute"
+    return words + f", {units.percent(exposed.median)} exposed"
 
 
 def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -203,7 +204,7 @@ def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = No
     if total and peak and peak / total >= MEMORY_FULL:
         notes.append(f"memory: {units.percent(peak / total)} of GPU memory at batch {entry.get('batch_size')}")
 
-    trace = entry.get("trace")
+    trace = traces.ConfigTrace.from_json(entry["trace"]) if entry.get("trace") else None
     notes += _traced_notes(trace)
     mfu = _mfu_words(entry)
     idle = telemetry.get("gpu_idle")
@@ -218,7 +219,7 @@ def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = No
         text = _host_words(idle, len(telemetry.get("gpus") or ()), len(telemetry.get("ranks") or ()))
         return {"kind": HOST, "text": "; ".join([text] + ([mfu] if mfu else []) + notes)}
     elif traced and _traced_host_bound(trace):
-        notes.append(f"the traced steps left the GPU idle but ran {units.number((trace or {}).get('cost_ratio'), 2, 'x')} "
+        notes.append(f"the traced steps left the GPU idle but ran {units.number(trace.cost_ratio if trace else None, 2, 'x')} "
                      "the measured p50 under the profiler: not taken for the measured steps'")
 
     fraction, interval = _exposed(entry)

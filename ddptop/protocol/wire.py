@@ -57,9 +57,12 @@ EVENT_FIELDS: dict[str, tuple[tuple[str, frozenset | None, bool], ...]] = {
     "bye": _COMMON + _ANY_CONFIG,
     # the analysis phases of a DDP configuration: DDP's own averages and the comm hook's bucket timings
     "comm": _COMMON + (("config_id", _STR, True), ("analysis_s", _NUMBERS | _NONE, False)),
-    # a configuration's profiler trace (bench_kernels.trace): its file, size, cost and breakdown, or a note
+    # a configuration's profiler trace (bench_kernels.trace): its file, size, cost and device, or a note; ddptop
+    # breaks the file down. breakdown: the rank's own, in runs whose ranks broke their files down (read where
+    # the file is gone)
     "trace": _COMMON + (("config_id", _STR, True), ("path", _STR, True), ("steps", _INT, True),
-                        ("wall_s", _NUMBERS, True), ("note", _STR | _NONE, False), ("breakdown", _DICT, False)),
+                        ("wall_s", _NUMBERS, True), ("note", _STR | _NONE, False), ("device", _STR, False),
+                        ("breakdown", _DICT, False)),
     # a rank alive in a phase that streams no samples (the traced steps, the trace's export): for the hang watch;
     # setup: building a configuration or compiling its first step, which the watch gives the startup grace
     "heartbeat": _COMMON + (("config_id", _STR, False), ("doing", _STR, True), ("setup", _BOOL, False)),

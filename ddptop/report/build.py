@@ -94,9 +94,11 @@ def _config_entry(session: Session, state: Any, writer_died: str | None = None) 
     entry["launch_of_steps"] = {str(rank): run_lengths([names.index(n) if n in names else 0 for n in labels])
                                 for rank, labels in sorted(state.launches_of_steps().items())}
     entry["communication"] = communication.config_communication(state, entry) if entry["stats"] else None
-    trace = traces.config_trace(state.traces, entry["stats"]["sec_iter"]["p50"] if entry["stats"] else None)
+    # the ranks write their trace files; ddptop breaks them down, here and on every rebuild
+    trace = traces.config_trace(state.traces, entry["stats"]["sec_iter"]["p50"] if entry["stats"] else None,
+                                session.run_dir, spec.device)
     if trace is not None:
-        entry["trace"] = trace
+        entry["trace"] = trace.to_json()
     return entry
 
 
@@ -165,7 +167,7 @@ def _overhead(session: Session, entries: list[dict[str, Any]]) -> dict[str, Any]
         "fraction_outside_iterations": (1 - iterations / wall) if wall > 0 else None,
         "fraction_setup": (1 - (iterations + analysis_s + trace_s) / wall) if wall > 0 else None,
         "launches": launches,
-        **({"trace_s": trace_s} if trace_s else {}),  # the profiled steps, their export and breakdown
+        **({"trace_s": trace_s} if trace_s else {}),  # the profiled steps and their export
     }
 
 

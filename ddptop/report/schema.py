@@ -27,7 +27,8 @@ from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT
 __all__ = [
     "SchemaError", "Record", "Summary", "Config", "StepFigures", "Percentiles", "RankSpread", "LaunchUnit",
     "Communication", "DdpLogging", "Buckets", "Achieved", "WindowLoad", "RankLoad", "GpuIdle", "Validity", "Straggler",
-    "StragglerEvidence", "Unconfirmed", "Flops", "Trace", "Verdict", "ScalingTable", "ScalingRow", "Amdahl", "Epoch",
+    "StragglerEvidence", "Unconfirmed", "Flops", "Trace", "TraceFile", "TraceBreakdown", "TraceSpread",
+    "TraceKernel", "TraceCollective", "TraceGpuWork", "Verdict", "ScalingTable", "ScalingRow", "Amdahl", "Epoch",
     "Projection", "ProjectionPoint", "BatchTable", "BatchRow", "CollectiveTable", "CollectiveRow",
     "DpVsDdpRow", "TuneTable", "TuneRow", "StrategyTable", "StrategyRow", "FrontierPoint", "Ceiling", "Uncertainty", "LaunchVariance", "Overhead", "LaunchRecord", "TelemetrySource",
     "NodeRecord", "NodeLaunch", "Environment", "PlanRecord",
@@ -382,10 +383,68 @@ class Flops(Record):
 
 
 @dataclass(kw_only=True)
+class TraceFile(Record):
+    """A rank's profiler trace file."""
+    rank: int = 0
+    path: str = ""  # from the run directory
+    size_bytes: int = 0
+
+
+@dataclass(kw_only=True)
+class TraceSpread(Record):
+    """A figure of the trace over every kept step of every rank (``ddptop.analysis.traces.Spread``)."""
+    median: float = 0.0
+    low: float = 0.0
+    high: float = 0.0
+    n: int = 0
+
+
+@dataclass(kw_only=True)
+class TraceKernel(Record):
+    """A kernel (a host op on the CPU) over every rank's kept steps."""
+    name: str = ""
+    kind: str = ""  # computation, communication, memory; host
+    count: int = 0
+    total_s: float = 0.0
+    mean_s: float = 0.0
+    share: float = 0.0  # of every rank's kernel (host op) time
+
+
+@dataclass(kw_only=True)
+class TraceCollective(Record):
+    """A collective over every rank's kept steps: its NCCL kernels (gloo ops on the CPU) and their time."""
+    name: str = ""
+    count: int = 0
+    total_s: float = 0.0
+
+
+@dataclass(kw_only=True)
+class TraceGpuWork(Record):
+    """The GPU events the kept steps launched, over every rank."""
+    count: int = 0
+    total_s: float = 0.0
+    computation_median_s: float | None = None  # the ranks' middle median computation kernel
+
+
+@dataclass(kw_only=True)
+class TraceBreakdown(Record):
+    """Where the traced steps' time went, over every kept step of every rank
+    (``ddptop.analysis.traces.combine``): each figure a share of its step."""
+    device: str | None = None  # cuda (the device's own activity), cpu (the host's), mixed
+    steps: int = 0  # rows: kept steps x ranks (x GPUs of a rank that drove several)
+    figures: dict[str, TraceSpread | None] = field(default_factory=dict)  # idle_s, compute_s ... (window_s in s)
+    overlap_share: TraceSpread | None = None  # of communication, under computation
+    notes: list[str] = field(default_factory=list)
+    kernels: list[TraceKernel] = field(default_factory=list)
+    collectives: list[TraceCollective] = field(default_factory=list)
+    gpu_work: TraceGpuWork | None = None
+
+
+@dataclass(kw_only=True)
 class Trace(Record):
-    """A configuration's profiler trace (``bench_kernels.trace``): the files, what they cost, and the breakdown
-    of every kept step of every rank (``ddptop.protocol.trace_breakdown.combine``)."""
-    files: list[dict[str, Any]] = field(default_factory=list)  # rank, path (from the run directory), size_bytes
+    """A configuration's profiler trace (``ddptop.analysis.traces.ConfigTrace``): the files, what they cost,
+    and the breakdown of every kept step of every rank."""
+    files: list[TraceFile] = field(default_factory=list)
     steps: int | None = None  # kept steps per rank
     wall_s: float | None = None  # the profiled steps, the profiler's start and the export, on the slowest rank
     export_s: float | None = None
@@ -393,7 +452,7 @@ class Trace(Record):
     untraced_step_s: float | None = None
     cost_ratio: float | None = None
     bytes_per_step: float | None = None  # file size per recorded step, the largest rank's
-    breakdown: dict[str, Any] | None = None
+    breakdown: TraceBreakdown | None = None
     notes: list[str] = field(default_factory=list)
 
 

@@ -10,13 +10,12 @@ and DDP's own overlap, with one word on whether they agree.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from typing import Any
 
 from ddptop import units
 from ddptop.analysis import traces
 from ddptop.report.blocks import Block, Caption, Items, Note, Pairs, Table
-from ddptop.report.schema import Config, Summary
+from ddptop.report.schema import Config, Summary, Trace
 
 TRACE_HEADER = ("configuration", "on", "steps", "idle", "host wait", "compute", "comm", "overlap", "exposed comm",
                 "memcpy", "traced/measured", "size/step")
@@ -32,31 +31,35 @@ OPEN_NOTE = ("Open a trace in https://ui.perfetto.dev (Open trace file; .gz is r
              "files under {run}/traces/.")
 
 
-def _share(found: Mapping[str, Any] | None) -> str:
+def _share(found: traces.SpreadLike | None) -> str:
     if found is None:
         return units.DASH
-    text = units.percent(found["median"])
-    low, high = units.percent(found.get("low")), units.percent(found.get("high"))
+    text = units.percent(found.median)
+    low, high = units.percent(found.low), units.percent(found.high)
     return text if low == high else f"{text} ({low}–{high})"  # the same to the percent: no spread worth a range
 
 
-Traced = list[tuple[Config, dict[str, Any]]]  # the traced configurations, each with its trace as JSON
+Traced = list[tuple[Config, Trace]]  # the traced configurations, each with its trace
 
 
 def _with_trace(summary: Summary) -> Traced:
-    return [(entry, entry.trace.to_json()) for entry in summary.configs if entry.trace is not None]
+    return [(entry, entry.trace) for entry in summary.configs if entry.trace is not None]
+
+
+def _on_gpu(trace: Trace) -> bool:
+    """The breakdown is the device's (CUDA kernels), not the host's."""
+    return trace.breakdown is not None and trace.breakdown.device == "cuda"
 
 
 def trace_rows(traced: Traced) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for entry, trace in traced:
-        breakdown = trace.get("breakdown") or {}
-        gpu = breakdown.get("device") == "cuda"
-        ratio = trace.get("cost_ratio")
+        gpu = _on_gpu(trace)
+        ratio = trace.cost_ratio
         rows.append((
             f"{entry.label} {entry.model} bs{entry.batch_size}",
             "GPU" if gpu else "host",
-            f"{trace.get('steps')}x{traces.broken_down_over(trace)[0]}",
+            f"{trace.steps}x{traces.broken_down_over(trace)[0]}",
             _share(traces.figure(trace, "idle_s")),
             _share(traces.figure(trace, "idle_host_wait_s")),
             _share(traces.figure(trace, "compute_s")),
@@ -65,12 +68,12 @@ def trace_rows(traced: Traced) -> list[tuple[str, ...]]:
             _share(traces.figure(trace, "exposed_communication_s")),
             _share(traces.figure(trace, "memory_s")),
             units.number(ratio, 2, "x") if ratio is not None else units.DASH,
-            units.binary_bytes(trace.get("bytes_per_step")),
+            units.binary_bytes(trace.bytes_per_step),
         ))
     return rows
 
 
-def agreement(entry: Config, trace: Mapping[str, Any]) -> str | None:
+def agreement(entry: Config, trace: Trace) -> str | None:
     """One line setting the traced exposed communication and overlap beside the no_sync() estimate and DDP's
     own figure: whether the trace's range meets the estimate's 95% interval."""
     comm = entry.communication
@@ -78,7 +81,7 @@ def agreement(entry: Config, trace: Mapping[str, Any]) -> str | None:
     if comm is None or exposed is None or comm.exposed_comm_fraction is None or entry.world_size < 2:
         return None
     estimate = comm.exposed_comm_fraction_ci or [comm.exposed_comm_fraction] * 2
-    meets = exposed["low"] <= estimate[1] and exposed["high"] >= estimate[0]
+    meets = exposed.low <= estimate[1] and exposed.high >= estimate[0]
     said = (f"exposed communication: no_sync() {units.with_interval(comm.exposed_comm_fraction, comm.exposed_comm_fraction_ci, units.percent)}"
             f", trace {_share(exposed)}")
     logging = comm.ddp_logging
@@ -92,10 +95,9 @@ def agreement(entry: Config, trace: Mapping[str, Any]) -> str | None:
     return said
 
 
-def breakdown_line(trace: Mapping[str, Any]) -> str:
+def breakdown_line(trace: Trace) -> str:
     """The breakdown in one line: idle (and host wait), compute, communication and its overlap, copies."""
-    breakdown = trace.get("breakdown") or {}
-    gpu = breakdown.get("device") == "cuda"
+    gpu = _on_gpu(trace)
     parts = [f"{'GPU' if gpu else 'host thread'} idle {_share(traces.figure(trace, 'idle_s'))}"]
     if gpu:
         parts.append(f"waiting for the host {_share(traces.figure(trace, 'idle_host_wait_s'))}")
@@ -105,31 +107,31 @@ def breakdown_line(trace: Mapping[str, Any]) -> str:
         parts.append(f"{'NCCL' if gpu else 'gloo'} {_share(comm)}, {_share(traces.overlap_share(trace))} of it "
                      f"under {'compute' if gpu else 'the ops'}, exposed {_share(traces.figure(trace, 'exposed_communication_s'))}")
     memory = traces.figure(trace, "memory_s")
-    if memory is not None and memory["high"] > 0:
+    if memory is not None and memory.high > 0:
         parts.append(f"memcpy {_share(memory)}")
     count, what = traces.broken_down_over(trace)
-    return "; ".join(parts) + f" (of the step, {trace.get('steps')} steps x {count} {what}{'s' if count > 1 else ''})"
+    return "; ".join(parts) + f" (of the step, {trace.steps} steps x {count} {what}{'s' if count > 1 else ''})"
 
 
-def detail_lines(trace: Mapping[str, Any], run_dir: str | None, top: int = 5, with_breakdown: bool = True) -> list[str]:
+def detail_lines(trace: Trace, run_dir: str | None, top: int = 5, with_breakdown: bool = True) -> list[str]:
     """A traced configuration in lines: its breakdown, the top kernels (host ops on the CPU), the collectives,
     any note, the cost, and its files (under ``run_dir`` when given)."""
-    breakdown = trace.get("breakdown") or {}
-    what = "kernel" if breakdown.get("device") == "cuda" else "op"
-    lines = [breakdown_line(trace)] if breakdown and with_breakdown else []
-    lines += [f"{k['name'][:90]}: {k['count']}x, {units.milliseconds(k['total_s'])} total, "
-              f"{units.percent(k['share'])} of {what} time" for k in (breakdown.get("kernels") or [])[:top]]
-    collectives = ", ".join(f"{c['name']} {c['count']}x {units.milliseconds(c['total_s'])}"
-                            for c in breakdown.get("collectives") or [])
-    if collectives:
-        lines.append(f"collectives: {collectives}")
-    lines += [f"note: {note}" for note in trace.get("notes") or ()]
-    if trace.get("cost_ratio") is not None:
-        lines.append(f"cost: traced steps {units.number(trace['cost_ratio'], 2, 'x')} the measured p50, "
-                     f"{units.binary_bytes(trace.get('bytes_per_step'))} of trace per step")
-    for found in trace.get("files") or ():
-        path = os.path.join(run_dir, found["path"]) if run_dir else found["path"]
-        lines.append(f"rank {found['rank']}: {path} ({units.binary_bytes(found.get('size_bytes'))})")
+    breakdown = trace.breakdown
+    what = "kernel" if _on_gpu(trace) else "op"
+    lines = [breakdown_line(trace)] if breakdown is not None and with_breakdown else []
+    if breakdown is not None:
+        lines += [f"{k.name[:90]}: {k.count}x, {units.milliseconds(k.total_s)} total, "
+                  f"{units.percent(k.share)} of {what} time" for k in breakdown.kernels[:top]]
+        collectives = ", ".join(f"{c.name} {c.count}x {units.milliseconds(c.total_s)}" for c in breakdown.collectives)
+        if collectives:
+            lines.append(f"collectives: {collectives}")
+    lines += [f"note: {note}" for note in trace.notes]
+    if trace.cost_ratio is not None:
+        lines.append(f"cost: traced steps {units.number(trace.cost_ratio, 2, 'x')} the measured p50, "
+                     f"{units.binary_bytes(trace.bytes_per_step)} of trace per step")
+    for found in trace.files:
+        path = os.path.join(run_dir, found.path) if run_dir else found.path
+        lines.append(f"rank {found.rank}: {path} ({units.binary_bytes(found.size_bytes)})")
     return lines
 
 
@@ -137,7 +139,7 @@ def kernel_items(traced: Traced, top: int = 3) -> list[tuple[str, str, list[str]
     """The top kernels (GPU) or top-level ops (host) of each traced configuration, and where its files are."""
     items = []
     for entry, trace in traced:
-        gpu = (trace.get("breakdown") or {}).get("device") == "cuda"
+        gpu = _on_gpu(trace)
         lines = detail_lines(trace, None, top, with_breakdown=False)  # the table above has the breakdown
         items.append((entry.config_id, "top kernels" if gpu else "top host ops", lines))
     return items

@@ -16,6 +16,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from ddptop.analysis.traces import ConfigTrace
 from ddptop.protocol.config_fields import ConfigFields
 from ddptop.telemetry.host import RankProcess
 
@@ -111,8 +112,9 @@ class ConfigSnapshot(ConfigFields):
     launches_measured: int = 0  # of its planned launches, those every rank ended well (before its last)
     launches_planned: int = 1
     variant: str = "default"  # the DDP variant it measures (ddptop tune)
-    # its profiler trace once a rank reported it (``ddptop.analysis.traces.config_trace``): files and breakdown
-    trace: Mapping[str, Any] | None = None
+    # its profiler trace once a rank reported it (``ddptop.analysis.traces.config_trace``): files and cost, and
+    # the breakdown of the files (``ddptop.control`` reads them, outside the session's lock)
+    trace: ConfigTrace | None = None
 
     @property
     def analysing(self) -> bool:

@@ -16,7 +16,7 @@ from textual.widgets import Header, Static
 
 from ddptop.control import display_path
 from ddptop.report import sections, trace_tables
-from ddptop.report.schema import ProjectionPoint, ScalingRow, Summary
+from ddptop.report.schema import ProjectionPoint, ScalingRow, Summary, Trace
 from ddptop.tui import ascii
 from ddptop.tui import format as fmt
 from ddptop.tui.footer import FittingFooter
@@ -51,7 +51,7 @@ class TracesScreen(ModalScreen[None]):
     #traces { width: 90%; height: 90%; border: round $accent; padding: 0 1; background: $panel; }
     """
 
-    def __init__(self, traced: list[tuple[str, Any]], run_dir: str | None) -> None:
+    def __init__(self, traced: list[tuple[str, Trace]], run_dir: str | None) -> None:
         super().__init__()
         self.traced = traced  # (configuration heading, its trace as the summary holds it)
         self.run_dir = run_dir
@@ -62,7 +62,7 @@ class TracesScreen(ModalScreen[None]):
                                   id="traces")
 
 
-def traces_text(traced: list[tuple[str, Any]], run_dir: str | None) -> str:
+def traces_text(traced: list[tuple[str, Trace]], run_dir: str | None) -> str:
     """What the traces screen shows, in plain text."""
     if not traced:
         body = ("No trace yet: a configuration is traced after its measured steps (--trace-steps; --no-trace "
@@ -224,7 +224,7 @@ class SummaryScreen(Screen[None]):
             self.notify("the chart is beside the tables at this width", timeout=2)
 
     def action_traces(self) -> None:
-        traced = [(f"{e.config_id}", e.trace.to_json()) for e in self.summary.configs if e.trace is not None]
+        traced = [(f"{e.config_id}", e.trace) for e in self.summary.configs if e.trace is not None]
         self.app.push_screen(TracesScreen(traced, self.summary.run_dir))
 
     def action_back(self) -> None:

@@ -119,4 +119,4 @@ def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None, going: b
 
 def _traced_idle(config: ConfigSnapshot) -> str:
     found = traces.figure(config.trace, "idle_s")
-    return f"{100 * found['median']:.0f}%" if found else "-"
+    return f"{100 * found.median:.0f}%" if found else "-"
