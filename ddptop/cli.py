@@ -26,7 +26,8 @@ from ddptop.report.store import SummaryError
 from ddptop.run import cluster as cluster_mod
 from ddptop.run import rundir
 from ddptop.run.options import DEFAULT_FPS, add_run_arguments, merge_plan_options
-from ddptop.run.plan import read_plan_file, usable_cpu_count
+from ddptop.run.plan import usable_cpu_count
+from ddptop.run.plan_file import read_plan_file
 from ddptop.run.signals import handle_stop_signals
 from ddptop.telemetry.fake.nodes import ProfileError, load_profile
 from ddptop.telemetry.nvml import FAKE_ENV
@@ -232,7 +233,7 @@ def _ascii_if_asked(args: argparse.Namespace) -> None:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    """``ddptop run`` with the tune plan (``ddptop.run.plan._tune_options``)."""
+    """``ddptop run`` with the tune plan (``ddptop.run.plan_models.tune_options``)."""
     args.tune = True
     return cmd_run(args)
 

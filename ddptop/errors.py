@@ -18,5 +18,9 @@ class DdptopError(ValueError):
     exit_code = EXIT_BAD_INPUT
 
 
+class PlanError(DdptopError):
+    """A plan that cannot run (``ddptop.run.plan``): one line, before any launch."""
+
+
 class UsageError(DdptopError):
     """A command line that cannot be obeyed (bad flag, missing terminal, ...)."""

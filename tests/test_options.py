@@ -8,7 +8,8 @@ import pytest
 
 from ddptop.cli import _plan_options, build_parser
 from ddptop.run.options import PLAN_OPTIONS, RUN_OPTIONS, Option, PlanOptions, toml_types
-from ddptop.run.plan import PlanError, build_plan, read_plan_file
+from ddptop.run.plan import PlanError, build_plan
+from ddptop.run.plan_file import read_plan_file
 from ddptop.protocol.vocab import ENDED, FAILED, Mode, Scaling, Status
 from ddptop.telemetry.inventory import GpuInfo, Inventory
 from tests.conftest import stdlib_only

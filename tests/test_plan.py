@@ -1,6 +1,7 @@
 import pytest
 
-from ddptop.run.plan import PlanError, PlanOptions, build_plan, default_world_sizes, read_plan_file
+from ddptop.run.plan import PlanError, PlanOptions, build_plan, default_world_sizes
+from ddptop.run.plan_file import read_plan_file
 from ddptop.telemetry.inventory import GpuInfo, Inventory
 
 NO_GPU = Inventory(problem="NVML unavailable: test")

@@ -13,7 +13,8 @@ import pytest
 
 from ddptop.protocol.catalog import TRANSFORMER_PRESETS
 from ddptop.protocol.modelspec import KINDS, parse_spec
-from ddptop.run.plan import PlanError, PlanOptions, build_plan, read_plan_file
+from ddptop.run.plan import PlanError, PlanOptions, build_plan
+from ddptop.run.plan_file import read_plan_file
 from ddptop.telemetry.inventory import Inventory
 from tests.conftest import ddptop, run_sweep
 

@@ -273,7 +273,7 @@ def test_variants_set_together_take_one_bucket_size_and_one_hook() -> None:
 
 def test_a_plan_file_s_tune_table_makes_the_tune_plan(tmp_path) -> None:
     from ddptop.run.options import merge_plan_options
-    from ddptop.run.plan import read_plan_file
+    from ddptop.run.plan_file import read_plan_file
 
     path = tmp_path / "plan.toml"
     path.write_text('models = ["resnet18"]\nbatch_sizes = [8]\n\n[tune]\nvariants = ["static_graph", "channels_last"]\n')

@@ -11,7 +11,8 @@ import pytest
 from ddptop.protocol.modelspec import SpecError, parse_hf
 from ddptop.protocol.workload import CheckAnswer, WorkloadFacts
 from ddptop.run.options import PlanOptions
-from ddptop.run.plan import NO_IMAGES, PlanError, apply_facts, build_plan
+from ddptop.run.plan import PlanError, build_plan
+from ddptop.run.plan_models import NO_IMAGES, apply_facts
 from ddptop.telemetry.inventory import Inventory
 
 from .conftest import REPO, ddptop, run_sweep
@@ -391,7 +392,7 @@ def test_seq_len_is_no_token_count_of_a_factory_and_mixed_inputs_refuse_channels
 
 
 def test_tune_leaves_out_the_find_unused_parameters_variant_a_workload_sets_already():
-    from ddptop.run.plan import UNUSED_SET
+    from ddptop.run.plan_models import UNUSED_SET
 
     model = "tests.workloads:unused_parameter_declared"
     plan = build_plan(PlanOptions(models=[model], tune=True), NO_GPU, cpu_count=2)

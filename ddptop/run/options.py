@@ -98,6 +98,11 @@ class Option:
         return (float, int) if self.type is float else (self.type,)
 
 
+def unique(values: list[Any]) -> tuple[Any, ...]:
+    """An option's values in the order given, each once."""
+    return tuple(dict.fromkeys(values))
+
+
 def _values(enum: Any) -> tuple[str, ...]:
     return tuple(member.value for member in enum)
 

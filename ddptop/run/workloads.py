@@ -21,7 +21,8 @@ from ddptop.protocol.modelspec import registered
 from ddptop.protocol.workload import CheckAnswer
 from ddptop.run.launcher import kernel_environment
 from ddptop.run.model import Plan
-from ddptop.run.plan import PlanError, apply_facts
+from ddptop.run.plan import PlanError
+from ddptop.run.plan_models import apply_facts
 from ddptop.telemetry.inventory import rank_gpu_environment
 
 # seconds for the check of every model of a plan: importing torch and the user's code, building each model
