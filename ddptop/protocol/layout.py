@@ -2,7 +2,8 @@
 
 One definition, so that the writers (the sweep, the ranks, the follower nodes, the telemetry sampler) and the
 readers (the session, ``watch``, ``report``, the summary) cannot disagree on a name. Pure functions on path
-strings, standard library only: nothing here touches the disk (``ddptop.run.rundir`` does the I/O).
+strings, standard library only: nothing here touches the disk (``ddptop.protocol.storage`` writes the files,
+``ddptop.run.rundir`` makes the folders).
 
     <run dir>/
       plan.json                  PLAN_FILE

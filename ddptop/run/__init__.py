@@ -7,7 +7,7 @@
   ``follower`` (several nodes), ``environment`` (what the node and its software are), ``signals``;
 - reading it back: ``session`` (the ranks' events as per-configuration state), ``live`` (a live run: plan,
   session, sweep and telemetry together), ``watch`` and ``snapshot`` (a run seen from outside its writer),
-  ``eta`` (time left), ``rundir`` (the run directory's files, written so a fault loses nothing).
+  ``eta`` (time left), ``rundir`` (the run directory and its launches' folders made, torchrun's logs read).
 
 The frontends and ``ddptop.control`` sit above this package; ``ddptop.report`` beside it;
 ``ddptop.analysis``, ``ddptop.telemetry`` and ``ddptop.protocol`` below it (the import-linter layers in
