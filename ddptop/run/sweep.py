@@ -16,7 +16,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ddptop.run import nccl_log, rundir
+from ddptop.run import nccl_debug, rundir
 from ddptop.run.binding import launch_binding
 from ddptop.run.cluster import Cluster
 from ddptop.run.follower import END_GRACE
@@ -284,7 +284,7 @@ class SweepRunner:
             if device != self.plan.device:  # the CPU part of a plan on GPUs: its ranks see no GPU at all
                 env["CUDA_VISIBLE_DEVICES"] = ""
             if len(self.plan.variants) > 1 and launch.backend == "nccl":  # a tune: which algorithm NCCL used
-                env.update(nccl_log.tuning_environment(path, os.environ))
+                env.update(nccl_debug.tuning_environment(path, os.environ))
             placement = self._placement(launch.nodes)
             self._mark(LaunchStart(name, launch.world_size, launch.backend, tuple(c.config_id for c in remaining),
                                    nodes=launch.nodes, nproc_per_node=launch.nproc_per_node))
