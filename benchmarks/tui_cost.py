@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from benchmarks.common import add_json_option, row, write_rows  # noqa: E402
 from ddptop.run import rundir  # noqa: E402
 from ddptop.control import RunControl  # noqa: E402
-from ddptop.run.live import create_live_run  # noqa: E402
+from ddptop.live.live_run import create_live_run  # noqa: E402
 from ddptop.run.plan import PlanOptions  # noqa: E402
 from ddptop.protocol.layout import events_path  # noqa: E402
 from ddptop.protocol.wire import EventWriter  # noqa: E402

@@ -122,7 +122,7 @@ def _plan_options(args: argparse.Namespace):
 
 def cmd_run(args: argparse.Namespace) -> int:
     from ddptop.headless import headless_console, run_headless  # rich: a headless run only
-    from ddptop.run.live import create_live_run  # a sweep's machinery: `run` only
+    from ddptop.live.live_run import create_live_run  # a sweep's machinery: `run` only
 
     if args.telemetry_interval < 0:
         raise UsageError("--telemetry-interval must be 0 (off) or positive")
@@ -276,7 +276,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     saved: dict[str, str] = {}
     if rebuilt and not args.rebuild:
         from ddptop.run.snapshot import RunPhase  # a run's state: only for an unfinished run
-        from ddptop.run.watch import SAVE_GRACE, writer_of  # a run's state: only for an unfinished run
+        from ddptop.live.recorded_run import SAVE_GRACE, writer_of  # a run's state: only for an unfinished run
 
         state, writer = writer_of(target)
         # its writer saves the summary when the sweep ends: not ours

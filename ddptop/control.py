@@ -17,9 +17,9 @@ from typing import Any
 
 from ddptop.analysis import traces
 from ddptop.run import rundir
-from ddptop.run.live_scaling import live_scaling
+from ddptop.live.live_scaling import live_scaling
 from ddptop.errors import EXIT_OK
-from ddptop.run.live import LiveRun
+from ddptop.live.live_run import LiveRun
 from ddptop.report import store
 from ddptop.report.schema import Summary
 from ddptop.run.session import Session
@@ -30,7 +30,7 @@ from ddptop.run.snapshot import (ConfigSnapshot, RunPhase, RunSnapshot, ScalingF
 from ddptop.telemetry.timeline import TimelineFollower
 from ddptop.telemetry.validity import LiveValidity
 from ddptop.telemetry.topology import Topology
-from ddptop.run.watch import RecordedRun
+from ddptop.live.recorded_run import RecordedRun
 
 LOG_LINES = 200  # lines of the newest launch's logs a view keeps
 LOG_PERIOD = 1.0  # seconds between reads of the log files

@@ -13,7 +13,7 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
-from ddptop.run.live import LiveRun
+from ddptop.live.live_run import LiveRun
 from ddptop.protocol.vocab import ENDED, FAILED, Status
 from ddptop.report import sections
 from ddptop.run.session import Session

@@ -16,7 +16,7 @@ def test_core_imports_neither_torch_nor_textual():
         "ddptop.analysis.stats, ddptop.analysis.scaling, ddptop.report.build, ddptop.report.store, "
         "ddptop.report.sections, ddptop.telemetry.inventory, ddptop.protocol.wire, "
         "ddptop.telemetry.monitor, ddptop.telemetry.topology, ddptop.telemetry.snapshot, ddptop.telemetry.fake.nvml, "
-        "ddptop.run.live, ddptop.protocol.modelspec, bench_kernels.sources"
+        "ddptop.live.live_run, ddptop.protocol.modelspec, bench_kernels.sources"
     )
     assert not packages & {"torch", "torchvision", "textual"}
 

@@ -9,7 +9,7 @@ import time
 
 from ddptop.run import rundir
 from ddptop.run.plan import PlanOptions, build_plan
-from ddptop.protocol import layout
+from ddptop.protocol import layout, storage
 from ddptop.protocol.wire import EventWriter
 from ddptop.report import build, problem_tables, sections
 from ddptop.run.session import RUNNER_RANK, Session
@@ -29,7 +29,7 @@ def _run_whose_writer_died(tmp_path) -> tuple[str, list]:
     plan = build_plan(PlanOptions(models=["resnet18"], world_sizes=[1], batch_sizes=[4], iters=100, warmup=1),
                       Inventory(problem="test"), cpu_count=2)
     run_dir = rundir.create_run_dir(str(tmp_path / "run"), plan.name)
-    rundir.write_json(os.path.join(run_dir, layout.PLAN_FILE), plan.to_json())
+    storage.write_json(os.path.join(run_dir, layout.PLAN_FILE), plan.to_json())
     runner = EventWriter(os.path.join(run_dir, layout.RUNNER_FILE), RUNNER_RANK, 0.0)
     runner.emit("hello", world_size=0, host=os.uname().nodename, pid=_dead_pid(), device="-")
     configs = plan.configs()

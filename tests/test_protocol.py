@@ -15,7 +15,7 @@ from ddptop.run import rundir
 from ddptop.run.launcher import TorchrunLaunch
 from ddptop.run.model import ConfigSpec
 from ddptop.run.plan import PlanOptions, build_plan
-from ddptop.protocol import layout, marks
+from ddptop.protocol import layout, marks, storage
 from ddptop.protocol.launchspec import LAUNCH_SPEC_VERSION, CollectiveSpec, LaunchSpec, LaunchSpecError, RunConfig
 from ddptop.protocol.vocab import Mode, Scaling
 from ddptop.protocol.wire import EventFileReader, EventWriter
@@ -133,7 +133,7 @@ def test_the_kernel_reads_what_the_launcher_writes(tmp_path):
     path = rundir.launch_dir(run_dir, 2, "n2-gloo", 0)
     spec = _spec(path)
     launch = TorchrunLaunch(path, spec, 2)
-    rundir.write_atomic(launch.spec_path, spec.dumps())  # what TorchrunLaunch.start writes before torchrun
+    storage.write_atomic(launch.spec_path, spec.dumps())  # what TorchrunLaunch.start writes before torchrun
     assert launch.spec_path == os.path.join(path, "launch.json")
     code = (
         "import json, sys\n"

@@ -11,7 +11,7 @@ import pytest
 
 from ddptop.analysis import formulas, scaling
 from ddptop.report import build, keys, store
-from ddptop.run import live_scaling
+from ddptop.live import live_scaling
 from ddptop.run.session import Session
 from tests.conftest import REPO
 

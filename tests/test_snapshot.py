@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from ddptop.run import rundir
-from ddptop.run.live_scaling import live_scaling
+from ddptop.live.live_scaling import live_scaling
 from ddptop.headless import _status_text
 from ddptop.run.plan import PlanOptions, build_plan
 from ddptop.protocol.wire import EventWriter

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from ddptop.run import rundir
+from ddptop.protocol import storage
 from ddptop.report import build, sections, store
 from ddptop.report.schema import Summary
 from tests.conftest import REPO, ddptop, ddptop_process, processes_mentioning, run_sweep
@@ -22,13 +22,13 @@ from tests.conftest import REPO, ddptop, ddptop_process, processes_mentioning, r
 def test_a_write_that_runs_out_of_space_leaves_nothing_behind(tmp_path, monkeypatch):
     target = tmp_path / "summary.json"
     target.write_text("the previous summary\n")
-    monkeypatch.setenv(rundir.DISK_FULL_ENV, str(tmp_path))
+    monkeypatch.setenv(storage.DISK_FULL_ENV, str(tmp_path))
     with pytest.raises(OSError) as caught:
-        rundir.write_atomic(str(target), "x" * 10_000)
+        storage.write_atomic(str(target), "x" * 10_000)
     assert caught.value.errno == errno.ENOSPC and caught.value.filename == str(target)
     assert target.read_text() == "the previous summary\n"  # whole or not at all
     assert os.listdir(tmp_path) == ["summary.json"]  # no summary.json.tmp-<pid>
-    assert rundir.describe_os_error(caught.value, str(target)) == "no space left on device writing summary.json"
+    assert storage.describe_os_error(caught.value, str(target)) == "no space left on device writing summary.json"
 
 
 def test_the_summary_goes_to_the_fallback_and_the_closing_text_says_so(tmp_path, monkeypatch):
@@ -44,7 +44,7 @@ def test_the_summary_goes_to_the_fallback_and_the_closing_text_says_so(tmp_path,
     assert line.startswith(f"Summary not saved in {tmp_path / 'run'}: no space left on device writing summary.json; "
                            f"written to {paths['fallback']} instead. Once there is room: ddptop report ")
     # the fallback full as well: nothing saved, and the way to save it later
-    monkeypatch.setenv(rundir.DISK_FULL_ENV, str(tmp_path))
+    monkeypatch.setenv(storage.DISK_FULL_ENV, str(tmp_path))
     nowhere = store.save_summary(summary, str(tmp_path / "run"), str(tmp_path / "fallback"))
     assert "json" not in nowhere and nowhere["fallback_error"].startswith("no space left on device")
     assert sections.saved_line(summary, nowhere).endswith(f"then run: ddptop report {tmp_path / 'run'} --rebuild\n")
@@ -63,7 +63,7 @@ def test_a_full_disk_before_the_run_is_one_line(tmp_path):
     from tests.conftest import ddptop
 
     done = ddptop("run", "--headless", "--out", str(tmp_path / "run"), "--launches", "1", "--iters", "2",
-                  env={rundir.DISK_FULL_ENV: str(tmp_path / "run")})
+                  env={storage.DISK_FULL_ENV: str(tmp_path / "run")})
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
         f"ddptop: error: cannot write the run directory {tmp_path / 'run'}: no space left on device writing "
@@ -73,7 +73,7 @@ def test_a_full_disk_before_the_run_is_one_line(tmp_path):
 @pytest.mark.slow
 def test_a_full_disk_at_the_end_prints_every_table_and_saves_to_the_fallback(tmp_path, monkeypatch):
     run_dir, fallback = tmp_path / "run", tmp_path / "fallback"
-    monkeypatch.setenv(rundir.DISK_FULL_ENV, str(run_dir / "summary"))  # the summary files only
+    monkeypatch.setenv(storage.DISK_FULL_ENV, str(run_dir / "summary"))  # the summary files only
     done = run_sweep(str(run_dir), "--models", "tests.tiny_models:tiny_cnn", "--image-size", "32",
                      "--num-classes", "10", "--batch-sizes", "2", "--world-sizes", "1", "--warmup", "1",
                      "--iters", "4", "--comm-iters", "0", "--no-collectives", "--telemetry-interval", "0",
@@ -118,7 +118,7 @@ def test_the_injected_full_disk_names_files_by_glob_and_stops_at_a_byte_count(tm
 def test_an_events_file_that_fills_up_says_why_and_is_never_written_again(tmp_path, monkeypatch):
     from ddptop.protocol.wire import EventFileReader, EventsUnwritable, EventWriter
 
-    monkeypatch.setenv(rundir.DISK_FULL_ENV, str(tmp_path / "events"))
+    monkeypatch.setenv(storage.DISK_FULL_ENV, str(tmp_path / "events"))
     monkeypatch.setenv("DDPTOP_FAULT_DISK_FULL_AFTER", "300")
     os.makedirs(tmp_path / "events")
     writer = EventWriter(str(tmp_path / "events" / "rank-1.jsonl"), 1, 0.0)
@@ -130,7 +130,7 @@ def test_an_events_file_that_fills_up_says_why_and_is_never_written_again(tmp_pa
             writer.flush()
     assert str(caught.value) == "no space left on device writing events/rank-1.jsonl"
     assert caught.value.errno == errno.ENOSPC
-    monkeypatch.delenv(rundir.DISK_FULL_ENV)  # room again: the file still takes nothing, so it has no gap
+    monkeypatch.delenv(storage.DISK_FULL_ENV)  # room again: the file still takes nothing, so it has no gap
     size = os.path.getsize(tmp_path / "events" / "rank-1.jsonl")
     writer.emit("bye", wall_s=1.0)
     with pytest.raises(EventsUnwritable):
@@ -155,7 +155,7 @@ def test_marks_that_a_full_disk_stops_are_applied_in_memory(tmp_path, monkeypatc
 
     session = _session(tmp_path)
     config = session.plan.configs()[-1]
-    monkeypatch.setenv(rundir.DISK_FULL_ENV, str(tmp_path / "run" / "runner.jsonl"))
+    monkeypatch.setenv(storage.DISK_FULL_ENV, str(tmp_path / "run" / "runner.jsonl"))
     session.mark(**ConfigEnd(config.config_id, "skipped", "skipped by the user").to_data())
     assert session.configs[config.config_id].status == "skipped"  # not lost with the line
     assert session.configs[config.config_id].reason == "skipped by the user"
@@ -251,7 +251,7 @@ def test_telemetry_a_full_disk_stops_stays_in_memory_and_the_view_says_so(tmp_pa
 
     monitor = Monitor(0.5, str(tmp_path / "telemetry.jsonl"), None, lambda: [])
     monitor.sample_once()
-    monkeypatch.setenv(rundir.DISK_FULL_ENV, str(tmp_path / "telemetry.jsonl"))
+    monkeypatch.setenv(storage.DISK_FULL_ENV, str(tmp_path / "telemetry.jsonl"))
     for _ in range(3):
         monitor.sample_once()
     monitor.stop()
@@ -313,10 +313,10 @@ def test_a_full_disk_that_got_a_few_pages_back_is_still_named_full(tmp_path):
     with small_tmpfs(tmp_path / "disk", size="2m") as disk:
         events = os.path.join(disk, "events")
         os.makedirs(events)
-        assert rundir.storage_problem(events) is None  # 2 MiB free
+        assert storage.storage_problem(events) is None  # 2 MiB free
         with open(os.path.join(disk, "filler"), "wb") as handle:
             handle.write(b"\0" * (2 * 1024 * 1024 - 64 * 1024))  # 64 KiB left
-        found = rundir.storage_problem(events)
+        found = storage.storage_problem(events)
         assert found is not None and found.startswith("no space left on device writing events/ (")
         assert found.endswith(" KiB free there after the launch failed)")
         assert 0 < int(found.split("(")[1].split()[0]) <= 64
@@ -338,7 +338,7 @@ def test_a_disk_that_fills_up_during_the_sweep(tmp_path, disk):
     env = {}
     if disk == "injected":  # rank 1 of the N=2 launch alone, from its 4 KiB on: the reason is its own words
         out = tmp_path / "out"
-        env = {rundir.DISK_FULL_ENV: "*/events/rank-1.jsonl", "DDPTOP_FAULT_DISK_FULL_AFTER": "4096"}
+        env = {storage.DISK_FULL_ENV: "*/events/rank-1.jsonl", "DDPTOP_FAULT_DISK_FULL_AFTER": "4096"}
         context = contextlib.nullcontext()
     else:  # a real 160 KiB filesystem: everything competes for it and the ranks' logs are lost with it (at 200 KiB
         # a fast sweep's events sometimes fit, and the disk filled only at the summary)

@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from ddptop.run.live import create_live_run, gpu_steps_run
+from ddptop.live.live_run import create_live_run, gpu_steps_run
 from ddptop.run.options import PlanOptions
 from ddptop.telemetry import monitor as monitor_module
 from ddptop.telemetry.fake.nvml import FakeNvml

@@ -15,7 +15,7 @@ from ddptop.tui.panels import ConfigTable
 
 from ddptop.control import display_path
 from ddptop.errors import EXIT_INTERRUPTED, EXIT_OK
-from ddptop.run.live import LiveRun, create_live_run
+from ddptop.live.live_run import LiveRun, create_live_run
 from ddptop.run.plan import PlanOptions
 from ddptop.tui.app import DdptopApp, SummaryScreen
 

@@ -374,7 +374,7 @@ OLD_STYLE = "gpu-node:4711:4790 [0] NCCL INFO AllReduce: {size} Bytes -> Algo {a
 
 
 def test_nccl_s_tuning_log_is_counted_by_algorithm_and_protocol_in_either_format() -> None:
-    from ddptop.run import nccl_log
+    from ddptop.telemetry import nccl_log
 
     lines = [NEW_STYLE.format(size=4194304, algo="RING", proto="SIMPLE")] * 3 + [
         NEW_STYLE.format(size=1024, algo="TREE", proto="LL"),
@@ -391,13 +391,14 @@ def test_nccl_s_tuning_log_is_counted_by_algorithm_and_protocol_in_either_format
 
 
 def test_a_tune_on_gpus_turns_nccl_s_tuning_log_on_unless_the_user_set_nccl_debug(tmp_path) -> None:
-    from ddptop.run import nccl_log
+    from ddptop.run import nccl_debug
+    from ddptop.telemetry import nccl_log
 
-    env = nccl_log.tuning_environment(str(tmp_path), {"PATH": "/bin"})
+    env = nccl_debug.tuning_environment(str(tmp_path), {"PATH": "/bin"})
     assert env["NCCL_DEBUG"] == "INFO" and env["NCCL_DEBUG_SUBSYS"] == "TUNING"
     assert env["NCCL_DEBUG_FILE"] == os.path.join(str(tmp_path), "nccl", "%h.%p.log") and (tmp_path / "nccl").is_dir()
-    for variable in nccl_log.USER_VARIABLES:
-        assert nccl_log.tuning_environment(str(tmp_path / "other"), {variable: "WARN"}) == {}
+    for variable in nccl_debug.USER_VARIABLES:
+        assert nccl_debug.tuning_environment(str(tmp_path / "other"), {variable: "WARN"}) == {}
     assert nccl_log.launch_choices(str(tmp_path / "other")) is None  # no folder: nothing was read
 
 

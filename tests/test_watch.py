@@ -13,7 +13,7 @@ from ddptop.tui.panels import ConfigTable
 
 from ddptop.tui.app import DdptopApp, SummaryApp, SummaryScreen
 from ddptop.run.snapshot import RunPhase
-from ddptop.run.watch import RecordedRun
+from ddptop.live.recorded_run import RecordedRun
 from ddptop.report.schema import Summary
 
 from .conftest import REPO, ddptop, ddptop_process, wait_path

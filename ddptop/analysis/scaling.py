@@ -9,7 +9,7 @@ against DDP and the collective kernel's bandwidth beside DDP's are here too.
 The live view asks for the same rows several times a second while only a few inputs change between looks.
 ``LiveScaling`` keeps the last tables and rebuilds them only when a configuration's inputs (its p50 step
 time, gradient size and communication figures) changed, so a frame with nothing new costs a key comparison
-(``ddptop.run.live_scaling`` feeds it a running session's configurations).
+(``ddptop.live.live_scaling`` feeds it a running session's configurations).
 """
 
 from __future__ import annotations

@@ -90,7 +90,7 @@ def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str,
     ``skipped``: the variants asked for but not measured (said under the table, with ``reasons``' why, else
     the GPU-only one); ``compiles``:
     torch.compile's first step in each launch of a compiled configuration; ``nccl``: the algorithms and
-    protocols NCCL's log says it used in the launches of each configuration (``ddptop.run.nccl_log``)."""
+    protocols NCCL's log says it used in the launches of each configuration (``ddptop.telemetry.nccl_log``)."""
     compiles, nccl, reasons = compiles or {}, nccl or {}, reasons or {}
 
     def row(entry: Mapping[str, Any]) -> dict[str, Any]:

@@ -26,7 +26,7 @@ import ddptop
 from ddptop.doctor.commands import run_command
 from ddptop.doctor.parsing import last_line
 from ddptop.errors import DdptopError
-from ddptop.run import rundir
+from ddptop.protocol import storage
 from ddptop.telemetry import nvml as nv
 from ddptop.telemetry.fake.recorded import P2P_INDEXES, REPORT_SCHEMA
 from ddptop.telemetry.gpu import COUNTERS, GpuSampler
@@ -280,10 +280,10 @@ def save_report(report: dict[str, Any], path: str) -> str:
     """``report`` written atomically at ``path`` (user-only); ReportError in one line when it cannot be."""
     check_report_path(path)
     try:
-        rundir.write_json(path, report)
+        storage.write_json(path, report)
         os.chmod(path, 0o600)
     except OSError as exc:
-        raise ReportError(f"cannot write --report {path}: {rundir.describe_os_error(exc, path)}") from None
+        raise ReportError(f"cannot write --report {path}: {storage.describe_os_error(exc, path)}") from None
     return path
 
 

@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from ddptop.run import rundir
+from ddptop.protocol import storage
 from ddptop.doctor.checks import CHECK_NAMES
 from ddptop.doctor.result import FAIL, STATUSES, Check
 from ddptop.errors import DdptopError
@@ -48,7 +49,7 @@ def save(checks: list[Check], out_dir: str) -> str:
                 "checks": [check_json(c) for c in checks]}
     try:
         os.makedirs(out_dir, mode=0o700, exist_ok=True)
-        rundir.write_json(path, document)
+        storage.write_json(path, document)
     except OSError as exc:
-        raise DoctorError(f"cannot save the checks: {rundir.describe_os_error(exc, path)} in {out_dir}") from None
+        raise DoctorError(f"cannot save the checks: {storage.describe_os_error(exc, path)} in {out_dir}") from None
     return path

@@ -2,7 +2,8 @@
 
 One definition, so that the writers (the sweep, the ranks, the follower nodes, the telemetry sampler) and the
 readers (the session, ``watch``, ``report``, the summary) cannot disagree on a name. Pure functions on path
-strings, standard library only: nothing here touches the disk (``ddptop.run.rundir`` does the I/O).
+strings, standard library only: nothing here touches the disk (``ddptop.protocol.storage`` writes the files,
+``ddptop.run.rundir`` makes the folders).
 
     <run dir>/
       plan.json                  PLAN_FILE
@@ -43,7 +44,7 @@ TRACE_SUFFIX = ".pt.trace.json.gz"  # torch.profiler's own name for a trace; the
 SPEC_FILE = "launch.json"  # what every rank of the launch runs (every node's agent reads the same one)
 AGENT_LOG = "agent.log"  # torchrun's own output
 EVENTS_DIR = "events"
-NCCL_LOG_DIR = "nccl"  # NCCL_DEBUG_FILE's folder in a tune's GPU launches (ddptop.run.nccl_log)
+NCCL_LOG_DIR = "nccl"  # NCCL_DEBUG_FILE's folder in a tune's GPU launches (run.nccl_debug; telemetry.nccl_log reads it)
 LOGS_DIR = "logs"  # torchrun --log-dir: <LOGS_DIR>/<run id>/attempt_<n>/<local rank>/stdout.log, stderr.log
 EVENTS_PREFIX, EVENTS_SUFFIX = "rank-", ".jsonl"
 

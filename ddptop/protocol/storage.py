@@ -1,9 +1,9 @@
 """Writing the run directory's bytes, and saying in words why a write failed.
 
-Every file ddptop and the ranks write goes through ``write_all``: the atomic JSON files (``rundir``) and the
-appended event files (``wire.EventWriter``). That one place also holds a testing aid, like ``--inject``: a
-full disk or an exhausted quota injected exactly where a real one stops a write, ``os.write`` raising
-ENOSPC part-way through.
+Every file ddptop and the ranks write goes through ``write_all``: the files written whole (``write_atomic``,
+``write_json``: summaries, plan.json, launch.json) and the appended event files (``wire.EventWriter``). That
+one place also holds a testing aid, like ``--inject``: a full disk or an exhausted quota injected exactly
+where a real one stops a write, ``os.write`` raising ENOSPC part-way through.
 
     DDPTOP_FAULT_DISK_FULL=PATTERN        a path prefix, or a glob (``*/events/rank-1.jsonl``) on the
                                           absolute path: the files it names run out of space
@@ -20,10 +20,13 @@ The ranks inherit the environment, so one variable reaches every process of a ru
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fnmatch
+import json
 import os
 import time
+from typing import Any
 
 DISK_FULL_ENV = "DDPTOP_FAULT_DISK_FULL"
 DISK_FULL_AFTER_ENV = "DDPTOP_FAULT_DISK_FULL_AFTER"
@@ -88,6 +91,31 @@ def write_all(fd: int, data: bytes, path: str, size_before: int = 0) -> None:
         view = view[count:]
 
 
+def write_atomic(path: str, data: str | bytes) -> None:
+    """Write ``path`` whole or not at all: a temporary file beside it (0600), synced, then renamed over it, so a
+    reader never sees half a summary. On any failure (a full disk, a quota, a directory gone or read-only) the
+    temporary file is removed and the OSError raised naming ``path``, the old file (if any) untouched."""
+    payload = data.encode() if isinstance(data, str) else data
+    tmp = f"{path}.tmp-{os.getpid()}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        try:
+            write_all(fd, payload, path)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        exc.filename = path
+        raise
+
+
+def write_json(path: str, data: Any) -> None:
+    write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
 # Errors that no later write in the same directory escapes: the sweep stops rather than fail every launch.
 LASTING = (errno.EROFS, errno.ENOENT, errno.EACCES)
 
@@ -108,3 +136,30 @@ def describe_os_error(exc: OSError, path: str) -> str:
     """``no space left on device writing summary.json`` and the like, for one line."""
     words = _WORDS.get(exc.errno or 0, (exc.strerror or str(exc)).lower())
     return f"{words} writing {shown_name(path)}"
+
+
+NEARLY_FULL_BYTES = 1 << 20  # free space under this, after a launch failed, is a full disk that a few freed pages hid
+
+
+def storage_problem(directory: str) -> str | None:
+    """Whether a small file can be written in ``directory`` now: None, or why not (``no space left on
+    device writing events/``). A disk that filled up, then got a few pages back (a writer that failed
+    removed its partial file), takes the probe yet is still full: under ``NEARLY_FULL_BYTES`` free, it is
+    said so, with what is free, for the rank that could not even write its own error."""
+    probe = os.path.join(directory, f".space-probe-{os.getpid()}")
+    try:
+        write_atomic(probe, b"\0" * 4096)
+    except OSError as exc:
+        return describe_os_error(exc, directory) + "/"
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
+    try:
+        stat = os.statvfs(directory)
+    except OSError:
+        return None
+    # root may write into the blocks a filesystem keeps for it (ext4's 5%): what it can still write is f_bfree
+    free = (stat.f_bfree if os.geteuid() == 0 else stat.f_bavail) * stat.f_frsize
+    if free < NEARLY_FULL_BYTES:
+        return (f"no space left on device writing {shown_name(directory.rstrip(os.sep))}/ "
+                f"({free // 1024} KiB free there after the launch failed)")
+    return None

@@ -23,9 +23,8 @@ from ddptop.protocol.wire import EventFileReader
 from ddptop.report import load_tables, store
 from ddptop.report.schema import Summary
 from ddptop.report.store import SCHEMA, SCHEMA_VERSION, read_json_object
-from ddptop.run import nccl_log
 from ddptop.run.session import Session
-from ddptop.telemetry import timeline, validity
+from ddptop.telemetry import nccl_log, timeline, validity
 
 
 def _rank0_end(state: Any) -> dict[str, Any]:
@@ -370,7 +369,7 @@ def build_summary(
 
 def _nccl_choices(run_dir: str, entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """Per configuration, what NCCL's TUNING log says it chose in the launches that measured it (a tune on
-    GPUs; ``ddptop.run.nccl_log``): every collective of those launches, the configuration's among them."""
+    GPUs; ``ddptop.telemetry.nccl_log``): every collective of those launches, the configuration's among them."""
     by_launch: dict[str, list[nccl_log.Choice] | None] = {}
     found: dict[str, list[dict[str, Any]]] = {}
     for entry in entries:

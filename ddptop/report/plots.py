@@ -24,8 +24,8 @@ import math
 import os
 from typing import Any
 
-from ddptop.run import rundir
 from ddptop.analysis import formulas
+from ddptop.protocol import storage
 from ddptop.protocol.layout import PLOTS_DIR
 from ddptop.report.schema import ScalingTable, Summary
 
@@ -52,7 +52,7 @@ def _save(fig: Any, out_dir: str, name: str) -> list[str]:
         path = os.path.join(out_dir, f"{name}.{fmt}")
         image = io.BytesIO()
         fig.savefig(image, format=fmt, dpi=110, bbox_inches="tight")
-        rundir.write_atomic(path, image.getvalue())  # whole or not at all, the user's only, on a full disk too
+        storage.write_atomic(path, image.getvalue())  # whole or not at all, the user's only, on a full disk too
         paths.append(path)
     return paths
 

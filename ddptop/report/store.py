@@ -12,8 +12,8 @@ import os
 import tempfile
 from typing import Any
 
-from ddptop.run import rundir
 from ddptop.errors import DdptopError
+from ddptop.protocol import storage
 from ddptop.protocol.layout import (PLOTS_DIR, SUMMARY_CSV, SUMMARY_JSON, SUMMARY_MD,
                                     TOPOLOGY_FILE)
 from ddptop.protocol.wire import encode
@@ -56,9 +56,9 @@ def _write_summary(summary: Summary, directory: str) -> dict[str, str]:
     from ddptop.report import csv_table, sections  # numpy: loaded when a summary is written, not with the view
 
     paths = summary_paths(directory)
-    rundir.write_json(paths["json"], summary.to_json())
-    rundir.write_atomic(paths["md"], sections.markdown(summary))
-    rundir.write_atomic(paths["csv"], csv_table.csv_text(summary))
+    storage.write_json(paths["json"], summary.to_json())
+    storage.write_atomic(paths["md"], sections.markdown(summary))
+    storage.write_atomic(paths["csv"], csv_table.csv_text(summary))
     return paths
 
 
@@ -83,16 +83,16 @@ def save_summary(
     try:
         return _write_summary(summary, run_dir)
     except OSError as exc:
-        reason = rundir.describe_os_error(exc, exc.filename or os.path.join(run_dir, SUMMARY_JSON))
+        reason = storage.describe_os_error(exc, exc.filename or os.path.join(run_dir, SUMMARY_JSON))
     try:
         base = fallback_dir or default_fallback_dir()
         os.makedirs(base, mode=0o700, exist_ok=True)
         target = tempfile.mkdtemp(prefix=f"{os.path.basename(os.path.abspath(run_dir))}-", dir=base)
         paths = _write_summary(summary, target)
         for name, records in (kept_records or {}).items():
-            rundir.write_atomic(os.path.join(target, name), b"".join(map(encode, records)))
+            storage.write_atomic(os.path.join(target, name), b"".join(map(encode, records)))
     except OSError as exc:
-        return {"save_error": reason, "fallback_error": rundir.describe_os_error(exc, exc.filename or "")}
+        return {"save_error": reason, "fallback_error": storage.describe_os_error(exc, exc.filename or "")}
     return {**paths, "save_error": reason, "fallback": target}
 
 
@@ -103,7 +103,7 @@ def save_plots_safely(summary: Summary, run_dir: str) -> dict[str, str]:
 
         written = plots.save_plots(summary, run_dir)
     except OSError as exc:  # a full disk: the pictures drawn before it are whole, the rest not written
-        return {"plots_error": rundir.describe_os_error(exc, exc.filename or os.path.join(run_dir, PLOTS_DIR))}
+        return {"plots_error": storage.describe_os_error(exc, exc.filename or os.path.join(run_dir, PLOTS_DIR))}
     except Exception as exc:  # noqa: BLE001 - the numbers are saved already; say why the pictures are not
         return {"plots_error": f"{type(exc).__name__}: {exc}".splitlines()[0]}
     return {"plots": os.path.join(run_dir, PLOTS_DIR)} if written else {}

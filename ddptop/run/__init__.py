@@ -4,15 +4,17 @@
   files), ``model`` (``Plan``, ``ConfigSpec``, ``Launch``: what runs in which launch);
 - launching: ``sweep`` (launches in order, the hang watch, one more launch for a disturbed one),
   ``launcher`` (one torchrun subprocess), ``binding`` (the CPUs each rank gets), ``cluster`` and
-  ``follower`` (several nodes), ``environment`` (what the node and its software are), ``signals``;
-- reading it back: ``session`` (the ranks' events as per-configuration state), ``live`` (a live run: plan,
-  session, sweep and telemetry together), ``watch`` and ``snapshot`` (a run seen from outside its writer),
-  ``eta`` (time left), ``rundir`` (the run directory's files, written so a fault loses nothing).
+  ``follower`` (several nodes), ``environment`` (what the node and its software are), ``nccl_debug`` (NCCL's
+  TUNING log turned on in a tune's launches), ``signals``;
+- reading it back: ``session`` (the ranks' events as per-configuration state), ``snapshot`` (what a view
+  shows of it, frozen), ``eta`` (time left), ``rundir`` (the run directory and its launches' folders made,
+  torchrun's logs read).
 
-The frontends and ``ddptop.control`` sit above this package; ``ddptop.report`` beside it;
-``ddptop.analysis``, ``ddptop.telemetry`` and ``ddptop.protocol`` below it (the import-linter layers in
+``ddptop.report`` (a session's summary) sits above this package, and ``ddptop.live`` above both (a run
+driven to its summary: ``LiveRun``, ``RecordedRun``), under ``ddptop.control`` and the frontends;
+``ddptop.analysis``, ``ddptop.telemetry`` and ``ddptop.protocol`` are below it (the import-linter layers in
 pyproject.toml). Importing it loads neither torch nor Textual.
 """
 
-__all__ = ["binding", "cluster", "environment", "eta", "follower", "launcher", "live", "model", "options",
-           "plan", "rundir", "session", "signals", "snapshot", "sweep", "watch"]
+__all__ = ["binding", "cluster", "environment", "eta", "follower", "launcher", "model", "nccl_debug", "options",
+           "plan", "rundir", "session", "signals", "snapshot", "sweep"]

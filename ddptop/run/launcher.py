@@ -23,9 +23,8 @@ from typing import Any
 import psutil
 
 import bench_kernels
-from ddptop.run import rundir
 from ddptop.run.cluster import Cluster
-from ddptop.protocol import layout
+from ddptop.protocol import layout, storage
 from ddptop.protocol.affinity import NUMA_BINDING_ENV, UNBOUND_ENV
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError
 from ddptop.protocol.vocab import Status
@@ -228,7 +227,7 @@ class TorchrunLaunch:
 
     def start(self) -> None:
         if self.spec is not None:
-            rundir.write_atomic(self.spec_path, self.spec.dumps())
+            storage.write_atomic(self.spec_path, self.spec.dumps())
         log = os.open(self.agent_log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
             self.started = time.monotonic()

@@ -15,22 +15,20 @@
       summary.json, summary.md, summary.csv           the saved summary (at the end, or on demand)
       plots/                         the summary's figures (PNG)
 
-The names are defined once, in ``ddptop.protocol.layout``; this module does the I/O. Directories are created
-user-only (0700) and files 0600; a run directory is never reused, and summaries are replaced atomically
-(temporary file, fsync, rename), so a reader never sees half a summary.
+The names are defined once, in ``ddptop.protocol.layout``, and every file is written by
+``ddptop.protocol.storage`` (whole or not at all); this module creates the run directory and its launches'
+folders, user-only (0700), refusing to reuse one (``RunDirError``, a user error), and reads what torchrun
+left in a launch's folder: the workers' logs and the failures its agent listed.
 """
 from __future__ import annotations
 
-import contextlib
 import glob
-import json
 import os
 import re
 import time
-from typing import Any
 
 from ddptop.errors import DdptopError
-from ddptop.protocol import layout, storage
+from ddptop.protocol import layout
 
 
 class RunDirError(DdptopError):
@@ -84,63 +82,6 @@ def _make_private_dirs(path: str) -> None:
         raise RunDirError(f"cannot create run directory {path}: {exc.strerror}") from None
     if not os.access(path, os.W_OK):
         raise RunDirError(f"run directory {path} is not writable")
-
-
-# The testing aid that injects a full disk lives with the one function every write goes through.
-DISK_FULL_ENV = storage.DISK_FULL_ENV
-describe_os_error = storage.describe_os_error
-
-
-def write_atomic(path: str, data: str | bytes) -> None:
-    """Write ``path`` whole or not at all: a temporary file beside it, synced, then renamed over it. On any
-    failure (a full disk, a quota, a directory gone or read-only) the temporary file is removed and the
-    OSError raised naming ``path``, the old file (if any) untouched."""
-    payload = data.encode() if isinstance(data, str) else data
-    tmp = f"{path}.tmp-{os.getpid()}"
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        try:
-            storage.write_all(fd, payload, path)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
-    except OSError as exc:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        exc.filename = path
-        raise
-
-
-NEARLY_FULL_BYTES = 1 << 20  # free space under this, after a launch failed, is a full disk that a few freed pages hid
-
-
-def storage_problem(directory: str) -> str | None:
-    """Whether a small file can be written in ``directory`` now: None, or why not (``no space left on
-    device writing events/``). A disk that filled up, then got a few pages back (a writer that failed
-    removed its partial file), takes the probe yet is still full: under ``NEARLY_FULL_BYTES`` free, it is
-    said so, with what is free, for the rank that could not even write its own error."""
-    probe = os.path.join(directory, f".space-probe-{os.getpid()}")
-    try:
-        write_atomic(probe, b"\0" * 4096)
-    except OSError as exc:
-        return describe_os_error(exc, directory) + "/"
-    with contextlib.suppress(OSError):
-        os.unlink(probe)
-    try:
-        stat = os.statvfs(directory)
-    except OSError:
-        return None
-    # root may write into the blocks a filesystem keeps for it (ext4's 5%): what it can still write is f_bfree
-    free = (stat.f_bfree if os.geteuid() == 0 else stat.f_bavail) * stat.f_frsize
-    if free < NEARLY_FULL_BYTES:
-        return (f"no space left on device writing {storage.shown_name(directory.rstrip(os.sep))}/ "
-                f"({free // 1024} KiB free there after the launch failed)")
-    return None
-
-
-def write_json(path: str, data: Any) -> None:
-    write_atomic(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
 def launch_dir(run_dir: str, index: int, launch_key: str, attempt: int) -> str:

@@ -32,7 +32,7 @@ from ddptop.run.failure_reasons import cause_in_front, error_reason, error_words
 from ddptop.run.model import ConfigSpec, Plan
 from ddptop.run.snapshot import ANALYSIS_COMMUNICATION, ANALYSIS_TRACE, LaunchSnapshot, SessionSnapshot
 from ddptop.telemetry.host import RankProcess
-from ddptop.protocol import layout
+from ddptop.protocol import layout, storage
 from ddptop.protocol.marks import ConfigEnd, LaunchEnd, LaunchStart, SweepEnd, parse_mark
 from ddptop.protocol.vocab import ENDED, FAILED, Phase, Status
 from ddptop.protocol.wire import EventFileReader, EventsUnwritable, EventWriter, make_event
@@ -79,7 +79,7 @@ class Session:
     # -- construction ----------------------------------------------------------------------------------
     @classmethod
     def create(cls, plan: Plan, run_dir: str) -> "Session":
-        rundir.write_json(os.path.join(run_dir, layout.PLAN_FILE), plan.to_json())
+        storage.write_json(os.path.join(run_dir, layout.PLAN_FILE), plan.to_json())
         session = cls(plan, run_dir)
         session._runner_writer = EventWriter(os.path.join(run_dir, layout.RUNNER_FILE), RUNNER_RANK, 0.0)
         hello = make_event("hello", RUNNER_RANK, world_size=0, host=os.uname().nodename, pid=os.getpid(), device="-")
@@ -380,7 +380,7 @@ class Session:
     def add_configs(self, plan: Plan, specs: Sequence[ConfigSpec]) -> None:
         """Configurations the sweep decided to run as it went (``ddptop tune``'s combination): the plan that
         holds them replaces the old one, in memory and in plan.json, so a rebuild from the files finds them."""
-        rundir.write_json(os.path.join(self.run_dir, layout.PLAN_FILE), plan.to_json())
+        storage.write_json(os.path.join(self.run_dir, layout.PLAN_FILE), plan.to_json())
         with self.lock:
             self._adopt(plan, specs)
 

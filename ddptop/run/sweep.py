@@ -16,7 +16,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ddptop.run import nccl_log, rundir
+from ddptop.run import nccl_debug, rundir
 from ddptop.run.binding import launch_binding
 from ddptop.run.cluster import Cluster
 from ddptop.run.follower import END_GRACE
@@ -26,6 +26,7 @@ from ddptop.protocol import layout, variants
 from ddptop.protocol.launchspec import CollectiveSpec, LaunchSpec, RunConfig
 from ddptop.protocol.marks import ConfigEnd, LaunchEnd, LaunchStart, SweepEnd, parse_mark
 from ddptop.protocol.vocab import ENDED, FAILED, STOPPED_EXIT, Mode, OnFailure, Status, SweepStatus
+from ddptop.protocol import storage
 from ddptop.protocol.storage import lasting
 from ddptop.protocol.wire import UNWRITABLE_MARK, EventFileReader
 from ddptop.run.session import Session
@@ -233,7 +234,7 @@ class SweepRunner:
                     try:
                         self._run_launch(launch)
                     except OSError as exc:  # a launch's own files (its directory, launch.json) cannot be written
-                        self._stop_for_storage(rundir.describe_os_error(exc, exc.filename or self.session.run_dir))
+                        self._stop_for_storage(storage.describe_os_error(exc, exc.filename or self.session.run_dir))
                         break
                     self._launch_walls.append(time.monotonic() - started)
                     if len(self.plan.variants) > 1 and launch.replicate >= 1 and not self.plan.keep_slower:
@@ -283,7 +284,7 @@ class SweepRunner:
             if device != self.plan.device:  # the CPU part of a plan on GPUs: its ranks see no GPU at all
                 env["CUDA_VISIBLE_DEVICES"] = ""
             if len(self.plan.variants) > 1 and launch.backend == "nccl":  # a tune: which algorithm NCCL used
-                env.update(nccl_log.tuning_environment(path, os.environ))
+                env.update(nccl_debug.tuning_environment(path, os.environ))
             placement = self._placement(launch.nodes)
             self._mark(LaunchStart(name, launch.world_size, launch.backend, tuple(c.config_id for c in remaining),
                                    nodes=launch.nodes, nproc_per_node=launch.nproc_per_node))
@@ -569,7 +570,7 @@ class SweepRunner:
                 for line in rundir.tail_lines(streams.get("stderr", ""), LOG_TAIL_LINES):
                     if UNWRITABLE_MARK in line:
                         return line.split(UNWRITABLE_MARK, 1)[1].strip()
-        return rundir.storage_problem(layout.events_dir(path))
+        return storage.storage_problem(layout.events_dir(path))
 
     def _mark(self, mark: ConfigEnd | LaunchEnd | LaunchStart | SweepEnd) -> None:
         self.session.mark(**mark.to_data())

@@ -2,8 +2,9 @@
 
 ``nvml`` is the one door to NVML; ``gpu``, ``host``, ``topology`` and ``inventory`` (the usable GPUs, MIG,
 what each rank is told) read the node; ``monitor`` samples it on a thread into the ``timeline``;
-``validity`` judges a measured window (was the node quiet?); ``snapshot`` is ``ddptop gpus``; ``fake`` holds
-the simulated nodes.
+``validity`` judges a measured window (was the node quiet?); ``nccl_log`` reads which algorithm and protocol
+NCCL chose, from its own log; ``snapshot`` is ``ddptop gpus``; ``fake`` holds the simulated nodes.
 """
 
-__all__ = ["fake", "gpu", "host", "inventory", "monitor", "nvml", "snapshot", "timeline", "topology", "validity"]
+__all__ = ["fake", "gpu", "host", "inventory", "monitor", "nccl_log", "nvml", "snapshot", "timeline", "topology",
+           "validity"]

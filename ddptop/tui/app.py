@@ -28,8 +28,8 @@ from textual.widgets import Header, Static, TabbedContent, TabPane
 
 from ddptop.control import LiveControl, RecordedControl, RunControl, ScreenSummary, display_path
 from ddptop.report import sections
+from ddptop.live.live_run import LiveRun
 from ddptop.report.schema import Trace
-from ddptop.run.live import LiveRun
 from ddptop.run.options import DEFAULT_FPS
 from ddptop.run.signals import handle_stop_signals
 from ddptop.run.snapshot import FINAL_PHASES, RunSnapshot

@@ -156,7 +156,7 @@ async def watch(live: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def default_plan(tmp_path_factory) -> LiveDefault:
-    from ddptop.run.live import create_live_run
+    from ddptop.live.live_run import create_live_run
     from ddptop.run.plan import PlanOptions
 
     base = tmp_path_factory.mktemp("default")

@@ -23,11 +23,12 @@ from ddptop.report.schema import Summary
 from ddptop.run.session import Session
 from ddptop.run.sweep import SweepRunner
 from ddptop.protocol.layout import ENVIRONMENT_FILE, TIMELINE_FILE, TOPOLOGY_FILE
+from ddptop.protocol.storage import describe_os_error, write_json
 from ddptop.protocol.wire import EventsUnwritable
 from ddptop.run import environment
 from ddptop.run.plan import build_plan
 from ddptop.run.workloads import check_workloads
-from ddptop.run.rundir import RunDirError, create_run_dir, describe_os_error, write_json
+from ddptop.run.rundir import RunDirError, create_run_dir
 from ddptop.telemetry.inventory import read_inventory
 from ddptop.telemetry.monitor import Monitor
 from ddptop.telemetry.topology import Topology, read_topology

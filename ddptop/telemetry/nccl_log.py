@@ -13,35 +13,24 @@ each after NCCL's prefix ``<host>:<pid>:<tid> [<device>] NCCL INFO ``. The numbe
 NCCL's enum orders (src/include/devcomm.h: NCCL_ALGO_TREE 0, RING 1, COLLNET_DIRECT 2, COLLNET_CHAIN 3,
 NVLS 4, NVLS_TREE 5; NCCL_PROTO_LL 0, LL128 1, SIMPLE 2).
 
-``ddptop tune`` on GPUs turns that log on in every launch, into files of their own (``NCCL_DEBUG_FILE``) so
-the ranks' stdout stays readable; a user who set any NCCL_DEBUG variable keeps theirs and the choice is not
-read. The files also hold NCCL's warnings, which NCCL otherwise prints to stdout.
+``ddptop tune`` on GPUs turns that log on in every launch, into files of their own in the launch's ``nccl/``
+folder (``ddptop.run.nccl_debug``), so the ranks' stdout stays readable; a user who set any NCCL_DEBUG
+variable keeps theirs, and the launch has no such folder to read. The files also hold NCCL's warnings, which
+NCCL otherwise prints to stdout.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ddptop.protocol import layout
 
-USER_VARIABLES = ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE")
 _ALGOS = ("TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE")
 _PROTOS = ("LL", "LL128", "SIMPLE")
 _LINE = re.compile(r"NCCL INFO (\w+): (\d+) Bytes -> Algo (\w+) proto (\w+)")
-
-
-def tuning_environment(launch_dir: str, environment: Mapping[str, str]) -> dict[str, str]:
-    """The variables that make NCCL write its TUNING log into the launch's ``nccl/`` folder, or none where the
-    user set NCCL's debug output themselves. The folder is made here: NCCL opens the file at init."""
-    if any(variable in environment for variable in USER_VARIABLES):
-        return {}
-    folder = os.path.join(launch_dir, layout.NCCL_LOG_DIR)
-    os.makedirs(folder, exist_ok=True)
-    return {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "TUNING",
-            "NCCL_DEBUG_FILE": os.path.join(folder, "%h.%p.log")}  # NCCL expands %h (host) and %p (pid)
 
 
 @dataclass(frozen=True)
