@@ -26,7 +26,8 @@ parts it runs live beside it, each readable alone:
 - ``bench_kernels.training``: the model spec's workload, its wrapper, the optimizer, the batch and the step;
 - ``bench_kernels.timing``: the step loop, sample streaming and the time-budget arithmetic;
 - ``bench_kernels.comm_probe``: DDP's logging data, the ``no_sync()`` phase and the bucket-timing comm hook;
-- ``bench_kernels.flops``: the FLOPs of a configuration's step by op kind, and the matmul ceiling;
+- ``bench_kernels.flops``: the FLOPs of a configuration's step by op kind;
+- ``bench_kernels.ceiling``: the matmul ceiling, rank 0's after the launch's last measured step;
 - ``bench_kernels.memory_cap``: ``--memory-cap-mb`` (the GPU allocator limit, the CPU step's counted memory);
 - ``bench_kernels.trace``: the profiler trace of a configuration and its breakdown.
 """
@@ -53,7 +54,8 @@ from typing import Any
 from bench_kernels.comm_probe import ddp_logging_mark, ddp_logging_times, probe_communication
 from bench_kernels.faults import SLOW, fire, parse_fault
 from bench_kernels.errors import WorkloadError, one_line
-from bench_kernels.flops import dtype_label, matmul_ceiling, op_dtypes, training_step_flops
+from bench_kernels.ceiling import matmul_ceilings
+from bench_kernels.flops import dtype_label, op_dtypes, training_step_flops
 from bench_kernels.memory_cap import CountedStepMemory, MemoryCapExceeded, limit_gpu_memory
 from bench_kernels.sources import tokens_per_example
 from bench_kernels.timing import (
@@ -225,34 +227,11 @@ class Worker:
         if not self.spec.measure_ceiling:
             return
         if self.rank == 0:
-            for ceiling in self._measure_ceilings():
+            for ceiling in matmul_ceilings(self.torch, self.device, self.spec.configs):
                 self.writer.emit("ceiling", **ceiling)
             self.writer.flush()
         if self.world_size > 1:
             self.dist.barrier()
-
-    def _measure_ceilings(self) -> list[dict[str, Any]]:
-        """The best matmul FLOP/s this device reaches in each dtype any of the launch's configurations runs in
-        (convolutions and matmuls may differ: ``bench_kernels.flops.op_dtypes``; a variant's autocast counts, as
-        ``ddptop tune``'s amp_bf16 beside DDP in fp32); a dtype that cannot be measured (a small GPU out of
-        memory) is left out with a line in the rank's log: only the "of measured ceiling" figures are lost,
-        never the launch."""
-        cuda = self.device.type == "cuda"
-        name = self.torch.cuda.get_device_name(self.device) if cuda else platform.processor() or "cpu"
-        amps = {cfg.amp for cfg in self.spec.configs} or {None}
-        dtypes = {dtype for amp in amps for dtype in op_dtypes(self.torch, self.device, amp).values()}
-        found = []
-        for dtype in sorted(dtypes):
-            try:
-                ceiling = matmul_ceiling(self.torch, self.device, dtype)
-            except Exception as exc:  # noqa: BLE001 - see above
-                print(f"bench_kernels.ddp: matmul ceiling in {dtype} not measured: {type(exc).__name__}: {exc}",
-                      file=sys.stderr)
-                if cuda:
-                    self.torch.cuda.empty_cache()
-                continue
-            found.append({"device_name": name, "threads": self.torch.get_num_threads(), **ceiling})
-        return found
 
     def _join_process_group(self) -> None:
         from datetime import timedelta
