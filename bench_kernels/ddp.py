@@ -23,6 +23,7 @@ collective benchmark
 
 This module is the worker's orchestration: process group, configuration lifecycle, events, failures. The
 parts it runs live beside it, each readable alone:
+- ``bench_kernels.hello``: the rank's CPU binding and its hello (host, device, versions);
 - ``bench_kernels.training``: the model spec's workload, its wrapper, the optimizer, the batch and the step;
 - ``bench_kernels.timing``: the step loop, sample streaming and the time-budget arithmetic;
 - ``bench_kernels.comm_probe``: DDP's logging data, the ``no_sync()`` phase and the bucket-timing comm hook;
@@ -41,14 +42,11 @@ import dataclasses
 import functools
 import gc
 import os
-import platform
 import signal
-import socket
 import sys
 import time
 import traceback
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
 from bench_kernels.comm_probe import ddp_logging_mark, ddp_logging_times, probe_communication
@@ -56,6 +54,7 @@ from bench_kernels.faults import SLOW, fire, parse_fault
 from bench_kernels.errors import WorkloadError, one_line
 from bench_kernels.ceiling import matmul_ceilings
 from bench_kernels.flops import dtype_label, op_dtypes, training_step_flops
+from bench_kernels.hello import bind_cores, hello_fields
 from bench_kernels.memory_cap import CountedStepMemory, MemoryCapExceeded, limit_gpu_memory
 from bench_kernels.sources import tokens_per_example
 from bench_kernels.timing import (
@@ -79,7 +78,6 @@ from bench_kernels.compiled import first_step
 from bench_kernels.trace import trace_steps
 from bench_kernels.training import Training, accepts, build_training, devices_used, eager_ddp, param_dtype
 from ddptop.protocol import variants
-from ddptop.protocol.affinity import NUMA_BINDING_ENV, UNBOUND_ENV, bind_this_process
 from ddptop.protocol.config_fields import config_fields
 from ddptop.protocol.devices import apply_rank_device
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError, RunConfig
@@ -114,47 +112,6 @@ def _die_with_parent() -> None:
 
 def _on_signal(signum: int, _frame: Any) -> None:
     raise Terminated(signal.Signals(signum).name)
-
-
-def bind_cores(spec: LaunchSpec, local_rank: int) -> tuple[str, list[int] | None]:
-    """Put this rank on its CPUs before anything starts a thread; how it is bound and the CPUs it may run on.
-
-    CPU launches: the set ddptop planned for this local rank (launch.json's rank_cores). GPU launches: torchrun
-    bound the process to its GPU's NUMA node before it started (--numa-binding), where numactl was found."""
-    if spec.numa_binding:
-        given = os.environ.get(NUMA_BINDING_ENV)
-        how = (f"NUMA node of its GPU (torchrun --numa-binding={given})" if given == spec.numa_binding
-               else "not bound: no numactl for torchrun's --numa-binding on this node")
-        return bind_this_process(None, how)
-    if spec.rank_cores is not None and os.environ.get(UNBOUND_ENV):
-        return bind_this_process(None, f"not bound: {os.environ[UNBOUND_ENV]}")
-    if spec.rank_cores is not None and not 0 <= local_rank < len(spec.rank_cores):
-        return bind_this_process(None, f"not bound: no planned CPUs for local rank {local_rank}")
-    planned = spec.rank_cores[local_rank] if spec.rank_cores is not None else None
-    return bind_this_process(planned, spec.binding)
-
-
-def launch_setup(torch: Any) -> dict[str, Any]:
-    """What can make one GPU launch differ from another of the same configuration, beyond the versions:
-    cuDNN's algorithm search (benchmark: chosen by timing at each launch, so it may choose differently) and
-    determinism, and the NCCL settings of the environment (algorithm, protocol, channels). Neither the
-    algorithms cuDNN chose nor the channels NCCL set up are captured (NCCL_DEBUG=INFO prints them into the
-    rank logs kept in the launch directory)."""
-    wanted = ("NCCL_", "TORCH_NCCL_")
-    named = ("CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_LAUNCH_BLOCKING", "CUBLAS_WORKSPACE_CONFIG")
-    return {
-        "cudnn_enabled": bool(torch.backends.cudnn.enabled),
-        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
-        "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
-        "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(wanted) or k in named},
-    }
-
-
-def _version(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -250,32 +207,8 @@ class Worker:
         self.dist.init_process_group(**kwargs)
 
     def _say_hello(self) -> None:
-        torch = self.torch
-        cuda = self.device.type == "cuda"
-        self.writer.emit(
-            "hello",
-            world_size=self.world_size,
-            local_rank=self.local_rank,
-            launch=self.spec.launch_id,
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            device=str(self.device),
-            device_name=torch.cuda.get_device_name(self.device) if cuda else platform.processor() or "cpu",
-            backend=self.spec.backend,
-            threads=torch.get_num_threads(),
-            binding=self.binding[0],
-            cores=self.binding[1],
-            cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
-            versions={
-                "python": platform.python_version(),
-                "torch": torch.__version__,
-                "torchvision": _version("torchvision"),
-                "cuda": torch.version.cuda,
-                "cudnn": torch.backends.cudnn.version() if cuda else None,
-                "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
-            },
-            **({"gpu_setup": launch_setup(torch)} if cuda and self.rank == 0 else {}),
-        )
+        self.writer.emit("hello", **hello_fields(self.torch, self.spec, self.device, self.rank, self.world_size,
+                                                 self.local_rank, self.binding))
         self.writer.flush()
 
     # -- one configuration ---------------------------------------------------------------------------------
