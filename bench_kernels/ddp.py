@@ -46,7 +46,6 @@ import signal
 import sys
 import time
 import traceback
-from dataclasses import dataclass
 from typing import Any
 
 from bench_kernels.comm_probe import ddp_logging_mark, ddp_logging_times, probe_communication
@@ -57,23 +56,7 @@ from bench_kernels.flops import dtype_label, op_dtypes, training_step_flops
 from bench_kernels.hello import bind_cores, hello_fields
 from bench_kernels.memory_cap import CountedStepMemory, MemoryCapExceeded, limit_gpu_memory
 from bench_kernels.sources import tokens_per_example
-from bench_kernels.timing import (
-    FIXED,
-    LIMITS,
-    TIME_BUDGET,
-    WARMUP_SHARE,
-    WARMUP_WINDOW,
-    Agree,
-    InjectedFault,
-    PhaseTiming,
-    SampleStream,
-    StopRule,
-    alone,
-    budget_iterations,
-    measure_until_precise,
-    run_steps,
-    warm_up_until_steady,
-)
+from bench_kernels.timing import Agree, InjectedFault, Measured, SampleStream, alone, measure_round
 from bench_kernels.compiled import first_step
 from bench_kernels.trace import trace_steps
 from bench_kernels.training import Training, accepts, build_training, devices_used, eager_ddp, param_dtype
@@ -81,7 +64,6 @@ from ddptop.protocol import variants
 from ddptop.protocol.config_fields import config_fields
 from ddptop.protocol.devices import apply_rank_device
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError, RunConfig
-from ddptop.protocol.precision import relative_half_width
 from ddptop.protocol.storage import describe_os_error
 from ddptop.protocol.layout import events_name, trace_file
 from ddptop.protocol.vocab import STOPPED_EXIT, Mode, Phase, Status
@@ -112,23 +94,6 @@ def _die_with_parent() -> None:
 
 def _on_signal(signum: int, _frame: Any) -> None:
     raise Terminated(signal.Signals(signum).name)
-
-
-@dataclass(frozen=True)
-class Measured:
-    """What a configuration's config_end reports of one round's warm-up and measured steps."""
-
-    iters: int  # measured steps: as asked, as the time budget allowed, or until precise
-    warmup_s: float
-    measure_s: float
-    warmup_iters: int = 0
-    stop_reason: str = FIXED  # precision, max_iters, max_time, fixed or time_budget
-    precision_reached: float | None = None  # this rank's relative half-width of its median at the stop
-    unstable: bool = False  # stopped on a limit before every rank reached the precision
-    samples: tuple[float, ...] = ()
-    peak_memory_bytes: int | None = None  # the device's allocator peak over the round, read right after it
-    # CPU: what one step holds on this rank, counted by kind (bench_kernels.strategies.counted_memory)
-    counted_memory: dict[str, int] | None = None
 
 
 class Worker:
@@ -340,36 +305,16 @@ class Worker:
         return [note]
 
     def _measure(self, cfg: RunConfig, training: Training, round_index: int) -> Measured:
-        """The warm-up (fixed, or until steady), then the measured steps: as many as asked, as fill the time
-        budget at the warm-up's pace, or until the median is precise on every rank."""
-        step = training.step_through(training.net)
-        agree = self._agreement(cfg)
-        if cfg.warmup is None:
-            window = WARMUP_WINDOW.get(self.device.type, WARMUP_WINDOW["cpu"])
-            stream = self._stream(cfg, Phase.WARMUP, cfg.max_warmup, round_index)
-            warmup: PhaseTiming = warm_up_until_steady(step, window, cfg.precision, cfg.max_warmup,
-                                                       cfg.max_time_per_config / WARMUP_SHARE, stream, agree)
-            pace = warmup.samples[-window:]  # the steady window, not the first slow steps
-        else:
-            warmup = run_steps(step, cfg.warmup, self._stream(cfg, Phase.WARMUP, cfg.warmup, round_index))
-            pace = warmup.samples
-        if cfg.mode == Mode.DDP and cfg.comm_iters > 0:  # where DDP's own averages are to start from
-            training.logging_mark = ddp_logging_mark(training.net)
-        fault = self._injected_fault(cfg.config_id) if round_index == 0 else None
-        if cfg.time_budget or cfg.iters is not None:
-            if cfg.time_budget:
-                iters, reason = self._largest_on_any_rank(budget_iterations(cfg.time_budget, pace)), TIME_BUDGET
-            else:
-                iters, reason = cfg.iters, FIXED
-            measure = run_steps(step, iters, self._stream(cfg, Phase.MEASURE, iters, round_index), fault)
-            return Measured(iters, warmup.wall_s, measure.wall_s, len(warmup.samples), reason,
-                            relative_half_width(measure.samples), False, tuple(measure.samples))
-        rule = StopRule(cfg.precision, cfg.min_iters, cfg.max_iters, cfg.max_time_per_config)
-        stream = self._stream(cfg, Phase.MEASURE, cfg.min_iters, round_index)
-        adaptive = measure_until_precise(step, rule, stream, agree, fault)
-        return Measured(len(adaptive.samples), warmup.wall_s, adaptive.wall_s, len(warmup.samples),
-                        adaptive.stop_reason, adaptive.half_width, adaptive.stop_reason in LIMITS,
-                        tuple(adaptive.samples))
+        """The round's warm-up and measured steps (``bench_kernels.timing.measure_round``), with the process
+        group's agreement and, for the probe, DDP's own averages marked between the two."""
+
+        def warmed_up() -> None:
+            if cfg.mode == Mode.DDP and cfg.comm_iters > 0:  # where DDP's own averages are to start from
+                training.logging_mark = ddp_logging_mark(training.net)
+
+        return measure_round(training.step_through(training.net), cfg, round_index, self.writer, self.device.type,
+                             self._agreement(cfg), self._largest_on_any_rank,
+                             self._injected_fault(cfg.config_id) if round_index == 0 else None, warmed_up)
 
     def _agreement(self, cfg: RunConfig) -> Agree:
         """How the ranks of this configuration agree on when to stop: a MAX all_reduce of a few figures over
@@ -411,7 +356,7 @@ class Worker:
         configuration; in a group the peers may be waiting inside a collective, so the group ends
         (``AnalysisFailed``) and the sweep relaunches what is left."""
         iters = cfg.comm_iters
-        stream = self._stream(cfg, Phase.NOSYNC, iters, round_index)
+        stream = SampleStream.for_round(self.writer, cfg, Phase.NOSYNC, iters, round_index)
         start = time.perf_counter()
         try:
             fields = probe_communication(training, cfg, self.local_rank, stream, iters, self.faults_for(cfg))
@@ -498,9 +443,6 @@ class Worker:
         gc.collect()
         if self.device.type == "cuda":
             self.torch.cuda.empty_cache()
-
-    def _stream(self, cfg: RunConfig, phase: Phase, count: int, round_index: int) -> SampleStream:
-        return SampleStream(self.writer, cfg.config_id, phase, count, round_index if cfg.rounds > 1 else None)
 
     def _injected_fault(self, config_id: str) -> InjectedFault | None:
         """The fault (a testing aid, --inject) this rank should suffer in this configuration's measured steps."""
