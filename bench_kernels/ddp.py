@@ -50,7 +50,7 @@ from typing import Any
 
 from bench_kernels.comm_probe import ddp_logging_mark, ddp_logging_times, probe_communication
 from bench_kernels.faults import SLOW, fire, parse_fault
-from bench_kernels.errors import WorkloadError, one_line
+from bench_kernels.errors import WorkloadError, error_fields
 from bench_kernels.ceiling import matmul_ceilings
 from bench_kernels.flops import dtype_label, op_dtypes, training_step_flops
 from bench_kernels.hello import bind_cores, hello_fields
@@ -465,39 +465,11 @@ class Worker:
     def report_error(self, config_id: str | None, exc: BaseException, phase: Phase | None = None) -> None:
         """An error event; for a configuration still running, its end as failed (or oom). An error in a
         ``phase`` after the configuration ended (the analysis) says which, and ends nothing."""
-        oom = _is_oom(exc)
-        self.writer.emit(
-            "error",
-            config_id=config_id,
-            error_type=type(exc).__name__,
-            message=(unused_parameter_hint(exc) + str(exc))[:2000],
-            traceback="".join(traceback.format_exception(exc))[-8000:],
-            oom=oom,
-            **({"phase": phase} if phase else {}),
-        )
+        fields = error_fields(exc)
+        self.writer.emit("error", config_id=config_id, **fields, **({"phase": phase} if phase else {}))
         if config_id is not None and phase is None:
-            self.writer.emit("config_end", config_id=config_id, status=Status.OOM if oom else Status.FAILED)
+            self.writer.emit("config_end", config_id=config_id, status=Status.OOM if fields["oom"] else Status.FAILED)
         self.writer.flush(durable=True)
-
-
-# what DDP raises at the step after one in which a parameter got no gradient (torch/csrc/distributed/c10d/reducer.cpp)
-DDP_UNUSED = "Expected to have finished reduction in the prior iteration"
-
-
-def unused_parameter_hint(exc: BaseException) -> str:
-    """The keyword that fixes DDP's unused-parameter error, said first (a reason is cut to its first sentences)."""
-    if DDP_UNUSED not in str(exc):
-        return ""
-    return ("Some parameters got no gradient in a step: give the workload find_unused_parameters=True "
-            "(ddptop.protocol.workload). ")
-
-
-def _is_oom(exc: BaseException) -> bool:
-    if isinstance(exc, MemoryError):
-        return True
-    if type(exc).__name__ == "OutOfMemoryError":
-        return True
-    return "out of memory" in str(exc).lower()
 
 
 def _max_rss_bytes() -> int | None:
