@@ -49,19 +49,18 @@ import traceback
 from typing import Any
 
 from bench_kernels.comm_probe import ddp_logging_mark, ddp_logging_times, probe_communication
+from bench_kernels.config_events import config_end_fields, config_start_fields
 from bench_kernels.faults import SLOW, fire, parse_fault
-from bench_kernels.errors import WorkloadError, error_fields
+from bench_kernels.errors import error_fields
 from bench_kernels.ceiling import matmul_ceilings
-from bench_kernels.flops import dtype_label, op_dtypes, training_step_flops
+from bench_kernels.flops import training_step_flops
 from bench_kernels.hello import bind_cores, hello_fields
 from bench_kernels.memory_cap import CountedStepMemory, MemoryCapExceeded, limit_gpu_memory
-from bench_kernels.sources import tokens_per_example
 from bench_kernels.timing import Agree, InjectedFault, Measured, SampleStream, alone, measure_round
 from bench_kernels.compiled import first_step
 from bench_kernels.trace import trace_steps
-from bench_kernels.training import Training, accepts, build_training, devices_used, eager_ddp, param_dtype
+from bench_kernels.training import Training, accepts, build_training, devices_used, eager_ddp
 from ddptop.protocol import variants
-from ddptop.protocol.config_fields import config_fields
 from ddptop.protocol.devices import apply_rank_device
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError, RunConfig
 from ddptop.protocol.storage import describe_os_error
@@ -227,14 +226,6 @@ class Worker:
         if self.world_size > 1:
             self.dist.barrier()  # configurations start together on every rank
 
-    def _tokens_per_example(self, training: Training) -> float | None:
-        """Tokens per example of the configuration's batch, where the workload counts tokens."""
-        try:
-            return tokens_per_example(training.workload, training.batch, training.batch_size)
-        except WorkloadError as exc:  # a broken count costs the tokens/s figure only
-            print(f"bench_kernels.ddp: the workload's {exc}", file=sys.stderr, flush=True)
-            return None
-
     def _on_fullest_rank(self, need: float) -> float:
         """The largest of every rank's ``need``: each rank asks, so all refuse a step under the cap or none."""
         if self.world_size == 1:
@@ -259,29 +250,9 @@ class Worker:
 
     def _config_start(self, cfg: RunConfig, training: Training, setup_s: float, round_index: int,
                       flops: dict[str, Any] | None = None) -> None:
-        # autocast's dtype, else a model made in half precision runs its ops in that
-        dtypes = op_dtypes(self.torch, self.device, cfg.amp or param_dtype(training.model))
-        self.writer.emit(
-            "config_start",
-            # the batch this process feeds per step: DataParallel's one process feeds the global batch
-            **(config_fields(cfg) | {"batch_size": training.batch_size}),
-            world_size=self.world_size,  # the process group's (DataParallel's one process: 1)
-            params=training.params,
-            grad_bytes=training.grad_bytes,
-            warmup=cfg.warmup,
-            iters=cfg.iters,
-            time_budget=cfg.time_budget,
-            precision=cfg.precision if cfg.adaptive else None,
-            round=round_index,
-            rounds=cfg.rounds,
-            setup_s=setup_s,
-            notes=self._precision_notes(cfg, say=True),
-            **(flops or {}),
-            dtype_by_kind=dtypes,
-            compute_dtype=dtype_label(dtypes, (flops or {}).get("flops_by_kind")),
-            tokens_per_example=self._tokens_per_example(training),
-            ddp_keywords=getattr(training.net, "ddptop_keywords", None),  # as passed, for the lines to paste
-        )
+        notes = self._precision_notes(cfg, say=True)
+        self.writer.emit("config_start", **config_start_fields(self.torch, self.device, cfg, training, self.world_size,
+                                                               setup_s, round_index, flops, notes))
         self.writer.flush()
 
     def _precision_notes(self, cfg: RunConfig, say: bool = False) -> list[str]:
@@ -416,26 +387,7 @@ class Worker:
     def _config_end(self, cfg: RunConfig, measured: Measured, round_index: int, last: bool) -> None:
         """The end of one round (``last`` false: a later launch measures the configuration again), or of its
         last round, which ends the configuration; each carries that round's figures alone."""
-        self.writer.emit(
-            "config_end",
-            config_id=cfg.config_id,
-            status=Status.OK,
-            round=round_index,
-            last=last,
-            rounds=cfg.rounds,
-            iters=measured.iters,
-            warmup_iters=measured.warmup_iters,
-            stop_reason=measured.stop_reason,
-            precision_target=cfg.precision if cfg.adaptive else None,
-            precision_reached=measured.precision_reached,
-            unstable=measured.unstable,
-            warmup_s=measured.warmup_s,
-            measure_s=measured.measure_s,
-            peak_memory_bytes=measured.peak_memory_bytes,
-            max_rss_bytes=_max_rss_bytes(),
-            **({"counted_memory_bytes": sum(measured.counted_memory.values()), "counted_memory": measured.counted_memory}
-               if measured.counted_memory else {}),
-        )
+        self.writer.emit("config_end", **config_end_fields(cfg, measured, round_index, last))
         self.writer.flush()
 
     def _release_memory(self) -> None:
@@ -470,15 +422,6 @@ class Worker:
         if config_id is not None and phase is None:
             self.writer.emit("config_end", config_id=config_id, status=Status.OOM if fields["oom"] else Status.FAILED)
         self.writer.flush(durable=True)
-
-
-def _max_rss_bytes() -> int | None:
-    try:
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-    except (ImportError, OSError):
-        return None
 
 
 def main(argv: list[str] | None = None) -> int:
