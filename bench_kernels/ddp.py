@@ -16,21 +16,24 @@ steps per phase). A configuration measured in K > 1 launches (``rounds`` K, the 
 ``round``) runs one round here; its last launch also runs the communication probe, and each launch's
 config_end carries its own round's figures (the session adds them up). After the last round a few steps run
 under the profiler (``trace_steps``; bench_kernels.trace), after the probe's read of DDP's averages and before
-its phases, the trace written to the run's traces/ folder with its breakdown in a ``trace`` event. At the end
-of the launch the
-collective benchmark
-(bench_kernels.collectives) runs in the same process group when the spec asks for it.
+its phases: the trace is written to the run's traces/ folder and a ``trace`` event says what only the rank
+knows of it (ddptop breaks the file down: ``ddptop.analysis.trace_breakdown``). At the end of the launch the
+collective benchmark (bench_kernels.collectives) runs in the same process group when the spec asks for it,
+and rank 0 measures the matmul ceilings when the spec asks for them (bench_kernels.ceiling).
 
-This module is the worker's orchestration: process group, configuration lifecycle, events, failures. The
-parts it runs live beside it, each readable alone:
+This module is the worker's orchestration: the process (signals, exit), the process group, the configurations'
+lifecycle, failures. The parts it runs live beside it, each readable alone:
 - ``bench_kernels.hello``: the rank's CPU binding and its hello (host, device, versions);
 - ``bench_kernels.training``: the model spec's workload, its wrapper, the optimizer, the batch and the step;
-- ``bench_kernels.timing``: the step loop, sample streaming and the time-budget arithmetic;
+- ``bench_kernels.timing``: the step loop, sample streaming, the time-budget arithmetic and one round's
+  measurement (``measure_round``, its ``Measured``);
+- ``bench_kernels.config_events``: what config_start and config_end say of a configuration;
 - ``bench_kernels.comm_probe``: DDP's logging data, the ``no_sync()`` phase and the bucket-timing comm hook;
 - ``bench_kernels.flops``: the FLOPs of a configuration's step by op kind;
 - ``bench_kernels.ceiling``: the matmul ceiling, rank 0's after the launch's last measured step;
 - ``bench_kernels.memory_cap``: ``--memory-cap-mb`` (the GPU allocator limit, the CPU step's counted memory);
-- ``bench_kernels.trace``: the profiler trace of a configuration and its breakdown.
+- ``bench_kernels.trace``: the profiler trace of a configuration, written for ddptop to break down;
+- ``bench_kernels.errors``: the error event's fields (out of memory or not, DDP's unused-parameter fix).
 """
 
 from __future__ import annotations
@@ -348,7 +351,7 @@ class Worker:
         the probe's does (the peers may be waiting in a collective). Whether the step may still run."""
         relative = trace_file(cfg.config_id, self.rank)
 
-        def progress(doing: str) -> None:  # no event otherwise until the breakdown: the hang watch hears the rank
+        def progress(doing: str) -> None:  # no event otherwise until the trace's own: the hang watch hears the rank
             self.writer.emit("heartbeat", config_id=cfg.config_id, doing=doing)
             self.writer.flush()
 
