@@ -16,19 +16,24 @@ steps per phase). A configuration measured in K > 1 launches (``rounds`` K, the 
 ``round``) runs one round here; its last launch also runs the communication probe, and each launch's
 config_end carries its own round's figures (the session adds them up). After the last round a few steps run
 under the profiler (``trace_steps``; bench_kernels.trace), after the probe's read of DDP's averages and before
-its phases, the trace written to the run's traces/ folder with its breakdown in a ``trace`` event. At the end
-of the launch the
-collective benchmark
-(bench_kernels.collectives) runs in the same process group when the spec asks for it.
+its phases: the trace is written to the run's traces/ folder and a ``trace`` event says what only the rank
+knows of it (ddptop breaks the file down: ``ddptop.analysis.trace_breakdown``). At the end of the launch the
+collective benchmark (bench_kernels.collectives) runs in the same process group when the spec asks for it,
+and rank 0 measures the matmul ceilings when the spec asks for them (bench_kernels.ceiling).
 
-This module is the worker's orchestration: process group, configuration lifecycle, events, failures. The
-parts it runs live beside it, each readable alone:
+This module is the worker's orchestration: the process (signals, exit), the process group, the configurations'
+lifecycle, failures. The parts it runs live beside it, each readable alone:
+- ``bench_kernels.hello``: the rank's CPU binding and its hello (host, device, versions);
 - ``bench_kernels.training``: the model spec's workload, its wrapper, the optimizer, the batch and the step;
-- ``bench_kernels.timing``: the step loop, sample streaming and the time-budget arithmetic;
+- ``bench_kernels.timing``: the step loop, sample streaming, the time-budget arithmetic and one round's
+  measurement (``measure_round``, its ``Measured``);
+- ``bench_kernels.config_events``: what config_start and config_end say of a configuration;
 - ``bench_kernels.comm_probe``: DDP's logging data, the ``no_sync()`` phase and the bucket-timing comm hook;
-- ``bench_kernels.flops``: the FLOPs of a configuration's step by op kind, and the matmul ceiling;
+- ``bench_kernels.flops``: the FLOPs of a configuration's step by op kind;
+- ``bench_kernels.ceiling``: the matmul ceiling, rank 0's after the launch's last measured step;
 - ``bench_kernels.memory_cap``: ``--memory-cap-mb`` (the GPU allocator limit, the CPU step's counted memory);
-- ``bench_kernels.trace``: the profiler trace of a configuration and its breakdown.
+- ``bench_kernels.trace``: the profiler trace of a configuration, written for ddptop to break down;
+- ``bench_kernels.errors``: the error event's fields (out of memory or not, DDP's unused-parameter fix).
 """
 
 from __future__ import annotations
@@ -40,48 +45,27 @@ import dataclasses
 import functools
 import gc
 import os
-import platform
 import signal
-import socket
 import sys
 import time
 import traceback
-from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
 from bench_kernels.comm_probe import ddp_logging_mark, ddp_logging_times, probe_communication
+from bench_kernels.config_events import config_end_fields, config_start_fields
 from bench_kernels.faults import SLOW, fire, parse_fault
-from bench_kernels.errors import WorkloadError, one_line
-from bench_kernels.flops import dtype_label, matmul_ceiling, op_dtypes, training_step_flops
+from bench_kernels.errors import error_fields
+from bench_kernels.ceiling import matmul_ceilings
+from bench_kernels.flops import training_step_flops
+from bench_kernels.hello import bind_cores, hello_fields
 from bench_kernels.memory_cap import CountedStepMemory, MemoryCapExceeded, limit_gpu_memory
-from bench_kernels.sources import tokens_per_example
-from bench_kernels.timing import (
-    FIXED,
-    LIMITS,
-    TIME_BUDGET,
-    WARMUP_SHARE,
-    WARMUP_WINDOW,
-    Agree,
-    InjectedFault,
-    PhaseTiming,
-    SampleStream,
-    StopRule,
-    alone,
-    budget_iterations,
-    measure_until_precise,
-    run_steps,
-    warm_up_until_steady,
-)
+from bench_kernels.timing import Agree, InjectedFault, Measured, SampleStream, alone, measure_round
 from bench_kernels.compiled import first_step
 from bench_kernels.trace import trace_steps
-from bench_kernels.training import Training, accepts, build_training, devices_used, eager_ddp, param_dtype
+from bench_kernels.training import Training, accepts, build_training, devices_used, eager_ddp
 from ddptop.protocol import variants
-from ddptop.protocol.affinity import NUMA_BINDING_ENV, UNBOUND_ENV, bind_this_process
-from ddptop.protocol.config_fields import config_fields
 from ddptop.protocol.devices import apply_rank_device
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError, RunConfig
-from ddptop.protocol.precision import relative_half_width
 from ddptop.protocol.storage import describe_os_error
 from ddptop.protocol.layout import events_name, trace_file
 from ddptop.protocol.vocab import STOPPED_EXIT, Mode, Phase, Status
@@ -112,64 +96,6 @@ def _die_with_parent() -> None:
 
 def _on_signal(signum: int, _frame: Any) -> None:
     raise Terminated(signal.Signals(signum).name)
-
-
-def bind_cores(spec: LaunchSpec, local_rank: int) -> tuple[str, list[int] | None]:
-    """Put this rank on its CPUs before anything starts a thread; how it is bound and the CPUs it may run on.
-
-    CPU launches: the set ddptop planned for this local rank (launch.json's rank_cores). GPU launches: torchrun
-    bound the process to its GPU's NUMA node before it started (--numa-binding), where numactl was found."""
-    if spec.numa_binding:
-        given = os.environ.get(NUMA_BINDING_ENV)
-        how = (f"NUMA node of its GPU (torchrun --numa-binding={given})" if given == spec.numa_binding
-               else "not bound: no numactl for torchrun's --numa-binding on this node")
-        return bind_this_process(None, how)
-    if spec.rank_cores is not None and os.environ.get(UNBOUND_ENV):
-        return bind_this_process(None, f"not bound: {os.environ[UNBOUND_ENV]}")
-    if spec.rank_cores is not None and not 0 <= local_rank < len(spec.rank_cores):
-        return bind_this_process(None, f"not bound: no planned CPUs for local rank {local_rank}")
-    planned = spec.rank_cores[local_rank] if spec.rank_cores is not None else None
-    return bind_this_process(planned, spec.binding)
-
-
-def launch_setup(torch: Any) -> dict[str, Any]:
-    """What can make one GPU launch differ from another of the same configuration, beyond the versions:
-    cuDNN's algorithm search (benchmark: chosen by timing at each launch, so it may choose differently) and
-    determinism, and the NCCL settings of the environment (algorithm, protocol, channels). Neither the
-    algorithms cuDNN chose nor the channels NCCL set up are captured (NCCL_DEBUG=INFO prints them into the
-    rank logs kept in the launch directory)."""
-    wanted = ("NCCL_", "TORCH_NCCL_")
-    named = ("CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_LAUNCH_BLOCKING", "CUBLAS_WORKSPACE_CONFIG")
-    return {
-        "cudnn_enabled": bool(torch.backends.cudnn.enabled),
-        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
-        "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
-        "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(wanted) or k in named},
-    }
-
-
-def _version(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-@dataclass(frozen=True)
-class Measured:
-    """What a configuration's config_end reports of one round's warm-up and measured steps."""
-
-    iters: int  # measured steps: as asked, as the time budget allowed, or until precise
-    warmup_s: float
-    measure_s: float
-    warmup_iters: int = 0
-    stop_reason: str = FIXED  # precision, max_iters, max_time, fixed or time_budget
-    precision_reached: float | None = None  # this rank's relative half-width of its median at the stop
-    unstable: bool = False  # stopped on a limit before every rank reached the precision
-    samples: tuple[float, ...] = ()
-    peak_memory_bytes: int | None = None  # the device's allocator peak over the round, read right after it
-    # CPU: what one step holds on this rank, counted by kind (bench_kernels.strategies.counted_memory)
-    counted_memory: dict[str, int] | None = None
 
 
 class Worker:
@@ -225,34 +151,11 @@ class Worker:
         if not self.spec.measure_ceiling:
             return
         if self.rank == 0:
-            for ceiling in self._measure_ceilings():
+            for ceiling in matmul_ceilings(self.torch, self.device, self.spec.configs):
                 self.writer.emit("ceiling", **ceiling)
             self.writer.flush()
         if self.world_size > 1:
             self.dist.barrier()
-
-    def _measure_ceilings(self) -> list[dict[str, Any]]:
-        """The best matmul FLOP/s this device reaches in each dtype any of the launch's configurations runs in
-        (convolutions and matmuls may differ: ``bench_kernels.flops.op_dtypes``; a variant's autocast counts, as
-        ``ddptop tune``'s amp_bf16 beside DDP in fp32); a dtype that cannot be measured (a small GPU out of
-        memory) is left out with a line in the rank's log: only the "of measured ceiling" figures are lost,
-        never the launch."""
-        cuda = self.device.type == "cuda"
-        name = self.torch.cuda.get_device_name(self.device) if cuda else platform.processor() or "cpu"
-        amps = {cfg.amp for cfg in self.spec.configs} or {None}
-        dtypes = {dtype for amp in amps for dtype in op_dtypes(self.torch, self.device, amp).values()}
-        found = []
-        for dtype in sorted(dtypes):
-            try:
-                ceiling = matmul_ceiling(self.torch, self.device, dtype)
-            except Exception as exc:  # noqa: BLE001 - see above
-                print(f"bench_kernels.ddp: matmul ceiling in {dtype} not measured: {type(exc).__name__}: {exc}",
-                      file=sys.stderr)
-                if cuda:
-                    self.torch.cuda.empty_cache()
-                continue
-            found.append({"device_name": name, "threads": self.torch.get_num_threads(), **ceiling})
-        return found
 
     def _join_process_group(self) -> None:
         from datetime import timedelta
@@ -271,32 +174,8 @@ class Worker:
         self.dist.init_process_group(**kwargs)
 
     def _say_hello(self) -> None:
-        torch = self.torch
-        cuda = self.device.type == "cuda"
-        self.writer.emit(
-            "hello",
-            world_size=self.world_size,
-            local_rank=self.local_rank,
-            launch=self.spec.launch_id,
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            device=str(self.device),
-            device_name=torch.cuda.get_device_name(self.device) if cuda else platform.processor() or "cpu",
-            backend=self.spec.backend,
-            threads=torch.get_num_threads(),
-            binding=self.binding[0],
-            cores=self.binding[1],
-            cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
-            versions={
-                "python": platform.python_version(),
-                "torch": torch.__version__,
-                "torchvision": _version("torchvision"),
-                "cuda": torch.version.cuda,
-                "cudnn": torch.backends.cudnn.version() if cuda else None,
-                "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
-            },
-            **({"gpu_setup": launch_setup(torch)} if cuda and self.rank == 0 else {}),
-        )
+        self.writer.emit("hello", **hello_fields(self.torch, self.spec, self.device, self.rank, self.world_size,
+                                                 self.local_rank, self.binding))
         self.writer.flush()
 
     # -- one configuration ---------------------------------------------------------------------------------
@@ -350,14 +229,6 @@ class Worker:
         if self.world_size > 1:
             self.dist.barrier()  # configurations start together on every rank
 
-    def _tokens_per_example(self, training: Training) -> float | None:
-        """Tokens per example of the configuration's batch, where the workload counts tokens."""
-        try:
-            return tokens_per_example(training.workload, training.batch, training.batch_size)
-        except WorkloadError as exc:  # a broken count costs the tokens/s figure only
-            print(f"bench_kernels.ddp: the workload's {exc}", file=sys.stderr, flush=True)
-            return None
-
     def _on_fullest_rank(self, need: float) -> float:
         """The largest of every rank's ``need``: each rank asks, so all refuse a step under the cap or none."""
         if self.world_size == 1:
@@ -382,29 +253,9 @@ class Worker:
 
     def _config_start(self, cfg: RunConfig, training: Training, setup_s: float, round_index: int,
                       flops: dict[str, Any] | None = None) -> None:
-        # autocast's dtype, else a model made in half precision runs its ops in that
-        dtypes = op_dtypes(self.torch, self.device, cfg.amp or param_dtype(training.model))
-        self.writer.emit(
-            "config_start",
-            # the batch this process feeds per step: DataParallel's one process feeds the global batch
-            **(config_fields(cfg) | {"batch_size": training.batch_size}),
-            world_size=self.world_size,  # the process group's (DataParallel's one process: 1)
-            params=training.params,
-            grad_bytes=training.grad_bytes,
-            warmup=cfg.warmup,
-            iters=cfg.iters,
-            time_budget=cfg.time_budget,
-            precision=cfg.precision if cfg.adaptive else None,
-            round=round_index,
-            rounds=cfg.rounds,
-            setup_s=setup_s,
-            notes=self._precision_notes(cfg, say=True),
-            **(flops or {}),
-            dtype_by_kind=dtypes,
-            compute_dtype=dtype_label(dtypes, (flops or {}).get("flops_by_kind")),
-            tokens_per_example=self._tokens_per_example(training),
-            ddp_keywords=getattr(training.net, "ddptop_keywords", None),  # as passed, for the lines to paste
-        )
+        notes = self._precision_notes(cfg, say=True)
+        self.writer.emit("config_start", **config_start_fields(self.torch, self.device, cfg, training, self.world_size,
+                                                               setup_s, round_index, flops, notes))
         self.writer.flush()
 
     def _precision_notes(self, cfg: RunConfig, say: bool = False) -> list[str]:
@@ -428,36 +279,16 @@ class Worker:
         return [note]
 
     def _measure(self, cfg: RunConfig, training: Training, round_index: int) -> Measured:
-        """The warm-up (fixed, or until steady), then the measured steps: as many as asked, as fill the time
-        budget at the warm-up's pace, or until the median is precise on every rank."""
-        step = training.step_through(training.net)
-        agree = self._agreement(cfg)
-        if cfg.warmup is None:
-            window = WARMUP_WINDOW.get(self.device.type, WARMUP_WINDOW["cpu"])
-            stream = self._stream(cfg, Phase.WARMUP, cfg.max_warmup, round_index)
-            warmup: PhaseTiming = warm_up_until_steady(step, window, cfg.precision, cfg.max_warmup,
-                                                       cfg.max_time_per_config / WARMUP_SHARE, stream, agree)
-            pace = warmup.samples[-window:]  # the steady window, not the first slow steps
-        else:
-            warmup = run_steps(step, cfg.warmup, self._stream(cfg, Phase.WARMUP, cfg.warmup, round_index))
-            pace = warmup.samples
-        if cfg.mode == Mode.DDP and cfg.comm_iters > 0:  # where DDP's own averages are to start from
-            training.logging_mark = ddp_logging_mark(training.net)
-        fault = self._injected_fault(cfg.config_id) if round_index == 0 else None
-        if cfg.time_budget or cfg.iters is not None:
-            if cfg.time_budget:
-                iters, reason = self._largest_on_any_rank(budget_iterations(cfg.time_budget, pace)), TIME_BUDGET
-            else:
-                iters, reason = cfg.iters, FIXED
-            measure = run_steps(step, iters, self._stream(cfg, Phase.MEASURE, iters, round_index), fault)
-            return Measured(iters, warmup.wall_s, measure.wall_s, len(warmup.samples), reason,
-                            relative_half_width(measure.samples), False, tuple(measure.samples))
-        rule = StopRule(cfg.precision, cfg.min_iters, cfg.max_iters, cfg.max_time_per_config)
-        stream = self._stream(cfg, Phase.MEASURE, cfg.min_iters, round_index)
-        adaptive = measure_until_precise(step, rule, stream, agree, fault)
-        return Measured(len(adaptive.samples), warmup.wall_s, adaptive.wall_s, len(warmup.samples),
-                        adaptive.stop_reason, adaptive.half_width, adaptive.stop_reason in LIMITS,
-                        tuple(adaptive.samples))
+        """The round's warm-up and measured steps (``bench_kernels.timing.measure_round``), with the process
+        group's agreement and, for the probe, DDP's own averages marked between the two."""
+
+        def warmed_up() -> None:
+            if cfg.mode == Mode.DDP and cfg.comm_iters > 0:  # where DDP's own averages are to start from
+                training.logging_mark = ddp_logging_mark(training.net)
+
+        return measure_round(training.step_through(training.net), cfg, round_index, self.writer, self.device.type,
+                             self._agreement(cfg), self._largest_on_any_rank,
+                             self._injected_fault(cfg.config_id) if round_index == 0 else None, warmed_up)
 
     def _agreement(self, cfg: RunConfig) -> Agree:
         """How the ranks of this configuration agree on when to stop: a MAX all_reduce of a few figures over
@@ -499,7 +330,7 @@ class Worker:
         configuration; in a group the peers may be waiting inside a collective, so the group ends
         (``AnalysisFailed``) and the sweep relaunches what is left."""
         iters = cfg.comm_iters
-        stream = self._stream(cfg, Phase.NOSYNC, iters, round_index)
+        stream = SampleStream.for_round(self.writer, cfg, Phase.NOSYNC, iters, round_index)
         start = time.perf_counter()
         try:
             fields = probe_communication(training, cfg, self.local_rank, stream, iters, self.faults_for(cfg))
@@ -520,7 +351,7 @@ class Worker:
         the probe's does (the peers may be waiting in a collective). Whether the step may still run."""
         relative = trace_file(cfg.config_id, self.rank)
 
-        def progress(doing: str) -> None:  # no event otherwise until the breakdown: the hang watch hears the rank
+        def progress(doing: str) -> None:  # no event otherwise until the trace's own: the hang watch hears the rank
             self.writer.emit("heartbeat", config_id=cfg.config_id, doing=doing)
             self.writer.flush()
 
@@ -559,26 +390,7 @@ class Worker:
     def _config_end(self, cfg: RunConfig, measured: Measured, round_index: int, last: bool) -> None:
         """The end of one round (``last`` false: a later launch measures the configuration again), or of its
         last round, which ends the configuration; each carries that round's figures alone."""
-        self.writer.emit(
-            "config_end",
-            config_id=cfg.config_id,
-            status=Status.OK,
-            round=round_index,
-            last=last,
-            rounds=cfg.rounds,
-            iters=measured.iters,
-            warmup_iters=measured.warmup_iters,
-            stop_reason=measured.stop_reason,
-            precision_target=cfg.precision if cfg.adaptive else None,
-            precision_reached=measured.precision_reached,
-            unstable=measured.unstable,
-            warmup_s=measured.warmup_s,
-            measure_s=measured.measure_s,
-            peak_memory_bytes=measured.peak_memory_bytes,
-            max_rss_bytes=_max_rss_bytes(),
-            **({"counted_memory_bytes": sum(measured.counted_memory.values()), "counted_memory": measured.counted_memory}
-               if measured.counted_memory else {}),
-        )
+        self.writer.emit("config_end", **config_end_fields(cfg, measured, round_index, last))
         self.writer.flush()
 
     def _release_memory(self) -> None:
@@ -586,9 +398,6 @@ class Worker:
         gc.collect()
         if self.device.type == "cuda":
             self.torch.cuda.empty_cache()
-
-    def _stream(self, cfg: RunConfig, phase: Phase, count: int, round_index: int) -> SampleStream:
-        return SampleStream(self.writer, cfg.config_id, phase, count, round_index if cfg.rounds > 1 else None)
 
     def _injected_fault(self, config_id: str) -> InjectedFault | None:
         """The fault (a testing aid, --inject) this rank should suffer in this configuration's measured steps."""
@@ -611,48 +420,11 @@ class Worker:
     def report_error(self, config_id: str | None, exc: BaseException, phase: Phase | None = None) -> None:
         """An error event; for a configuration still running, its end as failed (or oom). An error in a
         ``phase`` after the configuration ended (the analysis) says which, and ends nothing."""
-        oom = _is_oom(exc)
-        self.writer.emit(
-            "error",
-            config_id=config_id,
-            error_type=type(exc).__name__,
-            message=(unused_parameter_hint(exc) + str(exc))[:2000],
-            traceback="".join(traceback.format_exception(exc))[-8000:],
-            oom=oom,
-            **({"phase": phase} if phase else {}),
-        )
+        fields = error_fields(exc)
+        self.writer.emit("error", config_id=config_id, **fields, **({"phase": phase} if phase else {}))
         if config_id is not None and phase is None:
-            self.writer.emit("config_end", config_id=config_id, status=Status.OOM if oom else Status.FAILED)
+            self.writer.emit("config_end", config_id=config_id, status=Status.OOM if fields["oom"] else Status.FAILED)
         self.writer.flush(durable=True)
-
-
-# what DDP raises at the step after one in which a parameter got no gradient (torch/csrc/distributed/c10d/reducer.cpp)
-DDP_UNUSED = "Expected to have finished reduction in the prior iteration"
-
-
-def unused_parameter_hint(exc: BaseException) -> str:
-    """The keyword that fixes DDP's unused-parameter error, said first (a reason is cut to its first sentences)."""
-    if DDP_UNUSED not in str(exc):
-        return ""
-    return ("Some parameters got no gradient in a step: give the workload find_unused_parameters=True "
-            "(ddptop.protocol.workload). ")
-
-
-def _is_oom(exc: BaseException) -> bool:
-    if isinstance(exc, MemoryError):
-        return True
-    if type(exc).__name__ == "OutOfMemoryError":
-        return True
-    return "out of memory" in str(exc).lower()
-
-
-def _max_rss_bytes() -> int | None:
-    try:
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-    except (ImportError, OSError):
-        return None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""FLOPs of one training step, and the matmul ceiling a device actually reaches.
+"""FLOPs of one training step.
 
 FLOPs per step are counted once per configuration (``training_step_flops``: the FLOP fields of its
 config_start) by ``torch.utils.flop_counter.FlopCounterMode`` on one forward and backward of the rank's own
@@ -11,17 +11,11 @@ An op the counter has no formula for counts 0: the count names every such op tha
 (an op of a library's own namespace, a Triton kernel, an aten matmul, convolution or attention torch's
 registry does not know), so a report never passes a partial count off as the whole. A kernel called outside
 torch's dispatcher (a C++ extension's own call) is not seen at all; a workload can give its FLOPs instead.
-
-The ceiling follows the maximum-achievable-matmul-FLOPs method: a few square matmuls on the device in the
-step's dtype, each timed over enough repetitions, the best TFLOP/s reached. It is what this device gives a
-dense matmul here (clocks, power limits and all), so a figure against it says how much of the reachable
-peak a step used; on the CPU it is the only peak there is.
 """
 
 from __future__ import annotations
 
 import contextlib
-import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,13 +24,6 @@ from bench_kernels.training import Training, eager_ddp
 from ddptop.protocol import variants
 from ddptop.protocol.launchspec import RunConfig
 from ddptop.protocol.vocab import Mode
-
-# square matmul sizes tried: the larger ones reach a GPU's ceiling; the CPU's is reached by the smaller ones
-CEILING_SIZES = {"cuda": (2048, 4096, 8192), "cpu": (256, 512, 1024)}
-# per size, after a warm-up call. Every sweep's first launch waits for it; on a CPU core the best of the three
-# sizes spread about as much over 0.15 s a size as over 0.6 s (eight repeats, twice: CV 1.9-2.7% against 0.8-2.2%)
-CEILING_SECONDS = {"cuda": 0.5, "cpu": 0.15}
-
 
 OP_KINDS = ("conv", "matmul")
 
@@ -213,47 +200,3 @@ def attention_formulas(torch: Any) -> dict[Any, Any]:
             continue
         found[op] = formula
     return found
-
-
-TORCH_DTYPES = {"fp32": "float32", "tf32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-
-
-def matmul_ceiling(torch: Any, device: Any, dtype: str) -> dict[str, Any]:
-    """The best FLOP/s a square matmul reaches on ``device`` in ``dtype`` over ``CEILING_SIZES``."""
-    kind = "cuda" if device.type == "cuda" else "cpu"
-    torch_dtype = getattr(torch, TORCH_DTYPES[dtype])
-    synchronize = (lambda: torch.cuda.synchronize(device)) if kind == "cuda" else (lambda: None)
-    tf32 = contextlib.nullcontext()
-    if kind == "cuda":  # tf32 only when the step's dtype is tf32; plain fp32 otherwise
-        tf32 = _allow_tf32(torch, dtype == "tf32")
-    best, sizes = 0.0, []
-    with tf32:
-        for n in CEILING_SIZES[kind]:
-            a = torch.randn(n, n, device=device, dtype=torch_dtype)
-            b = torch.randn(n, n, device=device, dtype=torch_dtype)
-            torch.mm(a, b)
-            synchronize()
-            reps, start = 0, time.perf_counter()
-            while True:
-                torch.mm(a, b)
-                reps += 1
-                if reps % 4 == 0:
-                    synchronize()
-                    if time.perf_counter() - start >= CEILING_SECONDS[kind]:
-                        break
-            elapsed = time.perf_counter() - start
-            rate = 2.0 * n ** 3 * reps / elapsed
-            sizes.append({"n": n, "flops_per_s": rate})
-            best = max(best, rate)
-            del a, b
-    return {"dtype": dtype, "flops_per_s": best, "sizes": sizes, "method": "best square matmul"}
-
-
-@contextlib.contextmanager
-def _allow_tf32(torch: Any, allowed: bool) -> Any:
-    before = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = allowed
-    try:
-        yield
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = before

@@ -12,7 +12,9 @@ Three ways to decide how many steps a phase runs:
 - ``warm_up_until_steady`` (``--warmup auto``): windows of steps until the step time stops falling.
 The adaptive two call ``agree`` after each block, with figures every rank must share: the worker passes a
 MAX all_reduce over the process group, so every rank takes the same decision after the same step (DDP
-needs the same number of steps on every rank), or ``alone`` in a single process.
+needs the same number of steps on every rank), or ``alone`` in a single process. ``measure_round`` runs one
+round of a configuration with them (its warm-up, then its measured steps) and gives the ``Measured`` its
+config_end reports.
 """
 
 from __future__ import annotations
@@ -24,7 +26,9 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+from ddptop.protocol.launchspec import RunConfig
 from ddptop.protocol.precision import relative_half_width
+from ddptop.protocol.vocab import Phase
 from ddptop.protocol.wire import EventWriter
 
 # A time budget with a step far below the clock's resolution must still end: at most this many steps.
@@ -58,6 +62,11 @@ class SampleStream:
         self.pending: list[float] = []  # recorded, not yet emitted
         self.sent = 0
         self.recorded: list[float] = []
+
+    @classmethod
+    def for_round(cls, writer: EventWriter, cfg: RunConfig, phase: str, total: int, round_index: int) -> SampleStream:
+        """A phase of one round of ``cfg``: its events name the round where the configuration has several."""
+        return cls(writer, cfg.config_id, phase, total, round_index if cfg.rounds > 1 else None)
 
     def add(self, seconds: float) -> None:
         self.pending.append(seconds)
@@ -272,3 +281,64 @@ def budget_iterations(time_budget: float, warmup_samples: Sequence[float]) -> in
     ordered = sorted(warmup_samples)
     typical = ordered[len(ordered) // 2] if ordered else 1.0
     return min(MAX_BUDGET_ITERS, max(1, math.ceil(time_budget / max(typical, 1e-6))))
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a configuration's config_end reports of one round's warm-up and measured steps."""
+
+    iters: int  # measured steps: as asked, as the time budget allowed, or until precise
+    warmup_s: float
+    measure_s: float
+    warmup_iters: int = 0
+    stop_reason: str = FIXED  # precision, max_iters, max_time, fixed or time_budget
+    precision_reached: float | None = None  # this rank's relative half-width of its median at the stop
+    unstable: bool = False  # stopped on a limit before every rank reached the precision
+    samples: tuple[float, ...] = ()
+    peak_memory_bytes: int | None = None  # the device's allocator peak over the round, read right after it
+    # CPU: what one step holds on this rank, counted by kind (bench_kernels.strategies.counted_memory)
+    counted_memory: dict[str, int] | None = None
+
+
+def measure_round(
+    step: Callable[[], None],
+    cfg: RunConfig,
+    round_index: int,
+    writer: EventWriter,
+    device_type: str,
+    agree: Agree,
+    largest: Callable[[int], int],
+    fault: InjectedFault | None = None,
+    warmed_up: Callable[[], None] = lambda: None,
+) -> Measured:
+    """One round of ``cfg``: the warm-up (fixed, or until steady), then the measured steps: as many as asked,
+    as fill the time budget at the warm-up's pace (the ``largest`` count of any rank's, so that every rank
+    runs as many steps, or DDP deadlocks), or until the median is precise on every rank. ``warmed_up`` runs
+    between the two phases, outside every timed step."""
+
+    def stream(phase: str, count: int) -> SampleStream:
+        return SampleStream.for_round(writer, cfg, phase, count, round_index)
+
+    if cfg.warmup is None:
+        window = WARMUP_WINDOW.get(device_type, WARMUP_WINDOW["cpu"])
+        warmup: PhaseTiming = warm_up_until_steady(step, window, cfg.precision, cfg.max_warmup,
+                                                   cfg.max_time_per_config / WARMUP_SHARE,
+                                                   stream(Phase.WARMUP, cfg.max_warmup), agree)
+        pace = warmup.samples[-window:]  # the steady window, not the first slow steps
+    else:
+        warmup = run_steps(step, cfg.warmup, stream(Phase.WARMUP, cfg.warmup))
+        pace = warmup.samples
+    warmed_up()
+    if cfg.time_budget or cfg.iters is not None:
+        if cfg.time_budget:
+            iters, reason = largest(budget_iterations(cfg.time_budget, pace)), TIME_BUDGET
+        else:
+            iters, reason = cfg.iters, FIXED
+        measure = run_steps(step, iters, stream(Phase.MEASURE, iters), fault)
+        return Measured(iters, warmup.wall_s, measure.wall_s, len(warmup.samples), reason,
+                        relative_half_width(measure.samples), False, tuple(measure.samples))
+    rule = StopRule(cfg.precision, cfg.min_iters, cfg.max_iters, cfg.max_time_per_config)
+    adaptive = measure_until_precise(step, rule, stream(Phase.MEASURE, cfg.min_iters), agree, fault)
+    return Measured(len(adaptive.samples), warmup.wall_s, adaptive.wall_s, len(warmup.samples),
+                    adaptive.stop_reason, adaptive.half_width, adaptive.stop_reason in LIMITS,
+                    tuple(adaptive.samples))

@@ -162,7 +162,7 @@ def test_the_launcher_passes_numa_binding_only_where_numactl_is(tmp_path, monkey
 
 
 def test_nodes_rehearsed_on_one_machine_leave_their_ranks_unbound(tmp_path, monkeypatch, restore_affinity):
-    from bench_kernels.ddp import bind_cores
+    from bench_kernels.hello import bind_cores
     from ddptop.run.launcher import NodePlacement
 
     spec = _spec(rank_cores=((0,), (1,)), binding=PHYSICAL)
@@ -196,7 +196,7 @@ def test_a_rank_whose_planned_cpus_are_not_allowed_here_stays_unbound(restore_af
 
 
 def test_the_kernel_reports_torchrun_s_numa_binding_only_when_its_agent_applied_it(monkeypatch, restore_affinity):
-    from bench_kernels.ddp import bind_cores
+    from bench_kernels.hello import bind_cores
 
     spec = _spec(device="cuda", numa_binding="node")
     monkeypatch.setenv(affinity.NUMA_BINDING_ENV, "node")

@@ -4,7 +4,7 @@ import os
 import time
 
 from ddptop.protocol.wire import encode, make_event
-from ddptop.run.sweep import STARTUP_GRACE, HangWatch
+from ddptop.run.hang_watch import STARTUP_GRACE, HangWatch
 
 
 def test_startup_is_not_a_hang_but_silence_after_events_is(tmp_path):

@@ -171,6 +171,7 @@ def _orchestration(monkeypatch, cfg, gpus=4, run_dir=None):
     """A Worker whose parts only say when they run, over a stand-in torch.cuda with ``gpus`` GPUs whose
     allocator peaks are 100, 200, 300, ... bytes."""
     import bench_kernels.ddp as ddp
+    from bench_kernels.timing import Measured
 
     log = []
     cuda = SimpleNamespace(
@@ -187,7 +188,7 @@ def _orchestration(monkeypatch, cfg, gpus=4, run_dir=None):
     monkeypatch.setattr(ddp, "training_step_flops", lambda *a: log.append("flops"))
     worker._setting_up = lambda *a: log.append("setting up")
     worker._config_start = lambda *a: log.append("config_start")
-    worker._measure = lambda *a: log.append("measure") or ddp.Measured(5, 0.1, 0.5)
+    worker._measure = lambda *a: log.append("measure") or Measured(5, 0.1, 0.5)
     worker._config_end = lambda cfg, measured, *a, **k: log.append(("config_end", measured.peak_memory_bytes))
     worker._probe_communication = lambda *a: log.append("analysis")
     worker._release_memory = lambda: log.append("release")

@@ -256,37 +256,30 @@ def test_bf16_without_tensor_cores_is_said_and_gloo_gpu_collectives_are_refused(
 
 
 def test_a_ceiling_that_cannot_be_measured_loses_only_the_ceiling(monkeypatch, capsys):
-    import bench_kernels.ddp as ddp
+    import bench_kernels.ceiling as ceiling
 
     def out_of_memory(*args):
         raise MemoryError("CUDA out of memory")
 
-    monkeypatch.setattr(ddp, "matmul_ceiling", out_of_memory)
-    worker = ddp.Worker.__new__(ddp.Worker)
-    worker.spec = SimpleNamespace(configs=(config(),))
-    worker.device = SimpleNamespace(type="cpu")
-    worker.torch = SimpleNamespace()
-    assert worker._measure_ceilings() == []
+    monkeypatch.setattr(ceiling, "matmul_ceiling", out_of_memory)
+    assert ceiling.matmul_ceilings(SimpleNamespace(), SimpleNamespace(type="cpu"), (config(),)) == []
     assert "matmul ceiling in fp32 not measured: MemoryError: CUDA out of memory" in capsys.readouterr().err
 
 
 def test_the_ceilings_cover_every_dtype_of_the_launch_not_only_its_first_configuration(monkeypatch):
     """A tune measures DDP as written (fp32) and its amp_bf16 variant in one launch: both dtypes get a ceiling,
     whichever configuration comes first."""
-    import bench_kernels.ddp as ddp
+    import bench_kernels.ceiling as ceiling
 
     measured = []
 
-    def ceiling(torch, device, dtype):
+    def one_ceiling(torch, device, dtype):
         measured.append(dtype)
         return {"dtype": dtype, "flops_per_s": 1e12, "sizes": [], "method": "best square matmul"}
 
-    monkeypatch.setattr(ddp, "matmul_ceiling", ceiling)
-    worker = ddp.Worker.__new__(ddp.Worker)
-    worker.device = SimpleNamespace(type="cpu")
-    worker.torch = SimpleNamespace(get_num_threads=lambda: 2)
+    monkeypatch.setattr(ceiling, "matmul_ceiling", one_ceiling)
+    torch, device = SimpleNamespace(get_num_threads=lambda: 2), SimpleNamespace(type="cpu")
     for first, then in ((None, "bf16"), ("bf16", None)):
         measured.clear()
-        worker.spec = SimpleNamespace(configs=(config(amp=first), config(amp=then)))
-        found = worker._measure_ceilings()
+        found = ceiling.matmul_ceilings(torch, device, (config(amp=first), config(amp=then)))
         assert sorted(measured) == ["bf16", "fp32"] and sorted(c["dtype"] for c in found) == ["bf16", "fp32"]

@@ -327,7 +327,7 @@ def test_the_readme_example_and_a_hugging_face_model_run_through_ddptop(tmp_path
 
 def test_a_parameter_unused_on_a_later_step_fails_under_ddp_with_the_keyword_that_fixes_it(one_rank_group):
     """Past the one-step check: the kernel's own DDP wrapper and step, the rank's own error report."""
-    from bench_kernels.ddp import unused_parameter_hint
+    from bench_kernels.errors import unused_parameter_hint
     from bench_kernels.training import build_training
 
     from .conftest import tiny_config

@@ -6,7 +6,7 @@ Per configuration, from what its rank 0 counted (``flops_per_step``: one forward
   GPUs); for all devices together, times their number;
 - MFU = achieved per device / the device's dense datasheet peak in the step's dtype (``analysis/peaks.py``);
 - share of the measured ceiling = achieved / the best matmul FLOP/s the same device reached in that dtype
-  after the steps of the sweep's first launch (``bench_kernels/flops.py``). On the CPU the node is the device: all ranks'
+  after the steps of the sweep's first launch (``bench_kernels/ceiling.py``). On the CPU the node is the device: all ranks'
   FLOP/s against the ceiling rank 0 measured with the first launch's threads.
 Where convolutions and matmuls run in different dtypes (on a GPU, by default, cuDNN's convolutions in TF32
 and cuBLAS's matmuls in full FP32), the peak is the one the step's own mix would reach: its FLOPs over the

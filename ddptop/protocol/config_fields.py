@@ -2,7 +2,7 @@
 
 A configuration is planned (``ddptop.run.model.ConfigSpec``), told to its ranks in launch.json
 (``ddptop.protocol.launchspec.RunConfig``, which ConfigSpec extends), announced by each rank when its model is
-built (the ``config_start`` event, written by ``bench_kernels.ddp``) and shown by the views
+built (the ``config_start`` event, its fields made by ``bench_kernels.config_events``) and shown by the views
 (``ddptop.run.snapshot.ConfigSnapshot``). Each of them takes these fields from ``ConfigFields``: RunConfig and
 ConfigSnapshot derive from it, and config_start writes ``config_fields(cfg)``. A field added here is in all
 of them, and in the configuration's records in launch.json and summary.json; only its value is to be made,

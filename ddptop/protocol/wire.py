@@ -68,7 +68,7 @@ EVENT_FIELDS: dict[str, tuple[tuple[str, frozenset | None, bool], ...]] = {
     "heartbeat": _COMMON + (("config_id", _STR, False), ("doing", _STR, True), ("setup", _BOOL, False)),
     # torch.compile's first step of a configuration (bench_kernels.compiled), after its config_start
     "compiled": _COMMON + (("config_id", _STR, True), ("first_step_s", _NUMBERS, True)),
-    # the best matmul FLOP/s rank 0 reached on its device in the sweep's dtype (bench_kernels.flops)
+    # the best matmul FLOP/s rank 0 reached on its device in one dtype of the launch's steps (bench_kernels.ceiling)
     "ceiling": _COMMON + (("flops_per_s", _NUMBERS, True), ("dtype", _STR, True)) + _ANY_CONFIG,
     # one collective benchmark result (bench_kernels.collectives): op, size, placement, per-op seconds
     "collective": _COMMON + (("op", _STR, True), ("bytes", _INT, True), ("inplace", None, True),

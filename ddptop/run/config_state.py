@@ -47,7 +47,7 @@ class ConfigState:
     nosync: dict[int, list[float]] = field(default_factory=dict)  # rank -> step times inside no_sync()
     comm: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> comm event (DDP logging, hook)
     compiles: list[dict[str, Any]] = field(default_factory=list)  # torch.compile's first step, one per launch
-    traces: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> trace event (file, breakdown)
+    traces: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> its trace event (the file, its cost)
     log_tail: list[str] = field(default_factory=list)  # last lines of the ranks' stderr, when it failed
     started_t: float | None = None
     ended_t: float | None = None

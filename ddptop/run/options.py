@@ -224,8 +224,8 @@ RUN_OPTIONS: tuple[Option, ...] = (
            help="steps of each communication phase per DDP configuration: no_sync() and timed buckets "
                 "(default max(5, iters/4); 0 skips both)"),
     Option("trace_steps", int, group=ANALYSIS, metavar="N",
-           help="profiler-traced steps after each configuration's measured ones, written to traces/ with "
-                "their breakdown (default 3; 0 or --no-trace: none)",
+           help="profiler-traced steps after each configuration's measured ones, written to traces/ and "
+                "broken down by ddptop (default 3; 0 or --no-trace: none)",
            also=(Flag("--no-trace", "store_const", const=0, help="no profiler trace of any configuration"),)),
     Option("collectives", str, is_list=True, group=ANALYSIS,
            help="collective benchmark at the end of each launch with N>=2: allreduce, allgather, reduce_scatter, "
