@@ -8,6 +8,7 @@ from typing import Any
 
 from ddptop import units
 from ddptop.analysis.peak_use import FEW_CORES_BUSY, LITTLE_MEMORY_USED, NEAR_MEMORY_LIMIT
+from ddptop.protocol.kernel_files import cpu_ranges
 from ddptop.report.blocks import Block, Verbatim
 from ddptop.report.schema import PlanRecord, Summary
 from ddptop.telemetry.topology import Topology, format_matrix
@@ -45,17 +46,6 @@ def _allocation_lines(summary: Summary) -> list[str]:
     if given is not None and used is not None and (notes := _use_notes(given, used)):
         lines.append(f"- note: {'; '.join(notes)}")
     return lines
-
-
-def cpu_ranges(cores: list[int]) -> str:
-    """CPU ids as a cpuset list: 0-15, or 0-3,8-11."""
-    runs: list[list[int]] = []
-    for core in sorted(set(cores)):
-        if runs and core == runs[-1][1] + 1:
-            runs[-1][1] = core
-        else:
-            runs.append([core, core])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
 def given_cores(given: dict[str, Any]) -> float | None:

@@ -19,6 +19,8 @@ import posixpath
 from collections.abc import Mapping
 from typing import Any, Callable
 
+from ddptop.protocol.kernel_files import read_kernel_file
+
 V1_UNLIMITED = 1 << 60  # cgroup v1 writes "no limit" as a page-rounded 2**63 - 1
 
 # variable -> key in ``slurm``; the memory variables are MiB (sbatch's --mem and --mem-per-cpu units)
@@ -78,7 +80,7 @@ def _memory_total() -> int | None:
 def cgroup_paths(proc_root: str = "/") -> tuple[str | None, dict[str, str]]:
     """This process's cgroup: its cgroup v2 path (the ``0::`` line; None without one) and its cgroup v1
     path per controller (``memory``, ``cpu``...), from ``/proc/self/cgroup``."""
-    text = _read(proc_root, "/proc/self/cgroup")
+    text = read_kernel_file(_under(proc_root, "/proc/self/cgroup"))
     v2: str | None = None
     v1: dict[str, str] = {}
     for line in (text or "").splitlines():
@@ -122,7 +124,7 @@ def cpu_quota(proc_root: str = "/", v2: str | None = None, v1: dict[str, str] | 
         base = "/sys/fs/cgroup/cpu" if _exists(proc_root, "/sys/fs/cgroup/cpu") else "/sys/fs/cgroup/cpu,cpuacct"
 
         def v1_quota(text: str, folder: str) -> float | None:
-            period = _integer(_read(proc_root, posixpath.join(folder, "cpu.cfs_period_us")))
+            period = _integer(read_kernel_file(_under(proc_root, posixpath.join(folder, "cpu.cfs_period_us"))))
             quota = _integer(text)
             return quota / period if quota is not None and quota > 0 and period else None
         return _smallest(proc_root, base, v1["cpu"], "cpu.cfs_quota_us", v1_quota)
@@ -141,7 +143,7 @@ def _smallest(proc_root: str, base: str, path: str, name: str,
     for depth in range(len(parts), -1, -1):
         folder = posixpath.join(base, *parts[:depth])
         file = posixpath.join(folder, name)
-        text = _read(proc_root, file)
+        text = read_kernel_file(_under(proc_root, file))
         value = parse(text, folder) if text is not None else None
         if value is not None and (best[0] is None or value < best[0]):
             best = (value, file)
@@ -167,16 +169,13 @@ def _v2_cores(text: str, _folder: str) -> float | None:
     return quota / period if quota is not None and quota > 0 and period else None
 
 
-def _read(proc_root: str, path: str) -> str | None:
-    try:
-        with open(os.path.join(proc_root, path.lstrip("/")), encoding="utf-8") as handle:
-            return handle.read()
-    except (OSError, UnicodeDecodeError):
-        return None
+def _under(proc_root: str, path: str) -> str:
+    """Where ``path`` (/proc/..., /sys/...) is for a tree rooted at ``proc_root``."""
+    return os.path.join(proc_root, path.lstrip("/"))
 
 
 def _exists(proc_root: str, path: str) -> bool:
-    return os.path.isdir(os.path.join(proc_root, path.lstrip("/")))
+    return os.path.isdir(_under(proc_root, path))
 
 
 def _integer(text: str | None) -> int | None:

@@ -38,9 +38,10 @@ from typing import Any, Callable
 
 import pynvml
 
+from ddptop.protocol.kernel_files import parse_cpu_list
 from ddptop.telemetry.fake import driver as fake_driver
 from ddptop.telemetry.fake.driver import NvmlReturn
-from ddptop.telemetry.fake.nodes import GpuSpec, MigInstance, NodeProfile, known_nodes, load_profile, parse_cpu_list
+from ddptop.telemetry.fake.nodes import GpuSpec, MigInstance, NodeProfile, known_nodes, load_profile
 
 IS_FAKE = True
 GIB = 1 << 30
@@ -277,7 +278,7 @@ class FakeNvml:
 
     def affinity(self, index: int) -> list[int]:
         gpu = self.check(index)
-        if gpu.cpu_affinity:
+        if gpu.cpu_affinity:  # checked when the profile was loaded
             return parse_cpu_list(gpu.cpu_affinity)
         return self.profile.numa_cpus(self._numa(index))
 
