@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from ddptop import __version__
 from ddptop.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, DdptopError, UsageError
-from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT
+from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 from ddptop.protocol import variants
 from ddptop.protocol.layout import PLAN_FILE, TIMELINE_FILE, run_file
 from ddptop.report import diff as diff_mod

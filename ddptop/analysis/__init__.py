@@ -1,11 +1,12 @@
 """What the measurements mean, as plain Python on plain numbers: no Textual, no torch, no session.
 
-- ``stats`` (percentiles, step statistics), ``uncertainty`` (the block bootstrap and verdicts), ``launches``
-  (the launch-to-launch level of every interval), ``intervals`` (the intervals of a summary's figures);
+- ``stats`` (percentiles, step statistics), ``uncertainty`` (the block bootstrap and verdicts), ``step_change``
+  (a change in step time: slower, faster, equivalent or within noise), ``launches`` (the launch-to-launch
+  level of every interval), ``intervals`` (the intervals of a summary's figures);
 - ``scaling`` (the scaling tables, live and saved), ``formulas`` (ring volume, Amdahl, Karp-Flatt, cost),
   ``projection`` (beyond this node), ``communication`` (compute against communication);
 - ``compute`` and ``peaks`` (FLOP/s, MFU, datasheet peaks), ``links`` (bus bandwidth against link peaks),
-  ``verdict`` (what bounds a step), ``stragglers`` (the slow rank in lockstep), ``synthetic`` (sweeps with
+  ``step_bound`` (what bounds a step), ``stragglers`` (the slow rank in lockstep), ``synthetic`` (sweeps with
   a known truth, for the tests and benchmarks that check the intervals), ``tokens`` (tokens/s of the
   transformer models).
 
@@ -14,4 +15,4 @@ not load numpy through the others.
 """
 
 __all__ = ["communication", "compute", "formulas", "intervals", "launches", "links", "peaks", "projection",
-           "scaling", "stats", "stragglers", "synthetic", "tokens", "uncertainty", "verdict"]
+           "scaling", "stats", "step_bound", "stragglers", "synthetic", "tokens", "uncertainty"]

@@ -27,7 +27,7 @@ from ddptop import units
 from ddptop.analysis import formulas, stats, uncertainty
 from ddptop.analysis.intervals import _amdahl_fractions, _from
 from ddptop.analysis.scaling import Plan, as_written, charged_cores, rank_threads, table_batch
-from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT
+from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 
 Replicates = Mapping[str, np.ndarray]
 

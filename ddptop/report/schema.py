@@ -22,7 +22,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, TypeVar
 
-from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT
+from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 
 __all__ = [
     "SchemaError", "Record", "Summary", "Config", "StepFigures", "Percentiles", "RankSpread", "LaunchUnit",
@@ -284,7 +284,7 @@ class RankLoad(Record):
 @dataclass(kw_only=True)
 class GpuIdle(Record):
     """The GPUs' idle share over every used launch's measured steps, the host-bound verdict's evidence
-    (``ddptop.analysis.verdict.gpu_idle``)."""
+    (``ddptop.analysis.step_bound.gpu_idle``)."""
     share: float | None = None
     share_ci: Interval | None = None
     readings: int | None = None
@@ -458,7 +458,7 @@ class Trace(Record):
 
 @dataclass(kw_only=True)
 class Verdict(Record):
-    """What bounds the step (``analysis/verdict.py``)."""
+    """What bounds the step (``analysis/step_bound.py``)."""
     kind: str | None = None
     text: str = ""
 
