@@ -16,7 +16,7 @@ from ddptop.analysis import stats, traces
 from ddptop.protocol import precision
 from ddptop.protocol.config_fields import config_fields
 from ddptop.protocol.vocab import ENDED, Status
-from ddptop.run.model import ConfigSpec
+from ddptop.run.plan_records import ConfigSpec
 from ddptop.run.snapshot import CHART_TAIL, ConfigSnapshot, StepStats
 
 PRECISION_PERIOD = 1.0  # seconds between live precision estimates of a configuration whose steps stream in

@@ -21,7 +21,7 @@ from typing import Any, Callable
 from ddptop.run.cluster import Cluster, ClusterError
 from ddptop.errors import DdptopError
 from ddptop.run.launcher import NodePlacement, TorchrunLaunch, describe_exit
-from ddptop.run.model import Plan
+from ddptop.run.plan_records import Plan
 from ddptop.protocol import layout, storage
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError
 from ddptop.protocol.marks import FollowerEnd, LaunchEnd, LaunchJoin, LaunchStart, SweepEnd, parse_mark

@@ -5,7 +5,7 @@ themselves are defined once in ``ddptop.run.options``. ``build_plan`` resolves e
 machine in one small step, each topic in a module of its own (``plan_devices``: where it runs;
 ``plan_models``: what it trains; ``plan_measurement``: how it measures; ``plan_file``: the TOML file); every
 problem is reported as one ``PlanError`` line and nothing is launched for an invalid plan. The result is a
-``ddptop.run.model.Plan``.
+``ddptop.run.plan_records.Plan``.
 
 Batch semantics: with weak scaling (the default, as in PyTorch's DDP benchmark) each batch size is per rank
 and the global batch grows with N; with strong scaling each batch size is the global batch, split evenly
@@ -21,7 +21,7 @@ from typing import Any
 from ddptop.errors import PlanError
 from ddptop.protocol.modelspec import seq_len_of, spec_label
 from ddptop.run import allocation, plan_devices, plan_measurement, plan_models
-from ddptop.run.model import Plan
+from ddptop.run.plan_records import Plan
 from ddptop.run.options import PlanOptions, unique
 from ddptop.telemetry.inventory import Inventory
 
