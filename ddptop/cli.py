@@ -367,7 +367,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_gpus(args: argparse.Namespace) -> int:
-    from ddptop.telemetry.snapshot import snapshot_text, take_snapshot  # NVML and psutil readings: `gpus` only
+    from ddptop.telemetry.gpus_command import snapshot_text, take_snapshot  # NVML and psutil readings: `gpus` only
 
     if not 0 < args.interval <= 60:
         raise UsageError("--interval must be between 0 and 60 seconds")

@@ -3,8 +3,8 @@
 ``nvml`` is the one door to NVML; ``gpu``, ``host``, ``topology`` and ``inventory`` (the usable GPUs, MIG,
 what each rank is told) read the node; ``monitor`` samples it on a thread into the ``timeline``;
 ``validity`` judges a measured window (was the node quiet?); ``nccl_log`` reads which algorithm and protocol
-NCCL chose, from its own log; ``snapshot`` is ``ddptop gpus``; ``fake`` holds the simulated nodes.
+NCCL chose, from its own log; ``gpus_command`` is ``ddptop gpus``; ``fake`` holds the simulated nodes.
 """
 
-__all__ = ["fake", "gpu", "host", "inventory", "monitor", "nccl_log", "nvml", "snapshot", "timeline", "topology",
+__all__ = ["fake", "gpu", "gpus_command", "host", "inventory", "monitor", "nccl_log", "nvml", "timeline", "topology",
            "validity"]
