@@ -12,8 +12,8 @@ import os
 import time
 from typing import Any
 
-from ddptop.analysis import (communication, compute, links, peak_use, scaling, strategies, threads, tokens, traces,
-                             tuning, step_bound)
+from ddptop.analysis import (communication, compute, job_use, links, scaling, step_bound, strategies, threads,
+                             tokens, traces, tuning)
 from ddptop.protocol import layout
 from ddptop.protocol.layout import (ENVIRONMENT_FILE, RUNNER_FILE, SUMMARY_JSON, TIMELINE_FILE, TOPOLOGY_FILE,
                                     node_file)
@@ -312,7 +312,7 @@ def build_summary(
         env = dict(environment or {})
         env["versions"] = session.versions()
         env["launch_setup"] = _launch_setup(session)
-        peak_use.add_peak_use(env, entries)  # what the run used at its peak, beside environment.allocation
+        job_use.add_peak_use(env, entries)  # what the run used at its peak, beside environment.allocation
         counts: dict[str, int] = {}
         for entry in entries:
             counts[entry["status"]] = counts.get(entry["status"], 0) + 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ddptop import units
-from ddptop.analysis.peak_use import FEW_CORES_BUSY, LITTLE_MEMORY_USED, NEAR_MEMORY_LIMIT
+from ddptop.analysis.job_use import FEW_CORES_BUSY, LITTLE_MEMORY_USED, NEAR_MEMORY_LIMIT
 from ddptop.protocol.kernel_files import cpu_ranges
 from ddptop.report.blocks import Block, Verbatim
 from ddptop.report.schema import PlanRecord, Summary

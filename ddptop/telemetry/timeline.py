@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ddptop.protocol.wire import EventFileReader
-from ddptop.telemetry.peak import PeakUse
+from ddptop.telemetry.running_peak import PeakUse
 
 GPM_KEYS = ("sm_active", "sm_occupancy", "tensor_active", "dram_active")  # as telemetry/gpu.py reads them
 
