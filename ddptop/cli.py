@@ -26,9 +26,9 @@ from ddptop.report.store import SummaryError
 from ddptop.run import cluster as cluster_mod
 from ddptop.run import rundir
 from ddptop.run.options import DEFAULT_FPS, add_run_arguments, merge_plan_options
-from ddptop.run.plan import usable_cpu_count
 from ddptop.run.plan_file import read_plan_file
 from ddptop.run.signals import handle_stop_signals
+from ddptop.telemetry.allocation import usable_cpu_count
 from ddptop.telemetry.fake.nodes import ProfileError, load_profile
 from ddptop.telemetry.nvml import FAKE_ENV
 from ddptop.telemetry.topology import format_matrix, read_topology

@@ -1,4 +1,4 @@
-"""What the job was given (ddptop.run.allocation: affinity, cgroup v1/v2 limits, SLURM) against what the run
+"""What the job was given (ddptop.telemetry.allocation: affinity, cgroup v1/v2 limits, SLURM) against what the run
 used at its peak (ddptop.analysis.job_use): the reading over fake /proc and /sys trees, the peak over the
 recorded runs' summaries, the report's lines, and the live view's host line."""
 
@@ -15,7 +15,8 @@ from ddptop.analysis.job_use import add_peak_use, config_use, peak_use
 from ddptop.control import RecordedControl
 from ddptop.report import environment_tables
 from ddptop.report.schema import Summary
-from ddptop.run import allocation, environment
+from ddptop.run import environment
+from ddptop.telemetry import allocation
 from ddptop.telemetry.inventory import Inventory
 from ddptop.tui import format as fmt
 from ddptop.tui.app import DdptopApp
@@ -441,7 +442,7 @@ def test_a_recorded_runs_follower_keeps_the_peak_of_every_record_not_only_those_
 
 
 def test_the_plans_usable_cores_are_the_affinity_within_the_cgroups_cpu_quota(tmp_path):
-    from ddptop.run.plan import usable_cpu_count
+    from ddptop.telemetry.allocation import usable_cpu_count
 
     affinity = len(os.sched_getaffinity(0))
     limited = tree(tmp_path / "a", {"/proc/self/cgroup": "0::/\n", "/sys/fs/cgroup/cpu.max": "150000 100000\n"})

@@ -1,6 +1,7 @@
 """What this process may use: its CPUs, the memory and CPU limits of its cgroup, the GPUs it is shown and the
 SLURM job it runs in. Standard library and psutil only (no torch): read once when a run starts
-(``ddptop.run.environment.collect``) and saved as the environment's ``allocation``.
+(``ddptop.run.environment.collect``) and saved as the environment's ``allocation``; the plan's thread counts
+are drawn from ``usable_cpu_count``.
 
 Nothing here raises on a missing or unreadable file: a limit that cannot be read is not known (None).
 
@@ -64,6 +65,15 @@ def _affinity() -> list[int]:
         return sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):  # not Linux
         return list(range(os.cpu_count() or 1))
+
+
+def usable_cpu_count(proc_root: str = "/") -> int:
+    """The cores ddptop may use: its affinity (a SLURM job's or a container's cpuset), and no more than its
+    cgroup's CPU time quota allows (``docker --cpus``, a Kubernetes limit: a quota of 2.5 cores is 2), so the
+    ranks' threads never outnumber the CPU time the job has."""
+    cores = len(_affinity())
+    quota, _ = cpu_quota(proc_root)
+    return min(cores, max(1, int(quota))) if quota is not None else cores
 
 
 def _memory_total() -> int | None:
