@@ -187,12 +187,16 @@ def pci_link(a: PciDevice, b: PciDevice) -> str:
     return "PXB"
 
 
+def _set_bits(words: Any) -> list[int]:
+    """The numbers an NVML bit mask holds (64-bit words, the lowest first): a CPU or NUMA node set."""
+    return [w * 64 + bit for w, word in enumerate(list(words)) for bit in range(64) if int(word) >> bit & 1]
+
+
 def _affinity(nvml: Any, handle: Any) -> str:
     words = nv.call(nvml, "nvmlDeviceGetCpuAffinity", handle, CPU_SET_WORDS)
     if isinstance(words, nv.Unavailable):
         return "N/A"
-    cpus = [w * 64 + bit for w, word in enumerate(list(words)) for bit in range(64) if int(word) >> bit & 1]
-    return cpu_ranges(cpus) or "N/A"
+    return cpu_ranges(_set_bits(words)) or "N/A"
 
 
 def _numa_affinity(nvml: Any, handle: Any, device: PciDevice) -> str:
@@ -205,8 +209,7 @@ def _numa_affinity(nvml: Any, handle: Any, device: PciDevice) -> str:
     words = nv.call(nvml, "nvmlDeviceGetMemoryAffinity", handle, NUMA_SET_WORDS, scope)
     if isinstance(words, nv.Unavailable):
         return "N/A"
-    nodes = [w * 64 + bit for w, word in enumerate(list(words)) for bit in range(64) if int(word) >> bit & 1]
-    return cpu_ranges(nodes) or "N/A"
+    return cpu_ranges(_set_bits(words)) or "N/A"
 
 
 def _gpu_numa_id(nvml: Any, handle: Any) -> str:
