@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 from ddptop import __version__
 from ddptop.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, DdptopError, UsageError
-from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT
+from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 from ddptop.protocol import variants
 from ddptop.protocol.layout import PLAN_FILE, TIMELINE_FILE, run_file
 from ddptop.report import diff as diff_mod
@@ -26,9 +26,9 @@ from ddptop.report.store import SummaryError
 from ddptop.run import cluster as cluster_mod
 from ddptop.run import rundir
 from ddptop.run.options import DEFAULT_FPS, add_run_arguments, merge_plan_options
-from ddptop.run.plan import usable_cpu_count
 from ddptop.run.plan_file import read_plan_file
 from ddptop.run.signals import handle_stop_signals
+from ddptop.telemetry.allocation import usable_cpu_count
 from ddptop.telemetry.fake.nodes import ProfileError, load_profile
 from ddptop.telemetry.nvml import FAKE_ENV
 from ddptop.telemetry.topology import format_matrix, read_topology
@@ -367,7 +367,7 @@ def cmd_plot(args: argparse.Namespace) -> int:
 
 
 def cmd_gpus(args: argparse.Namespace) -> int:
-    from ddptop.telemetry.snapshot import snapshot_text, take_snapshot  # NVML and psutil readings: `gpus` only
+    from ddptop.telemetry.gpus_command import snapshot_text, take_snapshot  # NVML and psutil readings: `gpus` only
 
     if not 0 < args.interval <= 60:
         raise UsageError("--interval must be between 0 and 60 seconds")

@@ -100,6 +100,11 @@ def duration(value: float | None, missing: str = DASH) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+def count(value: Any, what: str) -> str:
+    """``2 GPUs``, ``1 GPU``; a value that is not a number (as SLURM gave it) as it is."""
+    return f"{value} {what}" + ("" if value == 1 else "s")
+
+
 def pair(a: Any, b: Any, fmt: Callable[[Any], str] | None = None, missing: str = NA) -> str:
     """Two readings as ``a/b`` (used/total, transmit/receive), or ``missing`` alone when neither is known.
 

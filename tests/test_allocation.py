@@ -1,5 +1,5 @@
-"""What the job was given (ddptop.run.allocation: affinity, cgroup v1/v2 limits, SLURM) against what the run
-used at its peak (ddptop.analysis.peak_use): the reading over fake /proc and /sys trees, the peak over the
+"""What the job was given (ddptop.telemetry.allocation: affinity, cgroup v1/v2 limits, SLURM) against what the run
+used at its peak (ddptop.analysis.job_use): the reading over fake /proc and /sys trees, the peak over the
 recorded runs' summaries, the report's lines, and the live view's host line."""
 
 import asyncio
@@ -11,11 +11,12 @@ import shutil
 import psutil
 import pytest
 
-from ddptop.analysis.peak_use import add_peak_use, config_use, peak_use
+from ddptop.analysis.job_use import add_peak_use, config_use, peak_use
 from ddptop.control import RecordedControl
 from ddptop.report import environment_tables
 from ddptop.report.schema import Summary
-from ddptop.run import allocation, environment
+from ddptop.run import environment
+from ddptop.telemetry import allocation
 from ddptop.telemetry.inventory import Inventory
 from ddptop.tui import format as fmt
 from ddptop.tui.app import DdptopApp
@@ -416,7 +417,7 @@ def test_host_line_says_what_the_job_was_given(tmp_path):
 # -- what the ranks used at their peak so far, live ------------------------------------------------------------
 
 def test_the_live_peak_adds_up_the_ranks_and_takes_the_fullest_gpu_holding_one():
-    from ddptop.telemetry.peak import PeakUse
+    from ddptop.telemetry.running_peak import PeakUse
 
     peak = PeakUse()
     assert peak.as_dict() == {"cores_busy": None, "rss_bytes": None, "gpu_memory_bytes": None}
@@ -441,7 +442,7 @@ def test_a_recorded_runs_follower_keeps_the_peak_of_every_record_not_only_those_
 
 
 def test_the_plans_usable_cores_are_the_affinity_within_the_cgroups_cpu_quota(tmp_path):
-    from ddptop.run.plan import usable_cpu_count
+    from ddptop.telemetry.allocation import usable_cpu_count
 
     affinity = len(os.sched_getaffinity(0))
     limited = tree(tmp_path / "a", {"/proc/self/cgroup": "0::/\n", "/sys/fs/cgroup/cpu.max": "150000 100000\n"})

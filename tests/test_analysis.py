@@ -81,7 +81,7 @@ def test_amdahl_is_fitted_only_where_one_rank_was_measured():
     import os
 
     from ddptop.analysis import scaling
-    from ddptop.run.model import Plan
+    from ddptop.run.plan_records import Plan
 
     from .conftest import REPO
 

@@ -14,8 +14,8 @@ def test_core_imports_neither_torch_nor_textual():
     packages, _ = imports_in_fresh_interpreter(
         "ddptop.cli, ddptop.headless, ddptop.run.session, ddptop.run.sweep, ddptop.run.launcher, ddptop.run.plan, "
         "ddptop.analysis.stats, ddptop.analysis.scaling, ddptop.report.build, ddptop.report.store, "
-        "ddptop.report.sections, ddptop.telemetry.inventory, ddptop.protocol.wire, "
-        "ddptop.telemetry.monitor, ddptop.telemetry.topology, ddptop.telemetry.snapshot, ddptop.telemetry.fake.nvml, "
+        "ddptop.report.sections, ddptop.telemetry.inventory, ddptop.protocol.wire, ddptop.telemetry.monitor, "
+        "ddptop.telemetry.topology, ddptop.telemetry.gpus_command, ddptop.telemetry.fake.nvml, "
         "ddptop.live.live_run, ddptop.protocol.modelspec, bench_kernels.sources"
     )
     assert not packages & {"torch", "torchvision", "textual"}

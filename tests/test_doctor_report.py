@@ -280,7 +280,7 @@ def test_a_nic_on_no_pci_path_is_replayed_with_na_cells(tmp_path):
 def test_a_container_view_replays_its_refused_gpus_and_other_jobs_processes(tmp_path):
     """dgx-a100 seen from a job allowed GPUs 2 and 3: six handles refused (NO_PERMISSION), two processes of other
     jobs (one whose memory NVML cannot tell); the replay refuses the same six and lists the same processes."""
-    from ddptop.telemetry.snapshot import take_snapshot
+    from ddptop.telemetry.gpus_command import take_snapshot
 
     fake = FakeNvml("container", steady=True)
     path = _report_of(fake, tmp_path / "container.json")

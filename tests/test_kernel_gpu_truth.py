@@ -398,7 +398,7 @@ def test_a_replica_thread_keeps_the_dtype_only_through_the_wrapper():
 
 def test_no_broadcast_buffers_goes_from_the_flag_through_plan_and_launch_spec_to_ddp(tmp_path, one_rank_group):
     from ddptop.cli import _plan_options, build_parser
-    from ddptop.run.model import Plan
+    from ddptop.run.plan_records import Plan
     from ddptop.run.plan import build_plan
     from ddptop.telemetry.inventory import Inventory
 

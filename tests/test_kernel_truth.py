@@ -245,7 +245,7 @@ def test_bf16_without_tensor_cores_is_said_and_gloo_gpu_collectives_are_refused(
         assert [n[:16] for n in notes] == expected and calls == [False]  # asked without emulation
     assert worker._precision_notes(config(amp="fp16")) == []
 
-    from ddptop.analysis.verdict import verdict
+    from ddptop.analysis.step_bound import verdict
     assert verdict({"stats": {"n": 5}, "mode": "ddp", "world_size": 1, "notes": ["bf16 is emulated"]})["text"] \
         .endswith("; bf16 is emulated")
 

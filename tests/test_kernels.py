@@ -314,7 +314,7 @@ def test_the_warm_up_needs_two_windows_and_stops_at_its_limits(tmp_path, fake_cl
 
 
 def test_launches_rotate_the_order_of_their_configurations():
-    from ddptop.run.model import rotated
+    from ddptop.run.plan_records import rotated
 
     configs = ["A", "B", "C"]
     assert [rotated(configs, r) for r in range(4)] == [

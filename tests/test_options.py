@@ -162,7 +162,7 @@ def test_vocabularies_are_their_strings():
 
 
 def test_options_model_and_vocabularies_import_the_standard_library_only():
-    assert not stdlib_only("ddptop.run.options, ddptop.run.model, ddptop.protocol.vocab")
+    assert not stdlib_only("ddptop.run.options, ddptop.run.plan_records, ddptop.protocol.vocab")
 
 
 def test_iters_and_warmup_take_auto_or_a_count():

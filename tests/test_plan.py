@@ -121,7 +121,7 @@ def test_toml_plan_and_its_errors(tmp_path):
 
 
 def test_plan_json_round_trip():
-    from ddptop.run.model import Plan
+    from ddptop.run.plan_records import Plan
 
     plan = build_plan(PlanOptions(models=["resnet18"], world_sizes=[1, 2]), NO_GPU, cpu_count=2)
     again = Plan.from_json(plan.to_json())
@@ -163,7 +163,7 @@ def test_a_plan_file_may_say_auto(tmp_path):
 
 
 def test_a_plan_json_from_before_adaptive_measurement_reads_as_fixed_counts():
-    from ddptop.run.model import Plan
+    from ddptop.run.plan_records import Plan
 
     data = build_plan(PlanOptions(warmup=3, iters=20), NO_GPU, cpu_count=2).to_json()
     for key in ("precision", "min_iters", "max_iters", "max_time_per_config", "max_warmup", "launches_per_config"):

@@ -13,7 +13,7 @@ import pytest
 
 from ddptop.run import rundir
 from ddptop.run.launcher import TorchrunLaunch
-from ddptop.run.model import ConfigSpec
+from ddptop.run.plan_records import ConfigSpec
 from ddptop.run.plan import PlanOptions, build_plan
 from ddptop.protocol import layout, marks, storage
 from ddptop.protocol.launchspec import LAUNCH_SPEC_VERSION, CollectiveSpec, LaunchSpec, LaunchSpecError, RunConfig

@@ -326,7 +326,7 @@ def test_gpus_command_lists_every_mig_instance_under_its_gpu():
 def test_mig_instances_carry_their_own_processes_and_memory_and_are_listed_once():
     """A process in instance 3 is on that instance's handle (its memory in the instance's use) and, marked
     with its instance, in the process table; the instances themselves are enumerated once, at open."""
-    from ddptop.telemetry.snapshot import snapshot_text, take_snapshot
+    from ddptop.telemetry.gpus_command import snapshot_text, take_snapshot
 
     fake = FakeNvml("a100-mig", steady=True)
     fake.attach_process(0, os.getpid(), 1 << 30, mig=3)

@@ -14,7 +14,7 @@ from ddptop.analysis import threads
 from ddptop.report import sections
 from ddptop.report.schema import Summary
 from ddptop.run.binding import launch_binding
-from ddptop.run.model import Plan
+from ddptop.run.plan_records import Plan
 from ddptop.run.plan import PlanError, PlanOptions, build_plan
 from ddptop.telemetry.inventory import GpuInfo, Inventory
 from tests.conftest import run_sweep

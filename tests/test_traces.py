@@ -12,7 +12,7 @@ import tempfile
 
 import pytest
 
-from ddptop.analysis import traces, verdict
+from ddptop.analysis import step_bound, traces
 from ddptop.analysis.trace_breakdown import breakdown
 from ddptop.analysis.trace_file import read_trace
 from ddptop.report import build, sections
@@ -246,47 +246,47 @@ def test_the_summary_and_the_live_view_break_the_ranks_files_down(tmp_path):
 # -- the verdict -----------------------------------------------------------------------------------------------
 
 def test_a_gpu_waiting_for_the_host_in_every_traced_step_is_host_bound_with_its_numbers():
-    said = verdict.verdict(gpu_entry(kineto_trace(3, 4, 100.0, 60.0)))
+    said = step_bound.verdict(gpu_entry(kineto_trace(3, 4, 100.0, 60.0)))
     # each step: 4 x 100 us of kernels in 4 x 60 + 60 us of gaps: 300 of 700 us idle, all of it waiting for the host
-    assert said["kind"] == verdict.HOST
+    assert said["kind"] == step_bound.HOST
     assert said["text"].startswith("host-bound: the GPU sat idle 43% of the step (every one of 3 traced steps 43%–43%), "
                                    "43% waiting for the host"), said["text"]
 
 
 def test_kernels_as_short_as_their_launch_make_it_launch_bound():
-    said = verdict.verdict(gpu_entry(kineto_trace(3, 50, 4.0, 4.0)))
-    assert said["kind"] == verdict.HOST and said["text"].startswith("launch-bound:"), said["text"]
+    said = step_bound.verdict(gpu_entry(kineto_trace(3, 50, 4.0, 4.0)))
+    assert said["kind"] == step_bound.HOST and said["text"].startswith("launch-bound:"), said["text"]
     assert "its median kernel runs 4 us" in said["text"]
 
 
 def test_a_trace_the_profiler_slowed_is_not_taken_for_the_measured_steps_unless_nvml_agrees():
     slowed = gpu_entry(kineto_trace(3, 4, 100.0, 60.0))
     slowed["trace"]["cost_ratio"] = 1.5  # its steps ran 1.5x the measured p50 under the profiler
-    said = verdict.verdict(slowed)
-    assert said["kind"] == verdict.COMPUTE, said["text"]
+    said = step_bound.verdict(slowed)
+    assert said["kind"] == step_bound.COMPUTE, said["text"]
     assert "the traced steps left the GPU idle but ran 1.50x the measured p50 under the profiler" in said["text"]
     nvml = {"share": 0.4, "share_ci": [0.3, 0.5], "readings": 9, "launches": 1, "rank_cpu_mean": 99.0}
     slowed["telemetry"] = {"gpu_idle": nvml}  # NVML's interval over the measured steps decides then
-    said = verdict.verdict(slowed)
-    assert said["kind"] == verdict.HOST and said["text"].startswith("host-bound: the GPU was idle 40%"), said["text"]
+    said = step_bound.verdict(slowed)
+    assert said["kind"] == step_bound.HOST and said["text"].startswith("host-bound: the GPU was idle 40%"), said["text"]
 
 
 def test_nvml_is_quoted_as_agreeing_only_when_its_interval_says_host_bound():
     entry = gpu_entry(kineto_trace(3, 4, 100.0, 60.0))
     entry["telemetry"] = {"gpu_idle": {"share": 0.02, "share_ci": [0.0, 0.05], "rank_cpu_mean": 50.0}}
-    assert "; NVML read: idle 2% of the measured steps (95% CI 0%–5%)" in verdict.verdict(entry)["text"]
+    assert "; NVML read: idle 2% of the measured steps (95% CI 0%–5%)" in step_bound.verdict(entry)["text"]
     entry["telemetry"] = {"gpu_idle": {"share": 0.4, "share_ci": [0.3, 0.5], "rank_cpu_mean": 99.0}}
-    assert "; NVML agrees: idle 40% of the measured steps (95% CI 30%–50%)" in verdict.verdict(entry)["text"]
+    assert "; NVML agrees: idle 40% of the measured steps (95% CI 30%–50%)" in step_bound.verdict(entry)["text"]
 
 
 def test_a_gpu_busy_but_for_queued_gaps_is_not_host_bound():
     # the same gaps, but every kernel was launched at the step's start: the GPU did not wait for the host
-    said = verdict.verdict(gpu_entry(kineto_trace(3, 4, 100.0, 60.0, queued=True)))
-    assert said["kind"] == verdict.COMPUTE and "host-bound" not in said["text"], said["text"]
+    said = step_bound.verdict(gpu_entry(kineto_trace(3, 4, 100.0, 60.0, queued=True)))
+    assert said["kind"] == step_bound.COMPUTE and "host-bound" not in said["text"], said["text"]
 
 
 def test_memory_copies_in_every_step_are_said():
-    said = verdict.verdict(gpu_entry(kineto_trace(3, 4, 100.0, 2.0, memcpy_us=200.0)))
+    said = step_bound.verdict(gpu_entry(kineto_trace(3, 4, 100.0, 2.0, memcpy_us=200.0)))
     assert "memory copies (Memcpy/Memset) take 33% of every traced step" in said["text"], said["text"]
 
 
@@ -296,15 +296,15 @@ def test_a_cuda_trace_without_kernels_is_said_and_never_read_as_an_idle_gpu():
     entry = gpu_entry(steps_only)
     found = traces.ConfigTrace.from_json(entry["trace"])
     assert not traces.on_gpu(found) and traces.figure(found, "idle_s") is None
-    said = verdict.verdict(entry)
-    assert said["kind"] != verdict.HOST and "trace: the trace holds no GPU kernel" in said["text"], said["text"]
+    said = step_bound.verdict(entry)
+    assert said["kind"] != step_bound.HOST and "trace: the trace holds no GPU kernel" in said["text"], said["text"]
 
 
 def test_nvml_calling_it_host_bound_against_the_trace_is_said_not_concluded():
     idle = {"share": 0.4, "share_ci": [0.3, 0.5], "readings": 9, "launches": 1, "rank_cpu_mean": 99.0}
     entry = gpu_entry(kineto_trace(3, 4, 100.0, 2.0), telemetry={"gpu_idle": idle})
-    said = verdict.verdict(entry)
-    assert said["kind"] == verdict.COMPUTE
+    said = step_bound.verdict(entry)
+    assert said["kind"] == step_bound.COMPUTE
     assert "NVML read the GPU idle 40% of the measured steps, which the traced steps did not show" in said["text"]
 
 
@@ -312,7 +312,7 @@ def test_the_communication_verdict_gains_the_traced_overlap_from_a_real_gloo_tra
     entry = {"stats": {"sec_iter": {"p50": 0.012}}, "device": "cpu", "mode": "ddp", "world_size": 2,
              "communication": {"exposed_comm_fraction": 0.2, "exposed_comm_fraction_ci": [0.15, 0.25]},
              "trace": traced({r: read_trace(path) for r, path in enumerate(GLOO_TRACES)}, "cpu", 0.012).to_json()}
-    said = verdict.verdict(entry)
+    said = step_bound.verdict(entry)
     assert "traced (host: gloo's threads): communication " in said["text"] and " of it under compute" in said["text"]
 
 

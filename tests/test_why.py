@@ -7,8 +7,8 @@ the vendors' dense figures named in the brief of each entry.
 
 import pytest
 
-from ddptop.analysis import verdict as v
-from ddptop.analysis.peaks import datasheet_peak, peak_flops
+from ddptop.analysis import step_bound as v
+from ddptop.analysis.datasheet_peaks import datasheet_peak, peak_flops
 from ddptop.report.schema import Summary
 
 # -- datasheet peaks ------------------------------------------------------------------------------------------------

@@ -4,7 +4,8 @@ Per configuration, from what its rank 0 counted (``flops_per_step``: one forward
 ``torch.utils.flop_counter``) and the median step time:
 - achieved FLOP/s per device = FLOPs per step / p50 (DataParallel: the global batch's FLOPs over its N
   GPUs); for all devices together, times their number;
-- MFU = achieved per device / the device's dense datasheet peak in the step's dtype (``analysis/peaks.py``);
+- MFU = achieved per device / the device's dense datasheet peak in the step's dtype
+  (``analysis/datasheet_peaks.py``);
 - share of the measured ceiling = achieved / the best matmul FLOP/s the same device reached in that dtype
   after the steps of the sweep's first launch (``bench_kernels/ceiling.py``). On the CPU the node is the device: all ranks'
   FLOP/s against the ceiling rank 0 measured with the first launch's threads.
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ddptop.analysis.peaks import peak_flops
+from ddptop.analysis.datasheet_peaks import peak_flops
 
 
 def step_parts(info: Mapping[str, Any], per_step: float, dtype: str) -> list[tuple[float, str]]:

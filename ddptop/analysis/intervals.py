@@ -194,14 +194,25 @@ def add_scaling_intervals(table: dict[str, Any], plan: Any, by_size: Mapping[int
         if t_plain is not None:
             table["ddp_overhead_at_reference_ci"] = _from(t_ref / t_plain - 1, table["ddp_overhead_at_reference"])
     fit = table.get("amdahl")
-    if fit is not None:
-        raw = _amdahl_fractions(speedups)
-        if raw is not None:
-            fit["raw_serial_fraction_ci"] = _from(raw, fit["raw_serial_fraction"])
-            fractions = np.clip(raw, 0.0, 1.0)
-            fit["serial_fraction_ci"] = _from(fractions, fit["serial_fraction"])
-            fit["max_speedup_ci"] = _from(np.where(fractions > 0, 1 / np.maximum(fractions, 1e-12), np.inf),
-                                          fit["max_speedup"]) if fit.get("max_speedup") is not None else None
+    fractions = serial_fraction_intervals(fit, speedups)
+    if fit is not None and fractions is not None:
+        fit["max_speedup_ci"] = _from(np.where(fractions > 0, 1 / np.maximum(fractions, 1e-12), np.inf),
+                                      fit["max_speedup"]) if fit.get("max_speedup") is not None else None
+
+
+def serial_fraction_intervals(fit: dict[str, Any] | None, speedups: Mapping[int, np.ndarray]) -> np.ndarray | None:
+    """The intervals of an Amdahl fit's serial fraction, as fitted and bounded to [0, 1], from each size's
+    speedup replicates (world size or threads -> replicates); the bounded fractions, for the figures made of
+    them. None without a fit or a size above 1."""
+    if fit is None:
+        return None
+    raw = _amdahl_fractions(speedups)
+    if raw is None:
+        return None
+    fit["raw_serial_fraction_ci"] = _from(raw, fit["raw_serial_fraction"])
+    fractions = np.clip(raw, 0.0, 1.0)
+    fit["serial_fraction_ci"] = _from(fractions, fit["serial_fraction"])
+    return fractions
 
 
 def _from(derived: np.ndarray, value: float | None) -> list[float] | None:

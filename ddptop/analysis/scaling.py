@@ -22,7 +22,7 @@ from ddptop.protocol import strategies, variants
 
 
 class Plan(Protocol):
-    """What the scaling tables read of a sweep's plan (``ddptop.run.model.Plan`` has it all). Read-only
+    """What the scaling tables read of a sweep's plan (``ddptop.run.plan_records.Plan`` has it all). Read-only
     members, so that a frozen dataclass fits, and one whose ``scaling`` is a ``str`` enum."""
 
     @property
@@ -158,7 +158,7 @@ def charged_cores(plan: Plan, world_size: int, threads: int = 0, device: str = "
 
 def rank_threads(plan: Plan, world_size: int, threads: int = 0) -> int:
     """Each rank's threads: a thread sweep's own count, else the plan's share of the cores at N (as
-    ``ddptop.run.model.Plan.threads_for`` gives a launch)."""
+    ``ddptop.run.plan_records.Plan.threads_for`` gives a launch)."""
     return threads or plan.threads_per_rank.get(world_size) or 1
 
 

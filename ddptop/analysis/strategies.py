@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from ddptop import units
 from ddptop.protocol import strategies as catalog
-from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT, FASTER, NOT_COMPARABLE, inverse
+from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT, FASTER, NOT_COMPARABLE, inverse
 from ddptop.protocol import variants
 
 if TYPE_CHECKING:  # numpy and the bootstrap load when a summary is built, not with the live view's report blocks

@@ -25,9 +25,9 @@ import numpy as np
 
 from ddptop import units
 from ddptop.analysis import formulas, stats, uncertainty
-from ddptop.analysis.intervals import _amdahl_fractions, _from
+from ddptop.analysis.intervals import _from, serial_fraction_intervals
 from ddptop.analysis.scaling import Plan, as_written, charged_cores, rank_threads, table_batch
-from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT
+from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 
 Replicates = Mapping[str, np.ndarray]
 
@@ -122,12 +122,7 @@ def _thread_intervals(table: dict[str, Any], members: Sequence[Mapping[str, Any]
         if row.get("karp_flatt") is not None:
             t = row["threads"]
             row["karp_flatt_ci"] = _from((1 / speedup - 1 / t) / (1 - 1 / t), row["karp_flatt"])
-    fit = table.get("amdahl")
-    if fit is not None:
-        raw = _amdahl_fractions(speedups)
-        if raw is not None:
-            fit["raw_serial_fraction_ci"] = _from(raw, fit["raw_serial_fraction"])
-            fit["serial_fraction_ci"] = _from(np.clip(raw, 0.0, 1.0), fit["serial_fraction"])
+    serial_fraction_intervals(table.get("amdahl"), speedups)
 
 
 # -- the best split of the cores -----------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ddptop.analysis import launches, uncertainty
-from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT
+from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 from ddptop.protocol import variants as catalog
 from ddptop.protocol.vocab import Mode
 

@@ -43,9 +43,9 @@ from typing import Any
 
 import numpy as np
 
-from ddptop.analysis import verdicts
+from ddptop.analysis import step_change
 # the verdict words, said here too: callers that compare say uncertainty.FASTER
-from ddptop.analysis.verdicts import EQUIVALENT, FASTER, NOT_COMPARABLE, SLOWER, WITHIN_NOISE  # noqa: F401
+from ddptop.analysis.step_change import EQUIVALENT, FASTER, NOT_COMPARABLE, SLOWER, WITHIN_NOISE  # noqa: F401
 from ddptop.protocol import precision
 
 CONFIDENCE = 0.95
@@ -365,7 +365,7 @@ def step_ratio(a: np.ndarray, b: np.ndarray, value: float) -> Estimate:
 
 def verdict(ratio: Estimate, min_effect: float) -> str:
     """A change is called only when the interval lies beyond the margin; inside it: equivalent."""
-    return verdicts.call(ratio.low, ratio.high, min_effect)
+    return step_change.classify_change(ratio.low, ratio.high, min_effect)
 
 
 def row_ratio(ours: Mapping[str, Any], theirs: Mapping[str, Any], replicates: Mapping[str, np.ndarray]
@@ -380,7 +380,7 @@ def row_ratio(ours: Mapping[str, Any], theirs: Mapping[str, Any], replicates: Ma
 
 def speedup_of(ratio: Estimate, min_effect: float) -> dict[str, Any]:
     """A row's examples/s over its reference's (the step-time ratio's inverse), its interval and the verdict."""
-    return {"speedup": 1 / ratio.value, "speedup_ci": verdicts.inverse(ratio.to_ci()),
+    return {"speedup": 1 / ratio.value, "speedup_ci": step_change.inverse(ratio.to_ci()),
             "verdict": verdict(ratio, min_effect)}
 
 
@@ -389,7 +389,7 @@ def compare(
     b_by_rank: Mapping[int, Sequence[float]],
     a_rounds: Mapping[int, Sequence[int]] | None = None,
     b_rounds: Mapping[int, Sequence[int]] | None = None,
-    min_effect: float = verdicts.DEFAULT_MIN_EFFECT,
+    min_effect: float = step_change.DEFAULT_MIN_EFFECT,
     resamples: int = RESAMPLES,
     seed: int = 0,
 ) -> Comparison:

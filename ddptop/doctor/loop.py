@@ -8,7 +8,7 @@ from typing import Any
 
 from ddptop.doctor.commands import ask_torch
 from ddptop.doctor.nvml_view import NvmlView
-from ddptop.run.plan import usable_cpu_count
+from ddptop.telemetry.allocation import usable_cpu_count
 
 # the configuration both sides run: (model, image size, classes, batch, warm-up steps, measured steps)
 LOOP_CPU = ("resnet18", 32, 10, 8, 5, 30)

@@ -15,7 +15,7 @@ from typing import Any
 
 from ddptop.run.cluster import Cluster
 from ddptop.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
-from ddptop.run.model import Plan
+from ddptop.run.plan_records import Plan
 from ddptop.run.options import PlanOptions
 from ddptop.protocol.vocab import FAILED, Status
 from ddptop.report import store

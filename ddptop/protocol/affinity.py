@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ddptop.protocol.kernel_files import parse_cpu_list, read_kernel_file
+
 SYSFS = "/sys"
 
 # How a rank's CPUs were chosen, as its hello says it (``binding``); "not bound: ..." otherwise.
@@ -38,24 +40,6 @@ class CorePlan:
     how: str
 
 
-def parse_cpu_list(text: str) -> list[int]:
-    """sysfs's "0-3,8,10-11" -> [0, 1, 2, 3, 8, 10, 11] (the inverse of ``telemetry.topology.cpu_ranges``)."""
-    cpus: list[int] = []
-    for part in filter(None, (p.strip() for p in text.split(","))):
-        low, _, high = part.partition("-")
-        if low.isdigit() and (not high or high.isdigit()):
-            cpus.extend(range(int(low), int(high or low) + 1))
-    return cpus
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="ascii") as handle:
-            return handle.read().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
 def cpu_places(cpus: set[int] | list[int], sysfs_root: str = SYSFS) -> dict[int, tuple[int, int, int]]:
     """Each CPU's (NUMA node, package, core id) from sysfs; a CPU sysfs does not describe is its own core on
     node 0, so a machine without the files gets one CPU per "core" in number order."""
@@ -67,12 +51,12 @@ def cpu_places(cpus: set[int] | list[int], sysfs_root: str = SYSFS) -> dict[int,
         names = []
     for name in names:
         if name.startswith("node") and name[4:].isdigit():
-            for cpu in parse_cpu_list(_read(os.path.join(node_dir, name, "cpulist")) or ""):
+            for cpu in parse_cpu_list(read_kernel_file(os.path.join(node_dir, name, "cpulist")) or ""):
                 node_of[cpu] = int(name[4:])
     places = {}
     for cpu in cpus:
         topology = os.path.join(sysfs_root, "devices", "system", "cpu", f"cpu{cpu}", "topology")
-        package, core = _read(os.path.join(topology, "physical_package_id")), _read(os.path.join(topology, "core_id"))
+        package, core = (read_kernel_file(os.path.join(topology, name)) for name in ("physical_package_id", "core_id"))
         if package is not None and core is not None and package.lstrip("-").isdigit() and core.isdigit():
             places[cpu] = (node_of.get(cpu, 0), int(package), int(core))
         else:

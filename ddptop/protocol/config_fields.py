@@ -1,6 +1,6 @@
 """The fields that name a configuration, declared once.
 
-A configuration is planned (``ddptop.run.model.ConfigSpec``), told to its ranks in launch.json
+A configuration is planned (``ddptop.run.plan_records.ConfigSpec``), told to its ranks in launch.json
 (``ddptop.protocol.launchspec.RunConfig``, which ConfigSpec extends), announced by each rank when its model is
 built (the ``config_start`` event, its fields made by ``bench_kernels.config_events``) and shown by the views
 (``ddptop.run.snapshot.ConfigSnapshot``). Each of them takes these fields from ``ConfigFields``: RunConfig and

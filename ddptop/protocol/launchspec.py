@@ -38,7 +38,7 @@ class RunConfig(ConfigFields):
 
     The one definition of a configuration's fields: those that name it come first, from ``ConfigFields``
     (``ddptop.protocol.config_fields``, shared with the rank's config_start event and the view's snapshot),
-    then what it takes to run it. The plan's ``ddptop.run.model.ConfigSpec`` subclasses it (adding only what
+    then what it takes to run it. The plan's ``ddptop.run.plan_records.ConfigSpec`` subclasses it (adding only what
     the core derives from them), so plan.json, launch.json and summary.json hold one shape, and a rank reads
     the configuration with the same types the plan wrote.
     """

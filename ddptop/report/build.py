@@ -12,8 +12,8 @@ import os
 import time
 from typing import Any
 
-from ddptop.analysis import (communication, compute, links, peak_use, scaling, strategies, threads, tokens, traces,
-                             tuning, verdict)
+from ddptop.analysis import (communication, compute, job_use, links, scaling, step_bound, strategies, threads,
+                             tokens, traces, tuning)
 from ddptop.protocol import layout
 from ddptop.protocol.layout import (ENVIRONMENT_FILE, RUNNER_FILE, SUMMARY_JSON, TIMELINE_FILE, TOPOLOGY_FILE,
                                     node_file)
@@ -248,7 +248,7 @@ def _add_gpu_figures(state: Any, entry: dict[str, Any], records: list[dict[str, 
     used = {u["launch"] for u in entry.get("launches", ()) if u.get("used")}
     windows = [(name, start, end) for name, start, end, _ in state.launch_windows() if name in used]
     readings = timeline.busy_readings(records, windows or [(state.launch, window[0], window[1])])
-    load["gpu_idle"] = verdict.gpu_idle(readings)
+    load["gpu_idle"] = step_bound.gpu_idle(readings)
     on_gpus = sum(1 for rank in load["ranks"].values() if rank.get("gpu") in load["gpus"])
     load["mem_peak_shown_bytes"], load["mem_peak_source"] = load_tables.memory_peak_shown(
         load["mem_peak_bytes"], entry["peak_memory_bytes"], on_gpus, entry["mode"], entry["world_size"])
@@ -312,7 +312,7 @@ def build_summary(
         env = dict(environment or {})
         env["versions"] = session.versions()
         env["launch_setup"] = _launch_setup(session)
-        peak_use.add_peak_use(env, entries)  # what the run used at its peak, beside environment.allocation
+        job_use.add_peak_use(env, entries)  # what the run used at its peak, beside environment.allocation
         counts: dict[str, int] = {}
         for entry in entries:
             counts[entry["status"]] = counts.get(entry["status"], 0) + 1
@@ -327,7 +327,7 @@ def build_summary(
             topology, damaged_json[TOPOLOGY_FILE] = read_json_object(os.path.join(session.run_dir, TOPOLOGY_FILE))
         links.add_link_shares(entries, collectives, topology)
         for entry in entries:
-            entry["verdict"] = verdict.verdict(entry, env)
+            entry["verdict"] = step_bound.verdict(entry, env)
         doc = {
             "schema": SCHEMA,
             "schema_version": SCHEMA_VERSION,
@@ -339,7 +339,7 @@ def build_summary(
             "plan": session.plan.to_json(),
             "status_counts": counts,
             "configs": entries,
-            "verdict_thresholds": verdict.thresholds(),
+            "verdict_thresholds": step_bound.thresholds(),
             "ceilings": [{k: c.get(k) for k in ("device_name", "dtype", "flops_per_s", "sizes", "threads")}
                          for c in session.ceilings],
             "uncertainty": {"method": launches.METHOD if launch_variance.estimated

@@ -1,5 +1,5 @@
 """Compute as report blocks: achieved FLOP/s and MFU against the datasheet and the measured ceiling
-(``analysis/compute.py``), and what bounds each configuration's step (``analysis/verdict.py``);
+(``analysis/compute.py``), and what bounds each configuration's step (``analysis/step_bound.py``);
 ``report/sections.py`` places the blocks."""
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def compute_block(summary: Summary) -> Block:
 
 
 def verdict_pairs(summary: Summary) -> list[tuple[str, str]]:
-    """Per configuration: what bounds its step (``analysis/verdict.py``)."""
+    """Per configuration: what bounds its step (``analysis/step_bound.py``)."""
     return [(entry.config_id, entry.verdict.text) for entry in summary.configs if entry.verdict]
 
 

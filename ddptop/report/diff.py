@@ -16,7 +16,7 @@ import json
 from typing import Any
 
 from ddptop import units
-from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT, NOT_COMPARABLE, SLOWER
+from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT, NOT_COMPARABLE, SLOWER
 from ddptop.report.blocks import aligned, markdown_table
 from ddptop.protocol import variants
 from ddptop.report.schema import Config, Summary, TuneTable

@@ -7,7 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from ddptop import units
-from ddptop.analysis.peak_use import FEW_CORES_BUSY, LITTLE_MEMORY_USED, NEAR_MEMORY_LIMIT
+from ddptop.analysis.job_use import FEW_CORES_BUSY, LITTLE_MEMORY_USED, NEAR_MEMORY_LIMIT
+from ddptop.protocol.kernel_files import cpu_ranges
 from ddptop.report.blocks import Block, Verbatim
 from ddptop.report.schema import PlanRecord, Summary
 from ddptop.telemetry.topology import Topology, format_matrix
@@ -47,17 +48,6 @@ def _allocation_lines(summary: Summary) -> list[str]:
     return lines
 
 
-def cpu_ranges(cores: list[int]) -> str:
-    """CPU ids as a cpuset list: 0-15, or 0-3,8-11."""
-    runs: list[list[int]] = []
-    for core in sorted(set(cores)):
-        if runs and core == runs[-1][1] + 1:
-            runs[-1][1] = core
-        else:
-            runs.append([core, core])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
-
-
 def given_cores(given: dict[str, Any]) -> float | None:
     """The cores the job may keep busy: its CPUs, or its CPU quota where that is fewer."""
     cores, quota = given.get("cores_count"), given.get("cpu_quota_cores")
@@ -77,7 +67,7 @@ def _given_text(given: dict[str, Any], gpus: int) -> str:
     elif given.get("memory_total_bytes") is not None:
         parts.append(f"no memory limit ({units.binary_bytes(given['memory_total_bytes'])} on the host)")
     visible = given.get("gpus_visible")
-    parts.append(_count(gpus, "GPU") + (f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else ""))
+    parts.append(units.count(gpus, "GPU") + (f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else ""))
     text = ", ".join(parts)
     slurm = given.get("slurm")
     if isinstance(slurm, dict) and slurm:
@@ -85,29 +75,24 @@ def _given_text(given: dict[str, Any], gpus: int) -> str:
     return text
 
 
-def _count(value: Any, what: str) -> str:
-    """``2 GPUs``, ``1 GPU``; a value that is not a number (as SLURM gave it) as it is."""
-    return f"{value} {what}" + ("" if value == 1 else "s")
-
-
 def _slurm_parts(slurm: dict[str, Any]) -> list[str]:
     parts = []
     if isinstance(slurm.get("job_num_nodes"), int) and slurm["job_num_nodes"] > 1:
-        parts.append(_count(slurm["job_num_nodes"], "node"))
+        parts.append(units.count(slurm["job_num_nodes"], "node"))
     if slurm.get("cpus_on_node") is not None:
-        parts.append(f"{_count(slurm['cpus_on_node'], 'CPU')} on this node")
+        parts.append(f"{units.count(slurm['cpus_on_node'], 'CPU')} on this node")
     if slurm.get("ntasks") is not None and slurm.get("cpus_per_task") is not None:
-        parts.append(f"{_count(slurm['ntasks'], 'task')} of {_count(slurm['cpus_per_task'], 'CPU')}")
+        parts.append(f"{units.count(slurm['ntasks'], 'task')} of {units.count(slurm['cpus_per_task'], 'CPU')}")
     elif slurm.get("cpus_per_task") is not None:
-        parts.append(f"{_count(slurm['cpus_per_task'], 'CPU')} per task")
+        parts.append(f"{units.count(slurm['cpus_per_task'], 'CPU')} per task")
     for key, what in (("mem_per_node_mib", "per node"), ("mem_per_cpu_mib", "per CPU")):
         mib = slurm.get(key)
         if isinstance(mib, int):
             parts.append(f"{units.binary_bytes(mib * units.MIB) if mib else 'all memory'} {what}")
     if slurm.get("gpus_on_node") is not None:
-        parts.append(f"{_count(slurm['gpus_on_node'], 'GPU')} on this node")
+        parts.append(f"{units.count(slurm['gpus_on_node'], 'GPU')} on this node")
     elif slurm.get("gpus_per_node") is not None:
-        parts.append(f"{_count(slurm['gpus_per_node'], 'GPU')} per node")
+        parts.append(f"{units.count(slurm['gpus_per_node'], 'GPU')} per node")
     if slurm.get("job_gpus") is not None:
         parts.append(f"GPU ids {slurm['job_gpus']}")
     return parts

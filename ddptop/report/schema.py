@@ -10,7 +10,7 @@ document byte for byte (``tests/test_summary_model.py``). A record made in code 
 order they are declared, which is the order ``build`` has always written them in.
 
 Parts that another module owns are kept as that module's JSON: the environment's free-form details, the
-plan (``ddptop.run.model.Plan.to_json``) beyond the fields read here, the topology
+plan (``ddptop.run.plan_records.Plan.to_json``) beyond the fields read here, the topology
 (``ddptop.telemetry.topology.Topology.from_json``) and the telemetry file's device list.
 """
 
@@ -22,7 +22,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, TypeVar
 
-from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT
+from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 
 __all__ = [
     "SchemaError", "Record", "Summary", "Config", "StepFigures", "Percentiles", "RankSpread", "LaunchUnit",
@@ -284,7 +284,7 @@ class RankLoad(Record):
 @dataclass(kw_only=True)
 class GpuIdle(Record):
     """The GPUs' idle share over every used launch's measured steps, the host-bound verdict's evidence
-    (``ddptop.analysis.verdict.gpu_idle``)."""
+    (``ddptop.analysis.step_bound.gpu_idle``)."""
     share: float | None = None
     share_ci: Interval | None = None
     readings: int | None = None
@@ -458,14 +458,14 @@ class Trace(Record):
 
 @dataclass(kw_only=True)
 class Verdict(Record):
-    """What bounds the step (``analysis/verdict.py``)."""
+    """What bounds the step (``analysis/step_bound.py``)."""
     kind: str | None = None
     text: str = ""
 
 
 @dataclass(kw_only=True)
 class Config(Record):
-    """One configuration of the sweep: its spec (``ddptop.run.model.ConfigSpec.to_json``), how it ended,
+    """One configuration of the sweep: its spec (``ddptop.run.plan_records.ConfigSpec.to_json``), how it ended,
     its steps (every rank's, by launch) and the figures made from them."""
     config_id: str = ""
     model: str = ""
@@ -943,7 +943,7 @@ class Environment(Record):
 
 @dataclass(kw_only=True)
 class PlanRecord(Record):
-    """The sweep's plan as saved (``ddptop.run.model.Plan.to_json``): the fields the report reads; every
+    """The sweep's plan as saved (``ddptop.run.plan_records.Plan.to_json``): the fields the report reads; every
     other one is kept as read (``to_json`` gives the whole plan, which ``diff`` compares)."""
     models: list[str] = field(default_factory=list)
     batch_sizes: list[int] = field(default_factory=list)

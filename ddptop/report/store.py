@@ -7,13 +7,13 @@ schema or version and upgrades older versions it knows (the renamed keys are in 
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from typing import Any
 
 from ddptop.errors import DdptopError
 from ddptop.protocol import storage
+from ddptop.protocol.json_file import JsonFileError, read_json_file
 from ddptop.protocol.layout import (PLOTS_DIR, SUMMARY_CSV, SUMMARY_JSON, SUMMARY_MD,
                                     TOPOLOGY_FILE)
 from ddptop.protocol.wire import encode
@@ -31,14 +31,11 @@ class SummaryError(DdptopError):
 def read_json_object(path: str) -> tuple[dict[str, Any] | None, str | None]:
     """A JSON object file: (its data, None), (None, None) where it does not exist, or (None, what is wrong)."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except FileNotFoundError:
-        return None, None
-    except OSError as exc:
-        return None, exc.strerror or str(exc)
-    except ValueError as exc:  # JSON or UTF-8
-        return None, f"not JSON ({str(exc).splitlines()[0][:120]})"
+        data = read_json_file(path)
+    except JsonFileError as exc:
+        if exc.missing:
+            return None, None
+        return None, f"not JSON ({exc.reason[:120]})" if exc.damaged else exc.reason
     return (data, None) if isinstance(data, dict) else (None, f"not a JSON object but {type(data).__name__}")
 
 
@@ -116,14 +113,13 @@ REQUIRED_KEYS = {"environment": dict, "plan": dict, "configs": list, "scaling": 
 def load_summary(path: str) -> Summary:
     """A saved summary, checked and upgraded to this schema version; a ``SummaryError`` says why not."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except FileNotFoundError:
-        raise SummaryError(f"{path} does not exist") from None
-    except IsADirectoryError:
-        raise SummaryError(f"{path} is a directory, not a summary file") from None
-    except (OSError, ValueError, RecursionError) as exc:
-        raise SummaryError(f"{path} is not a readable JSON summary: {str(exc)[:200]}") from None
+        data = read_json_file(path)
+    except JsonFileError as exc:
+        if exc.missing:
+            raise SummaryError(f"{path} does not exist") from None
+        if isinstance(exc.error, IsADirectoryError):
+            raise SummaryError(f"{path} is a directory, not a summary file") from None
+        raise SummaryError(f"{path} is not a readable JSON summary: {str(exc.error)[:200]}") from None
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise SummaryError(f"{path} is not a ddptop summary")
     version = data.get("schema_version")

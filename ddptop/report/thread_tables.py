@@ -21,10 +21,6 @@ def _ci(row: dict[str, Any], key: str, fmt: Any) -> str:
     return units.with_interval(row.get(key), row.get(f"{key}_ci"), fmt)
 
 
-def _count(n: int, what: str) -> str:
-    return f"{n} {what}{'s' if n != 1 else ''}"
-
-
 def _times(value: float) -> str:
     return units.number(value, 2, "x")
 
@@ -48,9 +44,9 @@ def _amdahl_text(fit: dict[str, Any]) -> str:
 def thread_block(summary: Summary) -> Block:
     parts: list[Part] = []
     for table in summary.threads:
-        parts.append(Caption(f"Threads: {table['model']}, {_count(table['world_size'], 'rank')}, batch {table['batch_size']} "
-                             f"{table['batch_meaning']} ({table['backend']}); speedup over "
-                             f"{_count(table['reference_threads'], 'thread')}, 95% intervals"))
+        parts.append(Caption(f"Threads: {table['model']}, {units.count(table['world_size'], 'rank')}, "
+                             f"batch {table['batch_size']} {table['batch_meaning']} ({table['backend']}); speedup over "
+                             f"{units.count(table['reference_threads'], 'thread')}, 95% intervals"))
         rows = [(str(r["threads"]), str(r["cores"]), _ci(r, "sec_iter", lambda v: units.number(v, 3)),
                  _ci(r, "ex_sec_total", units.rate), _ci(r, "speedup", _times),
                  _ci(r, "efficiency", units.percent), _ci(r, "karp_flatt", lambda v: units.number(v, 3)))
@@ -112,8 +108,8 @@ def devices_block(summary: Summary) -> Block:
             for what, side in (("fastest", fastest), ("cheapest", cheapest)):
                 if not side or (what == "cheapest" and fastest and side["config_id"] == fastest["config_id"]):
                     continue
-                split = (f"{side['world_size']} x {_count(side['threads'], 'thread')}" if device == "cpu"
-                         else _count(side["world_size"], "GPU"))
+                split = (f"{side['world_size']} x {units.count(side['threads'], 'thread')}" if device == "cpu"
+                         else units.count(side["world_size"], "GPU"))
                 both = what if not (fastest and cheapest and fastest["config_id"] == cheapest["config_id"]) else (
                     "fastest, cheapest")
                 rows.append((device, both, split, _ci(side, "ex_sec_total", units.rate),
@@ -131,7 +127,7 @@ def devices_block(summary: Summary) -> Block:
 def answers(summary: Summary) -> list[str]:
     """The thread curve's, the core budget's and the CPU-against-GPU answers, one line each: what a run of
     --threads or --devices ends with, under its full report."""
-    lines = [f"Threads ({table['model']}, {_count(table['world_size'], 'rank')}): {table['recommendation']}"
+    lines = [f"Threads ({table['model']}, {units.count(table['world_size'], 'rank')}): {table['recommendation']}"
              for table in summary.threads if table.get("recommendation")]
     lines += [table["answer"] for table in summary.core_budget if table.get("answer")]
     lines += [table["answer"] for table in summary.devices_compared if table.get("answer")]

@@ -1,7 +1,7 @@
 """Running a sweep: what to run, how it is launched, and what its ranks said while it ran.
 
 - the plan: ``options`` (every ``ddptop run`` option, one table), ``plan`` (options to a ``Plan``, TOML
-  files), ``model`` (``Plan``, ``ConfigSpec``, ``Launch``: what runs in which launch);
+  files), ``plan_records`` (``Plan``, ``ConfigSpec``, ``Launch``: what runs in which launch);
 - launching: ``sweep`` (launches in order, the hang watch, one more launch for a disturbed one),
   ``launcher`` (one torchrun subprocess), ``binding`` (the CPUs each rank gets), ``cluster`` and
   ``follower`` (several nodes), ``environment`` (what the node and its software are), ``nccl_debug`` (NCCL's
@@ -16,5 +16,5 @@ driven to its summary: ``LiveRun``, ``RecordedRun``), under ``ddptop.control`` a
 pyproject.toml). Importing it loads neither torch nor Textual.
 """
 
-__all__ = ["binding", "cluster", "environment", "eta", "follower", "launcher", "model", "nccl_debug", "options",
-           "plan", "rundir", "session", "signals", "snapshot", "sweep"]
+__all__ = ["binding", "cluster", "environment", "eta", "follower", "launcher", "nccl_debug", "options", "plan",
+           "plan_records", "rundir", "session", "signals", "snapshot", "sweep"]

@@ -10,13 +10,14 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from ddptop.analysis import stats, traces
 from ddptop.protocol import precision
 from ddptop.protocol.config_fields import config_fields
 from ddptop.protocol.vocab import ENDED, Status
-from ddptop.run.model import ConfigSpec
+from ddptop.run.plan_records import ConfigSpec
 from ddptop.run.snapshot import CHART_TAIL, ConfigSnapshot, StepStats
 
 PRECISION_PERIOD = 1.0  # seconds between live precision estimates of a configuration whose steps stream in
@@ -87,32 +88,16 @@ class ConfigState:
 
     def rounds_of_steps(self) -> dict[int, list[int]]:
         """rank -> the round of each of its measured steps, parallel to ``samples``."""
-        result = {}
-        for rank, values in self.samples.items():
-            rounds: list[int] = []
-            current = 0
-            for first, round_index in self.round_starts.get(rank, ()):
-                rounds += [current] * (first - len(rounds))
-                current = round_index
-            rounds += [current] * (len(values) - len(rounds))
-            result[rank] = rounds
-        return result
+        return {rank: _label_steps(self.round_starts.get(rank, ()), len(values), 0)
+                for rank, values in self.samples.items()}
 
     def launches_of_steps(self) -> dict[int, list[str]]:
         """rank -> the launch that measured each of its steps, parallel to ``samples`` (the launch is the
         unit of replication of the intervals, ``analysis.launches``)."""
         result = {}
         for rank, values in self.samples.items():
-            names: list[str] = []
-            current = self.launch or ""
             marks = self.launch_starts.get(rank, ())
-            if marks:
-                current = marks[0][1]
-            for first, launch in marks:
-                names += [current] * (first - len(names))
-                current = launch
-            names += [current] * (len(values) - len(names))
-            result[rank] = names
+            result[rank] = _label_steps(marks, len(values), marks[0][1] if marks else self.launch or "")
         return result
 
     def launch_names(self) -> list[str]:
@@ -299,6 +284,21 @@ class ConfigState:
         )
         self._snapshot_cache = (key, snapshot)
         return snapshot
+
+
+Label = TypeVar("Label")
+
+
+def _label_steps(marks: Sequence[tuple[int, Label]], steps: int, before: Label) -> list[Label]:
+    """Each of ``steps`` steps with the label in force: ``marks`` are (index of the first step, label) in
+    order, and ``before`` holds before the first of them."""
+    labels: list[Label] = []
+    current = before
+    for first, label in marks:
+        labels += [current] * (first - len(labels))
+        current = label
+    labels += [current] * (steps - len(labels))
+    return labels
 
 
 def combine_round_ends(ends: list[dict[str, Any]]) -> dict[str, Any]:

@@ -3,7 +3,7 @@
 torch, CUDA, cuDNN and NCCL versions come from the ranks' hello events (torch lives there); this module adds
 what the ddptop process can see itself: host, OS, CPUs, NVML's GPUs and driver, the batch scheduler, and
 what this process was given (``allocation``: its cores, its cgroup's limits, its SLURM job;
-``ddptop.run.allocation``).
+``ddptop.telemetry.allocation``).
 """
 
 from __future__ import annotations
@@ -15,9 +15,8 @@ import sys
 from dataclasses import asdict
 
 from ddptop import __version__
-from ddptop.run.allocation import read_allocation
-from ddptop.run.plan import usable_cpu_count
 from ddptop.telemetry import nvml as nv
+from ddptop.telemetry.allocation import read_allocation, usable_cpu_count
 from ddptop.telemetry.inventory import Inventory
 
 SCHEDULER_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_NODELIST", "SLURM_JOB_GPUS", "PBS_JOBID")

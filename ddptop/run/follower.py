@@ -21,7 +21,7 @@ from typing import Any, Callable
 from ddptop.run.cluster import Cluster, ClusterError
 from ddptop.errors import DdptopError
 from ddptop.run.launcher import NodePlacement, TorchrunLaunch, describe_exit
-from ddptop.run.model import Plan
+from ddptop.run.plan_records import Plan
 from ddptop.protocol import layout, storage
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError
 from ddptop.protocol.marks import FollowerEnd, LaunchEnd, LaunchJoin, LaunchStart, SweepEnd, parse_mark
@@ -140,18 +140,14 @@ class Follower:
         try:
             spec = LaunchSpec.read(spec_path)
         except LaunchSpecError as exc:  # the ranks would refuse it too: say so here, and let the leader time out
-            self.say(f"ddptop: node {self.cluster.node_rank}: not joining {name}: {exc}")
-            self.failed_launches.append(name)
-            self._mark(LaunchEnd(name, None, Status.FAILED, str(exc), 0.0))
+            self._not_joining(name, str(exc))
             return
         nodes, per_node = int(launch.nodes), int(launch.nproc_per_node or 0)
         placement = NodePlacement.on(self.cluster, nodes)
         try:
             env = {"OMP_NUM_THREADS": str(spec.threads_per_rank), **self._gpu_environment(Plan.from_json(plan))}
         except DdptopError as exc:  # loopback nodes that would share GPUs: the leader refused it already
-            self.say(f"ddptop: node {self.cluster.node_rank}: not joining {name}: {exc}")
-            self.failed_launches.append(name)
-            self._mark(LaunchEnd(name, None, Status.FAILED, str(exc), 0.0))
+            self._not_joining(name, str(exc))
             return
         agent = TorchrunLaunch(path, None, per_node, env, placement=placement)
         self.say(f"ddptop: node {self.cluster.node_rank}: joining {name} ({nodes} nodes x {per_node} ranks)")
@@ -188,6 +184,12 @@ class Follower:
         if self._own_devices is None:
             self._own_devices = devices_for(read_inventory(), plan.gpus)
         return rank_gpu_environment(plan, dict(os.environ), self.cluster.node_rank, own=self._own_devices)
+
+    def _not_joining(self, name: str, reason: str) -> None:
+        """A launch this node cannot join: said, counted as failed, and marked as ended so."""
+        self.say(f"ddptop: node {self.cluster.node_rank}: not joining {name}: {reason}")
+        self.failed_launches.append(name)
+        self._mark(LaunchEnd(name, None, Status.FAILED, reason, 0.0))
 
     def _mark(self, mark: FollowerEnd | LaunchEnd | LaunchJoin) -> None:
         """Write one of this node's marks (with its node rank) to runner-node<K>.jsonl, durably."""

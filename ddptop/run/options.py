@@ -17,7 +17,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from ddptop.analysis.verdicts import DEFAULT_MIN_EFFECT
+from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 from ddptop.protocol.vocab import OnFailure, Scaling
 
 # argparse group titles, in the order ``ddptop run --help`` shows them

@@ -5,7 +5,7 @@ themselves are defined once in ``ddptop.run.options``. ``build_plan`` resolves e
 machine in one small step, each topic in a module of its own (``plan_devices``: where it runs;
 ``plan_models``: what it trains; ``plan_measurement``: how it measures; ``plan_file``: the TOML file); every
 problem is reported as one ``PlanError`` line and nothing is launched for an invalid plan. The result is a
-``ddptop.run.model.Plan``.
+``ddptop.run.plan_records.Plan``.
 
 Batch semantics: with weak scaling (the default, as in PyTorch's DDP benchmark) each batch size is per rank
 and the global batch grows with N; with strong scaling each batch size is the global batch, split evenly
@@ -14,15 +14,15 @@ over the N ranks, so it must divide by every world size.
 
 from __future__ import annotations
 
-import os
 from dataclasses import fields
 from typing import Any
 
 from ddptop.errors import PlanError
 from ddptop.protocol.modelspec import seq_len_of, spec_label
-from ddptop.run import allocation, plan_devices, plan_measurement, plan_models
-from ddptop.run.model import Plan
+from ddptop.run import plan_devices, plan_measurement, plan_models
+from ddptop.run.plan_records import Plan
 from ddptop.run.options import PlanOptions, unique
+from ddptop.telemetry.allocation import usable_cpu_count
 from ddptop.telemetry.inventory import Inventory
 
 
@@ -50,18 +50,6 @@ def _spanning_world_sizes(one_node: list[int], per_node: int, nnodes: int) -> li
     if nnodes > 1:
         sizes.append(nnodes * per_node)
     return sizes
-
-
-def usable_cpu_count(proc_root: str = "/") -> int:
-    """The cores ddptop may use: its affinity (a SLURM job's or a container's cpuset), and no more than its
-    cgroup's CPU time quota allows (``docker --cpus``, a Kubernetes limit: a quota of 2.5 cores is 2), so the
-    ranks' threads never outnumber the CPU time the job has."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        cores = os.cpu_count() or 1
-    quota, _ = allocation.cpu_quota(proc_root)
-    return min(cores, max(1, int(quota))) if quota is not None else cores
 
 
 def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None = None) -> Plan:

@@ -13,7 +13,7 @@ from ddptop.protocol import variants as variants_mod
 from ddptop.protocol.catalog import TRANSFORMER_PRESETS
 from ddptop.protocol.modelspec import KINDS, Kind, ModelSpec, SpecError, parse_spec, registered, seq_len_problem
 from ddptop.protocol.workload import WorkloadFacts
-from ddptop.run.model import Plan
+from ddptop.run.plan_records import Plan
 from ddptop.run.options import PlanOptions
 
 

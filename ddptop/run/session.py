@@ -29,7 +29,7 @@ import psutil
 from ddptop.run import rundir
 from ddptop.run.config_state import ConfigState, combine_round_ends
 from ddptop.run.failure_reasons import cause_in_front, error_reason, error_words, fault_status
-from ddptop.run.model import ConfigSpec, Plan
+from ddptop.run.plan_records import ConfigSpec, Plan
 from ddptop.run.snapshot import ANALYSIS_COMMUNICATION, ANALYSIS_TRACE, LaunchSnapshot, SessionSnapshot
 from ddptop.telemetry.host import RankProcess
 from ddptop.protocol import layout, storage

@@ -173,7 +173,7 @@ class TelemetrySnapshot:
     info: Mapping[str, Any]
     # a multi-node run's other nodes, by node rank: what each follower's own sampler wrote beside node 0's
     nodes: Mapping[int, "TelemetrySnapshot"] = field(default_factory=lambda: EMPTY)
-    # what the ranks used at their peak over every reading so far (ddptop.telemetry.peak): cores_busy,
+    # what the ranks used at their peak over every reading so far (ddptop.telemetry.running_peak): cores_busy,
     # rss_bytes, gpu_memory_bytes, each None until read
     peak: Mapping[str, Any] = field(default_factory=lambda: EMPTY)
 

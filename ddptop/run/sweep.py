@@ -21,7 +21,7 @@ from ddptop.run.cluster import Cluster
 from ddptop.run.follower import END_GRACE
 from ddptop.run.hang_watch import STARTUP_GRACE, HangWatch
 from ddptop.run.launcher import NodePlacement, TorchrunLaunch, describe_exit
-from ddptop.run.model import ConfigSpec, Launch, Plan, rotated
+from ddptop.run.plan_records import ConfigSpec, Launch, Plan, rotated
 from ddptop.protocol import layout, variants
 from ddptop.protocol.launchspec import CollectiveSpec, LaunchSpec, RunConfig
 from ddptop.protocol.marks import ConfigEnd, LaunchEnd, LaunchStart, SweepEnd, parse_mark

@@ -20,7 +20,7 @@ from typing import Any
 from ddptop.protocol.modelspec import registered
 from ddptop.protocol.workload import CheckAnswer
 from ddptop.run.launcher import kernel_environment
-from ddptop.run.model import Plan
+from ddptop.run.plan_records import Plan
 from ddptop.run.plan import PlanError
 from ddptop.run.plan_models import apply_facts
 from ddptop.telemetry.inventory import rank_gpu_environment

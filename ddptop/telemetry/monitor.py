@@ -29,7 +29,7 @@ from ddptop.telemetry import nvml as nv
 from ddptop.telemetry.gpu import GpuReading, GpuSampler
 from ddptop.telemetry.host import HostSampler, RankProcess
 from ddptop.telemetry.inventory import filter_visible
-from ddptop.telemetry.peak import PeakUse
+from ddptop.telemetry.running_peak import PeakUse
 from ddptop.protocol.wire import EventsUnwritable, EventWriter, make_event
 
 DEFAULT_INTERVAL = 1.0

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ddptop.protocol.wire import EventFileReader
-from ddptop.telemetry.peak import PeakUse
+from ddptop.telemetry.running_peak import PeakUse
 
 GPM_KEYS = ("sm_active", "sm_occupancy", "tensor_active", "dram_active")  # as telemetry/gpu.py reads them
 
@@ -179,7 +179,7 @@ def busy_readings(records: list[dict[str, Any]], windows: list[tuple[str | None,
     """Each reading inside a measured window ``(launch, start, end]`` that read every GPU the launch's ranks
     used and at least one of those ranks' CPU: its time, its window's index and start, the GPUs' mean utilisation
     (percent; NVML's, over its sample period before the reading) and the ranks' mean CPU (percent of one
-    core, since the reading before). The evidence of the host-bound verdict (``ddptop.analysis.verdict``)."""
+    core, since the reading before). The evidence of the host-bound verdict (``ddptop.analysis.step_bound``)."""
     found: list[dict[str, Any]] = []
     for index, (launch, start, end) in enumerate(windows):
         gpus = gpus_of_launch(records, launch, start, end)

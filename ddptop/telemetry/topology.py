@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ddptop.protocol.affinity import parse_cpu_list
+from ddptop.protocol.kernel_files import cpu_ranges, parse_cpu_list, read_kernel_file
 from ddptop.telemetry import nvml as nv
 
 LEGEND = (
@@ -116,16 +116,8 @@ def sysfs_bdf(bus_id: str) -> str:
         return bus_id.lower()
 
 
-def _read_text(path: str) -> str | None:
-    try:
-        with open(path, encoding="ascii") as handle:
-            return handle.read().strip()
-    except (OSError, UnicodeDecodeError):
-        return None
-
-
 def _read_int(path: str) -> int | None:
-    text = _read_text(path)
+    text = read_kernel_file(path)
     if text is None:
         return None
     try:
@@ -195,29 +187,16 @@ def pci_link(a: PciDevice, b: PciDevice) -> str:
     return "PXB"
 
 
-def cpu_ranges(cpus: list[int]) -> str:
-    """[0, 1, 2, 5] -> "0-2,5"."""
-    runs: list[str] = []
-    start = previous = None
-    for cpu in sorted(cpus):
-        if start is None:
-            start = previous = cpu
-        elif cpu == previous + 1:
-            previous = cpu
-        else:
-            runs.append(f"{start}-{previous}" if previous != start else f"{start}")
-            start = previous = cpu
-    if start is not None:
-        runs.append(f"{start}-{previous}" if previous != start else f"{start}")
-    return ",".join(runs)
+def _set_bits(words: Any) -> list[int]:
+    """The numbers an NVML bit mask holds (64-bit words, the lowest first): a CPU or NUMA node set."""
+    return [w * 64 + bit for w, word in enumerate(list(words)) for bit in range(64) if int(word) >> bit & 1]
 
 
 def _affinity(nvml: Any, handle: Any) -> str:
     words = nv.call(nvml, "nvmlDeviceGetCpuAffinity", handle, CPU_SET_WORDS)
     if isinstance(words, nv.Unavailable):
         return "N/A"
-    cpus = [w * 64 + bit for w, word in enumerate(list(words)) for bit in range(64) if int(word) >> bit & 1]
-    return cpu_ranges(cpus) or "N/A"
+    return cpu_ranges(_set_bits(words)) or "N/A"
 
 
 def _numa_affinity(nvml: Any, handle: Any, device: PciDevice) -> str:
@@ -230,8 +209,7 @@ def _numa_affinity(nvml: Any, handle: Any, device: PciDevice) -> str:
     words = nv.call(nvml, "nvmlDeviceGetMemoryAffinity", handle, NUMA_SET_WORDS, scope)
     if isinstance(words, nv.Unavailable):
         return "N/A"
-    nodes = [w * 64 + bit for w, word in enumerate(list(words)) for bit in range(64) if int(word) >> bit & 1]
-    return cpu_ranges(nodes) or "N/A"
+    return cpu_ranges(_set_bits(words)) or "N/A"
 
 
 def _gpu_numa_id(nvml: Any, handle: Any) -> str:
@@ -377,12 +355,13 @@ def read_cpu_layout(sysfs_root: str = "/sys") -> dict[str, Any]:
     """Sockets, physical cores, logical CPUs and NUMA nodes (each with its CPUs) from sysfs, and the CPUs
     this process may run on (a SLURM job or a container often gets fewer than the machine has)."""
     cpu_dir = os.path.join(sysfs_root, "devices", "system", "cpu")
-    logical = parse_cpu_list(_read_text(os.path.join(cpu_dir, "online")) or "")
+    logical = parse_cpu_list(read_kernel_file(os.path.join(cpu_dir, "online")) or "")
     packages: set[str] = set()
     cores: set[tuple[str, str]] = set()
     for cpu in logical:
         topology_dir = os.path.join(cpu_dir, f"cpu{cpu}", "topology")
-        package, core = (_read_text(os.path.join(topology_dir, name)) for name in ("physical_package_id", "core_id"))
+        package, core = (read_kernel_file(os.path.join(topology_dir, name))
+                         for name in ("physical_package_id", "core_id"))
         if package is not None:
             packages.add(package)
             if core is not None:
@@ -390,11 +369,11 @@ def read_cpu_layout(sysfs_root: str = "/sys") -> dict[str, Any]:
     numa: dict[str, str] = {}
     for path in sorted(glob.glob(os.path.join(sysfs_root, "devices", "system", "node", "node[0-9]*")),
                        key=lambda p: int(os.path.basename(p)[4:])):
-        listed = _read_text(os.path.join(path, "cpulist"))
+        listed = read_kernel_file(os.path.join(path, "cpulist"))
         if listed:
             numa[os.path.basename(path)[4:]] = listed
     try:
-        allowed = cpu_ranges(sorted(os.sched_getaffinity(0)))
+        allowed = cpu_ranges(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         allowed = None
     return {

@@ -247,10 +247,10 @@ def test_every_configuration_s_trace_shows_the_idle_share_nvml_read(default_plan
     assert configs and all(c.get("trace") for c in configs), [c["config_id"] for c in configs if not c.get("trace")]
     problems = [p for config in configs for p in trace_problems(config, default_plan.run_dir)]
     assert problems == [], problems
-    from ddptop.analysis import traces, verdict
+    from ddptop.analysis import step_bound, traces
 
     n1 = next(c for c in configs if c["mode"] == "ddp" and c["world_size"] == 1)
-    if traces.faithful(n1["trace"]) and verdict._traced_host_bound(n1["trace"]):  # the trace's own rule met
+    if traces.faithful(n1["trace"]) and step_bound._traced_host_bound(n1["trace"]):  # the trace's own rule met
         assert n1["verdict"]["text"].split(":")[0] in ("host-bound", "launch-bound"), n1["verdict"]["text"]
 
 

@@ -16,6 +16,8 @@ import zlib
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from ddptop.protocol.kernel_files import parse_cpu_list
+
 if TYPE_CHECKING:
     from ddptop.telemetry.fake.recorded import Recorded
 
@@ -218,15 +220,12 @@ def _names(value: Any, place: str) -> frozenset[str]:
     return frozenset(value)
 
 
-def parse_cpu_list(text: str, place: str = "cpu_affinity") -> list[int]:
+def _cpu_list(text: str, place: str) -> list[int]:
     """"0-19,40-59" -> [0, ..., 19, 40, ..., 59]; _Invalid naming ``place`` for anything else."""
-    cpus: list[int] = []
-    for part in text.split(","):
-        first, dash, last = part.strip().partition("-")
-        if not first.isdigit() or (dash and not last.isdigit()) or (dash and int(last) < int(first)):
-            raise _Invalid(f"{place}: {text!r} is not a CPU list such as \"0-19,40-59\"")
-        cpus.extend(range(int(first), int(last or first) + 1))
-    return cpus
+    try:
+        return parse_cpu_list(text, strict=True)
+    except ValueError as exc:
+        raise _Invalid(f"{place}: {exc}") from None
 
 
 def _profile(name: str, data: dict[str, Any]) -> NodeProfile:
@@ -294,7 +293,7 @@ def _profile(name: str, data: dict[str, Any]) -> NodeProfile:
             raise _Invalid(f"{at('switch')} {switch} names no switch (there are {len(switches)})")
         affinity = spec.get("cpu_affinity")
         if affinity is not None:
-            outside = [c for c in parse_cpu_list(_text(affinity, at("cpu_affinity")), at("cpu_affinity"))
+            outside = [c for c in _cpu_list(_text(affinity, at("cpu_affinity")), at("cpu_affinity"))
                        if c >= cpu_count]
             if outside:
                 raise _Invalid(f"{at('cpu_affinity')}: CPU {outside[0]} is not one of the {cpu_count} CPUs of [cpu]")

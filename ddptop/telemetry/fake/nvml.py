@@ -38,9 +38,10 @@ from typing import Any, Callable
 
 import pynvml
 
+from ddptop.protocol.kernel_files import parse_cpu_list
 from ddptop.telemetry.fake import driver as fake_driver
 from ddptop.telemetry.fake.driver import NvmlReturn
-from ddptop.telemetry.fake.nodes import GpuSpec, MigInstance, NodeProfile, known_nodes, load_profile, parse_cpu_list
+from ddptop.telemetry.fake.nodes import GpuSpec, MigInstance, NodeProfile, known_nodes, load_profile
 
 IS_FAKE = True
 GIB = 1 << 30
@@ -277,7 +278,7 @@ class FakeNvml:
 
     def affinity(self, index: int) -> list[int]:
         gpu = self.check(index)
-        if gpu.cpu_affinity:
+        if gpu.cpu_affinity:  # checked when the profile was loaded
             return parse_cpu_list(gpu.cpu_affinity)
         return self.profile.numa_cpus(self._numa(index))
 
@@ -517,23 +518,36 @@ class FakeNvml:
         """devices/pciDDDD:BB/<root port>/<switch up>/<switch down>/[<child switch up>/...]<endpoint>,
         bus/pci/devices and class/infiniband links, numa_node files: the parts of /sys the topology reader
         looks at."""
-        root = tempfile.mkdtemp(prefix="ddptop-fake-sysfs-")
-        bus_dir = os.path.join(root, "bus", "pci", "devices")
-        ib_dir = os.path.join(root, "class", "infiniband")
-        os.makedirs(bus_dir)
-        os.makedirs(ib_dir)
-        for (kind, name), (switch, bdf, path) in self._pci.endpoints.items():
-            device = os.path.join(root, "devices", *path)
-            os.makedirs(device)
-            with open(os.path.join(device, "numa_node"), "w", encoding="ascii") as handle:
-                handle.write(f"{self.profile.numa_of(switch)}\n")
-            os.symlink(device, os.path.join(bus_dir, bdf))
-            if kind == "nic":
-                ib_entry = os.path.join(device, "infiniband", name)
-                os.makedirs(ib_entry)
-                os.symlink("../..", os.path.join(ib_entry, "device"))
-                os.symlink(ib_entry, os.path.join(ib_dir, name))
+        root = new_sysfs("ddptop-fake-sysfs-")
+        for (kind, name), (switch, _bdf, path) in self._pci.endpoints.items():
+            add_pci_device(root, path, self.profile.numa_of(switch), name if kind == "nic" else None)
         return root
+
+
+def new_sysfs(prefix: str) -> str:
+    """An empty /sys of a simulated node, in a new temporary folder: its PCI devices and RDMA devices."""
+    root = tempfile.mkdtemp(prefix=prefix)
+    os.makedirs(os.path.join(root, "bus", "pci", "devices"))
+    os.makedirs(os.path.join(root, "class", "infiniband"))
+    return root
+
+
+def add_pci_device(root: str, path: list[str], numa: int, nic: str | None = None) -> None:
+    """A PCI device at ``path`` (from devices/, its own address last) with its numa_node file and its
+    bus/pci/devices link, and for a NIC its class/infiniband entry: the parts of /sys the topology reader looks
+    at. A device already there (two names at one address) is kept."""
+    device = os.path.join(root, "devices", *path)
+    os.makedirs(device, exist_ok=True)
+    with open(os.path.join(device, "numa_node"), "w", encoding="ascii") as handle:
+        handle.write(f"{numa}\n")
+    link = os.path.join(root, "bus", "pci", "devices", path[-1])
+    if not os.path.lexists(link):
+        os.symlink(device, link)
+    if nic is not None:
+        entry = os.path.join(device, "infiniband", nic)
+        os.makedirs(entry, exist_ok=True)
+        os.symlink("../..", os.path.join(entry, "device"))
+        os.symlink(entry, os.path.join(root, "class", "infiniband", nic))
 
 
 class _PciLayout:

@@ -10,11 +10,12 @@ naming the file and the place.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
 import pynvml
+
+from ddptop.protocol.json_file import JsonFileError, read_json_file
 
 REPORT_SCHEMA = "ddptop-driver-report/1"
 MIB = 1 << 20
@@ -319,14 +320,13 @@ def mig_profile(name: Any) -> str:
 def read_report(path: str) -> Recorded:
     """The answers the report at ``path`` holds; ReportInvalid in one line for anything else."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except FileNotFoundError:
-        raise ReportInvalid(f"DDPTOP_FAKE_NVML={path!r}: no such report file") from None
-    except OSError as exc:
-        raise ReportInvalid(f"{path}: cannot read the report: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ReportInvalid(f"{path}: not a ddptop doctor report (damaged JSON: {str(exc)[:120]})") from None
+        data = read_json_file(path)
+    except JsonFileError as exc:
+        if exc.missing:
+            raise ReportInvalid(f"DDPTOP_FAKE_NVML={path!r}: no such report file") from None
+        if exc.damaged:
+            raise ReportInvalid(f"{path}: not a ddptop doctor report (damaged JSON: {exc.reason[:120]})") from None
+        raise ReportInvalid(f"{path}: cannot read the report: {exc.reason}") from None
     try:
         return _recorded(data, path)
     except _Invalid as exc:

@@ -15,14 +15,13 @@ time) moves as on any simulated node.
 from __future__ import annotations
 
 import os
-import tempfile
 from typing import Any
 
 import pynvml
 
 from ddptop.telemetry.fake.driver import NvmlReturn
 from ddptop.telemetry.fake.nodes import MigInstance, NodeProfile, load_profile
-from ddptop.telemetry.fake.nvml import FakeNvml
+from ddptop.telemetry.fake.nvml import FakeNvml, add_pci_device, new_sysfs
 from ddptop.telemetry.fake.recorded import (FAKE_SUFFIX, MIB, Recorded, RecordedGpu, Refused, answered_bytes,
                                             mig_profile, plain_name)
 
@@ -175,31 +174,16 @@ class ReplayNvml(FakeNvml):
 
     def _write_sysfs(self) -> str:
         """The GPUs and NICs at the PCI paths the report recorded, with their numa_node files."""
-        root = tempfile.mkdtemp(prefix="ddptop-replay-sysfs-")
-        bus_dir = os.path.join(root, "bus", "pci", "devices")
-        ib_dir = os.path.join(root, "class", "infiniband")
-        os.makedirs(bus_dir)
-        os.makedirs(ib_dir)
+        root = new_sysfs("ddptop-replay-sysfs-")
         devices: list[tuple[str | None, list[str] | None, int | None]] = [
             (None, gpu.sysfs_path, gpu.sysfs_numa) for gpu in self.recorded.gpus]
         devices += [(name, path, numa) for name, _bdf, path, numa in self.recorded.nics]
         for nic, path, numa in devices:
             if not path:  # a GPU or NIC the machine's sysfs placed on no PCI path (a soft RoCE device, a VM)
                 if nic is not None:
-                    os.makedirs(os.path.join(ib_dir, nic), exist_ok=True)
+                    os.makedirs(os.path.join(root, "class", "infiniband", nic), exist_ok=True)
                 continue
-            device = os.path.join(root, "devices", *path)
-            os.makedirs(device, exist_ok=True)
-            with open(os.path.join(device, "numa_node"), "w", encoding="ascii") as handle:
-                handle.write(f"{-1 if numa is None else numa}\n")
-            link = os.path.join(bus_dir, path[-1])
-            if not os.path.lexists(link):
-                os.symlink(device, link)
-            if nic is not None:
-                entry = os.path.join(device, "infiniband", nic)
-                os.makedirs(entry, exist_ok=True)
-                os.symlink("../..", os.path.join(entry, "device"))
-                os.symlink(entry, os.path.join(ib_dir, nic))
+            add_pci_device(root, path, -1 if numa is None else numa, nic)
         return root
 
 

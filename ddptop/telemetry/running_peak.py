@@ -1,7 +1,7 @@
 """What the ranks used at their peak so far, from the telemetry readings as they arrive (no Textual, no torch).
 
 The live view's host line says what the job was given beside this; the saved summary's own peak
-(``ddptop.analysis.peak_use``) comes from the configurations' measured windows instead. A reading counts:
+(``ddptop.analysis.job_use``) comes from the configurations' measured windows instead. A reading counts:
 the ranks' CPU added up (in cores, from psutil's percent of one core), their RSS added up (an upper bound:
 pages they share count once per rank), and the most memory used on any GPU that holds a rank.
 """

@@ -1,6 +1,7 @@
 """What this process may use: its CPUs, the memory and CPU limits of its cgroup, the GPUs it is shown and the
 SLURM job it runs in. Standard library and psutil only (no torch): read once when a run starts
-(``ddptop.run.environment.collect``) and saved as the environment's ``allocation``.
+(``ddptop.run.environment.collect``) and saved as the environment's ``allocation``; the plan's thread counts
+are drawn from ``usable_cpu_count``.
 
 Nothing here raises on a missing or unreadable file: a limit that cannot be read is not known (None).
 
@@ -18,6 +19,8 @@ import os
 import posixpath
 from collections.abc import Mapping
 from typing import Any, Callable
+
+from ddptop.protocol.kernel_files import read_kernel_file
 
 V1_UNLIMITED = 1 << 60  # cgroup v1 writes "no limit" as a page-rounded 2**63 - 1
 
@@ -64,6 +67,15 @@ def _affinity() -> list[int]:
         return list(range(os.cpu_count() or 1))
 
 
+def usable_cpu_count(proc_root: str = "/") -> int:
+    """The cores ddptop may use: its affinity (a SLURM job's or a container's cpuset), and no more than its
+    cgroup's CPU time quota allows (``docker --cpus``, a Kubernetes limit: a quota of 2.5 cores is 2), so the
+    ranks' threads never outnumber the CPU time the job has."""
+    cores = len(_affinity())
+    quota, _ = cpu_quota(proc_root)
+    return min(cores, max(1, int(quota))) if quota is not None else cores
+
+
 def _memory_total() -> int | None:
     try:
         import psutil
@@ -78,7 +90,7 @@ def _memory_total() -> int | None:
 def cgroup_paths(proc_root: str = "/") -> tuple[str | None, dict[str, str]]:
     """This process's cgroup: its cgroup v2 path (the ``0::`` line; None without one) and its cgroup v1
     path per controller (``memory``, ``cpu``...), from ``/proc/self/cgroup``."""
-    text = _read(proc_root, "/proc/self/cgroup")
+    text = read_kernel_file(_under(proc_root, "/proc/self/cgroup"))
     v2: str | None = None
     v1: dict[str, str] = {}
     for line in (text or "").splitlines():
@@ -122,7 +134,7 @@ def cpu_quota(proc_root: str = "/", v2: str | None = None, v1: dict[str, str] | 
         base = "/sys/fs/cgroup/cpu" if _exists(proc_root, "/sys/fs/cgroup/cpu") else "/sys/fs/cgroup/cpu,cpuacct"
 
         def v1_quota(text: str, folder: str) -> float | None:
-            period = _integer(_read(proc_root, posixpath.join(folder, "cpu.cfs_period_us")))
+            period = _integer(read_kernel_file(_under(proc_root, posixpath.join(folder, "cpu.cfs_period_us"))))
             quota = _integer(text)
             return quota / period if quota is not None and quota > 0 and period else None
         return _smallest(proc_root, base, v1["cpu"], "cpu.cfs_quota_us", v1_quota)
@@ -141,7 +153,7 @@ def _smallest(proc_root: str, base: str, path: str, name: str,
     for depth in range(len(parts), -1, -1):
         folder = posixpath.join(base, *parts[:depth])
         file = posixpath.join(folder, name)
-        text = _read(proc_root, file)
+        text = read_kernel_file(_under(proc_root, file))
         value = parse(text, folder) if text is not None else None
         if value is not None and (best[0] is None or value < best[0]):
             best = (value, file)
@@ -167,16 +179,13 @@ def _v2_cores(text: str, _folder: str) -> float | None:
     return quota / period if quota is not None and quota > 0 and period else None
 
 
-def _read(proc_root: str, path: str) -> str | None:
-    try:
-        with open(os.path.join(proc_root, path.lstrip("/")), encoding="utf-8") as handle:
-            return handle.read()
-    except (OSError, UnicodeDecodeError):
-        return None
+def _under(proc_root: str, path: str) -> str:
+    """Where ``path`` (/proc/..., /sys/...) is for a tree rooted at ``proc_root``."""
+    return os.path.join(proc_root, path.lstrip("/"))
 
 
 def _exists(proc_root: str, path: str) -> bool:
-    return os.path.isdir(os.path.join(proc_root, path.lstrip("/")))
+    return os.path.isdir(_under(proc_root, path))
 
 
 def _integer(text: str | None) -> int | None:

@@ -9,9 +9,9 @@ NOT_COMPARABLE = "not comparable"  # one side has no steps to compare
 DEFAULT_MIN_EFFECT = 0.02  # a change smaller than 2% is not called, however sure
 
 
-def call(low: float, high: float, min_effect: float) -> str:
-    """The verdict on a step-time ratio's interval [low, high] (above 1: slower). A change is called only when
-    the interval lies beyond the margin; inside it: equivalent; across it: within noise."""
+def classify_change(low: float, high: float, min_effect: float) -> str:
+    """What a step-time ratio's interval [low, high] (above 1: slower) says of the change: slower or faster
+    only when the interval lies beyond the margin; inside it: equivalent; across it: within noise."""
     if low > 1 + min_effect:
         return SLOWER
     if high < 1 - min_effect:

@@ -3,8 +3,8 @@ the fullest GPU's memory, each over the configurations' telemetry, with the conf
 
 Pure functions over the summary's configurations as JSON (``summary.json``'s ``configs``, or the entries
 ``ddptop.report.build`` is making), so that build stores it as the environment's ``peak_use`` beside what
-the job was given (the environment's ``allocation``: ``ddptop.run.allocation``), and the report sets the two
-side by side.
+the job was given (the environment's ``allocation``: ``ddptop.telemetry.allocation``), and the report sets
+the two side by side.
 
 Per configuration, from its telemetry (``ddptop.telemetry.timeline.window_figures``):
 
