@@ -5,7 +5,7 @@
 nvitop is not a dependency of ddptop: install it to run this (``pip install nvitop``).
 
 How both layers reach the same simulated node. The simulation lives in a second instance of the installed
-``pynvml`` file (``fake_driver.binding()``); the ``pynvml`` module itself is never pointed at it. nvitop does
+``pynvml`` file (``fake_library.binding()``); the ``pynvml`` module itself is never pointed at it. nvitop does
 ``import pynvml`` once, when it is imported, so this script puts that binding instance under the name
 ``pynvml`` for the length of nvitop's import and puts the real module back afterwards. From then on nvitop's
 calls cross the same pynvml code and the same C callbacks as ddptop's. Each node is checked to be the one
@@ -47,7 +47,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import pynvml  # noqa: E402  (the real module: only its constants are read here)
 
-from ddptop.telemetry.fake import driver as fake_driver  # noqa: E402
+from ddptop.telemetry.fake.driver import library as fake_library  # noqa: E402
 from ddptop.telemetry.fake.nodes import known_nodes  # noqa: E402
 from ddptop.telemetry.fake.nvml import FakeNvml  # noqa: E402
 from ddptop.telemetry.gpu import GpuSampler  # noqa: E402
@@ -100,13 +100,13 @@ class DlsymLibrary:
     def __getattr__(self, name: str) -> Any:
         if name in self._lacks:
             raise AttributeError(name)
-        if name.startswith("nvml") and name not in fake_driver.FUNCTIONS and name != "nvmlErrorString":
+        if name.startswith("nvml") and name not in fake_library.FUNCTIONS and name != "nvmlErrorString":
             self._asked.add(name)  # a function no simulated driver has
         return getattr(self._library, name)
 
 
 def import_nvitop() -> Any:
-    binding = fake_driver.binding()
+    binding = fake_library.binding()
     real = sys.modules["pynvml"]
     sys.modules["pynvml"] = binding
     try:
@@ -126,7 +126,7 @@ class Node:
         self.nvitop = nvitop
         self.fake = FakeNvml(profile, steady=steady)
         self.asked: set[str] = set()
-        binding = fake_driver.binding()
+        binding = fake_library.binding()
         library = binding.nvmlLib
         library = getattr(library, "_library", library)
         lacks = set() if lacks_at_call else set(self.fake.lacks)
@@ -141,7 +141,7 @@ class Node:
             self.fake.attach_process(index, os.getpid(), PROCESS_BYTES)
         self.fake.nvmlInit()
         self.sampler = GpuSampler(self.fake).open()
-        fake_driver.activate(self.fake)
+        fake_library.activate(self.fake)
         self.all_error = None
         try:
             self.devices = nvitop.Device.all()
@@ -209,7 +209,7 @@ def coverage(node: Node) -> dict[str, tuple[int, int, int]]:
         }
         for key, value in got.items():
             ours[key] += value is not None and value is not False
-    fake_driver.activate(fake)
+    fake_library.activate(fake)
     for device in node.devices:
         device.nvlink_total_tx_throughput()  # nvitop's NVLink rates need a first reading too
     time.sleep(0.05)
@@ -255,7 +255,7 @@ def simulation_lacks(node: Node, key: str) -> bool:
             linked = [i for i in node.usable if node.fake.profile.gpus[i].nvlink_slots]
             if linked and node.fake.field(linked[0], field_id) is None:
                 return True
-        elif need not in fake_driver.FUNCTIONS:
+        elif need not in fake_library.FUNCTIONS:
             return True
     return False
 
@@ -278,7 +278,7 @@ def nvitop_tick(devices: list[Any]) -> None:
 def cpu_per_tick(node: Node, ticks: int, rounds: int) -> tuple[float, float]:
     """Median CPU ms per tick of ddptop's sampler and of nvitop, measured alternately."""
     node.sampler.sample()
-    fake_driver.activate(node.fake)
+    fake_library.activate(node.fake)
     nvitop_tick(node.devices)
     spent: dict[str, list[float]] = {"ddptop": [], "nvitop": []}
     for number in range(rounds):
@@ -289,7 +289,7 @@ def cpu_per_tick(node: Node, ticks: int, rounds: int) -> tuple[float, float]:
                 for _ in range(ticks):
                     node.sampler.sample()
             else:
-                fake_driver.activate(node.fake)
+                fake_library.activate(node.fake)
                 for _ in range(ticks):
                     nvitop_tick(node.devices)
             spent[layer].append((time.process_time() - start) / ticks * 1e3)

@@ -18,7 +18,7 @@ import pytest
 from ddptop.run.options import PlanOptions
 from ddptop.run.plan import PlanError, build_plan, default_world_sizes
 from ddptop.protocol.devices import RANK_DEVICES_ENV, apply_rank_device
-from ddptop.telemetry.fake import driver as fake_driver
+from ddptop.telemetry.fake.driver import library as fake_library
 from ddptop.telemetry.fake.nodes import NODES_DIR, ProfileError, known_nodes, load_profile
 from ddptop.telemetry.fake.nvml import FakeNvml
 from ddptop.telemetry.inventory import read_inventory, rank_gpu_environment
@@ -57,11 +57,11 @@ def test_every_shipped_profile_is_tested():
 
 def test_the_fake_answers_beneath_the_real_binding():
     fake = FakeNvml(steady=True)
-    binding = fake_driver.binding()
+    binding = fake_library.binding()
     assert binding.__file__ == pynvml.__file__ and binding is not pynvml  # the installed file, a second instance
     assert fake.nvmlDeviceGetCount is binding.nvmlDeviceGetCount  # pynvml's own wrapper, not a stand-in
     fake.nvmlInit()
-    assert isinstance(binding.nvmlLib, fake_driver.FakeLibrary)
+    assert isinstance(binding.nvmlLib, fake_library.FakeLibrary)
     assert isinstance(binding.nvmlLib.nvmlDeviceGetMemoryInfo_v2, ctypes._CFuncPtr)  # a C function pointer
     handle = fake.nvmlDeviceGetHandleByIndex(0)
     assert isinstance(handle, binding.c_nvmlDevice_t)  # the binding's own handle type, filled in "C"
@@ -72,7 +72,7 @@ def test_the_fake_answers_beneath_the_real_binding():
 def test_the_real_binding_is_left_alone():
     """A process that reads a real driver (or finds none) sees what it would without the simulation."""
     FakeNvml().nvmlInit()
-    assert not isinstance(pynvml.nvmlLib, fake_driver.FakeLibrary)
+    assert not isinstance(pynvml.nvmlLib, fake_library.FakeLibrary)
     inventory = read_inventory()  # the real pynvml on this machine
     assert not inventory.fake and all("FAKE" not in g.name for g in inventory.gpus)
 
@@ -81,7 +81,7 @@ def test_a_struct_of_the_wrong_version_is_refused_as_the_driver_would():
     fake = FakeNvml(steady=True)
     fake.nvmlInit()
     handle = fake.nvmlDeviceGetHandleByIndex(0)
-    binding = fake_driver.binding()
+    binding = fake_library.binding()
     memory = binding.c_nvmlMemory_v2_t()
     memory.version = 1  # not nvmlMemory_v2
     function = binding._nvmlGetFunctionPointer("nvmlDeviceGetMemoryInfo_v2")

@@ -3,9 +3,9 @@
 Three layers, the lowest one simulated:
 - the node (:class:`FakeNvml`): a profile from ``ddptop/telemetry/fake/profiles/`` (``docs/fake-nodes.md``), its
   readings, and faults injected by tests;
-- the C library (``fake_driver``): ``nvml.h``'s functions as ctypes callbacks that fill the real structs;
+- the C library (``driver``): ``nvml.h``'s functions as ctypes callbacks that fill the real structs;
 - the binding: the installed ``pynvml`` module file, unchanged, loaded a second time over the fake library
-  (``fake_driver.binding``; the ``pynvml`` module itself is never touched). A ``FakeNvml`` is handed to
+  (``driver.library.binding``; the ``pynvml`` module itself is never touched). A ``FakeNvml`` is handed to
   ddptop where the ``pynvml`` module would be; an attribute read on it returns that binding's own function
   or constant, so every call crosses pynvml's real code and a C boundary.
 
@@ -39,8 +39,8 @@ from typing import Any, Callable
 import pynvml
 
 from ddptop.protocol.kernel_files import parse_cpu_list
-from ddptop.telemetry.fake import driver as fake_driver
-from ddptop.telemetry.fake.driver import NvmlReturn
+from ddptop.telemetry.fake.driver import library as fake_library
+from ddptop.telemetry.fake.driver.abi import NvmlReturn, new_handle
 from ddptop.telemetry.fake.nodes import GpuSpec, MigInstance, NodeProfile, known_nodes, load_profile
 
 IS_FAKE = True
@@ -159,7 +159,7 @@ class FakeNvml:
             raise AttributeError(name)
         if name in self.absent:
             raise AttributeError(name)  # as an older nvidia-ml-py lacks it
-        binding = fake_driver.activate(self)
+        binding = fake_library.activate(self)
         value = getattr(binding, name)
         if name.startswith("nvml") and callable(value) and not isinstance(value, type):
             self.calls[name] = self.calls.get(name, 0) + 1
@@ -208,7 +208,7 @@ class FakeNvml:
     def _handle_of(self, index: int, mig: int | None) -> int:
         with self._lock:
             if (index, mig) not in self._handles:
-                self._handles[(index, mig)] = fake_driver.new_handle(self, index, mig)
+                self._handles[(index, mig)] = new_handle(self, index, mig)
             return self._handles[(index, mig)]
 
     def name(self, index: int, mig: int | None) -> str:
