@@ -21,7 +21,8 @@ import pynvml
 
 from ddptop.telemetry.fake.driver.abi import NvmlReturn
 from ddptop.telemetry.fake.nodes import MigInstance, NodeProfile, load_profile
-from ddptop.telemetry.fake.nvml import FakeNvml, add_pci_device, new_sysfs
+from ddptop.telemetry.fake.nvml import FakeNvml
+from ddptop.telemetry.fake.pci import add_pci_device, new_sysfs
 from ddptop.telemetry.fake.recorded import (FAKE_SUFFIX, MIB, Recorded, RecordedGpu, Refused, answered_bytes,
                                             mig_profile, plain_name)
 
