@@ -37,7 +37,7 @@ def _no_fake_nvml_callback_errors():
     """An exception inside the simulated NVML library reaches the binding only as NVML_ERROR_UNKNOWN: a test
     that met one fails here, whatever it asserted."""
     yield
-    fake = sys.modules.get("ddptop.telemetry.fake.nvml")
+    fake = sys.modules.get("ddptop.telemetry.fake.node_state")
     if fake is None:
         return
     errors = [error for node in list(fake.ALL_NODES) for error in node.callback_errors]

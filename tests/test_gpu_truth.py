@@ -7,7 +7,8 @@ import time
 import pynvml
 
 from ddptop.telemetry import nvml as nv
-from ddptop.telemetry.fake.nvml import RESERVED_BYTES, FakeNvml
+from ddptop.telemetry.fake.node_readings import RESERVED_BYTES
+from ddptop.telemetry.fake.nvml import FakeNvml
 from ddptop.telemetry.gpu import GpuSampler
 from ddptop.telemetry.monitor import Monitor
 
