@@ -29,25 +29,23 @@ parts it runs live beside it, each readable alone:
 - ``bench_kernels.flops``: the FLOPs of a configuration's step by op kind, and the matmul ceiling;
 - ``bench_kernels.memory_cap``: ``--memory-cap-mb`` (the GPU allocator limit, the CPU step's counted memory);
 - ``bench_kernels.trace``: the profiler trace of a configuration and its breakdown.
+- ``bench_kernels.rank_process``: what every rank program shares (its spec, CPUs, events file, hello,
+  signals, error events and exit), with ``bench_kernels.script_probe``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import dataclasses
 import functools
 import gc
 import os
 import platform
-import signal
-import socket
 import sys
 import time
 import traceback
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Any
 
 from bench_kernels.comm_probe import ddp_logging_mark, ddp_logging_times, probe_communication
@@ -55,6 +53,18 @@ from bench_kernels.faults import SLOW, fire, parse_fault
 from bench_kernels.errors import WorkloadError, one_line
 from bench_kernels.flops import dtype_label, matmul_ceiling, op_dtypes, training_step_flops
 from bench_kernels.memory_cap import CountedStepMemory, MemoryCapExceeded, limit_gpu_memory
+from bench_kernels.rank_process import (
+    bind_cores,
+    die_with_parent,
+    error_fields,
+    events_writer,
+    exit_without_teardown,
+    hello_fields,
+    max_rss_bytes,
+    raise_on_stop_signals,
+    read_launch_spec,
+    report_unwritable,
+)
 from bench_kernels.sources import tokens_per_example
 from bench_kernels.timing import (
     FIXED,
@@ -77,15 +87,14 @@ from bench_kernels.compiled import first_step
 from bench_kernels.trace import trace_steps
 from bench_kernels.training import Training, accepts, build_training, devices_used, eager_ddp, param_dtype
 from ddptop.protocol import variants
-from ddptop.protocol.affinity import NUMA_BINDING_ENV, UNBOUND_ENV, bind_this_process
 from ddptop.protocol.config_fields import config_fields
 from ddptop.protocol.devices import apply_rank_device
-from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError, RunConfig
+from ddptop.protocol.launchspec import LaunchSpec, RunConfig
 from ddptop.protocol.precision import relative_half_width
 from ddptop.protocol.storage import describe_os_error
-from ddptop.protocol.layout import events_name, trace_file
+from ddptop.protocol.layout import trace_file
 from ddptop.protocol.vocab import STOPPED_EXIT, Mode, Phase, Status
-from ddptop.protocol.wire import UNWRITABLE_MARK, EventsUnwritable, EventWriter
+from ddptop.protocol.wire import EventsUnwritable
 
 
 class Terminated(Exception):
@@ -95,64 +104,6 @@ class Terminated(Exception):
 class AnalysisFailed(Exception):
     """A rank's communication analysis failed after its configuration ended (reported already): the group
     must end, since the other ranks may be waiting for this one inside a collective."""
-
-
-def _die_with_parent() -> None:
-    """Ask Linux to SIGTERM this worker if its torchrun agent dies, so no orphan keeps a GPU busy."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        if os.getppid() == 1:  # the agent died before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-    except OSError:
-        pass
-
-
-def _on_signal(signum: int, _frame: Any) -> None:
-    raise Terminated(signal.Signals(signum).name)
-
-
-def bind_cores(spec: LaunchSpec, local_rank: int) -> tuple[str, list[int] | None]:
-    """Put this rank on its CPUs before anything starts a thread; how it is bound and the CPUs it may run on.
-
-    CPU launches: the set ddptop planned for this local rank (launch.json's rank_cores). GPU launches: torchrun
-    bound the process to its GPU's NUMA node before it started (--numa-binding), where numactl was found."""
-    if spec.numa_binding:
-        given = os.environ.get(NUMA_BINDING_ENV)
-        how = (f"NUMA node of its GPU (torchrun --numa-binding={given})" if given == spec.numa_binding
-               else "not bound: no numactl for torchrun's --numa-binding on this node")
-        return bind_this_process(None, how)
-    if spec.rank_cores is not None and os.environ.get(UNBOUND_ENV):
-        return bind_this_process(None, f"not bound: {os.environ[UNBOUND_ENV]}")
-    if spec.rank_cores is not None and not 0 <= local_rank < len(spec.rank_cores):
-        return bind_this_process(None, f"not bound: no planned CPUs for local rank {local_rank}")
-    planned = spec.rank_cores[local_rank] if spec.rank_cores is not None else None
-    return bind_this_process(planned, spec.binding)
-
-
-def launch_setup(torch: Any) -> dict[str, Any]:
-    """What can make one GPU launch differ from another of the same configuration, beyond the versions:
-    cuDNN's algorithm search (benchmark: chosen by timing at each launch, so it may choose differently) and
-    determinism, and the NCCL settings of the environment (algorithm, protocol, channels). Neither the
-    algorithms cuDNN chose nor the channels NCCL set up are captured (NCCL_DEBUG=INFO prints them into the
-    rank logs kept in the launch directory)."""
-    wanted = ("NCCL_", "TORCH_NCCL_")
-    named = ("CUDA_DEVICE_MAX_CONNECTIONS", "CUDA_LAUNCH_BLOCKING", "CUBLAS_WORKSPACE_CONFIG")
-    return {
-        "cudnn_enabled": bool(torch.backends.cudnn.enabled),
-        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
-        "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
-        "environment": {k: v for k, v in sorted(os.environ.items()) if k.startswith(wanted) or k in named},
-    }
-
-
-def _version(package: str) -> str | None:
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
 
 
 @dataclass(frozen=True)
@@ -181,8 +132,7 @@ class Worker:
         self.rank = int(os.environ.get("RANK", "0"))
         self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        path = os.path.join(spec.events_dir, events_name(self.rank))
-        self.writer = EventWriter(path, self.rank, spec.flush_interval)
+        self.writer = events_writer(spec, self.rank)
         self.faults = [parse_fault(text) for text in spec.inject]
         self.said_bf16 = False  # the bf16 emulation line is in the rank's log
         self.binding: tuple[str, list[int] | None] = ("not bound", None)  # bind_cores' answer, for the hello
@@ -271,32 +221,8 @@ class Worker:
         self.dist.init_process_group(**kwargs)
 
     def _say_hello(self) -> None:
-        torch = self.torch
-        cuda = self.device.type == "cuda"
-        self.writer.emit(
-            "hello",
-            world_size=self.world_size,
-            local_rank=self.local_rank,
-            launch=self.spec.launch_id,
-            host=socket.gethostname(),
-            pid=os.getpid(),
-            device=str(self.device),
-            device_name=torch.cuda.get_device_name(self.device) if cuda else platform.processor() or "cpu",
-            backend=self.spec.backend,
-            threads=torch.get_num_threads(),
-            binding=self.binding[0],
-            cores=self.binding[1],
-            cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"),
-            versions={
-                "python": platform.python_version(),
-                "torch": torch.__version__,
-                "torchvision": _version("torchvision"),
-                "cuda": torch.version.cuda,
-                "cudnn": torch.backends.cudnn.version() if cuda else None,
-                "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else None,
-            },
-            **({"gpu_setup": launch_setup(torch)} if cuda and self.rank == 0 else {}),
-        )
+        self.writer.emit("hello", **hello_fields(self.torch, self.spec, self.device, self.rank, self.world_size,
+                                                 self.local_rank, self.binding))
         self.writer.flush()
 
     # -- one configuration ---------------------------------------------------------------------------------
@@ -575,7 +501,7 @@ class Worker:
             warmup_s=measured.warmup_s,
             measure_s=measured.measure_s,
             peak_memory_bytes=measured.peak_memory_bytes,
-            max_rss_bytes=_max_rss_bytes(),
+            max_rss_bytes=max_rss_bytes(),
             **({"counted_memory_bytes": sum(measured.counted_memory.values()), "counted_memory": measured.counted_memory}
                if measured.counted_memory else {}),
         )
@@ -611,18 +537,10 @@ class Worker:
     def report_error(self, config_id: str | None, exc: BaseException, phase: Phase | None = None) -> None:
         """An error event; for a configuration still running, its end as failed (or oom). An error in a
         ``phase`` after the configuration ended (the analysis) says which, and ends nothing."""
-        oom = _is_oom(exc)
-        self.writer.emit(
-            "error",
-            config_id=config_id,
-            error_type=type(exc).__name__,
-            message=(unused_parameter_hint(exc) + str(exc))[:2000],
-            traceback="".join(traceback.format_exception(exc))[-8000:],
-            oom=oom,
-            **({"phase": phase} if phase else {}),
-        )
+        fields = error_fields(exc, unused_parameter_hint(exc))
+        self.writer.emit("error", config_id=config_id, **fields, **({"phase": phase} if phase else {}))
         if config_id is not None and phase is None:
-            self.writer.emit("config_end", config_id=config_id, status=Status.OOM if oom else Status.FAILED)
+            self.writer.emit("config_end", config_id=config_id, status=Status.OOM if fields["oom"] else Status.FAILED)
         self.writer.flush(durable=True)
 
 
@@ -638,49 +556,29 @@ def unused_parameter_hint(exc: BaseException) -> str:
             "(ddptop.protocol.workload). ")
 
 
-def _is_oom(exc: BaseException) -> bool:
-    if isinstance(exc, MemoryError):
-        return True
-    if type(exc).__name__ == "OutOfMemoryError":
-        return True
-    return "out of memory" in str(exc).lower()
-
-
-def _max_rss_bytes() -> int | None:
-    try:
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-    except (ImportError, OSError):
-        return None
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench_kernels.ddp", description=__doc__.splitlines()[0])
     parser.add_argument("--spec", required=True, help="launch spec JSON written by ddptop")
     args = parser.parse_args(argv)
-    try:
-        spec = LaunchSpec.read(args.spec)
-    except LaunchSpecError as exc:  # before any event file exists: torchrun's log is where this shows
-        print(f"bench_kernels.ddp: {exc}", file=sys.stderr)
+    spec = read_launch_spec(args.spec, "bench_kernels.ddp")
+    if spec is None:
         return 2
-    _die_with_parent()
+    die_with_parent()
     if spec.device == "cpu":  # Kineto's start and stop lines, and its "gpuGetDeviceCount failed", in every CPU trace
         os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     binding = bind_cores(spec, int(os.environ.get("LOCAL_RANK", "0")))  # before torch starts its threads
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    raise_on_stop_signals(Terminated)
     try:
         worker = Worker(spec)
     except OSError as exc:  # its events file cannot even be opened (the directory removed, read-only)
         where = exc.filename or spec.events_dir
-        print(f"{UNWRITABLE_MARK}rank {os.environ.get('RANK', '0')}: {describe_os_error(exc, where)}", file=sys.stderr)
+        report_unwritable(os.environ.get("RANK", "0"), describe_os_error(exc, where))
         return 1
     worker.binding = binding
     try:
         return _run(worker, spec)
     except EventsUnwritable as exc:  # a full disk, a quota, the directory read-only or gone: say so where it can be read
-        print(f"{UNWRITABLE_MARK}rank {worker.rank}: {exc}", file=sys.stderr, flush=True)
+        report_unwritable(worker.rank, str(exc))
         with contextlib.suppress(Exception):
             worker.writer.close()
         return 1
@@ -726,18 +624,6 @@ def _run(worker: "Worker", spec: LaunchSpec) -> int:
     with contextlib.suppress(Exception):
         worker.dist.destroy_process_group()
     return 0
-
-
-def exit_without_teardown() -> None:
-    """Leave with 0 and skip the interpreter's teardown, once the rank has finished: every event is written
-    and closed by now and the process group destroyed. The C++ objects torch and gloo leave to static
-    destructors have been seen to abort such a rank ("terminate called without an active exception",
-    SIGABRT), which its torchrun agent then reports as a failed launch. A failing rank exits the usual way:
-    the order in which ranks die is how the root cause of a failure is told from its echoes."""
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say there anyway
-            stream.flush()
-    os._exit(0)
 
 
 if __name__ == "__main__":
