@@ -79,7 +79,8 @@ PROGRAM = "bench_kernels.script_probe"
 DEFAULT_WARMUP = 5  # warm-up steps for --warmup auto: a script's steps cannot be run again to find a steady one
 # --iters auto where the ranks cannot agree between blocks (no process group of the launch's size): a fixed count
 FALLBACK_ITERS = 50
-SCRIPT_ENDED = "script"  # config_end.stop_reason when the script ended before the planned steps, or ran to its end
+SCRIPT_ENDED = "script"
+_clock = time.perf_counter  # config_end.stop_reason when the script ended before the planned steps, or ran to its end
 
 
 class ProbeStop(BaseException):
@@ -135,13 +136,22 @@ def run_target(target: Target) -> None:
     runpy.run_path(path, run_name="__main__")
 
 
-def batch_examples(batch: Any) -> int | None:
+def batch_examples(batch: Any, tensor: type | None = None) -> int | None:
     """The examples of one batch: the leading dimension of its first tensor (a tensor, or one inside a tuple,
-    list, dict, dataclass or namedtuple); None where it holds no tensor with a leading dimension."""
-    tensors = batch_tensors(batch)
-    if not tensors or tensors[0].dim() == 0:
+    list, dict, dataclass or namedtuple); None where it holds no tensor with a leading dimension. ``tensor``:
+    torch.Tensor, where the caller holds it."""
+    if tensor is None:
+        import torch
+
+        tensor = torch.Tensor
+    # the usual (inputs, labels) without the walk over the whole batch: this runs for every batch
+    first = batch[0] if isinstance(batch, (tuple, list)) and batch else batch
+    if not isinstance(first, tensor):
+        tensors = batch_tensors(batch)
+        first = tensors[0] if tensors else None
+    if first is None or first.dim() == 0:
         return None
-    return int(tensors[0].shape[0])
+    return int(first.shape[0])
 
 
 def _non_negative(value: Any, kind: type) -> Any:
@@ -213,9 +223,9 @@ class TimedBatches:
         probe = self._probe
         if not probe.timing_batches:
             return next(self._iterator)
-        start = time.perf_counter()
+        start = _clock()
         batch = next(self._iterator)
-        probe.batch_drawn(time.perf_counter() - start, batch)
+        probe.batch_drawn(start, _clock(), batch)
         return batch
 
     def __len__(self) -> int:
@@ -248,6 +258,8 @@ class ScriptProbe:
 
     def __init__(self, torch: Any, writer: EventWriter, cfg: RunConfig, world_size: int) -> None:
         self.torch = torch
+        self.tensor = torch.Tensor
+        self.cuda_in_use = torch.cuda.is_initialized
         self.writer = writer
         self.cfg = cfg
         self.world_size = world_size  # the launch's
@@ -343,14 +355,13 @@ class ScriptProbe:
         return ExplicitStep(self, examples, tokens)
 
     # -- batches --------------------------------------------------------------------------------------------
-    def batch_drawn(self, waited: float, batch: Any) -> None:
-        """One batch came after ``waited`` seconds: the step's wait and examples. A failure here turns the timing
-        and counting of batches off, never the batch."""
-        start = time.perf_counter()
+    def batch_drawn(self, asked: float, drawn: float, batch: Any) -> None:
+        """A batch asked for at ``asked`` came at ``drawn`` (perf_counter): the step's wait and examples. A failure
+        here turns the timing and counting of batches off, never the batch."""
         try:
-            self.wait_s += waited
+            self.wait_s += drawn - asked
             self.batches_seen = True
-            examples = batch_examples(batch)
+            examples = batch_examples(batch, self.tensor)
             if examples is None:
                 if not self.said_uncounted:
                     self.said_uncounted = True
@@ -364,7 +375,7 @@ class ScriptProbe:
             self.batches_seen = False
             self.notes.append(f"batch waits and examples not measured from step {self._step_number()} on: "
                               f"timing a batch of type {type(batch).__name__} failed: {one_line(exc)}")
-        self.probe_s += time.perf_counter() - start
+        self.probe_s += _clock() - drawn
 
     # -- step ends ------------------------------------------------------------------------------------------
     def after_optimizer_step(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
@@ -399,10 +410,9 @@ class ScriptProbe:
         return len(self.warmup.recorded) + len(self.measure.recorded) + 1
 
     def _record(self, examples: int | None, tokens: float | None) -> bool:
-        torch = self.torch
-        if torch.cuda.is_initialized():
-            torch.cuda.synchronize()  # the step's end on the GPU, not the host's
-        ended = time.perf_counter()
+        if self.cuda_in_use():
+            self.torch.cuda.synchronize()  # the step's end on the GPU, not the host's
+        ended = _clock()
         seconds = ended - self.last_end
         if examples is not None:
             examples = _non_negative(examples, int)
@@ -419,7 +429,7 @@ class ScriptProbe:
         else:
             self.warmup.add_step(seconds, data_wait, examples, tokens)
             stop = len(self.warmup.recorded) >= self.warmup_steps and self._start_measuring()
-        self.last_end = time.perf_counter()  # the probe's own work is no part of the next step
+        self.last_end = _clock()  # the probe's own work is no part of the next step
         self.probe_s += self.last_end - ended
         return stop
 

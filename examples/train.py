@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> None:
         if steps == args.steps:
             break
     if rank == 0:
-        print(f"trained {steps} steps, last loss {float(loss) * args.accumulate:.3f}", flush=True)
+        print(f"trained {steps} steps, last loss {loss.item() * args.accumulate:.3f}", flush=True)
         if args.report and step_times:
             print(f"median step {statistics.median(step_times[len(step_times) // 5:]) * 1e3:.3f} ms", flush=True)
     if distributed:
