@@ -103,7 +103,13 @@ class Target:
 
     @property
     def argv(self) -> list[str]:
-        return [self.module or "", *self.args] if self.module else [self.path or "", *self.args]
+        """``sys.argv`` as the script sees it (runpy puts a module's file in ``argv[0]``)."""
+        return [self.module if self.module is not None else str(self.path), *self.args]
+
+    @property
+    def command(self) -> list[str]:
+        """What came after ``--``."""
+        return ["-m", *self.argv] if self.module is not None else self.argv
 
 
 def parse_command(argv: list[str]) -> tuple[str, Target]:
@@ -116,7 +122,7 @@ def parse_command(argv: list[str]) -> tuple[str, Target]:
     cut = argv.index("--")
     options, command = argv[:cut], argv[cut + 1:]
     spec_path = parser.parse_args(options).spec
-    if not command or command[0] == "-m" and len(command) < 2:
+    if not command or (command[0] == "-m" and len(command) < 2):
         parser.error("no script (or -m module) after --")
     if command[0] == "-m":
         return spec_path, Target(None, command[1], tuple(command[2:]))
@@ -126,7 +132,7 @@ def parse_command(argv: list[str]) -> tuple[str, Target]:
 def run_target(target: Target) -> None:
     """Run the script as ``__main__`` here, as ``python train.py ARGS`` (or ``python -m pkg.mod ARGS``) would."""
     if target.module is not None:
-        sys.argv = target.argv  # run_module puts the module's file in argv[0]
+        sys.argv = target.argv
         runpy.run_module(target.module, run_name="__main__", alter_sys=True)
         return
     assert target.path is not None
@@ -232,6 +238,8 @@ class TimedBatches:
         return len(self._iterator)  # type: ignore[arg-type]
 
     def __getattr__(self, name: str) -> Any:  # what a script reads of the loader's own iterator
+        if name in TimedBatches.__slots__:  # not set yet (a copy in the making): not the iterator's to answer
+            raise AttributeError(name)
         return getattr(self._iterator, name)
 
 
@@ -646,7 +654,7 @@ def _run(spec: LaunchSpec, target: Target, writer: EventWriter, rank: int, bindi
                                             name_device=False))
         writer.emit("config_start", **config_fields(cfg), world_size=world_size, warmup=cfg.warmup, iters=cfg.iters,
                     time_budget=cfg.time_budget, precision=cfg.precision if cfg.adaptive else None, round=cfg.round,
-                    rounds=cfg.rounds, notes=[], command=target.argv if target.path else ["-m", *target.argv])
+                    rounds=cfg.rounds, notes=[], command=target.command)
         # the last event until the first step: the hang watch gives the script's own setup the startup grace
         writer.emit("heartbeat", config_id=cfg.config_id, doing="the script's setup, until its first step", setup=True)
         writer.flush()

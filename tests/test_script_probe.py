@@ -290,6 +290,24 @@ def test_the_step_stream_keeps_each_list_aligned_with_sec(tmp_path):
         (0, 2, [0.1, 0.2], [8, 8]), (2, 1, None, None), (3, 1, [0.1], None)]
 
 
+def test_the_hello_of_a_gpu_launch_leaves_cuda_for_the_script_to_start(tmp_path):
+    """The rank names its GPU launch's device without starting CUDA (the script chooses and starts its own)."""
+    if torch.version.cuda is None:
+        pytest.skip("a CPU-only build of torch")
+    spec = LaunchSpec(launch_id="01-n1-nccl", events_dir=str(tmp_path), device="cuda", backend="nccl",
+                      threads_per_rank=0, configs=(script_config(),))
+    code = ("import torch, json, sys; from bench_kernels.rank_process import hello_fields; "
+            "from ddptop.protocol.launchspec import LaunchSpec; spec = LaunchSpec.read(sys.argv[1]); "
+            "fields = hello_fields(torch, spec, torch.device('cuda', 0), 0, 1, 0, ('not bound', None), "
+            "name_device=False); print(json.dumps([fields['device'], fields['device_name'], "
+            "torch.cuda.is_initialized()]))")
+    path = tmp_path / "launch.json"
+    path.write_text(spec.dumps())
+    done = subprocess.run([sys.executable, "-c", code, str(path)], cwd=REPO, capture_output=True, text=True,
+                          check=True, env=dict(os.environ, PYTHONPATH=REPO))
+    assert done.stdout.strip() == '["cuda:0", null, false]'
+
+
 # -- ddptop_probe outside ddptop ---------------------------------------------------------------------------------
 
 def test_ddptop_probe_outside_ddptop_does_nothing_and_costs_nothing():
@@ -401,8 +419,8 @@ def test_a_training_script_unchanged_is_measured_on_two_ranks_and_ended_by_ddpto
 @pytest.mark.slow
 def test_explicit_marks_with_loader_workers_on_one_rank(tmp_path):
     """--explicit: ddptop_probe marks the steps (examples and tokens of the script's own count) and times the
-    batches of two persistent loader workers; the workers end with the rank."""
-    done, by_rank = launch(tmp_path, 1, [TRAIN, "--explicit", "--batch-size", "3", "--accumulate", "3", "--workers",
+    batches of two persistent loader workers; the workers end with the rank. The script run as a module (-m)."""
+    done, by_rank = launch(tmp_path, 1, ["-m", "examples.train", "--explicit", "--batch-size", "3", "--accumulate", "3", "--workers",
                                          "2", "--features", "16", "--steps", "1000"], warmup=1, iters=4)
     assert done.returncode == 0, done.stderr[-3000:]
     events = by_rank[0]
@@ -411,6 +429,7 @@ def test_explicit_marks_with_loader_workers_on_one_rank(tmp_path):
     (end,) = of_type(events, "config_end")
     assert (end["ended_by"], end["iters"], end["script"]["step_marks"]) == ("ddptop", 4, "explicit")
     assert end["script"]["process_group"] is True and events[-1]["type"] == "bye"
+    assert of_type(events, "config_start")[0]["command"][:3] == ["-m", "examples.train", "--explicit"]
 
 
 RAISES = """
