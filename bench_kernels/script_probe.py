@@ -390,9 +390,10 @@ class ScriptProbe:
         self.optimizer_steps += 1
         if self.explicit or self.off is not None:
             return
-        if self.marker is None:
+        marker = self.marker() if self.marker is not None else None
+        if marker is None:  # the first to step, or the next once that one is gone (a script that makes a new one)
             self.marker = weakref.ref(optimizer)
-        elif self.marker() is not optimizer:
+        elif marker is not optimizer:
             return  # another optimizer of the same step
         self.end_step(None, None)
 

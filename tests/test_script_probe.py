@@ -179,6 +179,18 @@ def test_a_second_optimizer_stepping_within_a_step_is_part_of_it(tmp_path):
     assert end["script"]["optimizer_steps"] == 2 * 4 - 1  # the fourth step ended at its first optimizer's
 
 
+def test_an_optimizer_made_again_ends_the_steps_once_the_first_is_gone(tmp_path):
+    run = InProcess(tmp_path, warmup=2, iters=4)
+    model, loader = _model_and_loader()
+
+    def loop():
+        for _ in range(10):  # a stage of three steps, each with an optimizer of its own
+            _train(model, loader, torch.optim.SGD(model.parameters(), lr=0.1), steps=3)
+
+    assert run.run(loop) == "ddptop"
+    assert len(steps(run.events(), "measure")) == 4
+
+
 def test_explicit_marks_win_and_carry_the_script_s_counts(tmp_path):
     import ddptop_probe
 
