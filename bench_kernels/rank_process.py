@@ -59,11 +59,19 @@ def die_with_parent() -> None:
         pass
 
 
-def raise_on_stop_signals(exception: type[BaseException]) -> None:
+def raise_on_stop_signals(exception: type[BaseException], only_here: bool = False) -> None:
     """SIGTERM and SIGINT (torchrun shutting the group down) raise ``exception`` with the signal's name, so the
-    rank leaves through its normal flush path."""
+    rank leaves through its normal flush path. With ``only_here``, a process forked from this one (a DataLoader's
+    worker, which inherits the handler and gets the group's signal too) ends as it would have without it."""
+    owner = os.getpid()
 
-    def on_signal(signum: int, _frame: Any) -> None:
+    def on_signal(signum: int, frame: Any) -> None:
+        if only_here and os.getpid() != owner:
+            if signum == signal.SIGINT:
+                signal.default_int_handler(signum, frame)  # KeyboardInterrupt, which a loader's worker expects
+            signal.signal(signum, signal.SIG_DFL)
+            os.kill(os.getpid(), signum)
+            return
         raise exception(signal.Signals(signum).name)
 
     signal.signal(signal.SIGTERM, on_signal)

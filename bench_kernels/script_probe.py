@@ -621,7 +621,7 @@ def main(argv: list[str] | None = None) -> int:
     die_with_parent()
     rank = int(os.environ.get("RANK", "0"))
     binding = bind_cores(spec, int(os.environ.get("LOCAL_RANK", "0")))  # before torch starts its threads
-    raise_on_stop_signals(ScriptStopped)
+    raise_on_stop_signals(ScriptStopped, only_here=True)  # the script's loader workers fork from this process
     try:
         writer = events_writer(spec, rank)
     except OSError as exc:  # its events file cannot even be opened (the directory removed, read-only)

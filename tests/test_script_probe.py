@@ -320,6 +320,36 @@ def test_the_hello_of_a_gpu_launch_leaves_cuda_for_the_script_to_start(tmp_path)
     assert done.stdout.strip() == '["cuda:0", null, false]'
 
 
+FORKED_CHILD = """
+import os, signal, sys, time
+from bench_kernels.rank_process import raise_on_stop_signals
+
+class Stopped(BaseException):
+    pass
+
+raise_on_stop_signals(Stopped, only_here=True)
+pid = os.fork()
+if pid == 0:  # a loader's worker, say: the signal ends it as it would have without the handler
+    os.kill(os.getpid(), int(sys.argv[1]))
+    time.sleep(5)
+    os._exit(3)
+_, status = os.waitpid(pid, 0)
+try:
+    os.kill(os.getpid(), int(sys.argv[1]))
+    time.sleep(5)
+except Stopped as stop:
+    print(os.waitstatus_to_exitcode(status), stop)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_signal_raises_in_the_rank_alone_not_in_a_process_forked_from_it(signum):
+    done = subprocess.run([sys.executable, "-c", FORKED_CHILD, str(int(signum))], cwd=REPO, capture_output=True,
+                          text=True, env=dict(os.environ, PYTHONPATH=REPO), timeout=60)
+    # killed by the signal (SIGINT through KeyboardInterrupt, which Python ends that way when nothing catches it)
+    assert done.stdout.split() == [str(-signum), signal.Signals(signum).name], done.stderr
+
+
 # -- ddptop_probe outside ddptop ---------------------------------------------------------------------------------
 
 def test_ddptop_probe_outside_ddptop_does_nothing_and_costs_nothing():
