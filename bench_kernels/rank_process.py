@@ -36,9 +36,11 @@ def read_launch_spec(path: str, program: str) -> LaunchSpec | None:
         return None
 
 
-def events_writer(spec: LaunchSpec, rank: int) -> EventWriter:
-    """This rank's events file, opened for appending (OSError where it cannot even be opened)."""
-    return EventWriter(os.path.join(spec.events_dir, events_name(rank)), rank, spec.flush_interval)
+def events_writer(spec: LaunchSpec, rank: int, flush_interval: float | None = None) -> EventWriter:
+    """This rank's events file, opened for appending (OSError where it cannot even be opened), written at most
+    every ``flush_interval`` seconds (the launch's by default)."""
+    interval = spec.flush_interval if flush_interval is None else flush_interval
+    return EventWriter(os.path.join(spec.events_dir, events_name(rank)), rank, interval)
 
 
 def report_unwritable(rank: int | str, reason: str) -> None:

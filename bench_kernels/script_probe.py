@@ -80,6 +80,10 @@ DEFAULT_WARMUP = 5  # warm-up steps for --warmup auto: a script's steps cannot b
 # --iters auto where the ranks cannot agree between blocks (no process group of the launch's size): a fixed count
 FALLBACK_ITERS = 50
 SCRIPT_ENDED = "script"
+# Seconds between the rank's writes of its events, at least: a script pays for each write between its steps (a
+# JSON event and an os.write, about 250 µs with the caches cold after a step), 25 µs a step of 10 ms when written
+# every 0.1 s, the launch's usual interval; about 5 µs at this one (benchmarks/probe_cost.py).
+SCRIPT_FLUSH_INTERVAL = 0.5
 _clock = time.perf_counter  # config_end.stop_reason when the script ended before the planned steps, or ran to its end
 
 
@@ -174,36 +178,40 @@ class StepStream(SampleStream):
     examples and its tokens (None where not known). Sent as SampleStream's are, at most every flush interval; a
     run of steps that know different things goes in events of its own, so each list lines up with ``sec``."""
 
+    LISTS = ("data_wait", "examples", "tokens")
+
     def __init__(self, writer: EventWriter, config_id: str, phase: str, total: int | None,
                  round_index: int | None) -> None:
         super().__init__(writer, config_id, phase, 0, round_index)
         self.total: int | None = total  # type: ignore[assignment]  # None: the script decides (script_to_end)
-        self.extras: list[tuple[float | None, int | None, float | None]] = []
+        self.beside: tuple[list[Any], list[Any], list[Any]] = ([], [], [])  # pending steps' values of LISTS
+        self.known: list[int] = []  # per pending step: which of them it has, one bit each
 
     def add_step(self, seconds: float, data_wait: float | None, examples: int | None, tokens: float | None) -> None:
-        self.extras.append((data_wait, examples, tokens))
+        waits, counts, token_counts = self.beside
+        waits.append(data_wait)
+        counts.append(examples)
+        token_counts.append(tokens)
+        self.known.append((data_wait is not None) + 2 * (examples is not None) + 4 * (tokens is not None))
         self.add(seconds)
 
     def send(self) -> None:
-        pending, extras = self.pending, self.extras
+        pending, known = self.pending, self.known
         if not pending:
             return
         start = 0
-        known = [tuple(value is not None for value in extra) for extra in extras]
         for end in range(1, len(pending) + 1):
             if end == len(pending) or known[end] != known[start]:
-                self._emit(pending[start:end], extras[start:end], self.sent + start)
+                self._emit(start, end)
                 start = end
         self.sent += len(pending)
-        self.pending, self.extras = [], []
+        self.pending, self.known, self.beside = [], [], ([], [], [])
 
-    def _emit(self, seconds: list[float], extras: list[tuple[Any, ...]], first: int) -> None:
-        beside = {}
-        for index, name in enumerate(("data_wait", "examples", "tokens")):
-            if extras[0][index] is not None:
-                beside[name] = [extra[index] for extra in extras]
-        self.writer.emit("samples", config_id=self.config_id, phase=self.phase, first_iter=first, of=self.total,
-                         sec=seconds, **beside, **({} if self.round is None else {"round": self.round}))
+    def _emit(self, start: int, end: int) -> None:
+        lists = {name: values[start:end] for name, values in zip(self.LISTS, self.beside) if values[start] is not None}
+        self.writer.emit("samples", config_id=self.config_id, phase=self.phase, first_iter=self.sent + start,
+                         of=self.total, sec=self.pending[start:end], **lists,
+                         **({} if self.round is None else {"round": self.round}))
 
     def close(self) -> None:
         """The phase is over: its count is what ran, and its last steps reach the file now."""
@@ -623,7 +631,7 @@ def main(argv: list[str] | None = None) -> int:
     binding = bind_cores(spec, int(os.environ.get("LOCAL_RANK", "0")))  # before torch starts its threads
     raise_on_stop_signals(ScriptStopped, only_here=True)  # the script's loader workers fork from this process
     try:
-        writer = events_writer(spec, rank)
+        writer = events_writer(spec, rank, max(spec.flush_interval, SCRIPT_FLUSH_INTERVAL))
     except OSError as exc:  # its events file cannot even be opened (the directory removed, read-only)
         report_unwritable(rank, describe_os_error(exc, exc.filename or spec.events_dir))
         return 1
