@@ -9,6 +9,7 @@ from typing import Any
 
 from bench_kernels.errors import WorkloadError
 from bench_kernels.flops import dtype_label, op_dtypes
+from bench_kernels.rank_process import max_rss_bytes
 from bench_kernels.sources import tokens_per_example
 from bench_kernels.timing import Measured
 from bench_kernels.training import Training, param_dtype
@@ -72,16 +73,7 @@ def config_end_fields(cfg: RunConfig, measured: Measured, round_index: int, last
         "warmup_s": measured.warmup_s,
         "measure_s": measured.measure_s,
         "peak_memory_bytes": measured.peak_memory_bytes,
-        "max_rss_bytes": _max_rss_bytes(),
+        "max_rss_bytes": max_rss_bytes(),
         **({"counted_memory_bytes": sum(measured.counted_memory.values()), "counted_memory": measured.counted_memory}
            if measured.counted_memory else {}),
     }
-
-
-def _max_rss_bytes() -> int | None:
-    try:
-        import resource
-
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux reports KiB
-    except (ImportError, OSError):
-        return None

@@ -33,19 +33,19 @@ lifecycle, failures. The parts it runs live beside it, each readable alone:
 - ``bench_kernels.ceiling``: the matmul ceiling, rank 0's after the launch's last measured step;
 - ``bench_kernels.memory_cap``: ``--memory-cap-mb`` (the GPU allocator limit, the CPU step's counted memory);
 - ``bench_kernels.trace``: the profiler trace of a configuration, written for ddptop to break down;
-- ``bench_kernels.errors``: the error event's fields (out of memory or not, DDP's unused-parameter fix).
+- ``bench_kernels.errors``: the error event's fields (out of memory or not, DDP's unused-parameter fix);
+- ``bench_kernels.rank_process``: what every rank program shares (its spec, its events file, signals,
+  its exit), with ``bench_kernels.script_probe``.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import ctypes
 import dataclasses
 import functools
 import gc
 import os
-import signal
 import sys
 import time
 import traceback
@@ -54,22 +54,24 @@ from typing import Any
 from bench_kernels.comm_probe import ddp_logging_mark, ddp_logging_times, probe_communication
 from bench_kernels.config_events import config_end_fields, config_start_fields
 from bench_kernels.faults import SLOW, fire, parse_fault
-from bench_kernels.errors import error_fields
+from bench_kernels.errors import error_fields, unused_parameter_hint
 from bench_kernels.ceiling import matmul_ceilings
 from bench_kernels.flops import training_step_flops
 from bench_kernels.hello import bind_cores, hello_fields
 from bench_kernels.memory_cap import CountedStepMemory, MemoryCapExceeded, limit_gpu_memory
+from bench_kernels.rank_process import (die_with_parent, events_writer, exit_without_teardown, raise_on_stop_signals,
+                                       read_launch_spec, report_unwritable)
 from bench_kernels.timing import Agree, InjectedFault, Measured, SampleStream, alone, measure_round
 from bench_kernels.compiled import first_step
 from bench_kernels.trace import trace_steps
 from bench_kernels.training import Training, accepts, build_training, devices_used, eager_ddp
 from ddptop.protocol import variants
 from ddptop.protocol.devices import apply_rank_device
-from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError, RunConfig
+from ddptop.protocol.launchspec import LaunchSpec, RunConfig
 from ddptop.protocol.storage import describe_os_error
-from ddptop.protocol.layout import events_name, trace_file
+from ddptop.protocol.layout import trace_file
 from ddptop.protocol.vocab import STOPPED_EXIT, Mode, Phase, Status
-from ddptop.protocol.wire import UNWRITABLE_MARK, EventsUnwritable, EventWriter
+from ddptop.protocol.wire import EventsUnwritable
 
 
 class Terminated(Exception):
@@ -81,23 +83,6 @@ class AnalysisFailed(Exception):
     must end, since the other ranks may be waiting for this one inside a collective."""
 
 
-def _die_with_parent() -> None:
-    """Ask Linux to SIGTERM this worker if its torchrun agent dies, so no orphan keeps a GPU busy."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-        if os.getppid() == 1:  # the agent died before prctl took effect
-            os.kill(os.getpid(), signal.SIGTERM)
-    except OSError:
-        pass
-
-
-def _on_signal(signum: int, _frame: Any) -> None:
-    raise Terminated(signal.Signals(signum).name)
-
-
 class Worker:
     """One rank: joins the process group, then runs the launch spec's configurations one after another,
     reporting each through its events file."""
@@ -107,8 +92,7 @@ class Worker:
         self.rank = int(os.environ.get("RANK", "0"))
         self.world_size = int(os.environ.get("WORLD_SIZE", "1"))
         self.local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        path = os.path.join(spec.events_dir, events_name(self.rank))
-        self.writer = EventWriter(path, self.rank, spec.flush_interval)
+        self.writer = events_writer(spec, self.rank)
         self.faults = [parse_fault(text) for text in spec.inject]
         self.said_bf16 = False  # the bf16 emulation line is in the rank's log
         self.binding: tuple[str, list[int] | None] = ("not bound", None)  # bind_cores' answer, for the hello
@@ -420,7 +404,7 @@ class Worker:
     def report_error(self, config_id: str | None, exc: BaseException, phase: Phase | None = None) -> None:
         """An error event; for a configuration still running, its end as failed (or oom). An error in a
         ``phase`` after the configuration ended (the analysis) says which, and ends nothing."""
-        fields = error_fields(exc)
+        fields = error_fields(exc, unused_parameter_hint(exc))
         self.writer.emit("error", config_id=config_id, **fields, **({"phase": phase} if phase else {}))
         if config_id is not None and phase is None:
             self.writer.emit("config_end", config_id=config_id, status=Status.OOM if fields["oom"] else Status.FAILED)
@@ -431,28 +415,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench_kernels.ddp", description=__doc__.splitlines()[0])
     parser.add_argument("--spec", required=True, help="launch spec JSON written by ddptop")
     args = parser.parse_args(argv)
-    try:
-        spec = LaunchSpec.read(args.spec)
-    except LaunchSpecError as exc:  # before any event file exists: torchrun's log is where this shows
-        print(f"bench_kernels.ddp: {exc}", file=sys.stderr)
+    spec = read_launch_spec(args.spec, "bench_kernels.ddp")
+    if spec is None:
         return 2
-    _die_with_parent()
+    die_with_parent()
     if spec.device == "cpu":  # Kineto's start and stop lines, and its "gpuGetDeviceCount failed", in every CPU trace
         os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     binding = bind_cores(spec, int(os.environ.get("LOCAL_RANK", "0")))  # before torch starts its threads
-    signal.signal(signal.SIGTERM, _on_signal)
-    signal.signal(signal.SIGINT, _on_signal)
+    raise_on_stop_signals(Terminated)
     try:
         worker = Worker(spec)
     except OSError as exc:  # its events file cannot even be opened (the directory removed, read-only)
         where = exc.filename or spec.events_dir
-        print(f"{UNWRITABLE_MARK}rank {os.environ.get('RANK', '0')}: {describe_os_error(exc, where)}", file=sys.stderr)
+        report_unwritable(os.environ.get("RANK", "0"), describe_os_error(exc, where))
         return 1
     worker.binding = binding
     try:
         return _run(worker, spec)
     except EventsUnwritable as exc:  # a full disk, a quota, the directory read-only or gone: say so where it can be read
-        print(f"{UNWRITABLE_MARK}rank {worker.rank}: {exc}", file=sys.stderr, flush=True)
+        report_unwritable(worker.rank, str(exc))
         with contextlib.suppress(Exception):
             worker.writer.close()
         return 1
@@ -498,18 +479,6 @@ def _run(worker: "Worker", spec: LaunchSpec) -> int:
     with contextlib.suppress(Exception):
         worker.dist.destroy_process_group()
     return 0
-
-
-def exit_without_teardown() -> None:
-    """Leave with 0 and skip the interpreter's teardown, once the rank has finished: every event is written
-    and closed by now and the process group destroyed. The C++ objects torch and gloo leave to static
-    destructors have been seen to abort such a rank ("terminate called without an active exception",
-    SIGABRT), which its torchrun agent then reports as a failed launch. A failing rank exits the usual way:
-    the order in which ranks die is how the root cause of a failure is told from its echoes."""
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing more to say there anyway
-            stream.flush()
-    os._exit(0)
 
 
 if __name__ == "__main__":

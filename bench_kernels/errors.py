@@ -19,13 +19,14 @@ def one_line(exc: BaseException, limit: int = 300) -> str:
     return f"{type(exc).__name__}: {text[:limit]}" + ("…" if len(text) > limit else "")
 
 
-def error_fields(exc: BaseException) -> dict[str, Any]:
-    """The fields of the ``error`` event that reports ``exc``, its configuration and phase left to the caller."""
+def error_fields(exc: BaseException, hint: str = "") -> dict[str, Any]:
+    """The fields of the ``error`` event that reports ``exc`` (``hint`` first in its message: what fixes it,
+    where the caller knows), its configuration and phase left to the caller."""
     return {
         "error_type": type(exc).__name__,
-        "message": (unused_parameter_hint(exc) + str(exc))[:2000],
+        "message": (hint + str(exc))[:2000],
         "traceback": "".join(traceback.format_exception(exc))[-8000:],
-        "oom": _is_oom(exc),
+        "oom": is_oom(exc),
     }
 
 
@@ -41,7 +42,7 @@ def unused_parameter_hint(exc: BaseException) -> str:
             "(ddptop.protocol.workload). ")
 
 
-def _is_oom(exc: BaseException) -> bool:
+def is_oom(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError):
         return True
     if type(exc).__name__ == "OutOfMemoryError":

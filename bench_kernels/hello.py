@@ -56,10 +56,15 @@ def _version(package: str) -> str | None:
 
 
 def hello_fields(torch: Any, spec: LaunchSpec, device: Any, rank: int, world_size: int, local_rank: int,
-                 binding: tuple[str, list[int] | None]) -> dict[str, Any]:
+                 binding: tuple[str, list[int] | None], name_device: bool = True) -> dict[str, Any]:
     """The fields of the rank's ``hello``, said once the process group has formed; ``binding`` is
-    ``bind_cores``' answer."""
+    ``bind_cores``' answer. Without ``name_device`` a GPU's name is not read (reading it starts CUDA, which a
+    user's script must start itself)."""
     cuda = device.type == "cuda"
+    if cuda:
+        device_name = torch.cuda.get_device_name(device) if name_device else None
+    else:
+        device_name = platform.processor() or "cpu"
     return dict(
         world_size=world_size,
         local_rank=local_rank,
@@ -67,7 +72,7 @@ def hello_fields(torch: Any, spec: LaunchSpec, device: Any, rank: int, world_siz
         host=socket.gethostname(),
         pid=os.getpid(),
         device=str(device),
-        device_name=torch.cuda.get_device_name(device) if cuda else platform.processor() or "cpu",
+        device_name=device_name,
         backend=spec.backend,
         threads=torch.get_num_threads(),
         binding=binding[0],

@@ -165,6 +165,46 @@ def _finite(value: float) -> float | None:
     return value if math.isfinite(value) else None
 
 
+class PrecisionLooks:
+    """The looks ``measure_until_precise`` takes after each block of measured steps, apart from the loop that
+    runs the steps, so that a loop it does not drive (a user's training script: ``bench_kernels.script_probe``)
+    stops by the same rule: run ``count`` steps (streamed to ``stream``), then call ``after_block`` with the
+    phase's elapsed seconds: the stop reason, or None and the next block's ``count``."""
+
+    def __init__(self, rule: StopRule, stream: SampleStream, agree: Agree = alone) -> None:
+        self.rule, self.stream, self.agree = rule, stream, agree
+        self.done, self.count = 0, min(rule.block, rule.max_iters)
+        stream.total = max(rule.min_iters, self.count)
+        self.precise_before = False
+        self.width: float | None = None  # this rank's relative half-width at the last look
+        self.widest = math.inf  # the widest of every rank's at the last look
+
+    def after_block(self, elapsed: float) -> str | None:
+        """After each block, every rank agrees on the widest relative half-width of its median, the longest
+        elapsed time and the slowest median step; all stop together when the widest is within the precision
+        (once ``min_iters`` are measured), at ``max_iters``, or once ``max_time`` is spent."""
+        rule, stream = self.rule, self.stream
+        self.done += self.count
+        done = self.done
+        self.width = relative_half_width(stream.recorded) if done >= rule.min_iters else None
+        median = statistics.median(stream.recorded)
+        self.widest, longest, slowest = self.agree([math.inf if self.width is None else self.width, elapsed, median])
+        precise = done >= rule.min_iters and self.widest <= rule.precision
+        # Stopping at the first look within the target would stop on a lucky dip (the estimate is
+        # noisy too): it must hold at two looks in a row, and the final interval then meets the target
+        # in most runs (tests/test_kernels.py measures it against the bootstrap's).
+        if precise and self.precise_before:
+            return PRECISION
+        if done >= rule.max_iters:
+            return MAX_ITERS
+        if longest >= rule.max_time:
+            return MAX_TIME
+        self.precise_before = precise
+        self.count = _next_block(rule.block, done, rule.max_iters, rule.max_time - longest, slowest)
+        stream.total = _projected(done, self.count, self.widest, rule, rule.max_time - longest, slowest)
+        return None
+
+
 def measure_until_precise(
     step: Callable[[], None],
     rule: StopRule,
@@ -172,43 +212,19 @@ def measure_until_precise(
     agree: Agree = alone,
     fault: InjectedFault | None = None,
 ) -> AdaptiveTiming:
-    """``--iters auto``: measure in blocks; after each, every rank agrees on the widest relative half-width
-    of its median, the longest elapsed time and the slowest median step, and all stop together when the
-    widest is within ``rule.precision`` (once ``min_iters`` are measured), at ``max_iters``, or once
-    ``max_time`` is spent. ``stream.total`` (the samples' ``of``) is kept at the projected step count."""
+    """``--iters auto``: measure in blocks until the median is precise enough on every rank, or a limit is
+    reached (``PrecisionLooks``). ``stream.total`` (the samples' ``of``) is kept at the projected step count."""
     clock = time.perf_counter
-    inf = math.inf
     with _sending_on_failure(stream):
         phase_start = clock()
-        done, count = 0, min(rule.block, rule.max_iters)
-        stream.total = max(rule.min_iters, count)
-        precise_before = False
-        while True:
-            _timed_steps(step, done, count, stream, fault)
-            done += count
-            width = relative_half_width(stream.recorded) if done >= rule.min_iters else None
-            median = statistics.median(stream.recorded)
-            elapsed = clock() - phase_start
-            widest, longest, slowest = agree([inf if width is None else width, elapsed, median])
-            precise = done >= rule.min_iters and widest <= rule.precision
-            # Stopping at the first look within the target would stop on a lucky dip (the estimate is
-            # noisy too): it must hold at two looks in a row, and the final interval then meets the target
-            # in most runs (tests/test_kernels.py measures it against the bootstrap's).
-            if precise and precise_before:
-                reason = PRECISION
-            elif done >= rule.max_iters:
-                reason = MAX_ITERS
-            elif longest >= rule.max_time:
-                reason = MAX_TIME
-            else:
-                precise_before = precise
-                count = _next_block(rule.block, done, rule.max_iters, rule.max_time - longest, slowest)
-                stream.total = _projected(done, count, widest, rule, rule.max_time - longest, slowest)
-                continue
-            break
+        looks = PrecisionLooks(rule, stream, agree)
+        reason = None
+        while reason is None:
+            _timed_steps(step, looks.done, looks.count, stream, fault)
+            reason = looks.after_block(clock() - phase_start)
         elapsed = clock() - phase_start
-    _close(stream, done)
-    return AdaptiveTiming(elapsed, stream.recorded, reason, width, _finite(widest))
+    _close(stream, looks.done)
+    return AdaptiveTiming(elapsed, stream.recorded, reason, looks.width, _finite(looks.widest))
 
 
 @contextlib.contextmanager

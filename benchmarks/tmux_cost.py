@@ -7,6 +7,7 @@ counts: a frame whose cost grows with the steps or the telemetry held shows here
 then reads the ddptop process's own user+system CPU over ``--seconds`` (psutil; its rank excluded).
 
     python benchmarks/tmux_cost.py [--rounds 2] [--settle 20] [--seconds 30] [--scenarios tmux,pty,headless]
+                                   [--fps F]   (the live view's frame rate; default: ddptop's)
 
 The goal: the live view within 2 points of a core of headless, in tmux as in a bare terminal.
 """
@@ -43,9 +44,12 @@ def ddptop_pid(out: str) -> int | None:
     return None
 
 
+FRAMES: list[str] = []  # --fps F for the live view, where given
+
+
 def in_tmux(out: str, env: dict, settle: float, seconds: float) -> float:
     session = f"ddptop-cost-{os.getpid()}"
-    command = " ".join([sys.executable, "-m", "ddptop", "run", "--out", out, *SWEEP])
+    command = " ".join([sys.executable, "-m", "ddptop", "run", "--out", out, *FRAMES, *SWEEP])
     settings = [f"{k}={v}" for k, v in env.items() if k in ("PYTHONPATH", "DDPTOP_FAKE_NVML")]
     subprocess.run(["tmux", "new-session", "-d", "-s", session, "-x", "160", "-y", "50",
                     f"env {' '.join(settings)} {command}"], cwd=REPO, check=True)
@@ -60,7 +64,7 @@ def in_tmux(out: str, env: dict, settle: float, seconds: float) -> float:
 
 
 def in_bare_pty(out: str, env: dict, settle: float, seconds: float) -> float:
-    return in_pty([sys.executable, "-m", "ddptop", "run", "--out", out, *SWEEP], (160, 50), seconds,
+    return in_pty([sys.executable, "-m", "ddptop", "run", "--out", out, *FRAMES, *SWEEP], (160, 50), seconds,
                   lambda: measuring(out), env, settle)[0]
 
 
@@ -86,8 +90,11 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=20.0, help="seconds after the measured steps begin")
     parser.add_argument("--seconds", type=float, default=30.0, help="length of each measured window")
     parser.add_argument("--scenarios", default="tmux,pty,headless")
+    parser.add_argument("--fps", type=float, help="the live view's frames per second (default: ddptop's)")
     add_json_option(parser)
     args = parser.parse_args()
+    if args.fps:
+        FRAMES[:] = ["--fps", f"{args.fps:g}"]
     names = [n for n in args.scenarios.split(",") if n]
     if "tmux" in names and shutil.which("tmux") is None:
         raise SystemExit("tmux is not installed")

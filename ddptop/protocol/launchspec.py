@@ -84,6 +84,9 @@ class RunConfig(ConfigFields):
     # intra-op threads of each rank in a thread sweep (--threads), each its own launch; 0: the launch's
     # threads_per_rank, the plan's default share of the cores
     threads: int = 0
+    # a user's script (bench_kernels.script_probe): run it to its own end instead of ending it after the planned
+    # warm-up and measured steps (the steps past them are measured and streamed all the same)
+    script_to_end: bool = False
 
     @property
     def adaptive(self) -> bool:

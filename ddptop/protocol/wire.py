@@ -45,12 +45,16 @@ EVENT_FIELDS: dict[str, tuple[tuple[str, frozenset | None, bool], ...]] = {
     "config_start": _COMMON + (("config_id", _STR, True), ("warmup", _INT | _NONE, False),
                                ("iters", _INT | _NONE, False), ("time_budget", _NUMBERS | _NONE, False),
                                ("round", _INT, False)),
+    # data_wait/examples/tokens: a user's script's steps (bench_kernels.script_probe), one value per step of sec
     "samples": _COMMON + (("config_id", _STR, True), ("phase", _STR, True), ("first_iter", _INT, True),
-                          ("sec", _LIST, True), ("of", _INT | _NONE, False), ("round", _INT, False)),
-    # round/last: a configuration measured in several rounds ends each round, then itself (last: true)
+                          ("sec", _LIST, True), ("of", _INT | _NONE, False), ("round", _INT, False),
+                          ("data_wait", _LIST, False), ("examples", _LIST, False), ("tokens", _LIST, False)),
+    # round/last: a configuration measured in several rounds ends each round, then itself (last: true);
+    # ended_by/note/script: a user's script's configuration (bench_kernels.script_probe)
     "config_end": _COMMON + (("config_id", _STR, True), ("status", _STR, True), ("round", _INT, False),
                              ("last", _BOOL, False), ("warmup_iters", _INT | _NONE, False),
-                             ("precision_reached", _NUMBERS | _NONE, False), ("unstable", _BOOL, False)),
+                             ("precision_reached", _NUMBERS | _NONE, False), ("unstable", _BOOL, False),
+                             ("ended_by", _STR, False), ("note", _STR | _NONE, False), ("script", _DICT, False)),
     # phase "analysis": the communication analysis failed after its configuration ended (the steps stand)
     "error": _COMMON + (("error_type", None, True), ("message", None, True), ("traceback", None, True),
                         ("oom", None, True), ("phase", _STR, False)) + _ANY_CONFIG,
@@ -84,6 +88,10 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
     for event_type, fields in EVENT_FIELDS.items()
 }
 SAMPLE_PHASES = frozenset({Phase.WARMUP, Phase.MEASURE, Phase.NOSYNC})
+# a samples event's lists beside sec, one value per step: (field, whether each value must be an integer)
+STEP_LISTS = (("data_wait", False), ("examples", True), ("tokens", False))
+# config_end.ended_by: who ended a user's script
+ENDED_BY_DDPTOP, ENDED_BY_SCRIPT = "ddptop", "script"
 
 
 class MalformedEvent(ValueError):
@@ -185,9 +193,23 @@ def validate(event: Any) -> dict[str, Any]:
             raise MalformedEvent(f"{event_type}.sec is not a list of non-negative numbers")
         if event_type == "collective" and event["bytes"] <= 0:
             raise MalformedEvent("collective.bytes is not a positive integer")
-    if event_type == "samples" and event["phase"] not in SAMPLE_PHASES:
-        raise MalformedEvent(f"unknown phase {event['phase']!r}")
+    if event_type == "samples":
+        if event["phase"] not in SAMPLE_PHASES:
+            raise MalformedEvent(f"unknown phase {event['phase']!r}")
+        for name, integers in STEP_LISTS:
+            if name in event:
+                _check_step_list(event, name, integers)
     return event
+
+
+def _check_step_list(event: dict[str, Any], name: str, integers: bool) -> None:
+    """A list beside ``sec``: one non-negative number (integer where ``integers``) per step."""
+    values = event[name]
+    if len(values) != len(event["sec"]):
+        raise MalformedEvent(f"samples.{name} has {len(values)} values for {len(event['sec'])} steps")
+    if values and (not set(map(type, values)) <= (_INT if integers else _NUMBERS) or min(values) < 0):
+        kind = "integers" if integers else "numbers"
+        raise MalformedEvent(f"samples.{name} is not a list of non-negative {kind}")
 
 
 def open_private_append(path: str) -> int:

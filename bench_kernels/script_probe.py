@@ -1,0 +1,733 @@
+"""A user's training script, unchanged, measured as a rank of a ddptop launch.
+
+    python -m torch.distributed.run --nproc-per-node N -m bench_kernels.script_probe --spec launch.json -- train.py ARGS...
+    python -m torch.distributed.run --nproc-per-node N -m bench_kernels.script_probe --spec launch.json -- -m pkg.mod ARGS...
+
+The rank reads its launch spec (one configuration: ``configs[0]``), says ``hello`` and ``config_start`` as
+``bench_kernels.ddp`` does, then runs the script as ``__main__`` in this same process (``sys.argv`` the script
+and its arguments, its folder first on ``sys.path``, as ``python train.py`` does), so torchrun's environment
+(RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR, ...) is the script's. Before it starts, the probe hooks public torch
+API only:
+
+- a training step ends at the optimizer's step (``torch.optim.optimizer.register_optimizer_step_post_hook``):
+  the post-hook of the optimizer that stepped first in the run (others stepping between are part of the same
+  step). Where CUDA is in use the step's end is taken after ``torch.cuda.synchronize()``, as ddptop's kernel
+  does: the host no longer runs ahead into the next step while the GPU finishes this one, so a script whose
+  host work overlapped the GPU's runs a little slower measured than alone;
+- every wait for a batch of a ``torch.utils.data.DataLoader`` is timed (``DataLoader.__iter__`` replaced by one
+  that wraps the iterator the original returns), the start of each pass over a loader included;
+- each step's examples are the leading dimension of the first tensor of every batch drawn since the step
+  before (``bench_kernels.sources.batch_tensors``), so gradient accumulation counts every micro-batch;
+- ``torch.multiprocessing.spawn`` and ``start_processes`` are counted: a script that starts its own processes
+  trains in them, out of the probe's sight.
+
+``ddptop_probe`` (the repository's top-level module) lets a script mark its steps and batches itself where the
+hooks cannot see them: marks of its own win over the optimizer's. The probe's step times run from one step's
+end to the next, with its own work between steps (streaming, flushing, the ranks' agreement) left out, and
+stream as ``samples`` events with ``data_wait``, ``examples`` and ``tokens`` beside ``sec``.
+
+After the plan's warm-up (``warmup`` steps; ``DEFAULT_WARMUP`` for auto; at least one, as the first step holds
+the script's own setup) and measured steps (``iters``; for auto the kernel's precision rule, agreed between
+blocks by one small all_reduce where the script's process group has the launch's size; a time budget's count)
+the post-hook raises ``ProbeStop`` at the same step on every rank, so none is left inside a collective; with
+``script_to_end`` the script runs to its own end instead. If the probe's own code fails, it turns itself off
+and the script trains on untouched; ``config_end`` says what was lost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import contextlib
+import functools
+import gc
+import os
+import runpy
+import sys
+import time
+import traceback
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import ddptop_probe
+from bench_kernels.errors import error_fields, one_line
+from bench_kernels.hello import bind_cores, hello_fields
+from bench_kernels.rank_process import (die_with_parent, events_writer, exit_without_teardown, max_rss_bytes,
+                                       raise_on_stop_signals, read_launch_spec, report_unwritable)
+from bench_kernels.sources import batch_tensors
+from bench_kernels.timing import FIXED, LIMITS, TIME_BUDGET, Agree, PrecisionLooks, SampleStream, StopRule, alone, budget_iterations
+from ddptop.protocol.config_fields import config_fields
+from ddptop.protocol.devices import apply_rank_device
+from ddptop.protocol.launchspec import LaunchSpec, RunConfig
+from ddptop.protocol.precision import relative_half_width
+from ddptop.protocol.storage import describe_os_error
+from ddptop.protocol.vocab import STOPPED_EXIT, Phase, Status
+from ddptop.protocol.wire import ENDED_BY_DDPTOP, ENDED_BY_SCRIPT, EventsUnwritable, EventWriter
+
+PROGRAM = "bench_kernels.script_probe"
+DEFAULT_WARMUP = 5  # warm-up steps for --warmup auto: a script's steps cannot be run again to find a steady one
+# --iters auto where the ranks cannot agree between blocks (no process group of the launch's size): a fixed count
+FALLBACK_ITERS = 50
+SCRIPT_ENDED = "script"
+# Seconds between the rank's writes of its events, at least: a script pays for each write between its steps (a
+# JSON event and an os.write, about 250 µs with the caches cold after a step), 25 µs a step of 10 ms when written
+# every 0.1 s, the launch's usual interval; about 5 µs at this one (benchmarks/probe_cost.py).
+SCRIPT_FLUSH_INTERVAL = 0.5
+_clock = time.perf_counter  # config_end.stop_reason when the script ended before the planned steps, or ran to its end
+
+
+class ProbeStop(BaseException):
+    """Raised at the end of the last planned step to end the script there: a BaseException, so that the script's
+    own ``except Exception`` lets it through."""
+
+
+class ScriptStopped(BaseException):
+    """SIGTERM or SIGINT arrived while the script ran (torchrun shutting the group down): a BaseException for
+    the same reason as ``ProbeStop``."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """What the probe runs: a script file or a module, with its arguments."""
+
+    path: str | None
+    module: str | None
+    args: tuple[str, ...]
+
+    @property
+    def argv(self) -> list[str]:
+        """``sys.argv`` as the script sees it (runpy puts a module's file in ``argv[0]``)."""
+        return [self.module if self.module is not None else str(self.path), *self.args]
+
+    @property
+    def command(self) -> list[str]:
+        """What came after ``--``."""
+        return ["-m", *self.argv] if self.module is not None else self.argv
+
+
+def parse_command(argv: list[str]) -> tuple[str, Target]:
+    """``--spec launch.json -- train.py ARGS...`` or ``--spec launch.json -- -m pkg.mod ARGS...``."""
+    parser = argparse.ArgumentParser(prog=f"python -m {PROGRAM}", description=__doc__.splitlines()[0],
+                                     usage=f"python -m {PROGRAM} --spec launch.json -- (script.py | -m module) [args ...]")
+    parser.add_argument("--spec", required=True, help="launch spec JSON written by ddptop")
+    if "--" not in argv:
+        parser.error("the script comes after --")
+    cut = argv.index("--")
+    options, command = argv[:cut], argv[cut + 1:]
+    spec_path = parser.parse_args(options).spec
+    if not command or (command[0] == "-m" and len(command) < 2):
+        parser.error("no script (or -m module) after --")
+    if command[0] == "-m":
+        return spec_path, Target(None, command[1], tuple(command[2:]))
+    return spec_path, Target(command[0], None, tuple(command[1:]))
+
+
+def run_target(target: Target) -> None:
+    """Run the script as ``__main__`` here, as ``python train.py ARGS`` (or ``python -m pkg.mod ARGS``) would."""
+    if target.module is not None:
+        sys.argv = target.argv
+        runpy.run_module(target.module, run_name="__main__", alter_sys=True)
+        return
+    assert target.path is not None
+    path = os.path.abspath(target.path)
+    sys.argv = target.argv
+    sys.path[0] = os.path.dirname(path)  # python puts the script's folder first, not the working directory
+    runpy.run_path(path, run_name="__main__")
+
+
+def batch_examples(batch: Any, tensor: type | None = None) -> int | None:
+    """The examples of one batch: the leading dimension of its first tensor (a tensor, or one inside a tuple,
+    list, dict, dataclass or namedtuple); None where it holds no tensor with a leading dimension. ``tensor``:
+    torch.Tensor, where the caller holds it."""
+    if tensor is None:
+        import torch
+
+        tensor = torch.Tensor
+    # the usual (inputs, labels) without the walk over the whole batch: this runs for every batch
+    first = batch[0] if isinstance(batch, (tuple, list)) and batch else batch
+    if not isinstance(first, tensor):
+        tensors = batch_tensors(batch)
+        first = tensors[0] if tensors else None
+    if first is None or first.dim() == 0:
+        return None
+    return int(first.shape[0])
+
+
+def _non_negative(value: Any, kind: type) -> Any:
+    """A count a script passed to ``ddptop_probe.step``, as ``kind``; None where it is no such count."""
+    try:
+        count = kind(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return count if count >= 0 else None
+
+
+class StepStream(SampleStream):
+    """One phase's steps, each with what the probe saw of it beside its seconds: its wait for batches, its
+    examples and its tokens (None where not known). Sent as SampleStream's are, at most every flush interval; a
+    run of steps that know different things goes in events of its own, so each list lines up with ``sec``."""
+
+    LISTS = ("data_wait", "examples", "tokens")
+
+    def __init__(self, writer: EventWriter, config_id: str, phase: str, total: int | None,
+                 round_index: int | None) -> None:
+        super().__init__(writer, config_id, phase, 0, round_index)
+        self.total: int | None = total  # type: ignore[assignment]  # None: the script decides (script_to_end)
+        self.beside: tuple[list[Any], list[Any], list[Any]] = ([], [], [])  # pending steps' values of LISTS
+        self.known: list[int] = []  # per pending step: which of them it has, one bit each
+
+    def add_step(self, seconds: float, data_wait: float | None, examples: int | None, tokens: float | None) -> None:
+        waits, counts, token_counts = self.beside
+        waits.append(data_wait)
+        counts.append(examples)
+        token_counts.append(tokens)
+        self.known.append((data_wait is not None) + 2 * (examples is not None) + 4 * (tokens is not None))
+        self.add(seconds)
+
+    def send(self) -> None:
+        pending, known = self.pending, self.known
+        if not pending:
+            return
+        start = 0
+        for end in range(1, len(pending) + 1):
+            if end == len(pending) or known[end] != known[start]:
+                self._emit(start, end)
+                start = end
+        self.sent += len(pending)
+        self.pending, self.known, self.beside = [], [], ([], [], [])
+
+    def _emit(self, start: int, end: int) -> None:
+        lists = {name: values[start:end] for name, values in zip(self.LISTS, self.beside) if values[start] is not None}
+        self.writer.emit("samples", config_id=self.config_id, phase=self.phase, first_iter=self.sent + start,
+                         of=self.total, sec=self.pending[start:end], **lists,
+                         **({} if self.round is None else {"round": self.round}))
+
+    def close(self) -> None:
+        """The phase is over: its count is what ran, and its last steps reach the file now."""
+        self.total = len(self.recorded)
+        self.send()
+        self.writer.flush()
+
+
+class TimedBatches:
+    """The iterator of a DataLoader (or of ``ddptop_probe.batches``) with every wait for a batch timed: from
+    before ``next()`` to its return. The batch, StopIteration and the loader's own errors pass unchanged."""
+
+    __slots__ = ("_iterator", "_probe")
+
+    def __init__(self, iterator: Iterator[Any], probe: ScriptProbe) -> None:
+        self._iterator = iterator
+        self._probe = probe
+
+    def __iter__(self) -> TimedBatches:
+        return self
+
+    def __next__(self) -> Any:
+        probe = self._probe
+        if not probe.timing_batches:
+            return next(self._iterator)
+        start = _clock()
+        batch = next(self._iterator)
+        probe.batch_drawn(start, _clock(), batch)
+        return batch
+
+    def __len__(self) -> int:
+        return len(self._iterator)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> Any:  # what a script reads of the loader's own iterator
+        if name in TimedBatches.__slots__:  # not set yet (a copy in the making): not the iterator's to answer
+            raise AttributeError(name)
+        return getattr(self._iterator, name)
+
+
+class ExplicitStep:
+    """``ddptop_probe.step()``'s context manager: the step ends when the block does, unless it raised."""
+
+    __slots__ = ("_probe", "_examples", "_tokens")
+
+    def __init__(self, probe: ScriptProbe, examples: int | None, tokens: float | None) -> None:
+        self._probe, self._examples, self._tokens = probe, examples, tokens
+
+    def __enter__(self) -> ExplicitStep:
+        self._probe.explicit = True  # the script marks its steps: the optimizer's no longer do
+        return self
+
+    def __exit__(self, kind: Any, value: Any, tb: Any) -> None:
+        if kind is None:
+            self._probe.end_step(self._examples, self._tokens)
+
+
+class ScriptProbe:
+    """What the probe hooks in the script's process and what it makes of it: step boundaries, batch waits and
+    examples, the warm-up and measured phases, when to end the script, and what it saw of the script."""
+
+    def __init__(self, torch: Any, writer: EventWriter, cfg: RunConfig, world_size: int) -> None:
+        self.torch = torch
+        self.tensor = torch.Tensor
+        self.cuda_in_use = torch.cuda.is_initialized
+        self.writer = writer
+        self.cfg = cfg
+        self.world_size = world_size  # the launch's
+        self.started = time.perf_counter()
+        self.last_end = self.started  # the previous step's end (the first step runs from the script's start)
+        round_index = cfg.round if cfg.rounds > 1 else None
+        self.warmup_steps = max(1, DEFAULT_WARMUP if cfg.warmup is None else cfg.warmup)
+        self.warmup = StepStream(writer, cfg.config_id, Phase.WARMUP, self.warmup_steps, round_index)
+        self.measure = StepStream(writer, cfg.config_id, Phase.MEASURE, None, round_index)
+        self.measuring = False
+        self.measure_started = 0.0
+        self.planned: int | None = None  # measured steps to run (None: the precision rule's looks, or to the end)
+        self.looks: PrecisionLooks | None = None
+        self.stop_reason = SCRIPT_ENDED
+        self.stopping = False  # the planned steps are done: every later step boundary ends the script again
+        # the step in progress: what its batches waited and held
+        self.wait_s = 0.0
+        self.examples = 0
+        self.uncounted = False
+        self.said_uncounted = False
+        self.batches_seen = False  # a timed iterator gave a batch in this run: waits and examples are known
+        self.timing_batches = True  # off once timing or counting a batch failed
+        self.off: str | None = None  # why the probe turned itself off (the script ran on untouched)
+        self.notes: list[str] = []
+        # what the probe saw of the script
+        self.marker: weakref.ref[Any] | None = None  # the optimizer whose step ends a training step
+        self.explicit = False
+        self.optimizer_steps = 0
+        self.spawned = 0
+        self.process_group: bool | None = None  # at the first step
+        self.group_world_size: int | None = None
+        self.device_name: str | None = None
+        self.probe_s = 0.0  # the probe's own work: at step ends and around each batch
+        self._undo: list[Callable[[], None]] = []
+
+    # -- installing -----------------------------------------------------------------------------------------
+    def install(self) -> None:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        handle = register_optimizer_step_post_hook(self.after_optimizer_step)
+        self._undo.append(handle.remove)
+        self._time_loaders()
+        self._count_spawns()
+        ddptop_probe.register(self)
+        self._undo.append(functools.partial(ddptop_probe.register, None))
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    def _time_loaders(self) -> None:
+        from torch.utils.data import DataLoader
+
+        original = DataLoader.__dict__["__iter__"]
+
+        @functools.wraps(original)
+        def timed_iter(loader: Any) -> Any:
+            if not self.timing_batches:
+                return original(loader)
+            start = time.perf_counter()
+            iterator = original(loader)  # starting a pass (its workers, say) is a wait for data too
+            self.wait_s += time.perf_counter() - start
+            return TimedBatches(iterator, self)
+
+        DataLoader.__iter__ = timed_iter  # type: ignore[method-assign]
+        self._undo.append(functools.partial(setattr, DataLoader, "__iter__", original))
+
+    def _count_spawns(self) -> None:
+        import torch.multiprocessing as multiprocessing
+
+        for name in ("spawn", "start_processes"):
+            original = getattr(multiprocessing, name, None)
+            if original is None:
+                continue
+
+            def counted(*args: Any, _original: Callable[..., Any] = original, **kwargs: Any) -> Any:
+                self.spawned += 1
+                return _original(*args, **kwargs)
+
+            setattr(multiprocessing, name, functools.wraps(original)(counted))
+            self._undo.append(functools.partial(setattr, multiprocessing, name, original))
+
+    # -- what ddptop_probe offers the script ----------------------------------------------------------------
+    def batches(self, iterable: Iterable[Any]) -> Iterable[Any]:
+        if self.off is not None:
+            return iterable
+        iterator = iter(iterable)
+        return iterator if isinstance(iterator, TimedBatches) else TimedBatches(iterator, self)
+
+    def step(self, examples: int | None, tokens: float | None) -> Any:
+        if self.off is not None:
+            return contextlib.nullcontext()
+        return ExplicitStep(self, examples, tokens)
+
+    # -- batches --------------------------------------------------------------------------------------------
+    def batch_drawn(self, asked: float, drawn: float, batch: Any) -> None:
+        """A batch asked for at ``asked`` came at ``drawn`` (perf_counter): the step's wait and examples. A failure
+        here turns the timing and counting of batches off, never the batch."""
+        try:
+            self.wait_s += drawn - asked
+            self.batches_seen = True
+            examples = batch_examples(batch, self.tensor)
+            if examples is None:
+                if not self.said_uncounted:
+                    self.said_uncounted = True
+                    self.notes.append(f"examples not counted: a batch of type {type(batch).__name__} holds no "
+                                      "tensor with a leading dimension")
+                self.uncounted = True
+            else:
+                self.examples += examples
+        except Exception as exc:  # noqa: BLE001 - the probe fails open: the script keeps its batch
+            self.timing_batches = False
+            self.batches_seen = False
+            self.notes.append(f"batch waits and examples not measured from step {self._step_number()} on: "
+                              f"timing a batch of type {type(batch).__name__} failed: {one_line(exc)}")
+        self.probe_s += _clock() - drawn
+
+    # -- step ends ------------------------------------------------------------------------------------------
+    def after_optimizer_step(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
+        self.optimizer_steps += 1
+        if self.explicit or self.off is not None:
+            return
+        marker = self.marker() if self.marker is not None else None
+        if marker is None:  # the first to step, or the next once that one is gone (a script that makes a new one)
+            self.marker = weakref.ref(optimizer)
+        elif marker is not optimizer:
+            return  # another optimizer of the same step
+        self.end_step(None, None)
+
+    def end_step(self, examples: int | None, tokens: float | None) -> None:
+        """A training step ended: record it, and end the script where the plan's steps are done (``ProbeStop``).
+        A failure of the probe's own turns it off and lets the script go on."""
+        if self.off is not None:
+            return
+        if self.stopping:
+            raise ProbeStop("the planned steps are done")  # the script went on past the stop: end it again
+        try:
+            stop = self._record(examples, tokens)
+        except Exception as exc:  # noqa: BLE001 - the probe fails open
+            self.off = f"the probe failed at step {self._step_number()} and stopped measuring: {one_line(exc)}"
+            self.timing_batches = False
+            print(f"{PROGRAM}: {self.off}; the script runs on untouched", file=sys.stderr, flush=True)
+            return
+        if stop:
+            self.stopping = True
+            raise ProbeStop("the planned steps are done")
+
+    def _step_number(self) -> int:
+        return len(self.warmup.recorded) + len(self.measure.recorded) + 1
+
+    def _record(self, examples: int | None, tokens: float | None) -> bool:
+        if self.cuda_in_use():
+            self.torch.cuda.synchronize()  # the step's end on the GPU, not the host's
+        ended = _clock()
+        seconds = ended - self.last_end
+        if examples is not None:
+            examples = _non_negative(examples, int)
+        elif self.batches_seen and not self.uncounted:
+            examples = self.examples
+        data_wait = self.wait_s if self.batches_seen else None
+        tokens = _non_negative(tokens, float) if tokens is not None else None
+        self.wait_s, self.examples, self.uncounted = 0.0, 0, False
+        if self.process_group is None:
+            self._first_step()
+        if self.measuring:
+            self.measure.add_step(seconds, data_wait, examples, tokens)
+            stop = self._measured_enough()
+        else:
+            self.warmup.add_step(seconds, data_wait, examples, tokens)
+            stop = len(self.warmup.recorded) >= self.warmup_steps and self._start_measuring()
+        self.last_end = _clock()  # the probe's own work is no part of the next step
+        self.probe_s += self.last_end - ended
+        return stop
+
+    def _first_step(self) -> None:
+        dist = self.torch.distributed
+        self.process_group = bool(dist.is_available() and dist.is_initialized())
+        self.group_world_size = dist.get_world_size() if self.process_group else None
+        if self.torch.cuda.is_initialized():
+            self.device_name = self.torch.cuda.get_device_name(self.torch.cuda.current_device())
+
+    def _start_measuring(self) -> bool:
+        """The warm-up is over: how many steps to measure. Whether none are (the script ends now)."""
+        cfg = self.cfg
+        self.warmup.close()
+        self.measuring = True
+        self.measure_started = time.perf_counter()
+        if cfg.script_to_end:
+            return False
+        agree = self._agreement()
+        if cfg.time_budget or cfg.iters is not None:
+            if cfg.time_budget and agree is not None:
+                own = budget_iterations(cfg.time_budget, self.warmup.recorded)
+                self.planned, self.stop_reason = int(agree([float(own)])[0]), TIME_BUDGET
+            elif cfg.time_budget:
+                self.planned, self.stop_reason = self._unagreed("a time budget's")
+            else:
+                self.planned, self.stop_reason = cfg.iters, FIXED
+        elif agree is not None:
+            rule = StopRule(cfg.precision, cfg.min_iters, cfg.max_iters, cfg.max_time_per_config)
+            self.looks = PrecisionLooks(rule, self.measure, agree)
+        else:
+            self.planned, self.stop_reason = self._unagreed("--iters auto's")
+        if self.planned is not None:
+            self.measure.total = self.planned
+            if self.planned <= 0:
+                self.measure.close()
+                return True
+        return False
+
+    def _unagreed(self, what: str) -> tuple[int, str]:
+        self.notes.append(f"{FALLBACK_ITERS} measured steps instead of {what} count: the ranks had no process group "
+                          f"of the launch's {self.world_size} ranks to agree on it in")
+        return FALLBACK_ITERS, FIXED
+
+    def _measured_enough(self) -> bool:
+        if self.cfg.script_to_end:
+            return False
+        done = len(self.measure.recorded)
+        if self.looks is not None:
+            if done < self.looks.done + self.looks.count:
+                return False
+            reason = self.looks.after_block(time.perf_counter() - self.measure_started)
+            if reason is None:
+                return False
+            self.stop_reason = reason
+        elif self.planned is None or done < self.planned:
+            return False
+        self.measure.close()
+        return True
+
+    def _agreement(self) -> Agree | None:
+        """How the ranks agree on when to stop: a MAX all_reduce over the script's process group where it holds
+        the launch's ranks, between blocks (every rank ends the same step at the same look); a rank alone by
+        itself; None where they cannot."""
+        if self.world_size == 1:
+            return alone
+        torch = self.torch
+        dist = torch.distributed
+        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() != self.world_size:
+            return None
+        backend = str(dist.get_backend())
+        on_cpu = "gloo" in backend or "nccl" not in backend
+        device = torch.device("cpu") if on_cpu else torch.device("cuda", torch.cuda.current_device())
+
+        def agree(values: list[float]) -> list[float]:
+            figures = torch.tensor(values, dtype=torch.float64, device=device)
+            dist.all_reduce(figures, op=dist.ReduceOp.MAX)
+            return figures.tolist()
+
+        return agree
+
+    # -- the end ------------------------------------------------------------------------------------------------
+    def send_pending(self) -> None:
+        """What was measured and not sent yet (the script failed or was stopped): queued for the writer."""
+        self.warmup.send()
+        self.measure.send()
+
+    def finish(self) -> None:
+        """The script ended: the phase it ended in is over, its count what ran, its last steps sent."""
+        (self.measure if self.measuring else self.warmup).close()
+
+    def seen(self) -> dict[str, Any]:
+        """What the probe saw of the script (config_end's ``script``)."""
+        return {
+            "process_group": self.process_group,
+            "group_world_size": self.group_world_size,
+            "launch_world_size": self.world_size,
+            "optimizer_steps": self.optimizer_steps,
+            "spawned": self.spawned,
+            "step_marks": "explicit" if self.explicit else "optimizer" if self.marker is not None else None,
+            "device_name": self.device_name,
+            "probe_s": self.probe_s,
+        }
+
+    def note(self) -> str | None:
+        notes = ([self.off] if self.off else []) + self.notes
+        return "; ".join(notes) or None
+
+    def config_end(self, ended_by: str) -> dict[str, Any]:
+        """The ``config_end`` of a script that ended (by ddptop's stop or its own), its figures as the kernel's."""
+        cfg, torch = self.cfg, self.torch
+        measured = self.measure.recorded
+        ended_early = ended_by == ENDED_BY_SCRIPT
+        reason = SCRIPT_ENDED if ended_early or cfg.script_to_end else self.stop_reason
+        looks = self.looks
+        warmup_end = self.measure_started if self.measuring else self.last_end
+        return dict(
+            config_id=cfg.config_id,
+            status=Status.OK,
+            round=cfg.round,
+            last=cfg.round >= cfg.rounds - 1,
+            rounds=cfg.rounds,
+            iters=len(measured),
+            warmup_iters=len(self.warmup.recorded),
+            stop_reason=reason,
+            precision_target=cfg.precision if cfg.adaptive else None,
+            precision_reached=looks.width if looks is not None and not ended_early else relative_half_width(measured),
+            unstable=looks is not None and reason in LIMITS,
+            warmup_s=warmup_end - self.started,
+            measure_s=self.last_end - self.measure_started if self.measuring else 0.0,
+            peak_memory_bytes=torch.cuda.max_memory_allocated() if torch.cuda.is_initialized() else None,
+            max_rss_bytes=max_rss_bytes(),
+            ended_by=ended_by,
+            note=self.note(),
+            script=self.seen(),
+        )
+
+
+def _script_traceback(exc: BaseException) -> BaseException:
+    """``exc`` with the probe's and runpy's frames above the script cut from its traceback: the script's own."""
+    tb = exc.__traceback__
+    ours = globals()  # this module's frames (its name is __main__ under -m, as the script's is)
+    while tb is not None and tb.tb_next is not None and (tb.tb_frame.f_globals is ours
+                                                         or tb.tb_frame.f_globals.get("__name__") == "runpy"):
+        tb = tb.tb_next
+    return exc.with_traceback(tb)
+
+
+def _exit_code(exc: SystemExit) -> int:
+    """The process's exit code for the script's ``sys.exit(code)``, as the interpreter would make it."""
+    if exc.code is None:
+        return 0
+    if isinstance(exc.code, int):
+        return exc.code
+    print(exc.code, file=sys.stderr)
+    return 1
+
+
+def _release_loaders() -> None:
+    """End the DataLoader workers the script left: its frames are gone, so collecting shuts them down; what is
+    left (a loader the script's globals still hold) is stopped here, so no process outlives the rank."""
+    import multiprocessing
+
+    gc.collect()
+    for child in multiprocessing.active_children():
+        if child.daemon:  # a loader's workers are daemons; a process the script started and still owns is not
+            child.terminate()
+            child.join(5)
+
+
+def main(argv: list[str] | None = None) -> int:
+    spec_path, target = parse_command(sys.argv[1:] if argv is None else argv)
+    spec = read_launch_spec(spec_path, PROGRAM)
+    if spec is None:
+        return 2
+    if len(spec.configs) != 1:
+        print(f"{PROGRAM}: a script's launch runs one configuration, this one lists {len(spec.configs)}",
+              file=sys.stderr)
+        return 2
+    die_with_parent()
+    rank = int(os.environ.get("RANK", "0"))
+    binding = bind_cores(spec, int(os.environ.get("LOCAL_RANK", "0")))  # before torch starts its threads
+    raise_on_stop_signals(ScriptStopped, only_here=True)  # the script's loader workers fork from this process
+    try:
+        writer = events_writer(spec, rank, max(spec.flush_interval, SCRIPT_FLUSH_INTERVAL))
+    except OSError as exc:  # its events file cannot even be opened (the directory removed, read-only)
+        report_unwritable(rank, describe_os_error(exc, exc.filename or spec.events_dir))
+        return 1
+    try:
+        return _run(spec, target, writer, rank, binding)
+    except EventsUnwritable as exc:  # a full disk, a quota, the directory read-only or gone: say so where it can be read
+        report_unwritable(rank, str(exc))
+        with contextlib.suppress(Exception):
+            writer.close()
+        return 1
+
+
+def _run(spec: LaunchSpec, target: Target, writer: EventWriter, rank: int, binding: tuple[str, list[int] | None]) -> int:
+    cfg = spec.configs[0]
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    started = time.time()
+    probe: ScriptProbe | None = None
+    ended_by: str | None = None
+    failure: BaseException | None = None
+    try:
+        import torch
+
+        if spec.threads_per_rank:
+            torch.set_num_threads(spec.threads_per_rank)
+        # the script chooses and starts its device: the probe names it without starting CUDA
+        device = torch.device("cuda", apply_rank_device(local_rank)) if spec.device == "cuda" else torch.device("cpu")
+        writer.emit("hello", **hello_fields(torch, spec, device, rank, world_size, local_rank, binding,
+                                            name_device=False))
+        writer.emit("config_start", **config_fields(cfg), world_size=world_size, warmup=cfg.warmup, iters=cfg.iters,
+                    time_budget=cfg.time_budget, precision=cfg.precision if cfg.adaptive else None, round=cfg.round,
+                    rounds=cfg.rounds, notes=[], command=target.command)
+        # the last event until the first step: the hang watch gives the script's own setup the startup grace
+        writer.emit("heartbeat", config_id=cfg.config_id, doing="the script's setup, until its first step", setup=True)
+        writer.flush()
+        probe = ScriptProbe(torch, writer, cfg, world_size)
+        probe.install()
+        try:
+            run_target(target)
+            ended_by = ENDED_BY_SCRIPT
+        finally:
+            probe.uninstall()
+    except ProbeStop:
+        ended_by = ENDED_BY_DDPTOP
+    except SystemExit as exc:
+        if exc.code in (None, 0):
+            ended_by = ENDED_BY_SCRIPT
+        else:
+            failure = exc
+    except ScriptStopped:  # what was measured is sent; close writes it
+        if probe is not None:
+            probe.send_pending()
+        writer.close()
+        return STOPPED_EXIT
+    except BaseException as exc:  # noqa: BLE001 - every failure becomes an event, then a non-zero exit
+        failure = exc
+    if failure is not None or probe is None:
+        return _failed(writer, cfg.config_id, probe, failure)
+    _release_loaders()
+    probe.finish()
+    if writer.failed is not None:  # the probe stopped measuring when its writes failed: say why, as the kernel does
+        raise writer.failed
+    writer.emit("config_end", **probe.config_end(ended_by or ENDED_BY_SCRIPT))
+    writer.emit("bye", wall_s=time.time() - started)
+    writer.close()
+    dist = torch.distributed
+    if dist.is_available() and dist.is_initialized():  # a script ended by ddptop did not get to destroy its group
+        with contextlib.suppress(Exception):
+            dist.destroy_process_group()
+    return 0
+
+
+def _failed(writer: EventWriter, config_id: str, probe: ScriptProbe | None, failure: BaseException | None) -> int:
+    """The script (or the rank's setup before it) raised: an error event with its own exception, the
+    configuration ended as failed, and the exit code it would have had alone."""
+    assert failure is not None
+    if probe is not None:
+        probe.send_pending()
+    failure = _script_traceback(failure)
+    fields = error_fields(failure)
+    writer.emit("error", config_id=config_id, **fields)
+    end = {"note": probe.note(), "script": probe.seen()} if probe is not None else {}
+    writer.emit("config_end", config_id=config_id, status=Status.OOM if fields["oom"] else Status.FAILED, **end)
+    writer.flush(durable=True)
+    if isinstance(failure, SystemExit):
+        code = _exit_code(failure)
+    else:
+        traceback.print_exception(failure)
+        code = 1
+    writer.close()
+    return code
+
+
+def _exit_quietly() -> None:
+    """Run what the script registered to run at exit (its logs flushed, its loaders' workers ended), then leave
+    without the interpreter's teardown, as the kernel does (``exit_without_teardown``)."""
+    run_exit_functions = getattr(atexit, "_run_exitfuncs", None)
+    if run_exit_functions is not None:
+        with contextlib.suppress(Exception):
+            run_exit_functions()
+    exit_without_teardown()
+
+
+if __name__ == "__main__":
+    code = main()
+    if code == 0:
+        _exit_quietly()
+    sys.exit(code)

@@ -1,0 +1,131 @@
+"""What ddptop's probe costs a user's training script: examples/train.py alone and under the probe, side by side
+in one run, the order alternating from round to round.
+
+Each round runs the script twice as one process on the CPU (no process group, one thread, no loader workers,
+a step of about 10 ms by default): ``python examples/train.py --report`` and ``python -m
+bench_kernels.script_probe --spec launch.json -- examples/train.py --report``, the configuration's
+``script_to_end`` set so that the script runs all its steps under the probe too. The script times its own
+steps (``time.perf_counter()`` around each, the probe's work at the optimizer's step and around each batch
+inside) and prints their median; a round's figure is the ratio of the two medians (probe / alone). Reported:
+the geometric mean of the ratios with a 95% bootstrap interval, both medians, and the probe's own work per
+step as it counts it (``config_end.script.probe_s`` over the steps): the step's end and each batch's count,
+and the streaming of the samples (a JSON event and a write at most every ``--flush-interval``, the launch's, or
+the probe's own ``SCRIPT_FLUSH_INTERVAL``, 0.5 s, where that is longer).
+
+    python benchmarks/probe_cost.py [--rounds 5] [--steps 300] [--hidden 896] [--batch-size 64] [--flush-interval 0.1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from benchmarks.common import add_json_option, row, write_rows  # noqa: E402
+from bench_kernels.script_probe import SCRIPT_FLUSH_INTERVAL  # noqa: E402
+from ddptop.protocol.launchspec import DEFAULT_FLUSH_INTERVAL, LaunchSpec, RunConfig  # noqa: E402
+from ddptop.protocol.vocab import Mode, Scaling  # noqa: E402
+
+TRAIN = os.path.join(REPO, "examples", "train.py")
+STEP_GOAL_S = 50e-6  # the probe's own work a step
+
+
+def write_spec(folder: str, flush_interval: float) -> str:
+    os.makedirs(os.path.join(folder, "events"), exist_ok=True)
+    cfg = RunConfig(config_id="train/n1", model="script", mode=Mode.DDP, batch_size=1, global_batch=1, world_size=1,
+                    nnodes=1, backend="gloo", device="cpu", scaling=Scaling.WEAK, image_size=0, num_classes=0,
+                    warmup=5, iters=10, time_budget=None, bucket_cap_mb=25.0, amp=None, channels_last=False,
+                    script_to_end=True)
+    spec = LaunchSpec(launch_id="01-n1-gloo", events_dir=os.path.join(folder, "events"), device="cpu",
+                      backend="gloo", threads_per_rank=1, configs=(cfg,), flush_interval=flush_interval)
+    path = os.path.join(folder, "launch.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(spec.dumps())
+    return path
+
+
+def median_step(command: list[str]) -> float:
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    env.update(PYTHONPATH=REPO, OMP_NUM_THREADS="1")
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
+    found = re.search(r"median step ([\d.]+) ms", done.stdout)
+    if done.returncode != 0 or found is None:
+        sys.exit(f"probe_cost: {' '.join(command)} failed:\n{done.stdout[-1000:]}{done.stderr[-2000:]}")
+    return float(found.group(1)) / 1000
+
+
+def probe_work_per_step(events_dir: str) -> float:
+    with open(os.path.join(events_dir, "rank-0.jsonl"), encoding="utf-8") as handle:
+        events = [json.loads(line) for line in handle]
+    (end,) = [e for e in events if e["type"] == "config_end"]
+    return end["script"]["probe_s"] / (end["iters"] + end["warmup_iters"])
+
+
+def geometric_interval(ratios: list[float], resamples: int = 10000, seed: int = 0) -> tuple[float, float, float]:
+    """The geometric mean of ``ratios`` and its 95% percentile-bootstrap interval."""
+    logs = np.log(np.asarray(ratios))
+    rng = np.random.default_rng(seed)
+    means = rng.choice(logs, size=(resamples, len(logs)), replace=True).mean(axis=1)
+    low, high = np.percentile(means, [2.5, 97.5])
+    return math.exp(logs.mean()), math.exp(low), math.exp(high)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_json_option(parser)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--hidden", type=int, default=896)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--flush-interval", type=float, default=DEFAULT_FLUSH_INTERVAL,
+                        help="the launch's seconds between writes of the rank's events")
+    args = parser.parse_args()
+    script = [TRAIN, "--report", "--steps", str(args.steps), "--hidden", str(args.hidden), "--batch-size",
+              str(args.batch_size), "--examples", str(args.batch_size * (args.steps + 1))]
+    figures: dict[str, list[float]] = {"alone": [], "probe": []}
+    work: list[float] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for index in range(args.rounds):
+            for case in ("alone", "probe") if index % 2 == 0 else ("probe", "alone"):
+                if case == "alone":
+                    figures[case].append(median_step([sys.executable, *script]))
+                    continue
+                folder = os.path.join(tmp, f"round{index}")
+                spec = write_spec(folder, args.flush_interval)
+                figures[case].append(median_step([sys.executable, "-m", "bench_kernels.script_probe", "--spec", spec,
+                                                  "--", *script]))
+                work.append(probe_work_per_step(os.path.join(folder, "events")))
+            print(f"round {index + 1}/{args.rounds}: alone {figures['alone'][-1] * 1e3:.3f} ms, probe "
+                  f"{figures['probe'][-1] * 1e3:.3f} ms, ratio {figures['probe'][-1] / figures['alone'][-1]:.4f}, "
+                  f"probe's work {work[-1] * 1e6:.1f} µs a step", file=sys.stderr, flush=True)
+    ratios = [a / b for a, b in zip(figures["probe"], figures["alone"])]
+    mean, low, high = geometric_interval(ratios)
+    alone, probed = float(np.median(figures["alone"])), float(np.median(figures["probe"]))
+    rows = [
+        row(f"examples/train.py's step under the probe / alone ({args.rounds} rounds, {args.steps} steps, "
+            f"batch {args.batch_size}, hidden {args.hidden}, 1 thread)",
+            f"{mean:.4f} (95% {low:.4f}-{high:.4f}); medians {probed * 1e3:.3f} ms against {alone * 1e3:.3f} ms "
+            f"({(probed - alone) * 1e6:+.1f} µs)",
+            "within the noise (the interval reaches 1)", low <= 1.0),
+        row(f"the probe's own work a step (config_end.script.probe_s over the steps; events written every "
+            f"{max(args.flush_interval, SCRIPT_FLUSH_INTERVAL)} s at most)",
+            f"median {np.median(work) * 1e6:.1f} µs (rounds {min(work) * 1e6:.1f}-{max(work) * 1e6:.1f} µs)",
+            f"under {STEP_GOAL_S * 1e6:.0f} µs", float(np.median(work)) < STEP_GOAL_S),
+    ]
+    for entry in rows:
+        print(f"{entry['what']}: {entry['figure']} (goal: {entry['goal']}: {'met' if entry['met'] else 'NOT met'})")
+    write_rows(args.json, rows)
+
+
+if __name__ == "__main__":
+    main()
