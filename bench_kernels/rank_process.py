@@ -1,10 +1,10 @@
 """What every rank program shares, whatever it runs: ``bench_kernels.ddp`` (ddptop's own measured steps) and
 ``bench_kernels.script_probe`` (a user's training script).
 
-A rank reads its launch spec, dies with its torchrun agent, is bound to its CPUs before torch starts a thread,
-opens its events file, says ``hello``, turns SIGTERM and SIGINT into an exception that leaves through the
-flush path, reports a failure as an ``error`` event, and, once every event is written, exits without the
-interpreter's teardown. torch is passed in or imported inside the functions.
+A rank reads its launch spec, dies with its torchrun agent, opens its events file, turns SIGTERM and SIGINT
+into an exception that leaves through the flush path, says where its events could not be written, and, once
+every event is written, exits without the interpreter's teardown. Its CPU binding and ``hello`` are
+``bench_kernels.hello``'s, its ``error`` event's fields ``bench_kernels.errors``'.
 """
 
 from __future__ import annotations
