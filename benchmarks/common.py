@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import fcntl
 import json
+import math
 import os
 import pty
 import signal
@@ -27,6 +28,17 @@ def row(what: str, figure: str, goal: str = "", met: bool | None = None) -> dict
 
 def add_json_option(parser) -> None:
     parser.add_argument("--json", metavar="PATH", help="also write the result rows here (for run_all.py)")
+
+
+def geometric_interval(ratios: list[float], resamples: int = 10000, seed: int = 0) -> tuple[float, float, float]:
+    """The geometric mean of ``ratios`` and its 95% percentile-bootstrap interval."""
+    import numpy  # the benchmarks that compare ratios only
+
+    logs = numpy.log(numpy.asarray(ratios))
+    rng = numpy.random.default_rng(seed)
+    means = rng.choice(logs, size=(resamples, len(logs)), replace=True).mean(axis=1)
+    low, high = numpy.percentile(means, [2.5, 97.5])
+    return math.exp(logs.mean()), math.exp(low), math.exp(high)
 
 
 def write_rows(path: str | None, rows: list[dict]) -> None:

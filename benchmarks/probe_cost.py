@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import re
 import subprocess
@@ -31,7 +30,7 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from benchmarks.common import add_json_option, row, write_rows  # noqa: E402
+from benchmarks.common import add_json_option, geometric_interval, row, write_rows  # noqa: E402
 from bench_kernels.script_probe import SCRIPT_FLUSH_INTERVAL  # noqa: E402
 from ddptop.protocol.launchspec import DEFAULT_FLUSH_INTERVAL, LaunchSpec, RunConfig  # noqa: E402
 from ddptop.protocol.vocab import Mode, Scaling  # noqa: E402
@@ -69,15 +68,6 @@ def probe_work_per_step(events_dir: str) -> float:
         events = [json.loads(line) for line in handle]
     (end,) = [e for e in events if e["type"] == "config_end"]
     return end["script"]["probe_s"] / (end["iters"] + end["warmup_iters"])
-
-
-def geometric_interval(ratios: list[float], resamples: int = 10000, seed: int = 0) -> tuple[float, float, float]:
-    """The geometric mean of ``ratios`` and its 95% percentile-bootstrap interval."""
-    logs = np.log(np.asarray(ratios))
-    rng = np.random.default_rng(seed)
-    means = rng.choice(logs, size=(resamples, len(logs)), replace=True).mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return math.exp(logs.mean()), math.exp(low), math.exp(high)
 
 
 def main() -> None:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -29,7 +28,7 @@ import numpy as np
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
-from benchmarks.common import add_json_option, row, write_rows  # noqa: E402
+from benchmarks.common import add_json_option, geometric_interval, row, write_rows  # noqa: E402
 
 PROTOCOL_PARENT = "5be6ccb"  # the last revision whose kernel built its own inputs, targets and loss
 MODELS = {"resnet18": {"batch": 16, "seq_len": None}, "gpt-tiny": {"batch": 8, "seq_len": 128}}
@@ -72,15 +71,6 @@ def median_step(tree: str, model: str, steps: int, threads: int) -> float:
     if done.returncode != 0:
         sys.exit(f"protocol_cost: {model} failed in {tree}:\n{done.stderr[-2000:]}")
     return float(json.loads(done.stdout.strip().splitlines()[-1])["median"])
-
-
-def geometric_interval(ratios: list[float], resamples: int = 10000, seed: int = 0) -> tuple[float, float, float]:
-    """The geometric mean of ``ratios`` and its 95% percentile-bootstrap interval."""
-    logs = np.log(np.asarray(ratios))
-    rng = np.random.default_rng(seed)
-    means = rng.choice(logs, size=(resamples, len(logs)), replace=True).mean(axis=1)
-    low, high = np.percentile(means, [2.5, 97.5])
-    return math.exp(logs.mean()), math.exp(low), math.exp(high)
 
 
 def main() -> None:
