@@ -11,7 +11,7 @@ from ddptop.errors import PlanError
 from ddptop.protocol import strategies as strategies_mod
 from ddptop.protocol import variants as variants_mod
 from ddptop.protocol.catalog import TRANSFORMER_PRESETS
-from ddptop.protocol.modelspec import KINDS, Kind, ModelSpec, SpecError, parse_spec, registered, seq_len_problem
+from ddptop.protocol.modelspec import KINDS, Kind, ModelSpec, SpecError, parse_spec, seq_len_problem
 from ddptop.protocol.workload import WorkloadFacts
 from ddptop.run.plan_records import Plan
 from ddptop.run.options import PlanOptions
@@ -28,11 +28,12 @@ def apply_facts(plan: Plan, facts: dict[str, WorkloadFacts]) -> Plan:
     ``facts``, what the check of each factory and hf model found (``ddptop.run.workloads``): each one's tokens
     per example, and channels_last left out, with its reason, where no model's batch holds images (a factory
     not checked yet counts as an image model)."""
-    known = {m: f for m in plan.models if (f := registered(m).facts(parse_spec(m), plan.seq_lens.get(m))) is not None}
+    kinds = {m: (spec, KINDS[spec.kind]) for m in plan.models for spec in (parse_spec(m),)}  # each parsed once
+    known = {m: f for m, (spec, kind) in kinds.items() if (f := kind.facts(spec, plan.seq_lens.get(m))) is not None}
     known.update(facts)
     tokens = {m: f.tokens_per_example for m, f in known.items() if f.tokens_per_example}
-    without_images = [m for m in plan.models
-                      if not (known[m].image_input if m in known else registered(m).image_input is not False)]
+    without_images = [m for m, (_, kind) in kinds.items()
+                      if not (known[m].image_input if m in known else kind.image_input is not False)]
     if plan.channels_last and without_images:
         raise PlanError(f"--channels-last: {', '.join(without_images)}: {NO_IMAGES.split(', so')[0]}")
     variants, reasons = plan.variants, dict(plan.variant_reasons)
