@@ -273,14 +273,12 @@ class _Grid:
 
 def _runs(keys: Sequence[Any], style_of: Any) -> list[Span]:
     """One span per run of equal keys that has a style: far fewer segments to draw than one per cell."""
-    spans, start = [], 0
-    for column in range(1, len(keys) + 1):
-        if column < len(keys) and keys[column] == keys[start]:
-            continue
+    edges = [0, *(x for x in range(1, len(keys)) if keys[x] != keys[x - 1]), len(keys)]
+    spans = []
+    for start, end in zip(edges, edges[1:]):
         style = style_of(keys[start])
         if style:
-            spans.append(Span(start, column, style))
-        start = column
+            spans.append(Span(start, end, style))
     return spans
 
 
@@ -368,8 +366,9 @@ def band_chart(series: Sequence[Sequence[float]], width: int, height: int) -> Pl
         if low <= p50 <= high:
             row, dot = grid.place(p50)
             chars[row][column] = "*" if ASCII else chr(BRAILLE_BASE + (BRAILLE_DOTS[0][dot] | BRAILLE_DOTS[1][dot]))
-    # one span per run of cells in or out of the band, none nested: cheap to draw
-    spans = [_runs(row, lambda band: MEDIAN_ON_BAND_STYLE if band else MEDIAN_STYLE) for row in banded]
+    # one span per run of cells in the band, none nested: cheap to draw (the median lies in its band, so the cells
+    # outside are blank and need no style)
+    spans = [_runs(row, lambda band: MEDIAN_ON_BAND_STYLE if band else None) for row in banded]
     rows = grid.rows(["".join(row) for row in chars], spans, up, down, [OUTLIER_STYLE])
     return Plot(rows, low, high, per_column, len(above), max(above, default=None), len(below),
                 min(below, default=None), grid.top_row, grid.bottom_row)

@@ -47,8 +47,16 @@ def text_segments(text: Text) -> list[Segment]:
     return list(Segment.simplify(segments))
 
 
+_PARSED: dict[str, Style] = {}  # a chart redraw names the same few styles a thousand times
+
+
 def _style(style: str | Style) -> Style:
-    return style if isinstance(style, Style) else Style.parse(style)
+    if isinstance(style, Style):
+        return style
+    parsed = _PARSED.get(style)
+    if parsed is None:
+        parsed = _PARSED[style] = Style.parse(style)
+    return parsed
 
 
 class TextLines(Widget):
