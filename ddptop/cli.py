@@ -60,7 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ddptop {__version__}")
     commands = parser.add_subparsers(dest="command", parser_class=OneLineParser)
-    run = commands.add_parser("run", help="run a scaling sweep")
+    run = commands.add_parser("run", help="run a scaling sweep", usage="ddptop run [flags] [-- train.py ARGS ...]",
+                              epilog="Your own training script, as it is, at every world size: ddptop run [flags] -- "
+                                     "train.py ARGS (or -- -m package.module ARGS); docs/scripts.md")
     _add_run_arguments(run)
     tune = commands.add_parser(
         "tune", help="measure the DDP settings a user can change against DDP as written, and recommend what beats it",
@@ -436,12 +438,25 @@ def _check_fake_nvml() -> None:
             raise UsageError(str(exc)) from None
 
 
+def parse_arguments(argv: list[str]) -> argparse.Namespace:
+    """The command's arguments; for ``run``, what follows ``--`` is the user's training script and its own
+    arguments (``args.script``), left as they are."""
+    script = None
+    if argv[:1] == ["run"] and "--" in argv:
+        cut = argv.index("--")
+        argv, script = argv[:cut], argv[cut + 1:]
+    args = build_parser().parse_args(argv)
+    if script is not None:
+        args.script = script
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or (argv[0] not in COMMANDS and argv[0] not in ("-h", "--help", "--version")):
         argv.insert(0, "run")
     try:
-        args = build_parser().parse_args(argv)
+        args = parse_arguments(argv)
         if getattr(args, "fps", 1.0) <= 0:  # run, watch and view draw frames
             raise UsageError("--fps must be positive")
         _check_fake_nvml()

@@ -6,7 +6,7 @@ import dataclasses
 
 import pytest
 
-from ddptop.cli import _plan_options, build_parser
+from ddptop.cli import _plan_options, build_parser, parse_arguments
 from ddptop.run.options import PLAN_OPTIONS, RUN_OPTIONS, Option, PlanOptions, toml_types
 from ddptop.run.plan import PlanError, build_plan
 from ddptop.run.plan_file import read_plan_file
@@ -32,6 +32,8 @@ def _toml(value: object) -> str:
 
 def _sample(option: Option) -> tuple[object, list[str]]:
     """A value other than the default, and the command-line words that set it."""
+    if not option.cli:  # the script after --: its words as they are
+        return ["train.py", "--lr", "0.1,0.2"], ["--", "train.py", "--lr", "0.1,0.2"]
     if option.type is bool:
         value = option.action == "store_true"
         return value, [option.spelling]
@@ -51,7 +53,7 @@ def _sample(option: Option) -> tuple[object, list[str]]:
 
 
 def _from_flags(*words: str) -> PlanOptions:
-    return _plan_options(build_parser().parse_args(["run", *words]))
+    return _plan_options(parse_arguments(["run", *words]))
 
 
 def _from_toml(tmp_path, text: str) -> PlanOptions:
@@ -68,6 +70,9 @@ def test_every_plan_option_is_a_flag_a_toml_key_and_a_field():
     assert [f.name for f in dataclasses.fields(PlanOptions)] == names == PlanOptions.keys()
     assert list(toml_types()) == names
     for option in RUN_OPTIONS:
+        if not option.cli:
+            assert option.spelling not in flags and option.name not in flags.values()
+            continue
         assert flags[option.spelling] == option.name
         for extra in option.also:
             assert flags[extra.spelling] == option.name

@@ -153,6 +153,10 @@ class LaunchSpec:
     binding: str = "not bound"
     numa_binding: str | None = None
     run_dir: str | None = None  # where the ranks write what belongs to the run, not the launch (traces/)
+    # a user's training script: what each rank runs after ``bench_kernels.script_probe --spec launch.json --``
+    # (empty: ddptop's kernel), and the directory the ranks start in (the one ddptop was started in)
+    script: tuple[str, ...] = ()
+    script_dir: str = ""
     version: int = LAUNCH_SPEC_VERSION
 
     def to_json(self) -> dict[str, Any]:

@@ -7,7 +7,9 @@ The kinds:
 - a factory, ``package.module:function`` or ``path/to/file.py:function`` (as pytest and uvicorn take paths;
   a relative path is made absolute against ddptop's working directory when the spec is parsed, so a rank in
   its launch directory finds the same file): the user's code, which returns a module or a ``Workload``;
-- ``hf:<model_type>[:key=value]...``: a Hugging Face model from its config alone.
+- ``hf:<model_type>[:key=value]...``: a Hugging Face model from its config alone;
+- ``script:<path/to/train.py>`` or ``script:<package.module>``: the user's training script, run as it is by
+  every rank (``ddptop run -- train.py ARGS``; its arguments are the plan's ``script``, not the spec's).
 
 A spec the parser cannot read raises ``SpecError`` with one line. Standard library only: the plan, the views
 and the kernels read the same parser; a kind's builder is named as ``module:function`` and imported by the
@@ -19,6 +21,8 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import sys
+from importlib.machinery import PathFinder
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -28,6 +32,7 @@ from ddptop.protocol.catalog import TORCHVISION_MODELS, TRANSFORMER_PRESETS, che
 from ddptop.protocol.workload import WorkloadFacts
 
 HF_PREFIX = "hf:"
+SCRIPT_PREFIX = "script:"
 _MODULE = re.compile(r"^[A-Za-z_]\w*(\.[A-Za-z_]\w*)*$")
 
 
@@ -40,6 +45,7 @@ class Kind(StrEnum):
     TRANSFORMER = "transformer"
     FACTORY = "factory"
     HF = "hf"
+    SCRIPT = "script"
 
 
 @dataclass(frozen=True)
@@ -55,13 +61,21 @@ class ModelSpec:
 
     @property
     def from_file(self) -> bool:
-        return self.kind is Kind.FACTORY and self.target.endswith(".py")
+        return self.kind in (Kind.FACTORY, Kind.SCRIPT) and self.target.endswith(".py")
 
 
 def parse_spec(text: str, cwd: str | None = None) -> ModelSpec:
     """The spec's kind and parts; ``SpecError`` for a malformed factory or hf spec. A name that is neither a
     factory nor an hf spec nor a preset is taken for a classifier (``problem`` says if torchvision has none)."""
     text = text.strip()
+    if text.startswith(SCRIPT_PREFIX):
+        target = text[len(SCRIPT_PREFIX):].strip()
+        if target.endswith(".py") or "/" in target:
+            path = os.path.normpath(os.path.join(cwd or os.getcwd(), os.path.expanduser(target)))
+            return ModelSpec(SCRIPT_PREFIX + path, Kind.SCRIPT, path)
+        if not _MODULE.match(target):
+            raise SpecError(f"script {target!r} is neither a file.py nor a package.module")
+        return ModelSpec(text, Kind.SCRIPT, target)
     if text.startswith(HF_PREFIX):
         spec = parse_hf(text)
         return ModelSpec(text, Kind.HF, spec.model_type, overrides=spec.overrides)
@@ -79,6 +93,23 @@ def parse_spec(text: str, cwd: str | None = None) -> ModelSpec:
     if text in TRANSFORMER_PRESETS:
         return ModelSpec(text, Kind.TRANSFORMER, text)
     return ModelSpec(text, Kind.CLASSIFIER, text)
+
+
+def parse_script(command: list[str] | tuple[str, ...], cwd: str | None = None) -> tuple[ModelSpec, tuple[str, ...]]:
+    """What came after ``--`` (``train.py ARGS`` or ``-m package.module ARGS``, as torchrun takes them): the
+    script's spec and the command every rank runs, a file's path made absolute (the ranks start elsewhere)."""
+    command = list(command)
+    if not command or command[0] == "-m" and len(command) < 2:
+        raise SpecError("no script after -- (ddptop run [flags] -- train.py ARGS, or -- -m package.module ARGS)")
+    if command[0] == "-m":
+        spec = parse_spec(SCRIPT_PREFIX + command[1], cwd)
+        if spec.from_file:
+            raise SpecError(f"-m takes a package.module, not a file ({command[1]})")
+        return spec, ("-m", spec.target, *command[2:])
+    if command[0].startswith("-"):
+        raise SpecError(f"{command[0]!r} after --: the script comes first (-- train.py ARGS, or -- -m package.module ARGS)")
+    spec = parse_spec(SCRIPT_PREFIX + (command[0] if "/" in command[0] or command[0].endswith(".py") else "./" + command[0]), cwd)
+    return spec, (spec.target, *command[1:])
 
 
 def kind_of(text: str) -> Kind:
@@ -108,6 +139,7 @@ class ModelKind:
     image_input: bool | None  # its batch holds 4-D images; None: unknown until the check (counted as images)
     problem: Callable[[ModelSpec, int], str | None]  # why it cannot run at an image size, without torch
     facts: Callable[[ModelSpec, int | None], WorkloadFacts | None]  # what is known before the check
+    program: str = "bench_kernels.ddp"  # the module torchrun runs in every rank
 
 
 def _classifier_problem(spec: ModelSpec, image_size: int) -> str | None:
@@ -133,6 +165,44 @@ def _factory_problem(spec: ModelSpec, _image_size: int) -> str | None:
     except (ImportError, ValueError):
         found = None
     return None if found is not None else f"model factory module {spec.target!r} cannot be found on the Python path"
+
+
+def script_file(spec: ModelSpec, cwd: str | None = None) -> str | None:
+    """The file a script spec runs: its path, or where its module lies on the import path (the working
+    directory first, as ``python -m`` has it), found without importing anything: a package's ``__init__``
+    may import torch, which ddptop's own process never does. None where there is none."""
+    if spec.from_file:
+        return spec.target if os.path.isfile(spec.target) else None
+    search: list[str] | None = [cwd or os.getcwd(), *sys.path]
+    found = None
+    parts = spec.target.split(".")
+    for depth in range(len(parts)):
+        found = PathFinder.find_spec(".".join(parts[: depth + 1]), search)
+        if found is None:
+            return None
+        search = list(found.submodule_search_locations or [])
+    if found is not None and found.submodule_search_locations:  # a package: python -m runs its __main__
+        main = PathFinder.find_spec(spec.target + ".__main__", list(found.submodule_search_locations))
+        found = main
+    origin = found.origin if found is not None else None
+    return origin if origin and origin.endswith(".py") and os.path.isfile(origin) else None
+
+
+def _script_problem(spec: ModelSpec, _image_size: int) -> str | None:
+    """The script exists and parses (compiled, never run: a syntax error is one line before any launch)."""
+    path = script_file(spec)
+    if path is None:
+        if spec.from_file:
+            return f"script {spec.target}: no such file"
+        return f"script module {spec.target!r} cannot be found on the Python path nor in the working directory (or is a package without __main__.py)"
+    try:
+        with open(path, "rb") as handle:
+            compile(handle.read(), path, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        return f"script {path}: does not parse: {exc.msg} (line {exc.lineno})"
+    except (OSError, ValueError) as exc:
+        return f"script {path}: cannot be read: {exc}"
+    return None
 
 
 def _hf_problem(spec: ModelSpec, _image_size: int) -> str | None:
@@ -161,6 +231,9 @@ KINDS: dict[Kind, ModelKind] = {kind.kind: kind for kind in (
               checked=True, token_input=None, image_input=None, problem=_factory_problem, facts=lambda spec, _n: None),
     ModelKind(Kind.HF, "a Hugging Face model from its config", "bench_kernels.hf:hf_workload",
               checked=True, token_input=True, image_input=False, problem=_hf_problem, facts=lambda spec, _n: None),
+    ModelKind(Kind.SCRIPT, "the user's training script, run as it is", "", checked=False, token_input=False,
+              image_input=False, problem=_script_problem, facts=lambda spec, _n: None,
+              program="bench_kernels.script_probe"),
 )}
 
 
@@ -233,6 +306,8 @@ def spec_label(model: str) -> str:
     spec = parse_spec(model)
     if spec.kind is Kind.HF:
         return "hf-" + spec.target
+    if spec.kind is Kind.SCRIPT:
+        return os.path.basename(spec.target)[:-3] if spec.from_file else spec.target.rsplit(".", 1)[-1]
     return spec.function or spec.target
 
 
@@ -246,6 +321,8 @@ def short_name(model: str) -> str:
         return model
     if spec.kind is Kind.HF:
         return HF_PREFIX + spec.target + ("+" if ":" in model[len(HF_PREFIX):] else "")
+    if spec.kind is Kind.SCRIPT:
+        return os.path.basename(spec.target) if spec.from_file else "-m " + spec.target
     if spec.kind is Kind.FACTORY:
         module = os.path.basename(spec.target)[:-3] if spec.from_file else spec.target.rsplit(".", 1)[-1]
         return f"{module}:{spec.function}"

@@ -9,6 +9,7 @@ a run's summary: the saved one, or one built from the run directory's events.
 from __future__ import annotations
 
 import os
+import statistics
 import time
 from typing import Any
 
@@ -86,6 +87,8 @@ def _config_entry(session: Session, state: Any, writer_died: str | None = None) 
             "samples": {str(rank): values for rank, values in sorted(state.samples.items())},
         }
     )
+    if state.spec.script_to_end or state.step_values or end.get("script") is not None:
+        entry.update(_script_fields(state, end))
     entry.update(_counted_memory(state))
     # the launch of each measured step, as runs of [launch index, steps] (the launch is the intervals' unit)
     names = state.launch_names()
@@ -99,6 +102,31 @@ def _config_entry(session: Session, state: Any, writer_died: str | None = None) 
     if trace is not None:
         entry["trace"] = trace.to_json()
     return entry
+
+
+def _script_fields(state: Any, end: dict[str, Any]) -> dict[str, Any]:
+    """What the probe saw of a user's script: each measured step's data wait, examples and tokens per rank
+    (parallel to ``samples``), what it saw of the script (``config_end.script``: its process group, its
+    processes, how its steps were marked), who ended it and what the probe lost; the command it ran."""
+    ends = [e for e in state.end.values() if isinstance(e.get("script"), dict)]
+    counted = {rank: [v for v in values if v is not None] for rank, values in state.step_values.get("examples", {}).items()}
+    counted = {rank: values for rank, values in counted.items() if values}
+    # the batch as the script drew it: each rank's median examples a step (what the tables' examples/s use)
+    observed = {}
+    if counted:
+        medians = [statistics.median(values) for values in counted.values()]
+        observed = {"batch_size": round(statistics.median(medians)), "global_batch": round(sum(medians))}
+    return {
+        **observed,
+        "step_values": {name: {str(rank): values for rank, values in sorted(per_rank.items())}
+                        for name, per_rank in sorted(state.step_values.items())},
+        "script": (end.get("script") if isinstance(end.get("script"), dict) else ends[0]["script"] if ends else None),
+        "script_per_rank": {str(rank): e["script"] for rank, e in sorted(state.end.items())
+                            if isinstance(e.get("script"), dict)},
+        "ended_by": end.get("ended_by"),
+        "probe_notes": sorted({e["note"] for e in state.end.values() if e.get("note")}),
+        "command": state.info.get("command"),
+    }
 
 
 def _counted_memory(state: Any) -> dict[str, Any]:

@@ -29,6 +29,9 @@ class ConfigState:
     status: str = Status.PENDING
     reason: str | None = None
     samples: dict[int, list[float]] = field(default_factory=dict)  # rank -> measured step times, in order
+    # a script's steps (bench_kernels.script_probe): list name (wire.STEP_LISTS: data_wait, examples, tokens) ->
+    # rank -> one value per measured step, parallel to ``samples``; None where the probe did not know it
+    step_values: dict[str, dict[int, list[Any]]] = field(default_factory=dict)
     # rank -> [(index in samples of a round's first step, that round)]: one entry per change of round, so the
     # round of every measured step is kept without a per-step list (steps before any entry are round 0)
     round_starts: dict[int, list[tuple[int, int]]] = field(default_factory=dict)
@@ -80,6 +83,18 @@ class ConfigState:
             self.samples[rank] = list(seconds)
         else:
             known += seconds
+
+    def add_step_values(self, rank: int, steps_before: int, count: int, lists: dict[str, list[Any] | None]) -> None:
+        """What a script's probe saw of ``count`` measured steps beside their times (``lists``: name -> values,
+        None where an event did not carry it), kept parallel to the rank's samples from ``steps_before`` on."""
+        for name, values in lists.items():
+            per_rank = self.step_values.get(name)
+            if values is None and (per_rank is None or rank not in per_rank):
+                continue  # never seen on this rank: nothing to keep parallel
+            known = self.step_values.setdefault(name, {}).setdefault(rank, [])
+            if len(known) < steps_before:
+                known.extend([None] * (steps_before - len(known)))
+            known.extend(values if values is not None and len(values) == count else [None] * count)
 
     def next_round(self, rank: int) -> None:
         """A rank's round ended (or a new one started): its warm-up and measured steps count from here."""

@@ -27,6 +27,7 @@ from ddptop.run.cluster import Cluster
 from ddptop.protocol import layout, storage
 from ddptop.protocol.affinity import NUMA_BINDING_ENV, UNBOUND_ENV
 from ddptop.protocol.launchspec import LaunchSpec, LaunchSpecError
+from ddptop.protocol.modelspec import KINDS, Kind
 from ddptop.protocol.vocab import Status
 from ddptop.protocol.workload import STARTED_IN_ENV
 
@@ -34,6 +35,7 @@ from ddptop.protocol.workload import STARTED_IN_ENV
 # so the gap doubles from the first to the last (the ranks appear in a launch's first seconds; stopping a
 # launch looks once more whatever the gap).
 TREE_SCAN_INTERVALS = (1.0, 8.0)
+SCRIPT_PROGRAM = KINDS[Kind.SCRIPT].program  # the rank side of a user's script: the probe, which runs it
 
 
 def import_path(entries: list[str | None], cwd: str) -> str:
@@ -137,6 +139,7 @@ class TorchrunLaunch:
         self.placement = placement
         self.nproc_per_node = nproc_per_node
         self.kernel = kernel
+        self._read_spec: LaunchSpec | None = None
         self.python = python
         self.extra_env = env or {}
         self.process: subprocess.Popen[bytes] | None = None
@@ -158,6 +161,31 @@ class TorchrunLaunch:
     @property
     def agent_log(self) -> str:
         return layout.agent_log(self.path, self.node_rank)
+
+    def launch_spec(self) -> LaunchSpec | None:
+        """The launch's spec: the leader's own, or on a follower node the launch.json the leader wrote (read
+        once; None where it cannot be read)."""
+        if self.spec is None and self._read_spec is None:
+            try:
+                self._read_spec = LaunchSpec.read(self.spec_path)
+            except LaunchSpecError:
+                return None
+        return self.spec or self._read_spec
+
+    def rank_program(self) -> list[str]:
+        """What torchrun runs in each rank: ddptop's kernel, or the probe with the user's script after ``--``."""
+        spec = self.launch_spec()
+        if spec is not None and spec.script:
+            return ["-m", SCRIPT_PROGRAM, "--spec", self.spec_path, "--", *spec.script]
+        return ["-m", self.kernel, "--spec", self.spec_path]
+
+    def working_dir(self) -> str:
+        """Where the ranks start: a script where the user started ddptop (its relative paths are the user's), as
+        ``torchrun train.py`` would; a kernel in its launch directory."""
+        spec = self.launch_spec()
+        if spec is not None and spec.script_dir and os.path.isdir(spec.script_dir):
+            return spec.script_dir
+        return self.path
 
     def command(self, port: int) -> list[str]:
         where = self.placement
@@ -184,21 +212,15 @@ class TorchrunLaunch:
             "--monitor-interval=0.2",
             f"--log-dir={layout.logs_dir(self.path, self.node_rank)}",
             "--redirects=3",
-            "-m",
-            self.kernel,
-            "--spec",
-            self.spec_path,
+            *self.rank_program(),
         ]
 
     def numa_binding(self) -> str | None:
         """The --numa-binding mode this node's agent gets: the launch spec's, where numactl is on this node's
         PATH (torch's binding runs it, and without it fails the whole launch). Unverified: it needs a GPU."""
-        spec = self.spec
-        if spec is None:  # a follower node: the leader's launch.json, written before its agent starts
-            try:
-                spec = LaunchSpec.read(self.spec_path)
-            except LaunchSpecError:
-                return None
+        spec = self.launch_spec()  # a follower node: the leader's launch.json, written before its agent starts
+        if spec is None:
+            return None
         path = {**os.environ, **self.extra_env}.get("PATH")
         return spec.numa_binding if spec.numa_binding and shutil.which("numactl", path=path) else None
 
@@ -238,7 +260,7 @@ class TorchrunLaunch:
                 stderr=subprocess.STDOUT,
                 env=self.environment(),
                 start_new_session=True,
-                cwd=self.path,
+                cwd=self.working_dir(),
                 preexec_fn=_die_with_ddptop,
             )
         finally:

@@ -72,6 +72,7 @@ class Option:
     metavar: str | None = None
     cli_default: Any = None
     in_plan: bool = True  # a PlanOptions field and a TOML key
+    cli: bool = True  # a flag of its own; False: set otherwise (the script after --)
     also: tuple[Flag, ...] = ()
     parse: Callable[[str], Any] | None = None  # the flag's argparse type, when not ``type`` itself
     accepts: tuple[type, ...] | None = None  # what the value may be, when more than ``type`` (e.g. int or "auto")
@@ -141,6 +142,12 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("models", str, is_list=True, group=WHAT,
            help="torchvision names, gpt-tiny ..., package.module:factory (your own model or workload, "
                 "docs/workloads.md) or hf:<model_type>[:key=value]... (a Hugging Face model from its config)"),
+    # your own training script, as it is: ``ddptop run [flags] -- train.py ARGS`` (or ``-- -m package.module
+    # ARGS``); in a plan file, script = ["train.py", "--epochs", "1"]
+    Option("script", str, is_list=True, group=WHAT, cli=False),
+    Option("script_to_end", bool, False, group=WHAT, action="store_true",
+           help="with a script after --: let it run to its own end, every step measured, instead of ending it "
+                "after the warm-up and measured steps"),
     Option("batch_sizes", int, is_list=True, group=WHAT, help="per rank (weak) or global (strong)"),
     Option("world_sizes", int, is_list=True, group=WHAT, help="default 1,2,4,... up to the GPUs"),
     Option("scaling", str, Scaling.WEAK, group=WHAT, choices=_values(Scaling),
@@ -340,6 +347,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """Every ``ddptop run`` flag, grouped as ``--help`` shows them."""
     groups: dict[str | None, Any] = {None: parser}
     for option in RUN_OPTIONS:
+        if not option.cli:
+            continue
         if option.group not in groups:
             groups[option.group] = parser.add_argument_group(option.group)
         target = groups[option.group]

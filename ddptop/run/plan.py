@@ -14,6 +14,8 @@ over the N ranks, so it must divide by every world size.
 
 from __future__ import annotations
 
+import dataclasses
+import os
 from dataclasses import fields
 from typing import Any
 
@@ -52,6 +54,12 @@ def _spanning_world_sizes(one_node: list[int], per_node: int, nnodes: int) -> li
     return sizes
 
 
+def script_options(options: PlanOptions) -> PlanOptions:
+    """A script's plan: nothing measured beside its steps (no no-DDP baseline, communication probe, collective
+    benchmark or traces: each would run ddptop's own kernel, not the script)."""
+    return dataclasses.replace(options, baseline=False, comm_iters=0, trace_steps=0, collectives=[])
+
+
 def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None = None) -> Plan:
     """Resolve defaults for this machine and validate; raise PlanError with one line on any problem.
 
@@ -63,9 +71,13 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     gpus = plan_devices.resolve_gpus(options.gpus, device, len(inventory.usable_gpus))
     devices_per_node = (len(gpus) if gpus else len(inventory.usable_gpus)) if on_gpu else cpu_count
 
-    specs = plan_models.parse_models(options.models or (["resnet50"] if on_gpu else ["resnet18"]))
+    script = plan_models.parse_script_option(options)  # the user's own training script, as it is
+    if script is not None:
+        options = script_options(options)
+    specs = (script[0],) if script else plan_models.parse_models(options.models or (["resnet50"] if on_gpu else ["resnet18"]))
     models = tuple(spec.text for spec in specs)
-    batch_sizes = unique(options.batch_sizes or ([32] if on_gpu else [16]))
+    # a script chooses its own batch: 0 in its configuration, what it drew counted by the probe
+    batch_sizes = (0,) if script else unique(options.batch_sizes or ([32] if on_gpu else [16]))
     one_node_sizes = default_world_sizes(devices_per_node) if on_gpu else [1, 2]
     if options.tune:
         options = plan_models.tune_options(options, one_node_sizes, on_gpu)
@@ -84,10 +96,12 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     backends = plan_devices.check_mig(inventory, gpus, rank_devices, per_rank_devices, backends, options, world_sizes)
     plan_models.check_models(specs, image_size, options.num_classes)
     plan_models.check_sequences(specs, options.seq_len, options.image_size)
-    plan_measurement.check_batch_sizes(batch_sizes)
+    if script is None:
+        plan_measurement.check_batch_sizes(batch_sizes)
     plan_measurement.check_world_sizes(world_sizes, batch_sizes, scaling, nnodes, per_node, on_gpu, devices_per_node)
     caps = plan_measurement.resolve_bucket_caps(options.bucket_cap_mb)
-    batch_sizes = plan_measurement.resolve_batch_sweep(batch_sizes, options, on_gpu)
+    if script is None:
+        batch_sizes = plan_measurement.resolve_batch_sweep(batch_sizes, options, on_gpu)
     if options.memory_cap_mb is not None and options.memory_cap_mb <= 0:
         raise PlanError(f"--memory-cap-mb must be positive (got {options.memory_cap_mb:g})")
     comm_iters = plan_measurement.resolve_comm_iters(options.comm_iters, iters if iters is not None else (50 if on_gpu else 20))
@@ -118,7 +132,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         **measurement,
         bucket_cap_mb=caps,
         threads_per_rank=threads,
-        name=options.name or f"{'-'.join(spec_label(m) for m in models)}-{scaling}",
+        name=options.name or f"{'-'.join(spec_label(m) for m in models)}-{'script' if script else scaling}",
         comm_iters=comm_iters,
         trace_steps=trace_steps,
         **collectives,
@@ -140,6 +154,8 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         cpu_cores=cpu_count,
         devices=devices,
         devices_skipped=devices_skipped,
+        script=script[1] if script else (),
+        script_dir=os.getcwd() if script else "",
     )
     # Every other field of the plan is the option as given (num_classes, amp, the cost weights, ...).
     kept = {f.name: getattr(options, f.name) for f in fields(Plan) if f.name not in resolved}

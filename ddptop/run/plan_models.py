@@ -11,10 +11,18 @@ from ddptop.errors import PlanError
 from ddptop.protocol import strategies as strategies_mod
 from ddptop.protocol import variants as variants_mod
 from ddptop.protocol.catalog import TRANSFORMER_PRESETS
-from ddptop.protocol.modelspec import KINDS, Kind, ModelSpec, SpecError, parse_spec, seq_len_problem
+from ddptop.protocol.modelspec import KINDS, Kind, ModelSpec, SpecError, parse_script, parse_spec, seq_len_problem
 from ddptop.protocol.workload import WorkloadFacts
 from ddptop.run.plan_records import Plan
-from ddptop.run.options import PlanOptions
+from ddptop.run.options import OPTIONS_BY_NAME, PlanOptions
+
+# What describes a kernel (its model, its batch, its step, what ddptop measures beside it): refused beside a
+# script, which chooses its own. World sizes, launches, the measurement's length, devices, telemetry, faults,
+# nodes, cost and output apply to a script as to a kernel.
+KERNEL_ONLY = ("models", "batch_sizes", "scaling", "image_size", "seq_len", "num_classes", "hf_config", "bucket_cap_mb",
+               "amp", "channels_last", "broadcast_buffers", "threads", "devices", "variants", "strategies",
+               "keep_slower", "search_budget", "tune", "comm_iters", "trace_steps", "collectives", "coll_min_bytes",
+               "coll_max_bytes", "coll_iters", "batch_sweep", "max_batch", "memory_cap_mb", "compare_dp", "inject")
 
 
 NO_IMAGES = "its batch holds no 4-D image tensor, so channels_last would measure DDP as written"
@@ -116,6 +124,28 @@ def parse_models(given: list[str]) -> tuple[ModelSpec, ...]:
             raise PlanError(str(exc)) from None
         specs.setdefault(spec.text, spec)
     return tuple(specs.values())
+
+
+def parse_script_option(options: PlanOptions) -> tuple[ModelSpec, tuple[str, ...]] | None:
+    """The user's script (what followed ``--``): its spec and the command each rank runs, or None for a plan
+    of kernels. Flags that describe a kernel are refused beside it, in one line."""
+    if options.script is None:
+        if options.script_to_end:
+            raise PlanError("--script-to-end needs a script: ddptop run --script-to-end -- train.py ARGS")
+        return None
+    def as_given(value: Any) -> Any:
+        return list(value) if isinstance(value, (list, tuple)) else value
+
+    given = [o for o in KERNEL_ONLY if as_given(getattr(options, o)) != as_given(OPTIONS_BY_NAME[o].default)]
+    if given:
+        flags = ", ".join(OPTIONS_BY_NAME[o].spelling for o in given)
+        raise PlanError(f"{flags} describe{'s' if len(given) == 1 else ''} ddptop's own kernels, not a script, "
+                        "which chooses its own model, batch and step (a script takes world sizes, launches, "
+                        "iterations and output flags)")
+    try:
+        return parse_script(options.script)
+    except SpecError as exc:
+        raise PlanError(str(exc)) from None
 
 
 def check_models(specs: tuple[ModelSpec, ...], image_size: int, num_classes: int) -> None:

@@ -177,6 +177,12 @@ class Plan:
     # devices_skipped: one asked for but not measured, and why (no usable GPU)
     devices: tuple[str, ...] = ()
     devices_skipped: dict[str, str] = field(default_factory=dict)
+    # the user's training script (``ddptop run -- train.py ARGS``): the command every rank runs after
+    # ``bench_kernels.script_probe --spec launch.json --`` (a file's path absolute), in ``script_dir``, the
+    # directory ddptop was started in, as ``torchrun train.py`` would run it; empty for a plan of kernels
+    script: tuple[str, ...] = ()
+    script_dir: str = ""
+    script_to_end: bool = False  # the script runs to its own end instead of ddptop's stop
 
     @property
     def cpu_part(self) -> bool:
@@ -309,6 +315,8 @@ class Plan:
         spread = f"/{nodes}nodes" if nodes > 1 else ""
         device = device or self.device
         config_id = f"{model}/{mode}/bs{per_rank}/n{world_size}{spread}/{backend}"
+        if self.script:  # its batch is the script's own: no batch in its name
+            config_id = f"{model}/n{world_size}{spread}/{backend}"
         config_id += f"/{device}" if device != self.device else ""  # the CPU part of a plan on GPUs
         config_id += f"/t{threads}" if threads else ""  # a thread sweep's
         if len(self.bucket_cap_mb) > 1 and mode == Mode.DDP:  # ids stay comparable across runs of one cap
@@ -361,6 +369,7 @@ class Plan:
             tokens_per_example=self.tokens_per_example.get(model),
             trace_steps=self.trace_steps,
             threads=threads,
+            script_to_end=self.script_to_end,
         )
 
     def to_json(self) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from ddptop.telemetry.host import RankProcess
 from ddptop.protocol import layout, storage
 from ddptop.protocol.marks import ConfigEnd, LaunchEnd, LaunchStart, SweepEnd, parse_mark
 from ddptop.protocol.vocab import ENDED, FAILED, Phase, Status
-from ddptop.protocol.wire import EventFileReader, EventsUnwritable, EventWriter, make_event
+from ddptop.protocol.wire import STEP_LISTS, EventFileReader, EventsUnwritable, EventWriter, make_event
 
 RUNNER_RANK = -1  # runner.jsonl events carry this rank
 
@@ -193,7 +193,11 @@ class Session:
         if state.status == Status.PENDING:
             state.status = Status.RUNNING
         if event["phase"] == Phase.MEASURE:
+            before = len(state.samples.get(event["rank"], ()))
             state.add_samples(event["rank"], event["sec"], event.get("round"), launch)
+            if any(event.get(name) is not None for name, _ in STEP_LISTS) or state.step_values:
+                state.add_step_values(event["rank"], before, len(event["sec"]),
+                                      {name: event.get(name) for name, _ in STEP_LISTS})
             if event.get("of") is not None:
                 state.planned_iters = event["of"]
         elif event["phase"] == Phase.NOSYNC:

@@ -196,6 +196,8 @@ class SweepRunner:
                 measure_ceiling=self._ceiling_launches.get(device) == (launch.launch_key, launch.replicate)
                 and attempt == 0,
                 run_dir=self.session.run_dir,
+                script=self.plan.script,
+                script_dir=self.plan.script_dir,
                 **launch_binding(self.plan, launch.nproc_per_node, threads, device),  # rank_cores/binding/numa_binding
                 configs=tuple(RunConfig.from_json(c.to_json()) for c in remaining),
             )
