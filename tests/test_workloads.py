@@ -9,7 +9,7 @@ import re
 import pytest
 
 from ddptop.protocol.modelspec import SpecError, parse_hf
-from ddptop.protocol.workload import CheckAnswer, WorkloadFacts
+from ddptop.protocol.workload import CheckAnswer, CheckProgress, WorkloadFacts
 from ddptop.run.options import PlanOptions
 from ddptop.run.plan import PlanError, build_plan
 from ddptop.run.plan_models import NO_IMAGES, apply_facts
@@ -74,9 +74,25 @@ def test_the_checker_answers_every_spec_in_one_json_line_each(torch, capsys):
 
     assert main(["--model", "tests.workloads:dict_workload", "--model", "tests.workloads:raises"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    good, bad = (CheckAnswer.from_line(line) for line in lines)
-    assert good.facts == WorkloadFacts.from_json(json.loads(lines[0])["facts"]) and good.error is None
+    answers = [line for line in lines if "checking" not in json.loads(line)]
+    good, bad = (CheckAnswer.from_line(line) for line in answers)
+    assert good.facts == WorkloadFacts.from_json(json.loads(answers[0])["facts"]) and good.error is None
     assert bad.facts is None and "no such checkpoint" in bad.error
+    # a line as each phase starts, before the answers they lead to: what ddptop bounds the check by
+    phases = [_phase(line) for line in lines]
+    assert phases == [(None, "importing torch", True),
+                      ("tests.workloads:dict_workload", "building its workload", True),
+                      ("tests.workloads:dict_workload", "running one training step on 2 examples", False),
+                      "answer",
+                      ("tests.workloads:raises", "building its workload", True),
+                      "answer"]
+
+
+def _phase(line: str):
+    if "checking" not in json.loads(line):
+        return "answer"
+    progress = CheckProgress.from_line(line)
+    return progress.model, progress.doing, progress.setting_up
 
 
 @pytest.mark.parametrize("factory, expected", [
