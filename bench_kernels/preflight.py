@@ -10,6 +10,10 @@ workload, makes a batch its model rejects, or a loss that is not a scalar tensor
 that get no gradient, which fails under DDP unless ``find_unused_parameters`` is set, is told so. The
 step runs on the bare model in fp32 with ``CHECK_BATCH`` examples: what a wrapper or autocast adds is the
 launch's to find. Exit status 0 once every spec is answered, 2 on bad arguments.
+
+Before those, one JSON line as each phase starts (``CheckProgress``: importing torch, then for each spec
+building its workload and running its step): ddptop bounds the check by the time without a line, so a
+factory that never returns (a download without network) ends the check in one line naming it and the phase.
 """
 
 from __future__ import annotations
@@ -18,27 +22,35 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from typing import Any
 
 from bench_kernels.errors import WorkloadError, one_line
 from bench_kernels.sources import batch_tensors, is_image, load_workload, tokens_per_example
 from ddptop.protocol.devices import apply_rank_device
 from ddptop.protocol.modelspec import kind_of
-from ddptop.protocol.workload import CheckAnswer, WorkloadFacts, describe
+from ddptop.protocol.workload import CheckAnswer, CheckProgress, WorkloadFacts, describe
 
 CHECK_BATCH = 2
 
+# the phases, as the line that ends a stuck check says them after the model's name
+BUILDING = "building its workload"
+STEPPING = f"running one training step on {CHECK_BATCH} examples"
+
 
 def check(model: str, device: Any, num_classes: int, image_size: int, seq_len: int | None = None,
-          hf_config: dict[str, Any] | None = None) -> WorkloadFacts:
+          hf_config: dict[str, Any] | None = None,
+          phase: Callable[[CheckProgress], None] = lambda _progress: None) -> WorkloadFacts:
     """Build ``model``'s workload and run one forward, loss and backward of a small batch on ``device``;
-    ``WorkloadError`` with one line for what is wrong."""
+    ``WorkloadError`` with one line for what is wrong. ``phase`` is told as each phase starts."""
     import torch
 
     started = time.perf_counter()
     torch.manual_seed(0)
+    phase(CheckProgress(BUILDING, model, setting_up=True))
     workload = load_workload(model, num_classes, image_size, seq_len, hf_config)
     net = workload.model.to(device)
+    phase(CheckProgress(STEPPING, model))
     try:
         batch = workload.make_batch(CHECK_BATCH, device)
     except Exception as exc:  # noqa: BLE001 - the user's make_batch
@@ -107,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seq-len", type=int)
     parser.add_argument("--hf-config", default="{}", help="the plan's hf_config, a JSON object")
     args = parser.parse_args(argv)
+    on_gpu = args.device.startswith("cuda")
+    _say(CheckProgress("importing torch" + (" and starting CUDA" if on_gpu else ""), setting_up=True))
     import torch
 
     device = torch.device(args.device)
@@ -116,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     hf_config = json.loads(args.hf_config)
     for model in args.model:
         try:
-            facts = check(model, device, args.num_classes, args.image_size, args.seq_len, hf_config)
+            facts = check(model, device, args.num_classes, args.image_size, args.seq_len, hf_config, _say)
             answer = CheckAnswer(model, facts=facts)
         except WorkloadError as exc:
             answer = CheckAnswer(model, error=str(exc))
@@ -124,6 +138,10 @@ def main(argv: list[str] | None = None) -> int:
             answer = CheckAnswer(model, error=f"model {model}: {one_line(exc)}")
         print(answer.to_line(), flush=True)
     return 0
+
+
+def _say(progress: CheckProgress) -> None:
+    print(progress.to_line(), flush=True)
 
 
 if __name__ == "__main__":

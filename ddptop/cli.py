@@ -140,7 +140,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
             cores = max(1, usable_cpu_count() // cluster.nnodes)
     live = create_live_run(options, args.out, args.telemetry_interval, cluster, cpu_count=cores,
-                           fallback_dir=args.fallback_dir, plots=args.plots)
+                           fallback_dir=args.fallback_dir, plots=args.plots, progress=_say_before_the_sweep)
     if args.headless or not _on_terminal():
         code = run_headless(live, args.fps, headless_console(args.ascii))
     else:
@@ -163,6 +163,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     except OSError:  # the terminal went away: the summary is saved, the comparison can be redone with diff
         pass
     return EXIT_FAILED if failing and code == EXIT_OK else code
+
+
+def _say_before_the_sweep(line: str) -> None:
+    """A phase before the sweep starts (the check of the plan's own models), as it begins: on stderr, where
+    its end in bad input goes too, before the headless progress or the live view takes over."""
+    print(f"ddptop: {line}", file=sys.stderr, flush=True)
 
 
 def _baseline_of(args: argparse.Namespace) -> Summary | None:

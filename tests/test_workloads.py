@@ -5,17 +5,21 @@ config, and real sweeps of it (tests.workloads, examples/my_workload.py)."""
 import json
 import os
 import re
+import select
+import signal
+import subprocess
+import time
 
 import pytest
 
 from ddptop.protocol.modelspec import SpecError, parse_hf
-from ddptop.protocol.workload import CheckAnswer, WorkloadFacts
+from ddptop.protocol.workload import CheckAnswer, CheckProgress, WorkloadFacts
 from ddptop.run.options import PlanOptions
 from ddptop.run.plan import PlanError, build_plan
 from ddptop.run.plan_models import NO_IMAGES, apply_facts
 from ddptop.telemetry.inventory import Inventory
 
-from .conftest import REPO, ddptop, run_sweep
+from .conftest import REPO, ddptop, ddptop_process, processes_mentioning, run_sweep
 
 NO_GPU = Inventory(gpus=[], problem="no GPU in this test")
 EXAMPLES = os.path.join(REPO, "examples")
@@ -74,9 +78,25 @@ def test_the_checker_answers_every_spec_in_one_json_line_each(torch, capsys):
 
     assert main(["--model", "tests.workloads:dict_workload", "--model", "tests.workloads:raises"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    good, bad = (CheckAnswer.from_line(line) for line in lines)
-    assert good.facts == WorkloadFacts.from_json(json.loads(lines[0])["facts"]) and good.error is None
+    answers = [line for line in lines if "checking" not in json.loads(line)]
+    good, bad = (CheckAnswer.from_line(line) for line in answers)
+    assert good.facts == WorkloadFacts.from_json(json.loads(answers[0])["facts"]) and good.error is None
     assert bad.facts is None and "no such checkpoint" in bad.error
+    # a line as each phase starts, before the answers they lead to: what ddptop bounds the check by
+    phases = [_phase(line) for line in lines]
+    assert phases == [(None, "importing torch", True),
+                      ("tests.workloads:dict_workload", "building its workload", True),
+                      ("tests.workloads:dict_workload", "running one training step on 2 examples", False),
+                      "answer",
+                      ("tests.workloads:raises", "building its workload", True),
+                      "answer"]
+
+
+def _phase(line: str):
+    if "checking" not in json.loads(line):
+        return "answer"
+    progress = CheckProgress.from_line(line)
+    return progress.model, progress.doing, progress.setting_up
 
 
 @pytest.mark.parametrize("factory, expected", [
@@ -87,9 +107,109 @@ def test_bad_input_is_one_line_and_exit_2_before_any_launch(tmp_path, factory, e
     out = tmp_path / "run"
     done = ddptop("run", "--headless", "--out", str(out), "--models", f"tests.workloads:{factory}", timeout=120)
     assert done.returncode == 2, done.stderr
-    (line,) = done.stderr.strip().splitlines()
+    *phases, line = done.stderr.strip().splitlines()  # the check's phases as they began, then its one line
     assert line.startswith(f"ddptop: error: model tests.workloads:{factory}: ") and expected in line
+    assert [phase.split(": ")[2].split(" (")[0] for phase in phases] == [
+        "importing torch", "building its workload", "running one training step on 2 examples"]
+    assert all(phase.startswith(f"ddptop: checking tests.workloads:{factory}: ") for phase in phases)
     assert not out.exists()  # nothing launched, nothing written
+
+
+# flags of a plan that would launch little; none of these tests gets as far as a launch
+SMALL_PLAN = ("--world-sizes", "1", "--batch-sizes", "2", "--launches", "1", "--telemetry-interval", "0",
+              "--no-plots")
+
+# a workload whose step never ends: make_batch starts a child (its command line names this file, so the test
+# can look for it) and waits, as a batch read from a network share that went away would
+STUCK_STEP = """
+import subprocess, sys, time
+import torch
+from ddptop.protocol.workload import Workload
+
+def make():
+    def make_batch(n, device):
+        subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)", __file__])
+        time.sleep(3600)
+    return Workload(torch.nn.Linear(2, 2), make_batch, lambda net, batch: net(batch).sum())
+"""
+
+# a factory that never returns, as one downloading weights without a network
+NEVER_BUILT = "import time\n\ndef make():\n    time.sleep(3600)\n"
+
+
+def test_a_check_without_progress_for_the_hang_timeout_is_one_line_naming_the_model_and_leaves_nothing(tmp_path):
+    factory = tmp_path / "stuck_step.py"
+    factory.write_text(STUCK_STEP)
+    model = f"{factory}:make"
+    out = tmp_path / "run"
+    started = time.monotonic()
+    done = ddptop("run", "--headless", "--out", str(out), "--models", model, "--hang-timeout", "5", *SMALL_PLAN,
+                  timeout=120)
+    took = time.monotonic() - started
+    assert done.returncode == 2, done.stderr
+    *phases, line = done.stderr.strip().splitlines()
+    assert line == (f"ddptop: error: model {model}: running one training step on 2 examples made no progress in "
+                    "5 s (--hang-timeout); nothing was launched")
+    # each phase shown as it began, with what ends it: the plan's hang timeout, at least the startup grace
+    # (120 s) while importing torch or building, as a sweep's ranks get
+    assert phases[-1] == (f"ddptop: checking {model}: running one training step on 2 examples (no progress for "
+                          "5 s ends it: --hang-timeout)")
+    assert phases[-2] == (f"ddptop: checking {model}: building its workload (no progress for 120 s ends it: "
+                          "--hang-timeout 5, at least 120 s to import torch or build a model)")
+    assert took < 60, f"the check took {took:.0f} s"  # its limit was 600 s, whatever --hang-timeout said
+    assert not out.exists()
+    _assert_nothing_left(str(factory))  # the checker and the child it started: its process group, killed
+
+
+def _assert_nothing_left(text: str) -> None:
+    """No process whose command line holds ``text``, once the killed ones are gone (a moment after SIGKILL)."""
+    deadline = time.monotonic() + 5
+    while processes_mentioning(text) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert processes_mentioning(text) == []
+
+
+def _wait_for_output(proc: subprocess.Popen, text: str, timeout: float = 60) -> str:
+    """What ``proc`` printed up to the first line holding ``text``."""
+    seen = ""
+    deadline = time.monotonic() + timeout
+    while text not in seen:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0 and select.select([proc.stdout], [], [], remaining)[0], f"no {text!r} in: {seen}"
+        line = proc.stdout.readline()
+        assert line, f"ended before {text!r}: {seen}"
+        seen += line
+    return seen
+
+
+def test_ctrl_c_while_a_factory_never_returns_exits_130_and_leaves_no_checker(tmp_path):
+    factory = tmp_path / "never_built.py"
+    factory.write_text(NEVER_BUILT)
+    proc = ddptop_process("run", "--headless", "--out", str(tmp_path / "run"), "--models", f"{factory}:make",
+                          "--hang-timeout", "5", *SMALL_PLAN)
+    try:
+        seen = _wait_for_output(proc, "building its workload")
+        assert processes_mentioning(f"{factory}:make") != []  # the checker is at it: the factory is being built
+        proc.send_signal(signal.SIGINT)
+        rest, _ = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, seen + rest
+    assert "Traceback" not in seen + rest and rest.strip().splitlines()[-1] == "ddptop: interrupted"
+    _assert_nothing_left(str(factory))
+    assert not (tmp_path / "run").exists()
+
+
+def test_a_checker_that_dies_without_an_answer_is_one_line_with_its_exit_status(tmp_path):
+    factory = tmp_path / "dies.py"
+    factory.write_text("import os\n\ndef make():\n    os._exit(3)\n")
+    done = ddptop("run", "--headless", "--out", str(tmp_path / "run"), "--models", f"{factory}:make", *SMALL_PLAN,
+                  timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"ddptop: error: model {factory}:make: the check of its workload ended without an answer: exit status 3")
 
 
 def test_a_factory_that_cannot_be_found_is_refused_without_importing_anything():

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from ddptop.run.cluster import Cluster
@@ -157,15 +158,17 @@ def create_live_run(
     cpu_count: int | None = None,
     fallback_dir: str | None = None,
     plots: bool = True,
+    progress: Callable[[str], None] | None = None,
 ) -> LiveRun:
     """Validate the plan, then write the run directory's first files and wire session, monitor and sweep.
 
     Raises a ``DdptopError`` (one line for the user) before anything is written if the plan is invalid or one
-    of its own models (a factory, an hf: model) cannot run (``ddptop.run.workloads``).
+    of its own models (a factory, an hf: model) cannot run or its check makes no progress for the plan's hang
+    timeout (``ddptop.run.workloads``); ``progress`` is told one line as each phase of that check starts.
     ``inventory`` defaults to this node's GPUs as NVML reports them.
     """
     inventory = inventory if inventory is not None else read_inventory()
-    plan = check_workloads(build_plan(options, inventory, cpu_count))
+    plan = check_workloads(build_plan(options, inventory, cpu_count), progress)
     run_dir = create_run_dir(out, plan.name)
     env = environment.collect(inventory)
     topology = read_topology()

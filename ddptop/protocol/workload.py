@@ -117,6 +117,27 @@ class CheckAnswer:
         return cls(body["model"], WorkloadFacts.from_json(facts) if facts else None, body.get("error"))
 
 
+@dataclass(frozen=True)
+class CheckProgress:
+    """A line the checker prints as it starts each phase of its work (importing torch, then building each
+    model's workload and running its step): ddptop ends a check that prints none for the plan's
+    ``--hang-timeout`` (at least its startup grace while ``setting_up``, as a sweep's ranks get) and names the
+    phase it waited on. ``model`` is None before the first model. Told from a ``CheckAnswer`` line by its
+    ``checking`` key."""
+
+    doing: str  # what the checker starts, as a user reads it after the model's name: "building its workload"
+    model: str | None = None
+    setting_up: bool = False  # importing torch or building a model: a large one takes long without a hang
+
+    def to_line(self) -> str:
+        return json.dumps({"checking": self.model, "doing": self.doing, "setting_up": self.setting_up})
+
+    @classmethod
+    def from_line(cls, line: str) -> CheckProgress:
+        body = json.loads(line)
+        return cls(str(body["doing"]), body["checking"], bool(body.get("setting_up", False)))
+
+
 def describe(names: Sequence[str]) -> str:
     """Up to five names, then how many more."""
     shown = ", ".join(names[:5])

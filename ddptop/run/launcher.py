@@ -99,9 +99,9 @@ def _load_prctl() -> Any:
 _PRCTL = _load_prctl()  # looked up here: the child between fork and exec must not import or load anything
 
 
-def _die_with_ddptop() -> None:
-    """In the agent, before exec: SIGTERM it when ddptop dies, even by SIGKILL, so it stops its ranks (which
-    in turn die with it) and nothing keeps a GPU busy for a ddptop that is gone."""
+def die_with_ddptop() -> None:
+    """In the agent (or the check before launch), before exec: SIGTERM it when ddptop dies, even by SIGKILL, so
+    it stops its ranks (which in turn die with it) and nothing keeps a GPU busy for a ddptop that is gone."""
     if _PRCTL is not None:
         _PRCTL(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
@@ -261,7 +261,7 @@ class TorchrunLaunch:
                 env=self.environment(),
                 start_new_session=True,
                 cwd=self.working_dir(),
-                preexec_fn=_die_with_ddptop,
+                preexec_fn=die_with_ddptop,
             )
         finally:
             os.close(log)

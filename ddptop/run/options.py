@@ -261,7 +261,7 @@ RUN_OPTIONS: tuple[Option, ...] = (
     Option("hang_timeout", float, 300.0, group=FAULTS, metavar="SECONDS",
            help="a configuration with no event from any rank this long is hung: stopped, marked failed, the "
                 "sweep goes on (default 300; starting a launch, building a model and compiling a first step "
-                "get at least 120)"),
+                "get at least 120); also bounds each phase of the check of your own models before launch"),
     Option("on_failure", str, OnFailure.CONTINUE, group=FAULTS, choices=_values(OnFailure),
            help="after a failed configuration: go on with the next (default) or stop the sweep"),
     Option("inject", str, is_list=True, group=FAULTS, action="append", metavar="KIND:rank=R:iter=I",
