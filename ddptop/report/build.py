@@ -9,12 +9,11 @@ a run's summary: the saved one, or one built from the run directory's events.
 from __future__ import annotations
 
 import os
-import statistics
 import time
 from typing import Any
 
-from ddptop.analysis import (communication, compute, job_use, links, scaling, step_bound, strategies, threads,
-                             tokens, traces, tuning)
+from ddptop.analysis import (communication, compute, job_use, links, scaling, script_steps, step_bound, strategies,
+                             threads, tokens, traces, tuning)
 from ddptop.protocol import layout
 from ddptop.protocol.layout import (ENVIRONMENT_FILE, RUNNER_FILE, SUMMARY_JSON, TIMELINE_FILE, TOPOLOGY_FILE,
                                     node_file)
@@ -109,13 +108,9 @@ def _script_fields(state: Any, end: dict[str, Any]) -> dict[str, Any]:
     (parallel to ``samples``), what it saw of the script (``config_end.script``: its process group, its
     processes, how its steps were marked), who ended it and what the probe lost; the command it ran."""
     ends = [e for e in state.end.values() if isinstance(e.get("script"), dict)]
-    counted = {rank: [v for v in values if v is not None] for rank, values in state.step_values.get("examples", {}).items()}
-    counted = {rank: values for rank, values in counted.items() if values}
-    # the batch as the script drew it: each rank's median examples a step (what the tables' examples/s use)
-    observed = {}
-    if counted:
-        medians = [statistics.median(values) for values in counted.values()]
-        observed = {"batch_size": round(statistics.median(medians)), "global_batch": round(sum(medians))}
+    # the batch as the script drew it (what the tables' examples/s use)
+    batch = script_steps.observed_batch(state.step_values)
+    observed = {"batch_size": batch.per_rank, "global_batch": batch.global_batch} if batch else {}
     return {
         **observed,
         "step_values": {name: {str(rank): values for rank, values in sorted(per_rank.items())}
