@@ -77,8 +77,9 @@ def benchmark_text(summary: Summary) -> str:
 
 def _script_batches(members: list[Config]) -> str:
     """Each world size's examples per rank per step, as the probe counted them."""
-    return ", ".join(f"{e.batch_size if e.global_batch else 'examples not counted'} per rank at N={e.world_size}"
-                     for e in members)
+    measured = [e for e in members if e.stats]  # one not measured yet drew nothing
+    return ", ".join(f"{e.batch_size} per rank at N={e.world_size}" if e.global_batch
+                     else f"examples not counted at N={e.world_size}" for e in measured) or "nothing measured"
 
 
 def _cut_short(entry: Config) -> str:

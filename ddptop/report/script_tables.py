@@ -114,10 +114,12 @@ def script_block(summary: Summary) -> Block:
         parts.append(Lines([f"command: {command}" for command in commands]))
     groups: dict[tuple, list[Config]] = {}
     for entry in scripts:
-        groups.setdefault((entry.model, entry.backend, entry.device), []).append(entry)
+        if entry.stats:  # a configuration not measured (yet) has no row, its status is said elsewhere
+            groups.setdefault((entry.model, entry.backend, entry.device), []).append(entry)
     for members in groups.values():
         parts.append(Table(DATA_WAIT_HEADER, data_wait_rows(members)))
-    parts.append(Note(DATA_WAIT_NOTE))
+    if groups:
+        parts.append(Note(DATA_WAIT_NOTE))
     items = [(entry.config_id, f"N={entry.world_size}", seen_details(entry)) for entry in scripts]
     parts.append(Items([item for item in items if item[2]]))
     return Block("The script: data wait and what the probe saw", parts)
