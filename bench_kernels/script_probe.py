@@ -75,6 +75,7 @@ SCRIPT_ENDED = "script"
 # JSON event and an os.write, about 250 µs with the caches cold after a step), 25 µs a step of 10 ms when written
 # every 0.1 s, the launch's usual interval; about 5 µs at this one (benchmarks/probe_cost.py).
 SCRIPT_FLUSH_INTERVAL = 0.5
+MAX_LOADERS_KEPT = 4  # distinct DataLoader settings kept for the report (a train and an eval loader, ...)
 _clock = time.perf_counter  # config_end.stop_reason when the script ended before the planned steps, or ran to its end
 
 
@@ -300,6 +301,7 @@ class ScriptProbe:
         self.group_world_size: int | None = None
         self.device_name: str | None = None
         self.probe_s = 0.0  # the probe's own work: at step ends and around each batch
+        self.loaders: list[dict[str, Any]] = []  # each distinct DataLoader setting iterated (loader_seen)
         self._undo: list[Callable[[], None]] = []
 
     # -- installing -----------------------------------------------------------------------------------------
@@ -326,6 +328,7 @@ class ScriptProbe:
         def timed_iter(loader: Any) -> Any:
             if not self.timing_batches:
                 return original(loader)
+            self.loader_seen(loader)
             start = time.perf_counter()
             iterator = original(loader)  # starting a pass (its workers, say) is a wait for data too
             self.wait_s += time.perf_counter() - start
@@ -362,6 +365,18 @@ class ScriptProbe:
         return ExplicitStep(self, examples, tokens)
 
     # -- batches --------------------------------------------------------------------------------------------
+    def loader_seen(self, loader: Any) -> None:
+        """Keep how a DataLoader the script iterates loads (its workers, pinning, prefetching): what the
+        report's advice for an input-bound step can go by. A few distinct settings at most; never fails."""
+        try:
+            found = {name: getattr(loader, name, None)
+                     for name in ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")}
+            found = {k: v if isinstance(v, (bool, int, float)) or v is None else str(v) for k, v in found.items()}
+            if found not in self.loaders and len(self.loaders) < MAX_LOADERS_KEPT:
+                self.loaders.append(found)
+        except Exception:  # noqa: BLE001 - the probe fails open
+            pass
+
     def batch_drawn(self, asked: float, drawn: float, batch: Any) -> None:
         """A batch asked for at ``asked`` came at ``drawn`` (perf_counter): the step's wait and examples. A failure
         here turns the timing and counting of batches off, never the batch."""
@@ -540,6 +555,7 @@ class ScriptProbe:
             "step_marks": "explicit" if self.explicit else "optimizer" if self.marker is not None else None,
             "device_name": self.device_name,
             "probe_s": self.probe_s,
+            "loaders": self.loaders,
         }
 
     def note(self) -> str | None:

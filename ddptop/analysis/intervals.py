@@ -164,6 +164,10 @@ def add_scaling_intervals(table: dict[str, Any], plan: Any, by_size: Mapping[int
         entry = by_size[row["world_size"]]
         t = replicates[entry["config_id"]]
         n, gb, ref_gb = row["world_size"], entry["global_batch"], ref_entry["global_batch"]
+        if row["speedup"] is None:  # a batch not counted (a script's): the step time's interval alone
+            row["sec_iter_ci"] = uncertainty.estimate(t, row["sec_iter"]).to_ci()
+            row["ex_sec_total_ci"] = _from(gb / t, row["ex_sec_total"]) if gb else None
+            continue
         speedup = reference["world_size"] * (gb / t) / (ref_gb / t_ref)
         speedups[n] = speedup
         row["sec_iter_ci"] = uncertainty.estimate(t, row["sec_iter"]).to_ci()
@@ -194,7 +198,7 @@ def add_scaling_intervals(table: dict[str, Any], plan: Any, by_size: Mapping[int
         if t_plain is not None:
             table["ddp_overhead_at_reference_ci"] = _from(t_ref / t_plain - 1, table["ddp_overhead_at_reference"])
     fit = table.get("amdahl")
-    fractions = serial_fraction_intervals(fit, speedups)
+    fractions = serial_fraction_intervals(fit, speedups) if len(speedups) == len(rows) else None
     if fit is not None and fractions is not None:
         fit["max_speedup_ci"] = _from(np.where(fractions > 0, 1 / np.maximum(fractions, 1e-12), np.inf),
                                       fit["max_speedup"]) if fit.get("max_speedup") is not None else None

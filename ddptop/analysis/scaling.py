@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ddptop.analysis import communication, formulas, projection, stats
+from ddptop.analysis import communication, formulas, projection, script_steps, stats
 from ddptop.protocol import strategies, variants
 
 
@@ -67,7 +67,8 @@ def scaling_tables(
     groups: dict[tuple, list[dict[str, Any]]] = {}
     baselines: dict[tuple, dict[str, Any]] = {}
     for entry in entries:
-        batch = table_batch(entry)
+        # a script's batch is what it drew at each N (weak, strong or neither): its world sizes in one table
+        batch = 0 if script_steps.is_script(entry) else table_batch(entry)
         # a thread sweep's thread counts (--threads) and the CPU part of a plan on GPUs: a table each
         threads = (entry.get("threads") or 0) if getattr(plan, "threads", ()) else 0
         key = (entry["model"], batch, entry["backend"], entry.get("device") or plan.device, threads)
@@ -109,7 +110,8 @@ def scaling_tables(
         # Amdahl's law is a speedup over one rank: fitted only where N=1 was measured (from a larger base
         # the speedups assume perfect scaling up to it, and the base itself would be a point made up)
         fit = (formulas.amdahl_fit([(r["world_size"], r["speedup"]) for r in rows])
-               if reference is not None and reference["world_size"] == 1 else None)
+               if reference is not None and reference["world_size"] == 1
+               and all(r["speedup"] is not None for r in rows) else None)
         ddp_overhead = None
         if baseline and reference and reference["world_size"] == 1:
             ddp_overhead = reference["sec_iter"] / baseline["stats"]["sec_iter"]["p50"] - 1
@@ -131,14 +133,42 @@ def scaling_tables(
             **({"device": device} if device != plan.device else {}),
             **({"threads": threads} if threads else {}),
         }
+        if script_steps.is_script(members[0]):
+            _add_script_facts(table, by_size)
         if replicates:
             from ddptop.analysis import intervals  # numpy: only where a summary is built, never at the view's start
 
             intervals.add_scaling_intervals(table, plan, by_size, baseline, replicates)
         table["recommendation"] = stats.recommendation(rows, unit, plan.efficiency_threshold)
+        if table.get("not_data_parallel"):  # its ranks each train alone: nothing here is a scaling measurement
+            table["recommendation"] = (f"No scaling to judge: {table['not_data_parallel']}; the rows are the step "
+                                       "times of ranks that each train alone.")
         table["projection"] = projection.project(table, {e["config_id"]: e for e in members}, plan.internode_gbps)
         tables.append(table)
     return tables
+
+
+NO_DDP_BASELINE = "a script has no no-DDP baseline: speedup is against the smallest N measured"
+
+
+def _add_script_facts(table: dict[str, Any], by_size: Mapping[int, Mapping[str, Any]]) -> None:
+    """What a script's table says beside its figures: the batch as observed at each N and the scaling it
+    makes (weak, strong, changed or unknown: ``script_steps.observed_scaling``), that there is no no-DDP row,
+    and whether its ranks trained one model together at all."""
+    batches = {n: ((e["batch_size"], e["global_batch"]) if e.get("global_batch") else None) for n, e in by_size.items()}
+    observed = script_steps.observed_scaling(batches)
+    table["scaling"] = observed.kind
+    table["batch_meaning"] = "as observed"
+    table["batch_observed"] = observed.text
+    table["no_ddp_note"] = NO_DDP_BASELINE
+    problems = [script_steps.data_parallel_problem(e.get("script")) for e in by_size.values()]
+    found = next((p for p in problems if p), None)
+    if found:
+        table["not_data_parallel"] = found
+    for row in table["rows"]:
+        entry = by_size[row["world_size"]]
+        row["batch_per_rank"] = entry["batch_size"] if entry.get("global_batch") else None
+        row["global_batch"] = entry.get("global_batch") or None
 
 
 def table_batch(entry: Mapping[str, Any]) -> int:
@@ -167,10 +197,11 @@ def _add_model_figures(
 ) -> None:
     """Karp-Flatt, cost per million examples, data moved per epoch and the compute/communication split."""
     n = row["world_size"]
-    row["karp_flatt"] = formulas.karp_flatt(row["speedup"], n) if row["reference_world_size"] == 1 else None
+    row["karp_flatt"] = (formulas.karp_flatt(row["speedup"], n)
+                         if row["reference_world_size"] == 1 and row["speedup"] is not None else None)
     row["cost_per_million"] = (  # one GPU per rank; on the CPU the price is per rank-hour
         formulas.cost_per_million(n, row["ex_sec_total"], plan.price_per_gpu_hour)
-        if plan.price_per_gpu_hour is not None
+        if plan.price_per_gpu_hour is not None and row["ex_sec_total"]
         else None
     )
     grad_bytes, params = entry.get("grad_bytes"), entry.get("params")
@@ -194,6 +225,8 @@ def _add_model_figures(
     # The estimate from t1 takes the single-device time as the compute of every N ("Problem 2 - Data
     # Parallelism in Pytorch" uses one GPU without DDP); the plain model's time when we have it.
     single = baseline if baseline is not None else (reference if reference["world_size"] == 1 else None)
+    if script_steps.is_script(entry):  # its step holds the data wait too: step_less_wait compares it instead
+        single = None
     row["comm_estimate_from_t1_s"] = (
         formulas.comm_estimate_from_t1(
             row["sec_iter"], single["stats"]["sec_iter"]["p50"], entry["batch_size"], single["batch_size"]

@@ -43,6 +43,16 @@ def observed_batch(step_values: Mapping[str, Mapping[Any, Sequence[Any]]]) -> Ob
                          any(min(values) != max(values) for values in counted.values()))
 
 
+def tokens_per_example(step_values: Mapping[str, Mapping[Any, Sequence[Any]]]) -> float | None:
+    """Tokens per example over the steps where the script gave both (``examples=``/``tokens=``, or counted
+    examples beside its tokens); None where it gave no tokens."""
+    examples, tokens = step_values.get("examples") or {}, step_values.get("tokens") or {}
+    pairs = [(e, t) for rank in tokens for e, t in zip(examples.get(rank) or (), tokens[rank] or ())
+             if e is not None and t is not None]
+    counted = sum(e for e, _ in pairs)
+    return sum(t for _, t in pairs) / counted if counted > 0 else None
+
+
 def data_wait_share(samples: Mapping[Any, Sequence[float]], step_values: Mapping[str, Mapping[Any, Sequence[Any]]]
                     ) -> dict[Any, float]:
     """rank -> the share of its measured step time it spent waiting for batches, over the steps whose wait was
@@ -55,3 +65,107 @@ def data_wait_share(samples: Mapping[Any, Sequence[float]], step_values: Mapping
         if pairs and total > 0:
             shares[rank] = sum(wait for wait, _ in pairs) / total
     return shares
+
+
+# -- what the report says of a script ----------------------------------------------------------------------
+
+SCRIPT_PREFIX = "script:"  # a script's model spec (``ddptop.protocol.modelspec.SCRIPT_PREFIX``)
+WEAK, STRONG, CHANGED, UNKNOWN, SINGLE = "weak", "strong", "changed", "unknown", "single"
+
+
+def is_script(entry: Mapping[str, Any]) -> bool:
+    """A summary entry of a user's training script (``ddptop run -- train.py``)."""
+    return str(entry.get("model") or "").startswith(SCRIPT_PREFIX)
+
+
+@dataclass(frozen=True)
+class ObservedScaling:
+    """Weak or strong scaling as the script's batches showed it, not as the plan said (the script chooses)."""
+
+    kind: str  # WEAK (per-rank batch the same at every N), STRONG (global batch the same), CHANGED, UNKNOWN, SINGLE
+    text: str  # the batch in words, for a scaling table's title
+
+
+def observed_scaling(batches: Mapping[int, tuple[int, int] | None]) -> ObservedScaling:
+    """world size -> (examples per rank per step, global batch), None where the examples were not counted."""
+    sizes = sorted(batches)
+    unknown = [n for n in sizes if not batches[n]]
+    if unknown:
+        where = ", ".join(f"N={n}" for n in unknown)
+        return ObservedScaling(UNKNOWN, f"examples not counted ({where}): batch and ex/s unknown")
+    per_rank = {n: batches[n][0] for n in sizes}  # type: ignore[index]
+    total = {n: batches[n][1] for n in sizes}  # type: ignore[index]
+    listed = ", ".join(f"{per_rank[n]} at N={n}" for n in sizes)
+    if len(sizes) == 1:
+        return ObservedScaling(SINGLE, f"{per_rank[sizes[0]]} examples per rank per step (one world size)")
+    if len(set(per_rank.values())) == 1:
+        return ObservedScaling(WEAK, f"{per_rank[sizes[0]]} examples per rank per step at every N "
+                                     "(weak scaling, as observed: the global batch grows with N)")
+    if len(set(total.values())) == 1:
+        return ObservedScaling(STRONG, f"global batch {total[sizes[0]]} at every N (strong scaling, as observed: "
+                                       f"examples per rank per step {listed})")
+    return ObservedScaling(CHANGED, f"examples per rank per step changed with N ({listed}): neither weak nor "
+                                    "strong scaling; speedup compares examples/s")
+
+
+def data_parallel_problem(seen: Mapping[str, Any] | None) -> str | None:
+    """Why a script's ranks do not train one model together, from what the probe saw (``config_end.script``);
+    None when they do, or when the probe saw no step to tell."""
+    if not seen or seen.get("process_group") is None:
+        return None
+    if not seen.get("process_group"):
+        return "not data-parallel: each rank trains alone (the script made no process group)"
+    group, launch = seen.get("group_world_size"), seen.get("launch_world_size")
+    if group is not None and launch is not None and group != launch:
+        return (f"not data-parallel: each rank trains alone (its process group has {group} "
+                f"rank{'s' if group != 1 else ''}, the launch {launch})")
+    return None
+
+
+SPAWNED = "it trains in processes it started itself (mp.spawn): the probe sees none of their steps"
+
+
+def ended_by_words(ended_by: str | None) -> str | None:
+    """Who ended the script, in words (``config_end.ended_by``)."""
+    if ended_by == "ddptop":
+        return "ended by ddptop after the planned steps"
+    if ended_by == "script":
+        return "ended by the script itself"
+    return None
+
+
+def busy_steps(samples: Mapping[Any, Sequence[float]], step_values: Mapping[str, Mapping[Any, Sequence[Any]]]
+               ) -> dict[Any, list[float]]:
+    """rank -> each measured step's time less its wait for data (the step itself where the wait was not
+    timed): what grows with N when a rank waits for the others in DDP's allreduce."""
+    waits = step_values.get("data_wait") or {}
+    found = {}
+    for rank, steps in samples.items():
+        rank_waits = list(waits.get(rank) or ())
+        rank_waits += [None] * (len(steps) - len(rank_waits))
+        found[rank] = [max(0.0, sec - (wait or 0.0)) for sec, wait in zip(steps, rank_waits)]
+    return found
+
+
+def loader_advice(seen: Mapping[str, Any] | None) -> str:
+    """What to try for a step that waits for data, by what the probe saw of the script's DataLoaders."""
+    loaders = [loader for loader in (seen or {}).get("loaders") or () if isinstance(loader, Mapping)]
+    if not loaders:
+        return ("try DataLoader(num_workers=...) to make batches in parallel, pin_memory=True on a GPU, "
+                "persistent_workers=True, a larger prefetch_factor")
+    loader = max(loaders, key=lambda l: l.get("num_workers") or 0)
+    workers = loader.get("num_workers") or 0
+    tries = []
+    if workers == 0:
+        tries.append("num_workers > 0 (its DataLoader makes every batch in the training process, num_workers=0)")
+    elif workers == 1:
+        tries.append("more than its single worker (num_workers=1)")
+    else:
+        tries.append(f"more workers than its {workers}, if the cores allow")
+    if workers and not loader.get("persistent_workers"):
+        tries.append("persistent_workers=True (its workers start again every epoch)")
+    if workers and (loader.get("prefetch_factor") or 2) <= 2:
+        tries.append(f"a larger prefetch_factor than {loader.get('prefetch_factor') or 2}")
+    if not loader.get("pin_memory"):
+        tries.append("pin_memory=True when training on a GPU")
+    return "try " + ", ".join(tries) + "; a cheaper per-example transform helps at any setting"

@@ -166,11 +166,20 @@ class ScalingPoint:
 
 
 def scaling_rows(points: Sequence[ScalingPoint], core_weight: float = 1.0, gpu_weight: float = 2.0) -> list[dict]:
-    """Speedup, efficiency, relative cost and relative SU of each point against the smallest world size."""
+    """Speedup, efficiency, relative cost and relative SU of each point against the smallest world size.
+
+    A point of unknown batch (0: a script whose examples were not counted) has no examples/s, and then no
+    figure of the table counts work: speedup and the rest are None (step times alone cannot say how much
+    work a step did)."""
     if not points:
         return []
     ordered = sorted(points, key=lambda p: p.world_size)
     ref = ordered[0]
+    if any(p.global_batch <= 0 or p.sec_iter <= 0 for p in ordered):
+        return [{"world_size": p.world_size, "sec_iter": p.sec_iter,
+                 "ex_sec_total": p.global_batch / p.sec_iter if p.global_batch > 0 and p.sec_iter > 0 else None,
+                 "speedup": None, "efficiency": None, "relative_cost": None, "relative_su": None,
+                 "reference_world_size": ref.world_size} for p in ordered]
     ref_throughput = ref.global_batch / ref.sec_iter
     ref_charge = (core_weight * ref.cores + gpu_weight * ref.gpus) * ref.sec_iter / ref.global_batch
     rows = []
@@ -234,6 +243,9 @@ def recommendation(rows: Sequence[dict], unit: str = "GPUs", threshold: float = 
     """
     if len(rows) < 2:
         return f"Only one {'world size' if symbol == 'N' else 'thread count'} was measured: nothing to compare."
+    if any(r.get("speedup") is None for r in rows):
+        return ("Examples per step unknown (not counted), so examples/s, speedup and efficiency are unknown: "
+                "the step times alone cannot say how much work a step did.")
     ordered = sorted(rows, key=lambda r: r["world_size"])
     sides = [_efficiency_side(r, threshold) for r in ordered]
     largest = ordered[-1]

@@ -19,7 +19,10 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ddptop import units
-from ddptop.analysis import traces
+from ddptop.analysis import script_steps, traces
+from ddptop.analysis.step_change import EQUIVALENT as EQUIVALENT_CHANGE
+from ddptop.analysis.step_change import FASTER as FASTER_CHANGE
+from ddptop.analysis.step_change import SLOWER as SLOWER_CHANGE
 from ddptop.protocol.precision import t_quantile
 
 # exposed communication, as a share of the step
@@ -36,6 +39,9 @@ IDLE_BLOCK_S = 1.0
 # launch-bound rather than host-bound: the GPU waits for the host and its kernels average less than this, about
 # what launching one costs (a few microseconds of the CUDA runtime, plus the framework's dispatch)
 LAUNCH_BOUND_KERNEL_S = 20e-6
+# a user's script (``script_figures``): input-bound when the ranks' wait for data, as a share of the step, has
+# its 95% interval's lower end above this
+INPUT_BOUND_SHARE = 0.10
 MEMORY_FULL = 0.90  # peak memory at or above this share of the device's memory: memory-limited
 # what a host-bound step can change, in the order to try it
 HOST_ADVICE = ("a larger batch per GPU, CUDA graphs or torch.compile(mode=\"reduce-overhead\"), fewer small kernels "
@@ -43,6 +49,7 @@ HOST_ADVICE = ("a larger batch per GPU, CUDA graphs or torch.compile(mode=\"redu
 
 COMPUTE, COMMUNICATION, HOST, MEMORY, BALANCED, UNKNOWN = (
     "compute-bound", "communication-bound", "host-bound", "memory", "balanced", "unknown")
+INPUT, WAITING, NOT_DATA_PARALLEL = "input-bound", "waiting on the other ranks", "not data-parallel"
 
 
 def _exposed(entry: Mapping[str, Any]) -> tuple[float | None, tuple[float, float] | None]:
@@ -193,6 +200,8 @@ def _traced_comm_words(trace: traces.ConfigTrace | None) -> str | None:
 
 def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``{"kind": ..., "text": one line}`` for one configuration's summary entry."""
+    if script_steps.is_script(entry):
+        return script_verdict(entry)
     if entry.get("stats") is None:
         return {"kind": UNKNOWN, "text": "no verdict: no measured steps"}
     on_gpu = entry.get("device") == "cuda"
@@ -253,9 +262,83 @@ def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = No
     return {"kind": kind, "text": "; ".join([text] + notes)}
 
 
+def _interval_words(figure: float, ci: Sequence[float] | None, levels: str | None, launches: int | None = None) -> str:
+    """A share and its interval in words, with what the interval spans (launches, or one launch only)."""
+    text = units.percent(figure)
+    if ci and None not in ci:
+        over = f"across {launches} launches" if levels == "launches" and launches else "within one launch only"
+        text += f" (95% CI {units.percent(ci[0])}–{units.percent(ci[1])}, {over})"
+    return text
+
+
+def _ratio_words(found: Mapping[str, Any]) -> str:
+    ratio, ci = found["ratio"], found.get("ratio_ci")
+    text = f"{ratio:.2f}x N={found['reference_world_size']}'s" + (
+        " per example a rank draws" if found.get("per_example") else "")
+    return text + (f" (95% CI {ci[0]:.2f}–{ci[1]:.2f})" if ci and None not in ci else "")
+
+
+def script_verdict(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """A user's script's verdict: not data-parallel, input-bound, waiting on the other ranks, compute-bound or
+    scaling within noise, from its data wait and its step less that wait (``script_figures``); no effect is
+    stated that its 95% interval cannot tell from noise."""
+    seen = entry.get("script") if isinstance(entry.get("script"), Mapping) else {}
+    notes = [script_steps.SPAWNED] if (seen or {}).get("spawned") else []
+    apart = script_steps.data_parallel_problem(seen)
+    if apart is not None:
+        return {"kind": NOT_DATA_PARALLEL,
+                "text": "; ".join([f"{apart}: its step times across N are not a scaling measurement"] + notes)}
+    if entry.get("stats") is None:
+        return {"kind": UNKNOWN, "text": "; ".join(["no verdict: no measured steps"] + notes)}
+    wait = entry.get("data_wait") or None
+    less = entry.get("step_less_wait") or {}
+    ci = wait.get("share_ci") if wait else None
+    share = (_interval_words(wait["share"], ci, wait.get("levels"), wait.get("launches")) if wait else None)
+    input_bound = bool(wait and ci and None not in ci and ci[0] > INPUT_BOUND_SHARE)
+    grew = less.get("change") == SLOWER_CHANGE
+    parts: list[str] = []
+    kind = None
+    if input_bound and share:
+        kind = INPUT
+        parts.append(f"input-bound: the ranks wait for data {share} of the step, above {units.percent(INPUT_BOUND_SHARE)} "
+                     f"beyond noise — {script_steps.loader_advice(seen)}")
+    if grew:
+        text = (f"the step less its data wait is {_ratio_words(less)}, grown beyond noise (more than "
+                f"{units.percent(less.get('min_effect'))})")
+        if kind is None:
+            kind = WAITING
+            parts.append(f"waiting on the other ranks: {text}")
+        else:
+            parts.append(f"and the ranks wait on each other: {text}")
+        found = (wait or {}).get("straggler") or {}
+        if found.get("flagged"):
+            parts.append(f"rank {found['rank']} waits longest for data: the others wait for it")
+    if kind is None:
+        single = entry.get("world_size", 1) < 2
+        if single:
+            kind, head = COMPUTE, "compute only (one rank, no communication)"
+        elif less.get("change") in (EQUIVALENT_CHANGE, FASTER_CHANGE):
+            kind = COMPUTE
+            head = (f"compute-bound: the step less its data wait is {_ratio_words(less)}, within "
+                    f"{units.percent(less.get('min_effect'))} of it")
+        elif less.get("ratio") is not None:
+            kind, head = UNKNOWN, f"scaling within noise: the step less its data wait is {_ratio_words(less)}"
+        else:
+            kind, head = UNKNOWN, "no verdict: nothing to compare the step with"
+        parts.append(head)
+        if share is None:
+            parts.append("the waits for data were not timed")
+        elif ci and None not in ci and ci[1] < INPUT_BOUND_SHARE:
+            parts.append(f"data wait {share}, under {units.percent(INPUT_BOUND_SHARE)}")
+        else:
+            parts.append(f"data wait {share}: whether it bounds the step is within noise")
+    return {"kind": kind, "text": "; ".join(parts + notes)}
+
+
 def thresholds() -> dict[str, float]:
     """The thresholds as saved with each summary, so a verdict can be read against what produced it."""
     return {"comm_bound": COMM_BOUND, "comm_minor": COMM_MINOR, "host_idle_share": HOST_IDLE_SHARE,
             "rank_cpu_busy": RANK_CPU_BUSY, "idle_block_s": IDLE_BLOCK_S, "memory_full": MEMORY_FULL,
             "launch_bound_kernel_s": LAUNCH_BOUND_KERNEL_S, "trace_memory_share": traces.TRACE_MEMORY_SHARE,
-            "trace_cost_limit": traces.TRACE_COST_LIMIT}
+            "trace_cost_limit": traces.TRACE_COST_LIMIT,
+            "input_bound_share": INPUT_BOUND_SHARE}

@@ -300,6 +300,86 @@ def median_replicates(
     return out
 
 
+@dataclass(frozen=True)
+class SumReplicates:
+    """Bootstrap replicates of two sums taken over the same resampled steps, per rank (``sum_replicates``):
+    a share of the step (time waiting for data over step time) is a ratio of such sums, which a median cannot
+    give when the waits come in bursts (a loader's workers: most steps wait nothing, every k-th a lot)."""
+
+    ranks: tuple[int, ...]
+    parts: np.ndarray  # (resamples, ranks): each replicate's sum of the part (the data wait) per rank
+    wholes: np.ndarray  # (resamples, ranks): the same steps' sum of the whole (the step time)
+    factor: float  # small-sample expansion and the blocks' shortfall, applied to any figure made of the sums
+    units: int  # independent units the bootstrap saw: launches, or blocks within the one launch
+
+    def share(self, ranks: Sequence[int] | None = None) -> np.ndarray:
+        """Replicates of sum(part) / sum(whole) over ``ranks`` (every rank by default), widened, within [0, 1]."""
+        columns = [self.ranks.index(r) for r in ranks] if ranks is not None else list(range(len(self.ranks)))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            raw = self.parts[:, columns].sum(axis=1) / self.wholes[:, columns].sum(axis=1)
+        return np.clip(widened(raw, self.factor), 0.0, 1.0)
+
+    def difference(self, rank: int) -> np.ndarray:
+        """Replicates of ``rank``'s share less the other ranks' pooled share, widened (raw draws, one each)."""
+        others = [r for r in self.ranks if r != rank]
+        column = self.ranks.index(rank)
+        rest = [self.ranks.index(r) for r in others]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            raw = (self.parts[:, column] / self.wholes[:, column]
+                   - self.parts[:, rest].sum(axis=1) / self.wholes[:, rest].sum(axis=1))
+        return np.clip(widened(raw, self.factor), -1.0, 1.0)
+
+
+def widened(replicates: np.ndarray, factor: float) -> np.ndarray:
+    """Replicates spread about their median by ``factor`` (the expansion ``median_replicates`` applies)."""
+    finite = replicates[np.isfinite(replicates)]
+    if factor == 1.0 or not len(finite):
+        return replicates
+    centre = float(np.median(finite))
+    return centre + (replicates - centre) * factor
+
+
+def sum_replicates(
+    parts_by_rank: Mapping[int, Sequence[float]],
+    wholes_by_rank: Mapping[int, Sequence[float]],
+    rounds_by_rank: Mapping[int, Sequence[int]] | None = None,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+    confidence: float = CONFIDENCE,
+) -> SumReplicates:
+    """Bootstrap replicates of each rank's sums of two per-step series given in parallel (a part of each step
+    and the step), resampled as ``median_replicates`` resamples steps: whole rounds (launches) first when
+    there are several, then circular blocks of step indices taken of every rank together; the block length
+    from the per-step share (part over whole, averaged over ranks)."""
+    parts, lengths, _ = _groups(parts_by_rank, rounds_by_rank)
+    wholes, _, _ = _groups(wholes_by_rank, rounds_by_rank)
+    rounds, ranks, longest = wholes.shape
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = parts / wholes
+    series = np.concatenate([np.nanmean(ratio[k, :, :length], axis=0) for k, length in enumerate(lengths)])
+    block, shortfall, effective = dependence(np.nan_to_num(series))
+    rng = np.random.default_rng(seed)
+    out_parts, out_wholes = np.empty((resamples, ranks)), np.empty((resamples, ranks))
+    chunk = max(1, CHUNK_ELEMENTS // max(rounds * ranks * longest, 1))
+    blocks = math.ceil(longest / block)
+    position = np.arange(longest)
+    block_of, offset = position // block, position % block
+    for start in range(0, resamples, chunk):
+        count = min(chunk, resamples - start)
+        chosen = rng.integers(0, rounds, size=(count, rounds)) if rounds > 1 else np.zeros((count, 1), dtype=int)
+        own = lengths[chosen]
+        starts = np.floor(rng.random((count, rounds, blocks)) * own[..., None]).astype(int)
+        index = (starts[..., block_of] + offset) % own[..., None]
+        outside = position >= own[..., None]  # (count, rounds, longest): past a drawn round's own length
+        for data, out in ((parts, out_parts), (wholes, out_wholes)):
+            values = data[chosen[..., None], :, index]  # (count, rounds, longest, ranks)
+            values[outside] = np.nan
+            out[start : start + count] = np.nansum(values, axis=(1, 2))
+    units = rounds if rounds > 1 else max(1, min(int(lengths[0]) // block, int(effective)))
+    return SumReplicates(tuple(sorted(int(r) for r in parts_by_rank if len(parts_by_rank[r]))), out_parts,
+                         out_wholes, _expansion(units, confidence) * shortfall, units)
+
+
 def estimate(replicates: np.ndarray, value: float, confidence: float = CONFIDENCE) -> Estimate:
     """Percentile interval of ``replicates`` at ``confidence``, reported with the point ``value``.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from ddptop.analysis import communication
+from ddptop.analysis import communication, script_steps
 from ddptop.analysis.scaling import LiveScaling
 from ddptop.protocol.vocab import FAILED
 from ddptop.report.schema import ScalingRow
@@ -32,6 +32,9 @@ def live_entry(state: ConfigState) -> dict[str, Any]:
             "params": state.info.get("params"),
         }
     )
+    batch = script_steps.observed_batch(state.step_values) if state.step_values else None
+    if batch is not None:  # a script's batch is the one it drew, as in the saved summary
+        entry.update(batch_size=batch.per_rank, global_batch=batch.global_batch)
     if entry["stats"] is not None:
         entry["communication"] = communication.config_communication(state, entry)
     return entry

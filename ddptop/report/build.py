@@ -111,8 +111,10 @@ def _script_fields(state: Any, end: dict[str, Any]) -> dict[str, Any]:
     # the batch as the script drew it (what the tables' examples/s use)
     batch = script_steps.observed_batch(state.step_values)
     observed = {"batch_size": batch.per_rank, "global_batch": batch.global_batch} if batch else {}
+    tokens = script_steps.tokens_per_example(state.step_values)
     return {
         **observed,
+        **({"tokens_per_example": tokens} if tokens else {}),
         "step_values": {name: {str(rank): values for rank, values in sorted(per_rank.items())}
                         for name, per_rank in sorted(state.step_values.items())},
         "script": (end.get("script") if isinstance(end.get("script"), dict) else ends[0]["script"] if ends else None),
@@ -122,6 +124,17 @@ def _script_fields(state: Any, end: dict[str, Any]) -> dict[str, Any]:
         "probe_notes": sorted({e["note"] for e in state.end.values() if e.get("note")}),
         "command": state.info.get("command"),
     }
+
+
+def _observed_rates(entry: dict[str, Any]) -> None:
+    """A script's examples/s at every percentile from the batch it drew (its spec has none); unknown (None)
+    where its examples were not counted, never 0 ex/s."""
+    stats = entry.get("stats")
+    if not stats or not script_steps.is_script(entry):
+        return
+    for key, examples in (("ex_sec_replica", entry["batch_size"]), ("ex_sec_total", entry["global_batch"])):
+        stats[key] = {p: (examples / sec if entry["global_batch"] and sec > 0 else None)
+                      for p, sec in stats["sec_iter"].items()}
 
 
 def _counted_memory(state: Any) -> dict[str, Any]:
@@ -321,13 +334,15 @@ def build_summary(
     """Everything the run measured, as one typed summary (``ddptop.report.schema``). What the caller holds in memory is used
     before the run directory's files, which a full disk or a removed directory may lack: the environment,
     the ``topology`` and ``telemetry_kept`` (the telemetry records the timeline file could not take)."""
-    from ddptop.analysis import intervals, launches, uncertainty  # numpy: loaded when a summary is built, not with the view
+    from ddptop.analysis import intervals, launches, script_figures, uncertainty  # numpy: loaded when a summary is built, not with the view
 
     with session.lock:
         states = session.ordered_states()
         writer_died = _writer_died(session)
         entries = [_config_entry(session, s, writer_died) for s in states]
         telemetry = _add_telemetry(session, states, entries, telemetry_kept)
+        for entry in entries:  # after the launches were judged (which may recompute the stats), before intervals
+            _observed_rates(entry)
         damaged_json: dict[str, str | None] = {}  # what the run directory's JSON files read here lacked
         if not environment:
             path = os.path.join(session.run_dir, ENVIRONMENT_FILE)
@@ -340,6 +355,7 @@ def build_summary(
         for entry in entries:
             counts[entry["status"]] = counts.get(entry["status"], 0) + 1
         replicates, launch_variance = intervals.add_step_intervals(states, entries)
+        script_figures.add_script_figures(entries)  # a script's data wait and step less it, before the verdicts
         for state, entry in zip(states, entries):  # FLOP/s and MFU, with the p50's interval carried over
             hello = (session.hellos.get((state.launch, 0)) if state.launch is not None else None) or {}
             entry["flops"] = compute.compute_figures(entry, state.info, hello.get("device_name"), session.ceilings)

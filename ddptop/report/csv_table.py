@@ -49,6 +49,11 @@ def csv_text(summary: Summary) -> str:
     header += ["telemetry_readings", "telemetry_coarse", "mem_peak_shown_bytes", "mem_peak_source",
                "gpu_idle_share", "gpu_idle_share_low", "gpu_idle_share_high", "gpu_idle_readings"]
     header += ["threads_per_rank"]  # each rank's threads: a thread sweep's count, else the plan's share
+    # a user's script's: its wait for data as a share of the step, its batch and scaling as observed
+    header += ["data_wait_share", "data_wait_share_low", "data_wait_share_high", "observed_batch_per_rank",
+               "observed_scaling"]
+    scaling_kind = {row.config_id: table.scaling for table in summary.scaling for row in table.rows
+                    if table.batch_observed is not None}
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(header)
@@ -85,5 +90,9 @@ def csv_text(summary: Summary) -> str:
         row += [load.readings, load.coarse, *(memory_peak(entry, load) if entry.telemetry else (None, None))]
         row += [idle.share, *(idle.share_ci or (None, None)), idle.readings]
         row.append(entry.threads or summary.plan.threads_for(entry.world_size))
+        wait = entry.data_wait
+        row += [wait.share if wait else None, *((wait.share_ci if wait and wait.share_ci else None) or (None, None))]
+        row += [entry.batch_size if entry.is_script and entry.global_batch else None,
+                scaling_kind.get(entry.config_id)]
         writer.writerow(["" if v is None else v for v in row])
     return buffer.getvalue()

@@ -23,7 +23,8 @@ SHOWN_PERCENTILES = ("p50", "p75", "p90", "p95")
 def _benchmark_groups(summary: Summary) -> dict[tuple, list[Config]]:
     groups: dict[tuple, list[Config]] = {}
     for entry in summary.configs:
-        batch = entry.batch_size if entry.scaling == "weak" else entry.global_batch
+        # a script's batch is what it drew at each N: its world sizes in one block, each row its own batch
+        batch = None if entry.is_script else entry.batch_size if entry.scaling == "weak" else entry.global_batch
         groups.setdefault((entry.model, batch, entry.scaling, entry.backend), []).append(entry)
     for members in groups.values():
         members.sort(key=lambda e: (e.mode != "no_ddp", e.world_size, e.mode == "dp"))
@@ -46,7 +47,11 @@ def benchmark_text(summary: Summary) -> str:
         first = members[0]  # a summary from before the workloads: a preset's seq_len alone
         seq_len = first.tokens_per_example or (first.seq_len if ":" not in first.model else None)
         tokens = f", {units.significant(seq_len, 6)} tokens per example" if seq_len else ""
-        out.append(f"Benchmark: {model} with batch size {batch} ({meaning}, {scaling} scaling, {backend}){tokens}")
+        if first.is_script:
+            out.append(f"Benchmark: {model}, the batch as the script drew it ({_script_batches(members)}; "
+                       f"{backend}){tokens}")
+        else:
+            out.append(f"Benchmark: {model} with batch size {batch} ({meaning}, {scaling} scaling, {backend}){tokens}")
         out.append("")
         width = max(8, *(len(entry.label) for entry in members))  # PyTorch's 8, wider for a tune's variants
         indent = len(_row_prefix(members[0], width))
@@ -68,6 +73,13 @@ def benchmark_text(summary: Summary) -> str:
                 out.append(f"{prefix}  {entry.status}{reason}")
         out.append("")
     return "\n".join(out)
+
+
+def _script_batches(members: list[Config]) -> str:
+    """Each world size's examples per rank per step, as the probe counted them."""
+    measured = [e for e in members if e.stats]  # one not measured yet drew nothing
+    return ", ".join(f"{e.batch_size} per rank at N={e.world_size}" if e.global_batch
+                     else f"examples not counted at N={e.world_size}" for e in measured) or "nothing measured"
 
 
 def _cut_short(entry: Config) -> str:
@@ -206,6 +218,10 @@ def table_place(table: ScalingTable) -> str:
 
 
 def _scaling_title(table: ScalingTable) -> str:
+    if table.batch_observed is not None:  # a user's script: the batch as it drew it, or no scaling at all
+        head = "Not scaling" if table.not_data_parallel else "Scaling"
+        return (f"{head}: {table.model} ({table.backend}{table_place(table)}), batch as observed: "
+                f"{table.batch_observed}; against N={table.reference_world_size}")
     title = (
         f"Scaling: {table.model}{'' if table.strategy == 'ddp' else ' ' + table.strategy}, batch {table.batch_size} "
         f"{table.batch_meaning} "
@@ -229,6 +245,10 @@ def scaling_block(summary: Summary) -> Block:
         parts += [Caption(_scaling_title(table)),
                   Table(_scaling_header(summary, _tokens(table)),
                         [_scaling_cells(r, priced, metered, _tokens(table)) for r in table.rows])]
+        if table.not_data_parallel:
+            parts.append(Note(f"{table.not_data_parallel[0].upper()}{table.not_data_parallel[1:]}."))
+        if table.no_ddp_note:
+            parts.append(Note(f"{table.no_ddp_note[0].upper()}{table.no_ddp_note[1:]}."))
         if table.recommendation:
             parts.append(Note(table.recommendation))
         parts += [Note(line) for line in model_lines(table)]

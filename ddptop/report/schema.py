@@ -27,7 +27,7 @@ from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 __all__ = [
     "SchemaError", "Record", "Summary", "Config", "StepFigures", "Percentiles", "RankSpread", "LaunchUnit",
     "Communication", "DdpLogging", "Buckets", "Achieved", "WindowLoad", "RankLoad", "GpuIdle", "Validity", "Straggler",
-    "StragglerEvidence", "Unconfirmed", "Flops", "Trace", "TraceFile", "TraceBreakdown", "TraceSpread",
+    "StragglerEvidence", "Unconfirmed", "ScriptSeen", "RankShare", "WaitStraggler", "DataWait", "StepLessWait", "Flops", "Trace", "TraceFile", "TraceBreakdown", "TraceSpread",
     "TraceKernel", "TraceCollective", "TraceGpuWork", "Verdict", "ScalingTable", "ScalingRow", "Amdahl", "Epoch",
     "Projection", "ProjectionPoint", "BatchTable", "BatchRow", "CollectiveTable", "CollectiveRow",
     "DpVsDdpRow", "TuneTable", "TuneRow", "StrategyTable", "StrategyRow", "FrontierPoint", "Ceiling", "Uncertainty", "LaunchVariance", "Overhead", "LaunchRecord", "TelemetrySource",
@@ -464,6 +464,67 @@ class Verdict(Record):
 
 
 @dataclass(kw_only=True)
+class ScriptSeen(Record):
+    """What the probe saw of a user's script (``config_end.script``, docs/wire-format.md)."""
+    process_group: bool | None = None
+    group_world_size: int | None = None
+    launch_world_size: int | None = None
+    optimizer_steps: int | None = None
+    spawned: int | None = None
+    step_marks: str | None = None
+    device_name: str | None = None
+    probe_s: float | None = None
+    loaders: list[dict[str, Any]] = field(default_factory=list)
+
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"loaders"})
+
+
+@dataclass(kw_only=True)
+class RankShare(Record):
+    share: float | None = None
+    share_ci: Interval | None = None
+
+
+@dataclass(kw_only=True)
+class WaitStraggler(Record):
+    """The rank with the largest data wait against the others (``analysis/script_figures.py``)."""
+    rank: int | None = None
+    excess_share: float | None = None
+    excess_share_ci: Interval | None = None
+    others_busy_longer_s: float | None = None
+    others_busy_longer_s_ci: Interval | None = None
+    flagged: bool | None = None
+    steps: int | None = None
+    too_few_steps: bool | None = None
+
+
+@dataclass(kw_only=True)
+class DataWait(Record):
+    """A script's wait for data as a share of its step, pooled over the ranks and per rank."""
+    share: float | None = None
+    share_ci: Interval | None = None
+    levels: str | None = None  # "launches" or "within launch"
+    launches: int | None = None
+    steps: int | None = None
+    per_rank: dict[str, RankShare] = field(default_factory=dict)
+    straggler: WaitStraggler | None = None
+
+
+@dataclass(kw_only=True)
+class StepLessWait(Record):
+    """A script's median step less its data wait, and its ratio to the smallest N's."""
+    median_s: float | None = None
+    median_s_ci: Interval | None = None
+    reference_world_size: int | None = None
+    levels: str | None = None
+    ratio: float | None = None
+    ratio_ci: Interval | None = None
+    min_effect: float | None = None
+    change: str | None = None  # uncertainty.verdict's words: slower (grew with N), equivalent, ...
+    per_example: bool | None = None  # compared per example a rank draws (its batch changed with N)
+
+
+@dataclass(kw_only=True)
 class Config(Record):
     """One configuration of the sweep: its spec (``ddptop.run.plan_records.ConfigSpec.to_json``), how it ended,
     its steps (every rank's, by launch) and the figures made from them."""
@@ -517,8 +578,25 @@ class Config(Record):
     counted_memory: dict[str, int] | None = None
     trace: Trace | None = None  # the profiler trace taken after the measured steps, and its breakdown
     threads: int = 0  # each rank's threads in a thread sweep (--threads); 0: the plan's threads_per_rank
+    # a user's script's (``ddptop run -- train.py``; ``build._script_fields``, ``analysis/script_figures.py``):
+    # each measured step's data wait, examples and tokens per rank, what the probe saw, who ended it, what the
+    # probe lost, the command, and the figures made of them
+    step_values: dict[str, dict[str, list[Any]]] | None = None
+    script: ScriptSeen | None = None
+    script_per_rank: dict[str, ScriptSeen] | None = None
+    ended_by: str | None = None
+    probe_notes: list[str] | None = None
+    command: list[str] | None = None
+    data_wait: DataWait | None = None
+    step_less_wait: StepLessWait | None = None
 
-    _only_when_set: ClassVar[frozenset[str]] = frozenset({"trace", "threads"})
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({
+        "trace", "threads", "step_values", "script", "script_per_rank", "ended_by", "probe_notes", "command",
+        "data_wait", "step_less_wait"})
+
+    @property
+    def is_script(self) -> bool:
+        return self.model.startswith("script:")
 
 
 # --- figures over several configurations ---------------------------------------------------------------
@@ -567,6 +645,10 @@ class ScalingRow(Record):
     karp_flatt_ci: Interval | None = None
     tok_sec_total: float | None = None  # a transformer's: ex_sec_total x seq_len
     tok_sec_total_ci: Interval | None = None
+    batch_per_rank: int | None = None  # a script's examples per rank per step as observed (None: not counted)
+    global_batch: int | None = None  # a script's, over the ranks
+
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"batch_per_rank", "global_batch"})
 
     def figure(self, name: str) -> tuple[float | None, Interval | None]:
         """A figure that has an interval, by its name ("speedup"), with that interval."""
@@ -631,8 +713,14 @@ class ScalingTable(Record):
     strategy: str = "ddp"  # ZeRO-1 and FSDP2 of --strategies: a table each (ddptop.protocol.strategies)
     device: str = ""  # the CPU part of a plan on GPUs (--devices cpu,cuda); "": the plan's device
     threads: int = 0  # a thread sweep's threads per rank (--threads); 0: the plan's share of the cores
+    # a user's script's table: the batch as observed (``scaling`` is then weak, strong, changed, unknown or
+    # single), that it has no no-DDP row, and why its ranks did not train one model together
+    batch_observed: str | None = None
+    no_ddp_note: str | None = None
+    not_data_parallel: str | None = None
 
-    _only_when_set: ClassVar[frozenset[str]] = frozenset({"strategy", "device", "threads"})
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"strategy", "device", "threads", "batch_observed",
+                                                          "no_ddp_note", "not_data_parallel"})
 
     def series_label(self) -> str:
         """The table as a chart's series: model and batch, and the strategy, device and threads that tell it

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
 from ddptop.report import (batch_tables, blocks, communication_tables, compute_tables, environment_tables,
-                           launch_tables, load_tables, problem_tables, scaling_tables, strategy_tables,
+                           launch_tables, load_tables, problem_tables, scaling_tables, script_tables, strategy_tables,
                            thread_tables, trace_tables, tuning_tables)
 from ddptop.report.schema import Summary
 
@@ -52,6 +52,7 @@ SECTIONS: tuple[Section, ...] = (
     Section("devices", "CPU against GPU", thread_tables.devices_block, on_screen=True),
     Section("threads", "Threads per rank", thread_tables.thread_block, on_screen=True),
     Section("core_budget", "Core budget: ranks x threads", thread_tables.core_budget_block, on_screen=True),
+    Section("script", "The script: data wait and what the probe saw", script_tables.script_block, on_screen=True),
     Section("communication", "Compute vs communication", communication_tables.communication_block, on_screen=True),
     Section("trace", "Where the step's time goes (profiler trace)", trace_tables.trace_block, on_screen=True),
     Section("launches", "Launch to launch", launch_tables.launches_block, always=True),

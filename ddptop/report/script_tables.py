@@ -1,0 +1,125 @@
+"""A user's training script as a report block: its wait for data per world size and per rank, its step less
+that wait against the smallest N, the rank the others wait for, and what the probe saw of the script (the
+command, who ended it, what it lost, its process group and processes). ``analysis/script_figures.py`` makes
+the figures, ``analysis/step_bound.py`` the verdict; ``report/sections.py`` places the block."""
+
+from __future__ import annotations
+
+from ddptop import units
+from ddptop.analysis import script_steps
+from ddptop.report.blocks import Block, Items, Lines, Note, Part, Table
+from ddptop.report.schema import Config, Summary
+
+DATA_WAIT_HEADER = ("N", "examples per rank per step", "data wait (share of step)", "per rank",
+                    "step less data wait (p50)", "against the smallest N")
+
+DATA_WAIT_NOTE = ("Data wait: the time each rank waited for a batch over its step time (sum over sum), 95% "
+                  "intervals with the launch as the unit of replication (one launch: within it only). The step less "
+                  "its data wait grows with N when the ranks wait for each other in the allreduce; a change is "
+                  "called only beyond noise and beyond its margin.")
+
+
+def _share(value: float | None, ci: list[float] | None) -> str:
+    return units.with_interval(value, ci, units.percent)
+
+
+def _per_rank(entry: Config) -> str:
+    wait = entry.data_wait
+    if not wait or len(wait.per_rank) < 2:
+        return units.DASH
+    return ", ".join(f"{rank}: {_share(figure.share, figure.share_ci)}" for rank, figure in sorted(
+        wait.per_rank.items(), key=lambda item: int(item[0])))
+
+
+def _against_reference(entry: Config) -> str:
+    less = entry.step_less_wait
+    if not less or less.ratio is None:
+        return "reference" if less else units.DASH
+    ratio = units.with_interval(less.ratio, less.ratio_ci, lambda v: units.number(v, 2, "x"))
+    per = " per example" if less.per_example else ""
+    return f"{ratio}{per} ({less.change})"
+
+
+def data_wait_rows(configs: list[Config]) -> list[tuple[str, ...]]:
+    rows = []
+    for entry in sorted(configs, key=lambda e: e.world_size):
+        wait, less = entry.data_wait, entry.step_less_wait
+        rows.append((
+            str(entry.world_size),
+            str(entry.batch_size) if entry.global_batch else "not counted",
+            _share(wait.share, wait.share_ci) if wait else "not timed",
+            _per_rank(entry),
+            units.with_interval(less.median_s, less.median_s_ci, units.milliseconds) if less else units.DASH,
+            _against_reference(entry),
+        ))
+    return rows
+
+
+def _straggler_line(entry: Config) -> str | None:
+    found = entry.data_wait.straggler if entry.data_wait else None
+    if not found or found.rank is None:
+        return None
+    excess = units.with_interval(found.excess_share, found.excess_share_ci,
+                                 lambda v: units.percent(v, signed=True))
+    longer = units.with_interval(found.others_busy_longer_s, found.others_busy_longer_s_ci, units.milliseconds)
+    figures = (f"rank {found.rank}'s data wait {excess} of the step against the other ranks', their step less "
+               f"data wait {longer} longer than its")
+    if found.flagged:
+        return f"N={entry.world_size}: rank {found.rank} is the rank the others wait for ({figures})"
+    why = "too few steps to tell" if found.too_few_steps else "within noise"
+    return f"N={entry.world_size}: no rank the others wait for beyond noise ({figures}: {why})"
+
+
+def _loaders(entry: Config) -> str | None:
+    loaders = entry.script.loaders if entry.script else []
+    if not loaders:
+        return None
+    shown = "; ".join(", ".join(f"{key}={value}" for key, value in loader.items()) for loader in loaders)
+    return f"DataLoader{'s' if len(loaders) > 1 else ''}: {shown}"
+
+
+def seen_details(entry: Config) -> list[str]:
+    """What the probe saw of one configuration's script, line by line."""
+    details = []
+    problem = script_steps.data_parallel_problem(entry.script.to_json() if entry.script else None)
+    if problem:
+        details.append(problem)
+    if entry.script and entry.script.spawned:
+        details.append(script_steps.SPAWNED)
+    ended = script_steps.ended_by_words(entry.ended_by)
+    if ended:
+        details.append(ended)
+    if entry.script and entry.script.step_marks:
+        details.append(f"steps marked by {'ddptop_probe.step' if entry.script.step_marks == 'explicit' else 'the optimizer step'}"
+                       f", {entry.script.optimizer_steps} optimizer steps seen")
+    loaders = _loaders(entry)
+    if loaders:
+        details.append(loaders)
+    if not entry.global_batch and entry.stats:
+        details.append("examples not counted: ex/s unknown")
+    details += [f"the probe lost: {note}" for note in entry.probe_notes or ()]
+    straggler = _straggler_line(entry)
+    if straggler:
+        details.append(straggler)
+    return details
+
+
+def script_block(summary: Summary) -> Block:
+    scripts = [entry for entry in summary.configs if entry.is_script]
+    if not scripts:
+        return Block()
+    parts: list[Part] = []
+    commands = sorted({" ".join(entry.command) for entry in scripts if entry.command})
+    if commands:
+        parts.append(Lines([f"command: {command}" for command in commands]))
+    groups: dict[tuple, list[Config]] = {}
+    for entry in scripts:
+        if entry.stats:  # a configuration not measured (yet) has no row, its status is said elsewhere
+            groups.setdefault((entry.model, entry.backend, entry.device), []).append(entry)
+    for members in groups.values():
+        parts.append(Table(DATA_WAIT_HEADER, data_wait_rows(members)))
+    if groups:
+        parts.append(Note(DATA_WAIT_NOTE))
+    items = [(entry.config_id, f"N={entry.world_size}", seen_details(entry)) for entry in scripts]
+    parts.append(Items([item for item in items if item[2]]))
+    return Block("The script: data wait and what the probe saw", parts)

@@ -1,0 +1,262 @@
+"""What ddptop reports for a user's training script: its batch and scaling as observed, its wait for data with
+intervals, the rank the others wait for, its verdict, and the flags for a script that is not data-parallel or
+trains in processes of its own.
+
+Entries are made the way ``report/build.py`` makes a script's (``samples`` and ``step_values`` per rank, the
+launches and their run lengths, ``script`` as the probe saw it), with synthetic steps of a known data wait; one
+slow test runs examples/train.py for real at N=1,2.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import random
+
+import pytest
+
+from ddptop.analysis import scaling, script_figures, script_steps, stats, step_bound
+from ddptop.report import blocks, csv_table, scaling_tables, script_tables
+from ddptop.report.schema import Summary
+from tests.conftest import REPO, ddptop, processes_mentioning
+
+TRAIN = os.path.join(REPO, "examples", "train.py")
+MODEL = "script:" + TRAIN
+RESAMPLES = 400  # enough for the intervals' ends to settle in a test
+
+
+def script_entry(world_size=2, batch=32, wait_s=0.001, busy_s=0.010, launches=3, steps=30, noise=0.02,
+                 rank_wait=None, seen=None, examples=True, seed=0):
+    """A script's summary entry: every rank's steps of ``busy_s`` plus its data wait (``wait_s``, or
+    ``rank_wait[rank]``), each step jittered by ``noise`` (relative), over ``launches`` launches."""
+    rng = random.Random(f"{world_size}/{seed}")
+    samples, waits, counted = {}, {}, {}
+    for rank in range(world_size):
+        wait = (rank_wait or {}).get(rank, wait_s)
+        rank_waits = [wait * (1 + noise * rng.gauss(0, 1)) for _ in range(steps * launches)]
+        # DDP evens the ranks out: each step lasts the slowest rank's wait plus the busy time
+        slowest = max((rank_wait or {}).values(), default=wait_s) if rank_wait else wait
+        samples[str(rank)] = [max(slowest, w) + busy_s * (1 + noise * rng.gauss(0, 1)) for w in rank_waits]
+        waits[str(rank)] = rank_waits
+        counted[str(rank)] = [batch if examples else None] * (steps * launches)
+    per_rank = batch if examples else 0
+    pooled = sorted(v for values in samples.values() for v in values)
+    return {
+        "config_id": f"{MODEL}/n{world_size}/gloo", "model": MODEL, "mode": "ddp", "label": f"1M/{world_size}P",
+        "world_size": world_size, "backend": "gloo", "device": "cpu", "scaling": "weak", "bucket_cap_mb": 25.0,
+        "variant": "default", "batch_size": per_rank, "global_batch": per_rank * world_size, "status": "ok",
+        "stats": {"n": len(pooled), "sec_iter": {"p50": stats.median(pooled)}},
+        "samples": samples, "step_values": {"data_wait": waits, "examples": counted},
+        "launches": [{"launch": f"0{i}-n{world_size}-gloo", "used": True} for i in range(launches)],
+        "launch_of_steps": {str(rank): [[i, steps] for i in range(launches)] for rank in range(world_size)},
+        "script": seen or {"process_group": True, "group_world_size": world_size, "launch_world_size": world_size,
+                           "optimizer_steps": steps * launches, "spawned": 0, "step_marks": "optimizer",
+                           "loaders": [{"num_workers": 0, "pin_memory": False, "persistent_workers": False,
+                                        "prefetch_factor": None}]},
+        "ended_by": "ddptop", "probe_notes": [], "command": [TRAIN, "--workers", "0"],
+    }
+
+
+def judged(*entries):
+    """The entries with their script figures and verdicts, as build_summary adds them."""
+    script_figures.add_script_figures(list(entries), resamples=RESAMPLES)
+    for entry in entries:
+        entry["verdict"] = step_bound.verdict(entry)
+    return entries
+
+
+class Plan:
+    scaling, device, threads_per_rank, cores_per_rank = "weak", "cpu", {1: 1, 2: 1, 4: 1}, None
+    su_core_weight, su_gpu_weight, efficiency_threshold = 1.0, 2.0, 0.7
+    price_per_gpu_hour, epoch_examples, internode_gbps = None, 1_000_000, 25.0
+
+
+# -- the batch as observed ----------------------------------------------------------------------------------------
+
+
+def test_the_scaling_observed_is_weak_strong_or_said_to_have_changed():
+    assert script_steps.observed_scaling({1: (32, 32), 2: (32, 64)}).kind == script_steps.WEAK
+    strong = script_steps.observed_scaling({1: (64, 64), 2: (32, 64), 4: (16, 64)})
+    assert strong.kind == script_steps.STRONG and "global batch 64 at every N" in strong.text
+    changed = script_steps.observed_scaling({1: (32, 32), 2: (20, 40)})
+    assert changed.kind == script_steps.CHANGED
+    assert "32 at N=1, 20 at N=2" in changed.text and "neither weak nor strong" in changed.text
+    unknown = script_steps.observed_scaling({1: (32, 32), 2: None})
+    assert unknown.kind == script_steps.UNKNOWN and "N=2" in unknown.text
+
+
+def test_a_script_s_world_sizes_land_in_one_table_whatever_batch_each_drew():
+    entries = [script_entry(1, batch=32), script_entry(2, batch=20)]
+    (table,) = scaling.scaling_tables(entries, Plan())
+    assert [r["world_size"] for r in table["rows"]] == [1, 2]
+    assert table["scaling"] == script_steps.CHANGED and [r["batch_per_rank"] for r in table["rows"]] == [32, 20]
+    assert table["no_ddp_sec_iter"] is None and table["no_ddp_note"] == scaling.NO_DDP_BASELINE
+    # the throughput counts what each N drew: 40 examples a step at N=2 against 32 at N=1
+    assert table["rows"][1]["ex_sec_total"] == pytest.approx(40 / table["rows"][1]["sec_iter"])
+
+
+def test_the_table_s_title_says_the_batch_as_observed_and_a_line_says_there_is_no_no_ddp_row():
+    entries = [script_entry(1), script_entry(2)]
+    doc = {"configs": entries, "scaling": scaling.scaling_tables(entries, Plan())}
+    (table,) = Summary.from_json(doc).scaling
+    title = scaling_tables._scaling_title(table)
+    assert title.startswith(f"Scaling: {MODEL} (gloo), batch as observed: 32 examples per rank per step at every N")
+    assert "weak scaling, as observed" in title and "no-DDP" not in title
+    text = "\n".join(p.text for p in scaling_tables.scaling_block(Summary.from_json(doc)).parts if hasattr(p, "text"))
+    assert "A script has no no-DDP baseline: speedup is against the smallest N measured." in text
+
+
+def test_examples_not_counted_leave_ex_s_unknown_and_said_never_a_division_by_zero():
+    entries = [script_entry(1, examples=False), script_entry(2, examples=False)]
+    (table,) = scaling.scaling_tables(entries, Plan())
+    assert all(r["ex_sec_total"] is None and r["speedup"] is None and r["efficiency"] is None for r in table["rows"])
+    assert table["scaling"] == script_steps.UNKNOWN and table["amdahl"] is None
+    assert "Examples per step unknown" in table["recommendation"]
+    rows = stats.scaling_rows([stats.ScalingPoint(1, 0.1, 0, 1, 0), stats.ScalingPoint(2, 0.1, 0, 2, 0)])
+    assert [r["speedup"] for r in rows] == [None, None]
+
+
+# -- the data wait and the verdict ----------------------------------------------------------------------------
+
+
+def test_input_bound_when_the_data_wait_is_high_beyond_noise_with_the_loader_advice():
+    one, two = judged(script_entry(1, wait_s=0.040, busy_s=0.010), script_entry(2, wait_s=0.040, busy_s=0.010))
+    for entry in (one, two):
+        wait = entry["data_wait"]
+        assert wait["share"] == pytest.approx(0.8, abs=0.02) and wait["share_ci"][0] > step_bound.INPUT_BOUND_SHARE
+        assert wait["levels"] == "launches" and wait["launches"] == 3
+        assert entry["verdict"]["kind"] == step_bound.INPUT
+        assert "num_workers > 0" in entry["verdict"]["text"] and "pin_memory=True" in entry["verdict"]["text"]
+
+
+def test_a_low_data_wait_is_said_under_the_threshold_and_is_not_input_bound():
+    (entry,) = judged(script_entry(1, wait_s=0.0002, busy_s=0.010))
+    assert entry["data_wait"]["share_ci"][1] < step_bound.INPUT_BOUND_SHARE
+    assert entry["verdict"]["kind"] == step_bound.COMPUTE and "under 10%" in entry["verdict"]["text"]
+
+
+def test_a_noisy_data_wait_is_neither_input_bound_nor_said_to_be_minor():
+    """Waits that come in bursts (a worker's batch every few steps) over two launches that disagree: the share's
+    interval straddles the threshold, and the verdict says so."""
+    entry = script_entry(1, wait_s=0.0, busy_s=0.010, launches=2, steps=12, noise=0.3)
+    waits = entry["step_values"]["data_wait"]["0"]
+    for i in range(0, 12, 4):  # the first launch: a long wait every fourth step; the second: none
+        waits[i] = 0.012
+        entry["samples"]["0"][i] += 0.012
+    (entry,) = judged(entry)
+    low, high = entry["data_wait"]["share_ci"]
+    assert low <= step_bound.INPUT_BOUND_SHARE <= high
+    assert entry["verdict"]["kind"] != step_bound.INPUT and "within noise" in entry["verdict"]["text"]
+
+
+def test_advice_goes_by_the_loader_the_script_used():
+    single = {"loaders": [{"num_workers": 1, "pin_memory": True, "persistent_workers": False, "prefetch_factor": 2}]}
+    advice = script_steps.loader_advice(single)
+    assert "more than its single worker" in advice and "persistent_workers=True" in advice
+    assert "prefetch_factor" in advice and "pin_memory" not in advice
+    assert "num_workers=..." in script_steps.loader_advice({})  # nothing seen: every knob, none claimed
+
+
+def test_waiting_on_the_other_ranks_when_the_step_less_its_wait_grows_with_n():
+    one, two = judged(script_entry(1, busy_s=0.010), script_entry(2, busy_s=0.016))
+    less = two["step_less_wait"]
+    assert less["change"] == "slower" and less["ratio_ci"][0] > 1 + less["min_effect"]
+    assert less["ratio"] == pytest.approx(1.6, rel=0.03)
+    assert two["verdict"]["kind"] == step_bound.WAITING
+    assert f"the step less its data wait is {less['ratio']:.2f}x N=1's" in two["verdict"]["text"]
+    assert one["verdict"]["kind"] == step_bound.COMPUTE
+
+
+def test_a_step_that_does_not_grow_is_compute_bound_and_noise_is_called_noise():
+    _, same = judged(script_entry(1, busy_s=0.010), script_entry(2, busy_s=0.010))
+    assert same["step_less_wait"]["change"] == "equivalent" and same["verdict"]["kind"] == step_bound.COMPUTE
+    _, noisy = judged(script_entry(1, busy_s=0.010, noise=0.5, steps=6, launches=2),
+                      script_entry(2, busy_s=0.011, noise=0.5, steps=6, launches=2, seed=1))
+    assert noisy["step_less_wait"]["change"] == "within noise"
+    assert noisy["verdict"]["text"].startswith("scaling within noise")
+
+
+def test_strong_scaling_compares_the_step_per_example_a_rank_draws():
+    """Half the batch per rank at N=2 in half the time: the step per example did not grow."""
+    _, two = judged(script_entry(1, batch=64, busy_s=0.020), script_entry(2, batch=32, busy_s=0.010))
+    assert two["step_less_wait"]["per_example"] is True and two["step_less_wait"]["change"] == "equivalent"
+
+
+def test_the_rank_with_slow_input_is_named_from_its_data_wait_only_beyond_noise():
+    (slow,) = judged(script_entry(2, rank_wait={0: 0.001, 1: 0.012}))
+    found = slow["data_wait"]["straggler"]
+    assert found["rank"] == 1 and found["flagged"] and found["excess_share_ci"][0] >= script_figures.WAIT_STRAGGLER_SHARE
+    assert found["others_busy_longer_s"] > 0  # rank 0 waits for it in the allreduce
+    assert slow["straggler"] == {"rank": 1, "evidence": "data wait"}
+    (even,) = judged(script_entry(2, rank_wait={0: 0.001, 1: 0.0011}))
+    assert not even["data_wait"]["straggler"]["flagged"] and even.get("straggler") is None
+
+
+def test_a_script_without_a_process_group_is_not_data_parallel_and_its_rows_not_called_scaling():
+    alone = {"process_group": False, "group_world_size": None, "launch_world_size": 2, "spawned": 0}
+    entries = [script_entry(1, seen={**alone, "launch_world_size": 1}), script_entry(2, seen=alone)]
+    judged(*entries)
+    assert entries[1]["verdict"]["kind"] == step_bound.NOT_DATA_PARALLEL
+    assert entries[1]["verdict"]["text"].startswith("not data-parallel: each rank trains alone")
+    (table,) = scaling.scaling_tables(entries, Plan())
+    assert table["recommendation"].startswith("No scaling to judge: not data-parallel")
+    doc = Summary.from_json({"configs": entries, "scaling": [table]})
+    assert scaling_tables._scaling_title(doc.scaling[0]).startswith("Not scaling:")
+    # a group of its own size on every rank is each rank alone too
+    own = {"process_group": True, "group_world_size": 1, "launch_world_size": 2}
+    assert "its process group has 1 rank, the launch 2" in script_steps.data_parallel_problem(own)
+
+
+def test_a_script_that_spawns_its_own_processes_says_the_probe_sees_none_of_their_steps():
+    seen = {"process_group": True, "group_world_size": 2, "launch_world_size": 2, "spawned": 1}
+    (entry,) = judged(script_entry(2, seen=seen))
+    assert script_steps.SPAWNED in entry["verdict"]["text"]
+    details = script_tables.seen_details(Summary.from_json({"configs": [entry]}).configs[0])
+    assert script_steps.SPAWNED in details and "ended by ddptop after the planned steps" in details
+
+
+def test_the_report_the_csv_and_the_json_carry_the_script_s_figures():
+    entries = list(judged(script_entry(1, wait_s=0.040), script_entry(2, wait_s=0.040)))
+    entries[1]["probe_notes"] = ["examples not counted: a batch of type dict holds no tensor"]
+    doc = {"configs": entries, "scaling": scaling.scaling_tables(entries, Plan()),
+           "plan": {"threads_per_rank": {"1": 1, "2": 1}}}
+    summary = Summary.from_json(json.loads(json.dumps(doc)))
+    assert summary.configs[1].data_wait.share == pytest.approx(entries[1]["data_wait"]["share"])
+    assert summary.configs[1].script.loaders[0]["num_workers"] == 0
+    assert Summary.from_json(summary.to_json()).to_json() == summary.to_json()  # read and written alike
+    text = blocks.text(script_tables.script_block(summary))
+    assert f"command: {TRAIN} --workers 0" in text and "the probe lost: examples not counted" in text
+    first = next(csv.DictReader(io.StringIO(csv_table.csv_text(summary))))
+    assert float(first["data_wait_share"]) == pytest.approx(entries[0]["data_wait"]["share"])
+    assert float(first["data_wait_share_low"]) > step_bound.INPUT_BOUND_SHARE
+    assert first["observed_batch_per_rank"] == "32" and first["observed_scaling"] == "weak"
+
+
+# -- a real script ------------------------------------------------------------------------------------------------
+
+
+def _verdicts(tmp_path, name, *script_args):
+    run_dir = str(tmp_path / name)
+    done = ddptop("run", "--headless", "--no-plots", "--out", run_dir, "--world-sizes", "1,2", "--iters", "8",
+                  "--warmup", "2", "--launches", "1", "--", TRAIN, "--workers", "0", "--steps", "1000", *script_args,
+                  timeout=300, env={"OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert processes_mentioning(run_dir) == []
+    with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
+        configs = json.load(handle)["configs"]
+    report = ddptop("report", run_dir).stdout
+    assert "The script: data wait and what the probe saw" in report and "A script has no no-DDP baseline" in report
+    return {c["world_size"]: c["verdict"] for c in configs}, report
+
+
+@pytest.mark.slow
+def test_examples_train_with_a_slow_transform_is_input_bound_and_with_a_fast_one_is_not(tmp_path):
+    """Each example costs 20 ms of sleep on one worker-less loader: the ranks wait for data most of the step.
+    With no transform and a wider model the same script waits little (its DataLoader's own collation)."""
+    slow, report = _verdicts(tmp_path, "slow", "--batch-size", "4", "--transform-ms", "20")
+    assert {n: v["kind"] for n, v in slow.items()} == {1: step_bound.INPUT, 2: step_bound.INPUT}, report
+    assert "num_workers > 0" in slow[2]["text"]
+    fast, report = _verdicts(tmp_path, "fast", "--batch-size", "8", "--hidden", "2048", "--transform-ms", "0")
+    assert all(v["kind"] != step_bound.INPUT for v in fast.values()), report
