@@ -160,3 +160,13 @@ def test_a_disturbed_side_is_named_beside_the_verdict():
     assert result["configs"][0]["disturbed"] == {"b": ["other processes used 1.4 cores"]}
     assert not result["configs"][1]["disturbed"]
     assert "B disturbed: other processes used 1.4 cores" in diff_mod.diff_text(result)
+
+
+def test_a_plan_key_that_prints_the_same_on_both_sides_does_not_differ():
+    from ddptop.report.diff import differing_keys
+
+    built_here = {"backends": ("gloo",), "world_sizes": (1, 2), "device": "cpu"}
+    read_from_json = {"backends": ["gloo"], "world_sizes": [1, 2], "device": "cpu"}
+    assert differing_keys(built_here, read_from_json) == []
+    assert differing_keys(built_here, {**read_from_json, "world_sizes": [1, 4]}) == [
+        {"key": "world_sizes", "a": [1, 2], "b": [1, 4]}]

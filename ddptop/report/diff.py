@@ -32,6 +32,8 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
         for key, value in data.items():
             flat.update(_flatten(value, f"{prefix}{key}."))
         return flat
+    if isinstance(data, tuple):  # a summary built in this process holds tuples where one read from JSON holds lists
+        data = list(data)
     return {prefix.rstrip("."): data}
 
 
