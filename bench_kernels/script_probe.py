@@ -618,7 +618,6 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 2
     die_with_parent()
-    line_buffered_output()
     rank = int(os.environ.get("RANK", "0"))
     binding = bind_cores(spec, int(os.environ.get("LOCAL_RANK", "0")))  # before torch starts its threads
     raise_on_stop_signals(ScriptStopped, only_here=True)  # the script's loader workers fork from this process
@@ -634,17 +633,6 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(Exception):
             writer.close()
         return 1
-
-
-def line_buffered_output() -> None:
-    """The script's prints reach its log files line by line, as they reach a terminal: torchrun (``--redirects``)
-    gives the rank files for stdout and stderr, where Python would hold stdout back a block at a time (8 KiB),
-    so the live view's Logs panel would show a script's progress lines late, and those of a rank that dies
-    never."""
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(AttributeError, ValueError, OSError):  # replaced, or closed: left as it is
-            if not stream.line_buffering and not stream.isatty():
-                stream.reconfigure(line_buffering=True)
 
 
 def _run(spec: LaunchSpec, target: Target, writer: EventWriter, rank: int, binding: tuple[str, list[int] | None]) -> int:

@@ -181,7 +181,7 @@ def test_the_headless_line_of_a_script_gives_its_examples_per_second(tmp_path, s
 
 PRINTING = textwrap.dedent("""
     import os, runpy, sys
-    # no flush: the probe makes the rank's output line-buffered, as on a terminal
+    # no flush: the launcher runs every rank with PYTHONUNBUFFERED=1
     print("SCRIPT-STDOUT-MARK rank", os.environ["RANK"])
     print("SCRIPT-STDERR-MARK rank", os.environ["RANK"], file=sys.stderr)
     sys.argv = [{train!r}, "--workers", "0", "--transform-ms", "2", "--epochs", "100"]
