@@ -169,7 +169,7 @@ def test_a_script_at_80x24_keeps_ex_s_and_data_wait_and_nothing_runs_together(sc
     assert "running 1M/2P train.py --workers 0" in status  # the command, cut to what the line leaves
 
 
-def test_the_headless_line_of_a_script_gives_its_examples_per_second(tmp_path, script_run):
+def test_the_headless_line_of_a_script_gives_its_examples_per_second(script_run):
     console = Console(file=io.StringIO(), width=200)
     session = Session.load(script_run)
     HeadlessView(session, console).render()
