@@ -25,6 +25,7 @@ from ddptop.report.schema import Summary
 from ddptop.run.session import Session
 from ddptop.protocol import layout
 from ddptop.protocol.layout import TIMELINE_FILE
+from ddptop.protocol.vocab import ENDED, Status
 from ddptop.run.snapshot import (ConfigSnapshot, RunPhase, RunSnapshot, ScalingFigures, SessionSnapshot,
                                   TelemetrySnapshot, Validity)
 from ddptop.telemetry.timeline import TimelineFollower
@@ -165,19 +166,26 @@ class RunControl:
         }
 
     def _logs(self, session: SessionSnapshot) -> tuple[str, ...] | None:
-        """The newest running launch's torchrun log and each local rank's stderr, at most once a second."""
+        """The newest running launch's torchrun log and each local rank's stdout and stderr (a user's script's
+        prints among them), at most once a second; after them how each of a script's configurations ended."""
         now = time.monotonic()
         if now - self._logs_read < LOG_PERIOD or not session.launches:
             return None
         self._logs_read = now
         launch = next((l for l in reversed(session.launches) if not l.ended), session.launches[-1])
         path = layout.launch_path(self.run_dir, launch.name)
-        lines = [f"--- {launch.name} (torchrun agent.log and each local rank's stderr, last lines)"]
+        scripts = [c for c in session.configs if c.script is not None]
+        running = next((c for c in scripts if c.status == Status.RUNNING), None)
+        what = f": {running.script.command_text()}" if running is not None and running.script.command else ""
+        lines = [f"--- {launch.name}{what} (torchrun agent.log and each local rank's stdout and stderr, last lines)"]
         lines += [f"[agent] {line}" for line in rundir.tail_lines(layout.agent_log(path), 20)]
         for local_rank, streams in sorted(rundir.worker_logs(path).items()):
-            if "stderr" in streams:
-                lines += [f"[{local_rank}] {line}" for line in rundir.tail_lines(streams["stderr"], 40)]
-        return tuple(lines[-LOG_LINES:])
+            for stream, tag in (("stdout", "out"), ("stderr", "err")):
+                if stream in streams:
+                    lines += [f"[{local_rank} {tag}] {line}" for line in rundir.tail_lines(streams[stream], 40)]
+        ended = [f"--- {c.label} {c.script.command_text()}: {c.script.ending()}" for c in scripts
+                 if c.status in ENDED and c.script.ending()]
+        return tuple(lines[-(LOG_LINES - len(ended)):] + ended)
 
     def wants_summary(self, snapshot: RunSnapshot) -> bool:
         """Whether the view should open the summary screen by itself now."""

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
 from ddptop.live.live_run import LiveRun
+from ddptop.protocol.modelspec import SCRIPT_PREFIX, short_name
 from ddptop.protocol.vocab import ENDED, FAILED, Status
 from ddptop.report import sections
 from ddptop.run.session import Session
@@ -25,7 +26,14 @@ from ddptop.tui import format as fmt
 def _status_text(config: ConfigSnapshot) -> str:
     stats = config.stats if config.status in (Status.RUNNING, Status.OK) else None
     if stats is not None:
-        text = f"{config.status:7s} p50 {stats.p50:.4f} s/iter  {stats.ex_sec_total_p50:8.1f} ex/s"
+        rate = stats.ex_sec_total_p50  # a script's: from the examples it drew; None where they were not counted
+        text = f"{config.status:7s} p50 {stats.p50:.4f} s/iter  {'-' if rate is None else f'{rate:.1f}':>8s} ex/s"
+        script = config.script
+        if script is not None:
+            if script.tok_per_s is not None:
+                text += f"  {script.tok_per_s:.0f} tok/s"
+            if script.data_wait is not None:
+                text += f"  data wait {script.data_wait:.0%}"
         if config.unstable:
             reached = config.precision_reached
             text += f"  unstable (±{reached:.1%})" if reached is not None else "  unstable"
@@ -54,8 +62,11 @@ class HeadlessView:
         if self.live:
             self.progress.start()
             for spec in self.session.plan.configs():
+                # a script chooses its own batch (0 in its spec): its file's name alone
+                what = (short_name(spec.model) if spec.model.startswith(SCRIPT_PREFIX)
+                        else f"{spec.model} bs{spec.batch_size}")
                 self.tasks[spec.config_id] = self.progress.add_task(
-                    f"{spec.label:>8s} {spec.model} bs{spec.batch_size}", total=1.0, status="pending"
+                    f"{spec.label:>8s} {what}", total=1.0, status="pending"
                 )
         return self
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from ddptop.analysis import communication, script_steps
+from ddptop.analysis import communication
 from ddptop.analysis.scaling import LiveScaling
+from ddptop.protocol.modelspec import SCRIPT_PREFIX
 from ddptop.protocol.vocab import FAILED
 from ddptop.report.schema import ScalingRow
 from ddptop.run.config_state import ConfigState
@@ -32,9 +33,14 @@ def live_entry(state: ConfigState) -> dict[str, Any]:
             "params": state.info.get("params"),
         }
     )
-    batch = script_steps.observed_batch(state.step_values) if state.step_values else None
-    if batch is not None:  # a script's batch is the one it drew, as in the saved summary
-        entry.update(batch_size=batch.per_rank, global_batch=batch.global_batch)
+    if state.spec.model.startswith(SCRIPT_PREFIX):
+        # a user's script chose its batch (0 in its spec): the one it drew, as the summary takes it; not in the
+        # tables until a step's examples were counted
+        batch = state.observed_batch()
+        if batch is None:
+            entry["stats"] = None
+        else:
+            entry.update(batch_size=batch.per_rank, global_batch=batch.global_batch)
     if entry["stats"] is not None:
         entry["communication"] = communication.config_communication(state, entry)
     return entry

@@ -7,18 +7,20 @@ caught up at a look, cached per revision) and its frozen copy for the views (``C
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from collections.abc import Sequence
 from typing import Any, TypeVar
 
-from ddptop.analysis import stats, traces
+from ddptop.analysis import script_steps, stats, traces
 from ddptop.protocol import precision
 from ddptop.protocol.config_fields import config_fields
+from ddptop.protocol.modelspec import SCRIPT_PREFIX
 from ddptop.protocol.vocab import ENDED, Status
 from ddptop.run.plan_records import ConfigSpec
-from ddptop.run.snapshot import CHART_TAIL, ConfigSnapshot, StepStats
+from ddptop.run.snapshot import CHART_TAIL, ConfigSnapshot, ScriptFigures, StepStats
 
 PRECISION_PERIOD = 1.0  # seconds between live precision estimates of a configuration whose steps stream in
 
@@ -65,6 +67,9 @@ class ConfigState:
     # sorted views of ``samples`` for percentiles, caught up at a look rather than at every event
     _pooled: stats.SampleSet = field(default_factory=stats.SampleSet, repr=False, compare=False)
     _by_rank: dict[int, stats.SampleSet] = field(default_factory=dict, repr=False, compare=False)
+    # a script's step values taken in so far (caught up at a look, as the sorted views)
+    _script_steps: script_steps.LiveStepValues = field(default_factory=script_steps.LiveStepValues, repr=False,
+                                                       compare=False)
 
     def add_samples(self, rank: int, seconds: list[float], round_index: int | None = None,
                     launch: str | None = None) -> None:
@@ -273,6 +278,10 @@ class ConfigState:
             return self._snapshot_cache[1]
         spec = self.spec
         summary = self.summary()  # cached per revision too
+        step_stats = StepStats.from_summary(summary) if summary else None
+        script = self.script_figures(step_stats.p50 if step_stats is not None else None)
+        if script is not None and step_stats is not None:  # its batch is the one it drew, not the plan's 0
+            step_stats = dataclasses.replace(step_stats, ex_sec_total_p50=script.ex_per_s)
         snapshot = ConfigSnapshot(
             **config_fields(spec),
             label=spec.label,
@@ -282,7 +291,7 @@ class ConfigState:
             progress=self.progress(),
             sample_count=self.sample_count(),
             revision=self.revision,
-            stats=StepStats.from_summary(summary) if summary else None,
+            stats=step_stats,
             tails=MappingProxyType({rank: tuple(values[-CHART_TAIL:])
                                     for rank, values in sorted(self.samples.items())}),
             unstable=self.unstable,
@@ -296,9 +305,44 @@ class ConfigState:
             launches_planned=max(1, spec.rounds),
             variant=spec.variant,
             trace=traces.config_trace(self.traces, summary["sec_iter"]["p50"] if summary else None),
+            script=script,
         )
         self._snapshot_cache = (key, snapshot)
         return snapshot
+
+    def observed_batch(self) -> script_steps.ObservedBatch | None:
+        """A user's script's batch as it drew it so far (``script_steps.observed_batch``, caught up on the steps
+        new since the last look); None for a kernel, or before a counted step."""
+        if not self.spec.model.startswith(SCRIPT_PREFIX):
+            return None
+        self._script_steps.catch_up(self.samples, self.step_values)
+        return self._script_steps.observed_batch()
+
+    def script_figures(self, p50: float | None) -> ScriptFigures | None:
+        """A user's script's figures so far (None for ddptop's own kernels): the steps new since the last
+        look taken in, the rest kept."""
+        if not self.spec.model.startswith(SCRIPT_PREFIX):
+            return None
+        tally = self._script_steps
+        tally.catch_up(self.samples, self.step_values)
+        batch = tally.observed_batch()
+        tokens = tally.tokens_per_step()
+        shares = tally.data_wait_shares()
+        end = self._latest_end()
+        return ScriptFigures(
+            command=tuple(self.info.get("command") or ()),
+            examples_per_step=batch.global_batch if batch else None,
+            examples_per_rank=batch.per_rank if batch else None,
+            examples_vary=batch.varies if batch else False,
+            tokens_per_step=tokens,
+            ex_per_s=batch.global_batch / p50 if batch and p50 else None,
+            tok_per_s=tokens / p50 if tokens is not None and p50 else None,
+            data_wait=script_steps.mean_share(shares),
+            rank_data_wait=MappingProxyType(shares),
+            starved_rank=script_steps.starved_rank(shares),
+            ended_by=end.get("ended_by"),
+            note=end.get("note"),
+        )
 
 
 Label = TypeVar("Label")

@@ -10,14 +10,18 @@ the result; nothing here is shared with the session after it is built.
 
 from __future__ import annotations
 
+import shlex
 import time
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Mapping
 
+from ddptop.analysis.script_steps import DATA_BOUND_SHARE
 from ddptop.analysis.traces import ConfigTrace
 from ddptop.protocol.config_fields import ConfigFields
+from ddptop.protocol.modelspec import short_name
+from ddptop.protocol.wire import ENDED_BY_DDPTOP, ENDED_BY_SCRIPT
 from ddptop.telemetry.host import RankProcess
 
 
@@ -86,6 +90,49 @@ class Validity:
 
 
 @dataclass(frozen=True)
+class ScriptFigures:
+    """A user's training script's configuration (``ddptop run -- train.py``) as its probe saw it so far
+    (``ddptop.analysis.script_steps``): what runs, the batch it drew, its data wait, how it ended."""
+
+    command: tuple[str, ...] = ()  # the script and its arguments (config_start's ``command``), as given
+    examples_per_step: int | None = None  # the observed global batch: the ranks' median examples a step, summed
+    examples_per_rank: int | None = None  # the ranks' median of their median examples a step
+    examples_vary: bool = False  # a rank's examples changed from step to step
+    tokens_per_step: int | None = None  # where the script gave its tokens (explicit mode)
+    ex_per_s: float | None = None  # examples a second over all ranks at the median step (None: not counted)
+    tok_per_s: float | None = None
+    data_wait: float | None = None  # the ranks' mean share of the step spent waiting for batches (None: not timed)
+    rank_data_wait: Mapping[int, float] = field(default_factory=lambda: EMPTY)  # rank -> its share
+    starved_rank: int | None = None  # the rank waiting on its data far longer than the others
+    ended_by: str | None = None  # config_end's: "ddptop" (its planned steps done) or "script" (it ended itself)
+    note: str | None = None  # config_end's: what the probe could not measure
+
+    @property
+    def data_bound(self) -> bool:
+        """Its ranks wait for batches a large share of the step (``script_steps.DATA_BOUND_SHARE``)."""
+        return self.data_wait is not None and self.data_wait >= DATA_BOUND_SHARE
+
+    def ending(self) -> str | None:
+        """How the script's configuration ended, in words, the probe's note after it; None before its end."""
+        if self.ended_by is None:
+            return None
+        words = {ENDED_BY_DDPTOP: "ended by ddptop after its planned steps",
+                 ENDED_BY_SCRIPT: "the script ended itself"}.get(self.ended_by, f"ended by {self.ended_by}")
+        return f"{words}; {self.note}" if self.note else words
+
+    def command_text(self, width: int | None = None) -> str:
+        """The command as a shell would read it, the script by its file name; cut to ``width`` cells with an
+        ellipsis (``...`` stays readable in ASCII)."""
+        words = list(self.command)
+        if words and words[0] != "-m":
+            words[0] = words[0].rstrip("/").rsplit("/", 1)[-1]
+        text = shlex.join(words)
+        if width is not None and len(text) > width:
+            text = text[:max(0, width - 3)] + "..."
+        return text
+
+
+@dataclass(frozen=True)
 class ConfigSnapshot(ConfigFields):
     """One configuration as a view shows it: what names it (``ConfigFields``), how far it got, its figures."""
 
@@ -115,6 +162,7 @@ class ConfigSnapshot(ConfigFields):
     # its profiler trace once a rank reported it (``ddptop.analysis.traces.config_trace``): files and cost, and
     # the breakdown of the files (``ddptop.control`` reads them, outside the session's lock)
     trace: ConfigTrace | None = None
+    script: ScriptFigures | None = None  # a user's script's configuration: what its probe saw
 
     @property
     def analysing(self) -> bool:
@@ -123,6 +171,8 @@ class ConfigSnapshot(ConfigFields):
 
     @property
     def heading(self) -> str:
+        if self.script is not None:  # the script chooses its batch (the status line adds its command)
+            return f"{self.label} {short_name(self.model)}"
         return f"{self.label} {self.model} bs{self.batch_size}"
 
 

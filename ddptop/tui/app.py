@@ -39,6 +39,7 @@ from ddptop.tui import format as fmt
 from ddptop.tui.panels import (ConfigTable, GpuTable, HostLine, LogPanel, RankTable, StatusLine, StepChart,
                                TunePanel)
 from ddptop.tui.footer import FittingFooter
+from ddptop.tui.panels.configs import is_script
 from ddptop.tui.lines import LineTable
 from ddptop.tui.screens import HelpScreen, SummaryScreen, TracesScreen
 
@@ -200,7 +201,8 @@ class DdptopApp(AsciiAwareApp):
                     yield ConfigTable(self.control.session.plan.configs(), id="configs")
                     yield StepChart(id="chart")
             with TabPane("2 Ranks", id="ranks-tab"):
-                yield RankTable(id="ranks")
+                yield RankTable(id="ranks", data_wait=any(is_script(spec.model)
+                                                          for spec in self.control.session.plan.configs()))
             with TabPane("3 Topology", id="topology-tab"):
                 with ScrollableContainer():
                     topology = self.control.topology

@@ -1,5 +1,6 @@
 """One row per configuration: status, progress, live percentiles and how well the median is known, ex/s,
-speedup, efficiency, comm share, and the idle share of its traced steps."""
+speedup, efficiency, comm share, and the idle share of its traced steps; for a user's script, the batch its
+ranks drew, their data-wait share and tokens/s in place of the comm and idle shares."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from rich.text import Text
 
 from ddptop.analysis import traces
 from ddptop.protocol.vocab import FAILED, Status
-from ddptop.protocol.modelspec import short_name
+from ddptop.protocol.modelspec import SCRIPT_PREFIX, short_name
 from ddptop.run.snapshot import ConfigSnapshot, RunSnapshot, ScalingFigures, Validity
 from ddptop.tui import format as fmt
 from ddptop.tui.lines import LineTable
@@ -34,7 +35,17 @@ CONFIG_COLUMNS = (
 )
 
 
+# a user's script's plan (``ddptop run -- train.py``): no communication analysis or trace runs beside its steps,
+# so its comm and idle columns give way to the share of the step its ranks waited for batches, and its tokens/s
+SCRIPT_COLUMNS = tuple(c for c in CONFIG_COLUMNS if c[0] not in ("comm", "idle")) + (
+    ("wait", "data wait", 9, 75), ("toks", "tok/s", 7, 35),
+)
+
 LABEL_WIDTH_MAX = 12
+
+
+def is_script(model: str) -> bool:
+    return model.startswith(SCRIPT_PREFIX)
 
 
 class ConfigTable(LineTable):
@@ -44,14 +55,17 @@ class ConfigTable(LineTable):
     def __init__(self, specs: list[Any], **kwargs: Any) -> None:
         # the label column as wide as the plan's labels need (a thread sweep's 1M/2Px4t), up to 12
         width = max(6, min(LABEL_WIDTH_MAX, max((len(spec.label) for spec in specs), default=0)))
-        super().__init__([(*c[:2], width, *c[3:]) if c[0] == "label" else c for c in CONFIG_COLUMNS], **kwargs)
+        columns = SCRIPT_COLUMNS if any(is_script(spec.model) for spec in specs) else CONFIG_COLUMNS
+        super().__init__([(*c[:2], width, *c[3:]) if c[0] == "label" else c for c in columns], **kwargs)
         self._specs = specs  # the plan's configurations: what the first frame shows before any snapshot
         self._drawn: dict[str, tuple[int, ScalingFigures | None, float, Validity | None, bool, bool]] = {}
 
     def on_mount(self) -> None:
         for spec in self._specs:
             self.set_row(spec.config_id, {"label": spec.label, "model": short_name(spec.model),
-                                          "bs": str(spec.batch_size), "backend": spec.backend,
+                                          # a script's batch is the one it draws: known at its first steps
+                                          "bs": "-" if is_script(spec.model) else str(spec.batch_size),
+                                          "backend": spec.backend,
                                           "status": Text(Status.PENDING, style="dim")})
 
     def update_from(self, snapshot: RunSnapshot) -> None:
@@ -90,6 +104,26 @@ def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None, going: b
                   measuring: bool = True) -> dict[str, Any]:
     stats = config.stats
     status = status_text(config, going, measuring)
+    script = config.script
+    if script is not None:
+        return _config_row(config, scale, stats, status) | {
+            # the batch each rank drew (its median examples a step; ~ where it varied from step to step)
+            "bs": "-" if script.examples_per_rank is None
+            else f"{'~' if script.examples_vary else ''}{script.examples_per_rank}",
+            "wait": _share(script.data_wait, script.data_bound),
+            "toks": fmt.rate(script.tok_per_s) if script.tok_per_s is not None else "-",
+        }
+    return _config_row(config, scale, stats, status)
+
+
+def _share(share: float | None, warn: bool) -> Text | str:
+    """A share of the step as a percentage ("-" where not measured), yellow where it is worth a look."""
+    if share is None:
+        return "-"
+    return Text(f"{100 * share:.0f}%", style="yellow" if warn else "")
+
+
+def _config_row(config: ConfigSnapshot, scale: ScalingFigures | None, stats: Any, status: Text) -> dict[str, Any]:
     return {
         "label": config.label,
         "model": short_name(config.model),
@@ -105,7 +139,8 @@ def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None, going: b
         "p75": fmt.seconds(stats.p75) if stats else "-",
         "p90": fmt.seconds(stats.p90) if stats else "-",
         "p95": fmt.seconds(stats.p95) if stats else "-",
-        "exs": fmt.rate(stats.ex_sec_total_p50) if stats else "-",
+        # "-" where unknown: a script whose examples were not counted
+        "exs": fmt.rate(stats.ex_sec_total_p50) if stats and stats.ex_sec_total_p50 is not None else "-",
         "speedup": f"{scale.speedup:.2f}" if scale else "-",
         "eff": f"{100 * scale.efficiency:.0f}%" if scale else "-",
         # the share of the step that synchronisation adds (step vs no_sync step), once measured

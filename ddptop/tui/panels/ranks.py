@@ -1,4 +1,5 @@
-"""Every rank of the running launch: its process's CPU, memory, threads and GPU, its last and median step."""
+"""Every rank of the running launch: its process's CPU, memory, threads and GPU, its last and median step; for
+a user's script, its share of the step spent waiting for batches, so that a rank starved of data stands out."""
 
 from __future__ import annotations
 
@@ -19,9 +20,14 @@ RANK_COLUMNS = (
 )
 
 
+# a user's script's plan: each rank's share of its step spent waiting for batches, before its last step
+SCRIPT_RANK_COLUMNS = (*RANK_COLUMNS[:7], ("wait", "data wait", 9, 75), *RANK_COLUMNS[7:])
+
+
 class RankTable(LineTable):
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(RANK_COLUMNS, **kwargs)
+    def __init__(self, data_wait: bool = False, **kwargs: Any) -> None:
+        """``data_wait``: the plan runs a user's script, whose probe times each rank's waits for batches."""
+        super().__init__(SCRIPT_RANK_COLUMNS if data_wait else RANK_COLUMNS, **kwargs)
         self._drawn_from: tuple[Any, ...] | None = None
 
     def update_from(self, snapshot: RunSnapshot) -> None:
@@ -51,6 +57,14 @@ class RankTable(LineTable):
                        else by_rank.get((process.rank, process.pid), {}))
             samples = config.tails.get(process.rank, ()) if config is not None else ()
             flagged = bool(straggler and straggler.flagged and straggler.rank == process.rank)
+            script = config.script if config is not None else None
+            share = script.rank_data_wait.get(process.rank) if script is not None else None
+            starved = script is not None and script.starved_rank == process.rank
+            mark: Text | str = ""
+            if flagged and straggler:
+                mark = Text(f"straggler x{straggler.ratio:.2f}", style="bold red")
+            elif starved:  # the others wait for it at their next collective
+                mark = Text("starved of data", style="bold yellow")
             self.set_row(row, {
                 "rank": row,
                 "pid": str(process.pid),
@@ -61,5 +75,6 @@ class RankTable(LineTable):
                 "threads": str(reading.get("threads", "-")),
                 "last": fmt.seconds(samples[-1]) if samples else "-",
                 "median": fmt.seconds(medians.get(process.rank)),
-                "mark": Text(f"straggler x{straggler.ratio:.2f}", style="bold red") if flagged and straggler else "",
+                "wait": "-" if share is None else Text(f"{100 * share:.0f}%", style="bold yellow" if starved else ""),
+                "mark": mark,
             })

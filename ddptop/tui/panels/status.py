@@ -9,7 +9,7 @@ from rich.text import Text
 
 from ddptop.run import eta
 from ddptop.protocol.vocab import ENDED as CONFIG_ENDED
-from ddptop.run.snapshot import RunPhase, RunSnapshot
+from ddptop.run.snapshot import ConfigSnapshot, RunPhase, RunSnapshot
 from ddptop.tui import format as fmt
 from ddptop.tui.panels.cached import CachedStatic
 
@@ -34,8 +34,11 @@ class StatusLine(CachedStatic):
         parts = [f"{done}/{len(configs)} configurations", f"elapsed {fmt.duration(elapsed)}"]
         going = snapshot.going
         analysing = session.analysing() if going else None
+        command_at = None
         if running is not None:
             left = eta.config_remaining(running, end) if going else None
+            if running.script is not None and running.script.command:  # a user's script: what it runs
+                command_at = len(parts)
             parts.append(f"running {running.heading}" + (f", ~{fmt.duration(left)} left" if left is not None else ""))
         elif analysing is not None:
             parts.append(f"analysing {analysing.heading}: {analysing.analysis_phase}")
@@ -53,9 +56,19 @@ class StatusLine(CachedStatic):
                 parts.append(f"watching {snapshot.who}")
         if paused:
             parts.append("PAUSED (display only; the sweep goes on)")
+        if command_at is not None and running is not None and running.script is not None:
+            parts[command_at] = self._with_command(parts, command_at, running)
         text = Text("  ·  ".join(parts))
         for problem in snapshot.not_saved:  # a full disk: what the run directory no longer receives
             text.append(f"   {problem} (kept in memory)", style="bold red")
         if snapshot.telemetry.info.get("fake"):
             text.append("   FAKE GPUs (DDPTOP_FAKE_NVML)", style="bold magenta")
         self.show_content(text)
+
+    def _with_command(self, parts: list[str], at: int, running: ConfigSnapshot) -> str:
+        """The running part with the script's command in place of its file's name, cut to half the line's width
+        (the line wraps: the rest of it stays whole)."""
+        assert running.script is not None
+        name = f"running {running.heading}"
+        command = running.script.command_text(max(12, (self.size.width or 80) // 2))
+        return parts[at].replace(name, f"running {running.label} {command}", 1)
