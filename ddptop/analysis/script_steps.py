@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ddptop.protocol.modelspec import SCRIPT_PREFIX
+
 
 def known(values: Sequence[Any] | None) -> list[float]:
     """The values the probe knew (None left out)."""
@@ -69,7 +71,6 @@ def data_wait_share(samples: Mapping[Any, Sequence[float]], step_values: Mapping
 
 # -- what the report says of a script ----------------------------------------------------------------------
 
-SCRIPT_PREFIX = "script:"  # a script's model spec (``ddptop.protocol.modelspec.SCRIPT_PREFIX``)
 WEAK, STRONG, CHANGED, UNKNOWN, SINGLE = "weak", "strong", "changed", "unknown", "single"
 
 
@@ -171,10 +172,11 @@ def loader_advice(seen: Mapping[str, Any] | None) -> str:
     return "try " + ", ".join(tries) + "; a cheaper per-example transform helps at any setting"
 
 
-# a configuration whose ranks wait for batches this share of the step or more is held back by its input pipeline
-# (its loader's workers, transforms or storage) rather than by its model or its communication
-DATA_BOUND_SHARE = 0.2
-STARVED_SHARE = 0.1  # a rank's data-wait share at least this, and
+# a configuration whose ranks wait for batches more than this share of the step is held back by its input pipeline
+# (its loader's workers, transforms or storage) rather than by its model or its communication: the report's verdict
+# (``step_bound``) when the share's interval lies above it, the live view's mark when the share itself does
+INPUT_BOUND_SHARE = 0.10
+STARVED_SHARE = INPUT_BOUND_SHARE  # a rank's data-wait share at least this, and
 STARVED_RATIO = 2.0  # at least this many times the other ranks' median share: that rank waits on its data alone
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from ddptop import units
 from ddptop.analysis import script_steps, traces
+from ddptop.analysis.script_steps import INPUT_BOUND_SHARE
 from ddptop.analysis.step_change import EQUIVALENT as EQUIVALENT_CHANGE
 from ddptop.analysis.step_change import FASTER as FASTER_CHANGE
 from ddptop.analysis.step_change import SLOWER as SLOWER_CHANGE
@@ -40,8 +41,7 @@ IDLE_BLOCK_S = 1.0
 # what launching one costs (a few microseconds of the CUDA runtime, plus the framework's dispatch)
 LAUNCH_BOUND_KERNEL_S = 20e-6
 # a user's script (``script_figures``): input-bound when the ranks' wait for data, as a share of the step, has
-# its 95% interval's lower end above this
-INPUT_BOUND_SHARE = 0.10
+# its 95% interval's lower end above script_steps.INPUT_BOUND_SHARE
 MEMORY_FULL = 0.90  # peak memory at or above this share of the device's memory: memory-limited
 # what a host-bound step can change, in the order to try it
 HOST_ADVICE = ("a larger batch per GPU, CUDA graphs or torch.compile(mode=\"reduce-overhead\"), fewer small kernels "

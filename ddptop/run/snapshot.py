@@ -17,7 +17,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from ddptop.analysis.script_steps import DATA_BOUND_SHARE
+from ddptop.analysis.script_steps import INPUT_BOUND_SHARE
 from ddptop.analysis.traces import ConfigTrace
 from ddptop.protocol.config_fields import ConfigFields
 from ddptop.protocol.modelspec import short_name
@@ -109,8 +109,8 @@ class ScriptFigures:
 
     @property
     def data_bound(self) -> bool:
-        """Its ranks wait for batches a large share of the step (``script_steps.DATA_BOUND_SHARE``)."""
-        return self.data_wait is not None and self.data_wait >= DATA_BOUND_SHARE
+        """Its ranks wait for batches a large share of the step (``script_steps.INPUT_BOUND_SHARE``)."""
+        return self.data_wait is not None and self.data_wait >= INPUT_BOUND_SHARE
 
     def ending(self) -> str | None:
         """How the script's configuration ended, in words, the probe's note after it; None before its end."""
