@@ -289,6 +289,7 @@ class ScriptProbe:
         self.uncounted = False
         self.said_uncounted = False
         self.batches_seen = False  # a timed iterator gave a batch in this run: waits and examples are known
+        self.drew_batch = False  # the script drew its first batch: past its setup (said once, for the hang watch)
         self.timing_batches = True  # off once timing or counting a batch failed
         self.off: str | None = None  # why the probe turned itself off (the script ran on untouched)
         self.notes: list[str] = []
@@ -392,12 +393,25 @@ class ScriptProbe:
                 self.uncounted = True
             else:
                 self.examples += examples
+            if not self.drew_batch:
+                self._past_setup()
         except Exception as exc:  # noqa: BLE001 - the probe fails open: the script keeps its batch
             self.timing_batches = False
             self.batches_seen = False
             self.notes.append(f"batch waits and examples not measured from step {self._step_number()} on: "
                               f"timing a batch of type {type(batch).__name__} failed: {one_line(exc)}")
         self.probe_s += _clock() - drawn
+
+    def _past_setup(self) -> None:
+        """The script drew its first batch: a heartbeat that is no setup, written at once, so that the hang watch
+        holds it to --hang-timeout from here rather than the startup grace its setup has (a script whose steps
+        ddptop cannot see ends after the timeout, not after minutes). Once a run; within its first step, a
+        warm-up step."""
+        self.drew_batch = True
+        if self.process_group is None:  # before its first step
+            self.writer.emit("heartbeat", config_id=self.cfg.config_id,
+                             doing="the script's first step: it drew a batch, no optimizer step yet")
+            self.writer.flush()
 
     # -- step ends ------------------------------------------------------------------------------------------
     def after_optimizer_step(self, optimizer: Any, _args: Any, _kwargs: Any) -> None:
@@ -444,7 +458,8 @@ class ScriptProbe:
         data_wait = self.wait_s if self.batches_seen else None
         tokens = _non_negative(tokens, float) if tokens is not None else None
         self.wait_s, self.examples, self.uncounted = 0.0, 0, False
-        if self.process_group is None:
+        first = self.process_group is None
+        if first:
             self._first_step()
         if self.measuring:
             self.measure.add_step(seconds, data_wait, examples, tokens)
@@ -452,6 +467,9 @@ class ScriptProbe:
         else:
             self.warmup.add_step(seconds, data_wait, examples, tokens)
             stop = len(self.warmup.recorded) >= self.warmup_steps and self._start_measuring()
+        if first and self.warmup.pending:  # the first step reaches the file at once: the setup is over
+            self.warmup.send()
+            self.writer.flush()
         self.last_end = _clock()  # the probe's own work is no part of the next step
         self.probe_s += self.last_end - ended
         return stop
@@ -671,7 +689,7 @@ def _run(spec: LaunchSpec, target: Target, writer: EventWriter, rank: int, bindi
         writer.emit("config_start", **config_fields(cfg), world_size=world_size, warmup=cfg.warmup, iters=cfg.iters,
                     time_budget=cfg.time_budget, precision=cfg.precision if cfg.adaptive else None, round=cfg.round,
                     rounds=cfg.rounds, notes=[], command=target.command)
-        # the last event until the first step: the hang watch gives the script's own setup the startup grace
+        # the last event until its first batch or step: the hang watch gives the script's setup the startup grace
         writer.emit("heartbeat", config_id=cfg.config_id, doing="the script's setup, until its first step", setup=True)
         writer.flush()
         probe = ScriptProbe(torch, writer, cfg, world_size)

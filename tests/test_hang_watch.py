@@ -56,3 +56,30 @@ def test_a_rank_setting_up_a_configuration_gets_the_startup_grace_and_then_the_t
     progress = encode(make_event("heartbeat", 0, config_id="big/ddp/bs1/n1/gloo", doing="traced step 1 of 4"))
     written(hello + building + started + progress, 6)  # a heartbeat that is no setup: the timeout stands
     assert watch.silent_for() is not None
+
+
+def test_a_script_past_its_setup_is_held_to_the_timeout_and_told_how_a_step_is_seen(tmp_path):
+    """A script's probe says 'setup' until the script draws its first batch, then a heartbeat that is no setup:
+    from there the short timeout applies, and a launch silent past it without any step of the script is told
+    how ddptop sees a step (the optimizer's post-hook, ddptop_probe.step in explicit mode)."""
+    events = tmp_path / "events"
+    events.mkdir()
+    watch = HangWatch(str(events), timeout=4)
+    config_id = "script:/tmp/train.py/n1/gloo"
+    setup = encode(make_event("heartbeat", 0, config_id=config_id, doing="the script's setup, until its first step",
+                              setup=True))
+    drew = encode(make_event("heartbeat", 0, config_id=config_id,
+                             doing="the script's first step: it drew a batch, no optimizer step yet"))
+    path = events / "rank-0.jsonl"
+    path.write_bytes(setup)
+    os.utime(path, (time.time() - 6, time.time() - 6))
+    assert watch.silent_for() is None  # its setup: the startup grace
+    path.write_bytes(setup + drew)
+    os.utime(path, (time.time() - 6, time.time() - 6))
+    silent = watch.silent_for()
+    assert silent is not None
+    reason = watch.reason(silent, script_without_step=True)
+    assert reason.startswith("hang: no training step seen from the script in 6 s (--hang-timeout 4")
+    for words in ("optimizer step post-hook", "ddptop_probe.step", "torch.multiprocessing.spawn", "rank-0 6 s ago"):
+        assert words in reason
+    assert "no training step" not in watch.reason(silent)  # a kernel's, or a script that stepped: as before

@@ -60,7 +60,12 @@ class HangWatch:
                 self._setup[name] = (stamp, _last_is_setup(os.path.join(self.events_dir, name)))
         return any(setup for _, setup in self._setup.values())
 
-    def reason(self, silent: float) -> str:
+    def reason(self, silent: float, script_without_step: bool = False) -> str:
+        """Why the launch is taken for hung. ``script_without_step``: the configuration is a user's script
+        (``bench_kernels.script_probe``) that no rank has ended a training step of yet: the reason says how
+        ddptop tells a step, as the likeliest cause is a step it cannot see."""
+        if script_without_step and self.last:
+            return self._no_script_step(silent)
         if not self.last:
             return (
                 f"hang: no rank started within {silent:.0f} s (stuck importing torch or forming the group? "
@@ -78,6 +83,20 @@ class HangWatch:
             f"hang: no event from any rank for {silent:.0f} s (--hang-timeout {self.timeout:g}); last heard: "
             f"{heard}. A rank is stuck (in a collective?) or one step takes longer than the timeout"
         )
+
+
+    def _no_script_step(self, silent: float) -> str:
+        heard = ", ".join(
+            f"{name.removesuffix(layout.EVENTS_SUFFIX)} {time.time() - t:.0f} s ago"
+            for name, t in sorted(self.last.items())
+        )
+        allowed = (f"its setup allowed at least {max(self.timeout, self.startup):g} s" if self.setting_up()
+                   else f"--hang-timeout {self.timeout:g}, once it drew a batch")
+        return (f"hang: no training step seen from the script in {silent:.0f} s ({allowed}): ddptop ends a step at "
+                "torch.optim's optimizer step post-hook (Optimizer.step); a script that updates its weights "
+                "otherwise marks its steps with ddptop_probe.step (explicit mode, docs/scripts.md); one that trains "
+                "in processes of its own (torch.multiprocessing.spawn) is out of the probe's sight; or it is stuck "
+                f"before its first step; last heard: {heard}")
 
 
 def _last_is_setup(path: str) -> bool:

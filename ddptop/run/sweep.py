@@ -463,12 +463,22 @@ class SweepRunner:
             silent = watch.silent_for()
             if silent is not None:
                 running = self._running_config()
-                ended = ("hang", running, watch.reason(silent))
+                ended = ("hang", running, watch.reason(silent, self._script_without_step(running)))
                 torchrun.stop(self.stop_grace)
                 break
             time.sleep(self.poll_interval)
         torchrun.kill_tree()  # ranks can outlive a dead agent; make sure none does
         return ended
+
+    def _script_without_step(self, config_id: str | None) -> bool:
+        """Whether the running configuration is a script no rank has ended a training step of in this launch
+        (a script's first step is always a warm-up step, counted again in each launch's round): the hang's
+        reason then says how ddptop tells a script's step."""
+        if not self.plan.script or config_id is None:
+            return False
+        state = self.session.configs[config_id]
+        with self.session.lock:
+            return not any(state.warmup_seen.values())
 
     def _run_dir_problem(self) -> str | None:
         """Why the run directory can no longer be written (removed, replaced or made read-only), or None:
