@@ -12,10 +12,27 @@ import re
 from typing import Any
 
 from ddptop.protocol.vocab import Status
+from ddptop.protocol.wire import ENDED_BY_SCRIPT
 
 def cause_in_front(cause: str, reason: str | None) -> str:
     """A rank that died silently comes first; what the other ranks said follows as its echo."""
     return f"{cause}; then {reason}" if reason else cause
+
+
+def script_ended_apart(ends: dict[int, dict[str, Any]]) -> str | None:
+    """A script's ranks that ended it themselves (it returned) while the configuration failed: ranks that reach
+    their end at different steps, one leaving the others waiting in a collective for it (a peer's 'connection
+    closed', or a hang). The words that say so, to put in front of the configuration's reason; None where no
+    rank ended its script itself."""
+    done = sorted(rank for rank, end in ends.items()
+                  if end.get("status") == Status.OK and end.get("ended_by") == ENDED_BY_SCRIPT)
+    if not done:
+        return None
+    steps = ", ".join(f"rank {rank} after {(ends[rank].get('warmup_iters') or 0) + (ends[rank].get('iters') or 0)} "
+                      "steps" for rank in done)
+    return (f"the script ended by itself on {steps} while its other ranks went on: ranks that reach their end at "
+            "different steps (uneven data across ranks, no DistributedSampler?) leave the others waiting in a "
+            "collective")
 
 
 def first_error(errors: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ddptop.run import nccl_debug, rundir
+from ddptop.run import failure_reasons, nccl_debug, rundir
 from ddptop.run.binding import launch_binding
 from ddptop.run.cluster import Cluster
 from ddptop.run.follower import END_GRACE
@@ -250,6 +250,10 @@ class SweepRunner:
                     cause = unwritable if state.status in FAILED else None
                 else:
                     cause = self._silent_death(path, state) if failed_here else None
+                # a script's rank that ended by itself while the others went on: said first, whatever ended them
+                apart = failure_reasons.script_ended_apart(state.end) if self.plan.script and status in FAILED else None
+                if apart is not None:
+                    cause = failure_reasons.cause_in_front(apart, cause)
                 tail = tuple(self._log_tail(path)) if failed_here else None
                 self._mark(ConfigEnd(config.config_id, status, reason, cause=cause, log_tail=tail))
             self._mark(LaunchEnd(name, outcome.exit_code, outcome.status, outcome.reason, outcome.wall_s))
