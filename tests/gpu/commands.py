@@ -10,6 +10,7 @@ world size each (the GPT run and the tune at the node's largest, the capped batc
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 # a hung rank ends its configuration after a minute, not the default five (the suite's budget is five in all)
@@ -72,3 +73,16 @@ def threads_devices_run(cores: int) -> list[str]:
     return ["--models", "resnet18", "--image-size", "64", "--batch-sizes", "32", "--threads", counts, "--devices",
             "cpu,cuda", "--world-sizes", "1", "--no-baseline", "--comm-iters", "0", "--no-collectives", "--no-trace",
             *SHORT]
+
+
+# A user's training script, unchanged (examples/train.py: an MLP under DDP over nccl on the rank's GPU, a
+# DataLoader with two workers a rank, SGD), run by ddptop's probe at N = 1: ddptop's flags, then the script after
+# --, its path absolute (the ranks start in the directory ddptop was started in).
+TRAIN_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
+                            "examples", "train.py")
+SCRIPT_WARMUP, SCRIPT_ITERS, SCRIPT_BATCH = 3, 30, 64
+
+
+def script_run() -> list[str]:
+    return ["--world-sizes", "1", "--warmup", str(SCRIPT_WARMUP), "--iters", str(SCRIPT_ITERS), *SHORT, "--",
+            TRAIN_SCRIPT, "--workers", "2", "--batch-size", str(SCRIPT_BATCH), "--hidden", "1024"]

@@ -2,14 +2,15 @@
 
     python3 -m pytest -m gpu -n 0
 
-(every test marked gpu: these fifteen and the real-NVML sampler test of tests/test_telemetry.py). On a node
+(every test marked gpu: these sixteen and the real-NVML sampler test of tests/test_telemetry.py). On a node
 where NVML lists a GPU and torch sees CUDA (never under the simulated NVML: ``DDPTOP_FAKE_NVML`` must be
 unset), an estimated 5.5 minutes on one H100 (docs/testing.md); anywhere else every test is skipped, with the
-reason (decided once, when the module is collected). Eight runs serve the fifteen tests, each made once, by the
+reason (decided once, when the module is collected). Nine runs serve the sixteen tests, each made once, by the
 first test that needs it: the default plan under Textual's Pilot with nvidia-smi sampling beside it,
 ``ddptop doctor --report`` and the report's replay, the GPT kernel with ZeRO-1 and FSDP2, a capped fp16 batch
 sweep that runs out of memory, a workload and a Hugging Face model, ``ddptop tune`` with torch.compile, and a
-thread sweep on the CPU beside the GPU (--threads, --devices cpu,cuda). What each run is:
+thread sweep on the CPU beside the GPU (--threads, --devices cpu,cuda), and a user's training script
+(``ddptop run -- examples/train.py``). What each run is:
 ``tests/gpu/commands.py``. The readers of what the runs wrote: ``tests/gpu/support.py``, checked without a GPU
 against the files of a real H100 run by ``tests/gpu/test_readers.py``. The tests run in this file's order;
 docs/testing.md has the time of each.
@@ -29,7 +30,7 @@ from typing import Any
 import pytest
 
 from ddptop.errors import EXIT_OK
-from tests.conftest import REPO, Finished, ddptop, run_sweep
+from tests.conftest import REPO, Finished, ddptop, processes_mentioning, run_sweep
 from tests.gpu import commands
 from tests.gpu.support import (
     GpuNode,
@@ -551,6 +552,35 @@ def test_bf16_only_through_tunes_amp_bf16_variant_has_a_measured_ceiling(tune_ru
     assert config_dtypes(by_variant["default"]) and config_dtypes(by_variant["default"]) <= {"fp32", "tf32"}
     assert {"bf16", "fp32"} <= ceiling_dtypes(summary)
     assert ceiling_problems(summary) == []
+
+
+# -- a user's training script on the GPU ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def script_run(tmp_path_factory) -> Finished:
+    run_dir = str(tmp_path_factory.mktemp("script") / "run")
+    done = ddptop("run", "--headless", "--out", run_dir, *commands.script_run())  # --no-plots before the script's --
+    return Finished(done.returncode, done.stdout, done.stderr, run_dir)
+
+
+def test_a_training_script_runs_unchanged_on_the_gpu_its_steps_ending_after_the_device_s_work(script_run):
+    """`ddptop run -- examples/train.py` at N = 1: the script's own DDP over nccl on the GPU, two loader workers;
+    every planned step measured and ended by ddptop; the probe found CUDA in use at the first step, so each
+    step's end is taken after torch.cuda.synchronize() (the GPU's step, not the host's): config_end's
+    script.device_name is this GPU's, its allocator peak above 0; every batch's 64 examples counted; no rank
+    or worker left. (Never run on a GPU yet.)"""
+    summary = summary_of(script_run)
+    (config,) = summary["configs"]
+    assert (config["status"], config["device"], config["world_size"]) == ("ok", "cuda", 1), config["reason"]
+    assert config["ended_by"] == "ddptop" and config["stats"]["n"] == commands.SCRIPT_ITERS
+    seen = config["script"]
+    assert seen["device_name"] in {gpu["name"] for gpu in nvml_gpus().values()}, seen
+    assert (seen["process_group"], seen["group_world_size"], seen["step_marks"]) == (True, 1, "optimizer"), seen
+    assert seen["optimizer_steps"] == commands.SCRIPT_WARMUP + commands.SCRIPT_ITERS
+    assert config["peak_memory_bytes"] > 0
+    examples = [value for values in (config["step_values"].get("examples") or {}).values() for value in values]
+    assert examples and set(examples) == {commands.SCRIPT_BATCH}, config["step_values"]
+    assert processes_mentioning(script_run.run_dir) == []
 
 
 # -- every dtype ------------------------------------------------------------------------------------------------

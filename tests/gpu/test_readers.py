@@ -118,17 +118,17 @@ def test_here_every_test_of_the_suite_is_skipped_with_the_reason():
                            "no:cacheprovider", "tests/gpu"], cwd=REPO, capture_output=True, text=True, timeout=300)
     lines = done.stdout.splitlines()
     skipped = [line for line in lines if line.startswith("SKIPPED [1] tests/gpu/test_gpu_suite.py:")]
-    assert len(skipped) == 15 and all(line.endswith(": " + reason) for line in skipped), done.stdout[-3000:]
-    assert done.returncode == 0 and lines[-1].startswith("15 skipped"), done.stdout[-3000:]
+    assert len(skipped) == 16 and all(line.endswith(": " + reason) for line in skipped), done.stdout[-3000:]
+    assert done.returncode == 0 and lines[-1].startswith("16 skipped"), done.stdout[-3000:]
 
 
 # -- the suite's commands: ddptop's own parser and plan -------------------------------------------------------------
 
 def plan_of(command: str, arguments: list[str], gpus: int):
-    from ddptop.cli import build_parser
+    from ddptop.cli import parse_arguments
     from ddptop.run.options import merge_plan_options
 
-    args = build_parser().parse_args([command, "--headless", "--out", "x", *arguments])
+    args = parse_arguments([command, "--headless", "--out", "x", *arguments])  # a script after --, as ddptop takes it
     if command == "tune":
         args.tune = True
     return build_plan(merge_plan_options({}, args), h100s(gpus), cpu_count=16)
@@ -157,7 +157,11 @@ def test_the_suites_runs_are_valid_plans_on_a_node_of_one_and_eight_gpus(gpus):
         ("cpu", "cuda"), ((1, 1), (1, 2), (1, 4), (1, 8), (1, 16)), (1,))
     assert [launch.launch_key for launch in threads.launches()] == ["n1-nccl"] + [
         f"n1-gloo-cpu-t{t}" for t in (1, 2, 4, 8, 16)]
-    for plan in (gpt, capped, tune, workloads, threads):
+    script = plan_of("run", commands.script_run(), gpus)
+    assert script.script[:2] == (commands.TRAIN_SCRIPT, "--workers") and script.world_sizes == (1,)
+    assert (script.warmup, script.iters, script.backends, script.baseline) == (
+        commands.SCRIPT_WARMUP, commands.SCRIPT_ITERS, ("nccl",), False)
+    for plan in (gpt, capped, tune, workloads, threads, script):
         assert plan.max_time_per_config == 2 and plan.launches_per_config == 1 and plan.device == "cuda"
 
 
