@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.conftest import REPO, ddptop, imports_in_fresh_interpreter, stdlib_only
+from tests.conftest import REPO, ddptop, imports_in_fresh_interpreter, processes_mentioning, stdlib_only
 
 
 def test_core_imports_neither_torch_nor_textual():
@@ -64,6 +64,38 @@ def test_bad_input_is_one_line_and_exit_2(args, message):
     assert len(lines) == 1 and lines[0].startswith("ddptop: error: ")
     assert message in lines[0]
     assert "Traceback" not in done.stderr
+
+
+# a script that would leave a file beside it if it ran (ddptop only compiles it before a launch)
+SCRIPT_RAN = "import pathlib\npathlib.Path(__file__).with_name('ran').write_text('ran')\n"
+
+
+@pytest.mark.parametrize(
+    "after, message",
+    [
+        (["--", "nope.py"], "script {tmp}/nope.py: no such file"),
+        (["--", "broken.py", "--lr", "1"], "script {tmp}/broken.py: does not parse: "),
+        (["--", "-m", "no_such_package.train"], "script module 'no_such_package.train' cannot be found"),
+        (["--"], "no script after --"),
+        (["--", "-m"], "no script after --"),
+        (["--models", "resnet18", "--", "ok.py"], "--models describes ddptop's own kernels, not a script"),
+        (["--batch-sizes", "8", "--", "ok.py"], "--batch-sizes describes ddptop's own kernels"),
+        (["--models", "resnet18", "--batch-sizes", "8", "--", "ok.py"], "--models, --batch-sizes describe"),
+        (["--script-to-end"], "--script-to-end needs a script"),
+    ],
+)
+def test_a_bad_script_command_is_one_line_exit_2_and_launches_nothing(tmp_path, after, message):
+    (tmp_path / "ok.py").write_text(SCRIPT_RAN)
+    (tmp_path / "broken.py").write_text(SCRIPT_RAN + "def train(:\n    pass\n")
+    run_dir = tmp_path / "run"
+    done = ddptop("run", "--headless", "--out", str(run_dir), "--world-sizes", "1", *after, cwd=str(tmp_path))
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("ddptop: error: "), done.stderr
+    assert message.format(tmp=tmp_path) in lines[0]
+    assert "broken.py" not in after or lines[0].endswith("(line 3)")  # the file and the line
+    assert not (run_dir / "launches").exists() and not (tmp_path / "ran").exists()
+    assert processes_mentioning(str(tmp_path)) == []  # no torchrun, no rank
 
 
 def test_out_dir_is_never_overwritten(tmp_path):
