@@ -56,6 +56,9 @@ def die_with_parent() -> None:
         pass
 
 
+STOPS_RECEIVED: list[str] = []  # the stop signals this process itself received (raise_on_stop_signals), by name
+
+
 def raise_on_stop_signals(exception: type[BaseException], only_here: bool = False) -> None:
     """SIGTERM and SIGINT (torchrun shutting the group down) raise ``exception`` with the signal's name, so the
     rank leaves through its normal flush path. With ``only_here``, a process forked from this one (a DataLoader's
@@ -69,7 +72,9 @@ def raise_on_stop_signals(exception: type[BaseException], only_here: bool = Fals
             signal.signal(signum, signal.SIG_DFL)
             os.kill(os.getpid(), signum)
             return
-        raise exception(signal.Signals(signum).name)
+        name = signal.Signals(signum).name
+        STOPS_RECEIVED.append(name)  # kept: an error its stop causes (a loader's worker killed) may come out first
+        raise exception(name)
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)

@@ -54,8 +54,8 @@ from typing import Any
 import ddptop_probe
 from bench_kernels.errors import error_fields, one_line
 from bench_kernels.hello import bind_cores, hello_fields
-from bench_kernels.rank_process import (die_with_parent, events_writer, exit_without_teardown, max_rss_bytes,
-                                       raise_on_stop_signals, read_launch_spec, report_unwritable)
+from bench_kernels.rank_process import (STOPS_RECEIVED, die_with_parent, events_writer, exit_without_teardown,
+                                       max_rss_bytes, raise_on_stop_signals, read_launch_spec, report_unwritable)
 from bench_kernels.sources import batch_tensors
 from bench_kernels.timing import FIXED, LIMITS, TIME_BUDGET, Agree, PrecisionLooks, SampleStream, StopRule, alone, budget_iterations
 from ddptop.protocol.config_fields import config_fields
@@ -707,12 +707,14 @@ def _run(spec: LaunchSpec, target: Target, writer: EventWriter, rank: int, bindi
         else:
             failure = exc
     except ScriptStopped:  # what was measured is sent; close writes it
-        if probe is not None:
-            probe.send_pending()
-        writer.close()
-        return STOPPED_EXIT
+        return _stopped(writer, probe)
     except BaseException as exc:  # noqa: BLE001 - every failure becomes an event, then a non-zero exit
         failure = exc
+    if failure is not None and STOPS_RECEIVED:
+        # the group's stop reached the script's own processes too: a DataLoader worker killed by the same
+        # SIGTERM raises in the rank ("worker ... is killed by signal"), in place of or while unwinding from
+        # ScriptStopped. The rank was stopped; that error is the stop's doing, not the script's
+        return _stopped(writer, probe)
     if failure is not None or probe is None:
         return _failed(writer, cfg.config_id, probe, failure)
     _release_loaders()
@@ -727,6 +729,15 @@ def _run(spec: LaunchSpec, target: Target, writer: EventWriter, rank: int, bindi
         with contextlib.suppress(Exception):
             dist.destroy_process_group()
     return 0
+
+
+def _stopped(writer: EventWriter, probe: ScriptProbe | None) -> int:
+    """SIGTERM or SIGINT ended the script: what was measured is sent (close writes it), no config_end, and the
+    exit code of a stopped rank, as the kernel's."""
+    if probe is not None:
+        probe.send_pending()
+    writer.close()
+    return STOPPED_EXIT
 
 
 def _failed(writer: EventWriter, config_id: str, probe: ScriptProbe | None, failure: BaseException | None) -> int:

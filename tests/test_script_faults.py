@@ -213,7 +213,7 @@ def test_ctrl_c_during_a_script_exits_130_and_leaves_no_process(tmp_path):
         assert proc.returncode == 130, err
         assert "Traceback" not in err
         (config,) = json.load(open(os.path.join(run_dir, "summary.json"), encoding="utf-8"))["configs"]
-        assert config["status"] == "stopped" and config["stats"]["n"] > 0
+        assert config["status"] == "stopped" and config["stats"]["n"] > 0, (config["reason"], config["log_tail"])
         _nothing_left(script, run_dir)
     finally:
         if proc.poll() is None:
