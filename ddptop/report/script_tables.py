@@ -41,7 +41,7 @@ def _against_reference(entry: Config) -> str:
 
 
 def data_wait_rows(configs: list[Config]) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for entry in sorted(configs, key=lambda e: e.world_size):
         wait, less = entry.data_wait, entry.step_less_wait
         rows.append((

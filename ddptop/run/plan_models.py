@@ -138,7 +138,9 @@ def parse_script_option(options: PlanOptions) -> tuple[ModelSpec, tuple[str, ...
 
     given = [o for o in KERNEL_ONLY if as_given(getattr(options, o)) != as_given(OPTIONS_BY_NAME[o].default)]
     if given:
-        flags = ", ".join(OPTIONS_BY_NAME[o].spelling for o in given)
+        # each with its other spellings (--no-trace sets --trace-steps): the user may have typed either
+        flags = ", ".join("/".join([OPTIONS_BY_NAME[o].spelling, *(f.spelling for f in OPTIONS_BY_NAME[o].also)])
+                          for o in given)
         raise PlanError(f"{flags} describe{'s' if len(given) == 1 else ''} ddptop's own kernels, not a script, "
                         "which chooses its own model, batch and step (a script takes world sizes, launches, "
                         "iterations and output flags)")
