@@ -32,32 +32,32 @@ blocks by one small all_reduce where the script's process group has the launch's
 the post-hook raises ``ProbeStop`` at the same step on every rank, so none is left inside a collective; with
 ``script_to_end`` the script runs to its own end instead. If the probe's own code fails, it turns itself off
 and the script trains on untouched; ``config_end`` says what was lost.
+
+Running the script and what it leaves behind is ``bench_kernels.script_target``; its batches and steps as
+recorded (the timed loader iterator, explicit mode's step, the stream of steps) ``bench_kernels.script_steps``.
 """
 
 from __future__ import annotations
 
-import argparse
-import atexit
 import contextlib
 import functools
-import gc
 import os
-import runpy
 import sys
 import time
 import traceback
 import weakref
-from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import ddptop_probe
 from bench_kernels.errors import error_fields, one_line
 from bench_kernels.hello import bind_cores, hello_fields
-from bench_kernels.rank_process import (STOPS_RECEIVED, die_with_parent, events_writer, exit_without_teardown,
+from bench_kernels.rank_process import (STOPS_RECEIVED, die_with_parent, events_writer,
                                        max_rss_bytes, raise_on_stop_signals, read_launch_spec, report_unwritable)
-from bench_kernels.sources import batch_tensors
-from bench_kernels.timing import FIXED, LIMITS, TIME_BUDGET, Agree, PrecisionLooks, SampleStream, StopRule, alone, budget_iterations
+from bench_kernels.script_steps import ExplicitStep, StepStream, TimedBatches, batch_examples, non_negative
+from bench_kernels.script_target import (PROGRAM, Target, exit_code, exit_quietly, parse_command, release_loaders, run_target,
+                                         script_traceback)
+from bench_kernels.timing import FIXED, LIMITS, TIME_BUDGET, Agree, PrecisionLooks, StopRule, alone, budget_iterations
 from ddptop.protocol.config_fields import config_fields
 from ddptop.protocol.devices import apply_rank_device
 from ddptop.protocol.launchspec import LaunchSpec, RunConfig
@@ -66,7 +66,6 @@ from ddptop.protocol.storage import describe_os_error
 from ddptop.protocol.vocab import STOPPED_EXIT, Phase, Status
 from ddptop.protocol.wire import ENDED_BY_DDPTOP, ENDED_BY_SCRIPT, EventsUnwritable, EventWriter
 
-PROGRAM = "bench_kernels.script_probe"
 DEFAULT_WARMUP = 5  # warm-up steps for --warmup auto: a script's steps cannot be run again to find a steady one
 # --iters auto where the ranks cannot agree between blocks (no process group of the launch's size): a fixed count
 FALLBACK_ITERS = 50
@@ -87,177 +86,6 @@ class ProbeStop(BaseException):
 class ScriptStopped(BaseException):
     """SIGTERM or SIGINT arrived while the script ran (torchrun shutting the group down): a BaseException for
     the same reason as ``ProbeStop``."""
-
-
-@dataclass(frozen=True)
-class Target:
-    """What the probe runs: a script file or a module, with its arguments."""
-
-    path: str | None
-    module: str | None
-    args: tuple[str, ...]
-
-    @property
-    def argv(self) -> list[str]:
-        """``sys.argv`` as the script sees it (runpy puts a module's file in ``argv[0]``)."""
-        return [self.module if self.module is not None else str(self.path), *self.args]
-
-    @property
-    def command(self) -> list[str]:
-        """What came after ``--``."""
-        return ["-m", *self.argv] if self.module is not None else self.argv
-
-
-def parse_command(argv: list[str]) -> tuple[str, Target]:
-    """``--spec launch.json -- train.py ARGS...`` or ``--spec launch.json -- -m pkg.mod ARGS...``."""
-    parser = argparse.ArgumentParser(prog=f"python -m {PROGRAM}", description=__doc__.splitlines()[0],
-                                     usage=f"python -m {PROGRAM} --spec launch.json -- (script.py | -m module) [args ...]")
-    parser.add_argument("--spec", required=True, help="launch spec JSON written by ddptop")
-    if "--" not in argv:
-        parser.error("the script comes after --")
-    cut = argv.index("--")
-    options, command = argv[:cut], argv[cut + 1:]
-    spec_path = parser.parse_args(options).spec
-    if not command or (command[0] == "-m" and len(command) < 2):
-        parser.error("no script (or -m module) after --")
-    if command[0] == "-m":
-        return spec_path, Target(None, command[1], tuple(command[2:]))
-    return spec_path, Target(command[0], None, tuple(command[1:]))
-
-
-def run_target(target: Target) -> None:
-    """Run the script as ``__main__`` here, as ``python train.py ARGS`` (or ``python -m pkg.mod ARGS``) would."""
-    if target.module is not None:
-        sys.argv = target.argv
-        runpy.run_module(target.module, run_name="__main__", alter_sys=True)
-        return
-    assert target.path is not None
-    path = os.path.abspath(target.path)
-    sys.argv = target.argv
-    sys.path[0] = os.path.dirname(path)  # python puts the script's folder first, not the working directory
-    runpy.run_path(path, run_name="__main__")
-
-
-def batch_examples(batch: Any, tensor: type | None = None) -> int | None:
-    """The examples of one batch: the leading dimension of its first tensor (a tensor, or one inside a tuple,
-    list, dict, dataclass or namedtuple); None where it holds no tensor with a leading dimension. ``tensor``:
-    torch.Tensor, where the caller holds it."""
-    if tensor is None:
-        import torch
-
-        tensor = torch.Tensor
-    # the usual (inputs, labels) without the walk over the whole batch: this runs for every batch
-    first = batch[0] if isinstance(batch, (tuple, list)) and batch else batch
-    if not isinstance(first, tensor):
-        tensors = batch_tensors(batch)
-        first = tensors[0] if tensors else None
-    if first is None or first.dim() == 0:
-        return None
-    return int(first.shape[0])
-
-
-def _non_negative(value: Any, kind: type) -> Any:
-    """A count a script passed to ``ddptop_probe.step``, as ``kind``; None where it is no such count."""
-    try:
-        count = kind(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return count if count >= 0 else None
-
-
-class StepStream(SampleStream):
-    """One phase's steps, each with what the probe saw of it beside its seconds: its wait for batches, its
-    examples and its tokens (None where not known). Sent as SampleStream's are, at most every flush interval; a
-    run of steps that know different things goes in events of its own, so each list lines up with ``sec``."""
-
-    LISTS = ("data_wait", "examples", "tokens")
-
-    def __init__(self, writer: EventWriter, config_id: str, phase: str, total: int | None,
-                 round_index: int | None) -> None:
-        super().__init__(writer, config_id, phase, 0, round_index)
-        self.total: int | None = total  # type: ignore[assignment]  # None: the script decides (script_to_end)
-        self.beside: tuple[list[Any], list[Any], list[Any]] = ([], [], [])  # pending steps' values of LISTS
-        self.known: list[int] = []  # per pending step: which of them it has, one bit each
-
-    def add_step(self, seconds: float, data_wait: float | None, examples: int | None, tokens: float | None) -> None:
-        waits, counts, token_counts = self.beside
-        waits.append(data_wait)
-        counts.append(examples)
-        token_counts.append(tokens)
-        self.known.append((data_wait is not None) + 2 * (examples is not None) + 4 * (tokens is not None))
-        self.add(seconds)
-
-    def send(self) -> None:
-        pending, known = self.pending, self.known
-        if not pending:
-            return
-        start = 0
-        for end in range(1, len(pending) + 1):
-            if end == len(pending) or known[end] != known[start]:
-                self._emit(start, end)
-                start = end
-        self.sent += len(pending)
-        self.pending, self.known, self.beside = [], [], ([], [], [])
-
-    def _emit(self, start: int, end: int) -> None:
-        lists = {name: values[start:end] for name, values in zip(self.LISTS, self.beside) if values[start] is not None}
-        self.writer.emit("samples", config_id=self.config_id, phase=self.phase, first_iter=self.sent + start,
-                         of=self.total, sec=self.pending[start:end], **lists,
-                         **({} if self.round is None else {"round": self.round}))
-
-    def close(self) -> None:
-        """The phase is over: its count is what ran, and its last steps reach the file now."""
-        self.total = len(self.recorded)
-        self.send()
-        self.writer.flush()
-
-
-class TimedBatches:
-    """The iterator of a DataLoader (or of ``ddptop_probe.batches``) with every wait for a batch timed: from
-    before ``next()`` to its return. The batch, StopIteration and the loader's own errors pass unchanged."""
-
-    __slots__ = ("_iterator", "_probe")
-
-    def __init__(self, iterator: Iterator[Any], probe: ScriptProbe) -> None:
-        self._iterator = iterator
-        self._probe = probe
-
-    def __iter__(self) -> TimedBatches:
-        return self
-
-    def __next__(self) -> Any:
-        probe = self._probe
-        if not probe.timing_batches:
-            return next(self._iterator)
-        start = _clock()
-        batch = next(self._iterator)
-        probe.batch_drawn(start, _clock(), batch)
-        return batch
-
-    def __len__(self) -> int:
-        return len(self._iterator)  # type: ignore[arg-type]
-
-    def __getattr__(self, name: str) -> Any:  # what a script reads of the loader's own iterator
-        if name in TimedBatches.__slots__:  # not set yet (a copy in the making): not the iterator's to answer
-            raise AttributeError(name)
-        return getattr(self._iterator, name)
-
-
-class ExplicitStep:
-    """``ddptop_probe.step()``'s context manager: the step ends when the block does, unless it raised."""
-
-    __slots__ = ("_probe", "_examples", "_tokens")
-
-    def __init__(self, probe: ScriptProbe, examples: int | None, tokens: float | None) -> None:
-        self._probe, self._examples, self._tokens = probe, examples, tokens
-
-    def __enter__(self) -> ExplicitStep:
-        self._probe.explicit = True  # the script marks its steps: the optimizer's no longer do
-        return self
-
-    def __exit__(self, kind: Any, value: Any, tb: Any) -> None:
-        if kind is None:
-            self._probe.end_step(self._examples, self._tokens)
 
 
 class ScriptProbe:
@@ -452,11 +280,11 @@ class ScriptProbe:
         ended = _clock()
         seconds = ended - self.last_end
         if examples is not None:
-            examples = _non_negative(examples, int)
+            examples = non_negative(examples, int)
         elif self.batches_seen and not self.uncounted:
             examples = self.examples
         data_wait = self.wait_s if self.batches_seen else None
-        tokens = _non_negative(tokens, float) if tokens is not None else None
+        tokens = non_negative(tokens, float) if tokens is not None else None
         self.wait_s, self.examples, self.uncounted = 0.0, 0, False
         first = self.process_group is None
         if first:
@@ -610,38 +438,6 @@ class ScriptProbe:
         )
 
 
-def _script_traceback(exc: BaseException) -> BaseException:
-    """``exc`` with the probe's and runpy's frames above the script cut from its traceback: the script's own."""
-    tb = exc.__traceback__
-    ours = globals()  # this module's frames (its name is __main__ under -m, as the script's is)
-    while tb is not None and tb.tb_next is not None and (tb.tb_frame.f_globals is ours
-                                                         or tb.tb_frame.f_globals.get("__name__") == "runpy"):
-        tb = tb.tb_next
-    return exc.with_traceback(tb)
-
-
-def _exit_code(exc: SystemExit) -> int:
-    """The process's exit code for the script's ``sys.exit(code)``, as the interpreter would make it."""
-    if exc.code is None:
-        return 0
-    if isinstance(exc.code, int):
-        return exc.code
-    print(exc.code, file=sys.stderr)
-    return 1
-
-
-def _release_loaders() -> None:
-    """End the DataLoader workers the script left: its frames are gone, so collecting shuts them down; what is
-    left (a loader the script's globals still hold) is stopped here, so no process outlives the rank."""
-    import multiprocessing
-
-    gc.collect()
-    for child in multiprocessing.active_children():
-        if child.daemon:  # a loader's workers are daemons; a process the script started and still owns is not
-            child.terminate()
-            child.join(5)
-
-
 def main(argv: list[str] | None = None) -> int:
     spec_path, target = parse_command(sys.argv[1:] if argv is None else argv)
     spec = read_launch_spec(spec_path, PROGRAM)
@@ -717,7 +513,7 @@ def _run(spec: LaunchSpec, target: Target, writer: EventWriter, rank: int, bindi
         return _stopped(writer, probe)
     if failure is not None or probe is None:
         return _failed(writer, cfg.config_id, probe, failure)
-    _release_loaders()
+    release_loaders()
     probe.finish()
     if writer.failed is not None:  # the probe stopped measuring when its writes failed: say why, as the kernel does
         raise writer.failed
@@ -746,14 +542,14 @@ def _failed(writer: EventWriter, config_id: str, probe: ScriptProbe | None, fail
     assert failure is not None
     if probe is not None:
         probe.send_pending()
-    failure = _script_traceback(failure)
+    failure = script_traceback(failure, globals())
     fields = error_fields(failure)
     writer.emit("error", config_id=config_id, **fields)
     end = {"note": probe.note(), "script": probe.seen()} if probe is not None else {}
     writer.emit("config_end", config_id=config_id, status=Status.OOM if fields["oom"] else Status.FAILED, **end)
     writer.flush(durable=True)
     if isinstance(failure, SystemExit):
-        code = _exit_code(failure)
+        code = exit_code(failure)
     else:
         traceback.print_exception(failure)
         code = 1
@@ -761,18 +557,8 @@ def _failed(writer: EventWriter, config_id: str, probe: ScriptProbe | None, fail
     return code
 
 
-def _exit_quietly() -> None:
-    """Run what the script registered to run at exit (its logs flushed, its loaders' workers ended), then leave
-    without the interpreter's teardown, as the kernel does (``exit_without_teardown``)."""
-    run_exit_functions = getattr(atexit, "_run_exitfuncs", None)
-    if run_exit_functions is not None:
-        with contextlib.suppress(Exception):
-            run_exit_functions()
-    exit_without_teardown()
-
-
 if __name__ == "__main__":
     code = main()
     if code == 0:
-        _exit_quietly()
+        exit_quietly()
     sys.exit(code)

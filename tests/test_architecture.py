@@ -5,6 +5,7 @@ ddptop.control, over ddptop.live, over ddptop.report, over ddptop.run, over anal
 protocol) point down only, the core never imports a frontend or Textual, ddptop.protocol imports nothing else
 of ddptop nor the kernels, the kernels import nothing of ddptop but ddptop.protocol, and no module of ddptop
 or of the kernels reaches itself through its imports. tests/test_cli.py checks the same at run time for torch and Textual.
+No module that does work (not a declaration of records) is over 600 lines.
 """
 
 from __future__ import annotations
@@ -101,3 +102,23 @@ def test_the_protocol_is_standard_library_only():
         "assert new <= {'ddptop'} | set(sys.stdlib_module_names), sorted(new - set(sys.stdlib_module_names))\n"
     )
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
+
+
+# Modules that declare data rather than do work: a schema of typed records, long by nature and read as a list.
+DECLARATIONS = {"ddptop/report/schema.py"}
+MODULE_LINES = 600  # past this a module holds more than one thing: split it by what each part is for
+
+
+def test_no_module_that_does_work_is_over_600_lines():
+    long = []
+    for package in ("ddptop", "bench_kernels"):
+        for folder, _dirs, files in os.walk(os.path.join(REPO, package)):
+            for name in files:
+                path = os.path.join(folder, name)
+                relative = os.path.relpath(path, REPO)
+                if name.endswith(".py") and relative not in DECLARATIONS:
+                    with open(path, encoding="utf-8") as handle:
+                        lines = sum(1 for _ in handle)
+                    if lines > MODULE_LINES:
+                        long.append(f"{relative}: {lines} lines")
+    assert not long, "split by what each part is for: " + "; ".join(long)

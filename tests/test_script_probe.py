@@ -74,7 +74,7 @@ class Inputs:
 
 
 def test_a_batch_s_examples_are_the_leading_dimension_of_its_first_tensor():
-    from bench_kernels.script_probe import batch_examples
+    from bench_kernels.script_steps import batch_examples
 
     images, labels = torch.zeros(8, 3, 4, 4), torch.zeros(8, dtype=torch.long)
     assert batch_examples(images) == 8
@@ -289,7 +289,7 @@ def test_script_to_end_measures_every_step_past_the_planned_ones(tmp_path):
 
 
 def test_the_step_stream_keeps_each_list_aligned_with_sec(tmp_path):
-    from bench_kernels.script_probe import StepStream
+    from bench_kernels.script_steps import StepStream
 
     writer = wire.EventWriter(str(tmp_path / "r.jsonl"), 0, flush_interval=3600)
     stream = StepStream(writer, "c", "measure", 4, None)
@@ -371,7 +371,7 @@ def test_ddptop_probe_is_standard_library_only():
 
 
 def test_the_command_names_a_script_or_a_module():
-    from bench_kernels.script_probe import parse_command
+    from bench_kernels.script_target import parse_command
 
     spec, target = parse_command(["--spec", "l.json", "--", "train.py", "--", "x"])
     assert (spec, target.path, target.module, target.args) == ("l.json", "train.py", None, ("--", "x"))
