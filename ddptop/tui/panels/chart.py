@@ -15,13 +15,17 @@ from ddptop.run.snapshot import RunSnapshot
 from ddptop.tui import format as fmt
 from ddptop.tui.lines import TextLines
 
-CHART_PERIOD = 2.0  # seconds between redraws while samples stream in (each redraw sends most of its lines)
+# Seconds between redraws while samples stream in: at least CHART_PERIOD, longer for a larger chart, so that
+# its redraws cost about as much a second at any size (a redraw's work and bytes grow with its cells: every
+# line changes as the steps move left). 80x24's chart redraws every 2 s, 160x50's about every 4 s.
+CHART_PERIOD = 2.0
+CHART_CELLS_PER_SECOND = 1200
 MAX_RANKS = 8  # series drawn; more would be colours nobody can tell apart
 LABEL_WIDTH = 9
 
 
 class StepChart(TextLines):
-    """Redrawn when its configuration, its size or (at most every CHART_PERIOD while it runs) its samples
+    """Redrawn when its configuration, its size or (at most every ``redraw_period`` while it runs) its samples
     change."""
 
     def __init__(self, **kwargs) -> None:
@@ -52,7 +56,7 @@ class StepChart(TextLines):
             and self._key is not None
             and self._key[0] == key[0]
             and self._key[2:] == key[2:]
-            and time.monotonic() - self._drawn < CHART_PERIOD
+            and time.monotonic() - self._drawn < redraw_period(*size)
         ):
             return
         self._key = key
@@ -72,6 +76,11 @@ class StepChart(TextLines):
         notes = outlier_notes(plot, "" if self.per_rank else fmt.OUTLIER_STYLE)  # per rank: marks of their colour
         title = chart_title(f"sec/iter, {config.heading} ({config.status}): ", legend, notes, details, keys, size[0])
         self.show([title, *chart_lines(plot)])
+
+
+def redraw_period(width: int, height: int) -> float:
+    """Seconds between redraws of a running configuration's chart of ``width`` x ``height`` cells."""
+    return max(CHART_PERIOD, width * height / CHART_CELLS_PER_SECOND)
 
 
 def outlier_notes(plot: fmt.Plot, mark_style: str) -> list[Text]:
