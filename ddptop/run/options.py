@@ -33,9 +33,10 @@ DEVICES = ("auto", "cuda", "cpu")
 AUTO = "auto"  # --iters auto, --warmup auto: measured until precise (or steady), not a fixed count
 BACKENDS = ("auto", "nccl", "gloo")
 # Frames a second of the live view. The telemetry comes once a second and the step chart is redrawn every
-# 2 s, so a frame between them only moves the running row and the clock; at 4 a second the view took 2.6%
-# of a core against 1.8-1.9% at 2 (benchmarks/terminal_cost.py, 160x50, a ~1,000 steps/s sweep).
-DEFAULT_FPS = 2.0
+# 2-4 s, so a second frame between them only moves the running row and the clock: in tmux at 160x50 the view took
+# 3.0-3.1% of a core at 1 a second against 4.0-4.9% at 2, headless 1.6% (benchmarks/tmux_cost.py, side by side);
+# a step reaches the screen within a second. --fps 2 or 4 for less delay, at that cost.
+DEFAULT_FPS = 1.0
 AMP_DTYPES = ("bf16", "fp16")
 
 
