@@ -170,3 +170,23 @@ def test_a_plan_json_from_before_adaptive_measurement_reads_as_fixed_counts():
         del data[key]
     plan = Plan.from_json(data)
     assert (plan.warmup, plan.iters, plan.launches_per_config) == (3, 20, 1) and not plan.configs()[0].adaptive
+
+
+def test_a_script_plan_runs_the_script_alone_at_each_world_size_and_survives_its_json(tmp_path, monkeypatch):
+    import json
+    import os
+
+    from ddptop.run.plan_records import Plan
+
+    script = tmp_path / "train.py"
+    script.write_text("print('training')\n")
+    monkeypatch.chdir(tmp_path)
+    plan = build_plan(PlanOptions(script=["train.py", "--lr", "0.1"], world_sizes=[1, 2]), NO_GPU, cpu_count=2)
+    assert plan.script == (os.path.join(str(tmp_path), "train.py"), "--lr", "0.1")
+    assert plan.script_dir == str(tmp_path)
+    configs = plan.configs()
+    # one configuration per world size: no no-DDP baseline, no variant, the script's batch its own (0 here)
+    assert [(c.world_size, c.mode, c.batch_size) for c in configs] == [(1, "ddp", 0), (2, "ddp", 0)]
+    assert all(len(launch.configs) == 1 for launch in plan.launches())
+    assert (plan.comm_iters, plan.trace_steps, plan.collectives, plan.baseline) == (0, 0, (), False)
+    assert Plan.from_json(json.loads(json.dumps(plan.to_json()))) == plan

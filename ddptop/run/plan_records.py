@@ -398,6 +398,7 @@ class Plan:
         values["variants_skipped"] = tuple(values.get("variants_skipped", ()))
         values["strategies"] = tuple(values.get("strategies", (strategies_mod.DDP,)))
         values["threads"] = tuple(values.get("threads", ()))
+        values["script"] = tuple(values.get("script", ()))
         values["cpu_grid"] = tuple((int(n), int(t)) for n, t in values.get("cpu_grid", ()))
         values["devices"] = tuple(values.get("devices", ()))
         if values.get("gpus") is not None:
