@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, TypeVar
 
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
+from ddptop.protocol.modelspec import short_name
 
 __all__ = [
     "SchemaError", "Record", "Summary", "Config", "StepFigures", "Percentiles", "RankSpread", "LaunchUnit",
@@ -725,6 +726,8 @@ class ScalingTable(Record):
     def series_label(self) -> str:
         """The table as a chart's series: model and batch, and the strategy, device and threads that tell it
         from the run's other tables."""
+        if self.batch_observed is not None:  # a user's script: its batch is what it drew, which may change with N
+            return short_name(self.model)
         return (f"{self.model} bs{self.batch_size}" + (f" {self.strategy}" if self.strategy != "ddp" else "")
                 + (f" {self.device}" if self.device else "") + (f" x{self.threads}t" if self.threads else ""))
 
