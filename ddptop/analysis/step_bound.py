@@ -262,9 +262,11 @@ def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = No
     return {"kind": kind, "text": "; ".join([text] + notes)}
 
 
-def _interval_words(figure: float, ci: Sequence[float] | None, levels: str | None, launches: int | None = None) -> str:
-    """A share and its interval in words, with what the interval spans (launches, or one launch only)."""
-    text = units.percent(figure)
+def _interval_words(figure: float, ci: Sequence[float] | None, levels: str | None, launches: int | None = None,
+                    of: str = "") -> str:
+    """A share (``of`` what, right after it) and its interval in words, with what the interval spans (launches,
+    or one launch only)."""
+    text = units.percent(figure) + of
     if ci and None not in ci:
         over = f"across {launches} launches" if levels == "launches" and launches else "within one launch only"
         text += f" (95% CI {units.percent(ci[0])}–{units.percent(ci[1])}, {over})"
@@ -293,14 +295,15 @@ def script_verdict(entry: Mapping[str, Any]) -> dict[str, Any]:
     wait = entry.get("data_wait") or None
     less = entry.get("step_less_wait") or {}
     ci = wait.get("share_ci") if wait else None
-    share = (_interval_words(wait["share"], ci, wait.get("levels"), wait.get("launches")) if wait else None)
+    share = (_interval_words(wait["share"], ci, wait.get("levels"), wait.get("launches"), " of the step")
+             if wait else None)
     input_bound = bool(wait and ci and None not in ci and ci[0] > INPUT_BOUND_SHARE)
     grew = less.get("change") == SLOWER_CHANGE
     parts: list[str] = []
     kind = None
     if input_bound and share:
         kind = INPUT
-        parts.append(f"input-bound: the ranks wait for data {share} of the step, above {units.percent(INPUT_BOUND_SHARE)} "
+        parts.append(f"input-bound: the ranks wait for data {share}, above {units.percent(INPUT_BOUND_SHARE)} "
                      f"beyond noise — {script_steps.loader_advice(seen)}")
     if grew:
         text = (f"the step less its data wait is {_ratio_words(less)}, grown beyond noise (more than "
