@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ddptop.protocol.modelspec import SCRIPT_PREFIX
+from ddptop.protocol import modelspec
 
 
 def known(values: Sequence[Any] | None) -> list[float]:
@@ -40,9 +40,13 @@ def observed_batch(step_values: Mapping[str, Mapping[Any, Sequence[Any]]]) -> Ob
     counted = {rank: values for rank, values in counted.items() if values}
     if not counted:
         return None
-    medians = [statistics.median(values) for values in counted.values()]
-    return ObservedBatch(round(statistics.median(medians)), round(sum(medians)), len(counted),
-                         any(min(values) != max(values) for values in counted.values()))
+    return _batch_of([statistics.median(values) for values in counted.values()],
+                     any(min(values) != max(values) for values in counted.values()))
+
+
+def _batch_of(medians: Sequence[float], varies: bool) -> ObservedBatch:
+    """The batch from each counted rank's median examples a step: the median rank's, and their sum."""
+    return ObservedBatch(round(statistics.median(medians)), round(sum(medians)), len(medians), varies)
 
 
 def tokens_per_example(step_values: Mapping[str, Mapping[Any, Sequence[Any]]]) -> float | None:
@@ -76,7 +80,7 @@ WEAK, STRONG, CHANGED, UNKNOWN, SINGLE = "weak", "strong", "changed", "unknown",
 
 def is_script(entry: Mapping[str, Any]) -> bool:
     """A summary entry of a user's training script (``ddptop run -- train.py``)."""
-    return str(entry.get("model") or "").startswith(SCRIPT_PREFIX)
+    return modelspec.is_script(str(entry.get("model") or ""))
 
 
 @dataclass(frozen=True)
@@ -180,11 +184,6 @@ STARVED_SHARE = INPUT_BOUND_SHARE  # a rank's data-wait share at least this, and
 STARVED_RATIO = 2.0  # at least this many times the other ranks' median share: that rank waits on its data alone
 
 
-def mean_share(shares: Mapping[Any, float]) -> float | None:
-    """A configuration's data-wait share: its ranks' shares' mean (None where no rank's wait was timed)."""
-    return sum(shares.values()) / len(shares) if shares else None
-
-
 def starved_rank(shares: Mapping[Any, float]) -> Any | None:
     """The rank that waits for its batches far longer than the others (``STARVED_SHARE``, ``STARVED_RATIO``), so
     the others wait for it at their next collective; None with fewer than two ranks, or none standing out."""
@@ -253,9 +252,7 @@ class LiveStepValues:
         medians = self._medians("examples")
         if not medians:
             return None
-        varies = any(len(counts) > 1 for counts in self._counts["examples"].values())
-        return ObservedBatch(round(statistics.median(medians.values())), round(sum(medians.values())), len(medians),
-                             varies)
+        return _batch_of(list(medians.values()), any(len(counts) > 1 for counts in self._counts["examples"].values()))
 
     def tokens_per_step(self) -> int | None:
         """Tokens a step over every rank whose tokens were given (explicit mode's ``tokens=``), at each rank's
@@ -265,3 +262,9 @@ class LiveStepValues:
 
     def data_wait_shares(self) -> dict[Any, float]:
         return {rank: wait / total for rank, (wait, total) in self._waits.items() if total > 0}
+
+    def data_wait_share(self) -> float | None:
+        """The configuration's share: every rank's timed waits over their steps' seconds, pooled as the report's
+        (``script_figures``); None where no wait was timed."""
+        total = sum(t for _, t in self._waits.values())
+        return sum(w for w, _ in self._waits.values()) / total if total > 0 else None

@@ -112,6 +112,11 @@ def parse_script(command: list[str] | tuple[str, ...], cwd: str | None = None) -
     return spec, (spec.target, *command[1:])
 
 
+def is_script(model: str) -> bool:
+    """A model spec of a user's training script (``ddptop run -- train.py``), told without parsing it."""
+    return model.startswith(SCRIPT_PREFIX)
+
+
 def kind_of(text: str) -> Kind:
     """The kind of a spec that has been parsed once already (a plan's): never raises for those."""
     return parse_spec(text).kind

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, TypeVar
 
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
-from ddptop.protocol.modelspec import short_name
+from ddptop.protocol.modelspec import is_script, short_name
 
 __all__ = [
     "SchemaError", "Record", "Summary", "Config", "StepFigures", "Percentiles", "RankSpread", "LaunchUnit",
@@ -597,7 +597,7 @@ class Config(Record):
 
     @property
     def is_script(self) -> bool:
-        return self.model.startswith("script:")
+        return is_script(self.model)
 
 
 # --- figures over several configurations ---------------------------------------------------------------

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from ddptop.analysis import script_steps, stats, traces
 from ddptop.protocol import precision
 from ddptop.protocol.config_fields import config_fields
-from ddptop.protocol.modelspec import SCRIPT_PREFIX
+from ddptop.protocol.modelspec import is_script
 from ddptop.protocol.vocab import ENDED, Status
 from ddptop.run.plan_records import ConfigSpec
 from ddptop.run.snapshot import CHART_TAIL, ConfigSnapshot, ScriptFigures, StepStats
@@ -313,7 +313,7 @@ class ConfigState:
     def observed_batch(self) -> script_steps.ObservedBatch | None:
         """A user's script's batch as it drew it so far (``script_steps.observed_batch``, caught up on the steps
         new since the last look); None for a kernel, or before a counted step."""
-        if not self.spec.model.startswith(SCRIPT_PREFIX):
+        if not is_script(self.spec.model):
             return None
         self._script_steps.catch_up(self.samples, self.step_values)
         return self._script_steps.observed_batch()
@@ -321,7 +321,7 @@ class ConfigState:
     def script_figures(self, p50: float | None) -> ScriptFigures | None:
         """A user's script's figures so far (None for ddptop's own kernels): the steps new since the last
         look taken in, the rest kept."""
-        if not self.spec.model.startswith(SCRIPT_PREFIX):
+        if not is_script(self.spec.model):
             return None
         tally = self._script_steps
         tally.catch_up(self.samples, self.step_values)
@@ -337,7 +337,7 @@ class ConfigState:
             tokens_per_step=tokens,
             ex_per_s=batch.global_batch / p50 if batch and p50 else None,
             tok_per_s=tokens / p50 if tokens is not None and p50 else None,
-            data_wait=script_steps.mean_share(shares),
+            data_wait=tally.data_wait_share(),
             rank_data_wait=MappingProxyType(shares),
             starved_rank=script_steps.starved_rank(shares),
             ended_by=end.get("ended_by"),

@@ -39,7 +39,7 @@ from ddptop.tui import format as fmt
 from ddptop.tui.panels import (ConfigTable, GpuTable, HostLine, LogPanel, RankTable, StatusLine, StepChart,
                                TunePanel)
 from ddptop.tui.footer import FittingFooter
-from ddptop.tui.panels.configs import is_script
+from ddptop.protocol.modelspec import is_script
 from ddptop.tui.lines import LineTable
 from ddptop.tui.screens import HelpScreen, SummaryScreen, TracesScreen
 

@@ -10,7 +10,7 @@ from rich.text import Text
 
 from ddptop.analysis import traces
 from ddptop.protocol.vocab import FAILED, Status
-from ddptop.protocol.modelspec import SCRIPT_PREFIX, short_name
+from ddptop.protocol.modelspec import is_script, short_name
 from ddptop.run.snapshot import ConfigSnapshot, RunSnapshot, ScalingFigures, Validity
 from ddptop.tui import format as fmt
 from ddptop.tui.lines import LineTable
@@ -42,10 +42,6 @@ SCRIPT_COLUMNS = tuple(c for c in CONFIG_COLUMNS if c[0] not in ("comm", "idle")
 )
 
 LABEL_WIDTH_MAX = 12
-
-
-def is_script(model: str) -> bool:
-    return model.startswith(SCRIPT_PREFIX)
 
 
 class ConfigTable(LineTable):
