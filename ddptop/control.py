@@ -21,7 +21,7 @@ from ddptop.live.live_scaling import live_scaling
 from ddptop.errors import EXIT_OK
 from ddptop.live.live_run import LiveRun
 from ddptop.report import store
-from ddptop.report.schema import Summary
+from ddptop.report.schema import Summary, value_of
 from ddptop.run.session import Session
 from ddptop.protocol import layout
 from ddptop.protocol.layout import TIMELINE_FILE
@@ -161,7 +161,7 @@ class RunControl:
     def _scaling(self) -> dict[str, ScalingFigures]:
         rows = live_scaling(self.session)  # recomputed only when a configuration's figures changed
         return {
-            config_id: ScalingFigures(row.speedup, row.efficiency, row.exposed_comm_fraction)
+            config_id: ScalingFigures(row.speedup.value, row.efficiency.value, value_of(row.exposed_comm_fraction))
             for config_id, row in rows.items() if row.speedup is not None and row.efficiency is not None
         }
 

@@ -118,7 +118,7 @@ def pair(a: Any, b: Any, fmt: Callable[[Any], str] | None = None, missing: str =
     return f"{fmt(a)}/{fmt(b)}"
 
 
-def with_interval(value: Any, ci: Any, fmt: Callable[[Any], str], missing: str = DASH) -> str:
+def with_interval(value: float | None, ci: Any, fmt: Callable[[Any], str], missing: str = DASH) -> str:
     """A figure and its 95% interval: ``1.17 (1.05–1.29)``; the figure alone when it has no interval, and
     without one when the interval is a single point (a reference's speedup of 1 is exact)."""
     if value is None:
@@ -131,6 +131,14 @@ def with_interval(value: Any, ci: Any, fmt: Callable[[Any], str], missing: str =
         low = low[: len(low) - len(unit)]  # 57% (54–65%), 8.7 ms (2.1–15.0 ms)
     between = " to " if low.startswith(("+", "-")) else "–"  # signed bounds read badly around a dash
     return f"{fmt(value)} ({low}{between}{high})"
+
+
+def estimate(found: Any, fmt: Callable[[Any], str], missing: str = DASH) -> str:
+    """An estimate of the summary (``ddptop.report.schema.Estimate``: value and ci) as ``with_interval``
+    writes a figure and its interval; ``missing`` for none."""
+    if found is None:
+        return missing
+    return with_interval(found.value, found.ci, fmt, missing)
 
 
 def interval_includes(ci: Any, threshold: float) -> bool:

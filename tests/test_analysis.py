@@ -84,9 +84,10 @@ def test_amdahl_is_fitted_only_where_one_rank_was_measured():
     from ddptop.run.plan_records import Plan
 
     from .conftest import REPO
+    from .intervals_helpers import flat_shape
 
     with open(os.path.join(REPO, "tests", "data", "golden", "recorded-cpu-run.summary.json"), encoding="utf-8") as handle:
-        summary = json.load(handle)
+        summary = flat_shape(json.load(handle))  # the configurations as analysis reads them
     plan, entries = Plan.from_json(summary["plan"]), summary["configs"]
     (whole,) = scaling.scaling_tables(entries, plan)
     assert whole["rows"][0]["world_size"] == 1 and whole["amdahl"]["points"] == 1

@@ -104,19 +104,18 @@ def test_the_protocol_is_standard_library_only():
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
 
 
-# Modules that declare data rather than do work: a schema of typed records, long by nature and read as a list.
-DECLARATIONS = {"ddptop/report/schema.py"}
-MODULE_LINES = 600  # past this a module holds more than one thing: split it by what each part is for
+MODULE_LINES = 600  # past this a module holds more than one thing: split it by what each part is for (the
+# summary's schema included: a package of modules by topic)
 
 
-def test_no_module_that_does_work_is_over_600_lines():
+def test_no_module_is_over_600_lines():
     long = []
     for package in ("ddptop", "bench_kernels"):
         for folder, _dirs, files in os.walk(os.path.join(REPO, package)):
             for name in files:
                 path = os.path.join(folder, name)
                 relative = os.path.relpath(path, REPO)
-                if name.endswith(".py") and relative not in DECLARATIONS:
+                if name.endswith(".py"):
                     with open(path, encoding="utf-8") as handle:
                         lines = sum(1 for _ in handle)
                     if lines > MODULE_LINES:

@@ -83,15 +83,16 @@ def test_the_h100_s_resnet50_bs32_is_host_bound_with_its_idle_share_and_interval
                   for r in records if start + 1.0 <= r["t"] <= end and r["ranks"]]
         assert len(shares) >= 20
         idle = entry["telemetry"]["gpu_idle"]
+        share, share_ci = idle["share"]["value"], idle["share"]["ci"]
         assert idle["readings"] == len(shares) and idle["launches"] == 3
-        assert idle["share"] == pytest.approx(statistics.fmean(shares))
-        half = (idle["share_ci"][1] - idle["share_ci"][0]) / 2
+        assert share == pytest.approx(statistics.fmean(shares))
+        half = (share_ci[1] - share_ci[0]) / 2
         t = 2.07 if len(shares) <= 24 else 2.06  # t(0.975) at 21-26 degrees of freedom, to 1%
         assert half == pytest.approx(t * statistics.stdev(shares) / math.sqrt(len(shares)), rel=0.02)
-        assert idle["share_ci"][0] > summary["verdict_thresholds"]["host_idle_share"] == 0.10
+        assert share_ci[0] > summary["verdict_thresholds"]["host_idle_share"] == 0.10
         assert idle["rank_cpu_mean"] >= 99
-        words = (f"host-bound: the GPU was idle {round(100 * idle['share'])}% of the measured steps (95% CI "
-                 f"{round(100 * idle['share_ci'][0])}%–{round(100 * idle['share_ci'][1])}%, {len(shares)} readings in 3 "
+        words = (f"host-bound: the GPU was idle {round(100 * share)}% of the measured steps (95% CI "
+                 f"{round(100 * share_ci[0])}%–{round(100 * share_ci[1])}%, {len(shares)} readings in 3 "
                  "launches), the rank at 100% of a core — try a larger batch per GPU")
         assert verdicts[entry["config_id"]].startswith(words)
         assert "compute only" not in verdicts[entry["config_id"]]
@@ -104,7 +105,8 @@ def test_the_h100_tune_rows_are_not_called_host_bound_on_a_reading_or_two(tmp_pa
     assert len(summary["configs"]) == 4
     for entry in summary["configs"]:
         idle = entry["telemetry"]["gpu_idle"]
-        assert idle is None or idle["share_ci"] is None or idle["share_ci"][0] <= 0.10, idle
+        share = idle["share"] if idle else None
+        assert share is None or share["ci"] is None or share["ci"][0] <= 0.10, idle
         assert entry["verdict"]["kind"] != "host-bound"
     assert "host-bound" not in report
 

@@ -11,6 +11,7 @@ import pytest
 
 from ddptop.analysis import formulas, scaling
 from ddptop.report import build, keys, store
+from ddptop.report.schema import ScalingTable
 from ddptop.live import live_scaling
 from ddptop.run.session import Session
 from tests.conftest import REPO
@@ -48,11 +49,12 @@ def test_live_rows_equal_the_saved_summarys_rows(session):
     assert {k: row.to_json() for k, row in rows.items()} == without_intervals(scaling.rows_by_config(saved["scaling"]))
     assert set(rows) == {"resnet18/ddp/bs4/n1/gloo", N2}
     n2 = rows[N2]
-    assert n2.exposed_comm_fraction == pytest.approx(1 - 0.11 / n2.sec_iter)
+    assert n2.exposed_comm_fraction.value == pytest.approx(1 - 0.11 / n2.sec_iter.value)
     assert n2.bucket_comm_s == pytest.approx(0.025)
-    assert n2.comm_estimate_from_t1_s > 0 and n2.bandwidth_from_t1_gbs > 0
+    assert n2.comm_estimate_from_t1_s.value > 0 and n2.bandwidth_from_t1_gbs > 0
     # the fit too; the saved recommendation weighs the intervals, the live one (never shown) cannot
-    assert [without_intervals({**t, "recommendation": None}) for t in live.tables] == [
+    assert [without_intervals({**ScalingTable.from_json(t).to_json(), "recommendation": None})
+            for t in live.tables] == [
         without_intervals({**t, "recommendation": None}) for t in saved["scaling"]]
     assert live_scaling.live_scaling(session) == rows  # the session-wide cache gives the same
 
@@ -97,7 +99,7 @@ def test_new_samples_reach_the_live_rows(session):
         state.revision += 1
     second = live.rows()
     assert second is not first
-    assert second[state.spec.config_id].sec_iter == pytest.approx(10.0)
+    assert second[state.spec.config_id].sec_iter.value == pytest.approx(10.0)
 
 
 def _as_v1(document: dict) -> dict:
@@ -113,9 +115,9 @@ def _as_v1(document: dict) -> dict:
     return old
 
 
-def test_a_version_1_summary_loads_as_version_2(session, tmp_path):
+def test_a_version_1_summary_loads_as_the_current_version(session, tmp_path):
     current = without_intervals(json.loads(json.dumps(build.build_summary(session).to_json())))  # version 1 had none
-    assert current["schema_version"] == store.SCHEMA_VERSION == 2
+    assert current["schema_version"] == store.SCHEMA_VERSION == 3
     row = current["scaling"][0]["rows"][-1]
     assert "comm_estimate_from_t1_s" in row and "grad_bytes_per_epoch" in row["epoch"]
     old = _as_v1(current)
@@ -133,8 +135,8 @@ def test_a_version_1_summary_loads_as_version_2(session, tmp_path):
 
 def test_an_unknown_summary_version_is_refused(tmp_path):
     path = tmp_path / "summary.json"
-    path.write_text(json.dumps({"schema": store.SCHEMA, "schema_version": 3}))
-    with pytest.raises(store.SummaryError, match="schema version 3"):
+    path.write_text(json.dumps({"schema": store.SCHEMA, "schema_version": 4}))
+    with pytest.raises(store.SummaryError, match="schema version 4"):
         store.load_summary(str(path))
 
 

@@ -223,7 +223,7 @@ def test_the_report_the_csv_and_the_json_carry_the_script_s_figures():
     doc = {"configs": entries, "scaling": scaling.scaling_tables(entries, Plan()),
            "plan": {"threads_per_rank": {"1": 1, "2": 1}}}
     summary = Summary.from_json(json.loads(json.dumps(doc)))
-    assert summary.configs[1].data_wait.share == pytest.approx(entries[1]["data_wait"]["share"])
+    assert summary.configs[1].data_wait.share.value == pytest.approx(entries[1]["data_wait"]["share"])
     assert summary.configs[1].script.loaders[0]["num_workers"] == 0
     assert Summary.from_json(summary.to_json()).to_json() == summary.to_json()  # read and written alike
     text = blocks.text(script_tables.script_block(summary))

@@ -20,6 +20,10 @@ RECORDED = os.path.join(REPO, "tests", "data", "recorded-run")
 from .intervals_helpers import without_intervals
 
 
+def _estimate(value: float) -> dict:
+    return {"value": value, "ci": None, "level": 0.95, "method": None}
+
+
 def _with_new_keys(summary: dict) -> dict:
     """The recorded run's summary with every section filled and the renamed figures under their new names."""
     summary = copy.deepcopy(summary)
@@ -29,13 +33,13 @@ def _with_new_keys(summary: dict) -> dict:
                 row.pop(old, None)
                 if isinstance(row.get("epoch"), dict):
                     row["epoch"].pop(old, None)
-            row["comm_estimate_from_t1_s"] = 0.0123 if row["world_size"] > 1 else None
+            row["comm_estimate_from_t1_s"] = _estimate(0.0123) if row["world_size"] > 1 else None
             row["bandwidth_from_t1_gbs"] = 1.5 if row["world_size"] > 1 else None
             row["epoch"] = {"epoch_examples": 50_000, "steps_per_epoch": 782, "grad_bytes_per_epoch": 3.6e10,
                             "grad_values_per_epoch": 9e9, "ring_bytes_per_rank_per_epoch": 1.8e10}
     for entry in summary["configs"]:
-        entry["communication"] = {"step_s": 0.2, "compute_s": 0.15, "exposed_comm_s": 0.05,
-                                  "exposed_comm_fraction": 0.25, "allreduce_bytes_per_rank": 46758048}
+        entry["communication"] = {"step_s": 0.2, "compute_s": _estimate(0.15), "exposed_comm_s": _estimate(0.05),
+                                  "exposed_comm_fraction": _estimate(0.25), "allreduce_bytes_per_rank": 46758048}
     summary["configs"][-1]["status"], summary["configs"][-1]["reason"] = "failed", "rank 1 exited with 1"
     summary["nodes"] = [{"node_rank": 0, "host": "a", "pid": 1, "role": "runner", "launches": []}]
     return summary
@@ -95,7 +99,7 @@ def test_a_version_1_summary_and_its_upgrade_render_identical_reports(document, 
     path = tmp_path / "summary.json"
     path.write_text(json.dumps(old))
     upgraded = store.load_summary(str(path))
-    assert upgraded.schema_version == store.SCHEMA_VERSION == 2
+    assert upgraded.schema_version == store.SCHEMA_VERSION == 3
     current_document = json.loads(json.dumps(document))
     assert upgraded.to_json() == current_document
     current = Summary.from_json(current_document)

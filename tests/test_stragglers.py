@@ -13,7 +13,7 @@ from bench_kernels import faults
 from bench_kernels.faults import FaultSpecError, Slowdown, parse_fault
 from ddptop.analysis import intervals, stats, stragglers
 from ddptop.report import communication_tables, sections
-from ddptop.report.schema import Summary
+from ddptop.report.schema import Estimate, Summary
 from tests.conftest import run_sweep, tiny_config
 
 
@@ -128,7 +128,7 @@ def test_the_report_names_the_straggler_with_its_intervals():
     text = sections.text_of("stragglers", _summary(entry))
     assert f"{entry['config_id']}: rank 1 is the straggler (no_sync compute and allreduce wait)" in text
     compute = entry["straggler"]["compute"]
-    shown = communication_tables._times(compute["ratio"], compute["ratio_ci"])
+    shown = communication_tables._times(Estimate(value=compute["ratio"], ci=compute["ratio_ci"]))
     assert f"rank 1 {shown} the other ranks'" in text and "(" in shown
     assert "a step longer than rank 1" in text
     assert "alike: DDP keeps the ranks in step" in text

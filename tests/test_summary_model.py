@@ -41,8 +41,9 @@ def test_a_summary_read_and_written_again_is_the_same_document(name: str) -> Non
     config = summary.configs[-1]
     assert config.stats is not None and config.stats.sec_iter.p50 == document["configs"][-1]["stats"]["sec_iter"]["p50"]
     row = summary.scaling[0].rows[-1]
-    assert (row.speedup, row.speedup_ci) == row.figure("speedup") == (
-        document["scaling"][0]["rows"][-1]["speedup"], document["scaling"][0]["rows"][-1]["speedup_ci"])
+    found = document["scaling"][0]["rows"][-1]["speedup"]
+    assert row.speedup == row.figure("speedup") and row.speedup is not None
+    assert (row.speedup.value, row.speedup.ci, row.speedup.level) == (found["value"], found["ci"], found["level"])
 
 
 def test_keys_it_does_not_model_are_kept_in_their_place() -> None:

@@ -148,7 +148,7 @@ def test_a_run_recorded_when_the_ranks_broke_their_files_down_reads_the_files_an
         recorded[rank] = event
     from_files = traces.config_trace(recorded, 0.001, str(tmp_path), device="cpu")
     assert from_files is not None and from_files.wall_s == pytest.approx(0.55)  # the ranks' breakdown took time then
-    assert from_files.notes == (breakdown(steps_only, "cuda").note,)
+    assert from_files.notes == [breakdown(steps_only, "cuda").note]
     shutil.rmtree(tmp_path / "traces")
     assert traces.config_trace(recorded, 0.001, str(tmp_path), device="cpu") == from_files
     assert traces.config_trace(recorded, 0.001) == from_files  # no run directory: the events alone

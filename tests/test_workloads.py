@@ -380,12 +380,12 @@ def test_a_dict_workload_runs_the_sweep_the_strategies_and_counts_its_flops(tmp_
     for entry in entries.values():
         assert entry["flops"]["per_step"] == hand_count_flops(8) and entry["flops"]["source"] == "counted"
         assert entry["tokens_per_example"] == 12.0
-        p50, (low, high) = entry["stats"]["sec_iter"]["p50"], entry["stats"]["p50_ci"]
+        p50, (low, high) = entry["stats"]["sec_iter"]["p50"], entry["stats"]["p50"]["ci"]
         assert low <= p50 <= high
         assert entry["stats"]["tok_sec_total"]["p50"] == pytest.approx(entry["stats"]["ex_sec_total"]["p50"] * 12)
         assert entry["counted_memory_bytes"] > 0
     rows = summary["scaling"][0]["rows"]
-    assert [r["world_size"] for r in rows] == [1, 2] and rows[1]["speedup_ci"] is not None
+    assert [r["world_size"] for r in rows] == [1, 2] and rows[1]["speedup"]["ci"] is not None
     assert rows[1]["exposed_comm_s"] is not None  # compute against communication: the no_sync() phase ran
     assert summary["plan"]["workloads"][model]["tokens_per_example"] == 12.0
     assert "12 tokens per example" in done.stdout and "Strategies:" in done.stdout

@@ -187,17 +187,28 @@ class LaunchVariance:
         return self.between_ss / np.maximum(chi2, 1e-12)
 
     def relative_sd_ci(self) -> list[float] | None:
-        """95% interval of exp(tau) - 1 from the chi-square draws (its low end is often 0 with few df)."""
+        """95% interval of exp(tau) - 1 by the point estimate's own method: the moment estimator
+        ``max(0, (SS - W) / df)`` with SS drawn from its scaled chi-square distribution, so that the point
+        (the draw at chi^2 = df) lies inside it, clamped at 0 as the point is (the low end is often 0 with
+        few df). The configurations' replicates keep ``tau2_draws``, which err wide (see there)."""
         if not self.estimated:
             return None
-        low, high = np.quantile(np.sqrt(self.tau2_draws), [0.025, 0.975])
-        return [math.expm1(float(low)), math.expm1(float(high))]
+        moments = np.maximum(self.tau2_draws - self.within_share / self.df, 0.0)
+        return uncertainty.estimate(np.expm1(np.sqrt(moments)), self.relative_sd or 0.0).to_ci()
+
+    def relative_sd_method(self) -> str:
+        """How the spread and its interval were obtained, and whether the estimate was clamped at 0."""
+        clamped = self.estimated and self.between_ss <= self.within_share
+        return ("moment estimate with a chi-square interval"
+                + (", clamped at 0: the launches' medians differ no more than their steps' noise explains"
+                   if clamped else ""))
 
     def to_json(self) -> dict[str, object]:
         return {
             "estimated": self.estimated,
             "relative_sd": self.relative_sd,
             "relative_sd_ci": self.relative_sd_ci(),
+            "relative_sd_method": self.relative_sd_method() if self.estimated else None,
             "tau2": self.tau2,
             "df": self.df,
             "configs": self.configs,

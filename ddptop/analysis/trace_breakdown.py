@@ -26,6 +26,7 @@ from typing import Any
 
 from ddptop.analysis.trace_file import (HOST_CATS, LAUNCH_CATS, STEP_NAME, Span, gpu_events, gpu_of, kind_of,
                                         spans, step_spans)
+from ddptop.records import Record
 
 NO_GPU_EVENT_NOTE = "the trace holds no GPU kernel (CUPTI recorded none): no device breakdown"
 # a step's figures, each a share of its window in the combined breakdown (the window itself in seconds)
@@ -73,57 +74,35 @@ class TracedStep:
         return cls(step=data["step"], gpu=data.get("gpu"), **figures)
 
 
-@dataclass(frozen=True)
-class KernelTotal:
+@dataclass(kw_only=True)
+class KernelTotal(Record):
     """A kernel (or a host op) over the kept steps: how often it ran, its time, and its share of all of it."""
 
-    name: str
-    kind: str  # computation, communication, memory; host for a host op
-    count: int
-    total_s: float
-    mean_s: float
-    share: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "kind": self.kind, "count": self.count, "total_s": self.total_s,
-                "mean_s": self.mean_s, "share": self.share}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> KernelTotal:
-        return cls(data["name"], data["kind"], data["count"], data["total_s"], data["mean_s"], data["share"])
+    name: str = ""
+    kind: str = ""  # computation, communication, memory; host for a host op
+    count: int = 0
+    total_s: float = 0.0
+    mean_s: float = 0.0
+    share: float = 0.0  # of every rank's kernel (host op) time
 
 
-@dataclass(frozen=True)
-class CollectiveTotal:
+@dataclass(kw_only=True)
+class CollectiveTotal(Record):
     """A collective over the kept steps: how many kernels (or gloo ops) ran it, and their time."""
 
-    name: str
-    count: int
-    total_s: float
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "count": self.count, "total_s": self.total_s}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CollectiveTotal:
-        return cls(data["name"], data["count"], data["total_s"])
+    name: str = ""
+    count: int = 0
+    total_s: float = 0.0
 
 
-@dataclass(frozen=True)
-class GpuWork:
+@dataclass(kw_only=True)
+class GpuWork(Record):
     """How many GPU events the kept steps launched, their summed time, and the median computation kernel's
-    length."""
+    length (the ranks' middle median where several are combined)."""
 
-    count: int
-    total_s: float
-    computation_median_s: float | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"count": self.count, "total_s": self.total_s, "computation_median_s": self.computation_median_s}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> GpuWork:
-        return cls(data["count"], data["total_s"], data.get("computation_median_s"))
+    count: int = 0
+    total_s: float = 0.0
+    computation_median_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -225,15 +204,15 @@ def top_kernels(items: Iterable[tuple[str, str, int]], top: int | None) -> list[
         kinds.setdefault(name, kind)
     grand = sum(totals.values())
     names = sorted(totals, key=lambda name: (-totals[name], name))[:top]
-    return [KernelTotal(name, kinds[name], counts[name], totals[name] / 1e9, totals[name] / counts[name] / 1e9,
-                        totals[name] / grand if grand else 0.0)
+    return [KernelTotal(name=name, kind=kinds[name], count=counts[name], total_s=totals[name] / 1e9,
+                        mean_s=totals[name] / counts[name] / 1e9, share=totals[name] / grand if grand else 0.0)
             for name in names]
 
 
 def collective_totals(items: Iterable[tuple[str, int]]) -> list[CollectiveTotal]:
     """Per collective: count and total time; largest total first."""
     table = top_kernels(((name, "", duration) for name, duration in items), top=None)
-    return [CollectiveTotal(row.name, row.count, row.total_s) for row in table]
+    return [CollectiveTotal(name=row.name, count=row.count, total_s=row.total_s) for row in table]
 
 
 # -- the GPU breakdown --------------------------------------------------------------------------------------
@@ -321,8 +300,8 @@ def gpu_work_totals(counted: list[LaunchedWork]) -> GpuWork:
     length, which tells a launch-bound step (kernels about as short as their launch) from a host-bound one
     (a median: a few long NCCL kernels or copies do not hide thousands of short ones)."""
     computation = [i.event.end - i.event.start for i in counted if i.kind == "computation"]
-    return GpuWork(len(counted), sum(i.event.end - i.event.start for i in counted) / 1e9,
-                   statistics.median(computation) / 1e9 if computation else None)
+    return GpuWork(count=len(counted), total_s=sum(i.event.end - i.event.start for i in counted) / 1e9,
+                   computation_median_s=statistics.median(computation) / 1e9 if computation else None)
 
 
 def _gpu_breakdown(found: list[Span], steps: dict[int, Span], top: int) -> RankBreakdown:

@@ -8,8 +8,8 @@ broke their files down themselves carries each rank's breakdown in its event: th
 is gone. The cost is measured, not assumed: the traced steps' median against the measured p50, and the
 file's bytes per recorded step.
 
-The figures are read (``figure``, ``overlap_share``, ...) from this module's ``ConfigTrace`` or from the
-summary's typed record of it alike: both have the shape ``TraceLike`` names.
+The records are declared here once; the summary holds them as they are (``ddptop.report.schema.trace``), and
+the figures are read from them (``figure``, ``overlap_share``, ...).
 """
 
 from __future__ import annotations
@@ -18,13 +18,14 @@ import functools
 import os
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import Any
 
 from ddptop.analysis import stats
 from ddptop.analysis.trace_breakdown import (FIGURES, CollectiveTotal, GpuWork, KernelTotal, RankBreakdown,
                                              TracedStep, breakdown)
 from ddptop.analysis.trace_file import TraceUnreadable, read_trace
+from ddptop.records import Record
 
 # where a figure of the breakdown counts in a verdict: every kept step of every rank beyond it
 TRACE_MEMORY_SHARE = 0.10  # memory copies (Memcpy/Memset) at least this share of the step: said
@@ -40,143 +41,55 @@ COMBINED_TOP = 10  # kernels (host ops) kept over all ranks
 # -- the typed results ------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Spread:
+@dataclass(kw_only=True)
+class Spread(Record):
     """A figure over every kept step of every rank: its median, lowest and highest step, and how many."""
 
-    median: float
-    low: float
-    high: float
-    n: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"median": self.median, "low": self.low, "high": self.high, "n": self.n}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Spread:
-        return cls(data["median"], data["low"], data["high"], data["n"])
+    median: float = 0.0
+    low: float = 0.0
+    high: float = 0.0
+    n: int = 0
 
 
-@dataclass(frozen=True)
-class CombinedBreakdown:
+@dataclass(kw_only=True)
+class CombinedBreakdown(Record):
     """Every rank's kept steps together: each figure as a share of its step's window (the window in seconds),
     the share of communication under computation, the top kernels and the collectives over all ranks."""
 
-    device: str | None  # cuda, cpu, or mixed when ranks differ
-    steps: int  # rows: kept steps x ranks (x GPUs of a rank that drove several)
-    figures: Mapping[str, Spread | None]  # by the names of trace_breakdown.FIGURES, in their order
-    overlap_share: Spread | None
-    notes: tuple[str, ...]
-    kernels: tuple[KernelTotal, ...]
-    collectives: tuple[CollectiveTotal, ...]
-    gpu_work: GpuWork | None
-
-    def to_json(self) -> dict[str, Any]:
-        return {"device": self.device, "steps": self.steps,
-                "figures": {key: None if found is None else found.to_json() for key, found in self.figures.items()},
-                "overlap_share": None if self.overlap_share is None else self.overlap_share.to_json(),
-                "notes": list(self.notes), "kernels": [k.to_json() for k in self.kernels],
-                "collectives": [c.to_json() for c in self.collectives],
-                "gpu_work": None if self.gpu_work is None else self.gpu_work.to_json()}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> CombinedBreakdown:
-        figures = data.get("figures") or {}
-        share, work = data.get("overlap_share"), data.get("gpu_work")
-        return cls(data.get("device"), data.get("steps") or 0,
-                   {key: Spread.from_json(found) if found else None for key, found in figures.items()},
-                   Spread.from_json(share) if share else None, tuple(data.get("notes") or ()),
-                   tuple(KernelTotal.from_json(k) for k in data.get("kernels") or ()),
-                   tuple(CollectiveTotal.from_json(c) for c in data.get("collectives") or ()),
-                   GpuWork.from_json(work) if work else None)
+    device: str | None = None  # cuda, cpu, or mixed when ranks differ
+    steps: int = 0  # rows: kept steps x ranks (x GPUs of a rank that drove several)
+    figures: dict[str, Spread | None] = field(default_factory=dict)  # by trace_breakdown.FIGURES' names, in order
+    overlap_share: Spread | None = None  # of communication, under computation
+    notes: list[str] = field(default_factory=list)
+    kernels: list[KernelTotal] = field(default_factory=list)
+    collectives: list[CollectiveTotal] = field(default_factory=list)
+    gpu_work: GpuWork | None = None
 
 
-@dataclass(frozen=True)
-class TraceFile:
+@dataclass(kw_only=True)
+class TraceFile(Record):
     """A rank's trace file: its path from the run directory and its size when written."""
 
-    rank: int
-    path: str
-    size_bytes: int
-
-    def to_json(self) -> dict[str, Any]:
-        return {"rank": self.rank, "path": self.path, "size_bytes": self.size_bytes}
+    rank: int = 0
+    path: str = ""
+    size_bytes: int = 0
 
 
-@dataclass(frozen=True)
-class ConfigTrace:
-    """A configuration's trace: its files, its cost, its breakdown over every rank, and why anything is missing."""
+@dataclass(kw_only=True)
+class ConfigTrace(Record):
+    """A configuration's trace: its files, its cost, its breakdown over every rank, and why anything is
+    missing; the summary holds it as it is (``ddptop.report.schema.Trace``)."""
 
-    files: tuple[TraceFile, ...]
-    steps: int  # kept steps per rank
-    wall_s: float  # the profiled steps, the profiler's start and the export, on the slowest rank
-    export_s: float | None
-    traced_step_s: float | None  # the median traced step, against the measured p50
-    untraced_step_s: float | None
-    cost_ratio: float | None
-    bytes_per_step: float | None  # file size per recorded step, the largest rank's
-    breakdown: CombinedBreakdown | None
-    notes: tuple[str, ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {"files": [f.to_json() for f in self.files], "steps": self.steps, "wall_s": self.wall_s,
-                "export_s": self.export_s, "traced_step_s": self.traced_step_s,
-                "untraced_step_s": self.untraced_step_s, "cost_ratio": self.cost_ratio,
-                "bytes_per_step": self.bytes_per_step,
-                "breakdown": None if self.breakdown is None else self.breakdown.to_json(), "notes": list(self.notes)}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> ConfigTrace:
-        """The summary's ``trace`` of a configuration, as ``to_json`` wrote it."""
-        found = data.get("breakdown")
-        return cls(tuple(TraceFile(f["rank"], f["path"], f["size_bytes"]) for f in data.get("files") or ()),
-                   data.get("steps") or 0, data.get("wall_s") or 0.0, data.get("export_s"),
-                   data.get("traced_step_s"), data.get("untraced_step_s"), data.get("cost_ratio"),
-                   data.get("bytes_per_step"), CombinedBreakdown.from_json(found) if found else None,
-                   tuple(data.get("notes") or ()))
-
-
-# -- what the figures are read from: a ConfigTrace, or the summary's record of one ------------------------------
-
-
-class SpreadLike(Protocol):
-    @property
-    def median(self) -> float: ...
-    @property
-    def low(self) -> float: ...
-    @property
-    def high(self) -> float: ...
-    @property
-    def n(self) -> int: ...
-
-
-class GpuWorkLike(Protocol):
-    @property
-    def computation_median_s(self) -> float | None: ...
-
-
-class BreakdownLike(Protocol):
-    @property
-    def device(self) -> str | None: ...
-    @property
-    def steps(self) -> int: ...
-    @property
-    def figures(self) -> Mapping[str, SpreadLike | None]: ...
-    @property
-    def overlap_share(self) -> SpreadLike | None: ...
-    @property
-    def gpu_work(self) -> GpuWorkLike | None: ...
-
-
-class TraceLike(Protocol):
-    @property
-    def files(self) -> Sequence[object]: ...
-    @property
-    def steps(self) -> int | None: ...
-    @property
-    def cost_ratio(self) -> float | None: ...
-    @property
-    def breakdown(self) -> BreakdownLike | None: ...
+    files: list[TraceFile] = field(default_factory=list)
+    steps: int | None = None  # kept steps per rank
+    wall_s: float | None = None  # the profiled steps, the profiler's start and the export, on the slowest rank
+    export_s: float | None = None
+    traced_step_s: float | None = None  # the median traced step, against the measured p50
+    untraced_step_s: float | None = None
+    cost_ratio: float | None = None
+    bytes_per_step: float | None = None  # file size per recorded step, the largest rank's
+    breakdown: CombinedBreakdown | None = None
+    notes: list[str] = field(default_factory=list)
 
 
 # -- over ranks ---------------------------------------------------------------------------------------------
@@ -185,7 +98,7 @@ class TraceLike(Protocol):
 def spread(values: list[float]) -> Spread | None:
     if not values:
         return None
-    return Spread(statistics.median(values), min(values), max(values), len(values))
+    return Spread(median=statistics.median(values), low=min(values), high=max(values), n=len(values))
 
 
 def shares_of_window(steps: list[TracedStep], key: str) -> list[float]:
@@ -216,8 +129,9 @@ def merged_kernels(per_rank: list[RankBreakdown]) -> list[KernelTotal]:
             into[2] += row.total_s
     grand = sum(_rank_kernel_total(rank.kernels) for rank in per_rank if rank.kernels)
     names = sorted(totals, key=lambda name: (-totals[name][2], name))[:COMBINED_TOP]
-    return [KernelTotal(name, totals[name][0], totals[name][1], totals[name][2], totals[name][2] / totals[name][1],
-                        totals[name][2] / grand if grand else 0.0) for name in names]
+    return [KernelTotal(name=name, kind=totals[name][0], count=totals[name][1], total_s=totals[name][2],
+                        mean_s=totals[name][2] / totals[name][1], share=totals[name][2] / grand if grand else 0.0)
+            for name in names]
 
 
 def merged_collectives(per_rank: list[RankBreakdown]) -> list[CollectiveTotal]:
@@ -227,7 +141,7 @@ def merged_collectives(per_rank: list[RankBreakdown]) -> list[CollectiveTotal]:
             into = totals.setdefault(row.name, [0, 0.0])
             into[0] += row.count
             into[1] += row.total_s
-    return [CollectiveTotal(name, totals[name][0], totals[name][1])
+    return [CollectiveTotal(name=name, count=totals[name][0], total_s=totals[name][1])
             for name in sorted(totals, key=lambda name: (-totals[name][1], name))]
 
 
@@ -237,8 +151,8 @@ def summed_work(per_rank: list[RankBreakdown]) -> GpuWork | None:
     if not found:
         return None
     medians = [w.computation_median_s for w in found if w.computation_median_s is not None]
-    return GpuWork(sum(w.count for w in found), sum(w.total_s for w in found),
-                   statistics.median(medians) if medians else None)
+    return GpuWork(count=sum(w.count for w in found), total_s=sum(w.total_s for w in found),
+                   computation_median_s=statistics.median(medians) if medians else None)
 
 
 def combine(per_rank: list[RankBreakdown]) -> CombinedBreakdown:
@@ -251,9 +165,9 @@ def combine(per_rank: list[RankBreakdown]) -> CombinedBreakdown:
         steps=len(steps),
         figures={key: spread(shares_of_window(steps, key)) for key in FIGURES},
         overlap_share=spread(overlap_shares(steps)),
-        notes=tuple(dict.fromkeys(rank.note for rank in per_rank if rank.note)),
-        kernels=tuple(merged_kernels(per_rank)),
-        collectives=tuple(merged_collectives(per_rank)),
+        notes=list(dict.fromkeys(rank.note for rank in per_rank if rank.note)),
+        kernels=merged_kernels(per_rank),
+        collectives=merged_collectives(per_rank),
         gpu_work=summed_work(per_rank))
 
 
@@ -318,7 +232,8 @@ def config_trace(events: Mapping[int, Mapping[str, Any]], measured_p50: float | 
     if not events:
         return None
     ordered = [events[rank] for rank in sorted(events)]
-    files = tuple(TraceFile(e["rank"], e["path"], e["size_bytes"]) for e in ordered if isinstance(e.get("size_bytes"), int))
+    files = [TraceFile(rank=e["rank"], path=e["path"], size_bytes=e["size_bytes"]) for e in ordered
+             if isinstance(e.get("size_bytes"), int)]
     found = [rank_breakdown(e, run_dir, device) for e in ordered]
     per_rank = [rank for rank, _ in found if rank is not None]
     combined = combine(per_rank) if per_rank else None
@@ -340,14 +255,14 @@ def config_trace(events: Mapping[int, Mapping[str, Any]], measured_p50: float | 
         cost_ratio=traced_step / measured_p50 if traced_step and measured_p50 else None,
         bytes_per_step=max(sizes) if sizes else None,
         breakdown=combined,
-        notes=tuple(notes),
+        notes=notes,
     )
 
 
 # -- reading the figures ------------------------------------------------------------------------------------
 
 
-def figure(trace: TraceLike | None, name: str) -> SpreadLike | None:
+def figure(trace: ConfigTrace | None, name: str) -> Spread | None:
     """One figure of a trace's breakdown (``idle_s``, ``compute_s`` ...: a share of the step, median and range over
     every kept step of every rank), or None where the trace has none."""
     if trace is None or trace.breakdown is None:
@@ -355,13 +270,13 @@ def figure(trace: TraceLike | None, name: str) -> SpreadLike | None:
     return trace.breakdown.figures.get(name)
 
 
-def communicates(trace: TraceLike | None) -> bool:
+def communicates(trace: ConfigTrace | None) -> bool:
     """Some traced step spent ``COMMUNICATION_SHARE`` of itself or more in communication."""
     found = figure(trace, "communication_s")
     return found is not None and found.high >= COMMUNICATION_SHARE
 
 
-def overlap_share(trace: TraceLike | None) -> SpreadLike | None:
+def overlap_share(trace: ConfigTrace | None) -> Spread | None:
     """The share of communication that ran under computation (median and range), where there is communication
     enough to have one."""
     if trace is None or trace.breakdown is None or not communicates(trace):
@@ -369,13 +284,13 @@ def overlap_share(trace: TraceLike | None) -> SpreadLike | None:
     return trace.breakdown.overlap_share
 
 
-def on_gpu(trace: TraceLike | None) -> bool:
+def on_gpu(trace: ConfigTrace | None) -> bool:
     """The trace holds the device's own activity (CUDA kernels), not only the host's."""
     return (trace is not None and trace.breakdown is not None and trace.breakdown.device == "cuda"
             and figure(trace, "busy_s") is not None)
 
 
-def broken_down_over(trace: TraceLike) -> tuple[int, str]:
+def broken_down_over(trace: ConfigTrace) -> tuple[int, str]:
     """What each step was broken down over: its ranks, or the GPUs of a rank that drove several (DataParallel
     gives a row per step and GPU, so its rows outnumber its steps)."""
     ranks = len(trace.files) or 1
@@ -385,13 +300,13 @@ def broken_down_over(trace: TraceLike) -> tuple[int, str]:
     return ranks, "rank"
 
 
-def median_kernel_s(trace: TraceLike | None) -> float | None:
+def median_kernel_s(trace: ConfigTrace | None) -> float | None:
     """The traced steps' median computation kernel (the ranks' middle); None without any."""
     if trace is None or trace.breakdown is None or trace.breakdown.gpu_work is None:
         return None
     return trace.breakdown.gpu_work.computation_median_s
 
 
-def faithful(trace: TraceLike | None) -> bool:
+def faithful(trace: ConfigTrace | None) -> bool:
     """The traced steps ran at the measured pace (within ``TRACE_COST_LIMIT``)."""
     return trace is not None and trace.cost_ratio is not None and trace.cost_ratio <= TRACE_COST_LIMIT

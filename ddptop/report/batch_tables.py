@@ -21,9 +21,9 @@ def _batch_rows(table: BatchTable) -> list[tuple[str, ...]]:
         (
             str(r.batch_size),
             str(r.global_batch),
-            units.with_interval(r.sec_iter, r.sec_iter_ci, units.seconds),
-            units.with_interval(r.ex_sec_total, r.ex_sec_total_ci, lambda v: units.number(v, 1)),
-            *((units.with_interval(r.tok_sec_total, r.tok_sec_total_ci, lambda v: units.number(v, 0)),)
+            units.estimate(r.sec_iter, units.seconds),
+            units.estimate(r.ex_sec_total, lambda v: units.number(v, 1)),
+            *((units.estimate(r.tok_sec_total, lambda v: units.number(v, 0)),)
               if tokens else ()),
             r.status + (" <- best" if r.batch_size == table.best_batch and r.status == "ok" else ""),
         )

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ddptop import units
 from ddptop.report.blocks import Block, Caption, Items, Note, Part, Table
 from ddptop.report.cells import config_name
-from ddptop.report.schema import (Achieved, Buckets, CollectiveTable, DdpLogging, Straggler, StragglerEvidence,
+from ddptop.report.schema import (Estimate, ci_of, value_of, Achieved, Buckets, CollectiveTable, DdpLogging, Straggler, StragglerEvidence,
                                   Summary)
 
 COMM_HEADER = (
@@ -26,10 +26,10 @@ def communication_rows(summary: Summary) -> list[tuple[str, ...]]:
         logging = comm.ddp_logging or DdpLogging()
         buckets = comm.buckets or Buckets()
         achieved = buckets.achieved or Achieved()
-        exposed = units.with_interval(comm.exposed_comm_s, comm.exposed_comm_s_ci, units.milliseconds)
+        exposed = units.estimate(comm.exposed_comm_s, units.milliseconds)
         if comm.exposed_comm_fraction is not None:
-            exposed += f", {units.percent(comm.exposed_comm_fraction)}"
-        if comm.exposed_comm_s_ci and comm.exposed_comm_s_ci[0] == 0.0:
+            exposed += f", {units.percent(comm.exposed_comm_fraction.value)}"
+        if comm.exposed_comm_s and comm.exposed_comm_s.low == 0.0:
             exposed += " (within noise of none)"
         estimate = estimates.get(entry.config_id)
         rows.append(
@@ -37,14 +37,14 @@ def communication_rows(summary: Summary) -> list[tuple[str, ...]]:
                 config_name(entry)
                 + (f" bucket {entry.bucket_cap_mb:g}" if len(summary.plan.bucket_caps()) > 1 else ""),
                 units.milliseconds(comm.step_s),
-                units.milliseconds(comm.compute_s),
+                units.milliseconds(value_of(comm.compute_s)),
                 exposed,
                 units.milliseconds(logging.forward_compute_s),
                 units.milliseconds(logging.backward_compute_s),
                 units.milliseconds(logging.backward_comm_s),
                 units.milliseconds(logging.backward_compute_comm_overlap_s),
                 units.milliseconds(buckets.in_flight_s),
-                units.milliseconds(estimate.comm_estimate_from_t1_s if estimate else None),
+                units.milliseconds(value_of(estimate.comm_estimate_from_t1_s) if estimate else None),
                 units.binary_bytes(comm.allreduce_bytes_per_rank) if entry.world_size > 1 else units.DASH,
                 units.gbps(achieved.busbw_gbs) + _of_link(achieved.link_share, achieved.link),
                 units.gbps(achieved.collective_busbw_gbs),
@@ -73,8 +73,8 @@ def communication_block(summary: Summary) -> Block:
     return Block("Compute vs communication (per step)", [Table(COMM_HEADER, rows, first_left=True), Note(COMM_NOTE)])
 
 
-def _times(ratio: float | None, ci: list[float] | None) -> str:
-    return units.with_interval(ratio, ci, lambda v: units.number(v, 2, "x"))
+def _times(ratio: Estimate | None) -> str:
+    return units.estimate(ratio, lambda v: units.number(v, 2, "x"))
 
 
 def _steps(evidence: StragglerEvidence) -> str:
@@ -101,17 +101,17 @@ def straggler_figures(straggler: Straggler) -> tuple[str, list[str]]:
     compute = straggler.compute
     if compute:
         figures.append(f"compute alone (no_sync, {_steps(compute)}): rank {compute.rank} "
-                       f"{_times(compute.ratio, compute.ratio_ci)} the other ranks'")
+                       f"{_times(compute.ratio)} the other ranks'")
     wait = straggler.allreduce_wait
     if wait:
-        longer = units.with_interval(wait.others_wait_s, wait.others_wait_s_ci, units.milliseconds)
+        longer = units.estimate(wait.others_wait_s, units.milliseconds)
         figures.append(f"allreduce wait ({_steps(wait)}): the other ranks wait {longer} a step longer than "
                        f"rank {wait.rank}")
     steps = straggler.step_time
     if steps and (compute or wait or rank is not None):
-        figures.append(f"step time: rank {steps.rank} {_times(steps.ratio, steps.ratio_ci)} the "
+        figures.append(f"step time: rank {steps.rank} {_times(steps.ratio)} the "
                        f"other ranks'" + (" (alike: DDP keeps the ranks in step)" if (compute or wait) and
-                                           units.interval_includes(steps.ratio_ci, 1.0) else ""))
+                                           units.interval_includes(ci_of(steps.ratio), 1.0) else ""))
     if rank is not None and not compute:
         figures.append("each rank's compute was not timed alone (no no_sync steps: --comm-iters 0, or the "
                        "communication analysis failed)")
@@ -153,7 +153,7 @@ def _collective_rows(table: CollectiveTable) -> list[tuple[str, ...]]:
             "in place" if r.inplace else "out of place",
             units.microseconds(r.time_s),
             units.gbps(r.algbw_gbs),
-            units.with_interval(r.busbw_gbs, r.busbw_gbs_ci, units.gbps),
+            units.estimate(r.busbw_gbs, units.gbps),
         )
         for r in table.rows
     ]

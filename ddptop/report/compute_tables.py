@@ -29,10 +29,10 @@ def compute_rows(summary: Summary) -> list[tuple[str, ...]]:
             config_name(entry),
             flops.dtype or units.DASH,
             units.number((flops.per_step or 0) / 1e9, 2),
-            units.with_interval(flops.achieved_per_device, flops.achieved_per_device_ci, _tflops),
+            units.estimate(flops.achieved_per_device, _tflops),
             _tflops(flops.achieved_total),
-            units.with_interval(flops.mfu_datasheet, flops.mfu_datasheet_ci, units.percent),
-            units.with_interval(flops.mfu_ceiling, flops.mfu_ceiling_ci, units.percent),
+            units.estimate(flops.mfu_datasheet, units.percent),
+            units.estimate(flops.mfu_ceiling, units.percent),
         ))
     return rows
 

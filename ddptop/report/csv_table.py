@@ -9,7 +9,7 @@ from typing import Any
 
 from ddptop.analysis.stats import PERCENTILES
 from ddptop.report.load_tables import GPM_LOAD_KEYS, memory_peak, rss_peak
-from ddptop.report.schema import (Communication, GpuIdle, ScalingRow, StepFigures, Straggler, Summary, Validity,
+from ddptop.report.schema import (Estimate, ci_of, value_of, Communication, GpuIdle, ScalingRow, StepFigures, Straggler, Summary, Validity,
                                   WindowLoad)
 
 CSV_SPEC_FIELDS = (
@@ -75,7 +75,7 @@ def csv_text(summary: Summary) -> str:
         row += [load.util_mean, load.util_max, load.mem_peak_bytes, load.power_mean_w, load.energy_j,
                 load.energy_per_example_j, load.host_cpu_mean]
         row.append(rss_peak(load))
-        intervals = [stats.p50_ci] + [scale.figure(k)[1] for k in CSV_INTERVAL_FIELDS[1:]]
+        intervals = [ci_of(stats.p50)] + [ci_of(scale.figure(k)) for k in CSV_INTERVAL_FIELDS[1:]]
         row += [interval[end] if interval else None for interval in intervals for end in (0, 1)]
         validity = entry.validity or Validity()
         row += [stats.p50_precision, entry.stop_reason, entry.unstable,
@@ -83,16 +83,16 @@ def csv_text(summary: Summary) -> str:
         row += [load.gpm(k) for k in GPM_LOAD_KEYS] + [entry.verdict.text if entry.verdict else None]
         straggler = entry.straggler or Straggler()
         row += [straggler.rank, straggler.evidence]
-        tokens, tokens_ci = stats.tok_sec_total, stats.tok_sec_total_p50_ci
+        tokens, tokens_ci = stats.tok_sec_total, ci_of(stats.tok_sec_total_p50)
         row += [entry.seq_len, tokens.p50 if tokens else None] + (list(tokens_ci) if tokens_ci else [None, None])
         row += [entry.variant, entry.strategy, entry.counted_memory_bytes]
         idle = load.gpu_idle or GpuIdle()
         row += [load.readings, load.coarse, *(memory_peak(entry, load) if entry.telemetry else (None, None))]
-        row += [idle.share, *(idle.share_ci or (None, None)), idle.readings]
+        row += [idle.share, *(ci_of(idle.share) or (None, None)), idle.readings]
         row.append(entry.threads or summary.plan.threads_for(entry.world_size))
         wait = entry.data_wait
-        row += [wait.share if wait else None, *((wait.share_ci if wait and wait.share_ci else None) or (None, None))]
+        row += [wait.share if wait else None, *((ci_of(wait.share) if wait and ci_of(wait.share) else None) or (None, None))]
         row += [entry.batch_size if entry.is_script and entry.global_batch else None,
                 scaling_kind.get(entry.config_id)]
-        writer.writerow(["" if v is None else v for v in row])
+        writer.writerow(["" if v is None else v.value if isinstance(v, Estimate) else v for v in row])
     return buffer.getvalue()

@@ -19,7 +19,7 @@ from ddptop import units
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT, NOT_COMPARABLE, SLOWER
 from ddptop.report.blocks import aligned, markdown_table
 from ddptop.protocol import variants
-from ddptop.report.schema import Config, Summary, TuneTable
+from ddptop.report.schema import ci_of, value_of, Config, Summary, TuneTable
 
 DIFF_PERCENTILES = ("p50", "p75", "p95")
 IGNORED_ENVIRONMENT_KEYS = ("collected", "pid")
@@ -133,8 +133,8 @@ def diff_summaries(a: Summary, b: Summary, min_effect: float = DEFAULT_MIN_EFFEC
             other = scaling_b.get(row.config_id)
             if other is not None:
                 scaling.append({"config_id": row.config_id, "label": row.label,
-                                "speedup_a": row.speedup, "speedup_b": other.speedup,
-                                "efficiency_a": row.efficiency, "efficiency_b": other.efficiency})
+                                "speedup_a": value_of(row.speedup), "speedup_b": value_of(other.speedup),
+                                "efficiency_a": value_of(row.efficiency), "efficiency_b": value_of(other.efficiency)})
     diff = {
         "a": {"name": a.name, "run_dir": a.run_dir, "created": a.created},
         "b": {"name": b.name, "run_dir": b.run_dir, "created": b.created},
@@ -174,8 +174,8 @@ def tuning_changes(a: Summary, b: Summary) -> list[dict[str, Any]]:
             theirs = rows_b.get(row.variant)
             if theirs is not None and row.variant not in (variants.DEFAULT, variants.AGAIN):
                 rows.append({"variant": row.variant, "what": row.what,
-                             "speedup_a": row.speedup, "speedup_ci_a": row.speedup_ci, "verdict_a": row.verdict,
-                             "speedup_b": theirs.speedup, "speedup_ci_b": theirs.speedup_ci,
+                             "speedup_a": value_of(row.speedup), "speedup_ci_a": ci_of(row.speedup), "verdict_a": row.verdict,
+                             "speedup_b": value_of(theirs.speedup), "speedup_ci_b": ci_of(theirs.speedup),
                              "verdict_b": theirs.verdict})
         changes.append({"model": table.model, "batch_size": table.batch_size, "world_size": table.world_size,
                         "backend": table.backend, "rows": rows,

@@ -23,9 +23,10 @@ def launch_spread_line(summary: Summary) -> str:
     if not variance.estimated:
         return ("Intervals: within one launch only (one launch per configuration): an offset between launches "
                 "is not in them, and speedups compare launches; --launches 2 or more measures it.")
-    ci = variance.relative_sd_ci
-    return (f"Intervals: two levels. Launch-to-launch spread {units.percent(variance.relative_sd, 1)}"
-            + (f" ({units.percent(ci[0], 1)}-{units.percent(ci[1], 1)})" if ci else "")
+    spread = variance.relative_sd
+    return (f"Intervals: two levels. Launch-to-launch spread {units.estimate(spread, lambda v: units.percent(v, 1))}"
+            + (", its estimate clamped at 0 (the launches' medians differ no more than their steps' noise explains),"
+               if spread and spread.method and "clamped" in spread.method else "")
             + f" of the step time, pooled over {variance.configs} configurations' {variance.launches} "
             f"launches ({variance.df} degrees of freedom); every interval includes it.")
 
@@ -61,7 +62,7 @@ def launch_rows(summary: Summary) -> list[tuple[str, ...]]:
             if unit.unsteady:
                 used += "; not at steady state"
             rows.append((config_name(entry), unit.launch or "", str(unit.steps or "-"),
-                         units.with_interval(unit.p50, unit.p50_ci, units.seconds))
+                         units.estimate(unit.p50, units.seconds))
                         + ((_gpu_state_cell(unit.gpu_state),) if with_gpus else ()) + (used,))
     return rows
 

@@ -27,7 +27,7 @@ from typing import Any
 from ddptop.analysis import formulas
 from ddptop.protocol import storage
 from ddptop.protocol.layout import PLOTS_DIR
-from ddptop.report.schema import ScalingTable, Summary
+from ddptop.report.schema import ci_of, value_of, ScalingTable, Summary
 
 FORMATS = ("png", "svg")
 
@@ -94,9 +94,9 @@ def _name_intervals(drawn: Any, gid: str) -> None:
 def _draw_efficiency(axis: Any, summary: Summary, tables: list[ScalingTable], many_caps: bool) -> None:
     for table in tables:
         rows = table.rows
-        efficiency = [r.efficiency or 0.0 for r in rows]
+        efficiency = [value_of(r.efficiency) or 0.0 for r in rows]
         drawn = axis.errorbar([r.world_size for r in rows], [100 * e for e in efficiency],
-                              yerr=_yerr(efficiency, [r.efficiency_ci for r in rows], 100), capsize=3, marker="o",
+                              yerr=_yerr(efficiency, [ci_of(r.efficiency) for r in rows], 100), capsize=3, marker="o",
                               label=_table_label(table, many_caps))
         _name_intervals(drawn, f"ci-efficiency-{len(axis.containers)}")
     first = tables[0].efficiency_threshold
@@ -118,20 +118,20 @@ def _speedup(plt: Any, summary: Summary, out_dir: str) -> list[str]:
     left.plot(sizes, sizes, linestyle="--", color="grey", label="perfect scaling")
     for table in tables:
         ns = [r.world_size for r in table.rows]
-        speedups = [r.speedup or 0.0 for r in table.rows]
-        drawn = left.errorbar(ns, speedups, yerr=_yerr(speedups, [r.speedup_ci for r in table.rows]),
+        speedups = [value_of(r.speedup) or 0.0 for r in table.rows]
+        drawn = left.errorbar(ns, speedups, yerr=_yerr(speedups, [ci_of(r.speedup) for r in table.rows]),
                               capsize=3, marker="o", label=_table_label(table, many_caps))
         _name_intervals(drawn, f"ci-speedup-{len(left.containers)}")
         projected = table.projection.points if table.projection else []
         if projected:  # a model, not a measurement: dashed, from the last measured point
             left.plot([ns[-1]] + [p.world_size for p in projected],
-                      [table.rows[-1].speedup] + [p.speedup for p in projected], linestyle="--",
+                      [value_of(table.rows[-1].speedup)] + [value_of(p.speedup) for p in projected], linestyle="--",
                       marker="x", color=drawn.lines[0].get_color(),
                       label="projected beyond the node (a model)")
         fit = table.amdahl
-        if fit and formulas.amdahl_applies(fit.raw_serial_fraction):
-            left.plot(sizes, [formulas.amdahl_speedup(fit.serial_fraction, n) for n in sizes], linestyle=":",
-                      color=drawn.lines[0].get_color(), label=f"Amdahl, serial {100 * fit.serial_fraction:.1f}%",
+        if fit and fit.raw_serial_fraction and fit.serial_fraction and formulas.amdahl_applies(fit.raw_serial_fraction.value):
+            left.plot(sizes, [formulas.amdahl_speedup(fit.serial_fraction.value, n) for n in sizes], linestyle=":",
+                      color=drawn.lines[0].get_color(), label=f"Amdahl, serial {100 * fit.serial_fraction.value:.1f}%",
                       gid=f"amdahl-{len(left.containers)}")
     left.set(xlabel=f"N ({_unit(summary)})", ylabel="speedup", title="Speedup")
     _draw_efficiency(right, summary, tables, many_caps)
@@ -190,9 +190,9 @@ def _batch_throughput(plt: Any, summary: Summary, out_dir: str) -> list[str]:
     for table in tables:
         measured = [r for r in table.rows if r.ex_sec_total]
         label = f"{table.model} N={table.world_size}" + (f" {table.strategy}" if table.strategy != "ddp" else "")
-        throughput = [r.ex_sec_total or 0.0 for r in measured]
+        throughput = [value_of(r.ex_sec_total) or 0.0 for r in measured]
         drawn = axis.errorbar([r.batch_size for r in measured], throughput,
-                              yerr=_yerr(throughput, [r.ex_sec_total_ci for r in measured]), marker="o", capsize=3,
+                              yerr=_yerr(throughput, [ci_of(r.ex_sec_total) for r in measured]), marker="o", capsize=3,
                               label=label)
         _name_intervals(drawn, f"ci-throughput-{len(axis.containers)}")
         ooms = [r.batch_size for r in table.rows if r.status == "oom"]
@@ -212,19 +212,19 @@ def _comm_split(plt: Any, summary: Summary, out_dir: str) -> list[str]:
     entries = [e for e, _ in found]
     comms = [c for _, c in found]
     labels = [f"{e.label}\n{e.model} bs{e.batch_size}" for e in entries]
-    compute = [1e3 * (c.compute_s or 0) for c in comms]
-    exposed = [1e3 * (c.exposed_comm_s or 0) for c in comms]
+    compute = [1e3 * (value_of(c.compute_s) or 0) for c in comms]
+    exposed = [1e3 * (value_of(c.exposed_comm_s) or 0) for c in comms]
     fig, axis = plt.subplots(figsize=(max(5, 1.3 * len(entries) + 2), 4.2))
     positions = range(len(entries))
     axis.bar(positions, compute, label="compute (step inside no_sync)")
     axis.bar(positions, exposed, bottom=compute, label="exposed communication")
-    compute_ci = _yerr([c.compute_s or 0 for c in comms], [c.compute_s_ci for c in comms], 1e3)
+    compute_ci = _yerr([value_of(c.compute_s) or 0 for c in comms], [ci_of(c.compute_s) for c in comms], 1e3)
     if compute_ci is not None:  # the interval of each part measured: the no_sync step, and the step
         _name_intervals(axis.errorbar(positions, compute, yerr=compute_ci, fmt="none", ecolor="dimgrey",
                                       capsize=4, zorder=3), "ci-compute")
     steps = [1e3 * (c.step_s or 0) for c in comms]
     axis.scatter(positions, steps, color="black", marker="_", s=300, zorder=3, label="measured step (p50)")
-    step_ci = _yerr([c.step_s or 0 for c in comms], [e.stats.p50_ci if e.stats else None for e in entries], 1e3)
+    step_ci = _yerr([c.step_s or 0 for c in comms], [ci_of(e.stats.p50) if e.stats else None for e in entries], 1e3)
     if step_ci is not None:
         _name_intervals(axis.errorbar(positions, steps, yerr=step_ci, fmt="none", ecolor="black", capsize=4,
                                       zorder=3, label="95% interval"), "ci-step")
@@ -243,9 +243,9 @@ def _busbw(plt: Any, summary: Summary, out_dir: str) -> list[str]:
             rows = [r for r in table.rows if r.inplace is inplace and r.busbw_gbs]
             if rows:
                 place = "" if table.op in ("allreduce", "broadcast") else (" in place" if inplace else " out of place")
-                busbw = [r.busbw_gbs or 0.0 for r in rows]
+                busbw = [value_of(r.busbw_gbs) or 0.0 for r in rows]
                 drawn = axis.errorbar([r.bytes for r in rows], busbw,
-                                      yerr=_yerr(busbw, [r.busbw_gbs_ci for r in rows]), marker=".", capsize=2,
+                                      yerr=_yerr(busbw, [ci_of(r.busbw_gbs) for r in rows]), marker=".", capsize=2,
                                       label=f"{table.op}{place} N={table.world_size} {table.backend}")
                 _name_intervals(drawn, f"ci-busbw-{len(axis.containers)}")  # ids are unique in an SVG
     for entry in summary.configs:
@@ -284,9 +284,9 @@ def _frontier(plt: Any, summary: Summary, out_dir: str) -> list[str]:
                 continue
             kinds.update(p.memory_kind for p in points)
             memory = [(p.memory_bytes or 0) / 2**20 for p in points]
-            throughput = [p.ex_sec_total or 0.0 for p in points]
+            throughput = [value_of(p.ex_sec_total) or 0.0 for p in points]
             label = strategy + (f" ({table.model} N={table.world_size})" if len(tables) > 1 else "")
-            drawn = axis.errorbar(memory, throughput, yerr=_yerr(throughput, [p.ex_sec_total_ci for p in points]),
+            drawn = axis.errorbar(memory, throughput, yerr=_yerr(throughput, [ci_of(p.ex_sec_total) for p in points]),
                                   marker="o", capsize=3, label=label)
             _name_intervals(drawn, f"ci-frontier-{len(axis.containers)}")
             for x, y, point in zip(memory, throughput, points):

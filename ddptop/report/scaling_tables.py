@@ -15,7 +15,7 @@ from ddptop import units
 from ddptop.analysis import formulas
 from ddptop.report.blocks import Block, Caption, Note, Part, Table, Verbatim
 from ddptop.report.cells import TOKENS_HEADER, tokens_too
-from ddptop.report.schema import Amdahl, Config, ScalingRow, ScalingTable, Summary
+from ddptop.report.schema import ci_of, value_of, Amdahl, Config, ScalingRow, ScalingTable, Summary
 
 SHOWN_PERCENTILES = ("p50", "p75", "p90", "p95")
 
@@ -127,7 +127,7 @@ def _scaling_header(summary: Summary, tokens: bool = False) -> tuple[str, ...]:
 def _scaling_cells(row: ScalingRow, priced: bool = False, metered: bool = False,
                    tokens: bool = False) -> tuple[str, ...]:
     def shown(key: str, fmt: Any) -> str:
-        return units.with_interval(*row.figure(key), fmt)
+        return units.estimate(row.figure(key), fmt)
 
     cells: tuple[str, ...] = (
         row.label,
@@ -135,7 +135,7 @@ def _scaling_cells(row: ScalingRow, priced: bool = False, metered: bool = False,
         shown("ex_sec_total", lambda v: units.number(v, 1)),
     )
     if tokens:
-        cells += (units.with_interval(row.tok_sec_total, row.tok_sec_total_ci, lambda v: units.number(v, 0)),)
+        cells += (units.estimate(row.tok_sec_total, lambda v: units.number(v, 0)),)
     cells += (
         shown("speedup", units.number),
         shown("efficiency", units.percent),
@@ -155,9 +155,9 @@ def projection_lines(table: ScalingTable) -> list[str]:
         return []
     points = "; ".join(
         f"N={p.world_size} on {p.nodes} nodes "
-        f"{units.with_interval(p.sec_iter, p.sec_iter_ci, units.seconds)} s/iter, "
-        f"speedup {units.with_interval(p.speedup, p.speedup_ci, lambda v: units.number(v, 1))}, "
-        f"efficiency {units.with_interval(p.efficiency, p.efficiency_ci, units.percent)}"
+        f"{units.estimate(p.sec_iter, units.seconds)} s/iter, "
+        f"speedup {units.estimate(p.speedup, lambda v: units.number(v, 1))}, "
+        f"efficiency {units.estimate(p.efficiency, units.percent)}"
         for p in found.points)
     return [f"Projected beyond this node ({found.assumptions}): {points}."]
 
@@ -166,20 +166,22 @@ def model_lines(table: ScalingTable) -> list[str]:
     """The scaling model under a scaling table: Amdahl's fit, the data moved per epoch, the projection."""
     lines = projection_lines(table)
     fit = table.amdahl
-    if fit and not formulas.amdahl_applies(fit.raw_serial_fraction):
+    raw = fit.raw_serial_fraction if fit else None
+    fraction = fit.serial_fraction if fit else None
+    if fit and raw and not formulas.amdahl_applies(raw.value):
         lines.append(_amdahl_misfit(fit))
-    elif fit:
-        fraction_ci = fit.serial_fraction_ci
+    elif fit and fraction:
+        fraction_ci = ci_of(fit.serial_fraction)
         limit = (
             f", so speedup can never pass "
-            f"{units.with_interval(fit.max_speedup, fit.max_speedup_ci, lambda v: units.number(v, 1))}"
+            f"{units.estimate(fit.max_speedup, lambda v: units.number(v, 1))}"
             if fit.max_speedup else ""
         )
         noise = " (an interval that includes 0: the data cannot tell a serial part from none)" if (
-            units.interval_includes(fraction_ci, 0.0) and fit.serial_fraction > 0) else ""
+            units.interval_includes(fraction_ci, 0.0) and fraction.value > 0) else ""
         lines.append(
             f"Amdahl fit over {fit.points} world size{'s' if fit.points > 1 else ''} above 1: "
-            f"serial fraction {units.with_interval(fit.serial_fraction, fraction_ci, lambda v: units.percent(v, 1))}"
+            f"serial fraction {units.estimate(fit.serial_fraction, lambda v: units.percent(v, 1))}"
             f"{limit} (fit error {units.number(fit.rmse_speedup)} in speedup){noise}."
         )
     largest = table.rows[-1] if table.rows else None
@@ -199,8 +201,8 @@ def _amdahl_misfit(fit: Amdahl) -> str:
     pass 1.0") would state a law the data contradict."""
     sizes = f"{fit.points} world size{'s' if fit.points > 1 else ''} above 1"
     whole = ", on the whole," if fit.points > 1 else ""
-    raw, raw_ci = fit.raw_serial_fraction, fit.raw_serial_fraction_ci
-    fitted = units.with_interval(raw, raw_ci, lambda v: units.percent(v, 1))
+    raw, raw_ci = value_of(fit.raw_serial_fraction) or 0.0, ci_of(fit.raw_serial_fraction)
+    fitted = units.estimate(fit.raw_serial_fraction, lambda v: units.percent(v, 1))
     if raw > 1:
         edge = (" The interval reaches 100%: an all-serial step cannot be ruled out."
                 if units.interval_includes(raw_ci, 1.0) else "")
@@ -229,8 +231,8 @@ def _scaling_title(table: ScalingTable) -> str:
     )
     overhead = table.ddp_overhead_at_reference
     if overhead is not None:
-        ci = table.ddp_overhead_at_reference_ci
-        figure = units.with_interval(overhead, ci, lambda v: units.percent(v, 1, signed=True))
+        ci = overhead.ci
+        figure = units.estimate(overhead, lambda v: units.percent(v, 1, signed=True))
         if units.interval_includes(ci, 0.0):
             title += f"; DDP's cost over no-DDP at N=1 is within noise: {figure}"
         else:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ddptop import units
 from ddptop.analysis import script_steps
 from ddptop.report.blocks import Block, Items, Lines, Note, Part, Table
-from ddptop.report.schema import Config, Summary
+from ddptop.report.schema import Estimate, Config, Summary
 
 DATA_WAIT_HEADER = ("N", "examples per rank per step", "data wait (share of step)", "per rank",
                     "step less data wait (p50)", "against the smallest N")
@@ -19,15 +19,15 @@ DATA_WAIT_NOTE = ("Data wait: the time each rank waited for a batch over its ste
                   "called only beyond noise and beyond its margin.")
 
 
-def _share(value: float | None, ci: list[float] | None) -> str:
-    return units.with_interval(value, ci, units.percent)
+def _share(found: Estimate | None) -> str:
+    return units.estimate(found, units.percent)
 
 
 def _per_rank(entry: Config) -> str:
     wait = entry.data_wait
     if not wait or len(wait.per_rank) < 2:
         return units.DASH
-    return ", ".join(f"{rank}: {_share(figure.share, figure.share_ci)}" for rank, figure in sorted(
+    return ", ".join(f"{rank}: {_share(figure.share)}" for rank, figure in sorted(
         wait.per_rank.items(), key=lambda item: int(item[0])))
 
 
@@ -35,7 +35,7 @@ def _against_reference(entry: Config) -> str:
     less = entry.step_less_wait
     if not less or less.ratio is None:
         return "reference" if less else units.DASH
-    ratio = units.with_interval(less.ratio, less.ratio_ci, lambda v: units.number(v, 2, "x"))
+    ratio = units.estimate(less.ratio, lambda v: units.number(v, 2, "x"))
     per = " per example" if less.per_example else ""
     return f"{ratio}{per} ({less.change})"
 
@@ -47,9 +47,9 @@ def data_wait_rows(configs: list[Config]) -> list[tuple[str, ...]]:
         rows.append((
             str(entry.world_size),
             str(entry.batch_size) if entry.global_batch else "not counted",
-            _share(wait.share, wait.share_ci) if wait else "not timed",
+            _share(wait.share) if wait else "not timed",
             _per_rank(entry),
-            units.with_interval(less.median_s, less.median_s_ci, units.milliseconds) if less else units.DASH,
+            units.estimate(less.median_s, units.milliseconds) if less else units.DASH,
             _against_reference(entry),
         ))
     return rows
@@ -59,9 +59,8 @@ def _straggler_line(entry: Config) -> str | None:
     found = entry.data_wait.straggler if entry.data_wait else None
     if not found or found.rank is None:
         return None
-    excess = units.with_interval(found.excess_share, found.excess_share_ci,
-                                 lambda v: units.percent(v, signed=True))
-    longer = units.with_interval(found.others_busy_longer_s, found.others_busy_longer_s_ci, units.milliseconds)
+    excess = units.estimate(found.excess_share, lambda v: units.percent(v, signed=True))
+    longer = units.estimate(found.others_busy_longer_s, units.milliseconds)
     figures = (f"rank {found.rank}'s data wait {excess} of the step against the other ranks', their step less "
                f"data wait {longer} longer than its")
     if found.flagged:

@@ -18,10 +18,10 @@ from ddptop.protocol.layout import (PLOTS_DIR, SUMMARY_CSV, SUMMARY_JSON, SUMMAR
                                     TOPOLOGY_FILE)
 from ddptop.protocol.wire import encode
 from ddptop.report import keys
-from ddptop.report.schema import SchemaError, Summary
+from ddptop.report.schema import SchemaError, Summary, reading_older
 
 SCHEMA = "ddptop.summary"
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: every figure with an interval is one estimate record (value, ci, level, method)
 
 
 class SummaryError(DdptopError):
@@ -123,15 +123,19 @@ def load_summary(path: str) -> Summary:
     if not isinstance(data, dict) or data.get("schema") != SCHEMA:
         raise SummaryError(f"{path} is not a ddptop summary")
     version = data.get("schema_version")
-    if version not in (1, SCHEMA_VERSION):
+    if version not in (1, 2, SCHEMA_VERSION):
         raise SummaryError(f"{path} has summary schema version {version!r}; this ddptop reads 1 to {SCHEMA_VERSION}")
     for key, kind in REQUIRED_KEYS.items():
         if not isinstance(data.get(key), kind):
             raise SummaryError(f"{path} is damaged: {key!r} is missing or not a JSON {kind.__name__}")
     if version == 1:
         upgrade_v1(data)
+    data["schema_version"] = SCHEMA_VERSION  # read as this version from here on (written so by --rebuild)
     try:
-        return Summary.from_json(data)
+        if version == SCHEMA_VERSION:
+            return Summary.from_json(data)
+        with reading_older():  # a figure beside its interval (<name>, <name>_ci): folded into one estimate
+            return Summary.from_json(data)
     except SchemaError as exc:
         raise SummaryError(f"{path} is damaged: {exc}") from None
 
@@ -153,4 +157,4 @@ def upgrade_v1(data: dict[str, Any]) -> None:
             if isinstance(row, dict):
                 _rename(row, keys.ROW_RENAMED)
                 _rename(row.get("epoch"), keys.EPOCH_RENAMED)
-    data["schema_version"] = SCHEMA_VERSION
+    data["schema_version"] = 2

@@ -7,7 +7,7 @@ from __future__ import annotations
 from ddptop import units
 from ddptop.analysis.strategies import COUNTED
 from ddptop.report.blocks import Block, Caption, Note, Part, Table
-from ddptop.report.schema import StrategyRow, StrategyTable, Summary
+from ddptop.report.schema import Estimate, value_of, StrategyRow, StrategyTable, Summary
 
 STRATEGY_HEADER = ("strategy", "ex/s", "vs DDP", "verdict", "memory/rank")
 LARGEST_HEADER = ("strategy", "largest batch", "ex/s", "memory/rank")
@@ -20,20 +20,20 @@ COUNTED_NOTE = ("Memory per rank is counted on the CPU (no allocator peak there)
 PEAK_NOTE = "Memory per rank is the allocator's peak over the measured steps (torch.cuda.max_memory_allocated)."
 
 
-def _rate(value: float | None, ci: list[float] | None) -> str:
-    return units.with_interval(value, ci, units.rate)
+def _rate(found: Estimate | None) -> str:
+    return units.estimate(found, units.rate)
 
 
 def _largest(row: StrategyRow) -> tuple[str, ...]:
     fits = "" if row.largest_batch_fits else " (no OOM)"
-    return (row.strategy, f"{row.largest_batch}{fits}", _rate(row.largest_ex_sec_total, row.largest_ex_sec_total_ci),
+    return (row.strategy, f"{row.largest_batch}{fits}", _rate(row.largest_ex_sec_total),
             units.binary_bytes(row.largest_memory_bytes))
 
 
 def _cells(row: StrategyRow) -> tuple[str, ...]:
-    vs = units.with_interval(row.speedup, row.speedup_ci, lambda v: units.number(v, 2))
+    vs = units.estimate(row.speedup, lambda v: units.number(v, 2))
     verdict = ("reference" if row.verdict == "the reference" else row.verdict) if row.status == "ok" else row.status
-    return (row.strategy, _rate(row.ex_sec_total, row.ex_sec_total_ci), vs, verdict,
+    return (row.strategy, _rate(row.ex_sec_total), vs, verdict,
             units.binary_bytes(row.memory_bytes))
 
 
@@ -86,15 +86,15 @@ def frontier_block(summary: Summary) -> Block:
                         key=lambda p: (p.memory_bytes or 0))
         if len(points) < 2:
             continue
-        top = max(p.ex_sec_total or 0 for p in points)
+        top = max(value_of(p.ex_sec_total) or 0 for p in points)
         best = 0.0
         rows = []
         for point in points:
-            ahead = (point.ex_sec_total or 0) > best  # more examples/s than any point holding less memory
-            best = max(best, point.ex_sec_total or 0)
+            ahead = (value_of(point.ex_sec_total) or 0) > best  # more examples/s than any point holding less memory
+            best = max(best, value_of(point.ex_sec_total) or 0)
             rows.append((point.strategy, str(point.batch_size), units.binary_bytes(point.memory_bytes),
-                         _rate(point.ex_sec_total, point.ex_sec_total_ci),
-                         _bar(point.ex_sec_total or 0, top).ljust(20) + (" *" if ahead else "  ")))
+                         _rate(point.ex_sec_total),
+                         _bar(value_of(point.ex_sec_total) or 0, top).ljust(20) + (" *" if ahead else "  ")))
         parts += [Caption(f"Memory frontier: {table.model} at N={table.world_size}, by memory per rank"),
                   Table(FRONTIER_HEADER, rows, first_left=True),
                   Note("* on the frontier: more examples/s than every point that holds less memory per rank.")]

@@ -15,7 +15,7 @@ from typing import Any
 from ddptop import units
 from ddptop.analysis import traces
 from ddptop.report.blocks import Block, Caption, Items, Note, Pairs, Table
-from ddptop.report.schema import Config, Summary, Trace
+from ddptop.report.schema import ci_of, value_of, Config, Summary, Trace
 
 TRACE_HEADER = ("configuration", "on", "steps", "idle", "host wait", "compute", "comm", "overlap", "exposed comm",
                 "memcpy", "traced/measured", "size/step")
@@ -31,7 +31,7 @@ OPEN_NOTE = ("Open a trace in https://ui.perfetto.dev (Open trace file; .gz is r
              "files under {run}/traces/.")
 
 
-def _share(found: traces.SpreadLike | None) -> str:
+def _share(found: traces.Spread | None) -> str:
     if found is None:
         return units.DASH
     text = units.percent(found.median)
@@ -80,9 +80,9 @@ def agreement(entry: Config, trace: Trace) -> str | None:
     exposed = traces.figure(trace, "exposed_communication_s")
     if comm is None or exposed is None or comm.exposed_comm_fraction is None or entry.world_size < 2:
         return None
-    estimate = comm.exposed_comm_fraction_ci or [comm.exposed_comm_fraction] * 2
+    estimate = comm.exposed_comm_fraction.ci or [comm.exposed_comm_fraction.value] * 2
     meets = exposed.low <= estimate[1] and exposed.high >= estimate[0]
-    said = (f"exposed communication: no_sync() {units.with_interval(comm.exposed_comm_fraction, comm.exposed_comm_fraction_ci, units.percent)}"
+    said = (f"exposed communication: no_sync() {units.estimate(comm.exposed_comm_fraction, units.percent)}"
             f", trace {_share(exposed)}")
     logging = comm.ddp_logging
     if logging is not None and logging.backward_comm_s and logging.backward_compute_comm_overlap_s is not None:

@@ -14,7 +14,7 @@ TUNE_HEADER = ("variant", "sec/iter (p50)", "ex/s vs default", "verdict", "peak 
 
 def _tune_cells(row: TuneRow) -> tuple[str, ...]:
     speedup = ("1.00" if row.variant in (variants.DEFAULT, variants.AGAIN) else
-               units.with_interval(row.speedup, row.speedup_ci, lambda v: units.number(v, 2, "x")))
+               units.estimate(row.speedup, lambda v: units.number(v, 2, "x")))
     verdict = row.verdict if row.status == "ok" else f"{row.status} (below)"  # the reason: "Not measured in full"
     if row.status == "ok" and row.reason:  # dropped by the search: after how many launches
         verdict += f", {row.reason.partition(':')[0]}"
@@ -22,7 +22,7 @@ def _tune_cells(row: TuneRow) -> tuple[str, ...]:
               else units.binary_bytes(row.max_rss_bytes) + " RSS" if row.max_rss_bytes is not None else units.DASH)
     return (row.what if row.variant not in (variants.DEFAULT, variants.AGAIN) else
             "default: DDP as written" + (", again" if row.variant == variants.AGAIN else ""),
-            units.with_interval(row.sec_iter, row.sec_iter_ci, units.seconds), speedup, verdict, memory,
+            units.estimate(row.sec_iter, units.seconds), speedup, verdict, memory,
             row.math or "nothing")
 
 
@@ -34,7 +34,7 @@ def tune_answer(table: TuneTable) -> list[str]:
         return [f"Nothing beats the default beyond noise (a change is called past ±{units.percent(table.min_effect)}"
                 "): keep DDP as written."]
     def times(row: TuneRow) -> str:
-        return units.with_interval(row.speedup, row.speedup_ci, lambda v: units.number(v, 2, "x"))
+        return units.estimate(row.speedup, lambda v: units.number(v, 2, "x"))
 
     top = best[0]
     together = next((row for row in table.combination if variants.JOIN in row.variant), None)

@@ -17,7 +17,7 @@ from textual.content import Content
 from textual.renderables.bar import Bar
 from textual.scrollbar import ScrollBar, ScrollBarRender
 
-from ddptop.report.schema import ProjectionPoint, ScalingRow, Summary
+from ddptop.report.schema import ci_of, value_of, ProjectionPoint, ScalingRow, Summary
 from ddptop.tui import format as fmt
 
 CSS_PATH = Path(__file__).with_name("ascii.tcss")  # absolute: apps in other modules add it to theirs
@@ -68,7 +68,7 @@ def speedup_lines(summary: Summary, width: int, height: int) -> list[str]:
     sizes = sorted({1, *(r.world_size for t in tables for r in t.rows),
                     *(p.world_size for t in tables for p in _projected(t))})
     top = max([float(sizes[-1])] + [v for t in tables for r in t.rows
-                                    for v in [r.speedup, r.speedup_ci[1] if r.speedup_ci else None] if v])
+                                    for v in [value_of(r.speedup), (ci_of(r.speedup) or [0.0, 0.0])[1]] if v])
     top *= 1.1
     grid = [[" "] * plot_w for _ in range(plot_h)]
 
@@ -86,14 +86,14 @@ def speedup_lines(summary: Summary, width: int, height: int) -> list[str]:
         projected = _projected(table)
         points: list[ScalingRow | ProjectionPoint] = [*table.rows, *projected]
         for point in points:  # the 95% interval (the projection's range) first, marks over it
-            low, high = point.speedup_ci or (None, None)
+            low, high = ci_of(point.speedup) or (None, None)
             if low is not None and high is not None:
                 for y in range(row(high), row(low) + 1):
                     grid[y][col(point.world_size)] = "|"
         for projection in projected:
-            grid[row(projection.speedup or 0.0)][col(projection.world_size)] = "x"
+            grid[row(value_of(projection.speedup) or 0.0)][col(projection.world_size)] = "x"
         for r in table.rows:
-            grid[row(r.speedup or 0.0)][col(r.world_size)] = marks[index % len(marks)]
+            grid[row(value_of(r.speedup) or 0.0)][col(r.world_size)] = marks[index % len(marks)]
     lines = ["speedup vs N".center(width).rstrip()]
     for y in range(plot_h):
         label = f"{top * (plot_h - 1 - y) / (plot_h - 1):.2f}" if y in (0, plot_h // 2, plot_h - 1) else ""

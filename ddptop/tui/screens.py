@@ -16,7 +16,7 @@ from textual.widgets import Header, Static
 
 from ddptop.control import display_path
 from ddptop.report import sections, trace_tables
-from ddptop.report.schema import ProjectionPoint, ScalingRow, Summary, Trace
+from ddptop.report.schema import ci_of, value_of, ProjectionPoint, ScalingRow, Summary, Trace
 from ddptop.tui import ascii
 from ddptop.tui import format as fmt
 from ddptop.tui.footer import FittingFooter
@@ -179,21 +179,21 @@ class SummaryScreen(Screen[None]):
             xs = [r.world_size for r in rows]
             measured.update(xs)
             label = table.series_label()
-            plt.plot(xs, [r.speedup or 0.0 for r in rows], marker="dot", color=color, label=label)
+            plt.plot(xs, [value_of(r.speedup) or 0.0 for r in rows], marker="dot", color=color, label=label)
             projected = table.projection.points if table.projection else []
             points: list[ScalingRow | ProjectionPoint] = [*rows, *projected]
             for point in points:  # the 95% interval (the projection's range), a bar through the point
-                low, high = point.speedup_ci or (None, None)
+                low, high = ci_of(point.speedup) or (None, None)
                 if low is not None and high is not None:
                     plt.plot([point.world_size] * 2, [low, high], marker="│", color=color)
                     highest = max(highest, high)
-            highest = max(highest, *(r.speedup or 0.0 for r in rows))
+            highest = max(highest, *(value_of(r.speedup) or 0.0 for r in rows))
             if projected:  # a model, not a measurement: its own marker, said in the legend
                 plt.plot([rows[-1].world_size] + [p.world_size for p in projected],
-                         [rows[-1].speedup or 0.0] + [p.speedup or 0.0 for p in projected], marker="x", color=color,
+                         [rows[-1].speedup or 0.0] + [value_of(p.speedup) or 0.0 for p in projected], marker="x", color=color,
                          label=f"{label} projected")
                 measured.update(p.world_size for p in projected)
-                highest = max(highest, *(p.speedup or 0.0 for p in projected))
+                highest = max(highest, *(value_of(p.speedup) or 0.0 for p in projected))
         largest = max(measured)
         plt.plot([1, largest], [1, largest], color="gray", label="perfect")
         ticks = sorted(measured)

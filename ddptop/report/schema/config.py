@@ -1,0 +1,364 @@
+"""One configuration of the sweep as the summary holds it: its step figures, launches, communication, load,
+validity, straggler, FLOPs, verdict and what the probe saw of a user's script."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from ddptop.protocol.modelspec import is_script
+from ddptop.records import Estimate, Record
+from ddptop.report.schema.trace import Trace
+
+# --- one configuration ---------------------------------------------------------------------------------
+
+@dataclass(kw_only=True)
+class Percentiles(Record):
+    p50: float | None = None
+    p75: float | None = None
+    p90: float | None = None
+    p95: float | None = None
+    p99: float | None = None
+
+    def at(self, name: str) -> float | None:
+        """The percentile called ``name`` ("p90")."""
+        return {"p50": self.p50, "p75": self.p75, "p90": self.p90, "p95": self.p95, "p99": self.p99}.get(name)
+
+
+@dataclass(kw_only=True)
+class RankSpread(Record):
+    """The slowest rank's median against the others' (a straggler flag from the step times alone)."""
+    rank: int | None = None
+    ratio: Estimate | None = None
+    flagged: bool | None = None
+
+
+@dataclass(kw_only=True)
+class StepFigures(Record):
+    """A configuration's step times (every rank's measured steps) and what follows from them."""
+    n: int = 0
+    mean: float | None = None
+    std: float | None = None
+    min: float | None = None
+    max: float | None = None
+    sec_iter: Percentiles = field(default_factory=Percentiles)
+    ex_sec_replica: Percentiles = field(default_factory=Percentiles)
+    ex_sec_total: Percentiles = field(default_factory=Percentiles)
+    rank_medians: dict[str, float] = field(default_factory=dict)
+    straggler: RankSpread | None = None
+    p50_precision: float | None = None
+    p50_levels: str | None = None
+    # a transformer's (``analysis/tokens.py``): ex_sec_total x seq_len; absent for the image models
+    tok_sec_total: Percentiles | None = None
+    # the medians with their intervals: sec/iter, examples/s over all ranks and per rank, tokens/s
+    p50: Estimate | None = None
+    ex_sec_total_p50: Estimate | None = None
+    ex_sec_replica_p50: Estimate | None = None
+    tok_sec_total_p50: Estimate | None = None
+
+    _flat_intervals: ClassVar[dict[str, str]] = {"p50": "p50_ci"}
+    _flat_values: ClassVar[dict[str, tuple[str, str]]] = {
+        "p50": ("sec_iter", "p50"), "ex_sec_total_p50": ("ex_sec_total", "p50"),
+        "ex_sec_replica_p50": ("ex_sec_replica", "p50"), "tok_sec_total_p50": ("tok_sec_total", "p50")}
+
+
+@dataclass(kw_only=True)
+class LaunchUnit(Record):
+    """One torchrun launch of a configuration: judged on its own, and whether the figures use it."""
+    launch: str | None = None
+    disturbed: bool | None = None
+    reasons: list[str] = field(default_factory=list)
+    used: bool | None = None
+    steps: int | None = None
+    p50: Estimate | None = None
+    # per GPU index (a string) over the launch's window: busy SM clock, power, temperature, clock limits seen
+    gpu_state: dict[str, Any] | None = None
+    unsteady: list[str] = field(default_factory=list)  # why it was off the state its other launches ran at
+
+
+@dataclass(kw_only=True)
+class DdpLogging(Record):
+    """DDP's own averages (``_get_ddp_logging_data``)."""
+    forward_compute_s: float | None = None
+    backward_compute_s: float | None = None
+    backward_comm_s: float | None = None
+    backward_compute_comm_overlap_s: float | None = None
+
+
+@dataclass(kw_only=True)
+class Achieved(Record):
+    """The bus bandwidth DDP's bucket allreduces reached, and the collective kernel's at that size."""
+    algbw_gbs: float | None = None
+    busbw_gbs: float | None = None
+    collective_bytes: int | None = None
+    collective_busbw_gbs: float | None = None
+    share_of_collective: float | None = None
+    link: str | None = None
+    link_peak_gbs: float | None = None
+    link_share: float | None = None
+    link_why: str | None = None
+
+
+@dataclass(kw_only=True)
+class Buckets(Record):
+    """The gradient buckets' allreduces timed by a communication hook."""
+    steps: int | None = None
+    in_flight_s: float | None = None
+    bytes_per_step: float | None = None
+    mean_bucket_bytes: float | None = None
+    achieved: Achieved | None = None
+
+
+@dataclass(kw_only=True)
+class Communication(Record):
+    """Compute against communication: the step, the no_sync step, what is exposed."""
+    step_s: float | None = None
+    nosync_samples: int | None = None
+    compute_s: Estimate | None = None
+    exposed_comm_s: Estimate | None = None
+    exposed_comm_fraction: Estimate | None = None
+    allreduce_bytes_per_rank: float | None = None
+    ddp_logging: DdpLogging | None = None
+    buckets: Buckets | None = None
+
+
+@dataclass(kw_only=True)
+class RankLoad(Record):
+    pid: int | None = None
+    peak_rss_bytes: int | None = None
+    threads_max: int | None = None
+    gpu: int | None = None
+    cpu_mean: float | None = None
+    readings: int | None = None  # the readings behind cpu_mean
+
+
+@dataclass(kw_only=True)
+class GpuIdle(Record):
+    """The GPUs' idle share over every used launch's measured steps, the host-bound verdict's evidence
+    (``ddptop.analysis.step_bound.gpu_idle``)."""
+    share: Estimate | None = None
+    readings: int | None = None
+    blocks: int | None = None  # readings less than a second apart count as one
+    launches: int | None = None
+    rank_cpu_mean: float | None = None  # percent of one core, over the same readings
+
+
+@dataclass(kw_only=True)
+class WindowLoad(Record):
+    """The telemetry over a configuration's measured window."""
+    window_s: float | None = None
+    readings: int | None = None
+    coarse: bool | None = None
+    gpus: list[int] = field(default_factory=list)
+    util_mean: float | None = None
+    util_max: float | None = None
+    mem_peak_bytes: int | None = None
+    power_mean_w: float | None = None
+    energy_j: float | None = None
+    energy_source: str | None = None
+    energy_per_example_j: float | None = None
+    sm_active_mean: float | None = None
+    sm_occupancy_mean: float | None = None
+    tensor_active_mean: float | None = None
+    dram_active_mean: float | None = None
+    host_cpu_mean: float | None = None
+    ranks: dict[str, RankLoad] = field(default_factory=dict)
+    gpu_idle: GpuIdle | None = None
+    # the GPU memory peak the load table shows: NVML's mem_peak_bytes, or the allocator's peak where that is
+    # larger (mem_peak_source "nvml" or "allocator"; ddptop.report.tables.memory_peak_shown)
+    mem_peak_shown_bytes: int | None = None
+    mem_peak_source: str | None = None
+
+    def gpm(self, name: str) -> float | None:
+        """One of the GPM counters' means by its key (``sm_active_mean``...)."""
+        return {"sm_active_mean": self.sm_active_mean, "sm_occupancy_mean": self.sm_occupancy_mean,
+                "tensor_active_mean": self.tensor_active_mean, "dram_active_mean": self.dram_active_mean}[name]
+
+
+@dataclass(kw_only=True)
+class Validity(Record):
+    """Whether the node was quiet while the configuration was measured (``telemetry/validity.py``)."""
+    disturbed: bool | None = None
+    reasons: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(kw_only=True)
+class StragglerEvidence(Record):
+    """One way of telling a slow rank: its compute timed alone, how long the others wait, its step time."""
+    rank: int | None = None
+    ratio: Estimate | None = None
+    others_wait_s: Estimate | None = None
+    steps: int | None = None
+    too_few_steps: bool | None = None
+
+
+@dataclass(kw_only=True)
+class Unconfirmed(Record):
+    rank: int | None = None
+    evidence: str | None = None
+
+
+@dataclass(kw_only=True)
+class Straggler(Record):
+    """The straggler named (``analysis/stragglers.py``), or the evidence that names none."""
+    rank: int | None = None
+    evidence: str | None = None
+    unconfirmed: list[Unconfirmed] = field(default_factory=list)
+    compute: StragglerEvidence | None = None
+    allreduce_wait: StragglerEvidence | None = None
+    step_time: StragglerEvidence | None = None
+
+
+@dataclass(kw_only=True)
+class Flops(Record):
+    """FLOPs per step, FLOP/s achieved, and their share of the datasheet's and the measured peak."""
+    per_step: float | None = None
+    dtype: str | None = None
+    achieved_per_device: Estimate | None = None
+    achieved_total: float | None = None
+    device_name: str | None = None
+    datasheet_peak: float | None = None
+    datasheet_source: str | None = None
+    mfu_datasheet: Estimate | None = None
+    ceiling: float | None = None
+    mfu_ceiling: Estimate | None = None
+    source: str | None = None  # "counted" (torch's flop counter) or "workload" (its own flops(batch))
+    uncounted_ops: list[str] = field(default_factory=list)  # ran without a FLOP formula: counted as 0
+
+
+@dataclass(kw_only=True)
+class Verdict(Record):
+    """What bounds the step (``analysis/step_bound.py``)."""
+    kind: str | None = None
+    text: str = ""
+
+
+@dataclass(kw_only=True)
+class ScriptSeen(Record):
+    """What the probe saw of a user's script (``config_end.script``, docs/wire-format.md)."""
+    process_group: bool | None = None
+    group_world_size: int | None = None
+    launch_world_size: int | None = None
+    optimizer_steps: int | None = None
+    spawned: int | None = None
+    step_marks: str | None = None
+    device_name: str | None = None
+    probe_s: float | None = None
+    loaders: list[dict[str, Any]] = field(default_factory=list)
+
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"loaders"})
+
+
+@dataclass(kw_only=True)
+class RankShare(Record):
+    share: Estimate | None = None
+
+
+@dataclass(kw_only=True)
+class WaitStraggler(Record):
+    """The rank with the largest data wait against the others (``analysis/script_figures.py``)."""
+    rank: int | None = None
+    excess_share: Estimate | None = None
+    others_busy_longer_s: Estimate | None = None
+    flagged: bool | None = None
+    steps: int | None = None
+    too_few_steps: bool | None = None
+
+
+@dataclass(kw_only=True)
+class DataWait(Record):
+    """A script's wait for data as a share of its step, pooled over the ranks and per rank."""
+    share: Estimate | None = None
+    levels: str | None = None  # "launches" or "within launch"
+    launches: int | None = None
+    steps: int | None = None
+    per_rank: dict[str, RankShare] = field(default_factory=dict)
+    straggler: WaitStraggler | None = None
+
+
+@dataclass(kw_only=True)
+class StepLessWait(Record):
+    """A script's median step less its data wait, and its ratio to the smallest N's."""
+    median_s: Estimate | None = None
+    reference_world_size: int | None = None
+    levels: str | None = None
+    ratio: Estimate | None = None
+    min_effect: float | None = None
+    change: str | None = None  # uncertainty.verdict's words: slower (grew with N), equivalent, ...
+    per_example: bool | None = None  # compared per example a rank draws (its batch changed with N)
+
+
+@dataclass(kw_only=True)
+class Config(Record):
+    """One configuration of the sweep: its spec (``ddptop.run.plan_records.ConfigSpec.to_json``), how it ended,
+    its steps (every rank's, by launch) and the figures made from them."""
+    config_id: str = ""
+    model: str = ""
+    mode: str = "ddp"
+    batch_size: int = 0
+    global_batch: int = 0
+    world_size: int = 1
+    nnodes: int | None = None
+    backend: str = ""
+    device: str = ""
+    scaling: str = "weak"
+    image_size: int | None = None
+    bucket_cap_mb: float | None = None
+    amp: str | None = None
+    channels_last: bool | None = None
+    variant: str = "default"  # the DDP variant measured (ddptop tune; ddptop.protocol.variants)
+    label: str = ""
+    status: str = ""
+    reason: str | None = None
+    launch: str | None = None
+    params: int | None = None
+    grad_bytes: int | None = None
+    notes: list[str] = field(default_factory=list)
+    measured_iters: int | None = None
+    stop_reason: str | None = None
+    unstable: bool | None = None
+    peak_memory_bytes: int | None = None
+    analysis_error: str | None = None
+    stats: StepFigures | None = None
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    launches: list[LaunchUnit] = field(default_factory=list)
+    launch_of_steps: dict[str, list[list[int]]] | None = None
+    communication: Communication | None = None
+    telemetry: WindowLoad | None = None
+    validity: Validity | None = None
+    straggler: Straggler | None = None
+    flops: Flops | None = None
+    verdict: Verdict | None = None
+    seq_len: int | None = None  # tokens per example of a transformer model; None for the image models
+    tokens_per_example: float | None = None  # a transformer's seq_len, a workload's tokens(batch) / batch
+    flops_note: str | None = None  # why the step's FLOPs were not counted
+    hf_config: dict[str, Any] | None = None  # an hf: model's config overrides from the plan
+    strategy: str = "ddp"  # ddp, zero1, fsdp2, fsdp2_no_reshard (ddptop.protocol.strategies)
+    # the CPU's per-rank memory, counted by the kernel (no allocator peak there): the rank that holds most,
+    # every rank's, and the breakdown by kind (parameters, gradients, optimizer_state, gathered, inputs,
+    # activations)
+    counted_memory_bytes: int | None = None
+    counted_memory_per_rank: dict[str, int] | None = None
+    counted_memory: dict[str, int] | None = None
+    trace: Trace | None = None  # the profiler trace taken after the measured steps, and its breakdown
+    threads: int = 0  # each rank's threads in a thread sweep (--threads); 0: the plan's threads_per_rank
+    # a user's script's (``ddptop run -- train.py``; ``build._script_fields``, ``analysis/script_figures.py``):
+    # each measured step's data wait, examples and tokens per rank, what the probe saw, who ended it, what the
+    # probe lost, the command, and the figures made of them
+    step_values: dict[str, dict[str, list[Any]]] | None = None
+    script: ScriptSeen | None = None
+    script_per_rank: dict[str, ScriptSeen] | None = None
+    ended_by: str | None = None
+    probe_notes: list[str] | None = None
+    command: list[str] | None = None
+    data_wait: DataWait | None = None
+    step_less_wait: StepLessWait | None = None
+
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({
+        "trace", "threads", "step_values", "script", "script_per_rank", "ended_by", "probe_notes", "command",
+        "data_wait", "step_less_wait"})
+
+    @property
+    def is_script(self) -> bool:
+        return is_script(self.model)
