@@ -17,7 +17,7 @@ import random
 
 import pytest
 
-from ddptop.analysis import scaling, script_figures, script_steps, stats, step_bound
+from ddptop.analysis import scaling, script_figures, script_steps, stats, step_bound, step_change
 from ddptop.report import blocks, csv_table, scaling_tables, script_tables
 from ddptop.report.schema import Summary
 from tests.conftest import REPO, ddptop, processes_mentioning
@@ -176,6 +176,39 @@ def test_a_step_that_does_not_grow_is_compute_bound_and_noise_is_called_noise():
                       script_entry(2, busy_s=0.011, noise=0.5, steps=6, launches=2, seed=1))
     assert noisy["step_less_wait"]["change"] == "within noise"
     assert noisy["verdict"]["text"].startswith("scaling within noise")
+
+
+def test_a_step_less_wait_that_shrank_is_said_to_have_shrunk_never_to_be_within_the_margin():
+    """0.76x N=1's with an interval far below 1 - 2%: the verdict and the table say it shrank, as the numbers do."""
+    _, two = judged(script_entry(1, busy_s=0.010, wait_s=0.0002), script_entry(2, busy_s=0.0076, wait_s=0.0002))
+    less = two["step_less_wait"]
+    assert less["ratio"] == pytest.approx(0.76, rel=0.03) and less["ratio_ci"][1] < 1 - less["min_effect"]
+    text = two["verdict"]["text"]
+    assert "within 2%" not in text and "shrank beyond noise (by more than 2%)" in text, text
+    assert two["verdict"]["kind"] == step_bound.COMPUTE  # not grown: the ranks do not wait on each other
+    summary = Summary.from_json({"configs": [dict(two)]})
+    assert "(shrank)" in script_tables._against_reference(summary.configs[0])
+
+
+@pytest.mark.parametrize(("interval", "words", "short"), [
+    ([1.05, 1.20], "grew beyond noise (by more than 2%)", "grew"),
+    ([0.69, 0.82], "shrank beyond noise (by more than 2%)", "shrank"),
+    ([0.99, 1.01], "within 2% of it", "within ±2%"),
+    ([1.01, 1.03], "whether it changed by more than 2% cannot be told from noise", "within noise"),
+    ([0.90, 1.10], "whether it changed by more than 2% cannot be told from noise", "within noise"),
+    (None, "no interval to tell a change from noise", "no interval"),
+])
+def test_a_ratio_s_change_is_worded_from_its_interval_alone(interval, words, short):
+    assert step_change.change_words(interval, 0.02) == words
+    assert step_change.change_words(interval, 0.02, short=True) == short
+
+
+def test_a_step_less_wait_within_noise_says_so_and_not_within_the_margin():
+    entry = {"ratio": 1.0, "ratio_ci": [0.9, 1.1], "min_effect": 0.02, "change": "within noise",
+             "reference_world_size": 1}
+    one = {**script_entry(2), "step_less_wait": entry, "data_wait": None}
+    text = step_bound.script_verdict(one)["text"]
+    assert text.startswith("scaling within noise") and "cannot be told from noise" in text and "within 2%" not in text
 
 
 def test_strong_scaling_compares_the_step_per_example_a_rank_draws():

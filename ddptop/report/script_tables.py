@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from ddptop import units
 from ddptop.analysis import script_steps
+from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT, change_words
 from ddptop.report.blocks import Block, Items, Lines, Note, Part, Table
 from ddptop.report.schema import Config, Summary
 
@@ -37,7 +38,8 @@ def _against_reference(entry: Config) -> str:
         return "reference" if less else units.DASH
     ratio = units.with_interval(less.ratio, less.ratio_ci, lambda v: units.number(v, 2, "x"))
     per = " per example" if less.per_example else ""
-    return f"{ratio}{per} ({less.change})"
+    margin = less.min_effect if less.min_effect is not None else DEFAULT_MIN_EFFECT
+    return f"{ratio}{per} ({change_words(less.ratio_ci, margin, short=True)})"
 
 
 def data_wait_rows(configs: list[Config]) -> list[tuple[str, ...]]:
