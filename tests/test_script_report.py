@@ -15,6 +15,7 @@ import json
 import os
 import random
 
+import numpy
 import pytest
 
 from ddptop.analysis import scaling, script_figures, script_steps, stats, step_bound, step_change
@@ -240,6 +241,34 @@ def test_a_script_without_a_process_group_is_not_data_parallel_and_its_rows_not_
     # a group of its own size on every rank is each rank alone too
     own = {"process_group": True, "group_world_size": 1, "launch_world_size": 2}
     assert "its process group has 1 rank, the launch 2" in script_steps.data_parallel_problem(own)
+
+
+def test_a_table_that_is_not_data_parallel_fits_projects_and_models_nothing():
+    """'No scaling to judge' stands alone: no Amdahl fit, no Karp-Flatt, no projection beyond the node, no
+    gradients synchronised per epoch, in summary.json's table as in the report, with intervals or without."""
+    alone = {"process_group": False, "group_world_size": None, "launch_world_size": 2, "spawned": 0}
+    entries = [script_entry(1, seen={**alone, "launch_world_size": 1}), script_entry(2, seen=alone)]
+    for entry in entries:  # what a projection and the epoch's figures would be made of
+        entry.update(grad_bytes=4_000_000, params=1_000_000, communication={"compute_s": 0.009})
+    judged(*entries)
+    replicates = {e["config_id"]: numpy.array([e["stats"]["sec_iter"]["p50"] * (1 + 0.01 * k) for k in (-1, 0, 1)])
+                  for e in entries}
+    for found in (scaling.scaling_tables(entries, Plan()), scaling.scaling_tables(entries, Plan(), replicates)):
+        (table,) = found
+        assert table["recommendation"].startswith("No scaling to judge")
+        assert table["amdahl"] is None and table["projection"] is None
+        assert all(r["karp_flatt"] is None and r.get("karp_flatt_ci") is None and r["epoch"] is None
+                   for r in table["rows"])
+        summary = Summary.from_json(json.loads(json.dumps({"configs": entries, "scaling": [table]})))
+        text = blocks.text(scaling_tables.scaling_block(summary))
+        assert "No scaling to judge" in text
+        assert not any(word in text for word in ("Amdahl", "Projected", "can never pass", "Per epoch")), text
+    # the same rows from ranks that train together are fitted: the refusal, not the rows, leaves the fit out
+    together = [script_entry(1), script_entry(2)]
+    for entry in together:
+        entry.update(grad_bytes=4_000_000, params=1_000_000, communication={"compute_s": 0.009})
+    (table,) = scaling.scaling_tables(judged(*together), Plan())
+    assert table["amdahl"] is not None and table["projection"] is not None
 
 
 def test_a_script_that_spawns_its_own_processes_says_the_probe_sees_none_of_their_steps():
