@@ -10,6 +10,7 @@ import os
 import pytest
 from rich.text import Text
 
+from ddptop import units
 from ddptop.report import (build, csv_table, environment_tables, keys, launch_tables, problem_tables, sections,
                            store)
 from ddptop.report.schema import Summary
@@ -158,3 +159,18 @@ def test_screen_sections_draw_what_the_summary_screen_drew(summary, document, wi
     assert "No scaling table" in _screen(empty, with_topology).plain
     headings = [(heading, style) for heading, _, style in sections.screen_sections(summary, with_topology) if heading]
     assert headings == [("Not measured in full:\n", "bold yellow")]
+
+
+def test_the_step_time_block_says_its_ex_sec_is_per_rank_and_the_scaling_table_of_all_ranks(summary):
+    """One run, two ex/sec: the percentile block's is one rank's (batch per rank over the step), the scaling
+    table's all ranks'; each header says which, in the terminal and in summary.md alike."""
+    text = sections.text_of("benchmark", summary)
+    header = next(line for line in text.splitlines() if "sec/iter" in line)
+    assert header.count("sec/iter") == 4 and header.count("ex/sec per rank") == 4, header
+    assert "\n".join(sections.markdown_of("benchmark", summary)).count("ex/sec per rank") == 4
+    two = next(e for e in summary.configs if e.world_size == 2 and e.mode == "ddp")
+    row = next(line for line in text.splitlines() if f"-- {two.label:>8s}:" in line)
+    per_rank = f"{units.rate(two.batch_size / two.stats.sec_iter.p50)}/s"
+    # the figure is one rank's, and it ends where its header does
+    assert row.index(per_rank) + len(per_rank) == header.index("ex/sec per rank") + len("ex/sec per rank")
+    assert "ex/sec (all ranks)" in sections.text_of("scaling", summary)
