@@ -322,3 +322,74 @@ def test_examples_train_with_a_slow_transform_is_input_bound_and_with_a_fast_one
     assert "num_workers > 0" in slow[2]["text"]
     fast, report = _verdicts(tmp_path, "fast", "--batch-size", "8", "--hidden", "2048", "--transform-ms", "0")
     assert all(v["kind"] != step_bound.INPUT for v in fast.values()), report
+
+
+# -- counts over a configuration's launches -----------------------------------------------------------------------
+
+
+def _two_launch_run(tmp_path, steps=(30, 30), notes=("batch timing off from step 7", None)) -> str:
+    """A script's run directory at N=2 measured in two launches (``--launches 2``), each rank's probe ending
+    each launch with what it saw: ``steps[i]`` optimizer steps and ``notes[i]`` in launch i."""
+    from ddptop.protocol.wire import EventWriter
+    from ddptop.run import rundir
+    from ddptop.run.plan import PlanOptions, build_plan
+    from ddptop.run.session import Session
+    from ddptop.telemetry.inventory import Inventory
+
+    plan = build_plan(PlanOptions(script=[TRAIN], world_sizes=[2], iters=10, warmup=1, launches=2),
+                      Inventory(problem="test"), cpu_count=2)
+    session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), plan.name))
+    for number, launch in enumerate(plan.launches(), 1):
+        (config,) = launch.configs
+        name = f"{number:02d}-{launch.launch_key}"
+        session.mark(what="launch_start", launch=name, world_size=2, backend=launch.backend, configs=[config.config_id])
+        path = rundir.launch_dir(session.run_dir, number, launch.launch_key, 0)
+        for rank in range(2):
+            writer = EventWriter(os.path.join(path, "events", f"rank-{rank}.jsonl"), rank, 0.0)
+            writer.emit("hello", world_size=2, host=os.uname().nodename, pid=os.getpid(), device="cpu", local_rank=rank)
+            writer.emit("config_start", config_id=config.config_id, warmup=1, iters=10, command=[TRAIN],
+                        round=number - 1, rounds=2)
+            writer.emit("samples", config_id=config.config_id, phase="measure", first_iter=0, sec=[0.02] * 10,
+                        data_wait=[0.001] * 10, examples=[8] * 10, round=number - 1)
+            seen = {"process_group": True, "group_world_size": 2, "launch_world_size": 2,
+                    "optimizer_steps": steps[number - 1], "spawned": 0, "step_marks": "optimizer", "loaders": []}
+            writer.emit("config_end", config_id=config.config_id, status="ok", iters=10, round=number - 1,
+                        last=number == 2, rounds=2, ended_by="ddptop", script=seen,
+                        **({"note": notes[number - 1]} if notes[number - 1] else {}))
+            writer.close()
+        session.mark(what="launch_end", launch=name, exit_code=0, status="ok")
+    session.refresh()
+    session.close()
+    return session.run_dir
+
+
+def test_a_configuration_s_optimizer_steps_and_probe_notes_are_counted_over_all_its_launches(tmp_path):
+    """Two launches of 30 optimizer steps each: the configuration saw 60, said with each launch's count; a note
+    the probe made in the first launch only is the configuration's too."""
+    from ddptop.report import build
+
+    summary, _ = build.load_target(_two_launch_run(tmp_path), rebuild=True)
+    (entry,) = summary.configs
+    assert entry.script.optimizer_steps == 60 and entry.script.optimizer_steps_per_launch == [30, 30]
+    assert all(seen.optimizer_steps == 60 for seen in entry.script_per_rank.values())
+    assert entry.probe_notes == ["batch timing off from step 7"]
+    details = script_tables.seen_details(entry)
+    assert "steps marked by the optimizer step, 60 optimizer steps seen over 2 launches (30, 30)" in details
+    written = json.loads(json.dumps(summary.to_json()))
+    assert json.loads(json.dumps(Summary.from_json(written).to_json())) == written  # read and written alike
+
+
+def test_one_launch_s_optimizer_steps_are_said_without_a_list_of_launches():
+    seen = script_steps.seen_over_launches([{"optimizer_steps": 30, "spawned": 0, "process_group": True}])
+    assert seen == {"optimizer_steps": 30, "spawned": 0, "process_group": True}
+    entry = Summary.from_json({"configs": [script_entry(2, seen={**seen, "step_marks": "optimizer"})]}).configs[0]
+    assert "steps marked by the optimizer step, 30 optimizer steps seen" in script_tables.seen_details(entry)
+
+
+def test_a_launch_that_was_not_data_parallel_or_spawned_is_the_configuration_s_too():
+    alone = {"process_group": False, "group_world_size": None, "launch_world_size": 2, "optimizer_steps": 5,
+             "spawned": 1}
+    fine = {"process_group": True, "group_world_size": 2, "launch_world_size": 2, "optimizer_steps": 7, "spawned": 0}
+    seen = script_steps.seen_over_launches([alone, fine])
+    assert script_steps.data_parallel_problem(seen) == script_steps.data_parallel_problem(alone)
+    assert seen["spawned"] == 1 and seen["optimizer_steps"] == 12 and seen["optimizer_steps_per_launch"] == [5, 7]

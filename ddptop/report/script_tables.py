@@ -93,7 +93,7 @@ def seen_details(entry: Config) -> list[str]:
         details.append(ended)
     if entry.script and entry.script.step_marks:
         details.append(f"steps marked by {'ddptop_probe.step' if entry.script.step_marks == 'explicit' else 'the optimizer step'}"
-                       f", {entry.script.optimizer_steps} optimizer steps seen")
+                       f", {script_steps.optimizer_steps_words(entry.script.to_json())}")
     loaders = _loaders(entry)
     if loaders:
         details.append(loaders)
