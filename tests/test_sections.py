@@ -11,8 +11,8 @@ import pytest
 from rich.text import Text
 
 from ddptop import units
-from ddptop.report import (build, csv_table, environment_tables, keys, launch_tables, problem_tables, sections,
-                           store)
+from ddptop.report import (blocks, build, cells, csv_table, environment_tables, keys, launch_tables, load_tables,
+                           problem_tables, sections, store)
 from ddptop.report.schema import Summary
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -174,3 +174,26 @@ def test_the_step_time_block_says_its_ex_sec_is_per_rank_and_the_scaling_table_o
     # the figure is one rank's, and it ends where its header does
     assert row.index(per_rank) + len(per_rank) == header.index("ex/sec per rank") + len("ex/sec per rank")
     assert "ex/sec (all ranks)" in sections.text_of("scaling", summary)
+
+
+def test_the_load_table_has_a_row_or_a_note_for_every_configuration(document):
+    """A configuration without a telemetry reading in its measured window, and one not measured, are named
+    under the load table with why they have no row (their note was stored, never printed)."""
+    document = copy.deepcopy(document)
+    quiet, lost = document["configs"][1], document["configs"][-1]
+    quiet["telemetry"] = None
+    quiet["validity"] = {"disturbed": False, "reasons": [], "readings": 0,
+                         "notes": ["not checked: no telemetry reading during the measured steps"]}
+    lost.update(stats=None, telemetry=None, validity=None, status="failed")
+    summary = Summary.from_json(document)
+    text = blocks.text(load_tables.load_block(summary))
+    names = [cells.config_name(e) for e in summary.configs]
+    listed = [name for name in names if any(line.strip().startswith(name) for line in text.splitlines())]
+    assert listed == [names[0]] + names[2:-1]  # the rows: every configuration with its figures
+    assert (f"{names[1]} (not checked: no telemetry reading during the measured steps)" in text
+            and f"{names[-1]} (not measured: failed)" in text), text
+    # with no configuration read at all, the block still says why each has no row
+    for entry in document["configs"]:
+        entry["telemetry"] = None
+    text = blocks.text(load_tables.load_block(Summary.from_json(document)))
+    assert all(name in text for name in names), text
