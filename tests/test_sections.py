@@ -11,8 +11,8 @@ import pytest
 from rich.text import Text
 
 from ddptop import units
-from ddptop.report import (blocks, build, cells, csv_table, environment_tables, keys, launch_tables, load_tables,
-                           problem_tables, sections, store)
+from ddptop.report import (blocks, build, cells, communication_tables, compute_tables, csv_table, environment_tables,
+                           keys, launch_tables, load_tables, problem_tables, sections, store)
 from ddptop.report.schema import Summary
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -197,3 +197,21 @@ def test_the_load_table_has_a_row_or_a_note_for_every_configuration(document):
         entry["telemetry"] = None
     text = blocks.text(load_tables.load_block(Summary.from_json(document)))
     assert all(name in text for name in names), text
+
+
+def test_the_communication_and_compute_tables_name_every_configuration_they_have_no_row_for(document):
+    document = copy.deepcopy(document)
+    plain, one, two = document["configs"]
+    plain["communication"] = None  # no DDP: nothing synchronised
+    two.update(stats=None, communication=None, status="failed")
+    flops = {"per_step": 2e9, "dtype": "fp32", "achieved_per_device": 1e10, "achieved_total": 1e10}
+    plain["flops"], one["flops"], two["flops"] = flops, None, None
+    one["flops_note"] = "the counter failed: no formula"
+    summary = Summary.from_json(document)
+    names = [cells.config_name(e) for e in summary.configs]
+    text = blocks.text(communication_tables.communication_block(summary))
+    assert (f"No row for {names[0]} (no DDP: no gradients synchronised); {names[2]} (not measured: failed)."
+            in text), text
+    text = blocks.text(compute_tables.compute_block(summary))
+    assert (f"No row for {names[1]} (no FLOP count: the counter failed: no formula); {names[2]} "
+            "(not measured: failed)." in text), text
