@@ -393,3 +393,10 @@ def test_a_launch_that_was_not_data_parallel_or_spawned_is_the_configuration_s_t
     seen = script_steps.seen_over_launches([alone, fine])
     assert script_steps.data_parallel_problem(seen) == script_steps.data_parallel_problem(alone)
     assert seen["spawned"] == 1 and seen["optimizer_steps"] == 12 and seen["optimizer_steps_per_launch"] == [5, 7]
+
+
+def test_a_script_configuration_not_measured_is_named_under_the_data_wait_table():
+    measured, lost = judged(script_entry(1), script_entry(2))
+    lost.update(stats=None, status="failed", data_wait=None, step_less_wait=None)
+    text = blocks.text(script_tables.script_block(Summary.from_json({"configs": [measured, lost]})))
+    assert f"No row for 1M/2P {MODEL} bs32 (not measured: failed)." in text, text

@@ -9,6 +9,7 @@ from ddptop import units
 from ddptop.analysis import script_steps
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT, change_words
 from ddptop.report.blocks import Block, Items, Lines, Note, Part, Table
+from ddptop.report.cells import not_measured, unlisted_note
 from ddptop.report.schema import Config, Summary
 
 DATA_WAIT_HEADER = ("N", "examples per rank per step", "data wait (share of step)", "per rank",
@@ -116,12 +117,15 @@ def script_block(summary: Summary) -> Block:
         parts.append(Lines([f"command: {command}" for command in commands]))
     groups: dict[tuple, list[Config]] = {}
     for entry in scripts:
-        if entry.stats:  # a configuration not measured (yet) has no row, its status is said elsewhere
+        if entry.stats:  # a configuration not measured (yet) has no row: named under the table
             groups.setdefault((entry.model, entry.backend, entry.device), []).append(entry)
     for members in groups.values():
         parts.append(Table(DATA_WAIT_HEADER, data_wait_rows(members)))
     if groups:
         parts.append(Note(DATA_WAIT_NOTE))
+    missing = unlisted_note(scripts, {e.config_id for e in scripts if e.stats}, lambda e: not_measured(e) or "")
+    if missing:
+        parts.append(Note(missing))
     items = [(entry.config_id, f"N={entry.world_size}", seen_details(entry)) for entry in scripts]
     parts.append(Items([item for item in items if item[2]]))
     return Block("The script: data wait and what the probe saw", parts)
