@@ -15,9 +15,10 @@ import json
 import os
 import random
 
+import numpy
 import pytest
 
-from ddptop.analysis import scaling, script_figures, script_steps, stats, step_bound
+from ddptop.analysis import scaling, script_figures, script_steps, stats, step_bound, step_change
 from ddptop.report import blocks, csv_table, scaling_tables, script_tables
 from ddptop.report.schema import Summary
 from tests.conftest import REPO, ddptop, processes_mentioning
@@ -178,6 +179,39 @@ def test_a_step_that_does_not_grow_is_compute_bound_and_noise_is_called_noise():
     assert noisy["verdict"]["text"].startswith("scaling within noise")
 
 
+def test_a_step_less_wait_that_shrank_is_said_to_have_shrunk_never_to_be_within_the_margin():
+    """0.76x N=1's with an interval far below 1 - 2%: the verdict and the table say it shrank, as the numbers do."""
+    _, two = judged(script_entry(1, busy_s=0.010, wait_s=0.0002), script_entry(2, busy_s=0.0076, wait_s=0.0002))
+    less = two["step_less_wait"]
+    assert less["ratio"] == pytest.approx(0.76, rel=0.03) and less["ratio_ci"][1] < 1 - less["min_effect"]
+    text = two["verdict"]["text"]
+    assert "within 2%" not in text and "shrank beyond noise (by more than 2%)" in text, text
+    assert two["verdict"]["kind"] == step_bound.COMPUTE  # not grown: the ranks do not wait on each other
+    summary = Summary.from_json({"configs": [dict(two)]})
+    assert "(shrank)" in script_tables._against_reference(summary.configs[0])
+
+
+@pytest.mark.parametrize(("interval", "words", "short"), [
+    ([1.05, 1.20], "grew beyond noise (by more than 2%)", "grew"),
+    ([0.69, 0.82], "shrank beyond noise (by more than 2%)", "shrank"),
+    ([0.99, 1.01], "within 2% of it", "within ±2%"),
+    ([1.01, 1.03], "whether it changed by more than 2% cannot be told from noise", "within noise"),
+    ([0.90, 1.10], "whether it changed by more than 2% cannot be told from noise", "within noise"),
+    (None, "no interval to tell a change from noise", "no interval"),
+])
+def test_a_ratio_s_change_is_worded_from_its_interval_alone(interval, words, short):
+    assert step_change.change_words(interval, 0.02) == words
+    assert step_change.change_words(interval, 0.02, short=True) == short
+
+
+def test_a_step_less_wait_within_noise_says_so_and_not_within_the_margin():
+    entry = {"ratio": 1.0, "ratio_ci": [0.9, 1.1], "min_effect": 0.02, "change": "within noise",
+             "reference_world_size": 1}
+    one = {**script_entry(2), "step_less_wait": entry, "data_wait": None}
+    text = step_bound.script_verdict(one)["text"]
+    assert text.startswith("scaling within noise") and "cannot be told from noise" in text and "within 2%" not in text
+
+
 def test_strong_scaling_compares_the_step_per_example_a_rank_draws():
     """Half the batch per rank at N=2 in half the time: the step per example did not grow."""
     _, two = judged(script_entry(1, batch=64, busy_s=0.020), script_entry(2, batch=32, busy_s=0.010))
@@ -207,6 +241,34 @@ def test_a_script_without_a_process_group_is_not_data_parallel_and_its_rows_not_
     # a group of its own size on every rank is each rank alone too
     own = {"process_group": True, "group_world_size": 1, "launch_world_size": 2}
     assert "its process group has 1 rank, the launch 2" in script_steps.data_parallel_problem(own)
+
+
+def test_a_table_that_is_not_data_parallel_fits_projects_and_models_nothing():
+    """'No scaling to judge' stands alone: no Amdahl fit, no Karp-Flatt, no projection beyond the node, no
+    gradients synchronised per epoch, in summary.json's table as in the report, with intervals or without."""
+    alone = {"process_group": False, "group_world_size": None, "launch_world_size": 2, "spawned": 0}
+    entries = [script_entry(1, seen={**alone, "launch_world_size": 1}), script_entry(2, seen=alone)]
+    for entry in entries:  # what a projection and the epoch's figures would be made of
+        entry.update(grad_bytes=4_000_000, params=1_000_000, communication={"compute_s": 0.009})
+    judged(*entries)
+    replicates = {e["config_id"]: numpy.array([e["stats"]["sec_iter"]["p50"] * (1 + 0.01 * k) for k in (-1, 0, 1)])
+                  for e in entries}
+    for found in (scaling.scaling_tables(entries, Plan()), scaling.scaling_tables(entries, Plan(), replicates)):
+        (table,) = found
+        assert table["recommendation"].startswith("No scaling to judge")
+        assert table["amdahl"] is None and table["projection"] is None
+        assert all(r["karp_flatt"] is None and r.get("karp_flatt_ci") is None and r["epoch"] is None
+                   for r in table["rows"])
+        summary = Summary.from_json(json.loads(json.dumps({"configs": entries, "scaling": [table]})))
+        text = blocks.text(scaling_tables.scaling_block(summary))
+        assert "No scaling to judge" in text
+        assert not any(word in text for word in ("Amdahl", "Projected", "can never pass", "Per epoch")), text
+    # the same rows from ranks that train together are fitted: the refusal, not the rows, leaves the fit out
+    together = [script_entry(1), script_entry(2)]
+    for entry in together:
+        entry.update(grad_bytes=4_000_000, params=1_000_000, communication={"compute_s": 0.009})
+    (table,) = scaling.scaling_tables(judged(*together), Plan())
+    assert table["amdahl"] is not None and table["projection"] is not None
 
 
 def test_a_script_that_spawns_its_own_processes_says_the_probe_sees_none_of_their_steps():
@@ -260,3 +322,81 @@ def test_examples_train_with_a_slow_transform_is_input_bound_and_with_a_fast_one
     assert "num_workers > 0" in slow[2]["text"]
     fast, report = _verdicts(tmp_path, "fast", "--batch-size", "8", "--hidden", "2048", "--transform-ms", "0")
     assert all(v["kind"] != step_bound.INPUT for v in fast.values()), report
+
+
+# -- counts over a configuration's launches -----------------------------------------------------------------------
+
+
+def _two_launch_run(tmp_path, steps=(30, 30), notes=("batch timing off from step 7", None)) -> str:
+    """A script's run directory at N=2 measured in two launches (``--launches 2``), each rank's probe ending
+    each launch with what it saw: ``steps[i]`` optimizer steps and ``notes[i]`` in launch i."""
+    from ddptop.protocol.wire import EventWriter
+    from ddptop.run import rundir
+    from ddptop.run.plan import PlanOptions, build_plan
+    from ddptop.run.session import Session
+    from ddptop.telemetry.inventory import Inventory
+
+    plan = build_plan(PlanOptions(script=[TRAIN], world_sizes=[2], iters=10, warmup=1, launches=2),
+                      Inventory(problem="test"), cpu_count=2)
+    session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), plan.name))
+    for number, launch in enumerate(plan.launches(), 1):
+        (config,) = launch.configs
+        name = f"{number:02d}-{launch.launch_key}"
+        session.mark(what="launch_start", launch=name, world_size=2, backend=launch.backend, configs=[config.config_id])
+        path = rundir.launch_dir(session.run_dir, number, launch.launch_key, 0)
+        for rank in range(2):
+            writer = EventWriter(os.path.join(path, "events", f"rank-{rank}.jsonl"), rank, 0.0)
+            writer.emit("hello", world_size=2, host=os.uname().nodename, pid=os.getpid(), device="cpu", local_rank=rank)
+            writer.emit("config_start", config_id=config.config_id, warmup=1, iters=10, command=[TRAIN],
+                        round=number - 1, rounds=2)
+            writer.emit("samples", config_id=config.config_id, phase="measure", first_iter=0, sec=[0.02] * 10,
+                        data_wait=[0.001] * 10, examples=[8] * 10, round=number - 1)
+            seen = {"process_group": True, "group_world_size": 2, "launch_world_size": 2,
+                    "optimizer_steps": steps[number - 1], "spawned": 0, "step_marks": "optimizer", "loaders": []}
+            writer.emit("config_end", config_id=config.config_id, status="ok", iters=10, round=number - 1,
+                        last=number == 2, rounds=2, ended_by="ddptop", script=seen,
+                        **({"note": notes[number - 1]} if notes[number - 1] else {}))
+            writer.close()
+        session.mark(what="launch_end", launch=name, exit_code=0, status="ok")
+    session.refresh()
+    session.close()
+    return session.run_dir
+
+
+def test_a_configuration_s_optimizer_steps_and_probe_notes_are_counted_over_all_its_launches(tmp_path):
+    """Two launches of 30 optimizer steps each: the configuration saw 60, said with each launch's count; a note
+    the probe made in the first launch only is the configuration's too."""
+    from ddptop.report import build
+
+    summary, _ = build.load_target(_two_launch_run(tmp_path), rebuild=True)
+    (entry,) = summary.configs
+    assert entry.script.optimizer_steps == 60 and entry.script.optimizer_steps_per_launch == [30, 30]
+    assert all(seen.optimizer_steps == 60 for seen in entry.script_per_rank.values())
+    assert entry.probe_notes == ["batch timing off from step 7"]
+    details = script_tables.seen_details(entry)
+    assert "steps marked by the optimizer step, 60 optimizer steps seen over 2 launches (30, 30)" in details
+    written = json.loads(json.dumps(summary.to_json()))
+    assert json.loads(json.dumps(Summary.from_json(written).to_json())) == written  # read and written alike
+
+
+def test_one_launch_s_optimizer_steps_are_said_without_a_list_of_launches():
+    seen = script_steps.seen_over_launches([{"optimizer_steps": 30, "spawned": 0, "process_group": True}])
+    assert seen == {"optimizer_steps": 30, "spawned": 0, "process_group": True}
+    entry = Summary.from_json({"configs": [script_entry(2, seen={**seen, "step_marks": "optimizer"})]}).configs[0]
+    assert "steps marked by the optimizer step, 30 optimizer steps seen" in script_tables.seen_details(entry)
+
+
+def test_a_launch_that_was_not_data_parallel_or_spawned_is_the_configuration_s_too():
+    alone = {"process_group": False, "group_world_size": None, "launch_world_size": 2, "optimizer_steps": 5,
+             "spawned": 1}
+    fine = {"process_group": True, "group_world_size": 2, "launch_world_size": 2, "optimizer_steps": 7, "spawned": 0}
+    seen = script_steps.seen_over_launches([alone, fine])
+    assert script_steps.data_parallel_problem(seen) == script_steps.data_parallel_problem(alone)
+    assert seen["spawned"] == 1 and seen["optimizer_steps"] == 12 and seen["optimizer_steps_per_launch"] == [5, 7]
+
+
+def test_a_script_configuration_not_measured_is_named_under_the_data_wait_table():
+    measured, lost = judged(script_entry(1), script_entry(2))
+    lost.update(stats=None, status="failed", data_wait=None, step_less_wait=None)
+    text = blocks.text(script_tables.script_block(Summary.from_json({"configs": [measured, lost]})))
+    assert f"No row for 1M/2P {MODEL} bs32 (not measured: failed)." in text, text

@@ -10,8 +10,9 @@ import os
 import pytest
 from rich.text import Text
 
-from ddptop.report import (build, csv_table, environment_tables, keys, launch_tables, problem_tables, sections,
-                           store)
+from ddptop import units
+from ddptop.report import (blocks, build, cells, communication_tables, compute_tables, csv_table, environment_tables,
+                           keys, launch_tables, load_tables, problem_tables, sections, store)
 from ddptop.report.schema import Summary
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -162,3 +163,59 @@ def test_screen_sections_draw_what_the_summary_screen_drew(summary, document, wi
     assert "No scaling table" in _screen(empty, with_topology).plain
     headings = [(heading, style) for heading, _, style in sections.screen_sections(summary, with_topology) if heading]
     assert headings == [("Not measured in full:\n", "bold yellow")]
+
+
+def test_the_step_time_block_says_its_ex_sec_is_per_rank_and_the_scaling_table_of_all_ranks(summary):
+    """One run, two ex/sec: the percentile block's is one rank's (batch per rank over the step), the scaling
+    table's all ranks'; each header says which, in the terminal and in summary.md alike."""
+    text = sections.text_of("benchmark", summary)
+    header = next(line for line in text.splitlines() if "sec/iter" in line)
+    assert header.count("sec/iter") == 4 and header.count("ex/sec per rank") == 4, header
+    assert "\n".join(sections.markdown_of("benchmark", summary)).count("ex/sec per rank") == 4
+    two = next(e for e in summary.configs if e.world_size == 2 and e.mode == "ddp")
+    row = next(line for line in text.splitlines() if f"-- {two.label:>8s}:" in line)
+    per_rank = f"{units.rate(two.batch_size / two.stats.sec_iter.p50)}/s"
+    # the figure is one rank's, and it ends where its header does
+    assert row.index(per_rank) + len(per_rank) == header.index("ex/sec per rank") + len("ex/sec per rank")
+    assert "ex/sec (all ranks)" in sections.text_of("scaling", summary)
+
+
+def test_the_load_table_has_a_row_or_a_note_for_every_configuration(document):
+    """A configuration without a telemetry reading in its measured window, and one not measured, are named
+    under the load table with why they have no row (their note was stored, never printed)."""
+    document = copy.deepcopy(document)
+    quiet, lost = document["configs"][1], document["configs"][-1]
+    quiet["telemetry"] = None
+    quiet["validity"] = {"disturbed": False, "reasons": [], "readings": 0,
+                         "notes": ["not checked: no telemetry reading during the measured steps"]}
+    lost.update(stats=None, telemetry=None, validity=None, status="failed")
+    summary = Summary.from_json(document)
+    text = blocks.text(load_tables.load_block(summary))
+    names = [cells.config_name(e) for e in summary.configs]
+    listed = [name for name in names if any(line.strip().startswith(name) for line in text.splitlines())]
+    assert listed == [names[0]] + names[2:-1]  # the rows: every configuration with its figures
+    assert (f"{names[1]} (not checked: no telemetry reading during the measured steps)" in text
+            and f"{names[-1]} (not measured: failed)" in text), text
+    # with no configuration read at all, the block still says why each has no row
+    for entry in document["configs"]:
+        entry["telemetry"] = None
+    text = blocks.text(load_tables.load_block(Summary.from_json(document)))
+    assert all(name in text for name in names), text
+
+
+def test_the_communication_and_compute_tables_name_every_configuration_they_have_no_row_for(document):
+    document = copy.deepcopy(document)
+    plain, one, two = document["configs"]
+    plain["communication"] = None  # no DDP: nothing synchronised
+    two.update(stats=None, communication=None, status="failed")
+    flops = {"per_step": 2e9, "dtype": "fp32", "achieved_per_device": 1e10, "achieved_total": 1e10}
+    plain["flops"], one["flops"], two["flops"] = flops, None, None
+    one["flops_note"] = "the counter failed: no formula"
+    summary = Summary.from_json(document)
+    names = [cells.config_name(e) for e in summary.configs]
+    text = blocks.text(communication_tables.communication_block(summary))
+    assert (f"No row for {names[0]} (no DDP: no gradients synchronised); {names[2]} (not measured: failed)."
+            in text), text
+    text = blocks.text(compute_tables.compute_block(summary))
+    assert (f"No row for {names[1]} (no FLOP count: the counter failed: no formula); {names[2]} "
+            "(not measured: failed)." in text), text

@@ -107,10 +107,14 @@ def scaling_tables(
             row["cores"] = next(p.cores for p in points if p.world_size == row["world_size"])
             _add_model_figures(row, entry, by_size[rows[0]["world_size"]], baseline, plan)
         unit = "GPUs" if device == "cuda" else "ranks"
+        script_facts = _script_facts(rows, by_size) if script_steps.is_script(members[0]) else {}
+        if script_facts.get("not_data_parallel"):
+            _unmodelled(rows)
         # Amdahl's law is a speedup over one rank: fitted only where N=1 was measured (from a larger base
-        # the speedups assume perfect scaling up to it, and the base itself would be a point made up)
+        # the speedups assume perfect scaling up to it, and the base itself would be a point made up), and
+        # never over ranks that each train alone: there is no scaling to fit
         fit = (formulas.amdahl_fit([(r["world_size"], r["speedup"]) for r in rows])
-               if reference is not None and reference["world_size"] == 1
+               if reference is not None and reference["world_size"] == 1 and not script_facts.get("not_data_parallel")
                and all(r["speedup"] is not None for r in rows) else None)
         ddp_overhead = None
         if baseline and reference and reference["world_size"] == 1:
@@ -132,18 +136,18 @@ def scaling_tables(
             **({"strategy": strategy} if strategy != strategies.DDP else {}),
             **({"device": device} if device != plan.device else {}),
             **({"threads": threads} if threads else {}),
+            **script_facts,
         }
-        if script_steps.is_script(members[0]):
-            _add_script_facts(table, by_size)
         if replicates:
             from ddptop.analysis import intervals  # numpy: only where a summary is built, never at the view's start
 
             intervals.add_scaling_intervals(table, plan, by_size, baseline, replicates)
         table["recommendation"] = stats.recommendation(rows, unit, plan.efficiency_threshold)
+        table["projection"] = projection.project(table, {e["config_id"]: e for e in members}, plan.internode_gbps)
         if table.get("not_data_parallel"):  # its ranks each train alone: nothing here is a scaling measurement
             table["recommendation"] = (f"No scaling to judge: {table['not_data_parallel']}; the rows are the step "
                                        "times of ranks that each train alone.")
-        table["projection"] = projection.project(table, {e["config_id"]: e for e in members}, plan.internode_gbps)
+            table["projection"] = None  # nor anything to project beyond this node
         tables.append(table)
     return tables
 
@@ -151,24 +155,30 @@ def scaling_tables(
 NO_DDP_BASELINE = "a script has no no-DDP baseline: speedup is against the smallest N measured"
 
 
-def _add_script_facts(table: dict[str, Any], by_size: Mapping[int, Mapping[str, Any]]) -> None:
+def _script_facts(rows: list[dict[str, Any]], by_size: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
     """What a script's table says beside its figures: the batch as observed at each N and the scaling it
     makes (weak, strong, changed or unknown: ``script_steps.observed_scaling``), that there is no no-DDP row,
-    and whether its ranks trained one model together at all."""
+    and whether its ranks trained one model together at all (``not_data_parallel``); each row's batch."""
     batches = {n: ((e["batch_size"], e["global_batch"]) if e.get("global_batch") else None) for n, e in by_size.items()}
     observed = script_steps.observed_scaling(batches)
-    table["scaling"] = observed.kind
-    table["batch_meaning"] = "as observed"
-    table["batch_observed"] = observed.text
-    table["no_ddp_note"] = NO_DDP_BASELINE
+    facts: dict[str, Any] = {"scaling": observed.kind, "batch_meaning": "as observed", "batch_observed": observed.text,
+                             "no_ddp_note": NO_DDP_BASELINE}
     problems = [script_steps.data_parallel_problem(e.get("script")) for e in by_size.values()]
     found = next((p for p in problems if p), None)
     if found:
-        table["not_data_parallel"] = found
-    for row in table["rows"]:
+        facts["not_data_parallel"] = found
+    for row in rows:
         entry = by_size[row["world_size"]]
         row["batch_per_rank"] = entry["batch_size"] if entry.get("global_batch") else None
         row["global_batch"] = entry.get("global_batch") or None
+    return facts
+
+
+def _unmodelled(rows: list[dict[str, Any]]) -> None:
+    """The rows of ranks that each train alone: no model of scaling is read from them (no Karp-Flatt serial
+    fraction, no gradients synchronised per epoch, no communication estimated from N=1's step)."""
+    for row in rows:
+        row.update(karp_flatt=None, epoch=None, comm_estimate_from_t1_s=None, bandwidth_from_t1_gbs=None)
 
 
 def table_batch(entry: Mapping[str, Any]) -> int:

@@ -127,6 +127,40 @@ def data_parallel_problem(seen: Mapping[str, Any] | None) -> str | None:
     return None
 
 
+def seen_over_launches(seen: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """What the probe saw of a script over every launch of one configuration (each launch's
+    ``config_end.script`` of one rank, in the order they ran), so that a count is the configuration's and not
+    its last launch's: ``optimizer_steps`` summed over the launches (None if a launch did not count them) and,
+    with more than one, listed per launch (``optimizer_steps_per_launch``); ``spawned`` the most any launch
+    started; the process group of the first launch whose ranks each trained alone, where one did; the rest
+    as the last launch saw it. None without a launch that saw the script."""
+    if not seen:
+        return None
+    combined = dict(seen[-1])
+    if len(seen) == 1:
+        return combined
+    steps = [s.get("optimizer_steps") for s in seen]
+    combined["optimizer_steps"] = sum(steps) if all(isinstance(v, int) for v in steps) else None
+    combined["optimizer_steps_per_launch"] = steps
+    spawned = [s["spawned"] for s in seen if isinstance(s.get("spawned"), int)]
+    combined["spawned"] = max(spawned) if spawned else combined.get("spawned")
+    alone = next((s for s in seen if data_parallel_problem(s)), None)
+    if alone is not None:
+        combined.update({key: alone.get(key) for key in ("process_group", "group_world_size", "launch_world_size")})
+    return combined
+
+
+def optimizer_steps_words(seen: Mapping[str, Any]) -> str:
+    """'60 optimizer steps seen over 2 launches (30, 30)'; one launch's: '30 optimizer steps seen'."""
+    total = seen.get("optimizer_steps")
+    per_launch = seen.get("optimizer_steps_per_launch") or []
+    words = f"{total if total is not None else 'an unknown number of'} optimizer steps seen"
+    if len(per_launch) > 1:
+        words += (f" over {len(per_launch)} launches ("
+                  + ", ".join("not counted" if v is None else str(v) for v in per_launch) + ")")
+    return words
+
+
 SPAWNED = "it trains in processes it started itself (mp.spawn): the probe sees none of their steps"
 
 

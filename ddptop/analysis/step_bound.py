@@ -21,9 +21,7 @@ from typing import Any
 from ddptop import units
 from ddptop.analysis import script_steps, traces
 from ddptop.analysis.script_steps import INPUT_BOUND_SHARE
-from ddptop.analysis.step_change import EQUIVALENT as EQUIVALENT_CHANGE
-from ddptop.analysis.step_change import FASTER as FASTER_CHANGE
-from ddptop.analysis.step_change import SLOWER as SLOWER_CHANGE
+from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT, EQUIVALENT, FASTER, SLOWER, change_words, classify_change
 from ddptop.protocol.precision import t_quantile
 
 # exposed communication, as a share of the step
@@ -274,10 +272,26 @@ def _interval_words(figure: float, ci: Sequence[float] | None, levels: str | Non
 
 
 def _ratio_words(found: Mapping[str, Any]) -> str:
+    """The step less its data wait against the smallest N's, its interval, and its change in words that follow
+    the interval (``step_change.change_words``: never "within 2%" of a ratio whose interval lies beyond it)."""
     ratio, ci = found["ratio"], found.get("ratio_ci")
     text = f"{ratio:.2f}x N={found['reference_world_size']}'s" + (
         " per example a rank draws" if found.get("per_example") else "")
-    return text + (f" (95% CI {ci[0]:.2f}–{ci[1]:.2f})" if ci and None not in ci else "")
+    text += f" (95% CI {ci[0]:.2f}–{ci[1]:.2f})" if ci and None not in ci else ""
+    return f"{text}, {change_words(ci, _margin(found))}"
+
+
+def _margin(found: Mapping[str, Any]) -> float:
+    return found["min_effect"] if found.get("min_effect") is not None else DEFAULT_MIN_EFFECT
+
+
+def step_change_of(found: Mapping[str, Any]) -> str | None:
+    """The change of the step less its data wait (``step_change.classify_change``), from its interval where it
+    has one (so that the words and the verdict's kind follow the same figures), else as stored."""
+    ci = found.get("ratio_ci")
+    if ci and None not in ci:
+        return classify_change(ci[0], ci[1], _margin(found))
+    return found.get("change")
 
 
 def script_verdict(entry: Mapping[str, Any]) -> dict[str, Any]:
@@ -298,7 +312,8 @@ def script_verdict(entry: Mapping[str, Any]) -> dict[str, Any]:
     share = (_interval_words(wait["share"], ci, wait.get("levels"), wait.get("launches"), " of the step")
              if wait else None)
     input_bound = bool(wait and ci and None not in ci and ci[0] > INPUT_BOUND_SHARE)
-    grew = less.get("change") == SLOWER_CHANGE
+    change = step_change_of(less) if less.get("ratio") is not None else None
+    grew = change == SLOWER
     parts: list[str] = []
     kind = None
     if input_bound and share:
@@ -306,8 +321,7 @@ def script_verdict(entry: Mapping[str, Any]) -> dict[str, Any]:
         parts.append(f"input-bound: the ranks wait for data {share}, above {units.percent(INPUT_BOUND_SHARE)} "
                      f"beyond noise — {script_steps.loader_advice(seen)}")
     if grew:
-        text = (f"the step less its data wait is {_ratio_words(less)}, grown beyond noise (more than "
-                f"{units.percent(less.get('min_effect'))})")
+        text = f"the step less its data wait is {_ratio_words(less)}"
         if kind is None:
             kind = WAITING
             parts.append(f"waiting on the other ranks: {text}")
@@ -320,10 +334,8 @@ def script_verdict(entry: Mapping[str, Any]) -> dict[str, Any]:
         single = entry.get("world_size", 1) < 2
         if single:
             kind, head = COMPUTE, "compute only (one rank, no communication)"
-        elif less.get("change") in (EQUIVALENT_CHANGE, FASTER_CHANGE):
-            kind = COMPUTE
-            head = (f"compute-bound: the step less its data wait is {_ratio_words(less)}, within "
-                    f"{units.percent(less.get('min_effect'))} of it")
+        elif change in (EQUIVALENT, FASTER):  # not grown: the ranks do not wait on each other
+            kind, head = COMPUTE, f"compute-bound: the step less its data wait is {_ratio_words(less)}"
         elif less.get("ratio") is not None:
             kind, head = UNKNOWN, f"scaling within noise: the step less its data wait is {_ratio_words(less)}"
         else:

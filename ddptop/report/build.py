@@ -107,7 +107,10 @@ def _script_fields(state: Any, end: dict[str, Any]) -> dict[str, Any]:
     """What the probe saw of a user's script: each measured step's data wait, examples and tokens per rank
     (parallel to ``samples``), what it saw of the script (``config_end.script``: its process group, its
     processes, how its steps were marked), who ended it and what the probe lost; the command it ran."""
-    ends = [e for e in state.end.values() if isinstance(e.get("script"), dict)]
+    # what each rank's probe saw, over every launch of the configuration (not its last launch's alone)
+    seen = {rank: script_steps.seen_over_launches([e["script"] for e in _launch_ends(state, rank)
+                                                   if isinstance(e.get("script"), dict)]) for rank in sorted(state.end)}
+    first = 0 if seen.get(0) else next((rank for rank, found in seen.items() if found), None)
     # the batch as the script drew it (what the tables' examples/s use)
     batch = script_steps.observed_batch(state.step_values)
     observed = {"batch_size": batch.per_rank, "global_batch": batch.global_batch} if batch else {}
@@ -117,13 +120,22 @@ def _script_fields(state: Any, end: dict[str, Any]) -> dict[str, Any]:
         **({"tokens_per_example": tokens} if tokens else {}),
         "step_values": {name: {str(rank): values for rank, values in sorted(per_rank.items())}
                         for name, per_rank in sorted(state.step_values.items())},
-        "script": (end.get("script") if isinstance(end.get("script"), dict) else ends[0]["script"] if ends else None),
-        "script_per_rank": {str(rank): e["script"] for rank, e in sorted(state.end.items())
-                            if isinstance(e.get("script"), dict)},
+        "script": seen[first] if first is not None else None,
+        "script_per_rank": {str(rank): found for rank, found in seen.items() if found},
         "ended_by": end.get("ended_by"),
-        "probe_notes": sorted({e["note"] for e in state.end.values() if e.get("note")}),
+        "probe_notes": sorted({e["note"] for rank in state.end for e in _launch_ends(state, rank) if e.get("note")}),
         "command": state.info.get("command"),
     }
+
+
+def _launch_ends(state: Any, rank: int) -> list[dict[str, Any]]:
+    """One rank's config_end of each launch of the configuration, in the order they ran: every launch that
+    ended well (``round_ends``), then the last one where it failed."""
+    ends = list(state.round_ends.get(rank, ()))
+    last = state.end.get(rank)
+    if last is not None and (last.get("status") != Status.OK or not ends):
+        ends.append(last)
+    return ends
 
 
 def _observed_rates(entry: dict[str, Any]) -> None:

@@ -5,10 +5,11 @@ the stragglers it finds (``analysis/stragglers.py``) and the collective benchmar
 from __future__ import annotations
 
 from ddptop import units
+from ddptop.protocol.vocab import Mode
 from ddptop.report.blocks import Block, Caption, Items, Note, Part, Table
-from ddptop.report.cells import config_name
-from ddptop.report.schema import (Estimate, ci_of, value_of, Achieved, Buckets, CollectiveTable, DdpLogging, Straggler, StragglerEvidence,
-                                  Summary)
+from ddptop.report.cells import config_name, not_measured, unlisted_note
+from ddptop.report.schema import (Achieved, Buckets, CollectiveTable, Config, DdpLogging, Estimate, Straggler,
+                                  StragglerEvidence, Summary, ci_of, value_of)
 
 COMM_HEADER = (
     "config", "step p50", "no_sync p50", "exposed comm", "DDP fwd", "DDP bwd", "DDP comm", "DDP overlap",
@@ -66,11 +67,26 @@ COMM_NOTE = (
 )
 
 
+def _without_split(entry: Config) -> str:
+    """Why a configuration has no row in the compute/communication table."""
+    unmeasured = not_measured(entry)
+    if unmeasured:
+        return unmeasured
+    if entry.mode == Mode.NO_DDP:
+        return "no DDP: no gradients synchronised"
+    if entry.mode == Mode.DP:
+        return "DataParallel: no DDP communication to split its step by"
+    return "no compute/communication split"
+
+
 def communication_block(summary: Summary) -> Block:
     rows = communication_rows(summary)
     if not rows:
         return Block()
-    return Block("Compute vs communication (per step)", [Table(COMM_HEADER, rows, first_left=True), Note(COMM_NOTE)])
+    missing = unlisted_note(summary.configs, {e.config_id for e in summary.configs if e.communication},
+                            _without_split)
+    parts: list[Part] = [Table(COMM_HEADER, rows, first_left=True), Note(COMM_NOTE)]
+    return Block("Compute vs communication (per step)", parts + ([Note(missing)] if missing else []))
 
 
 def _times(ratio: Estimate | None) -> str:

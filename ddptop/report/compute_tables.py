@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from ddptop import units
 from ddptop.report.blocks import Block, Lines, Note, Pairs, Table
-from ddptop.report.cells import config_name
-from ddptop.report.schema import Summary
+from ddptop.report.cells import config_name, not_measured, unlisted_note
+from ddptop.report.schema import Config, Summary
 
 
 def _tflops(value: float | None) -> str:
@@ -69,9 +69,15 @@ def compute_block(summary: Summary) -> Block:
     notes = flops_notes(summary)
     if not rows:
         return Block("Compute: FLOPs not counted", [Lines(notes)]) if notes else Block()
+    missing = unlisted_note(summary.configs, {e.config_id for e in summary.configs if e.flops}, _without_flops)
     return Block("Compute: achieved FLOP/s and model FLOPs utilisation",
                  [Table(COMPUTE_HEADER, rows, first_left=True), Note(_peaks_note(summary)),
-                  *([Lines(notes)] if notes else [])])
+                  *([Lines(notes)] if notes else []), *([Note(missing)] if missing else [])])
+
+
+def _without_flops(entry: Config) -> str:
+    """Why a configuration has no row in the compute table."""
+    return not_measured(entry) or f"no FLOP count{': ' + entry.flops_note if entry.flops_note else ''}"
 
 
 def verdict_pairs(summary: Summary) -> list[tuple[str, str]]:

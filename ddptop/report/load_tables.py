@@ -7,8 +7,9 @@ from __future__ import annotations
 from ddptop import units
 from ddptop.protocol.vocab import Mode
 from ddptop.report.blocks import Block, Note, Part, Table
-from ddptop.report.cells import config_name
+from ddptop.report.cells import config_name, not_measured, unlisted_note
 from ddptop.report.schema import Config, Summary, WindowLoad
+from ddptop.telemetry.validity import NO_READING
 
 LOAD_HEADER = (
     "config", "GPUs", "readings", "util mean", "util max", "GPU mem peak", "power mean", "J/example", "host CPU",
@@ -92,13 +93,21 @@ def _counted(summary: Summary) -> bool:
     return any(e.telemetry and e.telemetry.sm_active_mean is not None for e in summary.configs)
 
 
+def _without_row(entry: Config) -> str:
+    """Why a configuration has no row in the load table: not measured, or no reading in its measured window
+    (the validity check's own note where it made one, as it could not check the node either)."""
+    notes = entry.validity.notes if entry.validity else []
+    return not_measured(entry) or (NO_READING if NO_READING in notes else
+                                   "no telemetry reading during the measured steps")
+
+
 def load_rows(summary: Summary) -> list[tuple[str, ...]]:
     counted = _counted(summary)
     rows = []
     for entry in summary.configs:
         cells = _load_cells(entry)
         if cells is None or entry.telemetry is None:
-            continue
+            continue  # named under the table (``_without_row``)
         load = entry.telemetry
         rows.append(cells + (tuple(units.percent(load.gpm(k), fraction=False) for k in GPM_LOAD_KEYS)
                              if counted else ()))
@@ -126,11 +135,15 @@ def load_notes(summary: Summary) -> list[str]:
 
 
 def load_block(summary: Summary) -> Block:
+    """The load table, and a note naming every configuration it has no row for and why; nothing where the run
+    read no telemetry at all (no timeline: the environment says why)."""
     rows = load_rows(summary)
-    if not rows:
+    read = bool(summary.telemetry and summary.telemetry.readings)
+    if not rows and not read:
         return Block()
     info = (summary.telemetry.info if summary.telemetry else None) or {}
     title = "Load during measured steps (telemetry"
     title += f", {info['fake_label']} GPUs)" if info.get("fake") else ")"
-    parts: list[Part] = [Table(_load_header(summary), rows, first_left=True)]
-    return Block(title, parts + [Note(note) for note in load_notes(summary)])
+    parts: list[Part] = [Table(_load_header(summary), rows, first_left=True)] if rows else []
+    missing = unlisted_note(summary.configs, {e.config_id for e in summary.configs if e.telemetry}, _without_row)
+    return Block(title, parts + [Note(note) for note in load_notes(summary) + ([missing] if missing else [])])

@@ -2,8 +2,8 @@
 (``analysis/scaling.py`` makes the figures; ``report/sections.py`` places the blocks).
 
 The per-configuration block keeps the layout of PyTorch's DDP benchmark (rows ``no ddp``, ``1M/1G``,
-``1M/2G``...; p50/p75/p90/p95 of sec/iter with per-replica ex/sec); the scaling table keeps the columns of
-the HPC article "Benchmarking Parallel Programs" (N, time, speedup, relative SU) and adds throughput,
+``1M/2G``...; p50/p75/p90/p95 of sec/iter with per-replica ex/sec, headed "ex/sec per rank"); the scaling
+table keeps the columns of the HPC article "Benchmarking Parallel Programs" (N, time, speedup, relative SU) and adds throughput,
 efficiency and relative cost.
 """
 
@@ -18,6 +18,8 @@ from ddptop.report.cells import TOKENS_HEADER, tokens_too
 from ddptop.report.schema import ci_of, value_of, Amdahl, Config, ScalingRow, ScalingTable, Summary
 
 SHOWN_PERCENTILES = ("p50", "p75", "p90", "p95")
+PER_RANK_RATE = "ex/sec per rank"  # the step time block's examples/s: one rank's, where the scaling table's are all ranks'
+RATE_WIDTH = len(PER_RANK_RATE) + 3
 
 
 def _benchmark_groups(summary: Summary) -> dict[tuple, list[Config]]:
@@ -55,14 +57,16 @@ def benchmark_text(summary: Summary) -> str:
         out.append("")
         width = max(8, *(len(entry.label) for entry in members))  # PyTorch's 8, wider for a tune's variants
         indent = len(_row_prefix(members[0], width))
-        out.append(" " * indent + ("sec/iter".rjust(14) + "ex/sec".rjust(10)) * len(SHOWN_PERCENTILES)
+        # its ex/sec is one rank's (the batch per rank over the step), the scaling table's all ranks': said
+        out.append(" " * indent + ("sec/iter".rjust(14) + PER_RANK_RATE.rjust(RATE_WIDTH)) * len(SHOWN_PERCENTILES)
                    + ("   tok/sec (all ranks, p50)" if seq_len else ""))
         for entry in members:
             prefix = _row_prefix(entry, width)
             stats = entry.stats
             if stats:  # a configuration cut short shows what its kept steps say, and that it was cut
                 cells = [
-                    f"  {p}: {units.seconds(stats.sec_iter.at(p), 3):>6}s{units.rate(stats.ex_sec_replica.at(p)):>8s}/s"
+                    f"  {p}: {units.seconds(stats.sec_iter.at(p), 3):>6}s"
+                    f"{units.rate(stats.ex_sec_replica.at(p)):>{RATE_WIDTH - 2}s}/s"
                     for p in SHOWN_PERCENTILES
                 ]
                 if stats.tok_sec_total is not None:

@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from ddptop import units
 from ddptop.analysis import script_steps
+from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT, change_words
 from ddptop.report.blocks import Block, Items, Lines, Note, Part, Table
-from ddptop.report.schema import Estimate, Config, Summary
+from ddptop.report.cells import not_measured, unlisted_note
+from ddptop.report.schema import Config, Estimate, Summary
 
 DATA_WAIT_HEADER = ("N", "examples per rank per step", "data wait (share of step)", "per rank",
                     "step less data wait (p50)", "against the smallest N")
@@ -37,7 +39,8 @@ def _against_reference(entry: Config) -> str:
         return "reference" if less else units.DASH
     ratio = units.estimate(less.ratio, lambda v: units.number(v, 2, "x"))
     per = " per example" if less.per_example else ""
-    return f"{ratio}{per} ({less.change})"
+    margin = less.min_effect if less.min_effect is not None else DEFAULT_MIN_EFFECT
+    return f"{ratio}{per} ({change_words(less.ratio.ci, margin, short=True)})"
 
 
 def data_wait_rows(configs: list[Config]) -> list[tuple[str, ...]]:
@@ -90,7 +93,7 @@ def seen_details(entry: Config) -> list[str]:
         details.append(ended)
     if entry.script and entry.script.step_marks:
         details.append(f"steps marked by {'ddptop_probe.step' if entry.script.step_marks == 'explicit' else 'the optimizer step'}"
-                       f", {entry.script.optimizer_steps} optimizer steps seen")
+                       f", {script_steps.optimizer_steps_words(entry.script.to_json())}")
     loaders = _loaders(entry)
     if loaders:
         details.append(loaders)
@@ -113,12 +116,15 @@ def script_block(summary: Summary) -> Block:
         parts.append(Lines([f"command: {command}" for command in commands]))
     groups: dict[tuple, list[Config]] = {}
     for entry in scripts:
-        if entry.stats:  # a configuration not measured (yet) has no row, its status is said elsewhere
+        if entry.stats:  # a configuration not measured (yet) has no row: named under the table
             groups.setdefault((entry.model, entry.backend, entry.device), []).append(entry)
     for members in groups.values():
         parts.append(Table(DATA_WAIT_HEADER, data_wait_rows(members)))
     if groups:
         parts.append(Note(DATA_WAIT_NOTE))
+    missing = unlisted_note(scripts, {e.config_id for e in scripts if e.stats}, lambda e: not_measured(e) or "")
+    if missing:
+        parts.append(Note(missing))
     items = [(entry.config_id, f"N={entry.world_size}", seen_details(entry)) for entry in scripts]
     parts.append(Items([item for item in items if item[2]]))
     return Block("The script: data wait and what the probe saw", parts)

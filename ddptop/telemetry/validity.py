@@ -26,6 +26,7 @@ SM_CLOCK_LOW_SHARE_MAX = 0.25  # ...in more than this share of its busy samples
 BUSY_UTIL = 50  # a GPU sample is busy at this SM utilisation (%) or more
 
 NOT_RECORDED = "not recorded"
+NO_READING = "not checked: no telemetry reading during the measured steps"  # a window without a reading
 
 
 def _new_codes(before: list[int], now: list[int]) -> list[int]:
@@ -215,7 +216,7 @@ class ValidityAccumulator:
         out: dict[str, Any] = {"disturbed": False, "reasons": reasons, "notes": notes, "readings": self.readings,
                                "coarse": self.coarse}
         if not self.readings:
-            notes.append("not checked: no telemetry reading during the measured steps")
+            notes.append(NO_READING)
         out["other_cpu_cores"] = sum(self._other) / len(self._other) if self._other else None
         out["steal_cores"] = sum(self._steal) / len(self._steal) if self._steal else None
         if out["other_cpu_cores"] is None:

@@ -240,14 +240,15 @@ class ScriptSeen(Record):
     process_group: bool | None = None
     group_world_size: int | None = None
     launch_world_size: int | None = None
-    optimizer_steps: int | None = None
+    optimizer_steps: int | None = None  # over every launch of the configuration
     spawned: int | None = None
     step_marks: str | None = None
     device_name: str | None = None
     probe_s: float | None = None
     loaders: list[dict[str, Any]] = field(default_factory=list)
+    optimizer_steps_per_launch: list[int | None] | None = None  # each launch's, where there were several
 
-    _only_when_set: ClassVar[frozenset[str]] = frozenset({"loaders"})
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"loaders", "optimizer_steps_per_launch"})
 
 
 @dataclass(kw_only=True)
