@@ -61,6 +61,9 @@ class StepChart(TextLines):
             return
         self._key = key
         self._drawn = time.monotonic()
+        if not any(config.tails.values()):  # warming up, or its ranks not yet heard from: nothing to draw
+            self.show([waiting_title(config.heading, config.status, config.warmup_used, size[0])])
+            return
         ranks = sorted(config.tails)[:MAX_RANKS]
         width, height = size[0] - LABEL_WIDTH - 1, size[1] - 1
         if self.per_rank:
@@ -76,6 +79,17 @@ class StepChart(TextLines):
         notes = outlier_notes(plot, "" if self.per_rank else fmt.OUTLIER_STYLE)  # per rank: marks of their colour
         title = chart_title(f"sec/iter, {config.heading} ({config.status}): ", legend, notes, details, keys, size[0])
         self.show([title, *chart_lines(plot)])
+
+
+def waiting_title(heading: str, status: str, warmup_used: int | None, width: int) -> Text:
+    """The chart's one line before its configuration's first measured step: what it waits for (and the warm-up
+    steps run so far where it fits), no axis and no plot of nothing."""
+    title = Text(f"sec/iter, {heading} ({status}): ")
+    title.append("waiting for the first steps")
+    warm = f" (warm-up: {warmup_used} step{'s' if warmup_used != 1 else ''} run)" if warmup_used else ""
+    if warm and title.cell_len + cell_len(warm) <= width:
+        title.append(warm, style="dim")
+    return title
 
 
 def redraw_period(width: int, height: int) -> float:
