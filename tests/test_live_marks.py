@@ -27,57 +27,51 @@ WARMUP, ITERS = 20, 5
 
 
 class ScriptRun:
-    """A script's run directory written stage by stage: N=1 (one rank), its events and the node's telemetry
-    at the times a test gives (seconds after ``T0``)."""
+    """A script's run directory written stage by stage: its launches (numbered from 1, one rank each at N=1),
+    their events and the node's telemetry at the times a test gives (seconds after ``T0``)."""
 
     T0 = 1_800_000_000.0
 
-    def __init__(self, tmp_path, world_sizes=(1,)) -> None:
-        plan = build_plan(PlanOptions(script=[TRAIN, "--workers", "0"], world_sizes=list(world_sizes),
-                                      iters=ITERS, warmup=WARMUP, launches=1),
+    def __init__(self, tmp_path, launches: int = 1) -> None:
+        plan = build_plan(PlanOptions(script=[TRAIN, "--workers", "0"], world_sizes=[1], iters=ITERS,
+                                      warmup=WARMUP, launches=launches),
                           Inventory(problem="test"), cpu_count=2)
         self.session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), plan.name))
         self.run_dir = self.session.run_dir
         self.launches = list(plan.launches())
-        self.writers: dict[int, list[EventWriter]] = {}
-        self.names: dict[int, str] = {}
-        self.configs = {launch.world_size: launch.configs[0].config_id for launch in self.launches}
+        self.config_id = self.launches[0].configs[0].config_id
+        self.writers: dict[int, EventWriter] = {}
         self.telemetry = open(os.path.join(self.run_dir, layout.TIMELINE_FILE), "a", encoding="utf-8")
 
     def at(self, seconds: float) -> float:
         return self.T0 + seconds
 
-    def start(self, world_size: int, when: float) -> None:
-        number, launch = next((n, l) for n, l in enumerate(self.launches, 1) if l.world_size == world_size)
-        name = self.names[world_size] = f"{number:02d}-{launch.launch_key}"
-        self.session.mark(what="launch_start", launch=name, world_size=world_size, backend=launch.backend,
-                          configs=[self.configs[world_size]])
+    def name(self, number: int) -> str:
+        return f"{number:02d}-{self.launches[number - 1].launch_key}"
+
+    def start(self, number: int, when: float) -> None:
+        launch = self.launches[number - 1]
+        self.session.mark(what="launch_start", launch=self.name(number), world_size=1, backend=launch.backend,
+                          configs=[self.config_id])
         path = rundir.launch_dir(self.run_dir, number, launch.launch_key, 0)
-        self.writers[world_size] = [EventWriter(os.path.join(path, "events", f"rank-{r}.jsonl"), r, 0.0)
-                                    for r in range(world_size)]
-        for rank, writer in enumerate(self.writers[world_size]):
-            writer.emit("hello", world_size=world_size, host=os.uname().nodename, pid=os.getpid() + 1000 + rank,
-                        device="cpu", local_rank=rank, t=self.at(when))
-            writer.emit("config_start", config_id=self.configs[world_size], warmup=WARMUP, iters=ITERS,
-                        command=[TRAIN], t=self.at(when))
-        self.flush(world_size)
+        writer = self.writers[number] = EventWriter(os.path.join(path, "events", "rank-0.jsonl"), 0, 0.0)
+        writer.emit("hello", world_size=1, host=os.uname().nodename, pid=os.getpid() + 1000 + number,
+                    device="cpu", local_rank=0, t=self.at(when))
+        writer.emit("config_start", config_id=self.config_id, warmup=WARMUP, iters=ITERS, command=[TRAIN],
+                    round=number - 1, rounds=len(self.launches), t=self.at(when))
+        writer.flush()
 
-    def steps(self, world_size: int, phase: str, count: int, step_s: float, when: float) -> None:
-        for writer in self.writers[world_size]:
-            writer.emit("samples", config_id=self.configs[world_size], phase=phase, first_iter=0,
-                        sec=[step_s] * count, t=self.at(when))
-        self.flush(world_size)
+    def steps(self, number: int, phase: str, count: int, step_s: float, when: float) -> None:
+        self.writers[number].emit("samples", config_id=self.config_id, phase=phase, first_iter=0,
+                                  sec=[step_s] * count, round=number - 1, t=self.at(when))
+        self.writers[number].flush()
 
-    def end(self, world_size: int, when: float, measure_s: float) -> None:
-        for writer in self.writers[world_size]:
-            writer.emit("config_end", config_id=self.configs[world_size], status="ok", iters=ITERS,
-                        warmup_iters=WARMUP, measure_s=measure_s, ended_by="ddptop", t=self.at(when))
-        self.flush(world_size)
-        self.session.mark(what="launch_end", launch=self.names[world_size], exit_code=0, status="ok")
-
-    def flush(self, world_size: int) -> None:
-        for writer in self.writers[world_size]:
-            writer.flush()
+    def end(self, number: int, when: float, measure_s: float) -> None:
+        self.writers[number].emit("config_end", config_id=self.config_id, status="ok", iters=ITERS,
+                                  warmup_iters=WARMUP, measure_s=measure_s, ended_by="ddptop", round=number - 1,
+                                  last=number == len(self.launches), rounds=len(self.launches), t=self.at(when))
+        self.writers[number].flush()
+        self.session.mark(what="launch_end", launch=self.name(number), exit_code=0, status="ok")
 
     def reading(self, when: float, other_cpu_cores: float) -> None:
         """One telemetry record: the host's CPU taken by other processes in the second before ``when``."""
@@ -91,9 +85,8 @@ class ScriptRun:
         self.telemetry.flush()
 
     def close(self) -> None:
-        for writers in self.writers.values():
-            for writer in writers:
-                writer.close()
+        for writer in self.writers.values():
+            writer.close()
         self.telemetry.close()
         self.session.close()
 
@@ -137,3 +130,107 @@ def test_the_step_chart_waits_for_the_first_steps_instead_of_drawing_an_empty_ax
         text = "\n".join(shown)
         assert "0.0000s" not in text and "rank(s)" not in text and "step(s) per column" not in text, text
         assert all(not line.strip() for line in shown[1:]), shown  # no axis, no empty plot
+
+
+def _shown_validity(control: RecordedControl):
+    """The live view's validity of the only configuration, from a snapshot taken as a frame takes it."""
+    (config,) = control.take_snapshot().session.configs
+    return config.validity
+
+
+def _judged_live_and_final(tmp_path, warmup_busy: float, measured_busy: float):
+    """N=1: 20 warm-up steps (1 s to 5 s) with other processes taking ``warmup_busy`` cores, then 5 measured
+    steps of a second (5 s to 10 s, rank 0's measure_s) taking ``measured_busy``; a reading every second. The
+    live view's validity at each stage (the watcher reads the files as they grow) and the summary's."""
+    run = ScriptRun(tmp_path)
+    control = RecordedControl.of(run.run_dir)
+    seen = {}
+    try:
+        run.reading(0, 0.0)
+        run.start(1, 1)
+        for second in (2, 3, 4, 5):
+            run.reading(second, warmup_busy)
+        run.steps(1, "warmup", WARMUP, 0.2, 5)
+        seen["warm-up"] = _shown_validity(control)
+        for second in (6, 7, 8):
+            run.reading(second, measured_busy)
+        run.steps(1, "measure", 3, 1.0, 8)
+        seen["measuring"] = _shown_validity(control)
+        for second in (9, 10):
+            run.reading(second, measured_busy)
+        run.steps(1, "measure", 2, 1.0, 10)
+        run.end(1, 10.05, measure_s=5.0)
+        seen["ended"] = _shown_validity(control)
+        run.reading(11, warmup_busy)  # the node's next reading, after the window: no part of it
+        seen["after"] = _shown_validity(control)
+        from ddptop.report import build
+
+        (entry,) = build.build_summary(Session.load(run.run_dir)).configs
+    finally:
+        run.close()
+    return seen, entry.validity
+
+
+def test_a_busy_warm_up_leaves_no_mark_where_the_summary_finds_the_measured_steps_quiet(tmp_path):
+    """The case a user met: other processes took 1.9 cores while N=1 warmed up and 0.02 while its steps were
+    measured. The summary judges the measured steps (quiet); the live view judges the same window by the same
+    rule, so it never marks N=1 disturbed: not while it warms up, not "so far", not once it ended."""
+    seen, final = _judged_live_and_final(tmp_path, warmup_busy=1.9, measured_busy=0.02)
+    assert final.disturbed is False and final.reasons == []
+    assert seen["after"] is not None and not seen["after"].disturbed and not seen["after"].so_far
+    assert seen["warm-up"] is None  # nothing measured yet: nothing judged
+    assert seen["measuring"] is not None and seen["measuring"].so_far and not seen["measuring"].disturbed
+    assert seen["ended"] is not None and not seen["ended"].disturbed
+
+
+def test_a_busy_measured_window_is_marked_so_far_then_as_the_summary_says(tmp_path):
+    """Other processes took 1.9 cores while the steps were measured: "so far" while they run, then the summary's
+    own verdict and reason once its window closed (the reading after it read)."""
+    seen, final = _judged_live_and_final(tmp_path, warmup_busy=0.02, measured_busy=1.9)
+    assert final.disturbed is True and final.reasons == ["other processes used 1.9 cores"]
+    assert seen["warm-up"] is None
+    assert seen["measuring"].disturbed and seen["measuring"].so_far
+    assert seen["after"].disturbed and not seen["after"].so_far
+    assert list(seen["after"].reasons) == final.reasons
+
+
+def test_a_configuration_measured_again_is_judged_afresh_in_its_further_launch_and_at_last_as_the_summary(tmp_path):
+    """Two launches of N=1: other processes took 1.9 cores while the first measured it, none while the second
+    did. Live: disturbed so far in the first; nothing while the second warms up (its first launch's readings are
+    no part of the new window); quiet so far in the second; at the end the summary's verdict, which uses the
+    quiet launch."""
+    run = ScriptRun(tmp_path, launches=2)
+    control = RecordedControl.of(run.run_dir)
+    seen = {}
+    try:
+        run.reading(0, 0.0)
+        run.start(1, 1)
+        run.reading(2, 0.02)
+        run.steps(1, "warmup", WARMUP, 0.05, 2)
+        for second in (3, 4, 5):
+            run.reading(second, 1.9)
+        run.steps(1, "measure", ITERS, 0.6, 5)
+        run.end(1, 5.05, measure_s=3.0)
+        run.reading(6, 0.02)
+        seen["first"] = _shown_validity(control)
+        run.start(2, 7)
+        run.reading(8, 0.02)
+        run.steps(2, "warmup", WARMUP, 0.05, 8)
+        seen["second warm-up"] = _shown_validity(control)
+        for second in (9, 10, 11):
+            run.reading(second, 0.02)
+        run.steps(2, "measure", ITERS, 0.6, 11)
+        seen["second"] = _shown_validity(control)
+        run.end(2, 11.05, measure_s=3.0)
+        run.reading(12, 0.02)
+        seen["ended"] = _shown_validity(control)
+        from ddptop.report import build
+
+        (entry,) = build.build_summary(Session.load(run.run_dir)).configs
+    finally:
+        run.close()
+    assert [u.disturbed for u in entry.launches] == [True, False] and entry.validity.disturbed is False
+    assert seen["first"].disturbed and seen["first"].so_far
+    assert seen["second warm-up"] is None
+    assert not seen["second"].disturbed and seen["second"].so_far
+    assert not seen["ended"].disturbed and not seen["ended"].so_far
