@@ -33,7 +33,14 @@ class LiveValidity:
     def add(self, records: Iterable[dict[str, Any]]) -> None:
         """The telemetry records a source holds now, oldest first: those newer than the last kept are kept."""
         last = self.records[-1]["t"] if self.records else None
-        new = [r for r in records if isinstance(r.get("t"), (int, float)) and (last is None or r["t"] > last)]
+        new = []
+        for record in reversed(list(records)):  # the new ones are at the end: read back to the last kept
+            t = record.get("t")
+            if last is not None and isinstance(t, (int, float)) and t <= last:
+                break
+            if isinstance(t, (int, float)):
+                new.append(record)
+        new.reverse()
         self.records += new
         self._fresh += new
 
