@@ -27,20 +27,21 @@ WARMUP, ITERS = 20, 5
 
 
 class ScriptRun:
-    """A script's run directory written stage by stage: its launches (numbered from 1, one rank each at N=1),
-    their events and the node's telemetry at the times a test gives (seconds after ``T0``)."""
+    """A script's run directory written stage by stage: its launches (numbered from 1, as the plan orders them:
+    each world size in turn, ``launches`` times), their ranks' events and the node's telemetry at the times a
+    test gives (seconds after ``T0``)."""
 
     T0 = 1_800_000_000.0
 
-    def __init__(self, tmp_path, launches: int = 1) -> None:
-        plan = build_plan(PlanOptions(script=[TRAIN, "--workers", "0"], world_sizes=[1], iters=ITERS,
-                                      warmup=WARMUP, launches=launches),
+    def __init__(self, tmp_path, launches: int = 1, world_sizes=(1,)) -> None:
+        plan = build_plan(PlanOptions(script=[TRAIN, "--workers", "0"], world_sizes=list(world_sizes),
+                                      iters=ITERS, warmup=WARMUP, launches=launches),
                           Inventory(problem="test"), cpu_count=2)
         self.session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), plan.name))
         self.run_dir = self.session.run_dir
         self.launches = list(plan.launches())
         self.config_id = self.launches[0].configs[0].config_id
-        self.writers: dict[int, EventWriter] = {}
+        self.writers: dict[int, list[EventWriter]] = {}
         self.telemetry = open(os.path.join(self.run_dir, layout.TIMELINE_FILE), "a", encoding="utf-8")
 
     def at(self, seconds: float) -> float:
@@ -49,29 +50,49 @@ class ScriptRun:
     def name(self, number: int) -> str:
         return f"{number:02d}-{self.launches[number - 1].launch_key}"
 
+    def config(self, number: int) -> str:
+        return self.launches[number - 1].configs[0].config_id
+
+    def rounds(self, number: int) -> tuple[int, int]:
+        """(this launch's round of its configuration, the configuration's rounds)."""
+        config = self.config(number)
+        mine = [n for n, launch in enumerate(self.launches, 1) if launch.configs[0].config_id == config]
+        return mine.index(number), len(mine)
+
     def start(self, number: int, when: float) -> None:
         launch = self.launches[number - 1]
-        self.session.mark(what="launch_start", launch=self.name(number), world_size=1, backend=launch.backend,
-                          configs=[self.config_id])
+        self.session.mark(what="launch_start", launch=self.name(number), world_size=launch.world_size,
+                          backend=launch.backend, configs=[self.config(number)])
         path = rundir.launch_dir(self.run_dir, number, launch.launch_key, 0)
-        writer = self.writers[number] = EventWriter(os.path.join(path, "events", "rank-0.jsonl"), 0, 0.0)
-        writer.emit("hello", world_size=1, host=os.uname().nodename, pid=os.getpid() + 1000 + number,
-                    device="cpu", local_rank=0, t=self.at(when))
-        writer.emit("config_start", config_id=self.config_id, warmup=WARMUP, iters=ITERS, command=[TRAIN],
-                    round=number - 1, rounds=len(self.launches), t=self.at(when))
-        writer.flush()
+        self.writers[number] = [EventWriter(os.path.join(path, "events", f"rank-{r}.jsonl"), r, 0.0)
+                                for r in range(launch.world_size)]
+        round_index, rounds = self.rounds(number)
+        for rank, writer in enumerate(self.writers[number]):
+            writer.emit("hello", world_size=launch.world_size, host=os.uname().nodename,
+                        pid=os.getpid() + 1000 + 10 * number + rank, device="cpu", local_rank=rank, t=self.at(when))
+            writer.emit("config_start", config_id=self.config(number), warmup=WARMUP, iters=ITERS, command=[TRAIN],
+                        round=round_index, rounds=rounds, t=self.at(when))
+            writer.flush()
 
     def steps(self, number: int, phase: str, count: int, step_s: float, when: float) -> None:
-        self.writers[number].emit("samples", config_id=self.config_id, phase=phase, first_iter=0,
-                                  sec=[step_s] * count, round=number - 1, t=self.at(when))
-        self.writers[number].flush()
+        for writer in self.writers[number]:
+            writer.emit("samples", config_id=self.config(number), phase=phase, first_iter=0, sec=[step_s] * count,
+                        round=self.rounds(number)[0], t=self.at(when))
+            writer.flush()
 
     def end(self, number: int, when: float, measure_s: float) -> None:
-        self.writers[number].emit("config_end", config_id=self.config_id, status="ok", iters=ITERS,
-                                  warmup_iters=WARMUP, measure_s=measure_s, ended_by="ddptop", round=number - 1,
-                                  last=number == len(self.launches), rounds=len(self.launches), t=self.at(when))
-        self.writers[number].flush()
+        round_index, rounds = self.rounds(number)
+        for writer in self.writers[number]:
+            writer.emit("config_end", config_id=self.config(number), status="ok", iters=ITERS, warmup_iters=WARMUP,
+                        measure_s=measure_s, ended_by="ddptop", round=round_index, last=round_index == rounds - 1,
+                        rounds=rounds, t=self.at(when))
+            writer.flush()
         self.session.mark(what="launch_end", launch=self.name(number), exit_code=0, status="ok")
+
+    def fail(self, number: int, reason: str) -> None:
+        """The launch died: ddptop ends its configuration as failed, with ``reason``."""
+        self.session.mark(what="launch_end", launch=self.name(number), exit_code=1, status="failed")
+        self.session.mark(what="config", config_id=self.config(number), status="failed", reason=reason)
 
     def reading(self, when: float, other_cpu_cores: float) -> None:
         """One telemetry record: the host's CPU taken by other processes in the second before ``when``."""
@@ -85,8 +106,9 @@ class ScriptRun:
         self.telemetry.flush()
 
     def close(self) -> None:
-        for writer in self.writers.values():
-            writer.close()
+        for writers in self.writers.values():
+            for writer in writers:
+                writer.close()
         self.telemetry.close()
         self.session.close()
 
@@ -118,13 +140,20 @@ def test_the_step_chart_waits_for_the_first_steps_instead_of_drawing_an_empty_ax
             await pilot.pause(0.3)
             app.query_one("#chart", StepChart).update_from(app.last_snapshot)
             per_rank = _chart_text(app)
+            await pilot.press("c")
+            # its first measured steps: drawn at the next frame, not at the chart's next redraw a few seconds on
+            run.steps(1, "measure", 2, 0.05, 3)
+            await wait_for(pilot, lambda: app.last_snapshot.session.configs[0].sample_count == 2, timeout=30)
+            app.query_one("#chart", StepChart).update_from(app.last_snapshot)
+            drawn = _chart_text(app)
             await pilot.press("q")
-        return lines, per_rank
+        return lines, per_rank, drawn
 
     try:
-        lines, per_rank = asyncio.run(look())
+        lines, per_rank, drawn = asyncio.run(look())
     finally:
         run.close()
+    assert "median and p10-p90" in drawn[0] and "0.0525s│" in "\n".join(drawn), drawn  # 0.05 s steps, on an axis
     for shown in (lines, per_rank):
         assert "waiting for the first steps" in shown[0], shown
         text = "\n".join(shown)
@@ -234,3 +263,4 @@ def test_a_configuration_measured_again_is_judged_afresh_in_its_further_launch_a
     assert seen["second warm-up"] is None
     assert not seen["second"].disturbed and seen["second"].so_far
     assert not seen["ended"].disturbed and not seen["ended"].so_far
+

@@ -33,6 +33,7 @@ class StepChart(TextLines):
         self._key: tuple[str, int, tuple[int, int], bool] | None = None
         self._drawn = 0.0
         self.per_rank = False  # the per-rank dots instead of the median and band
+        self._waiting = False  # what it shows is the line that waits for the first steps
         self._snapshot: RunSnapshot | None = None  # drawn again on a resize: a settled run sends no more frames
 
     def toggle(self) -> None:
@@ -53,6 +54,7 @@ class StepChart(TextLines):
         key = (config.config_id, config.revision, size, self.per_rank)
         if key == self._key or (
             config.status == Status.RUNNING  # an ended configuration is drawn as it ended, at once
+            and not self._waiting  # nor are its first steps, after the line that waited for them
             and self._key is not None
             and self._key[0] == key[0]
             and self._key[2:] == key[2:]
@@ -61,7 +63,8 @@ class StepChart(TextLines):
             return
         self._key = key
         self._drawn = time.monotonic()
-        if not any(config.tails.values()):  # warming up, or its ranks not yet heard from: nothing to draw
+        self._waiting = not any(config.tails.values())
+        if self._waiting:  # warming up, or its ranks not yet heard from: nothing to draw
             self.show([waiting_title(config.heading, config.status, config.warmup_used, size[0])])
             return
         ranks = sorted(config.tails)[:MAX_RANKS]
