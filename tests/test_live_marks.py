@@ -264,3 +264,69 @@ def test_a_configuration_measured_again_is_judged_afresh_in_its_further_launch_a
     assert not seen["second"].disturbed and seen["second"].so_far
     assert not seen["ended"].disturbed and not seen["ended"].so_far
 
+
+def _screen(app) -> list[str]:
+    return [strip.text for strip in app.screen._compositor.render_strips()]
+
+
+def _status_cells(app) -> dict[str, str]:
+    from ddptop.tui.panels import ConfigTable
+
+    table = app.query_one("#configs", ConfigTable)
+    return {str(table.get_cell(row, "label")): str(table.get_cell(row, "status")) for row in table.rows}
+
+
+FAILURE = "rank 1 exited with code -11 (SIGSEGV) before its first measured step"
+
+
+def test_the_status_marks_are_short_and_said_in_words_under_the_table_at_80x24(tmp_path):
+    """A watcher at 80x24 while N=1 is measured on a node where other processes take 1.9 cores, then N=2 fails:
+    the status cells hold a word and a mark ("running !", "ok !", "failed"), never a cut word; the line under
+    the table says what each mark means and why, "so far" while the steps still run."""
+    run = ScriptRun(tmp_path, world_sizes=(1, 2))
+    run.reading(0, 0.0)
+    run.start(1, 1)
+    run.reading(2, 0.02)
+    run.steps(1, "warmup", WARMUP, 0.05, 2)
+    seen = {}
+
+    async def watch():
+        app = DdptopApp.for_recorded(run.run_dir, fps=8)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await first_frame(pilot)
+            for second in (3, 4, 5):
+                run.reading(second, 1.9)
+            run.steps(1, "measure", 3, 1.0, 5)
+            await wait_for(pilot, lambda: _status_cells(app).get("1M/1P") == "running !", timeout=30)
+            await pilot.pause(0.3)
+            seen["running"] = (_status_cells(app), _screen(app))
+            run.reading(6, 1.9)
+            run.steps(1, "measure", 2, 1.0, 6)
+            run.end(1, 6.05, measure_s=4.0)
+            run.reading(7, 0.02)
+            run.start(2, 8)
+            run.fail(2, FAILURE)
+            await wait_for(pilot, lambda: _status_cells(app).get("1M/2P") == "failed", timeout=30)
+            await pilot.pause(0.3)
+            seen["ended"] = (_status_cells(app), _screen(app))
+            app.save_screenshot(str(tmp_path / "marks.svg"))
+            await pilot.press("q")
+
+    try:
+        asyncio.run(watch())
+    finally:
+        run.close()
+    cells, screen = seen["running"]
+    assert cells == {"1M/1P": "running !", "1M/2P": "pending"}
+    text = "\n".join(screen)
+    assert "…" not in text and "othe" not in "".join(line for line in screen if line.lstrip().startswith("1M/1P"))
+    assert "! 1M/1P disturbed while measured: other processes used 1.9 cores (so far)" in text, text
+    cells, screen = seen["ended"]
+    assert cells == {"1M/1P": "ok !", "1M/2P": "failed"}
+    text = "\n".join(screen)
+    assert "…" not in text, text
+    assert "! 1M/1P disturbed while measured: other processes used 1.9 cores" in text, text
+    assert "(so far)" not in text
+    # the failure's reason, whole: wrapped under the table where it does not fit on one line
+    notes = " ".join(line.strip() for line in screen)
+    assert f"1M/2P failed: {FAILURE}" in notes, text

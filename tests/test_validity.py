@@ -22,7 +22,7 @@ from ddptop.telemetry import timeline, validity
 from ddptop.telemetry.fake.nvml import FakeNvml
 from ddptop.telemetry.host import HostSampler, RankProcess
 from ddptop.telemetry.monitor import Monitor
-from ddptop.tui.panels.configs import _config_cells
+from ddptop.tui.panels.configs import _config_cells, config_notes
 from ddptop.report.schema import Summary
 
 from .conftest import REPO
@@ -256,8 +256,10 @@ def test_config_table_shows_a_disturbed_configuration_and_the_report_lists_it():
                 status="running", reason=None, progress=0.5, sample_count=3, revision=1, stats=None)
     quiet = _config_cells(ConfigSnapshot(**base, validity=Validity(False)), None)["status"]
     assert quiet.plain == "running" and quiet == _config_cells(ConfigSnapshot(**base), None)["status"]
-    busy = _config_cells(ConfigSnapshot(**base, validity=Validity(True, ("other processes used 0.9 cores",))), None)
-    assert busy["status"].plain == "running ! other processes used 0.9 cores"
+    disturbed = ConfigSnapshot(**base, validity=Validity(True, ("other processes used 0.9 cores",), so_far=True))
+    assert _config_cells(disturbed, None)["status"].plain == "running !"  # the mark; the notes say what it means
+    (note,) = config_notes([disturbed])
+    assert note.plain == "! 1M/2P disturbed while measured: other processes used 0.9 cores (so far)"
     summary = {"configs": [{"config_id": "a", "validity": {"disturbed": False, "reasons": []}},
                            {"config_id": "b", "validity": {"disturbed": True, "reasons": ["GPU 1: Xid 79", "x"]}},
                            {"config_id": "c"}]}
