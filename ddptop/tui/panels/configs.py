@@ -82,8 +82,9 @@ class ConfigTable(LineTable):
 
 
 def status_text(config: ConfigSnapshot, going: bool = True, measuring: bool = True) -> Text:
-    """A configuration's status as the tables show it: analysing, queued between its launches, its failure
-    or a disturbed node beside it. ``going``: the sweep may still measure; ``measuring``: it runs now."""
+    """A configuration's status as the tables show it: analysing, queued between its launches, or its word with
+    the mark of a disturbed node beside it (``config_notes`` says what the mark means, and why one failed).
+    ``going``: the sweep may still measure; ``measuring``: it runs now."""
     status = Text(config.status, style=STATUS_STYLE.get(config.status, ""))
     if config.analysing and going:  # its steps are in, ok; the compute/communication split is still being measured
         status = Text("analysing", style=STATUS_STYLE.get(Status.RUNNING, ""))
@@ -96,7 +97,7 @@ def status_text(config: ConfigSnapshot, going: bool = True, measuring: bool = Tr
     return status
 
 
-def config_notes(configs: Sequence[ConfigSnapshot], going: bool = True) -> list[Text]:
+def config_notes(configs: Sequence[ConfigSnapshot]) -> list[Text]:
     """What the status cells cannot hold, one note per configuration, in the table's order: why one failed, and
     what a mark means and why it is there ("! 1M/1P disturbed while measured: other processes used 1.9 cores
     (so far)"). Those in the summary's "Disturbed while measured" list are marked the same way once ended."""
@@ -112,7 +113,7 @@ def config_notes(configs: Sequence[ConfigSnapshot], going: bool = True) -> list[
                 note.append(f": {reasons[0]}", style="yellow")
                 if len(reasons) > 1:
                     note.append(f"; +{len(reasons) - 1} more", style="yellow")
-            if config.validity.so_far and going:
+            if config.validity.so_far:
                 note.append(" (so far)", style="dim")
             notes.append(note)
     return notes
@@ -123,7 +124,7 @@ class ConfigNotes(CachedStatic):
     most ``NOTES_SHOWN`` of them and how many more; hidden when there is nothing to say."""
 
     def update_from(self, snapshot: RunSnapshot) -> None:
-        notes = config_notes(snapshot.session.configs, snapshot.going)
+        notes = config_notes(snapshot.session.configs)
         self.display = bool(notes)
         if not notes:
             return
