@@ -18,6 +18,7 @@ from typing import Any
 from ddptop.analysis import traces
 from ddptop.run import rundir
 from ddptop.live.live_scaling import live_scaling
+from ddptop.live.live_validity import LiveValidity
 from ddptop.errors import EXIT_OK
 from ddptop.live.live_run import LiveRun
 from ddptop.report import store
@@ -27,9 +28,8 @@ from ddptop.protocol import layout
 from ddptop.protocol.layout import TIMELINE_FILE
 from ddptop.protocol.vocab import ENDED, Status
 from ddptop.run.snapshot import (ConfigSnapshot, RunPhase, RunSnapshot, ScalingFigures, SessionSnapshot,
-                                  TelemetrySnapshot, Validity)
+                                  TelemetrySnapshot)
 from ddptop.telemetry.timeline import TimelineFollower
-from ddptop.telemetry.validity import LiveValidity
 from ddptop.telemetry.topology import Topology
 from ddptop.live.recorded_run import RecordedRun
 
@@ -138,24 +138,15 @@ class RunControl:
         raise NotImplementedError
 
     def _with_validity(self, session: SessionSnapshot, telemetry: TelemetrySnapshot) -> SessionSnapshot:
-        """The running configuration's validity so far, from the records new since the last frame (and the
-        last one seen of each configuration that ran while this view watched)."""
-        running = session.running()
-        state = self.session.configs.get(running.config_id) if running is not None else None
-        if running is not None and state is not None and state.started_t is not None:
-            # from its start in the launch measuring it now: a further launch (after a disturbed one) starts afresh
-            started = state.span_in(state.launch)[0] or state.started_t
-            self._validity.update(running.config_id, started, state.launch, telemetry.recent,
-                                  dict(telemetry.info), self.session.rank_pids())
-        known = self._validity.known
-        if not known:
+        """Whether each configuration that ran while this view watched was measured on a quiet node: the
+        running one over its measured steps so far, an ended one as its summary judges it
+        (``live.live_validity``), from every record the telemetry source holds (only the new ones are read)."""
+        self._validity.add(self.telemetry.recent())
+        shown = self._validity.update(self.session, dict(telemetry.info), self.session.rank_pids())
+        if not shown:
             return session
-        configs = tuple(
-            dataclasses.replace(c, validity=Validity(known[c.config_id]["disturbed"],
-                                                     tuple(known[c.config_id]["reasons"])))
-            if c.config_id in known else c
-            for c in session.configs
-        )
+        configs = tuple(dataclasses.replace(c, validity=shown[c.config_id]) if c.config_id in shown else c
+                        for c in session.configs)
         return dataclasses.replace(session, configs=configs)
 
     def _scaling(self) -> dict[str, ScalingFigures]:

@@ -1,7 +1,8 @@
 """Run a sweep without the TUI: a progress bar per configuration (rich), then the tables.
 
 On a terminal the bars redraw at ``fps``; elsewhere (SLURM logs, CI) one line is printed per configuration
-as it ends. Either way the display reads session snapshots at a fixed rate, never per event.
+as it ends, whole however long (a file has no width to wrap at). Either way the display reads session
+snapshots at a fixed rate, never per event.
 """
 
 from __future__ import annotations
@@ -39,6 +40,12 @@ def _status_text(config: ConfigSnapshot) -> str:
             text += f"  unstable (±{reached:.1%})" if reached is not None else "  unstable"
         return text
     return config.status + (f": {config.reason}" if config.reason and config.status in FAILED else "")
+
+
+def say(console: Console, line: str) -> None:
+    """One line of ddptop's, whole: never cut or wrapped at a width rich assumed (80 columns where stdout is a
+    file or a pipe, which have none). On a terminal the terminal wraps it, as it wraps any long line."""
+    console.print(line, soft_wrap=True, highlight=False, markup=False)
 
 
 class HeadlessView:
@@ -90,7 +97,7 @@ class HeadlessView:
                 continue  # a rank's own report may be the echo of another's fault: the runner's word comes next
             if config.status in ENDED and config.config_id not in self.reported:
                 self.reported.add(config.config_id)
-                self.console.print(f"[{config.config_id}] {_status_text(config)}", highlight=False, markup=False)
+                say(self.console, f"[{config.config_id}] {_status_text(config)}")
 
 
 class AsciiStream(io.TextIOBase):
@@ -130,7 +137,7 @@ def headless_console(ascii_only: bool = False) -> Console:
 def run_headless(live: LiveRun, fps: float, console: Console) -> int:
     session = live.session
 
-    console.print(f"ddptop: {len(session.configs)} configurations, results in {session.run_dir}", highlight=False)
+    say(console, f"ddptop: {len(session.configs)} configurations, results in {session.run_dir}")
     with handle_stop_signals(lambda _signum, _frame: live.stop()):
         try:
             with HeadlessView(session, console) as view:
@@ -143,12 +150,12 @@ def run_headless(live: LiveRun, fps: float, console: Console) -> int:
                     for name, why in live.not_saved().items():  # a full disk: said once, as it happens
                         if name not in told and name != "run directory":  # that one: the stopped line says it
                             told.add(name)
-                            console.print(f"ddptop: {why}; kept in memory for the summary", highlight=False)
+                            say(console, f"ddptop: {why}; kept in memory for the summary")
         finally:
             code = live.finish()
     monitor = live.monitor
     if monitor is not None and monitor.errors:
-        console.print(f"ddptop: telemetry missed {monitor.errors} readings ({monitor.last_error})", highlight=False)
+        say(console, f"ddptop: telemetry missed {monitor.errors} readings ({monitor.last_error})")
     # Plain stdout, not rich: the tables must not be re-wrapped to the terminal width, nor styled in logs.
     out = console.file
     out.flush()

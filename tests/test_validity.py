@@ -22,7 +22,7 @@ from ddptop.telemetry import timeline, validity
 from ddptop.telemetry.fake.nvml import FakeNvml
 from ddptop.telemetry.host import HostSampler, RankProcess
 from ddptop.telemetry.monitor import Monitor
-from ddptop.tui.panels.configs import _config_cells
+from ddptop.tui.panels.configs import _config_cells, config_notes
 from ddptop.report.schema import Summary
 
 from .conftest import REPO
@@ -237,16 +237,17 @@ def test_a_timeline_without_these_fields_says_not_recorded():
     assert found["ecc"] is None and not found["disturbed"]
 
 
-def test_live_validity_is_incremental_and_equals_the_window(tmp_path):
+def test_the_accumulator_is_incremental_and_equals_the_window(tmp_path):
+    """What the live view relies on: records added a frame at a time, overlapping, give the whole window's
+    answer (each record counted once)."""
     _, records = gpu_window(tmp_path, lambda fake: fake.pcie_link(0, 2, 16), ticks=6)
     start = records[0]["t"]
-    live = validity.LiveValidity()
-    live.update("c", start, "L", records[:3])
-    answer = live.update("c", start, "L", records[1:])  # overlapping frames: each record counted once
+    live = validity.ValidityAccumulator(start, None, "L")
+    live.add_all(records[:3]).add_all(records[1:])
+    answer = live.result()
     whole = validity.ValidityAccumulator(start, None, "L").add_all(records).result()
     assert answer == whole and answer["readings"] == 5 and answer["disturbed"]
-    assert live.known["c"] is answer
-    fresh = live.update("d", records[-1]["t"], "L", records)
+    fresh = validity.ValidityAccumulator(records[-1]["t"], None, "L").add_all(records).result()
     assert fresh["readings"] == 0 and not fresh["disturbed"]
 
 
@@ -255,8 +256,10 @@ def test_config_table_shows_a_disturbed_configuration_and_the_report_lists_it():
                 status="running", reason=None, progress=0.5, sample_count=3, revision=1, stats=None)
     quiet = _config_cells(ConfigSnapshot(**base, validity=Validity(False)), None)["status"]
     assert quiet.plain == "running" and quiet == _config_cells(ConfigSnapshot(**base), None)["status"]
-    busy = _config_cells(ConfigSnapshot(**base, validity=Validity(True, ("other processes used 0.9 cores",))), None)
-    assert busy["status"].plain == "running ! other processes used 0.9 cores"
+    disturbed = ConfigSnapshot(**base, validity=Validity(True, ("other processes used 0.9 cores",), so_far=True))
+    assert _config_cells(disturbed, None)["status"].plain == "running !"  # the mark; the notes say what it means
+    (note,) = config_notes([disturbed])
+    assert note.plain == "! 1M/2P disturbed while measured: other processes used 0.9 cores (so far)"
     summary = {"configs": [{"config_id": "a", "validity": {"disturbed": False, "reasons": []}},
                            {"config_id": "b", "validity": {"disturbed": True, "reasons": ["GPU 1: Xid 79", "x"]}},
                            {"config_id": "c"}]}
@@ -264,42 +267,15 @@ def test_config_table_shows_a_disturbed_configuration_and_the_report_lists_it():
     assert sections.text_of("disturbed", Summary.from_json({"configs": summary["configs"][::2]})) == ""
 
 
-def _recorded_with_second_running():
-    """The recorded run's control, its snapshot with the second configuration shown running, and its telemetry."""
-    import dataclasses
-
+def test_a_finished_run_viewed_after_the_fact_carries_no_live_mark():
+    """``ddptop view`` of a run that ended: no configuration ran while the view watched, so none carries the
+    live view's mark (its summary says whether the node was quiet); the next frame says the same."""
     from ddptop.control import RecordedControl
-    from ddptop.run.snapshot import TelemetrySnapshot
 
     control = RecordedControl.of(os.path.join(REPO, "tests", "data", "recorded-run"))
-    session = control.take_snapshot().session
-    running = dataclasses.replace(session.configs[1], status="running")
-    session = dataclasses.replace(session, configs=(session.configs[0], running, *session.configs[2:]))
-    return control, session, TelemetrySnapshot.of(control.telemetry)
-
-
-def test_run_control_attaches_the_running_configurations_validity():
-    control, session, telemetry = _recorded_with_second_running()
-    shown = control._with_validity(session, telemetry)
-    assert shown.configs[1].validity == Validity(False, ())  # an old timeline: nothing recorded to disturb it
-    assert shown.configs[0].validity is None and shown.configs[2].validity is None
-    assert control._with_validity(session, telemetry) == shown  # the next frame: the same answer
-
-
-def test_the_live_validity_of_a_configuration_measured_again_starts_from_its_further_launch():
-    """A configuration a further launch measures again (a burst disturbed its first launch) is judged live from
-    its start in that launch, not from its first start: the first launch's readings, and the burst in them,
-    are no part of the new window."""
-    control, session, telemetry = _recorded_with_second_running()
-    running = session.configs[1]
-    first = control._with_validity(session, telemetry).configs[1].validity
-    assert control._validity.known[running.config_id]["readings"] > 0  # its first launch's window
-    state = control.session.configs[running.config_id]
-    later = max(r["t"] for r in telemetry.recent) + 1.0
-    state.launch, state.launch_started_t = "03-n1-gloo", {**state.launch_started_t, "03-n1-gloo": later}
-    again = control._with_validity(session, telemetry).configs[1].validity
-    assert control._validity.known[running.config_id]["readings"] == 0  # nothing read since its new start
-    assert first is not None and again is not None
+    first = control.take_snapshot().session
+    assert [c.validity for c in first.configs] == [None, None, None]
+    assert [c.validity for c in control.take_snapshot().session.configs] == [None, None, None]
 
 
 # -- a new launch's rank, before its hello is read ------------------------------------------------------------------

@@ -47,7 +47,7 @@ def test_watch_follows_a_headless_run_to_its_final_summary(tmp_path):
     # it followed the run while it ran, not only its end
     assert any(f"watching pid {writer.pid}" in line for line in seen_lines)
     assert any("running 1M/1P" in line for line in seen_lines)
-    # the first word: a busy machine adds "! other processes used ..." to a running configuration's status
+    # the first word: a busy machine adds its mark, "!", to a running configuration's status
     assert ["running", "pending"] in [[status.split()[0] for status in row] for row in seen_statuses]
     # and at the end shows the writer's own final summary, the one on disk
     with open(run_dir / "summary.json", encoding="utf-8") as handle:

@@ -2,9 +2,10 @@
 ``store`` (saving and loading summary.json, .md and .csv, the schema and its upgrade, ``keys``),
 ``sections`` (the report's parts, in order) whose ``*_tables`` modules (one per kind of part, sharing
 ``cells``) build neutral ``blocks`` that one writer renders for the terminal and one for Markdown,
-``csv_table`` (summary.csv), ``diff`` (two summaries compared) and ``plots``.
+``csv_table`` (summary.csv), ``diff`` (two summaries compared), ``plots`` and ``quiet`` (was a configuration
+measured on a quiet node: the rule the summary and the live view share).
 """
 
 __all__ = ["batch_tables", "blocks", "build", "cells", "communication_tables", "compute_tables", "csv_table", "diff",
-           "environment_tables", "keys", "launch_tables", "load_tables", "plots", "problem_tables", "scaling_tables",
+           "environment_tables", "keys", "launch_tables", "load_tables", "plots", "problem_tables", "quiet", "scaling_tables",
            "sections", "store", "strategy_tables", "thread_tables", "trace_tables", "tuning_tables"]

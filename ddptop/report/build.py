@@ -20,11 +20,11 @@ from ddptop.protocol.layout import (ENVIRONMENT_FILE, RUNNER_FILE, SUMMARY_JSON,
 from ddptop.protocol.marks import LaunchEnd, parse_mark
 from ddptop.protocol.vocab import Status
 from ddptop.protocol.wire import EventFileReader
-from ddptop.report import load_tables, store
+from ddptop.report import load_tables, quiet, store
 from ddptop.report.schema import Summary
 from ddptop.report.store import SCHEMA, SCHEMA_VERSION, read_json_object
 from ddptop.run.session import Session
-from ddptop.telemetry import nccl_log, timeline, validity
+from ddptop.telemetry import nccl_log, timeline
 
 
 def _rank0_end(state: Any) -> dict[str, Any]:
@@ -218,51 +218,10 @@ def _overhead(session: Session, entries: list[dict[str, Any]]) -> dict[str, Any]
     }
 
 
-def _judge_launches(
-    state: Any, entry: dict[str, Any], records: list[dict[str, Any]], info: dict[str, Any] | None,
-    rank_pids: frozenset[int] = frozenset(),
-) -> None:
-    """Each launch's measured window judged on its own (was the node quiet?), and which launches the
-    configuration's figures use: the quiet ones when there are any, else all of them (and it is disturbed).
-    A configuration measured in one launch keeps its steps as they are."""
-    windows = {name: (start, end) for name, start, end, _ in state.launch_windows()}
-    for unit in entry["launches"]:
-        window = windows.get(unit["launch"])
-        judged = (validity.window_validity(records, window[0], window[1], unit["launch"], info, rank_pids)
-                  if window else None)
-        unit["disturbed"] = bool(judged and judged.get("disturbed"))
-        unit["reasons"] = list(judged.get("reasons") or []) if judged and judged.get("disturbed") else []
-        unit["gpu_state"] = (judged or {}).get("gpu_state")
-    # the GPUs' state in each launch's window beside the others': a launch off the node's steady state is flagged
-    unsteady = validity.unsteady_launches({u["launch"]: u["gpu_state"] for u in entry["launches"] if u["gpu_state"]})
-    for unit in entry["launches"]:
-        unit["unsteady"] = unsteady.get(unit["launch"], [])
-    quiet = [u for u in entry["launches"] if not u["disturbed"]]
-    for unit in entry["launches"]:
-        unit["used"] = (not unit["disturbed"]) if quiet else True
-    if quiet and len(quiet) < len(entry["launches"]):  # the tables' percentiles from the quiet launches only
-        entry["stats"] = state.summary_of({u["launch"] for u in quiet})
-
-
 def _window_iters(state: Any, window: tuple[float, float]) -> int | None:
     """The steps measured in one launch's window, when the window is one launch's of several."""
     found = [iters for _, start, end, iters in state.launch_windows() if (start, end) == window]
     return found[0] if found and len(state.launch_windows()) > 1 else None
-
-
-def _measure_window(state: Any, entry: dict[str, Any], last_t: float) -> tuple[float, float] | None:
-    """The measured steps' wall-clock window (whole configuration when it did not finish); over several
-    launches, the last used launch's (each launch is judged on its own by ``_judge_launches``)."""
-    used = [u["launch"] for u in entry.get("launches", ()) if u.get("used")]
-    windows = [(start, end) for name, start, end, _ in state.launch_windows() if name in used]
-    if entry["status"] == "ok" and windows and len(state.launch_windows()) > 1:
-        return windows[-1]  # (_window_iters gives its steps), not a later launch's that was disturbed and left out
-    end = _rank0_end(state)
-    if entry["status"] == "ok" and end.get("measure_s") is not None:
-        return end["t"] - end["measure_s"], end["t"]
-    if state.started_t is None:
-        return None
-    return state.started_t, state.ended_t or last_t
 
 
 def _rank_spans(state: Any, entry: dict[str, Any], launch: str | None, window: tuple[float, float],
@@ -280,12 +239,6 @@ def _rank_spans(state: Any, entry: dict[str, Any], launch: str | None, window: t
         if start is not None:
             spans.append((name, start, end if end is not None else last_t))
     return spans
-
-
-def _window_launch(state: Any, window: tuple[float, float]) -> str | None:
-    """The launch whose measured window ``window`` is (the last used one's), else the configuration's last."""
-    found = [name for name, start, end, _ in state.launch_windows() if (start, end) == window]
-    return found[0] if found else state.launch
 
 
 def _add_gpu_figures(state: Any, entry: dict[str, Any], records: list[dict[str, Any]],
@@ -312,12 +265,18 @@ def _add_telemetry(
     info = timeline.timeline_info(records)
     rank_pids = session.rank_pids()
     for state, entry in zip(states, entries):
-        _judge_launches(state, entry, records, info, rank_pids)
-        window = _measure_window(state, entry, last_t)
+        # each launch judged, the launches the figures use, and the verdict over the measured window: the rule
+        # the live view applies too (``report.quiet``)
+        judged = quiet.judge(state, entry["status"], records, info, rank_pids, last_t)
+        for unit, found in zip(entry["launches"], judged.launches):
+            unit.update(found)
+        used = [u for u in entry["launches"] if u["used"]]
+        if len(used) < len(entry["launches"]):  # the tables' percentiles from the quiet launches only
+            entry["stats"] = state.summary_of({u["launch"] for u in used})
+        window, launch = judged.window, judged.launch
         iters = _window_iters(state, window) if window else None
         examples = (iters if iters is not None else entry["measured_iters"] or 0) * entry["global_batch"] \
             if entry["status"] == "ok" else None
-        launch = _window_launch(state, window) if window else state.launch
         entry["telemetry"] = (
             timeline.window_figures(records, window[0], window[1], launch, examples,
                                     _rank_spans(state, entry, launch, window, last_t))
@@ -327,8 +286,7 @@ def _add_telemetry(
         if entry["telemetry"] is not None and window:
             _add_gpu_figures(state, entry, records, window)
         # interference and faults over the same window: was the node quiet while it was measured?
-        entry["validity"] = (validity.window_validity(records, window[0], window[1], launch, info, rank_pids)
-                             if window else None)
+        entry["validity"] = judged.validity
     return {
         "file": TIMELINE_FILE if records else None,
         "readings": len(records),

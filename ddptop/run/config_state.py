@@ -59,6 +59,9 @@ class ConfigState:
     ended_t: float | None = None
     launch: str | None = None
     launch_started_t: dict[str, float] = field(default_factory=dict)  # launch -> its first config_start's time
+    # launch -> when its measured steps began, as its first measured steps tell (their event's time less their
+    # seconds): the start of the window the live view judges "so far" (rank 0's measure_s closes it)
+    measure_started_t: dict[str, float] = field(default_factory=dict)
     settled: bool = False  # the runner's mark ended it: status and reason are final (a rank's may be an echo)
     revision: int = 0  # bumped on every change, for cached summaries
     _summary_cache: tuple[int, Any] | None = field(default=None, repr=False, compare=False)

@@ -193,6 +193,8 @@ class Session:
         if state.status == Status.PENDING:
             state.status = Status.RUNNING
         if event["phase"] == Phase.MEASURE:
+            if event["sec"] and launch not in state.measure_started_t:
+                state.measure_started_t[launch] = event["t"] - sum(event["sec"])
             before = len(state.samples.get(event["rank"], ()))
             state.add_samples(event["rank"], event["sec"], event.get("round"), launch)
             if any(event.get(name) is not None for name, _ in STEP_LISTS) or state.step_values:

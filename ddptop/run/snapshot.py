@@ -83,10 +83,13 @@ class StepStats:
 
 @dataclass(frozen=True)
 class Validity:
-    """Whether the configuration's steps so far ran on a disturbed node, and why (``telemetry/validity.py``)."""
+    """Whether the configuration's measured steps ran on a disturbed node, and why (``report/quiet.py``, the
+    summary's rule over the summary's window); ``so_far``: its window has not closed yet (its steps still run,
+    or the reading after them is not in), so the summary's verdict may still differ."""
 
     disturbed: bool
     reasons: tuple[str, ...] = ()
+    so_far: bool = False
 
 
 @dataclass(frozen=True)
@@ -150,7 +153,7 @@ class ConfigSnapshot(ConfigFields):
     # relative half-width of rank 0's median's 95% interval (0.02: +-2%): at its stop, else so far
     precision_reached: float | None = None
     warmup_used: int | None = None  # warm-up steps run (so far, while the configuration runs)
-    validity: Validity | None = None  # the running configuration's, from the telemetry since it started
+    validity: Validity | None = None  # over its measured steps, once they began (while this view watched)
     settled: bool = False  # ddptop has ended it (its runner's mark): the status and reason are final
     started_t: float | None = None  # its first config_start (after its launch set up), its end
     ended_t: float | None = None

@@ -4,8 +4,8 @@ A step time measured while another process took CPU, while the node swapped, whi
 (thermal, power, HW slowdown), ran below its clocks, shared its GPU with a stranger, had its PCIe link
 trained down, or reported an Xid or a new ECC error is not the same figure as one measured without them.
 :class:`ValidityAccumulator` takes telemetry records one at a time (so a live view adds only the records
-that are new since its last frame) and says, with the thresholds below, whether the window was
-``disturbed`` and why, one line per reason. Each record's host figures describe the interval before it, as
+that are new since its last frame: ``live.live_validity``) and says, with the thresholds below, whether the
+window was ``disturbed`` and why, one line per reason. Each record's host figures describe the interval before it, as
 NVML's utilisation does, so a window takes the records inside ``(start, end]`` (the next one when none is).
 
 A field the timeline does not have (a timeline written before these checks existed, a GPU that cannot
@@ -372,40 +372,3 @@ def window_validity(
                     acc._job_gpus.add(rank["gpu"])
             acc.mark_coarse(after)
     return acc.result()
-
-
-class LiveValidity:
-    """The running configuration's validity so far, kept up to date from the records a view already holds.
-
-    ``update`` takes the newest telemetry records (any overlap with earlier calls is skipped by time), so
-    each record is looked at once; a new configuration (another id or start time) starts over. ``known``
-    keeps each configuration's last answer, so one that finished still shows what it ran through.
-    """
-
-    def __init__(self) -> None:
-        self.known: dict[str, dict[str, Any]] = {}
-        self._key: tuple[str, float] | None = None
-        self._acc: ValidityAccumulator | None = None
-        self._answer: tuple[int, dict[str, Any]] | None = None
-
-    def update(
-        self,
-        config_id: str,
-        started_t: float,
-        launch: str | None,
-        records: Iterable[dict[str, Any]],
-        info: dict[str, Any] | None = None,
-        rank_pids: Collection[int] = (),
-    ) -> dict[str, Any]:
-        if self._key != (config_id, started_t) or self._acc is None:
-            self._key = (config_id, started_t)
-            self._acc = ValidityAccumulator(started_t, None, launch, info)
-            self._answer = None
-        acc = self._acc
-        acc.add_all(records)
-        new_ranks = set(rank_pids) - acc.rank_pids  # a hello read since: its process was never a stranger
-        acc.rank_pids |= new_ranks
-        if self._answer is None or self._answer[0] != acc.readings or new_ranks:
-            self._answer = (acc.readings, acc.result())
-            self.known[config_id] = self._answer[1]
-        return self._answer[1]

@@ -36,8 +36,8 @@ from ddptop.run.snapshot import FINAL_PHASES, RunSnapshot
 from ddptop.telemetry.topology import format_matrix
 from ddptop.tui import ascii
 from ddptop.tui import format as fmt
-from ddptop.tui.panels import (ConfigTable, GpuTable, HostLine, LogPanel, RankTable, StatusLine, StepChart,
-                               TunePanel)
+from ddptop.tui.panels import (ConfigNotes, ConfigTable, GpuTable, HostLine, LogPanel, RankTable, StatusLine,
+                               StepChart, TunePanel)
 from ddptop.tui.footer import FittingFooter
 from ddptop.protocol.modelspec import is_script
 from ddptop.tui.lines import LineTable
@@ -52,7 +52,7 @@ PANELS = tuple(TAB_OF_PANEL)
 # The panels each tab shows, drawn only while it is the active tab: a hidden widget that asks to be redrawn
 # makes Textual rebuild its map of every widget at the next frame (half the view's compositing cost).
 TAB_WIDGETS: dict[str, tuple[type, ...]] = {
-    "overview": (GpuTable, HostLine, ConfigTable, StepChart), "ranks-tab": (RankTable,), "topology-tab": (),
+    "overview": (GpuTable, HostLine, ConfigTable, ConfigNotes, StepChart), "ranks-tab": (RankTable,), "topology-tab": (),
     "logs-tab": (LogPanel,), "tune-tab": (TunePanel,),
 }
 PANEL_KINDS = tuple(kind for kinds in TAB_WIDGETS.values() for kind in kinds)
@@ -199,6 +199,7 @@ class DdptopApp(AsciiAwareApp):
                     yield GpuTable(id="gpus")
                     yield HostLine(fmt.given(self.control.environment), id="host")
                     yield ConfigTable(self.control.session.plan.configs(), id="configs")
+                    yield ConfigNotes(id="config-notes")
                     yield StepChart(id="chart")
             with TabPane("2 Ranks", id="ranks-tab"):
                 yield RankTable(id="ranks", data_wait=any(is_script(spec.model)

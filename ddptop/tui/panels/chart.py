@@ -33,6 +33,7 @@ class StepChart(TextLines):
         self._key: tuple[str, int, tuple[int, int], bool] | None = None
         self._drawn = 0.0
         self.per_rank = False  # the per-rank dots instead of the median and band
+        self._waiting = False  # what it shows is the line that waits for the first steps
         self._snapshot: RunSnapshot | None = None  # drawn again on a resize: a settled run sends no more frames
 
     def toggle(self) -> None:
@@ -53,6 +54,7 @@ class StepChart(TextLines):
         key = (config.config_id, config.revision, size, self.per_rank)
         if key == self._key or (
             config.status == Status.RUNNING  # an ended configuration is drawn as it ended, at once
+            and not self._waiting  # nor are its first steps, after the line that waited for them
             and self._key is not None
             and self._key[0] == key[0]
             and self._key[2:] == key[2:]
@@ -61,6 +63,10 @@ class StepChart(TextLines):
             return
         self._key = key
         self._drawn = time.monotonic()
+        self._waiting = not any(config.tails.values())
+        if self._waiting:  # warming up, or its ranks not yet heard from: nothing to draw
+            self.show([waiting_title(config.heading, config.status, config.warmup_used, size[0])])
+            return
         ranks = sorted(config.tails)[:MAX_RANKS]
         width, height = size[0] - LABEL_WIDTH - 1, size[1] - 1
         if self.per_rank:
@@ -76,6 +82,17 @@ class StepChart(TextLines):
         notes = outlier_notes(plot, "" if self.per_rank else fmt.OUTLIER_STYLE)  # per rank: marks of their colour
         title = chart_title(f"sec/iter, {config.heading} ({config.status}): ", legend, notes, details, keys, size[0])
         self.show([title, *chart_lines(plot)])
+
+
+def waiting_title(heading: str, status: str, warmup_used: int | None, width: int) -> Text:
+    """The chart's one line before its configuration's first measured step: what it waits for (and the warm-up
+    steps run so far where it fits), no axis and no plot of nothing."""
+    title = Text(f"sec/iter, {heading} ({status}): ")
+    title.append("waiting for the first steps")
+    warm = f" (warm-up: {warmup_used} step{'s' if warmup_used != 1 else ''} run)" if warmup_used else ""
+    if warm and title.cell_len + cell_len(warm) <= width:
+        title.append(warm, style="dim")
+    return title
 
 
 def redraw_period(width: int, height: int) -> float:

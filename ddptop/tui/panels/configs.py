@@ -4,6 +4,7 @@ ranks drew, their data-wait share and tokens/s in place of the comm and idle sha
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from rich.text import Text
@@ -14,6 +15,7 @@ from ddptop.protocol.modelspec import is_script, short_name
 from ddptop.run.snapshot import ConfigSnapshot, RunSnapshot, ScalingFigures, Validity
 from ddptop.tui import format as fmt
 from ddptop.tui.lines import LineTable
+from ddptop.tui.panels.cached import CachedStatic
 
 STATUS_STYLE = {
     "pending": "dim",
@@ -42,6 +44,8 @@ SCRIPT_COLUMNS = tuple(c for c in CONFIG_COLUMNS if c[0] not in ("comm", "idle")
 )
 
 LABEL_WIDTH_MAX = 12
+DISTURBED_MARK = "!"  # beside the status of a configuration measured on a busy node (the notes say why)
+NOTES_SHOWN = 3  # notes under the table: more would push the step chart off an 80x24 screen
 
 
 class ConfigTable(LineTable):
@@ -78,8 +82,9 @@ class ConfigTable(LineTable):
 
 
 def status_text(config: ConfigSnapshot, going: bool = True, measuring: bool = True) -> Text:
-    """A configuration's status as the tables show it: analysing, queued between its launches, its failure
-    or a disturbed node beside it. ``going``: the sweep may still measure; ``measuring``: it runs now."""
+    """A configuration's status as the tables show it: analysing, queued between its launches, or its word with
+    the mark of a disturbed node beside it (``config_notes`` says what the mark means, and why one failed).
+    ``going``: the sweep may still measure; ``measuring``: it runs now."""
     status = Text(config.status, style=STATUS_STYLE.get(config.status, ""))
     if config.analysing and going:  # its steps are in, ok; the compute/communication split is still being measured
         status = Text("analysing", style=STATUS_STYLE.get(Status.RUNNING, ""))
@@ -87,13 +92,46 @@ def status_text(config: ConfigSnapshot, going: bool = True, measuring: bool = Tr
           and 0 < config.launches_measured < config.launches_planned):
         # measured in some of its launches, waiting for the next one: not running now
         status = Text(f"queued {config.launches_measured + 1}/{config.launches_planned}", style="dim")
-    elif config.status in FAILED and config.reason:
-        status.append(f" {config.reason[:60]}", style="red")
-    elif config.validity is not None and config.validity.disturbed:  # measured on a busy node: say so
-        status.append(" !", style="bold yellow")
-        if config.validity.reasons:
-            status.append(f" {config.validity.reasons[0][:60]}", style="yellow")
+    elif config.status not in FAILED and config.validity is not None and config.validity.disturbed:
+        status.append(f" {DISTURBED_MARK}", style="bold yellow")  # measured on a busy node: the notes say why
     return status
+
+
+def config_notes(configs: Sequence[ConfigSnapshot]) -> list[Text]:
+    """What the status cells cannot hold, one note per configuration, in the table's order: why one failed, and
+    what a mark means and why it is there ("! 1M/1P disturbed while measured: other processes used 1.9 cores
+    (so far)"). Those in the summary's "Disturbed while measured" list are marked the same way once ended."""
+    notes = []
+    for config in configs:
+        if config.status in FAILED and config.reason:
+            notes.append(Text(f"{config.label} {config.status}: {config.reason}", style="red"))
+        elif config.validity is not None and config.validity.disturbed:
+            note = Text(DISTURBED_MARK, style="bold yellow")
+            note.append(f" {config.label} disturbed while measured")
+            reasons = config.validity.reasons
+            if reasons:
+                note.append(f": {reasons[0]}", style="yellow")
+                if len(reasons) > 1:
+                    note.append(f"; +{len(reasons) - 1} more", style="yellow")
+            if config.validity.so_far:
+                note.append(" (so far)", style="dim")
+            notes.append(note)
+    return notes
+
+
+class ConfigNotes(CachedStatic):
+    """The lines under the configuration table: what its marks mean and why one failed (``config_notes``), at
+    most ``NOTES_SHOWN`` of them and how many more; hidden when there is nothing to say."""
+
+    def update_from(self, snapshot: RunSnapshot) -> None:
+        notes = config_notes(snapshot.session.configs)
+        self.display = bool(notes)
+        if not notes:
+            return
+        shown = Text("\n").join(notes[:NOTES_SHOWN])
+        if len(notes) > NOTES_SHOWN:
+            shown.append(f"\n+{len(notes) - NOTES_SHOWN} more (r: the summary lists them)", style="dim")
+        self.show_content(shown)
 
 
 def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None, going: bool = True,
