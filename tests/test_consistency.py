@@ -17,8 +17,9 @@ import shutil
 import pytest
 
 from ddptop.analysis import launches, scaling
-from ddptop.report import build, consistency
+from ddptop.report import build, consistency, store
 from ddptop.report.consistency import check
+from ddptop.report.schema import Summary
 from tests.conftest import REPO
 from tests.test_script_report import Plan, judged, script_entry
 
@@ -348,6 +349,35 @@ def test_the_last_configuration_measured_after_the_last_reading_keeps_a_load_row
     assert summary.configs[2].stats is not None
     found = check(summary.to_json())
     assert found == [], formatted(found)
+
+
+# -- every summary saved is checked -----------------------------------------------------------------------------
+
+
+def _broken_summary() -> Summary:
+    doc = golden()
+    doc["scaling"][0]["rows"][1]["speedup"] = 1.5
+    return Summary.from_json(doc)
+
+
+def test_saving_a_summary_that_contradicts_itself_raises_with_every_violation(tmp_path, monkeypatch):
+    monkeypatch.setenv(store.CHECK_ENV, "1")
+    with pytest.raises(consistency.InconsistentSummary) as raised:
+        store.save_summary(_broken_summary(), str(tmp_path))
+    assert [v.path for v in raised.value.violations] == ["scaling[0].rows[1].speedup"]
+    message = str(raised.value)
+    assert "contradicts itself in 1 place(s)" in message and "scaling[0].rows[1].speedup: figure outside" in message
+    assert (tmp_path / "summary.json").exists()  # written first, to be read
+
+
+def test_without_the_variable_a_summary_is_saved_unchecked(tmp_path, monkeypatch):
+    monkeypatch.delenv(store.CHECK_ENV, raising=False)
+    paths = store.save_summary(_broken_summary(), str(tmp_path))
+    assert os.path.exists(paths["json"])
+
+
+def test_the_test_session_checks_every_summary_its_subprocesses_write_too():
+    assert os.environ.get(store.CHECK_ENV) == "1"
 
 
 def test_a_summary_is_checked_unchanged():
