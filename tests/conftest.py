@@ -12,6 +12,9 @@ import pytest
 from tests import cores
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# every summary a test writes, in this process, a CLI subprocess or a sweep's, is checked for contradictions
+# (ddptop.report.consistency): one that contradicts itself fails the test with the figure's path and values
+os.environ["DDPTOP_CHECK_SUMMARIES"] = "1"
 CORES: cores.CoreShare | None = None  # this worker's share of the cores (pytest-xdist), set at configure
 
 

@@ -2,7 +2,9 @@
 
 ``save_summary`` writes summary.json/.md/.csv atomically; ``load_summary`` refuses documents of an unknown
 schema or version and upgrades older versions it knows (the renamed keys are in ``ddptop.report.keys``);
-``ddptop.report.build.load_target`` reads a run directory's summary, or builds one from its events.
+``ddptop.report.build.load_target`` reads a run directory's summary, or builds one from its events. With
+``DDPTOP_CHECK_SUMMARIES=1`` (the test suite's), every summary written is checked for contradictions
+(``ddptop.report.consistency``) and one that contradicts itself raises after it is written.
 """
 
 from __future__ import annotations
@@ -49,14 +51,29 @@ def summary_paths(run_dir: str) -> dict[str, str]:
             (("json", SUMMARY_JSON), ("md", SUMMARY_MD), ("csv", SUMMARY_CSV))}
 
 
+CHECK_ENV = "DDPTOP_CHECK_SUMMARIES"  # "1": every summary saved is checked for contradictions (the tests set it)
+
+
 def _write_summary(summary: Summary, directory: str) -> dict[str, str]:
     from ddptop.report import csv_table, sections  # numpy: loaded when a summary is written, not with the view
 
     paths = summary_paths(directory)
-    storage.write_json(paths["json"], summary.to_json())
+    document = summary.to_json()
+    storage.write_json(paths["json"], document)
     storage.write_atomic(paths["md"], sections.markdown(summary))
     storage.write_atomic(paths["csv"], csv_table.csv_text(summary))
+    if os.environ.get(CHECK_ENV) == "1":  # after the write: the contradicting summary stays there to be read
+        check_consistency(document, paths["json"])
     return paths
+
+
+def check_consistency(document: dict[str, Any], where: str) -> None:
+    """Raise ``consistency.InconsistentSummary`` listing every place where the summary contradicts itself."""
+    from ddptop.report import consistency
+
+    violations = consistency.check(document)
+    if violations:
+        raise consistency.InconsistentSummary(where, violations)
 
 
 def default_fallback_dir() -> str:
