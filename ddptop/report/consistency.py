@@ -5,7 +5,9 @@ reads summaries of every version, and either shape of a figure with its interval
 (``speedup`` beside ``speedup_ci: [low, high]``) and the nested estimate (``{"value": v, "ci": [low, high],
 "level": 0.95, "method": ...}`` in the figure's place). What is checked (docs/summary-schema.md, "Invariants"):
 
-1. **intervals**: every figure lies inside its 95% interval, and every interval has low <= high. A null or NaN
+1. **intervals**: every figure lies inside its 95% interval, and every interval has low <= high; no estimate
+   of a summary this ddptop made had its interval dropped for not holding its value, and a median's estimate
+   (``stats.p50``) is the percentile beside it (``stats.sec_iter.p50``). A null or NaN
    interval is no interval; infinite ends are fine where the figure lies between them. An ``X_ci`` whose
    figure cannot be found (no ``X`` beside it, nor one of the named special places) is reported.
 2. **verdicts**: the words match their figures. A script's step less its data wait said "within X% of" its
@@ -36,6 +38,7 @@ from typing import Any
 
 from ddptop.analysis import step_bound
 from ddptop.analysis.script_steps import is_script
+from ddptop.records import AS_RECORDED, DROPPED
 from ddptop.report.consistency_figures import (COVERAGE, INTERVALS, NOTHING_TO_JUDGE, TOTALS, VERDICTS, Violation,
                                                at_most, interval_of, is_estimate, is_number, near, no_interval,
                                                number_of, object_of, path_join, records_of, string_of)
@@ -68,10 +71,22 @@ def check(summary: Mapping[str, Any]) -> list[Violation]:
 # -- 1. every figure inside its interval --------------------------------------------------------------------
 
 
+# a median's estimate beside its percentiles (the value twice: stats.p50 and stats.sec_iter.p50)
+MEDIANS = {"p50": "sec_iter", "ex_sec_total_p50": "ex_sec_total", "ex_sec_replica_p50": "ex_sec_replica",
+           "tok_sec_total_p50": "tok_sec_total"}
+
+
 def _walk_intervals(node: Any, path: str, found: list[Violation]) -> None:
     if isinstance(node, Mapping):
         if is_estimate(node):
             _inside(node["value"], node["ci"], path, path_join(path, "ci"), found)
+            _not_dropped(node, path, found)
+        for name, percentiles in MEDIANS.items():
+            if is_estimate(node.get(name)) and isinstance(node.get(percentiles), Mapping):
+                value, shown = number_of(node[name]), number_of(node[percentiles].get("p50"))
+                if value is not None and shown is not None and not near(value, shown):
+                    found.append(Violation(path_join(path, name), f"median differs from {percentiles}.p50",
+                                           {"value": value, "p50": shown}, INTERVALS))
         if {"median", "low", "high"} <= set(node) and all(is_number(node[k]) for k in ("median", "low", "high")):
             _inside(node["median"], [node["low"], node["high"]], path_join(path, "median"), path, found)
         for key, value in node.items():
@@ -100,6 +115,15 @@ def _pair(node: Mapping[str, Any], key: str, path: str, found: list[Violation]) 
                                "it)", {"ci": ci}, INTERVALS))
         return
     _inside(value, ci, where, path_join(path, key), found)
+
+
+def _not_dropped(estimate: Mapping[str, Any], path: str, found: list[Violation]) -> None:
+    """An estimate whose interval was dropped for not holding its value: a summary of an older ddptop may hold
+    one (said so in its method); one this ddptop made is a figure and an interval from two methods."""
+    method = estimate.get("method")
+    if isinstance(method, str) and DROPPED in method and not method.startswith(AS_RECORDED):
+        found.append(Violation(path, "its value lay outside its interval, which was dropped",
+                               {"value": estimate.get("value"), "method": method}, INTERVALS))
 
 
 def _inside(value: Any, ci: Any, where: str, ci_where: str, found: list[Violation]) -> None:
