@@ -60,6 +60,13 @@ class Finished:
         with open(os.path.join(self.run_dir, "summary.json"), encoding="utf-8") as handle:
             return json.load(handle)
 
+    def figures(self) -> dict:
+        """The summary with each estimate as analysis writes it: its value under its name and its interval
+        beside it as ``<name>_ci`` (``tests.intervals_helpers.flat_shape``), for a test that reads figures."""
+        from tests.intervals_helpers import flat_shape
+
+        return flat_shape(self.summary())
+
 
 def _ddptop_env(env: dict | None) -> dict:
     return {**os.environ, "PYTHONPATH": REPO, "COLUMNS": "200", **(env or {})}

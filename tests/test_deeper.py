@@ -42,7 +42,7 @@ def _config(summary, config_id):
 
 def test_compute_and_communication_are_measured_per_configuration(run_a):
     assert run_a.returncode == 0, run_a.stderr + run_a.stdout
-    summary = run_a.summary()
+    summary = run_a.figures()
     n2 = _config(summary, "resnet18/ddp/bs4/n2/gloo")
     comm = n2["communication"]
     assert comm["nosync_samples"] == 4 * 2  # every rank's no_sync steps
@@ -70,7 +70,7 @@ def test_compute_and_communication_are_measured_per_configuration(run_a):
 
 
 def test_collective_benchmark_reports_algbw_and_busbw(run_a):
-    summary = run_a.summary()
+    summary = run_a.figures()
     tables = {t["op"]: t for t in summary["collectives"]}
     assert sorted(tables) == ["allgather", "allreduce", "broadcast", "reduce_scatter"]
     for op, table in tables.items():
@@ -101,7 +101,7 @@ def test_bucket_cap_changes_the_buckets(run_a, run_b):
 
 
 def test_data_parallel_runs_beside_ddp(run_b):
-    summary = run_b.summary()
+    summary = run_b.figures()
     dp = _config(summary, "resnet18/dp/bs4/n2/gloo")
     # one process: a launch of world size 1 (the first, or one more where a busy machine disturbed it)
     assert dp["status"] == "ok" and dp["label"] == "DP/2P" and dp["launch"].split("-")[1] == "n1"
@@ -152,7 +152,7 @@ def test_diff_of_two_real_runs(run_a, run_b):
     assert changed["collectives"] == (["allreduce", "allgather", "reduce_scatter", "broadcast"], [])
     ids = [r["config_id"] for r in result["configs"]]
     assert ids == ["resnet18/no_ddp/bs4/n1/gloo", "resnet18/ddp/bs4/n1/gloo", "resnet18/ddp/bs4/n2/gloo"]
-    a, b = run_a.summary(), run_b.summary()
+    a, b = run_a.figures(), run_b.figures()
     for row in result["configs"]:
         p50_a = _config(a, row["config_id"])["stats"]["sec_iter"]["p50"]
         p50_b = _config(b, row["config_id"])["stats"]["sec_iter"]["p50"]

@@ -12,6 +12,7 @@ from ddptop.run.plan import PlanError, PlanOptions, build_plan
 from ddptop.telemetry.inventory import read_inventory
 
 from .conftest import ddptop, ddptop_process, processes_mentioning
+from .intervals_helpers import flat_shape
 from .test_store_security import assert_loopback_only, watch_listening
 
 SLURM_STEP = {"SLURM_JOB_ID": "4242", "SLURM_NODEID": "1", "SLURM_NNODES": "2", "SLURM_NTASKS": "2",
@@ -129,7 +130,7 @@ def test_two_agents_on_loopback_form_a_two_node_sweep(tmp_path):
     assert "01-n1" not in follower_out  # a one-node launch is node 0's alone
 
     with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
-        summary = json.load(handle)
+        summary = flat_shape(json.load(handle))
     assert [(c["label"], c["status"]) for c in summary["configs"]] == [("1M/1P", "ok"), ("2M/1P", "ok")]
     rows = summary["scaling"][0]["rows"]
     assert [r["label"] for r in rows] == ["1M/1P", "2M/1P"] and rows[1]["speedup"] > 0

@@ -16,6 +16,7 @@ from ddptop.protocol import variants
 from ddptop.run.plan import PlanError, PlanOptions, build_plan
 from ddptop.telemetry.inventory import Inventory
 from tests.conftest import ddptop, run_sweep
+from tests.intervals_helpers import flat_shape
 
 STRATEGIES = ("ddp", "zero1", "fsdp2")
 
@@ -63,22 +64,22 @@ def _by(summary):
 @pytest.mark.slow
 def test_every_strategy_is_measured_with_intervals(sweep):
     assert sweep.returncode == 0, sweep.stderr + sweep.stdout  # out of memory is the sweep's answer here
-    configs = _by(sweep.summary())
+    configs = _by(sweep.figures())
     for strategy in STRATEGIES:
         stats = configs[(strategy, 8)]["stats"]
         low, high = stats["ex_sec_total_p50_ci"]
         assert configs[(strategy, 8)]["status"] == "ok" and low <= stats["ex_sec_total"]["p50"] <= high
         assert len(configs[(strategy, 8)]["launches"]) == 1
     # a scaling table per strategy (here of one world size), none mixing strategies
-    by_id = {c["config_id"]: c for c in sweep.summary()["configs"]}
-    for table in sweep.summary()["scaling"]:
+    by_id = {c["config_id"]: c for c in sweep.figures()["configs"]}
+    for table in sweep.figures()["scaling"]:
         assert {by_id[r["config_id"]]["strategy"] for r in table["rows"]} == {table.get("strategy", "ddp")}
-    assert {t.get("strategy", "ddp") for t in sweep.summary()["scaling"]} == {*STRATEGIES, "fsdp2_no_reshard"}
+    assert {t.get("strategy", "ddp") for t in sweep.figures()["scaling"]} == {*STRATEGIES, "fsdp2_no_reshard"}
 
 
 @pytest.mark.slow
 def test_counted_memory_per_rank_matches_the_model_bytes(sweep):
-    configs = _by(sweep.summary())
+    configs = _by(sweep.figures())
     ddp, zero, fsdp = (configs[(s, 8)] for s in STRATEGIES)
     whole = ddp["grad_bytes"]  # the model's fp32 parameters, in bytes
     held = ddp["counted_memory"]
@@ -102,7 +103,7 @@ def test_counted_memory_per_rank_matches_the_model_bytes(sweep):
 
 @pytest.mark.slow
 def test_the_largest_batch_that_fits_grows_with_sharding(sweep):
-    summary = sweep.summary()
+    summary = sweep.figures()
     largest = {}
     for strategy in (*STRATEGIES, "fsdp2_no_reshard"):
         table = next(t for t in summary["batch_throughput"] if t.get("strategy", "ddp") == strategy)
@@ -125,7 +126,7 @@ def test_the_largest_batch_that_fits_grows_with_sharding(sweep):
 def test_the_batch_sweep_stops_at_out_of_memory_and_marks_the_fastest_batch(sweep):
     """The batch sweep as such, on DDP's ladder: the batches double until one runs out of memory under the
     cap, the larger ones are not run, and each ladder's table marks the batch with the most examples/s."""
-    summary = sweep.summary()
+    summary = sweep.figures()
     status = {c["batch_size"]: c["status"] for c in summary["configs"] if c["strategy"] == "ddp"}
     assert status == {8: "ok", 16: "ok", 32: "oom", 64: "not_run", 128: "not_run"}
     assert _by(summary)[("ddp", 64)]["reason"] == "batch 32 already ran out of memory"
@@ -139,7 +140,7 @@ def test_the_batch_sweep_stops_at_out_of_memory_and_marks_the_fastest_batch(swee
 
 @pytest.mark.slow
 def test_the_strategy_table_answers_which_is_fastest_and_which_fits_the_largest_batch(sweep):
-    summary = sweep.summary()
+    summary = sweep.figures()
     (table,) = summary["strategies"]
     rows = {r["strategy"]: r for r in table["rows"]}
     assert list(rows) == [*STRATEGIES, "fsdp2_no_reshard"] and table["world_size"] == 2
@@ -192,7 +193,7 @@ def test_tune_measures_a_strategy_against_ddp_as_written(tmp_path):
                   "--telemetry-interval", "0")
     assert done.returncode == 0, done.stderr + done.stdout
     with open(tmp_path / "tune" / "summary.json", encoding="utf-8") as handle:
-        summary = json.load(handle)
+        summary = flat_shape(json.load(handle))
     (table,) = summary["tuning"]
     rows = {r["variant"]: r for r in table["rows"]}
     assert set(rows) == {"default", "zero1", "fsdp2"}
@@ -318,7 +319,7 @@ def test_ddp_zero1_and_fsdp2_of_a_small_transformer(tmp_path):
                      "--world-sizes", "2", "--strategies", "zero1,fsdp2", "--warmup", "1", "--iters", "4",
                      "--launches", "2", "--comm-iters", "0", "--no-collectives", "--telemetry-interval", "0")
     assert done.returncode == 0, done.stderr + done.stdout
-    configs = {c["strategy"]: c for c in done.summary()["configs"] if c["mode"] == "ddp"}
+    configs = {c["strategy"]: c for c in done.figures()["configs"] if c["mode"] == "ddp"}
     assert set(configs) == set(STRATEGIES)
     for config in configs.values():
         stats = config["stats"]

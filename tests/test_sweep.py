@@ -36,8 +36,8 @@ def raw_samples(run_dir: str, config_id: str, launches: set[str] | None = None) 
 
 def test_sweep_completes_with_every_configuration(cpu_sweep):
     assert cpu_sweep.returncode == 0, cpu_sweep.stderr + cpu_sweep.stdout
-    summary = cpu_sweep.summary()
-    assert summary["schema"] == "ddptop.summary" and summary["schema_version"] == 2
+    summary = cpu_sweep.figures()
+    assert summary["schema"] == "ddptop.summary" and summary["schema_version"] == 3
     assert summary["complete"] is True
     ids = [c["config_id"] for c in summary["configs"]]
     assert ids == ["resnet18/no_ddp/bs4/n1/gloo", "resnet18/ddp/bs4/n1/gloo", "resnet18/ddp/bs4/n2/gloo"]
@@ -51,7 +51,7 @@ def test_sweep_completes_with_every_configuration(cpu_sweep):
 
 
 def test_percentiles_and_speedup_match_hand_computation(cpu_sweep):
-    summary = cpu_sweep.summary()
+    summary = cpu_sweep.figures()
     p50 = {}
     for config in summary["configs"]:
         # a launch a load burst disturbed is measured again and left out of the figures: the used ones alone
@@ -88,7 +88,7 @@ def test_tables_files_and_overhead(cpu_sweep):
     for label in ("no ddp:", "1M/1P:", "1M/2P:"):
         assert label in out
     assert "Scaling: resnet18" in out and "relative SU" in out
-    summary = cpu_sweep.summary()
+    summary = cpu_sweep.figures()
     overhead = summary["overhead"]
     assert 0 < overhead["fraction_outside_iterations"] < 1
     # the two planned launches (N = 1 and 2), and a further one of any a load burst disturbed

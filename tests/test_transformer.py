@@ -191,7 +191,7 @@ def test_a_real_run_reports_tokens_per_second(tmp_path):
                      str(seq_len), "--world-sizes", "1,2", "--warmup", "1", "--iters", "4", "--launches", "1",
                      "--comm-iters", "2", "--no-collectives", "--no-baseline", "--telemetry-interval", "0")
     assert done.returncode == 0, done.stderr[-3000:]
-    summary = done.summary()
+    summary = done.figures()
     configs = summary["configs"]
     assert sorted(c["world_size"] for c in configs) == [1, 2]
     for config in configs:

@@ -17,6 +17,7 @@ from ddptop.run.options import PlanOptions
 from ddptop.run.plan import PlanError, build_plan
 from ddptop.telemetry.inventory import Inventory
 from tests.conftest import REPO, ddptop
+from tests.intervals_helpers import flat_shape
 from tests.test_watch import opened_on_summary
 
 CPU = Inventory(problem="no GPU")
@@ -156,7 +157,7 @@ def test_tune_ranks_real_variants_and_a_slowed_one_below_the_default(tmp_path) -
                   "--inject", f"slow:rank=0:factor=16:config={slowed}", "--inject", f"slow:rank=1:factor=16:config={slowed}")
     assert done.returncode == 0, done.stderr[-2000:]
     with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
-        summary = json.load(handle)
+        summary = flat_shape(json.load(handle))
     (table,) = summary["tuning"]
     rows = {r["variant"]: r for r in table["rows"]}
     assert list(rows)[0] == "default" and set(rows) == {"default", "static_graph", "fp16_compress_hook",
@@ -231,7 +232,7 @@ def test_the_faster_variants_are_measured_together_against_ddp_as_written_again(
                   "--inject", "slow:rank=0:factor=16:config=/n2/gloo$", "--inject", "slow:rank=1:factor=16:config=/n2/gloo$")
     assert done.returncode == 0, done.stderr[-2000:]
     with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
-        summary = json.load(handle)
+        summary = flat_shape(json.load(handle))
     (table,) = summary["tuning"]
     assert {r["variant"]: r["verdict"] for r in table["rows"][1:]} == {"static_graph": "faster",
                                                                       "gradient_as_bucket_view": "faster"}
@@ -246,7 +247,7 @@ def test_the_faster_variants_are_measured_together_against_ddp_as_written_again(
     with open(os.path.join(run_dir, "plan.json"), encoding="utf-8") as handle:
         assert json.load(handle)["variants"][-2:] == [variants.AGAIN, together["variant"]]
     rebuilt = ddptop("report", run_dir, "--rebuild", "--format", "json")
-    assert json.loads(rebuilt.stdout)["tuning"] == summary["tuning"]
+    assert flat_shape(json.loads(rebuilt.stdout))["tuning"] == summary["tuning"]
 
     async def tune_tab(app, pilot):  # the live view's Tune tab: the combination against DDP as written again
         await pilot.press("5")
@@ -294,7 +295,7 @@ def test_the_search_budget_ends_the_search_with_two_launches_kept(tmp_path) -> N
                   "--variants", "static_graph", "--search-budget", "1")
     assert done.returncode == 0, done.stderr[-2000:]
     with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
-        summary = json.load(handle)
+        summary = flat_shape(json.load(handle))
     assert summary["plan"]["search_budget"] == 1
     for config in summary["configs"]:
         assert config["status"] == "ok" and len(config["launches"]) == 2
@@ -349,7 +350,7 @@ def test_a_compiled_ddp_model_is_measured_with_its_compile_time_apart(tmp_path) 
                   "compile", "--bucket-cap-mb", "1", timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]
     with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
-        summary = json.load(handle)
+        summary = flat_shape(json.load(handle))
     (table,) = summary["tuning"]
     rows = {r["variant"]: r for r in table["rows"]}
     compiled = rows["compile"]
