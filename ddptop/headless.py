@@ -14,6 +14,7 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
+from ddptop.analysis import script_steps
 from ddptop.live.live_run import LiveRun
 from ddptop.protocol.modelspec import is_script, short_name
 from ddptop.protocol.vocab import ENDED, FAILED, Status
@@ -38,6 +39,8 @@ def _status_text(config: ConfigSnapshot) -> str:
         if config.unstable:
             reached = config.precision_reached
             text += f"  unstable (±{reached:.1%})" if reached is not None else "  unstable"
+        if script is not None and script.group_backend and script.group_backend != config.backend:
+            text += f"  backend {script_steps.backend_words(config.backend, script.group_backend)}"
         return text
     return config.status + (f": {config.reason}" if config.reason and config.status in FAILED else "")
 

@@ -279,6 +279,29 @@ def test_a_script_that_spawns_its_own_processes_says_the_probe_sees_none_of_thei
     assert script_steps.SPAWNED in details and "ended by ddptop after the planned steps" in details
 
 
+NCCL_SEEN = {"process_group": True, "group_world_size": 2, "launch_world_size": 2, "spawned": 0,
+             "group_backend": "nccl"}
+
+
+def test_the_backend_of_the_script_s_own_group_is_said_where_it_is_not_the_launch_s():
+    """A script that calls init_process_group("nccl") in a launch for gloo: its tables, what the probe saw and
+    the step-time block say nccl, the script's, and the launch's beside it; a group of the launch's backend
+    is said once, as before."""
+    both = "nccl (the script's; launched for gloo)"
+    entries = judged(script_entry(1, seen=dict(NCCL_SEEN, group_world_size=1, launch_world_size=1)),
+                     script_entry(2, seen=NCCL_SEEN))
+    summary = Summary.from_json({"configs": list(entries), "scaling": scaling.scaling_tables(list(entries), Plan())})
+    (table,) = summary.scaling
+    assert both in scaling_tables._scaling_title(table)
+    assert both in scaling_tables.benchmark_text(summary)
+    assert f"process group: {both}" in script_tables.seen_details(summary.configs[1])
+    assert script_steps.backend_words("gloo", "gloo") == "gloo" and script_steps.backend_words("gloo", None) == "gloo"
+    same = judged(script_entry(1), script_entry(2, seen=dict(NCCL_SEEN, group_backend="gloo")))
+    plain = Summary.from_json({"configs": list(same), "scaling": scaling.scaling_tables(list(same), Plan())})
+    assert "the script's" not in scaling_tables._scaling_title(plain.scaling[0])
+    assert not any("process group:" in line for line in script_tables.seen_details(plain.configs[1]))
+
+
 def test_the_report_the_csv_and_the_json_carry_the_script_s_figures():
     entries = list(judged(script_entry(1, wait_s=0.040), script_entry(2, wait_s=0.040)))
     entries[1]["probe_notes"] = ["examples not counted: a batch of type dict holds no tensor"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ddptop import units
-from ddptop.analysis import formulas
+from ddptop.analysis import formulas, script_steps
 from ddptop.report.blocks import Block, Caption, Note, Part, Table, Verbatim
 from ddptop.report.cells import TOKENS_HEADER, tokens_too
 from ddptop.report.schema import ci_of, value_of, Amdahl, Config, ScalingRow, ScalingTable, Summary
@@ -50,8 +50,10 @@ def benchmark_text(summary: Summary) -> str:
         seq_len = first.tokens_per_example or (first.seq_len if ":" not in first.model else None)
         tokens = f", {units.significant(seq_len, 6)} tokens per example" if seq_len else ""
         if first.is_script:
+            own = next((e.script.group_backend for e in members
+                        if e.script and e.script.group_backend and e.script.group_backend != backend), None)
             out.append(f"Benchmark: {model}, the batch as the script drew it ({_script_batches(members)}; "
-                       f"{backend}){tokens}")
+                       f"{script_steps.backend_words(backend, own)}){tokens}")
         else:
             out.append(f"Benchmark: {model} with batch size {batch} ({meaning}, {scaling} scaling, {backend}){tokens}")
         out.append("")
@@ -226,7 +228,7 @@ def table_place(table: ScalingTable) -> str:
 def _scaling_title(table: ScalingTable) -> str:
     if table.batch_observed is not None:  # a user's script: the batch as it drew it, or no scaling at all
         head = "Not scaling" if table.not_data_parallel else "Scaling"
-        return (f"{head}: {table.model} ({table.backend}{table_place(table)}), batch as observed: "
+        return (f"{head}: {table.model} ({table.backend_words}{table_place(table)}), batch as observed: "
                 f"{table.batch_observed}; against N={table.reference_world_size}")
     title = (
         f"Scaling: {table.model}{'' if table.strategy == 'ddp' else ' ' + table.strategy}, batch {table.batch_size} "

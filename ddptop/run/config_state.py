@@ -349,6 +349,7 @@ class ConfigState:
             starved_rank=script_steps.starved_rank(shares),
             ended_by=end.get("ended_by"),
             note=end.get("note"),
+            group_backend=script_steps.group_backend(end.get("script")),
         )
 
 

@@ -109,6 +109,7 @@ class ScriptFigures:
     starved_rank: int | None = None  # the rank waiting on its data far longer than the others
     ended_by: str | None = None  # config_end's: "ddptop" (its planned steps done) or "script" (it ended itself)
     note: str | None = None  # config_end's: what the probe could not measure
+    group_backend: str | None = None  # config_end's: the backend of the script's own process group
 
     @property
     def data_bound(self) -> bool:

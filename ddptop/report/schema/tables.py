@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
+from ddptop.analysis.script_steps import backend_words
 from ddptop.protocol.modelspec import short_name
 from ddptop.records import Estimate, MODEL, Record
 
@@ -115,9 +116,15 @@ class ScalingTable(Record):
     batch_observed: str | None = None
     no_ddp_note: str | None = None
     not_data_parallel: str | None = None
+    group_backend: str | None = None  # the script's own process group's backend, where it is not the launch's
 
     _only_when_set: ClassVar[frozenset[str]] = frozenset({"strategy", "device", "threads", "batch_observed",
-                                                          "no_ddp_note", "not_data_parallel"})
+                                                          "no_ddp_note", "not_data_parallel", "group_backend"})
+
+    @property
+    def backend_words(self) -> str:
+        """The backend its ranks communicate over: the launch's, or the script's own beside it where they differ."""
+        return backend_words(self.backend, self.group_backend)
 
     def series_label(self) -> str:
         """The table as a chart's series: model and batch, and the strategy, device and threads that tell it

@@ -146,6 +146,8 @@ def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None, going: b
             else f"{'~' if script.examples_vary else ''}{script.examples_per_rank}",
             "wait": _share(script.data_wait, script.data_bound),
             "toks": fmt.rate(script.tok_per_s) if script.tok_per_s is not None else "-",
+            # the backend of the script's own process group, once seen, where it is not the launch's
+            "backend": script.group_backend or config.backend,
         }
     return _config_row(config, scale, stats, status)
 
