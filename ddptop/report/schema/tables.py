@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 from ddptop.analysis.script_steps import backend_words
-from ddptop.protocol.modelspec import short_name
+from ddptop.protocol.modelspec import with_batch
 from ddptop.records import Estimate, MODEL, Record
 
 # --- figures over several configurations ---------------------------------------------------------------
@@ -129,9 +129,7 @@ class ScalingTable(Record):
     def series_label(self) -> str:
         """The table as a chart's series: model and batch, and the strategy, device and threads that tell it
         from the run's other tables."""
-        if self.batch_observed is not None:  # a user's script: its batch is what it drew, which may change with N
-            return short_name(self.model)
-        return (f"{self.model} bs{self.batch_size}" + (f" {self.strategy}" if self.strategy != "ddp" else "")
+        return (with_batch(self.model, self.batch_size) + (f" {self.strategy}" if self.strategy != "ddp" else "")
                 + (f" {self.device}" if self.device else "") + (f" x{self.threads}t" if self.threads else ""))
 
 
