@@ -135,6 +135,7 @@ def test_a_script_that_raises_fails_its_configuration_with_its_own_error_and_the
     assert done.returncode == 1, done.stderr + done.stdout
     configs = _configs(done)
     assert configs[1]["status"] == "ok" and configs[1]["stats"]["n"] == 10
+    assert configs[1]["script"]["group_backend"] == "gloo"  # its own init_process_group("gloo"), as the probe saw it
     failed = configs[2]
     assert failed["status"] == "failed" and "ValueError: bad shard" in failed["reason"], failed["reason"]
     assert failed["stats"]["n"] >= 1  # its steps before the error are kept
