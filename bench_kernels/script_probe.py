@@ -128,6 +128,7 @@ class ScriptProbe:
         self.spawned = 0
         self.process_group: bool | None = None  # at the first step
         self.group_world_size: int | None = None
+        self.group_backend: str | None = None  # what the script's own init_process_group chose, not the launch's
         self.device_name: str | None = None
         self.probe_s = 0.0  # the probe's own work: at step ends and around each batch
         self.loaders: list[dict[str, Any]] = []  # each distinct DataLoader setting iterated (loader_seen)
@@ -306,6 +307,7 @@ class ScriptProbe:
         dist = self.torch.distributed
         self.process_group = bool(dist.is_available() and dist.is_initialized())
         self.group_world_size = dist.get_world_size() if self.process_group else None
+        self.group_backend = str(dist.get_backend()) if self.process_group else None
         if self.torch.cuda.is_initialized():
             self.device_name = self.torch.cuda.get_device_name(self.torch.cuda.current_device())
 
@@ -396,6 +398,7 @@ class ScriptProbe:
             "process_group": self.process_group,
             "group_world_size": self.group_world_size,
             "launch_world_size": self.world_size,
+            "group_backend": self.group_backend,
             "optimizer_steps": self.optimizer_steps,
             "spawned": self.spawned,
             "step_marks": "explicit" if self.explicit else "optimizer" if self.marker is not None else None,

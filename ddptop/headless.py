@@ -14,8 +14,9 @@ from typing import Any, TextIO
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn
 
+from ddptop.analysis import script_steps
 from ddptop.live.live_run import LiveRun
-from ddptop.protocol.modelspec import is_script, short_name
+from ddptop.protocol.modelspec import with_batch
 from ddptop.protocol.vocab import ENDED, FAILED, Status
 from ddptop.report import sections
 from ddptop.run.session import Session
@@ -38,6 +39,8 @@ def _status_text(config: ConfigSnapshot) -> str:
         if config.unstable:
             reached = config.precision_reached
             text += f"  unstable (±{reached:.1%})" if reached is not None else "  unstable"
+        if script is not None and script.group_backend and script.group_backend != config.backend:
+            text += f"  backend {script_steps.backend_words(config.backend, script.group_backend)}"
         return text
     return config.status + (f": {config.reason}" if config.reason and config.status in FAILED else "")
 
@@ -69,11 +72,8 @@ class HeadlessView:
         if self.live:
             self.progress.start()
             for spec in self.session.plan.configs():
-                # a script chooses its own batch (0 in its spec): its file's name alone
-                what = (short_name(spec.model) if is_script(spec.model)
-                        else f"{spec.model} bs{spec.batch_size}")
                 self.tasks[spec.config_id] = self.progress.add_task(
-                    f"{spec.label:>8s} {what}", total=1.0, status="pending"
+                    f"{spec.label:>8s} {with_batch(spec.model, spec.batch_size)}", total=1.0, status="pending"
                 )
         return self
 

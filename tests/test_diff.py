@@ -170,3 +170,37 @@ def test_a_plan_key_that_prints_the_same_on_both_sides_does_not_differ():
     assert differing_keys(built_here, read_from_json) == []
     assert differing_keys(built_here, {**read_from_json, "world_sizes": [1, 4]}) == [
         {"key": "world_sizes", "a": [1, 2], "b": [1, 4]}]
+
+
+def _recorded_before(summary: dict) -> dict:
+    """A script's summary as an older ddptop wrote it: its model and ids by the script's absolute path."""
+    text = json.dumps(summary)
+    typed = summary["configs"][0]["model"]
+    return json.loads(text.replace(f'"{typed}', f'"script:{summary["plan"]["script"][0]}'))
+
+
+def test_two_checkouts_of_one_script_pair_by_its_name_and_arguments(tmp_path, monkeypatch):
+    """The same script copied into two folders, run from each: its configurations pair in ``ddptop diff`` (by
+    the script as typed and its arguments, not its absolute path), also as an older ddptop recorded them, and
+    another argument is another configuration."""
+    from ddptop.report import build
+    from tests.test_script_report import script_run_in
+
+    def saved(folder: str, *args: str) -> dict:
+        summary, _ = build.load_target(script_run_in(tmp_path / folder, monkeypatch, *args), rebuild=True)
+        return summary.to_json()
+
+    a, b = saved("a", "--flag", "1"), saved("b", "--flag", "1")
+    assert a["plan"]["script"][0] != b["plan"]["script"][0]
+    for pair in ((a, b), (_recorded_before(a), _recorded_before(b)), (a, _recorded_before(b))):
+        diff = _diff(*pair)
+        assert (diff["only_a"], diff["only_b"]) == ([], []), diff["only_a"]
+        assert [r["config_id"] for r in diff["configs"]] == ["script:train.py --flag 1/n1/gloo",
+                                                              "script:train.py --flag 1/n2/gloo"]
+        assert [r["verdict"] for r in diff["configs"]] == ["equivalent", "equivalent"]
+        assert len(diff["scaling"]) == 2
+    other = _diff(a, saved("c", "--flag", "2"))
+    assert not other["configs"] and len(other["only_a"]) == 2
+    done = ddptop("diff", _write(tmp_path, "a", _recorded_before(a)), _write(tmp_path, "b", b))
+    assert done.returncode == 0, done.stderr
+    assert "Only in" not in done.stdout and "script:train.py --flag 1/n2/gloo" in done.stdout, done.stdout

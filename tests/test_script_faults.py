@@ -5,7 +5,8 @@ and nothing the launch started outlives it.
 Quick: the words for a rank that ended its script by itself while its peers went on. Slow (real torchrun
 launches with gloo, small scripts, N = 1 and 2): a script that raises at N = 2 only; one whose steps ddptop
 cannot see; ranks that reach their end at different steps (one returns, one waits); DataLoader workers of a
-script ended by ddptop and by Ctrl-C; a script that trains in processes of its own (mp.spawn).
+script ended by ddptop and by Ctrl-C; a script that trains in processes of its own (mp.spawn), and one that
+ends before its first training step: both failed, as nothing was measured.
 """
 
 from __future__ import annotations
@@ -21,7 +22,12 @@ import time
 
 import pytest
 
-from ddptop.run.failure_reasons import script_ended_apart
+from ddptop.protocol.wire import EventWriter
+from ddptop.run import rundir
+from ddptop.run.failure_reasons import script_ended_apart, script_ended_early
+from ddptop.run.plan import PlanOptions, build_plan
+from ddptop.run.session import Session
+from ddptop.telemetry.inventory import Inventory
 from tests.conftest import REPO, Finished, ddptop, processes_mentioning
 
 # one launch per world size, few steps, no telemetry: each run is launching and tearing down, mostly
@@ -65,6 +71,42 @@ def test_a_rank_that_ended_its_script_by_itself_is_said_first():
     assert script_ended_apart({}) is None
 
 
+def test_a_script_that_ended_before_its_first_step_is_said_in_its_own_words():
+    """Nothing measured: its exit code and last line, or that it trains in processes of its own (mp.spawn)."""
+    first = {"status": "ok", "ended_by": "script", "warmup_iters": 0, "iters": 0, "script": {"spawned": 0}}
+    words = script_ended_early({0: first, 1: first}, 2, 0, "Unable to locate sufficient 2 gpus. Exiting.")
+    assert words == ("the script ended before its first training step (exit code 0): nothing measured; its last "
+                     "output: Unable to locate sufficient 2 gpus. Exiting.")
+    trained = {"status": "ok", "ended_by": "script", "warmup_iters": 1, "iters": 4}
+    assert script_ended_early({0: trained, 1: first}, 2, 0).startswith(
+        "the script ended before its first training step on rank 1 (exit code 0)")
+    spawned = dict(first, script={"spawned": 1})
+    assert script_ended_early({0: spawned}, 1, 0).startswith(
+        "the script trains in processes of its own: nothing measured (exit code 0); it called "
+        "torch.multiprocessing.spawn")
+    stopped = {"status": "ok", "ended_by": "ddptop", "warmup_iters": 1, "iters": 10}
+    assert script_ended_early({0: trained, 1: stopped}, 2, 0) is None and script_ended_early({}, 1) is None
+
+
+def test_a_session_never_calls_a_script_that_ended_before_its_first_step_ok(tmp_path):
+    """The ranks' own ends say ok (the script returned); the configuration waits for the sweep's word (failed,
+    with the script's last output) instead of ending ok with nothing measured."""
+    plan = build_plan(PlanOptions(script=[_script(tmp_path, "ends_first.py", ENDS_FIRST)], world_sizes=[1],
+                                  iters=10, warmup=1, launches=1), Inventory(problem="test"), cpu_count=2)
+    session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), plan.name))
+    (launch,) = plan.launches()
+    (config,) = launch.configs
+    path = rundir.launch_dir(session.run_dir, 1, launch.launch_key, 0)
+    writer = EventWriter(os.path.join(path, "events", "rank-0.jsonl"), 0, 0.0)
+    writer.emit("config_start", config_id=config.config_id, warmup=1, iters=10)
+    writer.emit("config_end", config_id=config.config_id, status="ok", iters=0, warmup_iters=0, ended_by="script",
+                script={"spawned": 0})
+    writer.close()
+    session.refresh()
+    assert session.configs[config.config_id].status == "running"
+    session.close()
+
+
 # DDP over gloo on a tiny model: trains at N = 1, raises its own error at its third step at N = 2
 RAISES_AT_TWO = """
     import os
@@ -93,6 +135,7 @@ def test_a_script_that_raises_fails_its_configuration_with_its_own_error_and_the
     assert done.returncode == 1, done.stderr + done.stdout
     configs = _configs(done)
     assert configs[1]["status"] == "ok" and configs[1]["stats"]["n"] == 10
+    assert configs[1]["script"]["group_backend"] == "gloo"  # its own init_process_group("gloo"), as the probe saw it
     failed = configs[2]
     assert failed["status"] == "failed" and "ValueError: bad shard" in failed["reason"], failed["reason"]
     assert failed["stats"]["n"] >= 1  # its steps before the error are kept
@@ -253,13 +296,46 @@ SPAWNS = """
 
 
 @pytest.mark.slow
-def test_a_script_that_trains_in_processes_it_spawns_ends_and_says_so(tmp_path):
-    """The probe counts the spawn, the count reaches config_end (the summary's script), the run ends by itself."""
+def test_a_script_that_trains_in_processes_it_spawns_fails_its_configuration_and_says_so(tmp_path):
+    """The probe counts the spawn, the count reaches config_end (the summary's script), the run ends by itself;
+    nothing was measured, so the configuration is no ok one and ddptop exits 1."""
     script = _script(tmp_path, "spawns.py", SPAWNS)
     started = time.monotonic()
     done = run_script(str(tmp_path / "run"), "--world-sizes", "1", *SHORT, "--hang-timeout", "30", "--", script)
     assert time.monotonic() - started < NO_HANG_S, done.stdout
+    assert done.returncode == 1, done.stderr + done.stdout
     (config,) = done.summary()["configs"]
     assert config["ended_by"] == "script" and config["script"]["spawned"] == 1, config
     assert config["script"]["optimizer_steps"] == 0  # the spawned processes' steps are out of its sight
+    assert config["status"] == "failed", config["status"]
+    assert "trains in processes of its own: nothing measured" in config["reason"], config["reason"]
+    assert "trains in processes of its own: nothing measured" in done.stdout  # the headless line
+    _nothing_left(script)
+
+
+# a script that cannot train here and says so, then leaves with exit code 0 (as PyTorch's FSDP2 example does
+# without two GPUs)
+ENDS_FIRST = """
+    import sys
+
+    print("Unable to locate sufficient 2 gpus to run this example. Exiting.")
+    sys.exit(0)
+"""
+
+
+@pytest.mark.slow
+def test_a_script_that_ends_before_its_first_training_step_fails_its_configuration(tmp_path):
+    """Not ok with nothing measured: failed, its exit code and its last words in the reason (the headless line
+    says them), its output in the log tail, and ddptop exits 1."""
+    script = _script(tmp_path, "ends_first.py", ENDS_FIRST)
+    done = run_script(str(tmp_path / "run"), "--world-sizes", "1,2", *SHORT, "--", script)
+    assert done.returncode == 1, done.stderr + done.stdout
+    for config in _configs(done).values():
+        reason = config["reason"]
+        assert config["status"] == "failed" and "ended before its first training step" in reason, reason
+        assert "exit code 0" in reason and "Unable to locate sufficient 2 gpus" in reason, reason
+        assert any("Unable to locate sufficient 2 gpus" in line for line in config["log_tail"]), config["log_tail"]
+    lines = [line for line in done.stdout.splitlines() if line.startswith("[")]  # the headless lines
+    assert len(lines) == 2 and all("] failed: the script ended before its first training step" in line
+                                   and "Unable to locate" in line for line in lines), done.stdout
     _nothing_left(script)

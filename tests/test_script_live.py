@@ -65,7 +65,8 @@ def _script_run(tmp_path) -> str:
                             sec=[N1_STEP] * ITERS, data_wait=[0.01] * ITERS, examples=[32] * ITERS,
                             tokens=[4096] * ITERS)
                 writer.emit("config_end", config_id=config.config_id, status="ok", iters=ITERS, ended_by="script",
-                            note="batch timing off from step 7: a batch the probe could not read")
+                            note="batch timing off from step 7: a batch the probe could not read",
+                            script={"process_group": True, "group_backend": "nccl"})  # init_process_group("nccl")
             else:
                 writer.emit("samples", config_id=config.config_id, phase="measure", first_iter=0,
                             sec=[N2_STEP] * 12, data_wait=[N2_WAITS[rank]] * 12, examples=[32] * 12)
@@ -177,6 +178,7 @@ def test_the_headless_line_of_a_script_gives_its_examples_per_second(script_run)
     (line,) = console.file.getvalue().splitlines()  # the one ended configuration
     assert line.startswith("[script:") and "/n1/gloo] ok" in line
     assert " 640.0 ex/s" in line and "81920 tok/s" in line and "data wait 20%" in line and " 0.0 ex/s" not in line
+    assert line.endswith("backend nccl (the script's; launched for gloo)")  # its own group's, the launch's beside
 
 
 PRINTING = textwrap.dedent("""

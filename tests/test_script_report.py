@@ -103,7 +103,7 @@ def test_the_table_s_title_says_the_batch_as_observed_and_a_line_says_there_is_n
     doc = {"configs": entries, "scaling": scaling.scaling_tables(entries, Plan())}
     (table,) = Summary.from_json(doc).scaling
     title = scaling_tables._scaling_title(table)
-    assert title.startswith(f"Scaling: {MODEL} (gloo), batch as observed: 32 examples per rank per step at every N")
+    assert title.startswith(f"Scaling: {TRAIN} (gloo), batch as observed: 32 examples per rank per step at every N")
     assert "weak scaling, as observed" in title and "no-DDP" not in title
     text = "\n".join(p.text for p in scaling_tables.scaling_block(Summary.from_json(doc)).parts if hasattr(p, "text"))
     assert "A script has no no-DDP baseline: speedup is against the smallest N measured." in text
@@ -279,6 +279,29 @@ def test_a_script_that_spawns_its_own_processes_says_the_probe_sees_none_of_thei
     assert script_steps.SPAWNED in details and "ended by ddptop after the planned steps" in details
 
 
+NCCL_SEEN = {"process_group": True, "group_world_size": 2, "launch_world_size": 2, "spawned": 0,
+             "group_backend": "nccl"}
+
+
+def test_the_backend_of_the_script_s_own_group_is_said_where_it_is_not_the_launch_s():
+    """A script that calls init_process_group("nccl") in a launch for gloo: its tables, what the probe saw and
+    the step-time block say nccl, the script's, and the launch's beside it; a group of the launch's backend
+    is said once, as before."""
+    both = "nccl (the script's; launched for gloo)"
+    entries = judged(script_entry(1, seen=dict(NCCL_SEEN, group_world_size=1, launch_world_size=1)),
+                     script_entry(2, seen=NCCL_SEEN))
+    summary = Summary.from_json({"configs": list(entries), "scaling": scaling.scaling_tables(list(entries), Plan())})
+    (table,) = summary.scaling
+    assert both in scaling_tables._scaling_title(table)
+    assert both in scaling_tables.benchmark_text(summary)
+    assert f"process group: {both}" in script_tables.seen_details(summary.configs[1])
+    assert script_steps.backend_words("gloo", "gloo") == "gloo" and script_steps.backend_words("gloo", None) == "gloo"
+    same = judged(script_entry(1), script_entry(2, seen=dict(NCCL_SEEN, group_backend="gloo")))
+    plain = Summary.from_json({"configs": list(same), "scaling": scaling.scaling_tables(list(same), Plan())})
+    assert "the script's" not in scaling_tables._scaling_title(plain.scaling[0])
+    assert not any("process group:" in line for line in script_tables.seen_details(plain.configs[1]))
+
+
 def test_the_report_the_csv_and_the_json_carry_the_script_s_figures():
     entries = list(judged(script_entry(1, wait_s=0.040), script_entry(2, wait_s=0.040)))
     entries[1]["probe_notes"] = ["examples not counted: a batch of type dict holds no tensor"]
@@ -294,6 +317,77 @@ def test_the_report_the_csv_and_the_json_carry_the_script_s_figures():
     assert float(first["data_wait_share"]) == pytest.approx(entries[0]["data_wait"]["share"])
     assert float(first["data_wait_share_low"]) > step_bound.INPUT_BOUND_SHARE
     assert first["observed_batch_per_rank"] == "32" and first["observed_scaling"] == "weak"
+
+
+# -- names a user reads --------------------------------------------------------------------------------------------
+
+
+def script_run_in(directory, monkeypatch, *args, world_sizes=(1, 2)) -> str:
+    """A script's run directory as ``ddptop run -- train.py ARGS`` started in ``directory`` writes it, with no
+    torch: train.py copied there, one launch per world size, 10 measured steps a rank, ended by ddptop."""
+    import shutil
+
+    from ddptop.protocol.wire import EventWriter
+    from ddptop.run import rundir
+    from ddptop.run.plan import PlanOptions, build_plan
+    from ddptop.run.session import Session
+    from ddptop.telemetry.inventory import Inventory
+
+    directory.mkdir(parents=True, exist_ok=True)
+    shutil.copy(TRAIN, directory / "train.py")
+    monkeypatch.chdir(directory)
+    plan = build_plan(PlanOptions(script=["train.py", *args], world_sizes=list(world_sizes), iters=10, warmup=1,
+                                  launches=1), Inventory(problem="test"), cpu_count=2)
+    session = Session.create(plan, rundir.create_run_dir(str(directory / "run"), plan.name))
+    for number, launch in enumerate(plan.launches(), 1):
+        (config,) = launch.configs
+        name, size = f"{number:02d}-{launch.launch_key}", launch.world_size
+        session.mark(what="launch_start", launch=name, world_size=size, backend=launch.backend,
+                     configs=[config.config_id])
+        path = rundir.launch_dir(session.run_dir, number, launch.launch_key, 0)
+        for rank in range(size):
+            writer = EventWriter(os.path.join(path, "events", f"rank-{rank}.jsonl"), rank, 0.0)
+            writer.emit("hello", world_size=size, host=os.uname().nodename, pid=os.getpid(), device="cpu", local_rank=rank)
+            writer.emit("config_start", config_id=config.config_id, warmup=1, iters=10, command=list(plan.script))
+            writer.emit("samples", config_id=config.config_id, phase="measure", first_iter=0, sec=[0.02] * 10,
+                        data_wait=[0.001] * 10, examples=[8] * 10)
+            seen = {"process_group": True, "group_world_size": size, "launch_world_size": size,
+                    "group_backend": "gloo", "optimizer_steps": 11, "spawned": 0, "step_marks": "optimizer"}
+            writer.emit("config_end", config_id=config.config_id, status="ok", iters=10, warmup_iters=1,
+                        ended_by="ddptop", script=seen)
+            writer.close()
+        session.mark(what="launch_end", launch=name, exit_code=0, status="ok")
+    session.refresh()
+    session.close()
+    return session.run_dir
+
+
+def test_headless_lines_and_tables_name_the_script_as_typed_not_by_its_absolute_path(tmp_path, monkeypatch):
+    """`ddptop run -- train.py --flag 1`: the lines and tables say train.py --flag 1; the absolute path the ranks
+    ran is in the plan, and in the report only where it gives the command that ran."""
+    from rich.console import Console
+
+    from ddptop.headless import HeadlessView
+    from ddptop.report import build, sections
+    from ddptop.run.session import Session
+
+    run_dir = script_run_in(tmp_path, monkeypatch, "--flag", "1")
+    console = Console(file=io.StringIO(), width=300)
+    session = Session.load(run_dir)
+    HeadlessView(session, console).render()
+    assert session.plan.script[0] == str(tmp_path / "train.py")
+    session.close()
+    lines = console.file.getvalue().splitlines()
+    assert [line.split("]")[0] for line in lines] == ["[script:train.py --flag 1/n1/gloo",
+                                                      "[script:train.py --flag 1/n2/gloo"]
+    summary, _ = build.load_target(run_dir, rebuild=True)
+    report = sections.text_report(summary)
+    assert "Benchmark: train.py --flag 1, the batch as the script drew it" in report
+    assert "Scaling: train.py --flag 1 (gloo), batch as observed" in report
+    assert [line.strip() for line in report.splitlines() if str(tmp_path) in line] == [
+        f"command: {tmp_path / 'train.py'} --flag 1"], report
+    (table,) = summary.scaling
+    assert table.series_label() == "train.py --flag 1"  # the plots' legend
 
 
 # -- a real script ------------------------------------------------------------------------------------------------
@@ -399,4 +493,4 @@ def test_a_script_configuration_not_measured_is_named_under_the_data_wait_table(
     measured, lost = judged(script_entry(1), script_entry(2))
     lost.update(stats=None, status="failed", data_wait=None, step_less_wait=None)
     text = blocks.text(script_tables.script_block(Summary.from_json({"configs": [measured, lost]})))
-    assert f"No row for 1M/2P {MODEL} bs32 (not measured: failed)." in text, text
+    assert f"No row for 1M/2P {TRAIN} (not measured: failed)." in text, text  # a script's batch is its own

@@ -587,13 +587,44 @@ def test_a_fault_can_aim_at_a_configuration_whose_model_spec_holds_colons():
 
 
 def test_a_narrow_column_shows_the_part_of_a_spec_that_tells_models_apart():
-    from ddptop.protocol.modelspec import short_name
+    from ddptop.protocol.modelspec import display_name
+
+    def short_name(model):
+        return display_name(model, short=True)
 
     assert short_name("mypkg.bench:make_workload") == "bench:make_workload"
     assert short_name("my_workload:make_workload") == "my_workload:make_workload"
     assert short_name(TINY_GPT2) == "hf:gpt2+" and short_name("hf:bert") == "hf:bert"
     assert short_name("resnet50") == "resnet50"
     assert short_name("/home/me/exp/my_workload.py:make_workload") == "my_workload:make_workload"
+    assert display_name("/home/me/exp/my_workload.py:make_workload") == "/home/me/exp/my_workload.py:make_workload"
+
+
+def test_a_script_is_named_as_typed_and_run_by_its_absolute_path(tmp_path):
+    """Its spec names it as the user typed it, relative to where ddptop started (two checkouts of one script
+    name it alike); the command every rank runs holds its absolute path."""
+    from ddptop.protocol.modelspec import Kind, display_name, parse_script, parse_spec
+
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "train.py").write_text("")
+    here = str(tmp_path)
+    spec, command = parse_script(["train.py", "--batch", "8"], here)
+    assert (spec.text, spec.kind, spec.target) == ("script:train.py --batch 8", Kind.SCRIPT, str(tmp_path / "train.py"))
+    assert command == (str(tmp_path / "train.py"), "--batch", "8")
+    assert display_name(spec.text) == "train.py --batch 8" == display_name(spec.text, short=True)
+    assert parse_spec(spec.text, here) == spec  # read back from a plan: the same spec
+    assert parse_script(["./train.py", "--name", "a b"], here)[0].text == "script:train.py --name 'a b'"
+    assert parse_script([str(tmp_path / "train.py")], here)[0].text == "script:train.py"  # under it: relative
+    assert parse_script(["../train.py"], str(tmp_path / "sub"))[0].text == "script:../train.py"
+    assert parse_script(["/elsewhere/train.py"], here)[0].text == "script:/elsewhere/train.py"
+    module, command = parse_script(["-m", "pkg.train", "--epochs", "1"], here)
+    assert (module.text, module.target, command) == ("script:-m pkg.train --epochs 1", "pkg.train",
+                                                     ("-m", "pkg.train", "--epochs", "1"))
+    assert display_name(module.text) == "-m pkg.train --epochs 1"
+    # as an older ddptop recorded a script: its absolute path, a module by its name
+    assert display_name("script:/home/me/train.py") == "/home/me/train.py"
+    assert display_name("script:pkg.train") == "-m pkg.train"
+    assert display_name("resnet50") == "resnet50" and display_name(TINY_GPT2) == TINY_GPT2
 
 
 def test_the_report_says_which_flops_a_workload_gave_or_left_uncounted():

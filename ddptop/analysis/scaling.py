@@ -167,6 +167,10 @@ def _script_facts(rows: list[dict[str, Any]], by_size: Mapping[int, Mapping[str,
     found = next((p for p in problems if p), None)
     if found:
         facts["not_data_parallel"] = found
+    own = next((b for e in by_size.values() if (b := script_steps.group_backend(e.get("script"))) and b != e["backend"]),
+               None)
+    if own:  # the script's init_process_group chose another backend than the launch's: the table says both
+        facts["group_backend"] = own
     for row in rows:
         entry = by_size[row["world_size"]]
         row["batch_per_rank"] = entry["batch_size"] if entry.get("global_batch") else None

@@ -161,6 +161,21 @@ def optimizer_steps_words(seen: Mapping[str, Any]) -> str:
     return words
 
 
+def backend_words(launch_backend: str, group_backend: str | None) -> str:
+    """The backend a script's ranks communicate over: its own process group's (``init_process_group("nccl")``)
+    where the probe saw one, the launch's beside it where they differ ("nccl (the script's; launched for
+    gloo)"); the launch's alone where they agree or the script made no group."""
+    if not group_backend or group_backend == launch_backend:
+        return launch_backend
+    return f"{group_backend} (the script's; launched for {launch_backend})"
+
+
+def group_backend(seen: Mapping[str, Any] | None) -> str | None:
+    """The backend of the script's own process group as the probe saw it at its first step; None without."""
+    found = (seen or {}).get("group_backend")
+    return found if isinstance(found, str) and found else None
+
+
 SPAWNED = "it trains in processes it started itself (mp.spawn): the probe sees none of their steps"
 
 

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ddptop.protocol import modelspec
+
 
 def scaled(value: Any, factor: float) -> Any:
     """``value`` (a number, a [low, high] interval or None) times ``factor``."""
@@ -25,7 +27,7 @@ def scaled(value: Any, factor: float) -> Any:
 def tokens_of(config: dict[str, Any]) -> float | None:
     """Tokens per example of a configuration: what its rank or the plan counted (a transformer's sequence
     length, a workload's tokens(batch)); a summary from before the workloads has only the sequence length."""
-    if "tokens_per_example" in config or ":" in str(config.get("model", "")):
+    if "tokens_per_example" in config or not modelspec.is_builtin(str(config.get("model", ""))):
         return config.get("tokens_per_example")
     return config.get("seq_len")
 

@@ -8,8 +8,14 @@ The kinds:
   a relative path is made absolute against ddptop's working directory when the spec is parsed, so a rank in
   its launch directory finds the same file): the user's code, which returns a module or a ``Workload``;
 - ``hf:<model_type>[:key=value]...``: a Hugging Face model from its config alone;
-- ``script:<path/to/train.py>`` or ``script:<package.module>``: the user's training script, run as it is by
-  every rank (``ddptop run -- train.py ARGS``; its arguments are the plan's ``script``, not the spec's).
+- ``script:<train.py ARGS>`` or ``script:-m <package.module> ARGS``: the user's training script, run as it is
+  by every rank (``ddptop run -- train.py ARGS``), named as the user typed it, its path relative to where
+  ddptop started (two checkouts of one script are one model); the command the ranks run, its path absolute, is
+  the plan's ``script``. Older plans named it by its absolute path (``script:/abs/train.py``) or its module
+  alone (``script:package.module``).
+
+Every kind names its model for a user through ``display_name`` (``ModelKind.name``): tables, lines, plots and
+the live view.
 
 A spec the parser cannot read raises ``SpecError`` with one line. Standard library only: the plan, the views
 and the kernels read the same parser; a kind's builder is named as ``module:function`` and imported by the
@@ -21,6 +27,7 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+import shlex
 import sys
 from importlib.machinery import PathFinder
 from collections.abc import Callable
@@ -55,13 +62,16 @@ class ModelSpec:
 
     text: str
     kind: Kind
-    target: str
+    target: str  # a script's file, absolute, or its module
     function: str = ""  # a factory's
     overrides: dict[str, Any] = field(default_factory=dict)  # an hf spec's config overrides
 
     @property
     def from_file(self) -> bool:
-        return self.kind in (Kind.FACTORY, Kind.SCRIPT) and self.target.endswith(".py")
+        """A factory's file, or a script's (made absolute: a module's name holds no "/")."""
+        if self.kind is Kind.SCRIPT:
+            return "/" in self.target or self.target.endswith(".py")
+        return self.kind is Kind.FACTORY and self.target.endswith(".py")
 
 
 def parse_spec(text: str, cwd: str | None = None) -> ModelSpec:
@@ -69,13 +79,7 @@ def parse_spec(text: str, cwd: str | None = None) -> ModelSpec:
     factory nor an hf spec nor a preset is taken for a classifier (``problem`` says if torchvision has none)."""
     text = text.strip()
     if text.startswith(SCRIPT_PREFIX):
-        target = text[len(SCRIPT_PREFIX):].strip()
-        if target.endswith(".py") or "/" in target:
-            path = os.path.normpath(os.path.join(cwd or os.getcwd(), os.path.expanduser(target)))
-            return ModelSpec(SCRIPT_PREFIX + path, Kind.SCRIPT, path)
-        if not _MODULE.match(target):
-            raise SpecError(f"script {target!r} is neither a file.py nor a package.module")
-        return ModelSpec(text, Kind.SCRIPT, target)
+        return ModelSpec(text, Kind.SCRIPT, _script_target(_script_words(text), cwd))
     if text.startswith(HF_PREFIX):
         spec = parse_hf(text)
         return ModelSpec(text, Kind.HF, spec.model_type, overrides=spec.overrides)
@@ -95,26 +99,77 @@ def parse_spec(text: str, cwd: str | None = None) -> ModelSpec:
     return ModelSpec(text, Kind.CLASSIFIER, text)
 
 
+def _script_words(text: str) -> list[str]:
+    """A script spec's command as words (``script:train.py --lr '1e-3'``), the script first."""
+    try:
+        words = shlex.split(text[len(SCRIPT_PREFIX):])
+    except ValueError as exc:
+        raise SpecError(f"script {text[len(SCRIPT_PREFIX):]!r}: {exc}") from None
+    if not words or words[0] == "-m" and len(words) < 2:
+        raise SpecError("no script after -- (ddptop run [flags] -- train.py ARGS, or -- -m package.module ARGS)")
+    return words
+
+
+def _script_target(words: list[str], cwd: str | None) -> str:
+    """The file a script's command runs, absolute (against ``cwd``: where ddptop started), or its module."""
+    if words[0] == "-m":
+        if words[1].endswith(".py") or "/" in words[1] or not _MODULE.match(words[1]):
+            raise SpecError(f"-m takes a package.module, not a file ({words[1]})")
+        return words[1]
+    if words[0].endswith(".py") or "/" in words[0]:
+        return os.path.normpath(os.path.join(cwd or os.getcwd(), os.path.expanduser(words[0])))
+    if not _MODULE.match(words[0]):
+        raise SpecError(f"script {words[0]!r} is neither a file.py nor a package.module")
+    return words[0]  # an older plan's module, by its name alone
+
+
+def as_typed(path: str, cwd: str) -> str:
+    """A script's path as a user reads it: relative to ``cwd`` (where ddptop started) where it lies under it
+    or was given relative; else absolute. A name without a folder or ``.py`` keeps ``./`` (it is a file)."""
+    given = os.path.expanduser(path)
+    absolute = os.path.normpath(os.path.join(cwd, given))
+    relative = os.path.relpath(absolute, cwd)
+    shown = relative if not os.path.isabs(given) or not relative.startswith(os.pardir) else absolute
+    return shown if "/" in shown or shown.endswith(".py") else "./" + shown
+
+
+def script_spec_text(command: list[str] | tuple[str, ...], cwd: str) -> str:
+    """The spec that names a script's command (``train.py ARGS`` or ``-m package.module ARGS``) as typed in
+    ``cwd``: ``script:train.py --lr 0.1``, its path made relative to ``cwd`` where it lies under it."""
+    words = list(command)
+    if words[0] != "-m":
+        words[0] = as_typed(words[0], cwd)
+    return SCRIPT_PREFIX + shlex.join(words)
+
+
 def parse_script(command: list[str] | tuple[str, ...], cwd: str | None = None) -> tuple[ModelSpec, tuple[str, ...]]:
     """What came after ``--`` (``train.py ARGS`` or ``-m package.module ARGS``, as torchrun takes them): the
-    script's spec and the command every rank runs, a file's path made absolute (the ranks start elsewhere)."""
+    script's spec, which names it as typed, and the command every rank runs, a file's path made absolute (the
+    ranks start elsewhere)."""
     command = list(command)
     if not command or command[0] == "-m" and len(command) < 2:
         raise SpecError("no script after -- (ddptop run [flags] -- train.py ARGS, or -- -m package.module ARGS)")
-    if command[0] == "-m":
-        spec = parse_spec(SCRIPT_PREFIX + command[1], cwd)
-        if spec.from_file:
-            raise SpecError(f"-m takes a package.module, not a file ({command[1]})")
-        return spec, ("-m", spec.target, *command[2:])
-    if command[0].startswith("-"):
+    if command[0].startswith("-") and command[0] != "-m":
         raise SpecError(f"{command[0]!r} after --: the script comes first (-- train.py ARGS, or -- -m package.module ARGS)")
-    spec = parse_spec(SCRIPT_PREFIX + (command[0] if "/" in command[0] or command[0].endswith(".py") else "./" + command[0]), cwd)
-    return spec, (spec.target, *command[1:])
+    if command[0] != "-m" and "/" not in command[0] and not command[0].endswith(".py"):
+        command[0] = "./" + command[0]  # a file, not a module: torchrun runs a file
+    cwd = cwd or os.getcwd()
+    spec = ModelSpec(script_spec_text(command, cwd), Kind.SCRIPT, _script_target(command, cwd))
+    return spec, (("-m", spec.target) if command[0] == "-m" else (spec.target,)) + tuple(command[2 if command[0] == "-m" else 1:])
 
 
 def is_script(model: str) -> bool:
     """A model spec of a user's training script (``ddptop run -- train.py``), told without parsing it."""
     return model.startswith(SCRIPT_PREFIX)
+
+
+def is_builtin(model: str) -> bool:
+    """A model of ddptop's own catalogue (a torchvision classifier or a transformer preset), not the user's code
+    (a factory, an hf config, a script); False for a recorded spec that does not parse."""
+    try:
+        return parse_spec(model, cwd="/").kind in (Kind.CLASSIFIER, Kind.TRANSFORMER)
+    except SpecError:
+        return False
 
 
 def kind_of(text: str) -> Kind:
@@ -144,6 +199,8 @@ class ModelKind:
     image_input: bool | None  # its batch holds 4-D images; None: unknown until the check (counted as images)
     problem: Callable[[ModelSpec, int], str | None]  # why it cannot run at an image size, without torch
     facts: Callable[[ModelSpec, int | None], WorkloadFacts | None]  # what is known before the check
+    # how a user reads its name (``display_name``): (spec, for a narrow column) -> the name
+    name: Callable[[ModelSpec, bool], str] = lambda spec, _short: spec.text
     program: str = "bench_kernels.ddp"  # the module torchrun runs in every rank
 
 
@@ -226,6 +283,27 @@ def _transformer_facts(spec: ModelSpec, seq_len: int | None) -> WorkloadFacts:
     return WorkloadFacts(spec.text, Kind.TRANSFORMER.value, params=shape.params, tokens_per_example=float(length))
 
 
+def _factory_name(spec: ModelSpec, short: bool) -> str:
+    """Narrow: its last module name (or its file's name) and its function (``mypkg.bench:make_workload`` ->
+    ``bench:make_workload``); else its spec."""
+    if not short:
+        return spec.text
+    module = os.path.basename(spec.target)[:-3] if spec.from_file else spec.target.rsplit(".", 1)[-1]
+    return f"{module}:{spec.function}"
+
+
+def _hf_name(spec: ModelSpec, short: bool) -> str:
+    """Narrow: its model type with "+" where it has overrides; else its spec."""
+    return HF_PREFIX + spec.target + ("+" if spec.overrides else "") if short else spec.text
+
+
+def _script_name(spec: ModelSpec, _short: bool) -> str:
+    """Its command as typed (``train.py --lr 0.1``, ``-m pkg.train ARGS``): what tells one run of a script from
+    another is its arguments as much as its file. An older plan's module, named alone, with its ``-m``."""
+    text = spec.text[len(SCRIPT_PREFIX):].strip()
+    return "-m " + text if text == spec.target and not spec.from_file else text
+
+
 KINDS: dict[Kind, ModelKind] = {kind.kind: kind for kind in (
     ModelKind(Kind.CLASSIFIER, "a torchvision image classifier, random weights", "bench_kernels.sources:classifier_workload",
               checked=False, token_input=False, image_input=True, problem=_classifier_problem, facts=_classifier_facts),
@@ -233,11 +311,13 @@ KINDS: dict[Kind, ModelKind] = {kind.kind: kind for kind in (
               checked=False, token_input=True, image_input=False,
               problem=lambda spec, _size: None, facts=_transformer_facts),
     ModelKind(Kind.FACTORY, "the user's factory of a module or a Workload", "bench_kernels.sources:factory_workload",
-              checked=True, token_input=None, image_input=None, problem=_factory_problem, facts=lambda spec, _n: None),
+              checked=True, token_input=None, image_input=None, problem=_factory_problem, facts=lambda spec, _n: None,
+              name=_factory_name),
     ModelKind(Kind.HF, "a Hugging Face model from its config", "bench_kernels.hf:hf_workload",
-              checked=True, token_input=True, image_input=False, problem=_hf_problem, facts=lambda spec, _n: None),
+              checked=True, token_input=True, image_input=False, problem=_hf_problem, facts=lambda spec, _n: None,
+              name=_hf_name),
     ModelKind(Kind.SCRIPT, "the user's training script, run as it is", "", checked=False, token_input=False,
-              image_input=False, problem=_script_problem, facts=lambda spec, _n: None,
+              image_input=False, problem=_script_problem, facts=lambda spec, _n: None, name=_script_name,
               program="bench_kernels.script_probe"),
 )}
 
@@ -312,23 +392,24 @@ def spec_label(model: str) -> str:
     if spec.kind is Kind.HF:
         return "hf-" + spec.target
     if spec.kind is Kind.SCRIPT:
-        return os.path.basename(spec.target)[:-3] if spec.from_file else spec.target.rsplit(".", 1)[-1]
+        return os.path.basename(spec.target).removesuffix(".py") if spec.from_file else spec.target.rsplit(".", 1)[-1]
     return spec.function or spec.target
 
 
-def short_name(model: str) -> str:
-    """A model spec as a narrow column shows it, the part that tells models apart first: a factory's last
-    module name (or its file's name) and its function (``mypkg.bench:make_workload`` ->
-    ``bench:make_workload``), an hf spec's model type with "+" where it has overrides; a built-in's name."""
+def with_batch(model: str, batch_size: int, short: bool = False) -> str:
+    """A configuration's model and its batch per rank as a table's cell or a line names them
+    (``resnet50 bs32``); a script by its command alone, as it chooses its own batch."""
+    name = display_name(model, short)
+    return name if is_script(model) else f"{name} bs{batch_size}"
+
+
+def display_name(model: str, short: bool = False) -> str:
+    """A model as a user reads it, wherever a table, a line, a plot or the live view names one: its kind's
+    ``name``. A script by its command as typed (``train.py --lr 0.1``); a built-in by its name; a factory or an
+    hf spec by its spec, or with ``short`` (a narrow column) by the part that tells models apart first
+    (``bench:make_workload``, ``hf:llama+``). A spec that does not parse, as it is."""
     try:
-        spec = parse_spec(model)
+        spec = parse_spec(model, cwd="/")  # only its kind and its parts are read: no path is looked up
     except SpecError:
         return model
-    if spec.kind is Kind.HF:
-        return HF_PREFIX + spec.target + ("+" if ":" in model[len(HF_PREFIX):] else "")
-    if spec.kind is Kind.SCRIPT:
-        return os.path.basename(spec.target) if spec.from_file else "-m " + spec.target
-    if spec.kind is Kind.FACTORY:
-        module = os.path.basename(spec.target)[:-3] if spec.from_file else spec.target.rsplit(".", 1)[-1]
-        return f"{module}:{spec.function}"
-    return model
+    return KINDS[spec.kind].name(spec, short)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from ddptop import units
+from ddptop.protocol.modelspec import display_name
 from ddptop.report.blocks import Block, Caption, Part, Table
 from ddptop.report.cells import TOKENS_HEADER
 from ddptop.report.schema import BatchTable, Summary
@@ -35,7 +36,7 @@ def _batch_title(table: BatchTable) -> str:
     strategy = f" {table.strategy}" if table.strategy != "ddp" else ""  # --strategies: each its own sweep
     place = (f", {table.device}" if table.device else "") + (f", {table.threads} threads per rank" if table.threads
                                                              else "")
-    title = f"Throughput per batch size: {table.model}{strategy} at N={table.world_size} ({table.backend}{place})"
+    title = f"Throughput per batch size: {display_name(table.model)}{strategy} at N={table.world_size} ({table.backend}{place})"
     if table.best_batch is not None:
         tokens = (f", {units.number(table.best_tok_sec_total, 0)} tok/s" if table.best_tok_sec_total is not None
                   else "")

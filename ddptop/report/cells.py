@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Sequence
 
 from ddptop import units
+from ddptop.protocol.modelspec import with_batch
 from ddptop.report.schema import Config
 
 TOKENS_HEADER = "tok/sec (all ranks)"
@@ -13,7 +14,7 @@ TOKENS_HEADER = "tok/sec (all ranks)"
 
 def config_name(entry: Config) -> str:
     """A configuration as a table's first cell: its label, model and batch size per rank."""
-    return f"{entry.label} {entry.model} bs{entry.batch_size}"
+    return f"{entry.label} {with_batch(entry.model, entry.batch_size)}"
 
 
 def tokens_too(tokens: float | None) -> str:

@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 from ddptop import units
+from ddptop.protocol.modelspec import display_name
 from ddptop.report.blocks import Block, Lines, Note, Pairs, Table
 from ddptop.report.cells import config_name, not_measured, unlisted_note
 from ddptop.report.schema import Config, Summary
@@ -53,14 +54,14 @@ def flops_notes(summary: Summary) -> list[str]:
     for entry in summary.configs:
         flops = entry.flops
         if flops and flops.source == "workload":
-            lines.setdefault(entry.model, f"{entry.model}: FLOPs per step given by its workload (flops(batch)), "
+            lines.setdefault(entry.model, f"{display_name(entry.model)}: FLOPs per step given by its workload (flops(batch)), "
                                           "not counted")
         elif flops and flops.uncounted_ops:
-            lines.setdefault(entry.model, f"{entry.model}: ops without a FLOP formula, counted as 0 (FLOP/s and MFU "
+            lines.setdefault(entry.model, f"{display_name(entry.model)}: ops without a FLOP formula, counted as 0 (FLOP/s and MFU "
                                           f"are lower bounds; give the workload flops(batch)): "
                                           f"{', '.join(flops.uncounted_ops[:6])}")
         elif not flops and entry.flops_note:
-            lines.setdefault(entry.model, f"{entry.model}: no FLOP count ({entry.flops_note})")
+            lines.setdefault(entry.model, f"{display_name(entry.model)}: no FLOP count ({entry.flops_note})")
     return list(lines.values())
 
 

@@ -1,6 +1,7 @@
 """Compare two summaries, like PyTorch's DDP benchmark ``diff.py``, and say which changes beat the noise.
 
-Configurations are matched by id. For each: p50/p75/p95 of sec/iter in A and B and the change in percent,
+Configurations are matched by id, a user's script's named as typed (``pairing_key``: two checkouts of one
+script pair by its name and arguments, not by their absolute paths). For each: p50/p75/p95 of sec/iter in A and B and the change in percent,
 then the ratio B/A of the pooled median step time with its 95% interval, with two levels
 (``analysis.launches``): each launch's saved steps block-bootstrapped, and the launch-to-launch variance
 pooled over every configuration of both summaries (two runs compare launches, whose offsets no step inside
@@ -19,7 +20,8 @@ from ddptop import units
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT, NOT_COMPARABLE, SLOWER
 from ddptop.report.blocks import aligned, markdown_table
 from ddptop.protocol import variants
-from ddptop.report.schema import ci_of, value_of, Config, Summary, TuneTable
+from ddptop.protocol.modelspec import SCRIPT_PREFIX, SpecError, is_script, parse_spec, script_spec_text
+from ddptop.report.schema import ci_of, value_of, Config, PlanRecord, Summary, TuneTable
 
 DIFF_PERCENTILES = ("p50", "p75", "p95")
 IGNORED_ENVIRONMENT_KEYS = ("collected", "pid")
@@ -47,6 +49,24 @@ def differing_keys(a: dict[str, Any], b: dict[str, Any], ignored: tuple[str, ...
         if value_a != value_b:
             rows.append({"key": key, "a": value_a, "b": value_b})
     return rows
+
+
+def pairing_key(entry: Config, plan: PlanRecord) -> str:
+    """The name a configuration is paired by with the other run's: its id, where a user's script that an older
+    ddptop named by its absolute path (or a module by its name alone) is named as typed, from the plan's command
+    and the folder ddptop started in, as ddptop names it now (``modelspec.script_spec_text``); a kernel's id,
+    and a script already named as typed, as they are."""
+    model = entry.model
+    if not is_script(model) or not entry.config_id.startswith(model + "/"):
+        return entry.config_id
+    command, folder = plan.script_command()
+    try:
+        spec = parse_spec(model, cwd="/")
+    except SpecError:
+        return entry.config_id
+    if not command or model[len(SCRIPT_PREFIX):] != spec.target:  # named as typed already
+        return entry.config_id
+    return script_spec_text(command, folder or "/") + entry.config_id[len(model):]
 
 
 def _used_units(config: Config) -> dict[str, dict[int, list[float]]]:
@@ -123,16 +143,19 @@ def diff_summaries(a: Summary, b: Summary, min_effect: float = DEFAULT_MIN_EFFEC
     from ddptop.analysis import launches, uncertainty  # numpy: loaded when summaries are compared
 
     variance = comparison_variance(a, b, resamples)
-    configs_a = {e.config_id: e for e in a.configs}
-    configs_b = {e.config_id: e for e in b.configs}
+    keys_a = {e.config_id: pairing_key(e, a.plan) for e in a.configs}
+    keys_b = {e.config_id: pairing_key(e, b.plan) for e in b.configs}
+    configs_a = {keys_a[e.config_id]: e for e in a.configs}
+    configs_b = {keys_b[e.config_id]: e for e in b.configs}
     common = [c for c in configs_a if c in configs_b]
-    scaling_b = b.scaling_rows()
+    scaling_b = {keys_b.get(key, key): row for key, row in b.scaling_rows().items()}
     scaling = []
     for table in a.scaling:
         for row in table.rows:
-            other = scaling_b.get(row.config_id)
+            key = keys_a.get(row.config_id, row.config_id)
+            other = scaling_b.get(key)
             if other is not None:
-                scaling.append({"config_id": row.config_id, "label": row.label,
+                scaling.append({"config_id": key, "label": row.label,
                                 "speedup_a": value_of(row.speedup), "speedup_b": value_of(other.speedup),
                                 "efficiency_a": value_of(row.efficiency), "efficiency_b": value_of(other.efficiency)})
     diff = {
@@ -144,7 +167,8 @@ def diff_summaries(a: Summary, b: Summary, min_effect: float = DEFAULT_MIN_EFFEC
         "environment": differing_keys(a.environment.to_json(), b.environment.to_json(), IGNORED_ENVIRONMENT_KEYS),
         "plan": differing_keys(a.plan.to_json(), b.plan.to_json(), IGNORED_PLAN_KEYS),
         "launch_variance": variance.to_json(),
-        "configs": [compare_config(configs_a[c], configs_b[c], min_effect, resamples, variance) for c in common],
+        "configs": [dict(compare_config(configs_a[c], configs_b[c], min_effect, resamples, variance), config_id=c)
+                    for c in common],
         "only_a": [c for c in configs_a if c not in configs_b],
         "only_b": [c for c in configs_b if c not in configs_a],
         "scaling": scaling,

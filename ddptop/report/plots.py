@@ -27,6 +27,7 @@ from typing import Any
 from ddptop.analysis import formulas
 from ddptop.protocol import storage
 from ddptop.protocol.layout import PLOTS_DIR
+from ddptop.protocol.modelspec import display_name, with_batch
 from ddptop.report.schema import ci_of, value_of, ScalingTable, Summary
 
 FORMATS = ("png", "svg")
@@ -189,7 +190,7 @@ def _batch_throughput(plt: Any, summary: Summary, out_dir: str) -> list[str]:
     fig, axis = plt.subplots(figsize=(6.5, 4.2))
     for table in tables:
         measured = [r for r in table.rows if r.ex_sec_total]
-        label = f"{table.model} N={table.world_size}" + (f" {table.strategy}" if table.strategy != "ddp" else "")
+        label = f"{display_name(table.model)} N={table.world_size}" + (f" {table.strategy}" if table.strategy != "ddp" else "")
         throughput = [value_of(r.ex_sec_total) or 0.0 for r in measured]
         drawn = axis.errorbar([r.batch_size for r in measured], throughput,
                               yerr=_yerr(throughput, [ci_of(r.ex_sec_total) for r in measured]), marker="o", capsize=3,
@@ -211,7 +212,7 @@ def _comm_split(plt: Any, summary: Summary, out_dir: str) -> list[str]:
         return []
     entries = [e for e, _ in found]
     comms = [c for _, c in found]
-    labels = [f"{e.label}\n{e.model} bs{e.batch_size}" for e in entries]
+    labels = [f"{e.label}\n{with_batch(e.model, e.batch_size)}" for e in entries]
     compute = [1e3 * (value_of(c.compute_s) or 0) for c in comms]
     exposed = [1e3 * (value_of(c.exposed_comm_s) or 0) for c in comms]
     fig, axis = plt.subplots(figsize=(max(5, 1.3 * len(entries) + 2), 4.2))
@@ -253,7 +254,7 @@ def _busbw(plt: Any, summary: Summary, out_dir: str) -> list[str]:
         achieved = buckets.achieved if buckets else None
         if buckets and achieved and buckets.mean_bucket_bytes:
             axis.scatter([buckets.mean_bucket_bytes], [achieved.busbw_gbs], marker="*", s=120, zorder=3,
-                         label=f"DDP buckets: {entry.model} N={entry.world_size}")
+                         label=f"DDP buckets: {display_name(entry.model)} N={entry.world_size}")
     axis.set_xscale("log", base=2)
     axis.set(xlabel="message size (bytes)", ylabel="bus bandwidth (GB/s)", title="Collective bus bandwidth")
     return _finish(plt, fig, [axis], out_dir, "busbw", legend_size=7)
@@ -285,7 +286,7 @@ def _frontier(plt: Any, summary: Summary, out_dir: str) -> list[str]:
             kinds.update(p.memory_kind for p in points)
             memory = [(p.memory_bytes or 0) / 2**20 for p in points]
             throughput = [value_of(p.ex_sec_total) or 0.0 for p in points]
-            label = strategy + (f" ({table.model} N={table.world_size})" if len(tables) > 1 else "")
+            label = strategy + (f" ({display_name(table.model)} N={table.world_size})" if len(tables) > 1 else "")
             drawn = axis.errorbar(memory, throughput, yerr=_yerr(throughput, [ci_of(p.ex_sec_total) for p in points]),
                                   marker="o", capsize=3, label=label)
             _name_intervals(drawn, f"ci-frontier-{len(axis.containers)}")

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from ddptop import units
-from ddptop.analysis import formulas
+from ddptop.analysis import formulas, script_steps
+from ddptop.protocol.modelspec import display_name, is_builtin
 from ddptop.report.blocks import Block, Caption, Note, Part, Table, Verbatim
 from ddptop.report.cells import TOKENS_HEADER, tokens_too
 from ddptop.report.schema import ci_of, value_of, Amdahl, Config, ScalingRow, ScalingTable, Summary
@@ -47,13 +48,15 @@ def benchmark_text(summary: Summary) -> str:
     for (model, batch, scaling, backend), members in _benchmark_groups(summary).items():
         meaning = "per rank" if scaling == "weak" else "global"
         first = members[0]  # a summary from before the workloads: a preset's seq_len alone
-        seq_len = first.tokens_per_example or (first.seq_len if ":" not in first.model else None)
+        seq_len = first.tokens_per_example or (first.seq_len if is_builtin(first.model) else None)
         tokens = f", {units.significant(seq_len, 6)} tokens per example" if seq_len else ""
         if first.is_script:
-            out.append(f"Benchmark: {model}, the batch as the script drew it ({_script_batches(members)}; "
-                       f"{backend}){tokens}")
+            own = next((e.script.group_backend for e in members
+                        if e.script and e.script.group_backend and e.script.group_backend != backend), None)
+            out.append(f"Benchmark: {display_name(model)}, the batch as the script drew it ({_script_batches(members)}; "
+                       f"{script_steps.backend_words(backend, own)}){tokens}")
         else:
-            out.append(f"Benchmark: {model} with batch size {batch} ({meaning}, {scaling} scaling, {backend}){tokens}")
+            out.append(f"Benchmark: {display_name(model)} with batch size {batch} ({meaning}, {scaling} scaling, {backend}){tokens}")
         out.append("")
         width = max(8, *(len(entry.label) for entry in members))  # PyTorch's 8, wider for a tune's variants
         indent = len(_row_prefix(members[0], width))
@@ -226,10 +229,10 @@ def table_place(table: ScalingTable) -> str:
 def _scaling_title(table: ScalingTable) -> str:
     if table.batch_observed is not None:  # a user's script: the batch as it drew it, or no scaling at all
         head = "Not scaling" if table.not_data_parallel else "Scaling"
-        return (f"{head}: {table.model} ({table.backend}{table_place(table)}), batch as observed: "
+        return (f"{head}: {display_name(table.model)} ({table.backend_words}{table_place(table)}), batch as observed: "
                 f"{table.batch_observed}; against N={table.reference_world_size}")
     title = (
-        f"Scaling: {table.model}{'' if table.strategy == 'ddp' else ' ' + table.strategy}, batch {table.batch_size} "
+        f"Scaling: {display_name(table.model)}{'' if table.strategy == 'ddp' else ' ' + table.strategy}, batch {table.batch_size} "
         f"{table.batch_meaning} "
         f"({table.scaling} scaling, {table.backend}{table_place(table)}), against N={table.reference_world_size}"
     )

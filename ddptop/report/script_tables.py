@@ -88,6 +88,9 @@ def seen_details(entry: Config) -> list[str]:
         details.append(problem)
     if entry.script and entry.script.spawned:
         details.append(script_steps.SPAWNED)
+    own = entry.script.group_backend if entry.script else None
+    if own and own != entry.backend:
+        details.append(f"process group: {script_steps.backend_words(entry.backend, own)}")
     ended = script_steps.ended_by_words(entry.ended_by)
     if ended:
         details.append(ended)

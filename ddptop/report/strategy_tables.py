@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ddptop import units
 from ddptop.analysis.strategies import COUNTED
+from ddptop.protocol.modelspec import display_name
 from ddptop.report.blocks import Block, Caption, Note, Part, Table
 from ddptop.report.schema import Estimate, value_of, StrategyRow, StrategyTable, Summary
 
@@ -48,7 +49,7 @@ def _breakdown(row: StrategyRow) -> tuple[str, ...] | None:
 
 def _title(table: StrategyTable) -> str:
     cap = f", memory cap {table.memory_cap_mb:g} MiB" if table.memory_cap_mb else ""
-    return (f"Strategies: {table.model} at N={table.world_size} ({table.backend}), batch {table.batch_size} per rank"
+    return (f"Strategies: {display_name(table.model)} at N={table.world_size} ({table.backend}), batch {table.batch_size} per rank"
             f"{cap}; examples/s of all ranks, 95% intervals")
 
 
@@ -95,7 +96,7 @@ def frontier_block(summary: Summary) -> Block:
             rows.append((point.strategy, str(point.batch_size), units.binary_bytes(point.memory_bytes),
                          _rate(point.ex_sec_total),
                          _bar(value_of(point.ex_sec_total) or 0, top).ljust(20) + (" *" if ahead else "  ")))
-        parts += [Caption(f"Memory frontier: {table.model} at N={table.world_size}, by memory per rank"),
+        parts += [Caption(f"Memory frontier: {display_name(table.model)} at N={table.world_size}, by memory per rank"),
                   Table(FRONTIER_HEADER, rows, first_left=True),
                   Note("* on the frontier: more examples/s than every point that holds less memory per rank.")]
     return Block("Memory frontier", parts) if parts else Block()

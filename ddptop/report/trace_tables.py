@@ -14,6 +14,7 @@ from typing import Any
 
 from ddptop import units
 from ddptop.analysis import traces
+from ddptop.protocol.modelspec import with_batch
 from ddptop.report.blocks import Block, Caption, Items, Note, Pairs, Table
 from ddptop.report.schema import ci_of, value_of, Config, Summary, Trace
 
@@ -57,7 +58,7 @@ def trace_rows(traced: Traced) -> list[tuple[str, ...]]:
         gpu = _on_gpu(trace)
         ratio = trace.cost_ratio
         rows.append((
-            f"{entry.label} {entry.model} bs{entry.batch_size}",
+            f"{entry.label} {with_batch(entry.model, entry.batch_size)}",
             "GPU" if gpu else "host",
             f"{trace.steps}x{traces.broken_down_over(trace)[0]}",
             _share(traces.figure(trace, "idle_s")),

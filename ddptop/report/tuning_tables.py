@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from ddptop import units
 from ddptop.protocol import variants
+from ddptop.protocol.modelspec import display_name
 from ddptop.report.blocks import Block, Caption, Note, Part, Table, Verbatim
 from ddptop.report.schema import NcclChoice, Summary, TuneRow, TuneTable
 
@@ -105,7 +106,7 @@ def nccl_notes(table: TuneTable) -> list[str]:
 def tuning_block(summary: Summary) -> Block:
     parts: list[Part] = []
     for table in summary.tuning:
-        parts += [Caption(f"Tuning: {table.model}, batch {table.batch_size} per rank at N={table.world_size} "
+        parts += [Caption(f"Tuning: {display_name(table.model)}, batch {table.batch_size} per rank at N={table.world_size} "
                           f"({table.backend}); each variant against DDP as written, 95% intervals"),
                   Table(TUNE_HEADER, [_tune_cells(row) for row in table.rows], first_left=True)]
         if table.combination:

@@ -141,6 +141,10 @@ class ConfigState:
                 windows.append((end["launch"], end["t"] - end["measure_s"], end["t"], end.get("iters") or 0))
         return windows
 
+    def ends_in(self, launch: str) -> dict[int, dict[str, Any]]:
+        """rank -> the config_end it ended its round in ``launch`` with, well (one launch's, not summed)."""
+        return {rank: end for rank, ends in self.round_ends.items() for end in ends if end.get("launch") == launch}
+
     def span_in(self, launch: str | None) -> tuple[float | None, float | None]:
         """When the configuration started and ended in ``launch``: the earliest config_start of its ranks there
         and the last config_end; its first start and its end where the launch told neither (a launch that
@@ -345,6 +349,7 @@ class ConfigState:
             starved_rank=script_steps.starved_rank(shares),
             ended_by=end.get("ended_by"),
             note=end.get("note"),
+            group_backend=script_steps.group_backend(end.get("script")),
         )
 
 

@@ -35,6 +35,33 @@ def script_ended_apart(ends: dict[int, dict[str, Any]]) -> str | None:
             "collective")
 
 
+def ended_before_first_step(end: dict[str, Any]) -> bool:
+    """A rank's config_end of a script that ended itself (it returned, or ``sys.exit(0)``) before the probe saw
+    its first training step: nothing of it was measured in that launch."""
+    return (end.get("status") == Status.OK and end.get("ended_by") == ENDED_BY_SCRIPT
+            and not (end.get("warmup_iters") or 0) + (end.get("iters") or 0))
+
+
+def script_ended_early(ends: dict[int, dict[str, Any]], ranks: int, exit_code: int | None = None,
+                       last_output: str | None = None) -> str | None:
+    """A script's launch (``ends``: rank -> its config_end there, of ``ranks`` ranks) in which it ended before its
+    first training step: nothing measured, so its configuration fails. The words that say so: that it trains in
+    processes of its own where it called ``torch.multiprocessing.spawn``, else that it ended first, with the exit
+    code and the last line it wrote (the script's own reason, as a script that cannot run here gives it); None
+    where no rank ended so."""
+    early = sorted(rank for rank, end in ends.items() if ended_before_first_step(end))
+    if not early:
+        return None
+    where = "" if len(early) >= ranks else f" on rank{'s' if len(early) > 1 else ''} {', '.join(map(str, early))}"
+    code = f" (exit code {exit_code})" if exit_code is not None else ""
+    if any((ends[rank].get("script") or {}).get("spawned") for rank in early):
+        return (f"the script trains in processes of its own: nothing measured{where}{code}; it called "
+                "torch.multiprocessing.spawn and ended without a training step in the ranks torchrun started, the "
+                "only processes ddptop measures")
+    said = f"; its last output: {brief_message(last_output, REASON_CHARS // 2)}" if last_output else ""
+    return f"the script ended before its first training step{where}{code}: nothing measured{said}"
+
+
 def first_error(errors: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The first error in time: the cause. A failing rank reports before it exits, and its peers' errors (a
     connection closed by the peer) come only after; which rank's file is read first is no guide."""

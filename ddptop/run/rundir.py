@@ -130,6 +130,32 @@ def tail_lines(path: str, lines: int = 20, max_bytes: int = 64 * 1024) -> list[s
     return [line for line in text.splitlines() if line.strip()][-lines:]
 
 
+def log_tail(launch_path: str, lines: int, streams: tuple[str, ...] = ("stderr",)) -> list[str]:
+    """The last ``lines`` lines each rank wrote to each of ``streams`` (stderr: a traceback, usually), each marked
+    with its rank (and its stream where more than one is read), at most twice ``lines`` in all; else the last of
+    torchrun's own log."""
+    found: list[str] = []
+    for node, logs_dir in node_log_dirs(launch_path):
+        where = f"node {node} " if node else ""
+        for local_rank, files in sorted(worker_logs(launch_path, logs_dir).items()):
+            for stream in streams:
+                label = f"{where}rank {local_rank}" + (f" {stream}" if len(streams) > 1 else "")
+                found.extend(f"[{label}] {line}" for line in tail_lines(files.get(stream, ""), lines))
+    return found[-lines * 2:] or tail_lines(layout.agent_log(launch_path), lines)
+
+
+def last_output(launch_path: str) -> str | None:
+    """The last line the first rank that wrote any wrote: to its stdout, else to its stderr (a script's own word
+    on why it ended, as a script that cannot run here prints it)."""
+    for _node, logs_dir in node_log_dirs(launch_path):
+        for _rank, files in sorted(worker_logs(launch_path, logs_dir).items()):
+            for stream in ("stdout", "stderr"):
+                tail = tail_lines(files.get(stream, ""), 1)
+                if tail:
+                    return tail[-1].strip()
+    return None
+
+
 _FAILURE_RE = re.compile(r"^\s*time\s*:\s*(\S+).*?^\s*rank\s*:\s*(\d+).*?^\s*exitcode\s*:\s*(-?\d+)",
                          re.S | re.M)
 

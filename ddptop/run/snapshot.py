@@ -20,7 +20,7 @@ from typing import Any, Mapping
 from ddptop.analysis.script_steps import INPUT_BOUND_SHARE
 from ddptop.analysis.traces import ConfigTrace
 from ddptop.protocol.config_fields import ConfigFields
-from ddptop.protocol.modelspec import short_name
+from ddptop.protocol.modelspec import with_batch
 from ddptop.protocol.wire import ENDED_BY_DDPTOP, ENDED_BY_SCRIPT
 from ddptop.telemetry.host import RankProcess
 
@@ -109,6 +109,7 @@ class ScriptFigures:
     starved_rank: int | None = None  # the rank waiting on its data far longer than the others
     ended_by: str | None = None  # config_end's: "ddptop" (its planned steps done) or "script" (it ended itself)
     note: str | None = None  # config_end's: what the probe could not measure
+    group_backend: str | None = None  # config_end's: the backend of the script's own process group
 
     @property
     def data_bound(self) -> bool:
@@ -174,9 +175,7 @@ class ConfigSnapshot(ConfigFields):
 
     @property
     def heading(self) -> str:
-        if self.script is not None:  # the script chooses its batch (the status line adds its command)
-            return f"{self.label} {short_name(self.model)}"
-        return f"{self.label} {self.model} bs{self.batch_size}"
+        return f"{self.label} {with_batch(self.model, self.batch_size)}"  # a script: its command as typed
 
 
 ANALYSIS_TRACE, ANALYSIS_COMMUNICATION = "profiler trace", "compute vs communication"  # after the steps, in order

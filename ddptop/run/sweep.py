@@ -225,9 +225,13 @@ class SweepRunner:
 
             for config in remaining:
                 state = self.session.configs[config.config_id]
-                if state.status == Status.RUNNING and state.ended_round(config.round):
+                # a script that ended before its first step here measured nothing: failed, in its own words
+                early = self._ended_early(state, name, path, outcome.exit_code) if self.plan.script else None
+                if early is None and state.status == Status.RUNNING and state.ended_round(config.round):
                     continue  # its round in this launch is measured; a later launch measures it again
-                if state.status == Status.RUNNING:
+                if early is not None:
+                    status, reason = Status.FAILED, early
+                elif state.status == Status.RUNNING:
                     if ended_by == "skip" and ended_config == config.config_id:
                         status, reason = Status.SKIPPED, "skipped by the user"
                     elif ended_by == "hang" and ended_config == config.config_id:
@@ -251,10 +255,12 @@ class SweepRunner:
                 else:
                     cause = self._silent_death(path, state) if failed_here else None
                 # a script's rank that ended by itself while the others went on: said first, whatever ended them
-                apart = failure_reasons.script_ended_apart(state.end) if self.plan.script and status in FAILED else None
+                apart = (failure_reasons.script_ended_apart(state.end)
+                         if self.plan.script and status in FAILED and early is None else None)
                 if apart is not None:
                     cause = failure_reasons.cause_in_front(apart, cause)
-                tail = tuple(self._log_tail(path)) if failed_here else None
+                # the script's own output where it ended first: its reason for ending is as likely in stdout
+                tail = tuple(self._log_tail(path, ("stdout", "stderr") if early else ("stderr",))) if failed_here else None
                 self._mark(ConfigEnd(config.config_id, status, reason, cause=cause, log_tail=tail))
             self._mark(LaunchEnd(name, outcome.exit_code, outcome.status, outcome.reason, outcome.wall_s))
             if self.plan.batch_sweep:
@@ -498,6 +504,16 @@ class SweepRunner:
         self.stop_reason = self.storage_stop
         self._stop.set()
 
+    def _ended_early(self, state: Any, launch: str, path: str, exit_code: int | None) -> str | None:
+        """Why a script's configuration fails where it ended before its first training step in ``launch``
+        (``failure_reasons.script_ended_early``); None where it did not, or where it failed already."""
+        if state.status != Status.RUNNING:
+            return None
+        ends = state.ends_in(launch)
+        if not any(failure_reasons.ended_before_first_step(end) for end in ends.values()):
+            return None
+        return failure_reasons.script_ended_early(ends, state.spec.processes, exit_code, rundir.last_output(path))
+
     @staticmethod
     def _unwritable_events(path: str) -> str | None:
         """Why a rank could not write its events: its own last words (``UNWRITABLE_MARK`` on its stderr),
@@ -530,13 +546,5 @@ class SweepRunner:
         return f"rank {silent[0][0]} {describe_exit(silent[0][1])}" if silent else None
 
     @staticmethod
-    def _log_tail(path: str) -> list[str]:
-        """The last lines the ranks wrote to stderr (the traceback, usually), else torchrun's own."""
-        lines: list[str] = []
-        for node, logs_dir in rundir.node_log_dirs(path):
-            where = f"node {node} " if node else ""
-            for local_rank, streams in sorted(rundir.worker_logs(path, logs_dir).items()):
-                tail = rundir.tail_lines(streams.get("stderr", ""), LOG_TAIL_LINES)
-                if tail:
-                    lines.extend(f"[{where}rank {local_rank}] {line}" for line in tail)
-        return lines[-LOG_TAIL_LINES * 2 :] or rundir.tail_lines(layout.agent_log(path), LOG_TAIL_LINES)
+    def _log_tail(path: str, streams: tuple[str, ...] = ("stderr",)) -> list[str]:
+        return rundir.log_tail(path, LOG_TAIL_LINES, streams)

@@ -240,6 +240,7 @@ class ScriptSeen(Record):
     process_group: bool | None = None
     group_world_size: int | None = None
     launch_world_size: int | None = None
+    group_backend: str | None = None  # the backend of the script's own process group (its launch's: the entry's)
     optimizer_steps: int | None = None  # over every launch of the configuration
     spawned: int | None = None
     step_marks: str | None = None
@@ -248,7 +249,7 @@ class ScriptSeen(Record):
     loaders: list[dict[str, Any]] = field(default_factory=list)
     optimizer_steps_per_launch: list[int | None] | None = None  # each launch's, where there were several
 
-    _only_when_set: ClassVar[frozenset[str]] = frozenset({"loaders", "optimizer_steps_per_launch"})
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"loaders", "optimizer_steps_per_launch", "group_backend"})
 
 
 @dataclass(kw_only=True)

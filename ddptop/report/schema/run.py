@@ -138,6 +138,14 @@ class PlanRecord(Record):
         found = self._extra.get("threads_per_rank")
         return found.get(str(world_size)) if isinstance(found, dict) else None
 
+    def script_command(self) -> tuple[list[str], str]:
+        """A script's plan: the command its ranks ran (its path absolute) and the folder ddptop started in;
+        ([], "") for a plan of kernels."""
+        command, folder = self._extra.get("script"), self._extra.get("script_dir")
+        if not isinstance(command, list) or not all(isinstance(word, str) for word in command):
+            return [], ""
+        return command, folder if isinstance(folder, str) else ""
+
     def bucket_caps(self) -> list[float]:
         caps = self.bucket_cap_mb
         return list(caps) if isinstance(caps, (list, tuple)) else [caps] if caps is not None else []

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
-from ddptop.protocol.modelspec import short_name
+from ddptop.analysis.script_steps import backend_words
+from ddptop.protocol.modelspec import with_batch
 from ddptop.records import Estimate, MODEL, Record
 
 # --- figures over several configurations ---------------------------------------------------------------
@@ -115,16 +116,20 @@ class ScalingTable(Record):
     batch_observed: str | None = None
     no_ddp_note: str | None = None
     not_data_parallel: str | None = None
+    group_backend: str | None = None  # the script's own process group's backend, where it is not the launch's
 
     _only_when_set: ClassVar[frozenset[str]] = frozenset({"strategy", "device", "threads", "batch_observed",
-                                                          "no_ddp_note", "not_data_parallel"})
+                                                          "no_ddp_note", "not_data_parallel", "group_backend"})
+
+    @property
+    def backend_words(self) -> str:
+        """The backend its ranks communicate over: the launch's, or the script's own beside it where they differ."""
+        return backend_words(self.backend, self.group_backend)
 
     def series_label(self) -> str:
         """The table as a chart's series: model and batch, and the strategy, device and threads that tell it
         from the run's other tables."""
-        if self.batch_observed is not None:  # a user's script: its batch is what it drew, which may change with N
-            return short_name(self.model)
-        return (f"{self.model} bs{self.batch_size}" + (f" {self.strategy}" if self.strategy != "ddp" else "")
+        return (with_batch(self.model, self.batch_size) + (f" {self.strategy}" if self.strategy != "ddp" else "")
                 + (f" {self.device}" if self.device else "") + (f" x{self.threads}t" if self.threads else ""))
 
 

@@ -11,7 +11,7 @@ from rich.text import Text
 
 from ddptop.analysis import traces
 from ddptop.protocol.vocab import FAILED, Status
-from ddptop.protocol.modelspec import is_script, short_name
+from ddptop.protocol.modelspec import display_name, is_script
 from ddptop.run.snapshot import ConfigSnapshot, RunSnapshot, ScalingFigures, Validity
 from ddptop.tui import format as fmt
 from ddptop.tui.lines import LineTable
@@ -62,7 +62,7 @@ class ConfigTable(LineTable):
 
     def on_mount(self) -> None:
         for spec in self._specs:
-            self.set_row(spec.config_id, {"label": spec.label, "model": short_name(spec.model),
+            self.set_row(spec.config_id, {"label": spec.label, "model": display_name(spec.model, short=True),
                                           # a script's batch is the one it draws: known at its first steps
                                           "bs": "-" if is_script(spec.model) else str(spec.batch_size),
                                           "backend": spec.backend,
@@ -146,6 +146,8 @@ def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None, going: b
             else f"{'~' if script.examples_vary else ''}{script.examples_per_rank}",
             "wait": _share(script.data_wait, script.data_bound),
             "toks": fmt.rate(script.tok_per_s) if script.tok_per_s is not None else "-",
+            # the backend of the script's own process group, once seen, where it is not the launch's
+            "backend": script.group_backend or config.backend,
         }
     return _config_row(config, scale, stats, status)
 
@@ -160,7 +162,7 @@ def _share(share: float | None, warn: bool) -> Text | str:
 def _config_row(config: ConfigSnapshot, scale: ScalingFigures | None, stats: Any, status: Text) -> dict[str, Any]:
     return {
         "label": config.label,
-        "model": short_name(config.model),
+        "model": display_name(config.model, short=True),
         "bs": str(config.batch_size),
         "backend": config.backend,
         "status": status,
