@@ -16,6 +16,7 @@ import textwrap
 import pytest
 
 from bench_kernels import script_sync
+from ddptop.analysis import script_sync as sync_analysis
 from tests.conftest import ddptop, processes_mentioning
 
 
@@ -100,6 +101,7 @@ def test_a_probe_hook_that_raises_leaves_the_script_training_and_says_what_was_n
     assert "gradient synchronisations and micro-batches not counted from step 1 on: RuntimeError: injected" in end["note"]
     (wrapper,) = end["script"]["wrappers"]
     assert wrapper["sync_steps"] == []
+    assert sync_analysis.synchronises(end["script"]) is None  # not counted: never taken for ranks that train alone
 
 
 def test_the_script_s_own_collectives_are_counted_the_probe_s_are_not(tmp_path, one_rank_group):
@@ -138,7 +140,7 @@ def test_zero_and_fully_shard_are_recorded_where_made_and_their_modules_restored
     end = Probed(tmp_path, torch).run(loop)
     assert [w["kind"] for w in end["script"]["wrappers"]] == [script_sync.ZERO, script_sync.FULLY_SHARD]
     assert all(w["site"].startswith(f"{__file__}:") for w in end["script"]["wrappers"])
-    assert end["note"] is None
+    assert end["note"] is None and sync_analysis.synchronises(end["script"]) is True
     import torch.distributed.fsdp as fsdp
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
@@ -166,6 +168,8 @@ def test_a_ddp_model_made_again_every_step_is_said_and_none_of_them_kept_alive(t
     assert len(wrappers) == 8 and end["script"]["wrappers_dropped"] is True
     assert [w["rewrapped"] for w in wrappers] == [False] + [True] * 7
     assert run.probe.sync.by_id == {} and all(w.view is None for w in run.probe.sync.wrappers)
+    lines = sync_analysis.seen_lines(end["script"])
+    assert "wrapping a model another wrapper already holds" in lines[1] and "more models wrapped" in lines[-1]
 
 
 # -- real launches --------------------------------------------------------------------------------------------------

@@ -115,9 +115,10 @@ class ScalingTable(Record):
     batch_observed: str | None = None
     no_ddp_note: str | None = None
     not_data_parallel: str | None = None
+    not_data_parallel_at: list[int] | None = None  # the world sizes whose ranks did not train one model together
 
     _only_when_set: ClassVar[frozenset[str]] = frozenset({"strategy", "device", "threads", "batch_observed",
-                                                          "no_ddp_note", "not_data_parallel"})
+                                                          "no_ddp_note", "not_data_parallel", "not_data_parallel_at"})
 
     def series_label(self) -> str:
         """The table as a chart's series: model and batch, and the strategy, device and threads that tell it
