@@ -119,7 +119,7 @@ class GradSync:
         self.notes = notes
         self.step_number = step_number
         self.wrappers: list[Wrapper] = []
-        self.too_many = False
+        self.incomplete = False  # a wrapper may have been made unrecorded (more than MAX_WRAPPERS, a hook failed)
         self.by_id: dict[int, Wrapper] = {}  # id(DDP model) -> its wrapper (the model's weakref drops it)
         self.counting = True  # DDP's forwards (off once counting one failed)
         self.measuring = False
@@ -139,6 +139,7 @@ class GradSync:
             try:
                 install()
             except Exception as exc:  # noqa: BLE001 - the probe fails open
+                self.incomplete = True
                 self.failed(f"{what} not watched", exc)
 
     def uninstall(self) -> None:
@@ -165,7 +166,8 @@ class GradSync:
             try:
                 sync.ddp_made(model, signature, args, kwargs)
             except Exception as exc:  # noqa: BLE001 - the probe fails open
-                sync.failed("DistributedDataParallel's settings not recorded", exc)
+                sync.incomplete = True
+                sync.failed("a DistributedDataParallel model not recorded", exc)
 
         @functools.wraps(forward)
         def counted_forward(model: Any, *args: Any, **kwargs: Any) -> Any:
@@ -242,13 +244,14 @@ class GradSync:
         """A wrapper was made (never fails: what cannot be recorded is said in the notes)."""
         try:
             if len(self.wrappers) >= MAX_WRAPPERS:
-                self.too_many = True
+                self.incomplete = True
                 return None
             rewrapped = inner is not None and any(w.inner == inner for w in self.wrappers)
             wrapper = Wrapper(kind, call_site(self._skip), args, rewrapped, inner)
             self.wrappers.append(wrapper)
             return wrapper
         except Exception as exc:  # noqa: BLE001 - the probe fails open
+            self.incomplete = True
             self.failed(f"a {kind} not recorded", exc)
             return None
 
@@ -344,12 +347,12 @@ class GradSync:
         self.notes.append(f"{what} from step {self.step_number()} on: {one_line(exc)}")
 
     def seen(self) -> dict[str, Any]:
-        """``config_end.script``'s ``wrappers`` (and ``wrappers_dropped`` beyond MAX_WRAPPERS) and
-        ``collectives``."""
+        """``config_end.script``'s ``wrappers`` and ``collectives``, and ``wrappers_incomplete`` where a wrapper
+        may have been made unrecorded (beyond MAX_WRAPPERS, or a hook that failed)."""
         self.finish()
         found: dict[str, Any] = {"wrappers": [w.to_json() for w in self.wrappers], "collectives": self.collectives}
-        if self.too_many:
-            found["wrappers_dropped"] = True
+        if self.incomplete:
+            found["wrappers_incomplete"] = True
         return found
 
 
@@ -392,6 +395,7 @@ class _PatchingLoader(importlib.abc.Loader):
         try:
             self.patch(module)
         except Exception as exc:  # noqa: BLE001 - the probe fails open
+            self.sync.incomplete = True
             self.sync.failed(f"{module.__name__}'s wrappers not watched", exc)
 
     def __getattr__(self, name: str) -> Any:  # what else importlib asks of the loader (get_resource_reader, ...)

@@ -94,6 +94,8 @@ def test_collectives_of_its_own_or_a_ddp_model_that_syncs_are_not_called_trainin
     assert script_sync.synchronises(uncounted) is None and script_steps.data_parallel_problem(uncounted) is None
     older = {"process_group": True, "group_world_size": 2, "launch_world_size": 2}  # a probe before wrappers
     assert script_steps.data_parallel_problem(older) is None
+    missed = {**rank_seen(2, wrappers=False), "wrappers_incomplete": True}  # a wrapper may have gone unrecorded
+    assert script_sync.synchronises(missed) is None and script_steps.data_parallel_problem(missed) is None
 
 
 # -- N=1 without a process group ----------------------------------------------------------------------------------

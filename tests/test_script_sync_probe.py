@@ -104,6 +104,19 @@ def test_a_probe_hook_that_raises_leaves_the_script_training_and_says_what_was_n
     assert sync_analysis.synchronises(end["script"]) is None  # not counted: never taken for ranks that train alone
 
 
+def test_a_ddp_model_the_probe_fails_to_record_is_said_and_never_read_as_no_model(tmp_path, one_rank_group,
+                                                                                   monkeypatch):
+    def broken(self, model, signature, args, kwargs):
+        raise RuntimeError("injected")
+
+    torch = one_rank_group
+    monkeypatch.setattr(script_sync.GradSync, "ddp_made", broken)
+    end = Probed(tmp_path, torch).run(_accumulating(torch, no_sync=False))
+    assert end["iters"] == 5 and end["script"]["wrappers"] == [] and end["script"]["wrappers_incomplete"] is True
+    assert "a DistributedDataParallel model not recorded from step 1 on: RuntimeError: injected" in end["note"]
+    assert sync_analysis.synchronises(end["script"]) is None
+
+
 def test_the_script_s_own_collectives_are_counted_the_probe_s_are_not(tmp_path, one_rank_group):
     torch = one_rank_group
     import torch.distributed as dist
@@ -165,11 +178,11 @@ def test_a_ddp_model_made_again_every_step_is_said_and_none_of_them_kept_alive(t
     run = Probed(tmp_path, torch, warmup=2, iters=10)
     end = run.run(loop)
     wrappers = end["script"]["wrappers"]
-    assert len(wrappers) == 8 and end["script"]["wrappers_dropped"] is True
+    assert len(wrappers) == 8 and end["script"]["wrappers_incomplete"] is True
     assert [w["rewrapped"] for w in wrappers] == [False] + [True] * 7
     assert run.probe.sync.by_id == {} and all(w.view is None for w in run.probe.sync.wrappers)
     lines = sync_analysis.seen_lines(end["script"])
-    assert "wrapping a model another wrapper already holds" in lines[1] and "more models wrapped" in lines[-1]
+    assert "wrapping a model another wrapper already holds" in lines[1] and "may have missed models wrapped" in lines[-1]
 
 
 # -- real launches --------------------------------------------------------------------------------------------------

@@ -149,6 +149,8 @@ def seen_over_launches(seen: Sequence[Mapping[str, Any]]) -> dict[str, Any] | No
     collectives = [s.get("collectives") for s in seen if isinstance(s.get("collectives"), int)]
     if collectives:
         combined["collectives"] = sum(collectives)
+    if any(s.get("wrappers_incomplete") for s in seen):
+        combined["wrappers_incomplete"] = True
     steps = [s.get("optimizer_steps") for s in seen]
     combined["optimizer_steps"] = sum(steps) if all(isinstance(v, int) for v in steps) else None
     combined["optimizer_steps_per_launch"] = steps

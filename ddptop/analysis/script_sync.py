@@ -84,13 +84,15 @@ def synchronises(seen: Mapping[str, Any] | None) -> bool | None:
     if not seen or not isinstance(seen.get("wrappers"), list):
         return None
     wrappers = [w for w in seen["wrappers"] if isinstance(w, Mapping)]
-    if not wrappers:
-        return None if seen.get("wrappers_dropped") else bool(seen.get("collectives"))
     if seen.get("collectives") or any(w.get("kind") != DDP for w in wrappers):
         return True
     counted = [w.get("sync_steps") or [] for w in wrappers]
     if any(syncs for found in counted for _, syncs, _ in found):
         return True
+    if seen.get("wrappers_incomplete"):
+        return None  # a wrapper may have been made unseen
+    if not wrappers:
+        return False
     if not all(counted) or not any(micro for found in counted for micro, _, _ in found):
         return None  # a model's forwards not counted (compiled, a forward of its own, counting failed)
     return False
@@ -277,9 +279,10 @@ def seen_lines(seen: Mapping[str, Any] | None) -> list[str]:
         else:
             line += ": synchronisations not counted for this kind"
         lines.append(line)
-    if (seen or {}).get("wrappers_dropped"):
-        lines.append("more models wrapped than the probe keeps: the rest not listed")
-    if isinstance((seen or {}).get("wrappers"), list) and not seen["wrappers"] and (  # type: ignore[index]
+    if (seen or {}).get("wrappers_incomplete"):
+        lines.append("the probe may have missed models wrapped for data parallelism (more than it keeps, or a hook "
+                     "that failed: its notes say)")
+    elif isinstance((seen or {}).get("wrappers"), list) and not seen["wrappers"] and (  # type: ignore[index]
             (seen or {}).get("launch_world_size") or 1) > 1:  # one rank alone needs none
         lines.append("no model wrapped for data parallelism (DistributedDataParallel, FSDP, ZeroRedundancyOptimizer)")
     if (seen or {}).get("collectives"):

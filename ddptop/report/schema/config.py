@@ -302,11 +302,11 @@ class ScriptSeen(Record):
     # the models it wrapped for data parallelism, and its own collective calls in the measured steps (a probe
     # older than them: absent)
     wrappers: list[WrapperSeen] | None = None
-    wrappers_dropped: bool | None = None
+    wrappers_incomplete: bool | None = None  # a wrapper may have been made unrecorded
     collectives: int | None = None
 
     _only_when_set: ClassVar[frozenset[str]] = frozenset({"loaders", "optimizer_steps_per_launch", "wrappers",
-                                                          "wrappers_dropped", "collectives"})
+                                                          "wrappers_incomplete", "collectives"})
 
 
 @dataclass(kw_only=True)
