@@ -19,7 +19,9 @@ API only:
 - each step's examples are the leading dimension of the first tensor of every batch drawn since the step
   before (``bench_kernels.sources.batch_tensors``), so gradient accumulation counts every micro-batch;
 - ``torch.multiprocessing.spawn`` and ``start_processes`` are counted: a script that starts its own processes
-  trains in them, out of the probe's sight.
+  trains in them, out of the probe's sight;
+- every model wrapped for data parallelism (DDP, FSDP, ZeRO) where it is made, each measured step's micro-batches
+  and gradient synchronisations, DDP's own timers and the script's own collectives (``bench_kernels.script_sync``).
 
 ``ddptop_probe`` (the repository's top-level module) lets a script mark its steps and batches itself where the
 hooks cannot see them: marks of its own win over the optimizer's. The probe's step times run from one step's
@@ -54,6 +56,7 @@ from bench_kernels.errors import error_fields, one_line
 from bench_kernels.hello import bind_cores, hello_fields
 from bench_kernels.rank_process import (STOPS_RECEIVED, die_with_parent, events_writer,
                                        max_rss_bytes, raise_on_stop_signals, read_launch_spec, report_unwritable)
+from bench_kernels.script_sync import GradSync
 from bench_kernels.script_steps import ExplicitStep, StepStream, TimedBatches, batch_examples, non_negative
 from bench_kernels.script_target import (PROGRAM, Target, exit_code, exit_quietly, parse_command, release_loaders, run_target,
                                          script_traceback)
@@ -132,6 +135,7 @@ class ScriptProbe:
         self.device_name: str | None = None
         self.probe_s = 0.0  # the probe's own work: at step ends and around each batch
         self.loaders: list[dict[str, Any]] = []  # each distinct DataLoader setting iterated (loader_seen)
+        self.sync = GradSync(torch, self.notes, self._step_number)  # its wrappers for data parallelism
         self._undo: list[Callable[[], None]] = []
 
     # -- installing -----------------------------------------------------------------------------------------
@@ -142,6 +146,8 @@ class ScriptProbe:
         self._undo.append(handle.remove)
         self._time_loaders()
         self._count_spawns()
+        self.sync.install()
+        self._undo.append(self.sync.uninstall)
         ddptop_probe.register(self)
         self._undo.append(functools.partial(ddptop_probe.register, None))
 
@@ -290,6 +296,7 @@ class ScriptProbe:
         first = self.process_group is None
         if first:
             self._first_step()
+        self.sync.step_ended(self.measuring)
         if self.measuring:
             self.measure.add_step(seconds, data_wait, examples, tokens)
             stop = self._measured_enough()
@@ -316,6 +323,7 @@ class ScriptProbe:
         cfg = self.cfg
         self.warmup.close()
         self.measuring = True
+        self.sync.measuring_started()
         self.measure_started = time.perf_counter()
         if cfg.script_to_end:
             return False
@@ -377,7 +385,11 @@ class ScriptProbe:
 
         def agree(values: list[float]) -> list[float]:
             figures = torch.tensor(values, dtype=torch.float64, device=device)
-            dist.all_reduce(figures, op=dist.ReduceOp.MAX)
+            self.sync.own += 1  # the probe's collective, not the script's
+            try:
+                dist.all_reduce(figures, op=dist.ReduceOp.MAX)
+            finally:
+                self.sync.own -= 1
             return figures.tolist()
 
         return agree
@@ -405,6 +417,7 @@ class ScriptProbe:
             "device_name": self.device_name,
             "probe_s": self.probe_s,
             "loaders": self.loaders,
+            **self.sync.seen(),
         }
 
     def note(self) -> str | None:

@@ -153,6 +153,8 @@ def scaling_tables(
 
 
 NO_DDP_BASELINE = "a script has no no-DDP baseline: speedup is against the smallest N measured"
+SERIAL_BASELINE = ("N=1 ran without a process group: it is the serial baseline (as a kernel's no-DDP row), and "
+                   "speedup is against it")
 
 
 def _script_facts(rows: list[dict[str, Any]], by_size: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
@@ -163,10 +165,18 @@ def _script_facts(rows: list[dict[str, Any]], by_size: Mapping[int, Mapping[str,
     observed = script_steps.observed_scaling(batches)
     facts: dict[str, Any] = {"scaling": observed.kind, "batch_meaning": "as observed", "batch_observed": observed.text,
                              "no_ddp_note": NO_DDP_BASELINE}
-    problems = [script_steps.data_parallel_problem(e.get("script")) for e in by_size.values()]
-    found = next((p for p in problems if p), None)
-    if found:
-        facts["not_data_parallel"] = found
+    # configuration by configuration: N=1 without a process group is the serial baseline, as a kernel's no-DDP
+    # row; a larger N is not data-parallel where its ranks did not train one model together
+    smallest = by_size[min(by_size)]
+    if smallest["world_size"] == 1 and (smallest.get("script") or {}).get("process_group") is False:
+        facts["no_ddp_note"] = SERIAL_BASELINE
+    problems = {n: script_steps.data_parallel_problem(e.get("script")) for n, e in sorted(by_size.items())}
+    apart = [n for n, problem in problems.items() if problem]
+    if apart:
+        found = problems[apart[0]] or ""
+        where = ", ".join(f"N={n}" for n in apart)
+        facts["not_data_parallel"] = found.replace("not data-parallel:", f"not data-parallel at {where}:", 1)
+        facts["not_data_parallel_at"] = apart
     own = next((b for e in by_size.values() if (b := script_steps.group_backend(e.get("script"))) and b != e["backend"]),
                None)
     if own:  # the script's init_process_group chose another backend than the launch's: the table says both

@@ -1,7 +1,7 @@
 """A user's script's figures with their 95% intervals, for the summary (``ddptop.report.build``).
 
-A script has no no_sync() steps, no comm hook and no plain-model baseline: what tells its step apart is the
-probe's wait for each batch (``script_steps``). Per configuration (one world size):
+A script has no no_sync() steps of ddptop's, no comm hook and no plain-model baseline: what tells its step apart
+is the probe's wait for each batch (``script_steps``) and DDP's own timers (``script_sync``). Per configuration (one world size):
 
 - **data wait**: the share of the step the ranks spent waiting for a batch, sum of waits over sum of step
   times (not a median of per-step shares: with loader workers most steps wait nothing and every k-th a lot),
@@ -17,6 +17,10 @@ probe's wait for each batch (``script_steps``). Per configuration (one world siz
   and its ratio to the smallest N's with the change's verdict (``uncertainty.verdict``, DEFAULT_MIN_EFFECT):
   "slower" is a step that grew with N beyond noise, the ranks waiting on each other.
 
+- **gradient synchronisation** (``grad_sync``, ``script_sync.grad_sync``): the micro-batches and synchronisations
+  of a measured step, DDP's exposed communication a step and whether it grew against the smallest N's beyond
+  its spread: what tells the ranks waiting on each other from compute that grew.
+
 The verdict in words is ``step_bound.script_verdict``'s.
 """
 
@@ -26,7 +30,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ddptop.analysis import intervals, launches, script_steps, stats, stragglers, uncertainty
+from ddptop.analysis import intervals, launches, script_steps, script_sync, stats, stragglers, uncertainty
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 
 WAIT_STRAGGLER_SHARE = stats.STRAGGLER_RATIO - 1  # a rank's data wait this much of the step above the others'
@@ -166,9 +170,12 @@ def _per_example_scale(reference: Mapping[str, Any], entry: Mapping[str, Any]) -
     return 1.0
 
 
-def add_script_figures(entries: Sequence[dict[str, Any]], resamples: int = uncertainty.RESAMPLES) -> None:
-    """Each script entry's ``data_wait`` and ``step_less_wait``; its ``straggler`` named by the data wait where
-    that names one (a script has no no_sync steps nor comm hook to name it otherwise)."""
+def add_script_figures(entries: Sequence[dict[str, Any]], resamples: int = uncertainty.RESAMPLES,
+                       threads: Mapping[int, int] | None = None) -> None:
+    """Each script entry's ``data_wait``, ``step_less_wait`` and ``grad_sync`` (how its gradients were
+    synchronised, against the smallest N's: ``script_sync.grad_sync``; ``threads``: each rank's threads per
+    world size, the plan's); its ``straggler`` named by the data wait where that names one (a script has no
+    no_sync steps nor comm hook to name it otherwise)."""
     less = step_less_wait(entries, resamples)
     for entry in entries:
         if not script_steps.is_script(entry) or not entry.get("stats"):
@@ -178,4 +185,14 @@ def add_script_figures(entries: Sequence[dict[str, Any]], resamples: int = uncer
         found = (entry["data_wait"] or {}).get("straggler")
         if found and found["flagged"]:
             entry["straggler"] = {**(entry.get("straggler") or {}), "rank": found["rank"], "evidence": "data wait"}
-
+    references: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for entry in entries:
+        if script_steps.is_script(entry) and entry.get("stats"):
+            references.setdefault((entry["model"], entry.get("backend"), entry.get("device")), []).append(entry)
+    for members in references.values():
+        reference = min(members, key=lambda e: e["world_size"])
+        for entry in members:
+            ref_size = (entry.get("step_less_wait") or {}).get("reference_world_size")
+            sync = script_sync.grad_sync(entry, reference if ref_size == reference["world_size"] else None, threads)
+            if sync is not None:
+                entry["grad_sync"] = sync

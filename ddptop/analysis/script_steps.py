@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ddptop.analysis import script_sync
 from ddptop.protocol import modelspec
 
 
@@ -115,8 +116,9 @@ def observed_scaling(batches: Mapping[int, tuple[int, int] | None]) -> ObservedS
 
 def data_parallel_problem(seen: Mapping[str, Any] | None) -> str | None:
     """Why a script's ranks do not train one model together, from what the probe saw (``config_end.script``);
-    None when they do, or when the probe saw no step to tell."""
-    if not seen or seen.get("process_group") is None:
+    None when they do, when the probe saw no step to tell, or for a launch of one rank (without a process group,
+    the serial baseline; with one, its only rank)."""
+    if not seen or seen.get("process_group") is None or seen.get("launch_world_size") == 1:
         return None
     if not seen.get("process_group"):
         return "not data-parallel: each rank trains alone (the script made no process group)"
@@ -124,7 +126,7 @@ def data_parallel_problem(seen: Mapping[str, Any] | None) -> str | None:
     if group is not None and launch is not None and group != launch:
         return (f"not data-parallel: each rank trains alone (its process group has {group} "
                 f"rank{'s' if group != 1 else ''}, the launch {launch})")
-    return None
+    return script_sync.alone_reason(seen)
 
 
 def seen_over_launches(seen: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -132,13 +134,23 @@ def seen_over_launches(seen: Sequence[Mapping[str, Any]]) -> dict[str, Any] | No
     ``config_end.script`` of one rank, in the order they ran), so that a count is the configuration's and not
     its last launch's: ``optimizer_steps`` summed over the launches (None if a launch did not count them) and,
     with more than one, listed per launch (``optimizer_steps_per_launch``); ``spawned`` the most any launch
-    started; the process group of the first launch whose ranks each trained alone, where one did; the rest
-    as the last launch saw it. None without a launch that saw the script."""
+    started; the process group of the first launch whose ranks each trained alone, where one did; the models
+    wrapped for data parallelism with each DDP model's measured steps over every launch and its timers per
+    launch (``script_sync.wrappers_over_launches``), the script's collectives summed; the rest as the last
+    launch saw it. None without a launch that saw the script."""
     if not seen:
         return None
     combined = dict(seen[-1])
+    wrappers = script_sync.wrappers_over_launches(seen)
+    if wrappers is not None:  # each DDP model's measured steps over every launch, its timers per launch
+        combined["wrappers"] = wrappers
     if len(seen) == 1:
         return combined
+    collectives = [s.get("collectives") for s in seen if isinstance(s.get("collectives"), int)]
+    if collectives:
+        combined["collectives"] = sum(collectives)
+    if any(s.get("wrappers_incomplete") for s in seen):
+        combined["wrappers_incomplete"] = True
     steps = [s.get("optimizer_steps") for s in seen]
     combined["optimizer_steps"] = sum(steps) if all(isinstance(v, int) for v in steps) else None
     combined["optimizer_steps_per_launch"] = steps

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ddptop import units
-from ddptop.analysis import script_steps, traces
+from ddptop.analysis import script_steps, script_sync, traces
 from ddptop.analysis.script_steps import INPUT_BOUND_SHARE
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT, EQUIVALENT, FASTER, SLOWER, change_words, classify_change
 from ddptop.protocol.precision import t_quantile
@@ -295,9 +295,11 @@ def step_change_of(found: Mapping[str, Any]) -> str | None:
 
 
 def script_verdict(entry: Mapping[str, Any]) -> dict[str, Any]:
-    """A user's script's verdict: not data-parallel, input-bound, waiting on the other ranks, compute-bound or
-    scaling within noise, from its data wait and its step less that wait (``script_figures``); no effect is
-    stated that its 95% interval cannot tell from noise."""
+    """A user's script's verdict: not data-parallel (N=1 alone is the serial baseline, never that), input-bound,
+    waiting on the other ranks (only where DDP's timers saw its exposed communication grow), compute that grew,
+    not measured, compute-bound or scaling within noise, from its data wait, its step less that wait
+    (``script_figures``) and its gradient synchronisation (``script_sync``), with gradients synchronised on every
+    micro-batch said with the fix; no effect is stated that its 95% interval cannot tell from noise."""
     seen = entry.get("script") if isinstance(entry.get("script"), Mapping) else {}
     notes = [script_steps.SPAWNED] if (seen or {}).get("spawned") else []
     apart = script_steps.data_parallel_problem(seen)
@@ -306,6 +308,10 @@ def script_verdict(entry: Mapping[str, Any]) -> dict[str, Any]:
                 "text": "; ".join([f"{apart}: its step times across N are not a scaling measurement"] + notes)}
     if entry.get("stats") is None:
         return {"kind": UNKNOWN, "text": "; ".join(["no verdict: no measured steps"] + notes)}
+    sync: Mapping[str, Any] = entry["grad_sync"] if isinstance(entry.get("grad_sync"), Mapping) else {}
+    every = script_sync.every_micro_batch_words(sync) if entry.get("world_size", 1) >= 2 else None
+    if every:
+        notes.insert(0, every)
     wait = entry.get("data_wait") or None
     less = entry.get("step_less_wait") or {}
     ci = wait.get("share_ci") if wait else None
@@ -321,12 +327,13 @@ def script_verdict(entry: Mapping[str, Any]) -> dict[str, Any]:
         parts.append(f"input-bound: the ranks wait for data {share}, above {units.percent(INPUT_BOUND_SHARE)} "
                      f"beyond noise — {script_steps.loader_advice(seen)}")
     if grew:
-        text = f"the step less its data wait is {_ratio_words(less)}"
+        cause, head, why = _growth(entry, sync, less)
         if kind is None:
-            kind = WAITING
-            parts.append(f"waiting on the other ranks: {text}")
+            kind = cause
+            parts.append(head)
         else:
-            parts.append(f"and the ranks wait on each other: {text}")
+            parts.append(f"and {head}")
+        parts += why
         found = (wait or {}).get("straggler") or {}
         if found.get("flagged"):
             parts.append(f"rank {found['rank']} waits longest for data: the others wait for it")
@@ -348,6 +355,25 @@ def script_verdict(entry: Mapping[str, Any]) -> dict[str, Any]:
         else:
             parts.append(f"data wait {share}: whether it bounds the step is within noise")
     return {"kind": kind, "text": "; ".join(parts + notes)}
+
+
+def _growth(entry: Mapping[str, Any], sync: Mapping[str, Any], less: Mapping[str, Any]) -> tuple[str, str, list[str]]:
+    """What grew, for a step less its data wait that grew beyond noise: the ranks waiting on each other only
+    where DDP's timers measured its exposed communication grow (``script_sync.grad_sync``'s ``comm_grew``),
+    compute where they measured it not to, else said not to be measured. The kind, the head and what tells."""
+    text = f"the step less its data wait is {_ratio_words(less)}"
+    threads = script_sync.threads_words(sync, entry.get("world_size", 1))
+    if sync.get("comm_grew") is True:
+        low = sync.get("step_growth_low_s")
+        covers = (f": {units.milliseconds(sync.get('comm_growth_s'))} more a step" +
+                  (f", of a step that grew by at least {units.milliseconds(low)}" if low and low > 0 else ""))
+        return WAITING, f"waiting on the other ranks: {text}", [script_sync.comm_words(sync) + covers]
+    if sync.get("comm_grew") is False:
+        why = [script_sync.comm_words(sync) + ": not what grew"] + ([threads] if threads else [])
+        return COMPUTE, f"compute grew with N: {text}", why
+    why = ["no timers of DDP's to tell the ranks' wait for each other from compute that grew"
+           + (f" ({threads})" if threads else "")]
+    return UNKNOWN, f"not measured whether the ranks wait on each other or their compute grew: {text}", why
 
 
 def thresholds() -> dict[str, float]:

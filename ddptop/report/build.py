@@ -325,7 +325,8 @@ def build_summary(
         for entry in entries:
             counts[entry["status"]] = counts.get(entry["status"], 0) + 1
         replicates, launch_variance = intervals.add_step_intervals(states, entries)
-        script_figures.add_script_figures(entries)  # a script's data wait and step less it, before the verdicts
+        # a script's data wait, step less it and gradient synchronisation, before the verdicts
+        script_figures.add_script_figures(entries, threads=session.plan.threads_per_rank)
         for state, entry in zip(states, entries):  # FLOP/s and MFU, with the p50's interval carried over
             hello = (session.hellos.get((state.launch, 0)) if state.launch is not None else None) or {}
             entry["flops"] = compute.compute_figures(entry, state.info, hello.get("device_name"), session.ceilings)

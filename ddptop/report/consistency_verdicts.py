@@ -146,6 +146,10 @@ def _kind(entry: Mapping[str, Any], path: str, thresholds: Mapping[str, Any], fo
         if less.get("change") != "slower":
             wrong("the step less its data wait did not grow beyond noise",
                   {"change": less.get("change"), "ratio": figure_of(less, "ratio")[0]})
+        sync = entry.get("grad_sync")
+        if isinstance(sync, Mapping) and sync.get("comm_grew") is not True:  # a summary from before it: nothing to read
+            wrong("DDP's exposed communication did not grow beyond noise (or was not measured)",
+                  {"comm_grew": sync.get("comm_grew"), "comm_growth_s": sync.get("comm_growth_s")})
 
 
 def _stragglers(entry: Mapping[str, Any], path: str, found: list[Violation]) -> None:

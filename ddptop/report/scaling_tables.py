@@ -228,7 +228,10 @@ def table_place(table: ScalingTable) -> str:
 
 def _scaling_title(table: ScalingTable) -> str:
     if table.batch_observed is not None:  # a user's script: the batch as it drew it, or no scaling at all
-        head = "Not scaling" if table.not_data_parallel else "Scaling"
+        head = "Scaling"
+        if table.not_data_parallel:  # named where the table says which world sizes (an older summary does not)
+            sizes = ", ".join(f"N={n}" for n in table.not_data_parallel_at or ())
+            head = f"Not scaling ({sizes} not data-parallel)" if sizes else "Not scaling"
         return (f"{head}: {display_name(table.model)} ({table.backend_words}{table_place(table)}), batch as observed: "
                 f"{table.batch_observed}; against N={table.reference_world_size}")
     title = (

@@ -6,7 +6,7 @@ the figures, ``analysis/step_bound.py`` the verdict; ``report/sections.py`` plac
 from __future__ import annotations
 
 from ddptop import units
-from ddptop.analysis import script_steps
+from ddptop.analysis import script_steps, script_sync
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT, change_words
 from ddptop.report.blocks import Block, Items, Lines, Note, Part, Table
 from ddptop.report.cells import not_measured, unlisted_note
@@ -80,6 +80,21 @@ def _loaders(entry: Config) -> str | None:
     return f"DataLoader{'s' if len(loaders) > 1 else ''}: {shown}"
 
 
+def _comm_line(entry: Config) -> str | None:
+    """DDP's exposed communication a step, from its own timers, with its spread over ranks and launches."""
+    sync = entry.grad_sync
+    if sync is None or sync.exposed_comm_s is None or sync.synchronises is False:
+        return None
+    spread = sync.exposed_comm_range_s
+    text = f"DDP's exposed communication (its timers: backward allreduce less its overlap) {units.milliseconds(sync.exposed_comm_s)} a step"
+    if spread and spread[0] != spread[1]:
+        text += (f" ({units.milliseconds(spread[0]).removesuffix(' ms')}–{units.milliseconds(spread[1])} over ranks "
+                 "and launches)")
+    if sync.backward_comm_s is not None:
+        text += f", of {units.milliseconds(sync.backward_comm_s)} of backward communication"
+    return text
+
+
 def seen_details(entry: Config) -> list[str]:
     """What the probe saw of one configuration's script, line by line."""
     details = []
@@ -97,6 +112,10 @@ def seen_details(entry: Config) -> list[str]:
     if entry.script and entry.script.step_marks:
         details.append(f"steps marked by {'ddptop_probe.step' if entry.script.step_marks == 'explicit' else 'the optimizer step'}"
                        f", {script_steps.optimizer_steps_words(entry.script.to_json())}")
+    details += script_sync.seen_lines(entry.script.to_json() if entry.script else None)
+    comm = _comm_line(entry)
+    if comm:
+        details.append(comm)
     loaders = _loaders(entry)
     if loaders:
         details.append(loaders)

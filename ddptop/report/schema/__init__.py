@@ -21,7 +21,7 @@ whole and the ``Summary``); every name is importable from here.
 from __future__ import annotations
 
 from ddptop.records import (SchemaError, Record, Estimate, value_of, ci_of, reading_older, estimates_in, Interval, BOOTSTRAP, OVER_LAUNCHES, MODEL, MOMENTS, AS_RECORDED)
-from ddptop.report.schema.config import (Config, StepFigures, Percentiles, RankSpread, LaunchUnit, Communication, DdpLogging, Buckets, Achieved, WindowLoad, RankLoad, GpuIdle, Validity, Straggler, StragglerEvidence, Unconfirmed, ScriptSeen, RankShare, WaitStraggler, DataWait, StepLessWait, Flops, Verdict)
+from ddptop.report.schema.config import (Config, StepFigures, Percentiles, RankSpread, LaunchUnit, Communication, DdpLogging, Buckets, Achieved, WindowLoad, RankLoad, GpuIdle, Validity, Straggler, StragglerEvidence, Unconfirmed, ScriptSeen, WrapperSeen, GradSync, RankShare, WaitStraggler, DataWait, StepLessWait, Flops, Verdict)
 from ddptop.report.schema.trace import (Trace, TraceFile, TraceBreakdown, TraceSpread, TraceKernel, TraceCollective, TraceGpuWork)
 from ddptop.report.schema.tables import (ScalingTable, ScalingRow, Amdahl, Epoch, Projection, ProjectionPoint, BatchTable, BatchRow, CollectiveTable, CollectiveRow, DpVsDdpRow, TuneTable, TuneRow, StrategyTable, StrategyRow, FrontierPoint, Ceiling, CompileCost, NcclChoice)
 from ddptop.report.schema.run import (Summary, Uncertainty, LaunchVariance, Overhead, LaunchRecord, TelemetrySource, NodeRecord, NodeLaunch, Environment, PlanRecord)
@@ -57,6 +57,8 @@ __all__ = [
     "StragglerEvidence",
     "Unconfirmed",
     "ScriptSeen",
+    "WrapperSeen",
+    "GradSync",
     "RankShare",
     "WaitStraggler",
     "DataWait",

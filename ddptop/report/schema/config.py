@@ -235,6 +235,58 @@ class Verdict(Record):
 
 
 @dataclass(kw_only=True)
+class WrapperSeen(Record):
+    """A model the script wrapped for data parallelism (``bench_kernels.script_sync``): its kind, where it was
+    made, the arguments that shape its communication as given; for DDP, each measured step's micro-batches and
+    synchronisations ([micro-batches, syncs, steps] over every launch) and its own timers over the measured
+    steps (the last launch's; its backward communication a step, whole and exposed, per launch)."""
+    kind: str | None = None
+    site: str | None = None  # path:line of the constructor's call in the script's code
+    args: dict[str, str] = field(default_factory=dict)
+    rewrapped: bool | None = None
+    sync_steps: list[list[int]] | None = None
+    ddp_logging: DdpLogging | None = None
+    comm_hook: str | None = None
+    exposed_comm_s: list[float] | None = None
+    backward_comm_s: list[float] | None = None
+
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"sync_steps", "ddp_logging", "comm_hook", "exposed_comm_s",
+                                                          "backward_comm_s"})
+
+
+@dataclass(kw_only=True)
+class GradSync(Record):
+    """How a script's gradients were synchronised at one world size, and what DDP's timers measured of it against
+    the smallest N's (``ddptop.analysis.script_sync.grad_sync``)."""
+    wrappers: int | None = None
+    kinds: list[str] = field(default_factory=list)
+    site: str | None = None
+    synchronises: bool | None = None  # None: the probe could not tell
+    collectives: int | None = None
+    steps: int | None = None
+    micro_batches: int | None = None  # of the most common measured step, of the DDP model with the most
+    syncs: int | None = None
+    every_micro_batch: bool | None = None
+    comm_hook: str | None = None
+    exposed_comm_s: float | None = None  # a step: median over ranks and launches
+    exposed_comm_range_s: list[float] | None = None
+    backward_comm_s: float | None = None
+    exposed_comm_share: float | None = None
+    threads_per_rank: int | None = None
+    reference_world_size: int | None = None
+    reference_threads_per_rank: int | None = None
+    reference_exposed_comm_s: float | None = None
+    comm_growth_s: float | None = None
+    step_growth_low_s: float | None = None
+    comm_grew: bool | None = None  # None: not measured
+
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({
+        "steps", "micro_batches", "syncs", "every_micro_batch", "comm_hook", "exposed_comm_s", "exposed_comm_range_s",
+        "backward_comm_s", "exposed_comm_share", "threads_per_rank", "reference_world_size",
+        "reference_threads_per_rank", "reference_exposed_comm_s", "comm_growth_s", "step_growth_low_s", "comm_grew"})
+
+
+@dataclass(kw_only=True)
 class ScriptSeen(Record):
     """What the probe saw of a user's script (``config_end.script``, docs/wire-format.md)."""
     process_group: bool | None = None
@@ -248,8 +300,14 @@ class ScriptSeen(Record):
     probe_s: float | None = None
     loaders: list[dict[str, Any]] = field(default_factory=list)
     optimizer_steps_per_launch: list[int | None] | None = None  # each launch's, where there were several
+    # the models it wrapped for data parallelism, and its own collective calls in the measured steps (a probe
+    # older than them: absent)
+    wrappers: list[WrapperSeen] | None = None
+    wrappers_incomplete: bool | None = None  # a wrapper may have been made unrecorded
+    collectives: int | None = None
 
-    _only_when_set: ClassVar[frozenset[str]] = frozenset({"loaders", "optimizer_steps_per_launch", "group_backend"})
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"loaders", "optimizer_steps_per_launch", "group_backend",
+                                                          "wrappers", "wrappers_incomplete", "collectives"})
 
 
 @dataclass(kw_only=True)
@@ -356,10 +414,11 @@ class Config(Record):
     command: list[str] | None = None
     data_wait: DataWait | None = None
     step_less_wait: StepLessWait | None = None
+    grad_sync: GradSync | None = None
 
     _only_when_set: ClassVar[frozenset[str]] = frozenset({
         "trace", "threads", "step_values", "script", "script_per_rank", "ended_by", "probe_notes", "command",
-        "data_wait", "step_less_wait"})
+        "data_wait", "step_less_wait", "grad_sync"})
 
     @property
     def is_script(self) -> bool:

@@ -117,9 +117,11 @@ class ScalingTable(Record):
     no_ddp_note: str | None = None
     not_data_parallel: str | None = None
     group_backend: str | None = None  # the script's own process group's backend, where it is not the launch's
+    not_data_parallel_at: list[int] | None = None  # the world sizes whose ranks did not train one model together
 
     _only_when_set: ClassVar[frozenset[str]] = frozenset({"strategy", "device", "threads", "batch_observed",
-                                                          "no_ddp_note", "not_data_parallel", "group_backend"})
+                                                          "no_ddp_note", "not_data_parallel", "group_backend",
+                                                          "not_data_parallel_at"})
 
     @property
     def backend_words(self) -> str:

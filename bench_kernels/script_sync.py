@@ -1,0 +1,402 @@
+"""How a user's script synchronises its gradients, as the probe sees it (``config_end.script``'s ``wrappers`` and
+``collectives``).
+
+Every model the script wraps for data parallelism is recorded where it is made: ``DistributedDataParallel``
+(its ``__init__`` replaced on the class, so every import of it and every subclass that calls it is seen),
+``FullyShardedDataParallel`` and ``fully_shard`` (``torch.distributed.fsdp``), ``ZeroRedundancyOptimizer``
+(``torch.distributed.optim``); those two modules cost most of a second to import, so they are patched when the
+script imports them (``_AfterImport``), not before. Each wrapper keeps its kind, the constructor's call site in
+the script's code (the first frame outside torch and the probe), the keyword arguments that shape DDP's
+communication as the script gave them, and whether it wraps a model another wrapper already holds.
+
+For DDP, each forward with gradients enabled is one micro-batch, and one whose ``require_backward_grad_sync``
+is true synchronises its gradients in the backward that follows (``DistributedDataParallel._pre_forward`` and
+``no_sync()`` in torch/nn/parallel/distributed.py): ``DistributedDataParallel.forward`` is replaced on the class
+by one that counts them (an attribute read and an integer add), and every measured step keeps how many of each
+it ran. DDP's own timers (``_get_ddp_logging_data``: forward and backward compute, backward communication and
+its overlap with compute) are read over the measured steps as ddptop's kernel reads them
+(``comm_probe.ddp_logging_mark``), with every step recorded (``_set_ddp_runtime_logging_sample_rate(1)``), up
+to the configuration's end or the model's collection, whichever comes first (its logger holds the gradient
+buckets: a script that makes its model again and again keeps none of them alive). A comm hook the script
+registered is named from the same data. Calls of ``torch.distributed``'s collectives by
+the script itself during the measured steps are counted, so a script that averages its gradients by hand is
+not taken for one whose ranks train alone.
+
+It fails open: an exception in the probe's part of any of these hooks turns that measurement off, the script's
+call goes on unchanged, and ``config_end``'s note says what was not measured from which step.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.abc
+import inspect
+import os
+import sys
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+from bench_kernels.comm_probe import ddp_logging_mark, ddp_logging_times
+from bench_kernels.errors import one_line
+
+DDP = "DistributedDataParallel"
+FSDP = "FullyShardedDataParallel"
+FULLY_SHARD = "fully_shard"
+ZERO = "ZeroRedundancyOptimizer"
+# DDP's keyword arguments that shape its gradient synchronisation, kept as the script gave them
+DDP_ARGS = ("bucket_cap_mb", "find_unused_parameters", "gradient_as_bucket_view", "static_graph", "broadcast_buffers")
+MAX_WRAPPERS = 8  # wrappers recorded; a script that makes more (one a step?) is said to, the rest not kept
+MAX_REPR = 40  # characters of an argument's repr
+COLLECTIVES = ("all_reduce", "all_gather", "all_gather_into_tensor", "reduce_scatter", "reduce_scatter_tensor",
+               "reduce", "broadcast", "all_to_all", "all_to_all_single")
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class _LoggerView:
+    """What ``comm_probe``'s readers ask of a DDP model, without the model: its ``dist.Logger``, so that DDP's
+    timers can be read as the model is collected (the script's frames unwound by ddptop's stop, say)."""
+
+    def __init__(self, logger: Any, every_step: bool) -> None:
+        self.logger = logger
+        if every_step:  # comm_probe reads a window of steps only where each one is recorded
+            self._set_ddp_runtime_logging_sample_rate = True
+
+    def _get_ddp_logging_data(self) -> dict[str, Any]:
+        data = self.logger._get_ddp_logging_data()
+        return {**data.strs_map, **data.ints_map}
+
+
+class Wrapper:
+    """One model the script wrapped for data parallelism, and what its forwards did since the last step."""
+
+    __slots__ = ("kind", "site", "args", "rewrapped", "inner", "view", "mark", "forwards", "syncs", "steps",
+                 "logging", "comm_hook", "alive")
+
+    def __init__(self, kind: str, site: str | None, args: dict[str, str], rewrapped: bool, inner: int | None) -> None:
+        self.kind, self.site, self.args, self.rewrapped, self.inner = kind, site, args, rewrapped, inner
+        self.view: _LoggerView | None = None
+        self.mark: dict[str, Any] | None = None
+        self.forwards = 0  # micro-batches since the last step's end: forwards with gradients enabled
+        self.syncs = 0  # ... of which synchronise their gradients (require_backward_grad_sync)
+        self.steps: dict[tuple[int, int], int] = {}  # (micro-batches, syncs) -> measured steps that ran them
+        self.logging: dict[str, Any] | None = None
+        self.comm_hook: str | None = None
+        self.alive = True  # its model is not gone
+
+    def to_json(self) -> dict[str, Any]:
+        found: dict[str, Any] = {"kind": self.kind, "site": self.site, "args": self.args, "rewrapped": self.rewrapped}
+        if self.kind == DDP:
+            found["sync_steps"] = [[micro, syncs, count] for (micro, syncs), count in sorted(self.steps.items())]
+            found["ddp_logging"] = self.logging
+            found["comm_hook"] = self.comm_hook
+        return found
+
+
+def call_site(skip: tuple[str, ...]) -> str | None:
+    """``path:line`` of the first frame, from the caller outward, outside torch, the probe and the import
+    machinery: the line of the script (or its library) that made the wrapper."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        path = frame.f_code.co_filename
+        if not (path.startswith(skip) or path.startswith("<") or os.path.basename(path) == "runpy.py"):
+            return f"{path}:{frame.f_lineno}"
+        frame = frame.f_back  # type: ignore[assignment]
+    return None
+
+
+def short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= MAX_REPR else text[:MAX_REPR - 1] + "…"
+
+
+class GradSync:
+    """The hooks and what they saw. ``step_number`` says which step is running (for the notes), ``notes`` is
+    the probe's list of what it could not measure."""
+
+    def __init__(self, torch: Any, notes: list[str], step_number: Callable[[], int]) -> None:
+        self.torch = torch
+        self.notes = notes
+        self.step_number = step_number
+        self.wrappers: list[Wrapper] = []
+        self.incomplete = False  # a wrapper may have been made unrecorded (more than MAX_WRAPPERS, a hook failed)
+        self.by_id: dict[int, Wrapper] = {}  # id(DDP model) -> its wrapper (the model's weakref drops it)
+        self.counting = True  # DDP's forwards (off once counting one failed)
+        self.measuring = False
+        self.collectives = 0  # the script's own collective calls during the measured steps
+        self.own = 0  # > 0 while the probe itself calls a collective (the ranks' agreement)
+        self.ended = False
+        self._skip = (os.path.dirname(os.path.abspath(torch.__file__)), _HERE)
+        self._undo: list[Callable[[], None]] = []
+        self._failed: set[str] = set()
+
+    # -- installing -----------------------------------------------------------------------------------------
+    def install(self) -> None:
+        """Install every hook that can be (each fails on its own); ``uninstall`` removes them, those installed
+        since (on the script's import of FSDP or ZeRO) too."""
+        for what, install in (("DistributedDataParallel", self._hook_ddp), ("collective calls", self._count_collectives),
+                              ("FSDP and ZeroRedundancyOptimizer", self._hook_on_import)):
+            try:
+                install()
+            except Exception as exc:  # noqa: BLE001 - the probe fails open
+                self.incomplete = True
+                self.failed(f"{what} not watched", exc)
+
+    def uninstall(self) -> None:
+        while self._undo:
+            self._undo.pop()()
+
+    def _replace(self, owner: Any, name: str, new: Any) -> None:
+        original = owner.__dict__[name] if isinstance(owner, type) else getattr(owner, name)
+        setattr(owner, name, new)
+        self._undo.append(functools.partial(setattr, owner, name, original))
+
+    def _hook_ddp(self) -> None:
+        from torch.nn.parallel import DistributedDataParallel
+
+        init, forward = DistributedDataParallel.__init__, DistributedDataParallel.forward
+        signature = inspect.signature(init)
+        compiling = getattr(getattr(self.torch, "compiler", None), "is_compiling", None) or (lambda: False)
+        grad_enabled = self.torch.is_grad_enabled
+        sync = self
+
+        @functools.wraps(init)
+        def watched_init(model: Any, *args: Any, **kwargs: Any) -> None:
+            init(model, *args, **kwargs)
+            try:
+                sync.ddp_made(model, signature, args, kwargs)
+            except Exception as exc:  # noqa: BLE001 - the probe fails open
+                sync.incomplete = True
+                sync.failed("a DistributedDataParallel model not recorded", exc)
+
+        @functools.wraps(forward)
+        def counted_forward(model: Any, *args: Any, **kwargs: Any) -> Any:
+            if sync.counting and not compiling():
+                try:
+                    sync.count_forward(model, grad_enabled)
+                except Exception as exc:  # noqa: BLE001 - the probe fails open
+                    sync.counting = False
+                    sync.failed("gradient synchronisations and micro-batches not counted", exc)
+            return forward(model, *args, **kwargs)
+
+        self._replace(DistributedDataParallel, "__init__", watched_init)
+        self._replace(DistributedDataParallel, "forward", counted_forward)
+
+    def _count_collectives(self) -> None:
+        dist = self.torch.distributed
+        if not dist.is_available():
+            return
+        for name in COLLECTIVES:
+            original = getattr(dist, name, None)
+            if original is None:
+                continue
+
+            def counted(*args: Any, _original: Callable[..., Any] = original, **kwargs: Any) -> Any:
+                if self.measuring and not self.own:
+                    self.collectives += 1
+                return _original(*args, **kwargs)
+
+            self._replace(dist, name, functools.wraps(original)(counted))
+
+    def _hook_on_import(self) -> None:
+        patches = {"torch.distributed.fsdp": self._hook_fsdp, "torch.distributed.optim": self._hook_zero}
+        waiting = {}
+        for name, patch in patches.items():
+            if name in sys.modules:
+                patch(sys.modules[name])
+            else:
+                waiting[name] = patch
+        if waiting:
+            finder = _AfterImport(waiting, self)
+            sys.meta_path.insert(0, finder)
+            self._undo.append(functools.partial(_remove, sys.meta_path, finder))
+
+    def _hook_fsdp(self, module: Any) -> None:
+        self._watch_constructor(module.FullyShardedDataParallel, FSDP)
+        shard = getattr(module, "fully_shard", None)
+        if shard is not None:
+            @functools.wraps(shard)
+            def watched_shard(*args: Any, **kwargs: Any) -> Any:
+                found = shard(*args, **kwargs)
+                self.made(FULLY_SHARD, {}, None)
+                return found
+
+            self._replace(module, "fully_shard", watched_shard)
+            inner = sys.modules.get("torch.distributed.fsdp._fully_shard")
+            if inner is not None and getattr(inner, "fully_shard", None) is shard:
+                self._replace(inner, "fully_shard", watched_shard)
+
+    def _hook_zero(self, module: Any) -> None:
+        self._watch_constructor(module.ZeroRedundancyOptimizer, ZERO)
+
+    def _watch_constructor(self, cls: type, kind: str) -> None:
+        init = cls.__dict__["__init__"]
+
+        @functools.wraps(init)
+        def watched_init(obj: Any, *args: Any, **kwargs: Any) -> None:
+            init(obj, *args, **kwargs)
+            self.made(kind, {}, None)
+
+        self._replace(cls, "__init__", watched_init)
+
+    # -- what the hooks record ------------------------------------------------------------------------------
+    def made(self, kind: str, args: dict[str, str], inner: int | None) -> Wrapper | None:
+        """A wrapper was made (never fails: what cannot be recorded is said in the notes)."""
+        try:
+            if len(self.wrappers) >= MAX_WRAPPERS:
+                self.incomplete = True
+                return None
+            rewrapped = inner is not None and any(w.inner == inner for w in self.wrappers)
+            wrapper = Wrapper(kind, call_site(self._skip), args, rewrapped, inner)
+            self.wrappers.append(wrapper)
+            return wrapper
+        except Exception as exc:  # noqa: BLE001 - the probe fails open
+            self.incomplete = True
+            self.failed(f"a {kind} not recorded", exc)
+            return None
+
+    def ddp_made(self, model: Any, signature: inspect.Signature, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        given = signature.bind_partial(model, *args, **kwargs).arguments
+        module = given.get("module")
+        wrapper = self.made(DDP, {name: short_repr(given[name]) for name in DDP_ARGS if name in given},
+                            id(module) if module is not None else None)
+        if wrapper is None:
+            return
+        if isinstance(module, type(model)):
+            wrapper.rewrapped = True  # a DDP model inside another
+        key = id(model)
+        self.by_id[key] = wrapper
+        weakref.finalize(model, self._gone, key)
+        every_step = False
+        setter = getattr(model, "_set_ddp_runtime_logging_sample_rate", None)
+        if setter is not None:  # DDP's timers on every step, not the first 10 and then 1 in 100
+            setter(1)
+            every_step = True
+        logger = getattr(model, "logger", None)
+        if logger is not None:
+            wrapper.view = _LoggerView(logger, every_step)
+        if self.measuring and wrapper.view is not None:  # made during the measured steps: its window starts here
+            wrapper.mark = ddp_logging_mark(wrapper.view)
+
+    def count_forward(self, model: Any, grad_enabled: Callable[[], bool]) -> None:
+        wrapper = self.by_id.get(id(model))
+        if wrapper is not None and grad_enabled():
+            wrapper.forwards += 1
+            if model.require_backward_grad_sync:
+                wrapper.syncs += 1
+
+    def _gone(self, key: int) -> None:
+        """A DDP model was collected: its timers read now and its logger let go (it holds the gradient buckets:
+        a script that makes a model again and again must not keep them all)."""
+        wrapper = self.by_id.pop(key, None)
+        if wrapper is not None:
+            wrapper.alive = False
+            self._read_end(wrapper)
+
+    def step_ended(self, measured: bool) -> None:
+        """A training step ended (``measured``: one of the measured steps): its micro-batches and syncs kept."""
+        try:
+            for wrapper in self.wrappers:
+                if wrapper.kind != DDP or not wrapper.alive:
+                    continue
+                if measured and self.counting:
+                    key = (wrapper.forwards, wrapper.syncs)
+                    wrapper.steps[key] = wrapper.steps.get(key, 0) + 1
+                wrapper.forwards = wrapper.syncs = 0
+        except Exception as exc:  # noqa: BLE001 - the probe fails open
+            self.counting = False
+            self.failed("gradient synchronisations and micro-batches not counted", exc)
+
+    def measuring_started(self) -> None:
+        """The warm-up is over: DDP's timers are read from here (each model's mark), and collectives counted."""
+        self.measuring = True
+        for wrapper in self.wrappers:
+            if wrapper.view is not None:
+                try:
+                    wrapper.mark = ddp_logging_mark(wrapper.view)
+                except Exception as exc:  # noqa: BLE001 - the probe fails open
+                    wrapper.view = None
+                    self.failed("DDP's timers not read", exc)
+
+    def finish(self) -> None:
+        """The script ended: DDP's timers over the measured steps and its comm hook read, once; the loggers let go."""
+        if self.ended:
+            return
+        self.ended = True
+        for wrapper in self.wrappers:
+            self._read_end(wrapper)
+        self.measuring = False
+
+    def _read_end(self, wrapper: Wrapper) -> None:
+        """DDP's timers over the measured steps (from its mark to now) and its comm hook; its logger let go."""
+        view, wrapper.view = wrapper.view, None
+        if view is None:
+            return
+        try:
+            if wrapper.mark is not None and self.measuring:
+                wrapper.logging = ddp_logging_times(view, since=wrapper.mark)
+            wrapper.comm_hook = view._get_ddp_logging_data().get("comm_hook") or None
+        except Exception as exc:  # noqa: BLE001 - the probe fails open
+            self.failed("DDP's timers not read", exc)
+
+    def failed(self, what: str, exc: BaseException) -> None:
+        """Say once what was not measured, from which step, and why."""
+        if what in self._failed:
+            return
+        self._failed.add(what)
+        self.notes.append(f"{what} from step {self.step_number()} on: {one_line(exc)}")
+
+    def seen(self) -> dict[str, Any]:
+        """``config_end.script``'s ``wrappers`` and ``collectives``, and ``wrappers_incomplete`` where a wrapper
+        may have been made unrecorded (beyond MAX_WRAPPERS, or a hook that failed)."""
+        self.finish()
+        found: dict[str, Any] = {"wrappers": [w.to_json() for w in self.wrappers], "collectives": self.collectives}
+        if self.incomplete:
+            found["wrappers_incomplete"] = True
+        return found
+
+
+def _remove(items: list[Any], item: Any) -> None:
+    if item in items:
+        items.remove(item)
+
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs a patch on a module once the script's import of it has run its code (torch.distributed.fsdp and
+    torch.distributed.optim cost most of a second to import: a script that uses neither never pays for them)."""
+
+    def __init__(self, patches: dict[str, Callable[[Any], None]], sync: GradSync) -> None:
+        self.patches, self.sync = patches, sync
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        patch = self.patches.pop(name, None)
+        if patch is None:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(name, path, target)
+            if spec is not None:
+                if spec.loader is not None and hasattr(spec.loader, "exec_module"):
+                    spec.loader = _PatchingLoader(spec.loader, patch, self.sync)
+                return spec
+        return None
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    def __init__(self, loader: Any, patch: Callable[[Any], None], sync: GradSync) -> None:
+        self.loader, self.patch, self.sync = loader, patch, sync
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self.loader.exec_module(module)
+        try:
+            self.patch(module)
+        except Exception as exc:  # noqa: BLE001 - the probe fails open
+            self.sync.incomplete = True
+            self.sync.failed(f"{module.__name__}'s wrappers not watched", exc)
+
+    def __getattr__(self, name: str) -> Any:  # what else importlib asks of the loader (get_resource_reader, ...)
+        return getattr(self.loader, name)

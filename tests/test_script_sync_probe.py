@@ -1,0 +1,249 @@
+"""The probe's record of how a user's script synchronises its gradients (``bench_kernels.script_sync``): every
+model wrapped for data parallelism (DistributedDataParallel, FullyShardedDataParallel and fully_shard,
+ZeroRedundancyOptimizer) with where it was made and its arguments, each measured step's micro-batches and
+synchronisations, DDP's own timers, the script's own collectives; each hook failing open.
+
+Quick: the probe installed in this process around DDP on a gloo group of one rank. Slow: a real `ddptop run --
+script.py` whose probe hook is made to raise while the script trains (the script itself replaces it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import textwrap
+
+import pytest
+
+from bench_kernels import script_sync
+from ddptop.analysis import script_sync as sync_analysis
+from tests.conftest import ddptop, processes_mentioning
+
+
+class Probed:
+    """The probe installed in this process, as the rank installs it."""
+
+    def __init__(self, tmp_path, torch, **changes):
+        from bench_kernels.script_probe import ScriptProbe
+        from ddptop.protocol import wire
+        from tests.test_script_probe import script_config
+
+        self.writer = wire.EventWriter(str(tmp_path / "rank-0.jsonl"), 0, flush_interval=0.0)
+        self.probe = ScriptProbe(torch, self.writer, script_config(**{"warmup": 2, "iters": 5, **changes}),
+                                 world_size=1)
+
+    def run(self, loop):
+        from bench_kernels.script_probe import ProbeStop
+
+        self.probe.install()
+        try:
+            loop()
+        except ProbeStop:
+            pass
+        finally:
+            self.probe.uninstall()
+        self.probe.finish()
+        end = self.probe.config_end("ddptop")
+        self.writer.close()
+        return end
+
+
+def _accumulating(torch, no_sync: bool, micro_batches: int = 4):
+    import contextlib
+
+    from torch.nn.parallel import DistributedDataParallel as DDPClass
+
+    def loop():
+        model = DDPClass(torch.nn.Linear(8, 2), bucket_cap_mb=1, gradient_as_bucket_view=True)  # the site
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(100):
+            for micro in range(micro_batches):
+                with model.no_sync() if no_sync and micro < micro_batches - 1 else contextlib.nullcontext():
+                    model(torch.randn(4, 8)).sum().backward()
+            with torch.no_grad():
+                model(torch.randn(2, 8))  # an evaluation: no micro-batch
+            optimizer.step()
+            optimizer.zero_grad()
+
+    return loop
+
+
+def test_the_probe_counts_micro_batches_and_syncs_and_records_where_and_how_ddp_was_made(tmp_path, one_rank_group):
+    torch = one_rank_group
+    from torch.nn.parallel import DistributedDataParallel as DDPClass
+
+    init, forward = DDPClass.__init__, DDPClass.forward
+    end = Probed(tmp_path, torch).run(_accumulating(torch, no_sync=False))
+    (wrapper,) = end["script"]["wrappers"]
+    line = next(i for i, text in enumerate(open(__file__, encoding="utf-8"), 1) if "# the site" in text)
+    assert wrapper["site"] == f"{__file__}:{line}"
+    assert wrapper["args"] == {"bucket_cap_mb": "1", "gradient_as_bucket_view": "True"}
+    assert wrapper["sync_steps"] == [[4, 4, 5]] and wrapper["comm_hook"] is None
+    assert wrapper["ddp_logging"]["iterations"] == 20 and wrapper["ddp_logging"]["backward_comm_s"] > 0
+    assert end["script"]["collectives"] == 0 and end["note"] is None
+    assert (DDPClass.__init__, DDPClass.forward) == (init, forward)  # uninstalled
+    quiet = Probed(tmp_path, torch).run(_accumulating(torch, no_sync=True))
+    (wrapper,) = quiet["script"]["wrappers"]
+    assert wrapper["sync_steps"] == [[4, 1, 5]] and wrapper["ddp_logging"]["iterations"] == 5
+
+
+def test_a_probe_hook_that_raises_leaves_the_script_training_and_says_what_was_not_measured(
+        tmp_path, one_rank_group, monkeypatch):
+    from bench_kernels import script_sync as probe_sync
+
+    def broken(self, model, grad_enabled):
+        raise RuntimeError("injected")
+
+    torch = one_rank_group
+    monkeypatch.setattr(probe_sync.GradSync, "count_forward", broken)
+    end = Probed(tmp_path, torch).run(_accumulating(torch, no_sync=False))
+    assert end["iters"] == 5 and end["script"]["optimizer_steps"] == 7  # the script trained on to ddptop's stop
+    assert "gradient synchronisations and micro-batches not counted from step 1 on: RuntimeError: injected" in end["note"]
+    (wrapper,) = end["script"]["wrappers"]
+    assert wrapper["sync_steps"] == []
+    assert sync_analysis.synchronises(end["script"]) is None  # not counted: never taken for ranks that train alone
+
+
+def test_a_ddp_model_the_probe_fails_to_record_is_said_and_never_read_as_no_model(tmp_path, one_rank_group,
+                                                                                   monkeypatch):
+    def broken(self, model, signature, args, kwargs):
+        raise RuntimeError("injected")
+
+    torch = one_rank_group
+    monkeypatch.setattr(script_sync.GradSync, "ddp_made", broken)
+    end = Probed(tmp_path, torch).run(_accumulating(torch, no_sync=False))
+    assert end["iters"] == 5 and end["script"]["wrappers"] == [] and end["script"]["wrappers_incomplete"] is True
+    assert "a DistributedDataParallel model not recorded from step 1 on: RuntimeError: injected" in end["note"]
+    assert sync_analysis.synchronises(end["script"]) is None
+
+
+def test_the_script_s_own_collectives_are_counted_the_probe_s_are_not(tmp_path, one_rank_group):
+    torch = one_rank_group
+    import torch.distributed as dist
+
+    def loop():
+        model = torch.nn.Linear(4, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(100):
+            model(torch.ones(2, 4)).sum().backward()
+            for p in model.parameters():
+                dist.all_reduce(p.grad)  # gradients averaged by hand
+            optimizer.step()
+            optimizer.zero_grad()
+
+    end = Probed(tmp_path, torch).run(loop)
+    assert end["script"]["wrappers"] == [] and end["script"]["collectives"] == 2 * 5
+
+
+def test_zero_and_fully_shard_are_recorded_where_made_and_their_modules_restored_after(tmp_path, one_rank_group):
+    torch = one_rank_group
+
+    def loop():
+        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.optim import ZeroRedundancyOptimizer
+
+        model = torch.nn.Linear(4, 2)
+        optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.SGD, lr=0.1)
+        fully_shard(torch.nn.Linear(4, 2))
+        for _ in range(100):
+            model(torch.ones(2, 4)).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+
+    end = Probed(tmp_path, torch).run(loop)
+    assert [w["kind"] for w in end["script"]["wrappers"]] == [script_sync.ZERO, script_sync.FULLY_SHARD]
+    assert all(w["site"].startswith(f"{__file__}:") for w in end["script"]["wrappers"])
+    assert end["note"] is None and sync_analysis.synchronises(end["script"]) is True
+    import torch.distributed.fsdp as fsdp
+    from torch.distributed.optim import ZeroRedundancyOptimizer
+
+    for restored in (fsdp.fully_shard, fsdp.FullyShardedDataParallel.__init__, ZeroRedundancyOptimizer.__init__):
+        assert "bench_kernels" not in restored.__code__.co_filename
+
+
+def test_a_ddp_model_made_again_every_step_is_said_and_none_of_them_kept_alive(tmp_path, one_rank_group):
+    torch = one_rank_group
+    from torch.nn.parallel import DistributedDataParallel as DDPClass
+
+    def loop():
+        net = torch.nn.Linear(4, 2)
+        optimizer = torch.optim.SGD(net.parameters(), lr=0.1)
+        for _ in range(100):
+            model = DDPClass(net)
+            model(torch.ones(2, 4)).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            del model
+
+    run = Probed(tmp_path, torch, warmup=2, iters=10)
+    end = run.run(loop)
+    wrappers = end["script"]["wrappers"]
+    assert len(wrappers) == 8 and end["script"]["wrappers_incomplete"] is True
+    assert [w["rewrapped"] for w in wrappers] == [False] + [True] * 7
+    assert run.probe.sync.by_id == {} and all(w.view is None for w in run.probe.sync.wrappers)
+    lines = sync_analysis.seen_lines(end["script"])
+    assert "wrapping a model another wrapper already holds" in lines[1] and "may have missed models wrapped" in lines[-1]
+
+
+# -- real launches --------------------------------------------------------------------------------------------------
+
+SHORT = ("--launches", "1", "--iters", "10", "--warmup", "2", "--telemetry-interval", "0")
+
+# alone: a process group, no DDP; ddp / nosync: DDP, --accumulate micro-batches a step, the first ones inside
+# no_sync() for nosync; serial1: no process group at WORLD_SIZE 1; broken: a probe hook made to raise
+SYNC_SCRIPT = """
+    import contextlib
+    import os
+    import sys
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    mode, accumulate = sys.argv[1], int(sys.argv[2])
+    if mode != "serial1" or os.environ["WORLD_SIZE"] != "1":
+        dist.init_process_group("gloo")
+    if mode == "broken":
+        import bench_kernels.script_sync as probe_sync
+
+        def broken(self, model, grad_enabled):
+            raise RuntimeError("injected")
+
+        probe_sync.GradSync.count_forward = broken
+    net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
+    wrap = mode != "alone" and dist.is_initialized()
+    model = DDP(net, bucket_cap_mb=1) if wrap else net
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for step in range(100000):
+        for micro in range(accumulate):
+            quiet = mode == "nosync" and micro < accumulate - 1
+            with model.no_sync() if quiet else contextlib.nullcontext():
+                model(torch.randn(16, 64)).sum().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+def run_script(tmp_path, name, sizes, mode, accumulate=1):
+    """A real headless run of SYNC_SCRIPT at ``sizes``: each world size's summary entry, the report, and the
+    line that makes its DDP model (path:line)."""
+    script = tmp_path / "sync_train.py"
+    script.write_text(textwrap.dedent(SYNC_SCRIPT))
+    run_dir = str(tmp_path / name)
+    done = ddptop("run", "--headless", "--no-plots", "--out", run_dir, "--world-sizes", sizes, *SHORT, "--",
+                  str(script), mode, str(accumulate), env={"OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert processes_mentioning(run_dir) == []
+    with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
+        summary = json.load(handle)
+    site = f"{script}:{textwrap.dedent(SYNC_SCRIPT).splitlines().index('model = DDP(net, bucket_cap_mb=1) if wrap else net') + 1}"
+    return {c["world_size"]: c for c in summary["configs"]}, ddptop("report", run_dir).stdout, site
+
+
+@pytest.mark.slow
+def test_a_probe_hook_that_raises_in_a_real_launch_leaves_the_script_training(tmp_path):
+    configs, report, _ = run_script(tmp_path, "broken", "2", "broken")
+    entry = configs[2]
+    assert entry["status"] == "ok" and entry["ended_by"] == "ddptop" and entry["stats"]["n"] == 20
+    assert any("gradient synchronisations and micro-batches not counted from step 1 on: RuntimeError: injected" in note
+               for note in entry["probe_notes"]), entry["probe_notes"]
