@@ -113,6 +113,14 @@ def _kind(entry: Mapping[str, Any], path: str, thresholds: Mapping[str, Any], fo
     def wrong(why: str, values: dict[str, Any]) -> None:
         found.append(Violation(f"{path}.verdict.kind", f"{kind!r} but {why}", {"kind": kind, **values}, VERDICTS))
 
+    def share_clears(record: Mapping[str, Any], name: str, default: float, what: str) -> None:
+        """A share said to be above a threshold: its interval's low end must be above it."""
+        share, share_ci = figure_of(record, "share")
+        bound = limit(name, default)
+        if share_ci is None or not share_ci[0] > bound:
+            wrong(f"{what}'s interval does not clear {bound:g}",
+                  {"share": share, "ci": list(share_ci) if share_ci else None})
+
     communication = object_of(entry, "communication")
     fraction, comm_ci = figure_of(communication, "exposed_comm_fraction")
     script = is_script(entry)
@@ -129,18 +137,11 @@ def _kind(entry: Mapping[str, Any], path: str, thresholds: Mapping[str, Any], fo
                   {"exposed_comm_fraction": fraction, "ci": list(comm_ci) if comm_ci else None})
     elif kind == step_bound.HOST and not entry.get("trace") and isinstance(
             (entry.get("telemetry") or {}).get("gpu_idle"), Mapping):  # a summary from before it: nothing to read
-        share, idle_ci = figure_of(entry["telemetry"]["gpu_idle"], "share")
-        bound = limit("host_idle_share", step_bound.HOST_IDLE_SHARE)
-        if idle_ci is None or not idle_ci[0] > bound:
-            wrong(f"the GPUs' idle share's interval does not clear {bound:g}",
-                  {"share": share, "ci": list(idle_ci) if idle_ci else None})
+        share_clears(entry["telemetry"]["gpu_idle"], "host_idle_share", step_bound.HOST_IDLE_SHARE,
+                     "the GPUs' idle share")
     elif kind == step_bound.INPUT:
-        wait = object_of(entry, "data_wait")
-        share, wait_ci = figure_of(wait, "share")
-        bound = limit("input_bound_share", step_bound.INPUT_BOUND_SHARE)
-        if wait_ci is None or not wait_ci[0] > bound:
-            wrong(f"the data wait's interval does not clear {bound:g}",
-                  {"share": share, "ci": list(wait_ci) if wait_ci else None})
+        share_clears(object_of(entry, "data_wait"), "input_bound_share", step_bound.INPUT_BOUND_SHARE,
+                     "the data wait")
     elif kind == step_bound.WAITING:
         less = object_of(entry, "step_less_wait")
         if less.get("change") != "slower":

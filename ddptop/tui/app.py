@@ -29,7 +29,6 @@ from textual.widgets import Header, Static, TabbedContent, TabPane
 from ddptop.control import LiveControl, RecordedControl, RunControl, ScreenSummary, display_path
 from ddptop.report import sections
 from ddptop.live.live_run import LiveRun
-from ddptop.report.schema import Trace
 from ddptop.run.options import DEFAULT_FPS
 from ddptop.run.signals import handle_stop_signals
 from ddptop.run.snapshot import FINAL_PHASES, RunSnapshot
@@ -437,8 +436,7 @@ class DdptopApp(AsciiAwareApp):
         """Each configuration traced so far: its breakdown, and where its trace files are."""
         snapshot = self.last_snapshot
         configs = snapshot.session.configs if snapshot is not None else ()
-        traced = [(config.config_id, Trace.from_json(config.trace.to_json()))  # as the summary will hold it
-                  for config in configs if config.trace is not None]
+        traced = [(config.config_id, config.trace) for config in configs if config.trace is not None]
         self.push_screen(TracesScreen(traced, snapshot.session.run_dir if snapshot is not None else None))
 
     def action_help(self) -> None:
