@@ -318,11 +318,17 @@ def test_a_configuration_measured_without_a_row_is_found_unless_a_note_names_it(
     assert "configs[2].config_id" not in {v.path for v in check(doc)}
 
 
-def test_a_configuration_measured_without_a_load_row_is_covered_by_the_note_that_names_it():
+@pytest.mark.parametrize("model", [None, "script:train.py --lr 0.1"])
+def test_a_configuration_measured_without_a_load_row_is_covered_by_the_note_that_names_it(model):
+    """The note names a configuration as its rows would: a built-in by its model and batch, a script by its
+    command alone (a script's second world size read no telemetry in its short window, and the check
+    did not know the note's name for it)."""
     from ddptop.report import sections
 
     doc = golden("recorded-cpu-run")
     doc["configs"][1]["telemetry"] = None
+    if model:
+        doc["configs"][1]["model"] = model
     assert "configs[1].telemetry" not in {v.path for v in check(doc)}
     label = doc["configs"][1]["label"]
     shown = sections.text_report(Summary.from_json(doc))

@@ -38,6 +38,7 @@ from typing import Any
 
 from ddptop.analysis import step_bound
 from ddptop.analysis.script_steps import is_script
+from ddptop.protocol.modelspec import with_batch
 from ddptop.records import AS_RECORDED, DROPPED
 from ddptop.report.consistency_figures import (COVERAGE, INTERVALS, NOTHING_TO_JUDGE, TOTALS, VERDICTS, Violation,
                                                at_most, interval_of, is_estimate, is_number, near, no_interval,
@@ -278,8 +279,9 @@ def _coverage(summary: Mapping[str, Any], found: list[Violation]) -> None:
 
     def named(entry: Mapping[str, Any], table: str, stored: Any) -> bool:
         """A note of the table names the configuration: one stored in ``stored``, or one the report writes
-        (by its id, or by the name its rows give it: label, model and batch)."""
-        names = [entry["config_id"], f"{entry.get('label')} {entry.get('model')} bs{entry.get('batch_size')}"]
+        (by its id, or by the name its rows give it: label, model and batch, a script by its command alone)."""
+        names = [entry["config_id"],
+                 f"{entry.get('label')} {with_batch(str(entry.get('model')), entry.get('batch_size') or 0)}"]
         return any(name in text for text in _strings(stored) for name in names[:1]) or any(
             name in text for text in rendered.of(table) for name in names)
 
