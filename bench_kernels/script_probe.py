@@ -56,29 +56,29 @@ from bench_kernels.errors import error_fields, one_line
 from bench_kernels.hello import bind_cores, hello_fields
 from bench_kernels.rank_process import (STOPS_RECEIVED, die_with_parent, events_writer,
                                        max_rss_bytes, raise_on_stop_signals, read_launch_spec, report_unwritable)
+from bench_kernels.script_stop import SCRIPT_ENDED, MeasuredSteps
 from bench_kernels.script_sync import GradSync
 from bench_kernels.script_steps import ExplicitStep, StepStream, TimedBatches, batch_examples, non_negative
+from bench_kernels.script_trace import ScriptTrace
 from bench_kernels.script_target import (PROGRAM, Target, exit_code, exit_quietly, parse_command, release_loaders, run_target,
                                          script_traceback)
-from bench_kernels.timing import FIXED, LIMITS, TIME_BUDGET, Agree, PrecisionLooks, StopRule, alone, budget_iterations
+from bench_kernels.timing import LIMITS
 from ddptop.protocol.config_fields import config_fields
 from ddptop.protocol.devices import apply_rank_device
 from ddptop.protocol.launchspec import LaunchSpec, RunConfig
+from ddptop.protocol.layout import trace_file
 from ddptop.protocol.precision import relative_half_width
 from ddptop.protocol.storage import describe_os_error
 from ddptop.protocol.vocab import STOPPED_EXIT, Phase, Status
 from ddptop.protocol.wire import ENDED_BY_DDPTOP, ENDED_BY_SCRIPT, EventsUnwritable, EventWriter
 
 DEFAULT_WARMUP = 5  # warm-up steps for --warmup auto: a script's steps cannot be run again to find a steady one
-# --iters auto where the ranks cannot agree between blocks (no process group of the launch's size): a fixed count
-FALLBACK_ITERS = 50
-SCRIPT_ENDED = "script"
 # Seconds between the rank's writes of its events, at least: a script pays for each write between its steps (a
 # JSON event and an os.write, about 250 µs with the caches cold after a step), 25 µs a step of 10 ms when written
 # every 0.1 s, the launch's usual interval; about 5 µs at this one (benchmarks/probe_cost.py).
 SCRIPT_FLUSH_INTERVAL = 0.5
 MAX_LOADERS_KEPT = 4  # distinct DataLoader settings kept for the report (a train and an eval loader, ...)
-_clock = time.perf_counter  # config_end.stop_reason when the script ended before the planned steps, or ran to its end
+_clock = time.perf_counter
 
 
 class ProbeStop(BaseException):
@@ -95,7 +95,8 @@ class ScriptProbe:
     """What the probe hooks in the script's process and what it makes of it: step boundaries, batch waits and
     examples, the warm-up and measured phases, when to end the script, and what it saw of the script."""
 
-    def __init__(self, torch: Any, writer: EventWriter, cfg: RunConfig, world_size: int) -> None:
+    def __init__(self, torch: Any, writer: EventWriter, cfg: RunConfig, world_size: int,
+                 trace_to: tuple[str, str] | None = None) -> None:
         self.torch = torch
         self.tensor = torch.Tensor
         self.cuda_in_use = torch.cuda.is_initialized
@@ -110,9 +111,6 @@ class ScriptProbe:
         self.measure = StepStream(writer, cfg.config_id, Phase.MEASURE, None, round_index)
         self.measuring = False
         self.measure_started = 0.0
-        self.planned: int | None = None  # measured steps to run (None: the precision rule's looks, or to the end)
-        self.looks: PrecisionLooks | None = None
-        self.stop_reason = SCRIPT_ENDED
         self.stopping = False  # the planned steps are done: every later step boundary ends the script again
         # the step in progress: what its batches waited and held
         self.wait_s = 0.0
@@ -136,6 +134,10 @@ class ScriptProbe:
         self.probe_s = 0.0  # the probe's own work: at step ends and around each batch
         self.loaders: list[dict[str, Any]] = []  # each distinct DataLoader setting iterated (loader_seen)
         self.sync = GradSync(torch, self.notes, self._step_number)  # its wrappers for data parallelism
+        self.rule = MeasuredSteps(torch, cfg, world_size, self.measure, self.notes, self.sync)  # when to stop
+        self.trace_to = trace_to  # (the run's folder, the trace file in it) where this launch traces its steps
+        self.trace: ScriptTrace | None = None  # the profiler over steps after the measured ones, while it runs
+        self.trace_mark = 0.0  # the previous traced step's end
         self._undo: list[Callable[[], None]] = []
 
     # -- installing -----------------------------------------------------------------------------------------
@@ -267,6 +269,11 @@ class ScriptProbe:
             return
         if self.stopping:
             raise ProbeStop("the planned steps are done")  # the script went on past the stop: end it again
+        if self.trace is not None:
+            if self._traced_step():
+                self.stopping = True
+                raise ProbeStop("the planned and traced steps are done")
+            return
         try:
             stop = self._record(examples, tokens)
         except Exception as exc:  # noqa: BLE001 - the probe fails open
@@ -274,7 +281,7 @@ class ScriptProbe:
             self.timing_batches = False
             print(f"{PROGRAM}: {self.off}; the script runs on untouched", file=sys.stderr, flush=True)
             return
-        if stop:
+        if stop and not self._start_trace():
             self.stopping = True
             raise ProbeStop("the planned steps are done")
 
@@ -299,7 +306,7 @@ class ScriptProbe:
         self.sync.step_ended(self.measuring)
         if self.measuring:
             self.measure.add_step(seconds, data_wait, examples, tokens)
-            stop = self._measured_enough()
+            stop = self.rule.enough(self.measure_started)
         else:
             self.warmup.add_step(seconds, data_wait, examples, tokens)
             stop = len(self.warmup.recorded) >= self.warmup_steps and self._start_measuring()
@@ -310,6 +317,51 @@ class ScriptProbe:
         self.probe_s += self.last_end - ended
         return stop
 
+    def _start_trace(self) -> bool:
+        """The measured steps are done (on every rank at this step): profile the next steps where this launch
+        traces (``bench_kernels.script_trace``), DDP's timers read first so that none of the traced steps is in
+        them. Whether the script goes on."""
+        if self.trace_to is None or self.cfg.trace_steps <= 0:
+            return False
+        self.sync.finish()
+        device = "cuda" if self.cuda_in_use() else "cpu"
+        self.trace = ScriptTrace(self.torch, os.path.join(*self.trace_to), self.cfg.trace_steps, device, self._heard)
+        self.trace_mark = _clock()
+        if self.trace.start():
+            return True
+        self._trace_written()
+        return False
+
+    def _traced_step(self) -> bool:
+        """A traced step ended: whether the window is done (its event written)."""
+        assert self.trace is not None
+        if self.cuda_in_use():
+            self.torch.cuda.synchronize()
+        ended = _clock()
+        done = self.trace.step_ended(ended - self.trace_mark)
+        self.trace_mark = _clock()  # the measured steps' end (last_end) stays where it was
+        if done:
+            self._trace_written()
+        return done
+
+    def _trace_written(self) -> None:
+        assert self.trace is not None and self.trace_to is not None
+        self.writer.emit("trace", config_id=self.cfg.config_id, path=self.trace_to[1], **self.trace.fields())
+        self.writer.flush()
+        self.trace = None
+
+    def _heard(self, doing: str) -> None:  # the hang watch hears the rank through every traced step
+        self.writer.emit("heartbeat", config_id=self.cfg.config_id, doing=doing)
+        self.writer.flush()
+
+    def _start_measuring(self) -> bool:
+        """The warm-up is over: how many steps to measure. Whether none are (the script ends now)."""
+        self.warmup.close()
+        self.measuring = True
+        self.sync.measuring_started()
+        self.measure_started = time.perf_counter()
+        return self.rule.begin(self.warmup.recorded)
+
     def _first_step(self) -> None:
         dist = self.torch.distributed
         self.process_group = bool(dist.is_available() and dist.is_initialized())
@@ -318,82 +370,6 @@ class ScriptProbe:
         if self.torch.cuda.is_initialized():
             self.device_name = self.torch.cuda.get_device_name(self.torch.cuda.current_device())
 
-    def _start_measuring(self) -> bool:
-        """The warm-up is over: how many steps to measure. Whether none are (the script ends now)."""
-        cfg = self.cfg
-        self.warmup.close()
-        self.measuring = True
-        self.sync.measuring_started()
-        self.measure_started = time.perf_counter()
-        if cfg.script_to_end:
-            return False
-        agree = self._agreement()
-        if cfg.time_budget or cfg.iters is not None:
-            if cfg.time_budget and agree is not None:
-                own = budget_iterations(cfg.time_budget, self.warmup.recorded)
-                self.planned, self.stop_reason = int(agree([float(own)])[0]), TIME_BUDGET
-            elif cfg.time_budget:
-                self.planned, self.stop_reason = self._unagreed("a time budget's")
-            else:
-                self.planned, self.stop_reason = cfg.iters, FIXED
-        elif agree is not None:
-            rule = StopRule(cfg.precision, cfg.min_iters, cfg.max_iters, cfg.max_time_per_config)
-            self.looks = PrecisionLooks(rule, self.measure, agree)
-        else:
-            self.planned, self.stop_reason = self._unagreed("--iters auto's")
-        if self.planned is not None:
-            self.measure.total = self.planned
-            if self.planned <= 0:
-                self.measure.close()
-                return True
-        return False
-
-    def _unagreed(self, what: str) -> tuple[int, str]:
-        self.notes.append(f"{FALLBACK_ITERS} measured steps instead of {what} count: the ranks had no process group "
-                          f"of the launch's {self.world_size} ranks to agree on it in")
-        return FALLBACK_ITERS, FIXED
-
-    def _measured_enough(self) -> bool:
-        if self.cfg.script_to_end:
-            return False
-        done = len(self.measure.recorded)
-        if self.looks is not None:
-            if done < self.looks.done + self.looks.count:
-                return False
-            reason = self.looks.after_block(time.perf_counter() - self.measure_started)
-            if reason is None:
-                return False
-            self.stop_reason = reason
-        elif self.planned is None or done < self.planned:
-            return False
-        self.measure.close()
-        return True
-
-    def _agreement(self) -> Agree | None:
-        """How the ranks agree on when to stop: a MAX all_reduce over the script's process group where it holds
-        the launch's ranks, between blocks (every rank ends the same step at the same look); a rank alone by
-        itself; None where they cannot."""
-        if self.world_size == 1:
-            return alone
-        torch = self.torch
-        dist = torch.distributed
-        if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() != self.world_size:
-            return None
-        backend = str(dist.get_backend())
-        on_cpu = "gloo" in backend or "nccl" not in backend
-        device = torch.device("cpu") if on_cpu else torch.device("cuda", torch.cuda.current_device())
-
-        def agree(values: list[float]) -> list[float]:
-            figures = torch.tensor(values, dtype=torch.float64, device=device)
-            self.sync.own += 1  # the probe's collective, not the script's
-            try:
-                dist.all_reduce(figures, op=dist.ReduceOp.MAX)
-            finally:
-                self.sync.own -= 1
-            return figures.tolist()
-
-        return agree
-
     # -- the end ------------------------------------------------------------------------------------------------
     def send_pending(self) -> None:
         """What was measured and not sent yet (the script failed or was stopped): queued for the writer."""
@@ -401,8 +377,12 @@ class ScriptProbe:
         self.measure.send()
 
     def finish(self) -> None:
-        """The script ended: the phase it ended in is over, its count what ran, its last steps sent."""
+        """The script ended: the phase it ended in is over, its count what ran, its last steps sent; a trace it
+        ended inside keeps the steps it traced."""
         (self.measure if self.measuring else self.warmup).close()
+        if self.trace is not None:
+            self.trace.cut_short()
+            self._trace_written()
 
     def seen(self) -> dict[str, Any]:
         """What the probe saw of the script (config_end's ``script``)."""
@@ -429,8 +409,8 @@ class ScriptProbe:
         cfg, torch = self.cfg, self.torch
         measured = self.measure.recorded
         ended_early = ended_by == ENDED_BY_SCRIPT
-        reason = SCRIPT_ENDED if ended_early or cfg.script_to_end else self.stop_reason
-        looks = self.looks
+        reason = SCRIPT_ENDED if ended_early or cfg.script_to_end else self.rule.stop_reason
+        looks = self.rule.looks
         warmup_end = self.measure_started if self.measuring else self.last_end
         return dict(
             config_id=cfg.config_id,
@@ -504,7 +484,9 @@ def _run(spec: LaunchSpec, target: Target, writer: EventWriter, rank: int, bindi
         # the last event until its first batch or step: the hang watch gives the script's setup the startup grace
         writer.emit("heartbeat", config_id=cfg.config_id, doing="the script's setup, until its first step", setup=True)
         writer.flush()
-        probe = ScriptProbe(torch, writer, cfg, world_size)
+        traced = cfg.trace_steps > 0 and spec.run_dir and cfg.round >= cfg.rounds - 1  # the last launch traces
+        probe = ScriptProbe(torch, writer, cfg, world_size,
+                            (spec.run_dir, trace_file(cfg.config_id, rank)) if traced and spec.run_dir else None)
         probe.install()
         try:
             run_target(target)

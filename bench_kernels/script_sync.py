@@ -70,11 +70,12 @@ class _LoggerView:
 class Wrapper:
     """One model the script wrapped for data parallelism, and what its forwards did since the last step."""
 
-    __slots__ = ("kind", "site", "args", "rewrapped", "inner", "view", "mark", "forwards", "syncs", "steps",
+    __slots__ = ("kind", "site", "via", "args", "rewrapped", "inner", "view", "mark", "forwards", "syncs", "steps",
                  "logging", "comm_hook", "alive")
 
-    def __init__(self, kind: str, site: str | None, args: dict[str, str], rewrapped: bool, inner: int | None) -> None:
-        self.kind, self.site, self.args, self.rewrapped, self.inner = kind, site, args, rewrapped, inner
+    def __init__(self, kind: str, site: tuple[str | None, str | None], args: dict[str, str], rewrapped: bool,
+                 inner: int | None) -> None:
+        (self.site, self.via), self.kind, self.args, self.rewrapped, self.inner = site, kind, args, rewrapped, inner
         self.view: _LoggerView | None = None
         self.mark: dict[str, Any] | None = None
         self.forwards = 0  # micro-batches since the last step's end: forwards with gradients enabled
@@ -85,7 +86,8 @@ class Wrapper:
         self.alive = True  # its model is not gone
 
     def to_json(self) -> dict[str, Any]:
-        found: dict[str, Any] = {"kind": self.kind, "site": self.site, "args": self.args, "rewrapped": self.rewrapped}
+        found: dict[str, Any] = {"kind": self.kind, "site": self.site, "via": self.via, "args": self.args,
+                                 "rewrapped": self.rewrapped}
         if self.kind == DDP:
             found["sync_steps"] = [[micro, syncs, count] for (micro, syncs), count in sorted(self.steps.items())]
             found["ddp_logging"] = self.logging
@@ -93,16 +95,40 @@ class Wrapper:
         return found
 
 
-def call_site(skip: tuple[str, ...]) -> str | None:
-    """``path:line`` of the first frame, from the caller outward, outside torch, the probe and the import
-    machinery: the line of the script (or its library) that made the wrapper."""
+# installed code: the packages' folders before the standard library's, which holds them in a virtual environment
+_LIBRARIES = tuple(sorted({os.path.dirname(os.__file__), *(p for p in sys.path if p.endswith(("site-packages",
+                                                                                                "dist-packages")))},
+                          key=len, reverse=True))
+
+
+def _shown(path: str, line: int) -> str:
+    """``path:line`` as a user reads it: relative to where the rank started (where ddptop was started) when
+    under it, a library's from its package folder on, else as it is."""
+    for folder in _LIBRARIES:
+        if path.startswith(folder + os.sep):
+            return f"{os.path.relpath(path, folder)}:{line}"
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive
+        relative = path
+    return f"{path if relative.startswith(os.pardir) else relative}:{line}"
+
+
+def call_site(skip: tuple[str, ...]) -> tuple[str | None, str | None]:
+    """Where the wrapper was made: the line of the user's own code that led to it (the first frame, from the
+    caller outward, outside torch, the probe, the import machinery and the installed libraries), and the
+    library's line that made it where a framework did (the Trainer's accelerate, Lightning), else None."""
     frame = sys._getframe(2)
+    made: str | None = None
     while frame is not None:
         path = frame.f_code.co_filename
         if not (path.startswith(skip) or path.startswith("<") or os.path.basename(path) == "runpy.py"):
-            return f"{path}:{frame.f_lineno}"
+            shown = _shown(path, frame.f_lineno)
+            if not path.startswith(tuple(folder + os.sep for folder in _LIBRARIES)):
+                return shown, made
+            made = made or shown
         frame = frame.f_back  # type: ignore[assignment]
-    return None
+    return made, None
 
 
 def short_repr(value: Any) -> str:

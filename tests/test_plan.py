@@ -191,5 +191,9 @@ def test_a_script_plan_runs_the_script_alone_at_each_world_size_and_survives_its
     assert [c.config_id for c in configs] == ["script:train.py --lr 0.1/n1/gloo", "script:train.py --lr 0.1/n2/gloo"]
     assert plan.models == ("script:train.py --lr 0.1",)
     assert all(len(launch.configs) == 1 for launch in plan.launches())
-    assert (plan.comm_iters, plan.trace_steps, plan.collectives, plan.baseline) == (0, 0, (), False)
+    # its profiler trace runs over its own steps after the measured ones (3 by default, as a kernel's)
+    assert (plan.comm_iters, plan.trace_steps, plan.collectives, plan.baseline) == (0, 3, (), False)
     assert Plan.from_json(json.loads(json.dumps(plan.to_json()))) == plan
+    traced = build_plan(PlanOptions(script=["train.py"], trace_steps=5), NO_GPU, cpu_count=2)
+    assert traced.trace_steps == 5 and all(c.trace_steps == 5 for c in traced.configs())
+    assert build_plan(PlanOptions(script=["train.py"], trace_steps=0), NO_GPU, cpu_count=2).trace_steps == 0

@@ -92,12 +92,12 @@ def test_a_batch_s_examples_are_the_leading_dimension_of_its_first_tensor():
 class InProcess:
     """The probe installed in this process as the rank installs it, with its events file under ``tmp_path``."""
 
-    def __init__(self, tmp_path, **changes):
+    def __init__(self, tmp_path, trace_to=None, **changes):
         from bench_kernels.script_probe import ScriptProbe
 
         self.path = str(tmp_path / "rank-0.jsonl")
         self.writer = wire.EventWriter(self.path, 0, flush_interval=0.0)
-        self.probe = ScriptProbe(torch, self.writer, script_config(**changes), world_size=1)
+        self.probe = ScriptProbe(torch, self.writer, script_config(**changes), world_size=1, trace_to=trace_to)
 
     def run(self, loop) -> str:
         """Run ``loop`` under the probe; who ended it, ddptop or the loop itself."""

@@ -208,6 +208,48 @@ def test_the_wrappers_merge_over_launches_and_round_trip_through_the_summary():
     assert Summary.from_json(written).configs[0].script.wrappers[0].site == SITE
 
 
+def test_the_compute_vs_communication_table_has_a_script_s_row_from_ddp_s_timers():
+    """A script's row beside the kernels': its step, no no_sync step, DDP's exposed communication (median and
+    range over ranks) with its share, DDP's own columns; a configuration that synchronised nothing is named under
+    the table with why."""
+    from ddptop.report import communication_tables
+
+    alone = sync_entry(2, wrappers=False)
+    alone["config_id"] = alone["config_id"].replace("n2", "n2alone")
+    entries = verdicts(sync_entry(1, micro=2, syncs=2, comm=[0.0002]), sync_entry(2, micro=2, syncs=2,
+                                                                                   comm=[0.004, 0.005]), alone)
+    summary = Summary.from_json({"configs": list(entries)})
+    block = communication_tables.communication_block(summary)
+    (table,) = [part for part in block.parts if isinstance(part, blocks.Table)]
+    row = table.rows[1]
+    cell = dict(zip(table.header, row))
+    assert cell["no_sync p50"] == "-" and cell["buckets in flight"] == "-" and cell["DDP busbw"] == "-"
+    assert cell["exposed comm"].startswith("DDP 4.5 ms (4.0–5.0 ms), ") and cell["DDP comm"] == "2.0 ms"
+    assert cell["step p50"] == f"{entries[1]['stats']['sec_iter']['p50'] * 1e3:.1f} ms"
+    notes = [part.text for part in block.parts if isinstance(part, blocks.Note)]
+    assert any(note.startswith("A script's row: no no_sync p50") for note in notes)
+    assert any("No row for" in note and "no gradient synchronised" in note for note in notes), notes
+
+
+def test_a_script_whose_traced_steps_left_the_gpu_waiting_for_the_host_is_host_bound_as_a_kernel_is():
+    """Its profiler trace (after the measured steps) shows the GPU idle in every traced step, waiting for the host:
+    the same rule and words as a kernel's; the same trace on the CPU, or one the profiler slowed, says nothing."""
+    from tests.test_traces import kineto_trace, traced
+
+    def with_trace(device, step_s=0.0007):
+        (one,) = verdicts(sync_entry(1))
+        one.update(device=device, trace=traced({0: kineto_trace(3, 4, 100.0, 60.0)}, "cuda",
+                                               rank0={"step_s": [step_s] * 3}).to_json())
+        one["stats"]["sec_iter"]["p50"] = 0.0007
+        return step_bound.verdict(one)
+
+    said = with_trace("cuda")
+    assert said["kind"] == step_bound.HOST, said
+    assert said["text"].startswith("host-bound: the GPU sat idle 43% of the step (every one of 3 traced steps"), said
+    assert with_trace("cpu")["kind"] == step_bound.COMPUTE
+    assert with_trace("cuda", step_s=0.0014)["kind"] == step_bound.COMPUTE  # traced at 2x: not the measured steps'
+
+
 def test_a_summary_without_wrappers_is_written_back_as_it_was():
     (entry,) = judged(script_entry(2))
     doc = json.loads(json.dumps({"configs": [entry]}))

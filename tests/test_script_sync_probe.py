@@ -76,7 +76,7 @@ def test_the_probe_counts_micro_batches_and_syncs_and_records_where_and_how_ddp_
     end = Probed(tmp_path, torch).run(_accumulating(torch, no_sync=False))
     (wrapper,) = end["script"]["wrappers"]
     line = next(i for i, text in enumerate(open(__file__, encoding="utf-8"), 1) if "# the site" in text)
-    assert wrapper["site"] == f"{__file__}:{line}"
+    assert wrapper["site"] == f"{os.path.relpath(__file__)}:{line}" and wrapper["via"] is None
     assert wrapper["args"] == {"bucket_cap_mb": "1", "gradient_as_bucket_view": "True"}
     assert wrapper["sync_steps"] == [[4, 4, 5]] and wrapper["comm_hook"] is None
     assert wrapper["ddp_logging"]["iterations"] == 20 and wrapper["ddp_logging"]["backward_comm_s"] > 0
@@ -85,6 +85,40 @@ def test_the_probe_counts_micro_batches_and_syncs_and_records_where_and_how_ddp_
     quiet = Probed(tmp_path, torch).run(_accumulating(torch, no_sync=True))
     (wrapper,) = quiet["script"]["wrappers"]
     assert wrapper["sync_steps"] == [[4, 1, 5]] and wrapper["ddp_logging"]["iterations"] == 5
+
+
+def test_a_model_a_framework_wraps_is_placed_at_the_user_s_line_through_the_library_s(tmp_path, one_rank_group,
+                                                                                     monkeypatch):
+    """The Trainer's accelerate or Lightning makes the DDP model: the user's own line that led there is the
+    site, the library's line the ``via`` (an installed package, here one in a site-packages folder of its own)."""
+    import importlib
+    import sys
+
+    torch = one_rank_group
+    library = tmp_path / "site-packages"
+    (library / "trainerlib").mkdir(parents=True)
+    (library / "trainerlib" / "__init__.py").write_text(textwrap.dedent("""
+        import torch
+
+        def fit(model, steps):
+            model = torch.nn.parallel.DistributedDataParallel(model)
+            optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+            for _ in range(steps):
+                model(torch.randn(4, 8)).sum().backward()
+                optimizer.step()
+    """))
+    monkeypatch.syspath_prepend(str(library))
+    monkeypatch.setattr(script_sync, "_LIBRARIES", (*script_sync._LIBRARIES, str(library)))
+    trainerlib = importlib.import_module("trainerlib")
+    try:
+        end = Probed(tmp_path, torch).run(lambda: trainerlib.fit(torch.nn.Linear(8, 2), 100))  # the user's line
+    finally:
+        sys.modules.pop("trainerlib", None)
+    (wrapper,) = end["script"]["wrappers"]
+    line = next(i for i, text in enumerate(open(__file__, encoding="utf-8"), 1) if "# the user's line" in text)
+    assert (wrapper["site"], wrapper["via"]) == (f"{os.path.relpath(__file__)}:{line}", "trainerlib/__init__.py:5")
+    shown = sync_analysis.seen_lines(end["script"])
+    assert f"DistributedDataParallel at {os.path.relpath(__file__)}:{line} (through trainerlib/__init__.py:5)" in shown[0]
 
 
 def test_a_probe_hook_that_raises_leaves_the_script_training_and_says_what_was_not_measured(
@@ -152,7 +186,7 @@ def test_zero_and_fully_shard_are_recorded_where_made_and_their_modules_restored
 
     end = Probed(tmp_path, torch).run(loop)
     assert [w["kind"] for w in end["script"]["wrappers"]] == [script_sync.ZERO, script_sync.FULLY_SHARD]
-    assert all(w["site"].startswith(f"{__file__}:") for w in end["script"]["wrappers"])
+    assert all(w["site"].startswith(f"{os.path.relpath(__file__)}:") for w in end["script"]["wrappers"])
     assert end["note"] is None and sync_analysis.synchronises(end["script"]) is True
     import torch.distributed.fsdp as fsdp
     from torch.distributed.optim import ZeroRedundancyOptimizer

@@ -176,6 +176,7 @@ def grad_sync(entry: Mapping[str, Any], reference: Mapping[str, Any] | None,
         "wrappers": len(wrappers),
         "kinds": sorted({str(w.get("kind")) for w in wrappers}),
         "site": main.get("site") if main else (wrappers[0].get("site") if wrappers else None),
+        "via": main.get("via") if main else (wrappers[0].get("via") if wrappers else None),
         "synchronises": synchronises(seen),
         "collectives": seen.get("collectives"),
     }
@@ -219,8 +220,10 @@ def grad_sync(entry: Mapping[str, Any], reference: Mapping[str, Any] | None,
 # -- in words ----------------------------------------------------------------------------------------------------
 
 
-def site_words(site: str | None) -> str:
-    return f" at {site}" if site else ""
+def site_words(site: str | None, via: str | None = None) -> str:
+    """" at train.py:52" where the script made it; " (through accelerate/accelerator.py:2060)" after it where a
+    library the script called made it."""
+    return (f" at {site}" if site else "") + (f" (through {via})" if via else "")
 
 
 def every_micro_batch_words(sync: Mapping[str, Any]) -> str | None:
@@ -230,7 +233,7 @@ def every_micro_batch_words(sync: Mapping[str, Any]) -> str | None:
         return None
     k = int(sync["micro_batches"])
     text = (f"gradients synchronised on every micro-batch: {k} micro-batches a step, each synchronising its "
-            f"gradients across the ranks (DistributedDataParallel made{site_words(sync.get('site'))})")
+            f"gradients across the ranks (DistributedDataParallel made{site_words(sync.get('site'), sync.get('via'))})")
     backward, exposed, share = sync.get("backward_comm_s"), sync.get("exposed_comm_s"), sync.get("exposed_comm_share")
     if backward is not None and exposed is not None:
         text += (f"; DDP's timers: its backward communication {units.milliseconds(backward)} a step, "
@@ -263,7 +266,7 @@ def seen_lines(seen: Mapping[str, Any] | None) -> list[str]:
         if not isinstance(wrapper, Mapping):
             continue
         args = ", ".join(f"{k}={v}" for k, v in (wrapper.get("args") or {}).items())
-        line = f"{wrapper.get('kind')}{site_words(wrapper.get('site'))}" + (f" ({args})" if args else "")
+        line = f"{wrapper.get('kind')}{site_words(wrapper.get('site'), wrapper.get('via'))}" + (f" ({args})" if args else "")
         if wrapper.get("rewrapped"):
             line += ", wrapping a model another wrapper already holds"
         if wrapper.get("comm_hook"):

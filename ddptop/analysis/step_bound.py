@@ -326,6 +326,11 @@ def script_verdict(entry: Mapping[str, Any]) -> dict[str, Any]:
         kind = INPUT
         parts.append(f"input-bound: the ranks wait for data {share}, above {units.percent(INPUT_BOUND_SHARE)} "
                      f"beyond noise — {script_steps.loader_advice(seen)}")
+    trace = traces.ConfigTrace.from_json(entry["trace"]) if isinstance(entry.get("trace"), Mapping) else None
+    if (kind is None and entry.get("device") == "cuda" and traces.on_gpu(trace) and trace is not None
+            and traces.faithful(trace) and _traced_host_bound(trace)):
+        kind = HOST  # its traced steps left the GPU waiting for the host: the step is the host's, whatever N
+        parts.append(_traced_host_words(trace, (entry.get("telemetry") or {}).get("gpu_idle")))
     if grew:
         cause, head, why = _growth(entry, sync, less)
         if kind is None:

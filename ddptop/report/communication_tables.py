@@ -8,8 +8,9 @@ from ddptop import units
 from ddptop.protocol.vocab import Mode
 from ddptop.report.blocks import Block, Caption, Items, Note, Part, Table
 from ddptop.report.cells import config_name, not_measured, unlisted_note
+from ddptop.analysis.script_sync import DDP
 from ddptop.report.schema import (Achieved, Buckets, CollectiveTable, Config, DdpLogging, Estimate, Straggler,
-                                  StragglerEvidence, Summary, ci_of, value_of)
+                                  ScalingRow, StragglerEvidence, Summary, WrapperSeen, ci_of, value_of)
 
 COMM_HEADER = (
     "config", "step p50", "no_sync p50", "exposed comm", "DDP fwd", "DDP bwd", "DDP comm", "DDP overlap",
@@ -23,6 +24,9 @@ def communication_rows(summary: Summary) -> list[tuple[str, ...]]:
     for entry in summary.configs:
         comm = entry.communication
         if not comm:
+            script_row = _script_row(entry, estimates.get(entry.config_id))
+            if script_row is not None:
+                rows.append(script_row)
             continue
         logging = comm.ddp_logging or DdpLogging()
         buckets = comm.buckets or Buckets()
@@ -54,6 +58,34 @@ def communication_rows(summary: Summary) -> list[tuple[str, ...]]:
     return rows
 
 
+def _main_ddp(entry: Config) -> WrapperSeen | None:
+    """The script's DDP model that ran the most micro-batches in the measured steps (``analysis/script_sync``)."""
+    ddp = [w for w in (entry.script.wrappers or []) if w.kind == DDP] if entry.script else []
+    return max(ddp, key=lambda w: sum(micro * n for micro, _, n in w.sync_steps or ()), default=None)
+
+
+def _script_row(entry: Config, estimate: ScalingRow | None) -> tuple[str, ...] | None:
+    """A script's row, where DDP's timers measured its communication: no no_sync() step (a script's steps cannot
+    be run again), its exposed communication from DDP's own timers (median over ranks and launches, their range
+    in brackets), no comm hook of ddptop's (the script's own would be replaced), no bandwidth."""
+    sync, main = entry.grad_sync, _main_ddp(entry)
+    if not entry.is_script or sync is None or sync.exposed_comm_s is None or sync.synchronises is False or not main:
+        return None
+    logging = main.ddp_logging or DdpLogging()
+    exposed = units.milliseconds(sync.exposed_comm_s)
+    spread = sync.exposed_comm_range_s
+    if spread and spread[0] != spread[1]:
+        exposed += f" ({units.milliseconds(spread[0]).removesuffix(' ms')}–{units.milliseconds(spread[1])})"
+    if sync.exposed_comm_share is not None:
+        exposed += f", {units.percent(sync.exposed_comm_share)}"
+    step = entry.stats.sec_iter.p50 if entry.stats else None
+    return (config_name(entry), units.milliseconds(step), units.DASH, "DDP " + exposed,
+            units.milliseconds(logging.forward_compute_s), units.milliseconds(logging.backward_compute_s),
+            units.milliseconds(logging.backward_comm_s), units.milliseconds(logging.backward_compute_comm_overlap_s),
+            units.DASH, units.milliseconds(value_of(estimate.comm_estimate_from_t1_s) if estimate else None),
+            units.DASH, units.DASH, units.DASH)
+
+
 def _of_link(share: float | None, link: str | None) -> str:
     """" (61% of NVLink)" after a busbw: the share of the link's peak it ran over, when there is one."""
     return f" ({units.percent(share)} of {link})" if share is not None else ""
@@ -65,6 +97,12 @@ COMM_NOTE = (
     "the rank's work; busbw = bytes x 2(N-1)/N / time, the kernel's at DDP's bucket size, with its share of "
     "the peak of the link it ran over (NVLink, or PCIe) where there is one."
 )
+SCRIPT_COMM_NOTE = (
+    "A script's row: no no_sync p50 (its steps cannot be run again); exposed comm \"DDP\" = DDP's own timers, "
+    "backward communication less its overlap with compute times the syncs a step, the median over ranks and "
+    "launches (their range in brackets), and its share of the step; DDP columns: its averages per iteration of "
+    "its model with the most micro-batches (one forward and backward: a micro-batch), the last launch's."
+)
 
 
 def _without_split(entry: Config) -> str:
@@ -72,6 +110,11 @@ def _without_split(entry: Config) -> str:
     unmeasured = not_measured(entry)
     if unmeasured:
         return unmeasured
+    if entry.is_script:
+        sync = entry.grad_sync
+        if sync is not None and sync.synchronises is False:
+            return "no gradient synchronised"
+        return "no DDP model with its own timers (FSDP, ZeRO or none)"
     if entry.mode == Mode.NO_DDP:
         return "no DDP: no gradients synchronised"
     if entry.mode == Mode.DP:
@@ -83,9 +126,11 @@ def communication_block(summary: Summary) -> Block:
     rows = communication_rows(summary)
     if not rows:
         return Block()
-    missing = unlisted_note(summary.configs, {e.config_id for e in summary.configs if e.communication},
-                            _without_split)
+    listed = {e.config_id for e in summary.configs if e.communication or _script_row(e, None) is not None}
+    missing = unlisted_note(summary.configs, listed, _without_split)
+    scripts = len(listed) > len([e for e in summary.configs if e.communication])
     parts: list[Part] = [Table(COMM_HEADER, rows, first_left=True), Note(COMM_NOTE)]
+    parts += [Note(SCRIPT_COMM_NOTE)] if scripts else []
     return Block("Compute vs communication (per step)", parts + ([Note(missing)] if missing else []))
 
 

@@ -55,9 +55,9 @@ def _spanning_world_sizes(one_node: list[int], per_node: int, nnodes: int) -> li
 
 
 def script_options(options: PlanOptions) -> PlanOptions:
-    """A script's plan: nothing measured beside its steps (no no-DDP baseline, communication probe, collective
-    benchmark or traces: each would run ddptop's own kernel, not the script)."""
-    return dataclasses.replace(options, baseline=False, comm_iters=0, trace_steps=0, collectives=[])
+    """A script's plan: no no-DDP baseline, communication probe or collective benchmark (each would run ddptop's
+    own kernel, not the script); its profiler trace runs over its own steps after the measured ones."""
+    return dataclasses.replace(options, baseline=False, comm_iters=0, collectives=[])
 
 
 def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None = None) -> Plan:

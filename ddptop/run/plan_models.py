@@ -21,7 +21,7 @@ from ddptop.run.options import OPTIONS_BY_NAME, PlanOptions
 # nodes, cost and output apply to a script as to a kernel.
 KERNEL_ONLY = ("models", "batch_sizes", "scaling", "image_size", "seq_len", "num_classes", "hf_config", "bucket_cap_mb",
                "amp", "channels_last", "broadcast_buffers", "threads", "devices", "variants", "strategies",
-               "keep_slower", "search_budget", "tune", "comm_iters", "trace_steps", "collectives", "coll_min_bytes",
+               "keep_slower", "search_budget", "tune", "comm_iters", "collectives", "coll_min_bytes",
                "coll_max_bytes", "coll_iters", "batch_sweep", "max_batch", "memory_cap_mb", "compare_dp", "inject")
 
 
@@ -138,7 +138,7 @@ def parse_script_option(options: PlanOptions) -> tuple[ModelSpec, tuple[str, ...
 
     given = [o for o in KERNEL_ONLY if as_given(getattr(options, o)) != as_given(OPTIONS_BY_NAME[o].default)]
     if given:
-        # each with its other spellings (--no-trace sets --trace-steps): the user may have typed either
+        # each with its other spellings: the user may have typed either
         flags = ", ".join("/".join([OPTIONS_BY_NAME[o].spelling, *(f.spelling for f in OPTIONS_BY_NAME[o].also)])
                           for o in given)
         raise PlanError(f"{flags} describe{'s' if len(given) == 1 else ''} ddptop's own kernels, not a script, "

@@ -80,9 +80,10 @@ def threads_devices_run(cores: int) -> list[str]:
 # --, its path absolute (the ranks start in the directory ddptop was started in).
 TRAIN_SCRIPT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                             "examples", "train.py")
-SCRIPT_WARMUP, SCRIPT_ITERS, SCRIPT_BATCH = 3, 30, 64
+SCRIPT_WARMUP, SCRIPT_ITERS, SCRIPT_BATCH, SCRIPT_TRACE_STEPS = 3, 30, 64, 3
 
 
 def script_run() -> list[str]:
-    return ["--world-sizes", "1", "--warmup", str(SCRIPT_WARMUP), "--iters", str(SCRIPT_ITERS), *SHORT, "--",
+    return ["--world-sizes", "1", "--warmup", str(SCRIPT_WARMUP), "--iters", str(SCRIPT_ITERS),
+            "--trace-steps", str(SCRIPT_TRACE_STEPS), *SHORT, "--",
             TRAIN_SCRIPT, "--workers", "2", "--batch-size", str(SCRIPT_BATCH), "--hidden", "1024"]

@@ -32,6 +32,7 @@ import pytest
 from ddptop.errors import EXIT_OK
 from tests.conftest import REPO, Finished, ddptop, processes_mentioning, run_sweep
 from tests.gpu import commands
+from tests.intervals_helpers import flat_shape
 from tests.gpu.support import (
     GpuNode,
     ceiling_problems,
@@ -89,7 +90,7 @@ def tail(done: Any) -> str:
 
 def summary_of(done: Finished) -> dict[str, Any]:
     assert done.returncode == 0, tail(done)
-    return done.summary()
+    return done.figures()  # each estimate as its value and its interval beside it, as the readers read figures
 
 
 def ceiling_dtypes(summary: dict[str, Any]) -> set[str]:
@@ -178,7 +179,7 @@ def default_plan(tmp_path_factory) -> LiveDefault:
             stop(smi)
     run_dir = live.session.run_dir
     with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
-        summary = json.load(handle)
+        summary = flat_shape(json.load(handle))
     smi_text = None
     if smi is not None:
         with open(smi_path, encoding="utf-8") as handle:
@@ -568,7 +569,8 @@ def test_a_training_script_runs_unchanged_on_the_gpu_its_steps_ending_after_the_
     every planned step measured and ended by ddptop; the probe found CUDA in use at the first step, so each
     step's end is taken after torch.cuda.synchronize() (the GPU's step, not the host's): config_end's
     script.device_name is this GPU's, its allocator peak above 0; every batch's 64 examples counted; no rank
-    or worker left. (Never run on a GPU yet.)"""
+    or worker left. After the measured steps, its profiler trace: one warm-up, three kept and one left out, broken
+    down from the GPU's kernels."""
     summary = summary_of(script_run)
     (config,) = summary["configs"]
     assert (config["status"], config["device"], config["world_size"]) == ("ok", "cuda", 1), config["reason"]
@@ -576,7 +578,12 @@ def test_a_training_script_runs_unchanged_on_the_gpu_its_steps_ending_after_the_
     seen = config["script"]
     assert seen["device_name"] in {gpu["name"] for gpu in nvml_gpus().values()}, seen
     assert (seen["process_group"], seen["group_world_size"], seen["step_marks"]) == (True, 1, "optimizer"), seen
-    assert seen["optimizer_steps"] == commands.SCRIPT_WARMUP + commands.SCRIPT_ITERS
+    traced = 1 + commands.SCRIPT_TRACE_STEPS + 1
+    assert seen["optimizer_steps"] == commands.SCRIPT_WARMUP + commands.SCRIPT_ITERS + traced
+    trace = config["trace"]
+    assert trace["steps"] == commands.SCRIPT_TRACE_STEPS and trace["breakdown"]["device"] == "cuda", trace
+    assert trace["breakdown"]["kernels"], trace["breakdown"]  # the GPU's own kernels, from the file
+    assert all(os.path.getsize(os.path.join(script_run.run_dir, f["path"])) > 0 for f in trace["files"])
     assert config["peak_memory_bytes"] > 0
     examples = [value for values in (config["step_values"].get("examples") or {}).values() for value in values]
     assert examples and set(examples) == {commands.SCRIPT_BATCH}, config["step_values"]

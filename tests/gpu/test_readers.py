@@ -72,7 +72,12 @@ def load(*parts: str) -> dict:
 
 
 def summary(name: str) -> dict:
-    return load(H100, name, "summary.json")
+    """A recorded H100 run's summary as this ddptop writes it (read and written again: estimate records, the
+    current schema), then read as the GPU suite reads its own runs (``Finished.figures``)."""
+    from ddptop.report.schema import Summary
+    from tests.intervals_helpers import flat_shape
+
+    return flat_shape(json.loads(json.dumps(Summary.from_json(load(H100, name, "summary.json")).to_json())))
 
 
 GPT = os.path.join(GPU_DATA, "gpt-125m-bf16-zero1-fsdp2.summary.json")  # the gpt run on the H100

@@ -241,7 +241,8 @@ class WrapperSeen(Record):
     synchronisations ([micro-batches, syncs, steps] over every launch) and its own timers over the measured
     steps (the last launch's; its backward communication a step, whole and exposed, per launch)."""
     kind: str | None = None
-    site: str | None = None  # path:line of the constructor's call in the script's code
+    site: str | None = None  # path:line of the user's code that led to the constructor's call
+    via: str | None = None  # path:line of the library's call that made it, where a framework did (accelerate)
     args: dict[str, str] = field(default_factory=dict)
     rewrapped: bool | None = None
     sync_steps: list[list[int]] | None = None
@@ -250,7 +251,7 @@ class WrapperSeen(Record):
     exposed_comm_s: list[float] | None = None
     backward_comm_s: list[float] | None = None
 
-    _only_when_set: ClassVar[frozenset[str]] = frozenset({"sync_steps", "ddp_logging", "comm_hook", "exposed_comm_s",
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"via", "sync_steps", "ddp_logging", "comm_hook", "exposed_comm_s",
                                                           "backward_comm_s"})
 
 
@@ -261,6 +262,7 @@ class GradSync(Record):
     wrappers: int | None = None
     kinds: list[str] = field(default_factory=list)
     site: str | None = None
+    via: str | None = None
     synchronises: bool | None = None  # None: the probe could not tell
     collectives: int | None = None
     steps: int | None = None
@@ -281,7 +283,7 @@ class GradSync(Record):
     comm_grew: bool | None = None  # None: not measured
 
     _only_when_set: ClassVar[frozenset[str]] = frozenset({
-        "steps", "micro_batches", "syncs", "every_micro_batch", "comm_hook", "exposed_comm_s", "exposed_comm_range_s",
+        "via", "steps", "micro_batches", "syncs", "every_micro_batch", "comm_hook", "exposed_comm_s", "exposed_comm_range_s",
         "backward_comm_s", "exposed_comm_share", "threads_per_rank", "reference_world_size",
         "reference_threads_per_rank", "reference_exposed_comm_s", "comm_growth_s", "step_growth_low_s", "comm_grew"})
 
