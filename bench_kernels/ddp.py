@@ -54,7 +54,7 @@ from typing import Any
 from bench_kernels.comm_probe import ddp_logging_mark, ddp_logging_times, probe_communication
 from bench_kernels.config_events import config_end_fields, config_start_fields
 from bench_kernels.faults import SLOW, fire, parse_fault
-from bench_kernels.errors import error_fields, unused_parameter_hint
+from bench_kernels.errors import error_fields, is_oom, unused_parameter_hint
 from bench_kernels.ceiling import matmul_ceilings
 from bench_kernels.flops import training_step_flops
 from bench_kernels.hello import bind_cores, hello_fields
@@ -140,6 +140,15 @@ class Worker:
             self.writer.flush()
         if self.world_size > 1:
             self.dist.barrier()
+
+    def ceilings_after_failure(self) -> None:
+        """The launch's matmul ceilings after a failure that left the device usable (an out of memory), its
+        memory released first; one that fails too costs the ceilings alone."""
+        self._release_memory()
+        try:
+            self.measure_ceilings()
+        except Exception:  # noqa: BLE001 - the failure before it is what the launch reports
+            traceback.print_exc()
 
     def _join_process_group(self) -> None:
         from datetime import timedelta
@@ -472,6 +481,11 @@ def _run(worker: "Worker", spec: LaunchSpec) -> int:
             raise worker.writer.failed from exc
         worker.report_error(config_id, exc)
         traceback.print_exc()
+        if is_oom(exc) and worker.world_size == 1:
+            # a batch too large ends a batch sweep's launch: the device is fine, and its ceilings are measured
+            # still (no peer to wait on), else every configuration of the sweep loses its MFU of measured ceiling
+            exc.__traceback__ = None  # its frames hold the step's tensors: freed before the matmuls
+            worker.ceilings_after_failure()
         worker.writer.close()
         return 1
     worker.writer.emit("bye", wall_s=time.time() - started)

@@ -192,3 +192,22 @@ def test_sigkill_of_ddptop_leaves_no_rank_and_report_rebuilds_the_summary(tmp_pa
     assert 0 < configs[SECOND]["stats"]["n"] < 2 * iters
     with open(os.path.join(run_dir, "summary.md"), encoding="utf-8") as handle:
         assert "Incomplete" in handle.read()
+
+
+def test_an_out_of_memory_that_ends_a_batch_sweep_s_launch_keeps_its_matmul_ceiling(tmp_path):
+    """A batch sweep runs its batches in one launch and a real CUDA out of memory ends it: the device is fine,
+    so rank 0 (alone, no peer to wait on) still measures the launch's ceilings, and every batch that ran keeps
+    its MFU of measured ceiling (here torch's OutOfMemoryError, injected at batch 8 on the CPU)."""
+    run = run_sweep(str(tmp_path / "run"), "--models", "tests.tiny_models:tiny_cnn", "--image-size", "32",
+                    "--batch-sizes", "2", "--batch-sweep", "--max-batch", "16", "--world-sizes", "1", "--launches", "1",
+                    "--no-baseline", "--comm-iters", "0", "--no-collectives", "--warmup", "1", "--iters", "6",
+                    "--no-trace", "--inject", "oom:config=bs8")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    summary = run.figures()
+    status = {c["batch_size"]: c["status"] for c in summary["configs"]}
+    assert status == {2: "ok", 4: "ok", 8: "oom", 16: "not_run"}, status
+    assert [c["dtype"] for c in summary["ceilings"]] == ["fp32"]
+    for config in summary["configs"]:
+        if config["status"] == "ok":
+            assert 0 < config["flops"]["mfu_ceiling"] < 1, config["flops"]
+    _assert_nothing_left(run.run_dir)
