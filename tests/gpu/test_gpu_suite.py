@@ -242,8 +242,10 @@ def test_the_default_plan_runs_with_nccl_at_every_world_size_of_the_node(default
 def test_every_configuration_s_trace_shows_the_idle_share_nvml_read(default_plan):
     """The default plan's configurations are traced on the GPU (resnet50 at batch 32, N=1 among them): each
     trace holds CUDA kernels (CUPTI works), every rank's file is where the summary says, busy and idle make up
-    the step, and the traced GPU idle share lies within 15 points of the idle share the load table's NVML
-    utilisation implies over the measured steps. Where the trace shows the host bounding resnet50 at N=1
+    the step, and where the traced steps ran at the measured pace the traced GPU idle share lies within 15
+    points of the idle share the load table's NVML utilisation implies over the measured steps (on the H200 the
+    profiler slowed resnet50 bs32's traced steps 1.4-1.5x: their idle is then not compared, and the verdict
+    does not take it for the measured steps'). Where the trace shows the host bounding resnet50 at N=1
     (idle in every traced step, mostly waiting for the host, at the measured pace), the verdict says so."""
     configs = ok_configs(default_plan.summary)
     assert configs and all(c.get("trace") for c in configs), [c["config_id"] for c in configs if not c.get("trace")]
@@ -251,8 +253,13 @@ def test_every_configuration_s_trace_shows_the_idle_share_nvml_read(default_plan
     assert problems == [], problems
     from ddptop.analysis import step_bound, traces
 
+    for config in configs:  # a trace the profiler slowed is never read as the measured steps' idle GPU
+        if not traces.faithful(traces.ConfigTrace.from_json(config["trace"])):
+            assert not config["verdict"]["text"].startswith(("host-bound: the GPU sat", "launch-bound")), config["verdict"]
+
     n1 = next(c for c in configs if c["mode"] == "ddp" and c["world_size"] == 1)
-    if traces.faithful(n1["trace"]) and step_bound._traced_host_bound(n1["trace"]):  # the trace's own rule met
+    trace = traces.ConfigTrace.from_json(n1["trace"])
+    if traces.faithful(trace) and step_bound._traced_host_bound(trace):  # the trace's own rule met
         assert n1["verdict"]["text"].split(":")[0] in ("host-bound", "launch-bound"), n1["verdict"]["text"]
 
 

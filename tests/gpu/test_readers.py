@@ -426,3 +426,12 @@ def test_the_trace_reader_holds_where_the_trace_agrees_with_nvml_and_fails_where
                                       if e["cat"] == "user_annotation"]}, config_id="c")
     assert trace_problems(empty, str(tmp_path))[0].startswith("c: no GPU kernel in the trace")
     assert trace_problems(entry, str(tmp_path / "elsewhere"))[0].endswith("rank0.pt.trace.json.gz missing")
+    # no NVML share: a window shorter than NVML's sample period has no reading that counts; a longer one fails
+    short = copy.deepcopy(entry)
+    short["telemetry"] = {"gpu_idle": None, "window_s": 0.6}
+    assert trace_problems(short, str(tmp_path)) == []
+    short["telemetry"]["window_s"] = 3.0
+    assert trace_problems(short, str(tmp_path)) == ["c: no NVML idle share to set the trace against (measured 3.0 s)"]
+    slowed = copy.deepcopy(far)  # traced at twice the measured pace: its idle is the profiler's, not compared
+    slowed["trace"]["cost_ratio"] = 2.0
+    assert trace_problems(slowed, str(tmp_path)) == []
