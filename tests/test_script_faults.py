@@ -84,13 +84,19 @@ def test_a_script_that_ended_before_its_first_step_is_said_in_its_own_words():
     assert script_ended_early({0: spawned}, 1, 0).startswith(
         "the script trains in processes of its own: nothing measured (exit code 0); it called "
         "torch.multiprocessing.spawn")
+    warmed = {"status": "ok", "ended_by": "script", "warmup_iters": 1, "iters": 0, "script": {"spawned": 0}}
+    assert script_ended_early({0: warmed}, 1, 0, "done") == (
+        "the script ended after 1 warm-up step, before its first measured step (exit code 0): nothing measured; "
+        "let it train longer (its own step or epoch count) or lower --warmup; its last output: done")
     stopped = {"status": "ok", "ended_by": "ddptop", "warmup_iters": 1, "iters": 10}
     assert script_ended_early({0: trained, 1: stopped}, 2, 0) is None and script_ended_early({}, 1) is None
 
 
-def test_a_session_never_calls_a_script_that_ended_before_its_first_step_ok(tmp_path):
-    """The ranks' own ends say ok (the script returned); the configuration waits for the sweep's word (failed,
-    with the script's last output) instead of ending ok with nothing measured."""
+@pytest.mark.parametrize("warmed", [0, 2])
+def test_a_session_never_calls_a_script_that_ended_before_its_first_measured_step_ok(tmp_path, warmed):
+    """The ranks' own ends say ok (the script returned, before its first step or after ``warmed`` warm-up
+    steps); the configuration waits for the sweep's word (failed, with the script's last output) instead of
+    ending ok with nothing measured."""
     plan = build_plan(PlanOptions(script=[_script(tmp_path, "ends_first.py", ENDS_FIRST)], world_sizes=[1],
                                   iters=10, warmup=1, launches=1), Inventory(problem="test"), cpu_count=2)
     session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), plan.name))
@@ -99,7 +105,7 @@ def test_a_session_never_calls_a_script_that_ended_before_its_first_step_ok(tmp_
     path = rundir.launch_dir(session.run_dir, 1, launch.launch_key, 0)
     writer = EventWriter(os.path.join(path, "events", "rank-0.jsonl"), 0, 0.0)
     writer.emit("config_start", config_id=config.config_id, warmup=1, iters=10)
-    writer.emit("config_end", config_id=config.config_id, status="ok", iters=0, warmup_iters=0, ended_by="script",
+    writer.emit("config_end", config_id=config.config_id, status="ok", iters=0, warmup_iters=warmed, ended_by="script",
                 script={"spawned": 0})
     writer.close()
     session.refresh()

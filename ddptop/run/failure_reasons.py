@@ -35,30 +35,35 @@ def script_ended_apart(ends: dict[int, dict[str, Any]]) -> str | None:
             "collective")
 
 
-def ended_before_first_step(end: dict[str, Any]) -> bool:
-    """A rank's config_end of a script that ended itself (it returned, or ``sys.exit(0)``) before the probe saw
-    its first training step: nothing of it was measured in that launch."""
+def measured_nothing(end: dict[str, Any]) -> bool:
+    """A rank's config_end of a script that ended itself (it returned, or ``sys.exit(0)``) before its first
+    measured step, before its first training step or in its warm-up: nothing of it was measured in that launch."""
     return (end.get("status") == Status.OK and end.get("ended_by") == ENDED_BY_SCRIPT
-            and not (end.get("warmup_iters") or 0) + (end.get("iters") or 0))
+            and not (end.get("iters") or 0))
 
 
 def script_ended_early(ends: dict[int, dict[str, Any]], ranks: int, exit_code: int | None = None,
                        last_output: str | None = None) -> str | None:
     """A script's launch (``ends``: rank -> its config_end there, of ``ranks`` ranks) in which it ended before its
-    first training step: nothing measured, so its configuration fails. The words that say so: that it trains in
-    processes of its own where it called ``torch.multiprocessing.spawn``, else that it ended first, with the exit
-    code and the last line it wrote (the script's own reason, as a script that cannot run here gives it); None
-    where no rank ended so."""
-    early = sorted(rank for rank, end in ends.items() if ended_before_first_step(end))
+    first measured step: nothing measured, so its configuration fails. The words that say so: that it trains in
+    processes of its own where it called ``torch.multiprocessing.spawn``, that it ended in its warm-up (how many
+    steps it ran), else that it ended before its first training step, with the exit code and the last line it
+    wrote (the script's own reason, as a script that cannot run here gives it); None where no rank ended so."""
+    early = sorted(rank for rank, end in ends.items() if measured_nothing(end))
     if not early:
         return None
     where = "" if len(early) >= ranks else f" on rank{'s' if len(early) > 1 else ''} {', '.join(map(str, early))}"
     code = f" (exit code {exit_code})" if exit_code is not None else ""
+    said = f"; its last output: {brief_message(last_output, REASON_CHARS // 2)}" if last_output else ""
+    warmed = max((ends[rank].get("warmup_iters") or 0) for rank in early)
+    if warmed:
+        return (f"the script ended after {warmed} warm-up step{'s' if warmed > 1 else ''}, before its first "
+                f"measured step{where}{code}: nothing measured; let it train longer (its own step or epoch count) "
+                f"or lower --warmup{said}")
     if any((ends[rank].get("script") or {}).get("spawned") for rank in early):
         return (f"the script trains in processes of its own: nothing measured{where}{code}; it called "
                 "torch.multiprocessing.spawn and ended without a training step in the ranks torchrun started, the "
                 "only processes ddptop measures")
-    said = f"; its last output: {brief_message(last_output, REASON_CHARS // 2)}" if last_output else ""
     return f"the script ended before its first training step{where}{code}: nothing measured{said}"
 
 

@@ -28,7 +28,7 @@ import psutil
 
 from ddptop.run import rundir
 from ddptop.run.config_state import ConfigState, combine_round_ends
-from ddptop.run.failure_reasons import (cause_in_front, ended_before_first_step, error_reason, error_words,
+from ddptop.run.failure_reasons import (cause_in_front, measured_nothing, error_reason, error_words,
                                         fault_status)
 from ddptop.run.plan_records import ConfigSpec, Plan
 from ddptop.run.snapshot import ANALYSIS_COMMUNICATION, ANALYSIS_TRACE, LaunchSnapshot, SessionSnapshot
@@ -244,8 +244,8 @@ class Session:
             self._end(state, fault_status(state.errors, status), reason, event["t"])
         elif len(state.end) >= state.spec.processes and all(
             e["status"] == Status.OK for e in state.end.values()
-        ) and not any(ended_before_first_step(e) for e in state.ends_in(launch).values()):
-            # a script that ended before its first step in this launch measured nothing: the sweep fails it,
+        ) and not any(measured_nothing(e) for e in state.ends_in(launch).values()):
+            # a script that ended before its first measured step in this launch measured nothing: the sweep fails it,
             # with its exit code and its last words from the ranks' logs (a ConfigEnd mark)
             self._end(state, Status.OK, None, event["t"])
 

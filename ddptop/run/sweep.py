@@ -505,12 +505,12 @@ class SweepRunner:
         self._stop.set()
 
     def _ended_early(self, state: Any, launch: str, path: str, exit_code: int | None) -> str | None:
-        """Why a script's configuration fails where it ended before its first training step in ``launch``
+        """Why a script's configuration fails where it ended before its first measured step in ``launch``
         (``failure_reasons.script_ended_early``); None where it did not, or where it failed already."""
         if state.status != Status.RUNNING:
             return None
         ends = state.ends_in(launch)
-        if not any(failure_reasons.ended_before_first_step(end) for end in ends.values()):
+        if not any(failure_reasons.measured_nothing(end) for end in ends.values()):
             return None
         return failure_reasons.script_ended_early(ends, state.spec.processes, exit_code, rundir.last_output(path))
 
