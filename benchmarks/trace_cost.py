@@ -8,7 +8,7 @@ the traced steps' median over the measured p50 (the profiler's cost per step), a
 recorded step. A trace costs a few steps per configuration whatever the plan, so its share falls as the
 measured steps grow: the default plan is the case that decides whether tracing is on by default.
 
-    python benchmarks/trace_cost.py [--rounds 2] [--extra-args ...]
+    python benchmarks/trace_cost.py [--rounds 2] [--extra-args ...] [-- train.py ARGS]
 """
 
 from __future__ import annotations
@@ -31,7 +31,10 @@ def main() -> None:
     add_json_option(parser)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--extra-args", nargs=argparse.REMAINDER, default=[])
-    args = parser.parse_args()
+    argv = sys.argv[1:]
+    script = argv[argv.index("--"):] if "--" in argv else []  # a user's script, traced over its own steps
+    args = parser.parse_args(argv[:len(argv) - len(script)])
+    args.extra_args += script
     ratios, shares, costs, sizes, walls = [], [], [], [], {"traced": [], "untraced": []}
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(args.rounds):

@@ -78,8 +78,14 @@ def test_ranks_in_a_group_of_the_launch_s_size_that_wrap_no_model_train_alone_an
     (table,) = scaling.scaling_tables([one, two], Plan())
     assert table["not_data_parallel_at"] == [2] and table["amdahl"] is None
     assert table["not_data_parallel"].startswith("not data-parallel at N=2: the ranks train alone")
+    # N=2's step and examples/s are measured; no speedup or efficiency of one training over its ranks (there is none)
+    n2 = table["rows"][1]
+    assert n2["sec_iter"] and n2["ex_sec_total"] and table["rows"][0]["speedup"] == 1.0
+    assert all(n2[key] is None for key in ("speedup", "efficiency", "relative_cost", "relative_su"))
     summary = Summary.from_json(json.loads(json.dumps({"configs": [one, two], "scaling": [table]})))
     assert scaling_tables._scaling_title(summary.scaling[0]).startswith("Not scaling (N=2 not data-parallel): ")
+    cells = scaling_tables._scaling_cells(summary.scaling[0].rows[1])
+    assert cells[3:7] == ("-",) * 4 and cells[1] != "-", cells
     text = blocks.text(script_tables.script_block(summary))
     assert "no model wrapped for data parallelism" in text
 

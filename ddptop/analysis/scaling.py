@@ -148,6 +148,7 @@ def scaling_tables(
             table["recommendation"] = (f"No scaling to judge: {table['not_data_parallel']}; the rows are the step "
                                        "times of ranks that each train alone.")
             table["projection"] = None  # nor anything to project beyond this node
+            _not_scaling(rows, table.get("not_data_parallel_at") or ())
         tables.append(table)
     return tables
 
@@ -193,6 +194,15 @@ def _unmodelled(rows: list[dict[str, Any]]) -> None:
     fraction, no gradients synchronised per epoch, no communication estimated from N=1's step)."""
     for row in rows:
         row.update(karp_flatt=None, epoch=None, comm_estimate_from_t1_s=None, bandwidth_from_t1_gbs=None)
+
+
+def _not_scaling(rows: list[dict[str, Any]], apart: Sequence[int]) -> None:
+    """The rows at the world sizes whose ranks each train alone: their step and examples/s are measured, but no
+    speedup, efficiency or relative cost of one training over N ranks (there is none), with no interval."""
+    for row in rows:
+        if row["world_size"] in apart:
+            for key in ("speedup", "efficiency", "relative_cost", "relative_su"):
+                row[key] = row[f"{key}_ci"] = None
 
 
 def table_batch(entry: Mapping[str, Any]) -> int:
