@@ -196,6 +196,12 @@ def test_the_load_table_has_a_row_or_a_note_for_every_configuration(document):
     assert listed == [names[0]] + names[2:-1]  # the rows: every configuration with its figures
     assert (f"{names[1]} (not checked: no telemetry reading during the measured steps)" in text
             and f"{names[-1]} (not measured: failed)" in text), text
+    # one that failed before its first measured step, its launch read all the same: no row of a window it never had
+    failed = copy.deepcopy(document)
+    failed["configs"][-1].update(stats=None, status="failed", telemetry=document["configs"][0]["telemetry"])
+    text = blocks.text(load_tables.load_block(Summary.from_json(failed)))
+    assert not any(line.strip().startswith(names[-1]) for line in text.splitlines())
+    assert f"{names[-1]} (not measured: failed)" in text, text
     # with no configuration read at all, the block still says why each has no row
     for entry in document["configs"]:
         entry["telemetry"] = None

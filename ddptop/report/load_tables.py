@@ -64,7 +64,7 @@ def _rank_readings(load: WindowLoad) -> str:
 
 def _load_cells(entry: Config) -> tuple[str, ...] | None:
     load = entry.telemetry
-    if not load:
+    if not load or entry.stats is None:  # no measured step: no window to read the load of (named under the table)
         return None
     cpus = [r.cpu_mean for r in load.ranks.values() if r.cpu_mean is not None]
     peak, source = memory_peak(entry, load)
@@ -145,5 +145,6 @@ def load_block(summary: Summary) -> Block:
     title = "Load during measured steps (telemetry"
     title += f", {info['fake_label']} GPUs)" if info.get("fake") else ")"
     parts: list[Part] = [Table(_load_header(summary), rows, first_left=True)] if rows else []
-    missing = unlisted_note(summary.configs, {e.config_id for e in summary.configs if e.telemetry}, _without_row)
+    missing = unlisted_note(summary.configs, {e.config_id for e in summary.configs if _load_cells(e) is not None},
+                            _without_row)
     return Block(title, parts + [Note(note) for note in load_notes(summary) + ([missing] if missing else [])])
