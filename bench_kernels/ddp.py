@@ -51,7 +51,8 @@ import time
 import traceback
 from typing import Any
 
-from bench_kernels.comm_probe import ddp_logging_mark, ddp_logging_times, probe_communication
+from bench_kernels.comm_probe import probe_communication
+from bench_kernels.ddp_logging import ddp_logging_mark, ddp_logging_times
 from bench_kernels.config_events import config_end_fields, config_start_fields
 from bench_kernels.faults import SLOW, fire, parse_fault
 from bench_kernels.errors import error_fields, is_oom, unused_parameter_hint

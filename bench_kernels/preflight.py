@@ -26,7 +26,8 @@ from collections.abc import Callable
 from typing import Any
 
 from bench_kernels.errors import WorkloadError, one_line
-from bench_kernels.sources import batch_tensors, is_image, load_workload, tokens_per_example
+from bench_kernels.batches import batch_tensors
+from bench_kernels.sources import is_image, load_workload, tokens_per_example
 from ddptop.protocol.devices import apply_rank_device
 from ddptop.protocol.modelspec import kind_of
 from ddptop.protocol.workload import CheckAnswer, CheckProgress, WorkloadFacts, describe

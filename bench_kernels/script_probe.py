@@ -17,7 +17,7 @@ API only:
 - every wait for a batch of a ``torch.utils.data.DataLoader`` is timed (``DataLoader.__iter__`` replaced by one
   that wraps the iterator the original returns), the start of each pass over a loader included;
 - each step's examples are the leading dimension of the first tensor of every batch drawn since the step
-  before (``bench_kernels.sources.batch_tensors``), so gradient accumulation counts every micro-batch;
+  before (``bench_kernels.batches.batch_tensors``), so gradient accumulation counts every micro-batch;
 - ``torch.multiprocessing.spawn`` and ``start_processes`` are counted: a script that starts its own processes
   trains in them, out of the probe's sight;
 - every model wrapped for data parallelism (DDP, FSDP, ZeRO) where it is made, each measured step's micro-batches

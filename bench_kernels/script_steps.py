@@ -8,7 +8,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from bench_kernels.sources import batch_tensors
+from bench_kernels.batches import batch_tensors
 from bench_kernels.timing import SampleStream
 from ddptop.protocol.wire import EventWriter
 

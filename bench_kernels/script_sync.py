@@ -37,7 +37,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from bench_kernels.comm_probe import ddp_logging_mark, ddp_logging_times
+from bench_kernels.ddp_logging import ddp_logging_mark, ddp_logging_times
 from bench_kernels.errors import one_line
 
 DDP = "DistributedDataParallel"

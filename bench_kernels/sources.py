@@ -23,6 +23,7 @@ import os
 import sys
 from typing import Any
 
+from bench_kernels.batches import batch_tensors, map_tensors
 from bench_kernels.errors import WorkloadError, one_line
 from ddptop.protocol.catalog import TORCHVISION_MODELS
 from ddptop.protocol.modelspec import KINDS, BuildInputs, ModelSpec, SpecError, parse_spec, seq_len_of
@@ -201,44 +202,6 @@ def tokens_per_example(workload: Workload, batch: Any, examples: int) -> float |
         return float(workload.tokens(batch)) / examples
     except Exception as exc:  # noqa: BLE001 - the user's count
         raise WorkloadError(f"tokens(batch) raised {one_line(exc)}") from exc
-
-
-def batch_tensors(batch: Any) -> list[Any]:
-    """Every tensor of a batch: a tensor, or one inside dicts, lists and tuples (a dataclass's fields too)."""
-    import torch
-
-    found: list[Any] = []
-
-    def walk(value: Any) -> None:
-        if isinstance(value, torch.Tensor):
-            found.append(value)
-        elif isinstance(value, dict):
-            for item in value.values():
-                walk(item)
-        elif isinstance(value, (list, tuple)):
-            for item in value:
-                walk(item)
-        elif hasattr(value, "__dataclass_fields__"):
-            for name in value.__dataclass_fields__:
-                walk(getattr(value, name))
-
-    walk(batch)
-    return found
-
-
-def map_tensors(batch: Any, change: Any) -> Any:
-    """The batch with ``change`` applied to every tensor in it, its containers rebuilt alike."""
-    import torch
-
-    if isinstance(batch, torch.Tensor):
-        return change(batch)
-    if isinstance(batch, dict):
-        return type(batch)((k, map_tensors(v, change)) for k, v in batch.items())
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a namedtuple
-        return type(batch)(*(map_tensors(v, change) for v in batch))
-    if isinstance(batch, (list, tuple)):
-        return type(batch)(map_tensors(v, change) for v in batch)
-    return batch
 
 
 def is_image(tensor: Any) -> bool:

@@ -315,7 +315,7 @@ def test_ddp_s_averages_are_the_measured_steps_not_the_warm_up(tmp_path, one_ran
     steps', where DDP's own average over every step is pulled up by the slow warm-up. No bound on the time
     itself (a loaded machine stretches every step): the model times its own forwards, and DDP's measured
     average holds the measured forwards (at least their mean) and lies below its average over every step."""
-    from bench_kernels.comm_probe import ddp_logging_times
+    from bench_kernels.ddp_logging import ddp_logging_times
     from bench_kernels.ddp import Worker
     from bench_kernels.training import build_training
 
@@ -338,7 +338,7 @@ def test_ddp_s_averages_are_the_measured_steps_not_the_warm_up(tmp_path, one_ran
 
 
 def test_without_a_mark_ddp_s_averages_are_read_as_before():
-    from bench_kernels.comm_probe import ddp_logging_mark, ddp_logging_times
+    from bench_kernels.ddp_logging import ddp_logging_mark, ddp_logging_times
 
     class Net:  # a torch whose DDP cannot record every step: no window, the averages as DDP gives them
         def _get_ddp_logging_data(self):

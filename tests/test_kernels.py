@@ -9,7 +9,8 @@ import weakref
 
 import pytest
 
-from bench_kernels.comm_probe import ddp_logging_times, merge_intervals, probe_communication
+from bench_kernels.comm_probe import merge_intervals, probe_communication
+from bench_kernels.ddp_logging import ddp_logging_times
 from bench_kernels.memory_cap import MIB, activation_bytes, check_cpu_memory_cap, step_memory_bytes
 from bench_kernels.timing import MAX_BUDGET_ITERS, InjectedFault, SampleStream, budget_iterations, run_steps
 from ddptop.protocol.wire import EventFileReader, EventWriter

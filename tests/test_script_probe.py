@@ -370,6 +370,21 @@ def test_ddptop_probe_is_standard_library_only():
     subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True)
 
 
+def test_the_probe_loads_nothing_of_the_kernel_s_training_into_the_user_s_process():
+    """What runs inside the user's process imports only what it uses: the probe, its hooks and the protocol,
+    not the kernel's training loop, its model sources and catalogue, its faults or ddptop's analysis; no torch
+    until the rank starts the script (the script imports it itself)."""
+    code = ("import sys; import bench_kernels.script_probe; "
+            "print(' '.join(sorted(m for m in sys.modules if m.split('.')[0] in ('bench_kernels', 'ddptop', 'torch', "
+            "'numpy'))))")
+    loaded = set(subprocess.run([sys.executable, "-c", code], cwd=REPO, check=True, capture_output=True,
+                                text=True).stdout.split())
+    assert not {"torch", "numpy", "bench_kernels.training", "bench_kernels.comm_probe", "bench_kernels.sources",
+                "bench_kernels.faults", "ddptop.protocol.catalog", "ddptop.protocol.modelspec"} & loaded, loaded
+    assert not any(m.startswith(("ddptop.analysis", "ddptop.report", "ddptop.run", "ddptop.tui")) for m in loaded)
+    assert {"bench_kernels.script_sync", "bench_kernels.batches", "bench_kernels.ddp_logging"} <= loaded
+
+
 def test_the_command_names_a_script_or_a_module():
     from bench_kernels.script_target import parse_command
 
