@@ -62,7 +62,7 @@ from bench_kernels.hello import bind_cores, hello_fields
 from bench_kernels.memory_cap import CountedStepMemory, MemoryCapExceeded, limit_gpu_memory
 from bench_kernels.rank_process import (die_with_parent, events_writer, exit_without_teardown, raise_on_stop_signals,
                                        read_launch_spec, report_unwritable)
-from bench_kernels.timing import Agree, InjectedFault, Measured, SampleStream, alone, measure_round
+from bench_kernels.timing import Agree, InjectedFault, Measured, SampleStream, alone, max_over_group, measure_round
 from bench_kernels.compiled import first_step
 from bench_kernels.trace import trace_steps
 from bench_kernels.training import Training, accepts, build_training, devices_used, eager_ddp
@@ -289,14 +289,7 @@ class Worker:
         the process group, between blocks of steps (never inside a timed step); a single process alone."""
         if self.world_size == 1 or cfg.mode in (Mode.NO_DDP, Mode.DP):
             return alone
-        torch, dist, device = self.torch, self.dist, self.device
-
-        def agree(values: list[float]) -> list[float]:
-            figures = torch.tensor(values, dtype=torch.float64, device=device)
-            dist.all_reduce(figures, op=dist.ReduceOp.MAX)
-            return figures.tolist()
-
-        return agree
+        return max_over_group(self.torch, self.device)
 
     def _largest_on_any_rank(self, iters: int) -> int:
         """Every rank must run the same number of steps, or DDP deadlocks: they all take the largest."""

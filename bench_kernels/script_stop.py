@@ -13,7 +13,8 @@ from typing import Any
 
 from bench_kernels.script_steps import StepStream
 from bench_kernels.script_sync import GradSync
-from bench_kernels.timing import FIXED, TIME_BUDGET, Agree, PrecisionLooks, StopRule, alone, budget_iterations
+from bench_kernels.timing import (FIXED, TIME_BUDGET, Agree, PrecisionLooks, StopRule, alone, budget_iterations,
+                                  max_over_group)
 from ddptop.protocol.launchspec import RunConfig
 
 # --iters auto where the ranks cannot agree between blocks (no process group of the launch's size): a fixed count
@@ -97,14 +98,4 @@ class MeasuredSteps:
         backend = str(dist.get_backend())
         on_cpu = "gloo" in backend or "nccl" not in backend
         device = torch.device("cpu") if on_cpu else torch.device("cuda", torch.cuda.current_device())
-
-        def agree(values: list[float]) -> list[float]:
-            figures = torch.tensor(values, dtype=torch.float64, device=device)
-            self.sync.own += 1  # the probe's collective, not the script's
-            try:
-                dist.all_reduce(figures, op=dist.ReduceOp.MAX)
-            finally:
-                self.sync.own -= 1
-            return figures.tolist()
-
-        return agree
+        return max_over_group(torch, device, self.sync.own_collective)

@@ -28,13 +28,14 @@ call goes on unchanged, and ``config_end``'s note says what was not measured fro
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.abc
 import inspect
 import os
 import sys
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from bench_kernels.ddp_logging import ddp_logging_mark, ddp_logging_times
@@ -364,6 +365,15 @@ class GradSync:
             wrapper.comm_hook = view._get_ddp_logging_data().get("comm_hook") or None
         except Exception as exc:  # noqa: BLE001 - the probe fails open
             self.failed("DDP's timers not read", exc)
+
+    @contextlib.contextmanager
+    def own_collective(self) -> Iterator[None]:
+        """The probe's own collective (the ranks' agreement) runs inside: not counted as the script's."""
+        self.own += 1
+        try:
+            yield
+        finally:
+            self.own -= 1
 
     def failed(self, what: str, exc: BaseException) -> None:
         """Say once what was not measured, from which step, and why."""

@@ -25,6 +25,7 @@ import statistics
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ddptop.protocol.launchspec import RunConfig
 from ddptop.protocol.precision import relative_half_width
@@ -49,6 +50,21 @@ Agree = Callable[[list[float]], list[float]]
 def alone(values: list[float]) -> list[float]:
     """The agreement of a single process: its own figures."""
     return list(values)
+
+
+def max_over_group(torch: Any, device: Any, around: Callable[[], Any] = contextlib.nullcontext) -> Agree:
+    """The agreement of the ranks of the default process group: a MAX all_reduce of a few float64 figures on
+    ``device``, called between blocks of steps, never inside a timed step; ``around`` the collective (the
+    probe keeps its own collective out of the script's count)."""
+    dist = torch.distributed
+
+    def agree(values: list[float]) -> list[float]:
+        figures = torch.tensor(values, dtype=torch.float64, device=device)
+        with around():
+            dist.all_reduce(figures, op=dist.ReduceOp.MAX)
+        return figures.tolist()
+
+    return agree
 
 
 class SampleStream:
