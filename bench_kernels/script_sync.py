@@ -71,12 +71,13 @@ class _LoggerView:
 class Wrapper:
     """One model the script wrapped for data parallelism, and what its forwards did since the last step."""
 
-    __slots__ = ("kind", "site", "via", "args", "rewrapped", "inner", "view", "mark", "forwards", "syncs", "steps",
+    __slots__ = ("kind", "site", "via", "modules", "args", "rewrapped", "inner", "view", "mark", "forwards", "syncs", "steps",
                  "logging", "comm_hook", "alive")
 
     def __init__(self, kind: str, site: tuple[str | None, str | None], args: dict[str, str], rewrapped: bool,
                  inner: int | None) -> None:
         (self.site, self.via), self.kind, self.args, self.rewrapped, self.inner = site, kind, args, rewrapped, inner
+        self.modules = 1  # fully_shard: the modules sharded by this line with these arguments
         self.view: _LoggerView | None = None
         self.mark: dict[str, Any] | None = None
         self.forwards = 0  # micro-batches since the last step's end: forwards with gradients enabled
@@ -89,6 +90,8 @@ class Wrapper:
     def to_json(self) -> dict[str, Any]:
         found: dict[str, Any] = {"kind": self.kind, "site": self.site, "via": self.via, "args": self.args,
                                  "rewrapped": self.rewrapped}
+        if self.modules > 1:
+            found["modules"] = self.modules
         if self.kind == DDP:
             found["sync_steps"] = [[micro, syncs, count] for (micro, syncs), count in sorted(self.steps.items())]
             found["ddp_logging"] = self.logging
@@ -270,11 +273,18 @@ class GradSync:
     def made(self, kind: str, args: dict[str, str], inner: int | None) -> Wrapper | None:
         """A wrapper was made (never fails: what cannot be recorded is said in the notes)."""
         try:
+            site = call_site(self._skip)
+            if kind == FULLY_SHARD:  # a loop sharding each block: one record of that line, its modules counted
+                same = next((w for w in self.wrappers if w.kind == kind and (w.site, w.via) == site and w.args == args),
+                            None)
+                if same is not None:
+                    same.modules += 1
+                    return same
             if len(self.wrappers) >= MAX_WRAPPERS:
                 self.incomplete = True
                 return None
             rewrapped = inner is not None and any(w.inner == inner for w in self.wrappers)
-            wrapper = Wrapper(kind, call_site(self._skip), args, rewrapped, inner)
+            wrapper = Wrapper(kind, site, args, rewrapped, inner)
             self.wrappers.append(wrapper)
             return wrapper
         except Exception as exc:  # noqa: BLE001 - the probe fails open

@@ -169,6 +169,9 @@ def test_the_script_s_own_collectives_are_counted_the_probe_s_are_not(tmp_path, 
     assert end["script"]["wrappers"] == [] and end["script"]["collectives"] == 2 * 5
 
 
+MAX_BLOCKS = script_sync.MAX_WRAPPERS + 2
+
+
 def test_zero_and_fully_shard_are_recorded_where_made_and_their_modules_restored_after(tmp_path, one_rank_group):
     torch = one_rank_group
 
@@ -178,15 +181,24 @@ def test_zero_and_fully_shard_are_recorded_where_made_and_their_modules_restored
 
         model = torch.nn.Linear(4, 2)
         optimizer = ZeroRedundancyOptimizer(model.parameters(), optimizer_class=torch.optim.SGD, lr=0.1)
-        fully_shard(torch.nn.Linear(4, 2))
+        blocks = torch.nn.Sequential(*(torch.nn.Linear(4, 4) for _ in range(MAX_BLOCKS)))
+        for block in blocks:  # each block sharded by one line, then the whole: two records, not one a block
+            fully_shard(block)
+        fully_shard(blocks)
         for _ in range(100):
             model(torch.ones(2, 4)).sum().backward()
             optimizer.step()
             optimizer.zero_grad()
 
     end = Probed(tmp_path, torch).run(loop)
-    assert [w["kind"] for w in end["script"]["wrappers"]] == [script_sync.ZERO, script_sync.FULLY_SHARD]
+    kinds = [w["kind"] for w in end["script"]["wrappers"]]
+    assert kinds == [script_sync.ZERO, script_sync.FULLY_SHARD, script_sync.FULLY_SHARD], kinds
     assert all(w["site"].startswith(f"{os.path.relpath(__file__)}:") for w in end["script"]["wrappers"])
+    # more blocks than the probe keeps wrappers: one record of the loop's line, none missed
+    assert [w.get("modules") for w in end["script"]["wrappers"]] == [None, MAX_BLOCKS, None]
+    assert "wrappers_incomplete" not in end["script"]
+    assert any(line.endswith(f" on {MAX_BLOCKS} modules: synchronisations not counted for this kind")
+               for line in sync_analysis.seen_lines(end["script"]))
     assert end["note"] is None and sync_analysis.synchronises(end["script"]) is True
     import torch.distributed.fsdp as fsdp
     from torch.distributed.optim import ZeroRedundancyOptimizer

@@ -267,6 +267,8 @@ def seen_lines(seen: Mapping[str, Any] | None) -> list[str]:
             continue
         args = ", ".join(f"{k}={v}" for k, v in (wrapper.get("args") or {}).items())
         line = f"{wrapper.get('kind')}{site_words(wrapper.get('site'), wrapper.get('via'))}" + (f" ({args})" if args else "")
+        if (wrapper.get("modules") or 1) > 1:
+            line += f" on {wrapper['modules']} modules"
         if wrapper.get("rewrapped"):
             line += ", wrapping a model another wrapper already holds"
         if wrapper.get("comm_hook"):

@@ -243,6 +243,7 @@ class WrapperSeen(Record):
     kind: str | None = None
     site: str | None = None  # path:line of the user's code that led to the constructor's call
     via: str | None = None  # path:line of the library's call that made it, where a framework did (accelerate)
+    modules: int | None = None  # fully_shard: the modules one line sharded (a loop over the blocks), where several
     args: dict[str, str] = field(default_factory=dict)
     rewrapped: bool | None = None
     sync_steps: list[list[int]] | None = None
@@ -251,7 +252,7 @@ class WrapperSeen(Record):
     exposed_comm_s: list[float] | None = None
     backward_comm_s: list[float] | None = None
 
-    _only_when_set: ClassVar[frozenset[str]] = frozenset({"via", "sync_steps", "ddp_logging", "comm_hook", "exposed_comm_s",
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"via", "modules", "sync_steps", "ddp_logging", "comm_hook", "exposed_comm_s",
                                                           "backward_comm_s"})
 
 
