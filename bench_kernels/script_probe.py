@@ -351,7 +351,7 @@ class ScriptProbe:
         self.trace = None
 
     def _heard(self, doing: str) -> None:  # the hang watch hears the rank through every traced step
-        self.writer.emit("heartbeat", config_id=self.cfg.config_id, doing=doing)
+        self.writer.emit("heartbeat", config_id=self.cfg.config_id, doing=doing, trace=True)
         self.writer.flush()
 
     def _start_measuring(self) -> bool:

@@ -222,6 +222,44 @@ def test_a_traced_configuration_says_its_trace_then_its_communication_analysis(t
     session.close()
 
 
+def test_a_script_s_traced_steps_are_said_as_its_trace_before_its_end(tmp_path):
+    """A script's ranks trace after their measured steps and end after: while they say so (heartbeats with
+    ``trace``), the view says its profiler trace runs, not a running configuration with nothing left; its end
+    after the trace makes it ok with nothing running."""
+    script = tmp_path / "train.py"
+    script.write_text("print('training')\n")
+    plan = build_plan(PlanOptions(script=[str(script)], world_sizes=[2], iters=10, warmup=1, launches=1,
+                                  trace_steps=3), Inventory(problem="test"), cpu_count=2)
+    session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), plan.name))
+    (launch,) = plan.launches()
+    (config,) = launch.configs
+    session.mark(what="launch_start", launch=f"01-{launch.launch_key}", world_size=2, backend=launch.backend,
+                 configs=[config.config_id])
+    events = os.path.join(rundir.launch_dir(session.run_dir, 1, launch.launch_key, 0), "events")
+    writers = [EventWriter(os.path.join(events, f"rank-{r}.jsonl"), r, 0.0) for r in range(2)]
+
+    def emit_all(kind, **fields):
+        for writer in writers:
+            writer.emit(kind, config_id=config.config_id, **fields)
+            writer.flush()
+        session.refresh()
+        (shown,) = session.snapshot().configs
+        return shown
+
+    emit_all("config_start", warmup=1, iters=10)
+    shown = emit_all("samples", phase="measure", first_iter=0, sec=[0.05] * 10)
+    assert shown.status == "running" and not shown.analysing
+    shown = emit_all("heartbeat", doing="traced step 1 of 5", trace=True)
+    assert shown.status == "running" and shown.analysis_phase == "profiler trace"
+    assert f"analysing {shown.heading}: profiler trace" in _status_line(session)
+    emit_all("trace", path="traces/x/rank0.pt.trace.json.gz", steps=3, wall_s=1.0, note="no room")
+    shown = emit_all("config_end", status="ok", iters=10, warmup_iters=1, ended_by="ddptop")
+    assert shown.status == "ok" and not shown.analysing and session.snapshot().analysing() is None
+    for writer in writers:
+        writer.close()
+    session.close()
+
+
 @pytest.mark.parametrize("ending", ["reported", "launch ended"])
 def test_a_ddp_configuration_is_analysing_between_its_end_and_its_analysis(tmp_path, ending):
     """Its steps ended well, its compute/communication split still runs: the views say so, until every rank

@@ -54,6 +54,7 @@ class ConfigState:
     comm: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> comm event (DDP logging, hook)
     compiles: list[dict[str, Any]] = field(default_factory=list)  # torch.compile's first step, one per launch
     traces: dict[int, dict[str, Any]] = field(default_factory=dict)  # rank -> its trace event (the file, its cost)
+    tracing: bool = False  # a script's rank said it runs its traced steps (its steps are over, its end to come)
     log_tail: list[str] = field(default_factory=list)  # last lines of the ranks' stderr, when it failed
     started_t: float | None = None
     ended_t: float | None = None

@@ -160,7 +160,11 @@ class Session:
 
     # -- a launch's events: what the launch, not one configuration, keeps ----------------------------------
     def _on_heartbeat(self, event: dict[str, Any], launch: str) -> None:
-        """A rank alive between samples: nothing to keep."""
+        """A rank alive between samples: nothing to keep, but that a script's rank runs its traced steps (its
+        configuration is running until its end, which comes after them: the view says what runs meanwhile)."""
+        state = self.configs.get(event.get("config_id") or "")
+        if event.get("trace") and state is not None and state.status == Status.RUNNING:
+            state.tracing = True
 
     def _on_hello(self, event: dict[str, Any], launch: str) -> None:
         self.hellos[(launch, event["rank"])] = event
@@ -372,9 +376,11 @@ class Session:
             return next((c for c in self.order if self.configs[c].status == Status.RUNNING), None)
 
     def _analysing(self, state: ConfigState) -> str:
-        """What runs after its steps ended well, a rank having yet to report it: its profiler trace, then its
-        communication analysis; "" when nothing does, or its launch ended (taking any analysis left with it)."""
-        if state.status != Status.OK or state.analysis_error is not None:
+        """What runs after its steps ended well, a rank having yet to report it: its profiler trace (a script's
+        while its ranks trace, before its end), then its communication analysis; "" when nothing does, or its
+        launch ended (taking any analysis left with it)."""
+        tracing = state.status == Status.RUNNING and state.tracing  # a script's, before its end
+        if not tracing and (state.status != Status.OK or state.analysis_error is not None):
             return ""
         processes = state.spec.processes
         if state.spec.trace_steps > 0 and len(state.traces) < processes:

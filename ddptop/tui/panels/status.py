@@ -35,7 +35,7 @@ class StatusLine(CachedStatic):
         going = snapshot.going
         analysing = session.analysing() if going else None
         command_at = None
-        if running is not None:
+        if running is not None and not (running.analysing and going):  # a script tracing: said as analysing
             left = eta.config_remaining(running, end) if going else None
             if running.script is not None and running.script.command:  # a user's script: what it runs
                 command_at = len(parts)
