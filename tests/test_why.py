@@ -246,7 +246,8 @@ def test_gpm_counters_from_the_hopper_node_to_the_load_table(tmp_path):
         82.0, 41.0, 33.0, 57.0)  # the node's steady figures, read back through nvmlGpmMetricsGet
     figures = window_figures(records, records[1]["t"] - 1e-3, records[-1]["t"], "L1", examples=100)
     assert figures["gpus"] == [0] and figures["sm_active_mean"] == 82.0 and figures["tensor_active_mean"] == 33.0
-    summary = {"configs": [{"label": "1M/1G", "model": "m", "batch_size": 8, "telemetry": figures}],
+    summary = {"configs": [{"label": "1M/1G", "model": "m", "batch_size": 8, "telemetry": figures,
+                            "stats": {"sec_iter": {"p50": 0.1}}}],
                "telemetry": {"info": {}}}
     text = sections.text_of("load", Summary.from_json(summary))
     assert "SM active" in text and "tensor active" in text and "82%" in text and "33%" in text
