@@ -197,3 +197,5 @@ def test_a_script_plan_runs_the_script_alone_at_each_world_size_and_survives_its
     traced = build_plan(PlanOptions(script=["train.py"], trace_steps=5), NO_GPU, cpu_count=2)
     assert traced.trace_steps == 5 and all(c.trace_steps == 5 for c in traced.configs())
     assert build_plan(PlanOptions(script=["train.py"], trace_steps=0), NO_GPU, cpu_count=2).trace_steps == 0
+    # run to its own end: no step follows the measured ones to trace
+    assert build_plan(PlanOptions(script=["train.py"], script_to_end=True), NO_GPU, cpu_count=2).trace_steps == 0

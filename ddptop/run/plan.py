@@ -56,8 +56,10 @@ def _spanning_world_sizes(one_node: list[int], per_node: int, nnodes: int) -> li
 
 def script_options(options: PlanOptions) -> PlanOptions:
     """A script's plan: no no-DDP baseline, communication probe or collective benchmark (each would run ddptop's
-    own kernel, not the script); its profiler trace runs over its own steps after the measured ones."""
-    return dataclasses.replace(options, baseline=False, comm_iters=0, collectives=[])
+    own kernel, not the script); its profiler trace runs over its own steps after the measured ones, so none
+    with --script-to-end, where no step follows them."""
+    traced = {"trace_steps": 0} if options.script_to_end else {}
+    return dataclasses.replace(options, baseline=False, comm_iters=0, collectives=[], **traced)
 
 
 def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None = None) -> Plan:
