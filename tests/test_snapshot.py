@@ -1,5 +1,6 @@
 """Snapshots: what views read while another thread feeds the session, and what they hold."""
 
+import functools
 import json
 import os
 import threading
@@ -181,10 +182,11 @@ def test_with_rounds_the_view_follows_the_configuration_being_measured(tmp_path)
     session.close()
 
 
-def _two_ranks_of_one_launch(tmp_path, comm_iters, trace_steps=0):
-    """A session of one resnet18 configuration at N=2 whose launch has started, and its two ranks' writers."""
-    options = PlanOptions(models=["resnet18"], world_sizes=[2], batch_sizes=[4], iters=10, warmup=0,
-                          comm_iters=comm_iters, baseline=False, launches=1, trace_steps=trace_steps)
+def _two_ranks_of_one_launch(tmp_path, comm_iters, trace_steps=0, options=None):
+    """A session of one resnet18 configuration at N=2 (or of ``options``' one) whose launch has started, and its
+    two ranks' writers."""
+    options = options or PlanOptions(models=["resnet18"], world_sizes=[2], batch_sizes=[4], iters=10, warmup=0,
+                                     comm_iters=comm_iters, baseline=False, launches=1, trace_steps=trace_steps)
     plan = build_plan(options, Inventory(problem="test"), cpu_count=2)
     session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), plan.name))
     (launch,) = plan.launches()
@@ -196,16 +198,21 @@ def _two_ranks_of_one_launch(tmp_path, comm_iters, trace_steps=0):
     return session, config, name, writers
 
 
+def _emit_all(session, config, writers, kind, **fields):
+    """One event of ``kind`` from every rank, read by the session: the configuration as the views show it."""
+    for writer in writers:
+        writer.emit(kind, config_id=config.config_id, **fields)
+        writer.flush()
+    session.refresh()
+    (shown,) = session.snapshot().configs
+    return shown
+
+
 def test_a_traced_configuration_says_its_trace_then_its_communication_analysis(tmp_path):
     """After its steps, the profiler trace runs before the compute/communication split: the status line names
     each in turn, and nothing once every rank reported both."""
     session, config, name, writers = _two_ranks_of_one_launch(tmp_path, comm_iters=5, trace_steps=3)
-
-    def emit_all(kind, **fields):
-        for writer in writers:
-            writer.emit(kind, config_id=config.config_id, **fields)
-            writer.flush()
-        session.refresh()
+    emit_all = functools.partial(_emit_all, session, config, writers)
 
     emit_all("config_start", warmup=0, iters=10)
     emit_all("samples", phase="measure", first_iter=0, sec=[0.05] * 10)
@@ -228,23 +235,9 @@ def test_a_script_s_traced_steps_are_said_as_its_trace_before_its_end(tmp_path):
     after the trace makes it ok with nothing running."""
     script = tmp_path / "train.py"
     script.write_text("print('training')\n")
-    plan = build_plan(PlanOptions(script=[str(script)], world_sizes=[2], iters=10, warmup=1, launches=1,
-                                  trace_steps=3), Inventory(problem="test"), cpu_count=2)
-    session = Session.create(plan, rundir.create_run_dir(str(tmp_path / "run"), plan.name))
-    (launch,) = plan.launches()
-    (config,) = launch.configs
-    session.mark(what="launch_start", launch=f"01-{launch.launch_key}", world_size=2, backend=launch.backend,
-                 configs=[config.config_id])
-    events = os.path.join(rundir.launch_dir(session.run_dir, 1, launch.launch_key, 0), "events")
-    writers = [EventWriter(os.path.join(events, f"rank-{r}.jsonl"), r, 0.0) for r in range(2)]
-
-    def emit_all(kind, **fields):
-        for writer in writers:
-            writer.emit(kind, config_id=config.config_id, **fields)
-            writer.flush()
-        session.refresh()
-        (shown,) = session.snapshot().configs
-        return shown
+    options = PlanOptions(script=[str(script)], world_sizes=[2], iters=10, warmup=1, launches=1, trace_steps=3)
+    session, config, _, writers = _two_ranks_of_one_launch(tmp_path, 0, options=options)
+    emit_all = functools.partial(_emit_all, session, config, writers)
 
     emit_all("config_start", warmup=1, iters=10)
     shown = emit_all("samples", phase="measure", first_iter=0, sec=[0.05] * 10)
@@ -265,14 +258,7 @@ def test_a_ddp_configuration_is_analysing_between_its_end_and_its_analysis(tmp_p
     """Its steps ended well, its compute/communication split still runs: the views say so, until every rank
     has reported it or the launch ended without it."""
     session, config, name, writers = _two_ranks_of_one_launch(tmp_path, comm_iters=5)
-
-    def emit_all(kind, **fields):
-        for writer in writers:
-            writer.emit(kind, config_id=config.config_id, **fields)
-            writer.flush()
-        session.refresh()
-        (shown,) = session.snapshot().configs
-        return shown
+    emit_all = functools.partial(_emit_all, session, config, writers)
 
     assert not emit_all("config_start", warmup=0, iters=10).analysing
     emit_all("samples", phase="measure", first_iter=0, sec=[0.05] * 10)
