@@ -71,12 +71,13 @@ class _LoggerView:
 class Wrapper:
     """One model the script wrapped for data parallelism, and what its forwards did since the last step."""
 
-    __slots__ = ("kind", "site", "via", "modules", "args", "rewrapped", "inner", "view", "mark", "forwards", "syncs", "steps",
-                 "logging", "comm_hook", "alive")
+    __slots__ = ("kind", "site", "via", "modules", "args", "rewrapped", "inner", "view", "mark", "forwards", "syncs",
+                 "steps", "logging", "comm_hook", "alive")
 
     def __init__(self, kind: str, site: tuple[str | None, str | None], args: dict[str, str], rewrapped: bool,
                  inner: int | None) -> None:
-        (self.site, self.via), self.kind, self.args, self.rewrapped, self.inner = site, kind, args, rewrapped, inner
+        self.site, self.via = site  # the user's line, and the library's that made it (call_site)
+        self.kind, self.args, self.rewrapped, self.inner = kind, args, rewrapped, inner
         self.modules = 1  # fully_shard: the modules sharded by this line with these arguments
         self.view: _LoggerView | None = None
         self.mark: dict[str, Any] | None = None
@@ -105,17 +106,20 @@ _LIBRARIES = tuple(sorted({os.path.dirname(os.__file__), *(p for p in sys.path i
                           key=len, reverse=True))
 
 
-def _shown(path: str, line: int) -> str:
-    """``path:line`` as a user reads it: relative to where the rank started (where ddptop was started) when
-    under it, a library's from its package folder on, else as it is."""
-    for folder in _LIBRARIES:
-        if path.startswith(folder + os.sep):
-            return f"{os.path.relpath(path, folder)}:{line}"
+def _in_library(path: str) -> str | None:
+    """The path of an installed library's file from its package folder on; None for any other file."""
+    folder = next((f for f in _LIBRARIES if path.startswith(f + os.sep)), None)
+    return os.path.relpath(path, folder) if folder is not None else None
+
+
+def _shown(path: str) -> str:
+    """A path of the user's as they read it: relative to where the rank started (where ddptop was started) when
+    under it, else as it is."""
     try:
         relative = os.path.relpath(path)
     except ValueError:  # another drive
         relative = path
-    return f"{path if relative.startswith(os.pardir) else relative}:{line}"
+    return path if relative.startswith(os.pardir) else relative
 
 
 def call_site(skip: tuple[str, ...]) -> tuple[str | None, str | None]:
@@ -127,10 +131,10 @@ def call_site(skip: tuple[str, ...]) -> tuple[str | None, str | None]:
     while frame is not None:
         path = frame.f_code.co_filename
         if not (path.startswith(skip) or path.startswith("<") or os.path.basename(path) == "runpy.py"):
-            shown = _shown(path, frame.f_lineno)
-            if not path.startswith(tuple(folder + os.sep for folder in _LIBRARIES)):
-                return shown, made
-            made = made or shown
+            library = _in_library(path)
+            if library is None:
+                return f"{_shown(path)}:{frame.f_lineno}", made
+            made = made or f"{library}:{frame.f_lineno}"
         frame = frame.f_back  # type: ignore[assignment]
     return made, None
 

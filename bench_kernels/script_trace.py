@@ -77,9 +77,8 @@ class ScriptTrace:
         """The script ended inside the window: stop the profiler, keeping the steps it traced (their file)."""
         if self.prof is None or len(self.step_s) >= self.total:
             return
-        kept = max(0, len(self.step_s) - PROFILER_WARMUP - 1)
         self.note = (f"the script ended after {len(self.step_s)} of its {self.total} traced steps (one warm-up, "
-                     f"{kept} kept, one left out)")
+                     f"{self.kept} kept, one left out)")
         self.progress("writing the trace")
         try:
             self.prof.stop()
@@ -95,11 +94,15 @@ class ScriptTrace:
             self.note = f"{self.note}; {lost}" if self.note else lost
         self.export_s = time.perf_counter() - started
 
+    @property
+    def kept(self) -> int:
+        """The traced steps the breakdown keeps: those after the warm-up, less the last one recorded."""
+        return min(self.steps, max(0, len(self.step_s) - PROFILER_WARMUP - 1))
+
     def fields(self) -> dict[str, Any]:
         """The ``trace`` event's fields, as the kernel's (``bench_kernels.trace.trace_steps``)."""
-        kept = self.step_s[PROFILER_WARMUP:PROFILER_WARMUP + self.steps]
-        steps = self.steps if len(self.step_s) >= self.total else max(0, len(self.step_s) - PROFILER_WARMUP - 1)
-        fields: dict[str, Any] = {"steps": steps, "step_s": kept[:steps], "wall_s": time.perf_counter() - self.started,
+        kept = self.step_s[PROFILER_WARMUP:PROFILER_WARMUP + self.kept]
+        fields: dict[str, Any] = {"steps": self.kept, "step_s": kept, "wall_s": time.perf_counter() - self.started,
                                   "export_s": self.export_s, "note": self.note, "device": self.device_type}
         if self.export_s is not None and os.path.exists(self.path):
             fields["size_bytes"] = os.path.getsize(self.path)

@@ -22,7 +22,7 @@ Standard library only; ``script_figures`` adds the figures (``grad_sync``) to a 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ddptop import units
@@ -113,12 +113,16 @@ def alone_reason(seen: Mapping[str, Any]) -> str | None:
             "in the measured steps: every forward ran inside no_sync())")
 
 
+def micro_batches_run(sync_steps: Iterable[Sequence[int]] | None) -> int:
+    """The micro-batches a DDP model ran over its measured steps ([micro-batches, syncs, steps] each): the main
+    model of a script is the one that ran the most (the first where none were counted)."""
+    return sum(micro * n for micro, _, n in sync_steps or ())
+
+
 def _main_ddp(seen: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """The DDP model that ran the most micro-batches in the measured steps (the first where none were counted)."""
+    """The DDP model that ran the most micro-batches in the measured steps (``micro_batches_run``)."""
     ddp = [w for w in (seen or {}).get("wrappers") or () if isinstance(w, Mapping) and w.get("kind") == DDP]
-    if not ddp:
-        return None
-    return max(ddp, key=lambda w: sum(micro * n for micro, _, n in w.get("sync_steps") or ()))
+    return max(ddp, key=lambda w: micro_batches_run(w.get("sync_steps")), default=None)
 
 
 def _typical(wrapper: Mapping[str, Any]) -> tuple[int, int] | None:

@@ -143,6 +143,16 @@ def _host_words(idle: Mapping[str, Any], gpus: int, ranks: int) -> str:
             f"{units.percent(low)}–{units.percent(high)}, {where}), {rank} — try {HOST_ADVICE}")
 
 
+def _config_trace(entry: Mapping[str, Any]) -> traces.ConfigTrace | None:
+    return traces.ConfigTrace.from_json(entry["trace"]) if isinstance(entry.get("trace"), Mapping) else None
+
+
+def _measured_pace_on_gpu(entry: Mapping[str, Any], trace: traces.ConfigTrace | None) -> bool:
+    """A GPU configuration's trace of the device's own work, its steps run at the measured pace: one that says
+    where the measured steps' GPU time went."""
+    return entry.get("device") == "cuda" and traces.on_gpu(trace) and traces.faithful(trace)
+
+
 def _traced_host_bound(trace: traces.ConfigTrace | None) -> bool:
     """Every traced step of every rank left the GPU idle more than ``HOST_IDLE_SHARE`` of the step, most of it
     waiting for the host (nothing queued)."""
@@ -211,12 +221,12 @@ def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = No
     if total and peak and peak / total >= MEMORY_FULL:
         notes.append(f"memory: {units.percent(peak / total)} of GPU memory at batch {entry.get('batch_size')}")
 
-    trace = traces.ConfigTrace.from_json(entry["trace"]) if entry.get("trace") else None
+    trace = _config_trace(entry)
     notes += _traced_notes(trace)
     mfu = _mfu_words(entry)
     idle = telemetry.get("gpu_idle")
     traced = on_gpu and traces.on_gpu(trace)
-    if traced and trace is not None and traces.faithful(trace):  # the trace says where the GPU's time went; NVML's share confirms or not
+    if trace is not None and _measured_pace_on_gpu(entry, trace):  # where the GPU's time went; NVML confirms or not
         if _traced_host_bound(trace):
             return {"kind": HOST, "text": "; ".join([_traced_host_words(trace, idle)] + ([mfu] if mfu else []) + notes)}
         if idle and _host_bound(idle):
@@ -326,9 +336,8 @@ def script_verdict(entry: Mapping[str, Any]) -> dict[str, Any]:
         kind = INPUT
         parts.append(f"input-bound: the ranks wait for data {share}, above {units.percent(INPUT_BOUND_SHARE)} "
                      f"beyond noise — {script_steps.loader_advice(seen)}")
-    trace = traces.ConfigTrace.from_json(entry["trace"]) if isinstance(entry.get("trace"), Mapping) else None
-    if (kind is None and entry.get("device") == "cuda" and traces.on_gpu(trace) and trace is not None
-            and traces.faithful(trace) and _traced_host_bound(trace)):
+    trace = _config_trace(entry)
+    if kind is None and trace is not None and _measured_pace_on_gpu(entry, trace) and _traced_host_bound(trace):
         kind = HOST  # its traced steps left the GPU waiting for the host: the step is the host's, whatever N
         parts.append(_traced_host_words(trace, (entry.get("telemetry") or {}).get("gpu_idle")))
     if grew:

@@ -8,7 +8,7 @@ from ddptop import units
 from ddptop.protocol.vocab import Mode
 from ddptop.report.blocks import Block, Caption, Items, Note, Part, Table
 from ddptop.report.cells import config_name, not_measured, unlisted_note
-from ddptop.analysis.script_sync import DDP
+from ddptop.analysis.script_sync import DDP, micro_batches_run
 from ddptop.report.schema import (Achieved, Buckets, CollectiveTable, Config, DdpLogging, Estimate, Straggler,
                                   ScalingRow, StragglerEvidence, Summary, WrapperSeen, ci_of, value_of)
 
@@ -59,9 +59,9 @@ def communication_rows(summary: Summary) -> list[tuple[str, ...]]:
 
 
 def _main_ddp(entry: Config) -> WrapperSeen | None:
-    """The script's DDP model that ran the most micro-batches in the measured steps (``analysis/script_sync``)."""
+    """The script's DDP model that ran the most micro-batches in the measured steps, as the analysis chose it."""
     ddp = [w for w in (entry.script.wrappers or []) if w.kind == DDP] if entry.script else []
-    return max(ddp, key=lambda w: sum(micro * n for micro, _, n in w.sync_steps or ()), default=None)
+    return max(ddp, key=lambda w: micro_batches_run(w.sync_steps), default=None)
 
 
 def _script_row(entry: Config, estimate: ScalingRow | None) -> tuple[str, ...] | None:
@@ -126,9 +126,9 @@ def communication_block(summary: Summary) -> Block:
     rows = communication_rows(summary)
     if not rows:
         return Block()
-    listed = {e.config_id for e in summary.configs if e.communication or _script_row(e, None) is not None}
+    scripts = {e.config_id for e in summary.configs if not e.communication and _script_row(e, None) is not None}
+    listed = scripts | {e.config_id for e in summary.configs if e.communication}
     missing = unlisted_note(summary.configs, listed, _without_split)
-    scripts = len(listed) > len([e for e in summary.configs if e.communication])
     parts: list[Part] = [Table(COMM_HEADER, rows, first_left=True), Note(COMM_NOTE)]
     parts += [Note(SCRIPT_COMM_NOTE)] if scripts else []
     return Block("Compute vs communication (per step)", parts + ([Note(missing)] if missing else []))

@@ -62,9 +62,15 @@ def _rank_readings(load: WindowLoad) -> str:
     return str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
 
 
+def _has_row(entry: Config) -> bool:
+    """Read during its measured steps: a configuration with no measured step had no window to read the load of
+    (it is named under the table, with why)."""
+    return bool(entry.telemetry) and entry.stats is not None
+
+
 def _load_cells(entry: Config) -> tuple[str, ...] | None:
     load = entry.telemetry
-    if not load or entry.stats is None:  # no measured step: no window to read the load of (named under the table)
+    if load is None or not _has_row(entry):
         return None
     cpus = [r.cpu_mean for r in load.ranks.values() if r.cpu_mean is not None]
     peak, source = memory_peak(entry, load)
@@ -107,7 +113,7 @@ def load_rows(summary: Summary) -> list[tuple[str, ...]]:
     for entry in summary.configs:
         cells = _load_cells(entry)
         if cells is None or entry.telemetry is None:
-            continue  # named under the table (``_without_row``)
+            continue  # named under the table (``_has_row``, ``_without_row``)
         load = entry.telemetry
         rows.append(cells + (tuple(units.percent(load.gpm(k), fraction=False) for k in GPM_LOAD_KEYS)
                              if counted else ()))
@@ -145,6 +151,5 @@ def load_block(summary: Summary) -> Block:
     title = "Load during measured steps (telemetry"
     title += f", {info['fake_label']} GPUs)" if info.get("fake") else ")"
     parts: list[Part] = [Table(_load_header(summary), rows, first_left=True)] if rows else []
-    missing = unlisted_note(summary.configs, {e.config_id for e in summary.configs if _load_cells(e) is not None},
-                            _without_row)
+    missing = unlisted_note(summary.configs, {e.config_id for e in summary.configs if _has_row(e)}, _without_row)
     return Block(title, parts + [Note(note) for note in load_notes(summary) + ([missing] if missing else [])])

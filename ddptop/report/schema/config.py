@@ -252,8 +252,8 @@ class WrapperSeen(Record):
     exposed_comm_s: list[float] | None = None
     backward_comm_s: list[float] | None = None
 
-    _only_when_set: ClassVar[frozenset[str]] = frozenset({"via", "modules", "sync_steps", "ddp_logging", "comm_hook", "exposed_comm_s",
-                                                          "backward_comm_s"})
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"via", "modules", "sync_steps", "ddp_logging", "comm_hook",
+                                                          "exposed_comm_s", "backward_comm_s"})
 
 
 @dataclass(kw_only=True)
@@ -284,8 +284,8 @@ class GradSync(Record):
     comm_grew: bool | None = None  # None: not measured
 
     _only_when_set: ClassVar[frozenset[str]] = frozenset({
-        "via", "steps", "micro_batches", "syncs", "every_micro_batch", "comm_hook", "exposed_comm_s", "exposed_comm_range_s",
-        "backward_comm_s", "exposed_comm_share", "threads_per_rank", "reference_world_size",
+        "via", "steps", "micro_batches", "syncs", "every_micro_batch", "comm_hook", "exposed_comm_s",
+        "exposed_comm_range_s", "backward_comm_s", "exposed_comm_share", "threads_per_rank", "reference_world_size",
         "reference_threads_per_rank", "reference_exposed_comm_s", "comm_growth_s", "step_growth_low_s", "comm_grew"})
 
 
