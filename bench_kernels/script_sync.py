@@ -13,7 +13,11 @@ For DDP, each forward with gradients enabled is one micro-batch, and one whose `
 is true synchronises its gradients in the backward that follows (``DistributedDataParallel._pre_forward`` and
 ``no_sync()`` in torch/nn/parallel/distributed.py): ``DistributedDataParallel.forward`` is replaced on the class
 by one that counts them (an attribute read and an integer add), and every measured step keeps how many of each
-it ran. DDP's own timers (``_get_ddp_logging_data``: forward and backward compute, backward communication and
+it ran. FSDP's are counted alike, on the root alone (inner instances and sharded blocks run inside it): a
+``FullyShardedDataParallel`` forward synchronises unless inside its ``no_sync()`` (``_sync_gradients``); a module
+``fully_shard`` sharded gets a forward pre-hook, after FSDP's own, and reduces its gradients unless
+``set_requires_gradient_sync(False)`` turned that off (its parameter groups' ``reduce_grads``). One line that
+shards several modules (a loop over the blocks, FSDP's auto-wrapping) is one record, its modules counted. DDP's own timers (``_get_ddp_logging_data``: forward and backward compute, backward communication and
 its overlap with compute) are read over the measured steps as ddptop's kernel reads them
 (``comm_probe.ddp_logging_mark``), with every step recorded (``_set_ddp_runtime_logging_sample_rate(1)``), up
 to the configuration's end or the model's collection, whichever comes first (its logger holds the gradient
@@ -45,6 +49,7 @@ DDP = "DistributedDataParallel"
 FSDP = "FullyShardedDataParallel"
 FULLY_SHARD = "fully_shard"
 ZERO = "ZeroRedundancyOptimizer"
+COUNTED = (DDP, FSDP, FULLY_SHARD)  # kinds whose micro-batches and synchronisations each step are counted
 # DDP's keyword arguments that shape its gradient synchronisation, kept as the script gave them
 DDP_ARGS = ("bucket_cap_mb", "find_unused_parameters", "gradient_as_bucket_view", "static_graph", "broadcast_buffers")
 MAX_WRAPPERS = 8  # wrappers recorded; a script that makes more (one a step?) is said to, the rest not kept
@@ -88,13 +93,19 @@ class Wrapper:
         self.comm_hook: str | None = None
         self.alive = True  # its model is not gone
 
+    def micro_batch(self, syncs: bool) -> None:
+        self.forwards += 1
+        if syncs:
+            self.syncs += 1
+
     def to_json(self) -> dict[str, Any]:
         found: dict[str, Any] = {"kind": self.kind, "site": self.site, "via": self.via, "args": self.args,
                                  "rewrapped": self.rewrapped}
         if self.modules > 1:
             found["modules"] = self.modules
-        if self.kind == DDP:
+        if self.kind in COUNTED:
             found["sync_steps"] = [[micro, syncs, count] for (micro, syncs), count in sorted(self.steps.items())]
+        if self.kind == DDP:
             found["ddp_logging"] = self.logging
             found["comm_hook"] = self.comm_hook
         return found
@@ -161,6 +172,7 @@ class GradSync:
         self.own = 0  # > 0 while the probe itself calls a collective (the ranks' agreement)
         self.ended = False
         self._skip = (os.path.dirname(os.path.abspath(torch.__file__)), _HERE)
+        self._compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
         self._undo: list[Callable[[], None]] = []
         self._failed: set[str] = set()
 
@@ -190,8 +202,6 @@ class GradSync:
 
         init, forward = DistributedDataParallel.__init__, DistributedDataParallel.forward
         signature = inspect.signature(init)
-        compiling = getattr(getattr(self.torch, "compiler", None), "is_compiling", None) or (lambda: False)
-        grad_enabled = self.torch.is_grad_enabled
         sync = self
 
         @functools.wraps(init)
@@ -203,18 +213,28 @@ class GradSync:
                 sync.incomplete = True
                 sync.failed("a DistributedDataParallel model not recorded", exc)
 
+        self._replace(DistributedDataParallel, "__init__", watched_init)
+        self._replace(DistributedDataParallel, "forward", self._counted(forward, "count_forward"))
+
+    def _counted(self, forward: Callable[..., Any], count: str) -> Callable[..., Any]:
+        """``forward`` that first has the method named ``count`` count its call (looked up at each call)."""
+
         @functools.wraps(forward)
         def counted_forward(model: Any, *args: Any, **kwargs: Any) -> Any:
-            if sync.counting and not compiling():
-                try:
-                    sync.count_forward(model, grad_enabled)
-                except Exception as exc:  # noqa: BLE001 - the probe fails open
-                    sync.counting = False
-                    sync.failed("gradient synchronisations and micro-batches not counted", exc)
+            self._count_call(count, model)
             return forward(model, *args, **kwargs)
 
-        self._replace(DistributedDataParallel, "__init__", watched_init)
-        self._replace(DistributedDataParallel, "forward", counted_forward)
+        return counted_forward
+
+    def _count_call(self, count: str, model: Any, *_: Any) -> None:
+        """One forward of a wrapped model, counted by the method named ``count`` (not while torch.compile traces
+        it: a compiled forward is not counted, and the verdicts say so)."""
+        if self.counting and not self._compiling():
+            try:
+                getattr(self, count)(model)
+            except Exception as exc:  # noqa: BLE001 - the probe fails open
+                self.counting = False
+                self.failed("gradient synchronisations and micro-batches not counted", exc)
 
     def _count_collectives(self) -> None:
         dist = self.torch.distributed
@@ -246,13 +266,18 @@ class GradSync:
             self._undo.append(functools.partial(_remove, sys.meta_path, finder))
 
     def _hook_fsdp(self, module: Any) -> None:
-        self._watch_constructor(module.FullyShardedDataParallel, FSDP)
+        fsdp = module.FullyShardedDataParallel
+        self._watch_constructor(fsdp, FSDP, counted=True)
+        self._replace(fsdp, "forward", self._counted(fsdp.forward, "count_fsdp_forward"))
         shard = getattr(module, "fully_shard", None)
         if shard is not None:
             @functools.wraps(shard)
             def watched_shard(*args: Any, **kwargs: Any) -> Any:
                 found = shard(*args, **kwargs)
-                self.made(FULLY_SHARD, {}, None)
+                wrapper = self.made(FULLY_SHARD, {}, None)
+                if wrapper is not None:
+                    for sharded in found if isinstance(found, (list, tuple)) else [found]:
+                        self._watch_shard(sharded, wrapper)
                 return found
 
             self._replace(module, "fully_shard", watched_shard)
@@ -263,22 +288,43 @@ class GradSync:
     def _hook_zero(self, module: Any) -> None:
         self._watch_constructor(module.ZeroRedundancyOptimizer, ZERO)
 
-    def _watch_constructor(self, cls: type, kind: str) -> None:
+    def _watch_constructor(self, cls: type, kind: str, counted: bool = False) -> None:
+        """Record each object ``cls`` makes; ``counted``: and find its wrapper from the object (its forwards)."""
         init = cls.__dict__["__init__"]
 
         @functools.wraps(init)
         def watched_init(obj: Any, *args: Any, **kwargs: Any) -> None:
             init(obj, *args, **kwargs)
-            self.made(kind, {}, None)
+            wrapper = self.made(kind, {}, None)
+            if counted and wrapper is not None:
+                self._register(obj, wrapper)
 
         self._replace(cls, "__init__", watched_init)
+
+    def _watch_shard(self, module: Any, wrapper: Wrapper) -> None:
+        """A module fully_shard sharded: its forwards counted by a forward pre-hook, after FSDP's own (prepended:
+        the root is known by then, and its gradient synchronisation set)."""
+        try:
+            self._register(module, wrapper)
+            handle = module.register_forward_pre_hook(functools.partial(self._count_call, "count_shard_forward"))
+            self._undo.append(handle.remove)
+        except Exception as exc:  # noqa: BLE001 - the probe fails open
+            self.counting = False
+            self.failed("gradient synchronisations and micro-batches not counted", exc)
+
+    def _register(self, model: Any, wrapper: Wrapper) -> None:
+        """Find ``wrapper`` from its model's forwards, until the model is collected."""
+        key = id(model)
+        self.by_id[key] = wrapper
+        weakref.finalize(model, self._gone, key)
 
     # -- what the hooks record ------------------------------------------------------------------------------
     def made(self, kind: str, args: dict[str, str], inner: int | None) -> Wrapper | None:
         """A wrapper was made (never fails: what cannot be recorded is said in the notes)."""
         try:
             site = call_site(self._skip)
-            if kind == FULLY_SHARD:  # a loop sharding each block: one record of that line, its modules counted
+            if kind in (FSDP, FULLY_SHARD):  # a loop sharding each block, FSDP's auto-wrapped inner instances: one
+                # record of that line, its modules counted
                 same = next((w for w in self.wrappers if w.kind == kind and (w.site, w.via) == site and w.args == args),
                             None)
                 if same is not None:
@@ -305,9 +351,7 @@ class GradSync:
             return
         if isinstance(module, type(model)):
             wrapper.rewrapped = True  # a DDP model inside another
-        key = id(model)
-        self.by_id[key] = wrapper
-        weakref.finalize(model, self._gone, key)
+        self._register(model, wrapper)
         every_step = False
         setter = getattr(model, "_set_ddp_runtime_logging_sample_rate", None)
         if setter is not None:  # DDP's timers on every step, not the first 10 and then 1 in 100
@@ -319,18 +363,36 @@ class GradSync:
         if self.measuring and wrapper.view is not None:  # made during the measured steps: its window starts here
             wrapper.mark = ddp_logging_mark(wrapper.view)
 
-    def count_forward(self, model: Any, grad_enabled: Callable[[], bool]) -> None:
+    def count_forward(self, model: Any) -> None:
+        """A DDP forward: a micro-batch with gradients, synchronising them unless inside no_sync()."""
         wrapper = self.by_id.get(id(model))
-        if wrapper is not None and grad_enabled():
-            wrapper.forwards += 1
-            if model.require_backward_grad_sync:
-                wrapper.syncs += 1
+        if wrapper is not None and self.torch.is_grad_enabled():
+            wrapper.micro_batch(model.require_backward_grad_sync)
+
+    def count_fsdp_forward(self, model: Any) -> None:
+        """A FullyShardedDataParallel forward: the root's alone is a micro-batch (its inner instances run inside
+        it; ``_is_root`` is None until the first forward, the root's, decides), synchronising unless inside its
+        no_sync() (``_sync_gradients``, torch/distributed/fsdp/fully_sharded_data_parallel.py)."""
+        wrapper = self.by_id.get(id(model))
+        if wrapper is not None and self.torch.is_grad_enabled() and getattr(model, "_is_root", None) is not False:
+            wrapper.micro_batch(bool(model._sync_gradients))
+
+    def count_shard_forward(self, module: Any) -> None:
+        """A forward of a module fully_shard sharded: the root's alone is a micro-batch (an inner module runs
+        inside it, or again in the backward under activation checkpointing), reducing its gradients unless
+        ``set_requires_gradient_sync(False)`` turned that off."""
+        wrapper = self.by_id.get(id(module))
+        if wrapper is None or not self.torch.is_grad_enabled():
+            return
+        state = module._get_fsdp_state()
+        if state._is_root:
+            wrapper.micro_batch(_reduces_gradients(state))
 
     def _gone(self, key: int) -> None:
         """A DDP model was collected: its timers read now and its logger let go (it holds the gradient buckets:
         a script that makes a model again and again must not keep them all)."""
         wrapper = self.by_id.pop(key, None)
-        if wrapper is not None:
+        if wrapper is not None and not any(w is wrapper for w in self.by_id.values()):  # its last model
             wrapper.alive = False
             self._read_end(wrapper)
 
@@ -338,7 +400,7 @@ class GradSync:
         """A training step ended (``measured``: one of the measured steps): its micro-batches and syncs kept."""
         try:
             for wrapper in self.wrappers:
-                if wrapper.kind != DDP or not wrapper.alive:
+                if wrapper.kind not in COUNTED or not wrapper.alive:
                     continue
                 if measured and self.counting:
                     key = (wrapper.forwards, wrapper.syncs)
@@ -404,6 +466,21 @@ class GradSync:
         if self.incomplete:
             found["wrappers_incomplete"] = True
         return found
+
+
+def _reduces_gradients(state: Any) -> bool:
+    """Whether fully_shard's root ``state`` reduces gradients in the coming backward: any parameter group of the
+    states it runs (``reduce_grads``, which ``set_requires_gradient_sync`` sets; torch before 2.6 kept one group
+    a state, ``_fsdp_param_group``)."""
+    states = getattr(getattr(state, "_state_ctx", None), "all_states", None) or [state]
+    for one in states:
+        groups = getattr(one, "_fsdp_param_groups", None)
+        if groups is None:
+            group = getattr(one, "_fsdp_param_group", None)
+            groups = [group] if group is not None else []
+        if any(group.reduce_grads for group in groups):
+            return True
+    return False
 
 
 def _remove(items: list[Any], item: Any) -> None:

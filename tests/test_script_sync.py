@@ -7,7 +7,8 @@ on the other ranks only where DDP's timers saw its exposed communication grow, c
 measured, N=1 without a process group as the serial baseline; the summary's records.
 
 Slow (real `ddptop run -- script.py` with gloo): a script that makes a process group and never wraps its model; DDP
-with four micro-batches a step, without and with no_sync(); a script that skips init_process_group at WORLD_SIZE 1.
+with four micro-batches a step, without and with no_sync(), and fully_shard with four, each reducing; a script
+that skips init_process_group at WORLD_SIZE 1.
 """
 
 from __future__ import annotations
@@ -275,13 +276,19 @@ def test_a_script_with_a_process_group_and_no_ddp_trains_alone(tmp_path):
 
 
 @pytest.mark.slow
-def test_ddp_accumulating_four_micro_batches_without_no_sync_is_told_the_fix_at_its_line(tmp_path):
-    configs, report, site = run_script(tmp_path, "every", "2", "ddp", accumulate=4)
+@pytest.mark.parametrize("mode", ["ddp", "shard"])
+def test_accumulating_four_micro_batches_each_synchronising_is_told_the_fix_at_its_line(tmp_path, mode):
+    configs, report, site = run_script(tmp_path, "every", "2", mode, accumulate=4)
     text = configs[2]["verdict"]["text"]
     assert "gradients synchronised on every micro-batch: 4 micro-batches a step" in text, text
-    assert f"DistributedDataParallel made at {site}" in text and "model.no_sync()" in text
-    assert f"DistributedDataParallel at {site} (bucket_cap_mb=1): 4 syncs over 4 micro-batches a step" in report
-    assert configs[2]["grad_sync"]["exposed_comm_s"] is not None  # DDP's own timers read
+    if mode == "ddp":
+        assert f"DistributedDataParallel made at {site}" in text and "model.no_sync()" in text
+        assert f"DistributedDataParallel at {site} (bucket_cap_mb=1): 4 syncs over 4 micro-batches a step" in report
+        assert configs[2]["grad_sync"]["exposed_comm_s"] is not None  # DDP's own timers read
+    else:  # fully_shard: counted on its root, no timers of its own (not said as measured)
+        assert f"fully_shard made at {site}" in text and "set_requires_gradient_sync(False)" in text, text
+        assert f"fully_shard at {site}: 4 syncs over 4 micro-batches a step" in report, report
+        assert "exposed_comm_s" not in configs[2]["grad_sync"]
 
 
 @pytest.mark.slow

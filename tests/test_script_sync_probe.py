@@ -125,7 +125,7 @@ def test_a_probe_hook_that_raises_leaves_the_script_training_and_says_what_was_n
         tmp_path, one_rank_group, monkeypatch):
     from bench_kernels import script_sync as probe_sync
 
-    def broken(self, model, grad_enabled):
+    def broken(self, model):
         raise RuntimeError("injected")
 
     torch = one_rank_group
@@ -197,14 +197,110 @@ def test_zero_and_fully_shard_are_recorded_where_made_and_their_modules_restored
     # more blocks than the probe keeps wrappers: one record of the loop's line, none missed
     assert [w.get("modules") for w in end["script"]["wrappers"]] == [None, MAX_BLOCKS, None]
     assert "wrappers_incomplete" not in end["script"]
-    assert any(line.endswith(f" on {MAX_BLOCKS} modules: synchronisations not counted for this kind")
-               for line in sync_analysis.seen_lines(end["script"]))
+    lines = sync_analysis.seen_lines(end["script"])
+    assert lines[0].endswith("shards the optimizer's state; it synchronises no gradient itself"), lines
+    assert f" on {MAX_BLOCKS} modules: ran no forward as the root in the measured steps" in lines[1], lines
     assert end["note"] is None and sync_analysis.synchronises(end["script"]) is True
     import torch.distributed.fsdp as fsdp
     from torch.distributed.optim import ZeroRedundancyOptimizer
 
     for restored in (fsdp.fully_shard, fsdp.FullyShardedDataParallel.__init__, ZeroRedundancyOptimizer.__init__):
         assert "bench_kernels" not in restored.__code__.co_filename
+
+
+class CheckpointedBlocks:
+    """Three blocks under activation checkpointing (each runs its forward again in the backward) and a head."""
+
+    def __new__(cls, torch):
+        from torch.utils.checkpoint import checkpoint
+
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.blocks = torch.nn.ModuleList(torch.nn.Linear(8, 8) for _ in range(3))
+                self.head = torch.nn.Linear(8, 2)
+
+            def forward(self, x):
+                for block in self.blocks:
+                    x = checkpoint(block, x, use_reentrant=False)
+                return self.head(x)
+
+        return Net()
+
+
+def _sharded(torch, kind: str, quiet: bool, micro_batches: int = 3, never: bool = False):
+    """A loop that shards CheckpointedBlocks with FSDP (auto-wrapping each Linear) or fully_shard (each block,
+    then the whole), runs ``micro_batches`` a step, synchronising on the last alone where ``quiet`` (on none
+    where ``never``), and one forward without gradients (an evaluation) a step."""
+    import contextlib
+
+    def loop():
+        from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
+        from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+
+        net = CheckpointedBlocks(torch)
+        if kind == sync_analysis.FSDP:
+            model = FullyShardedDataParallel(net, device_id=torch.device("cpu"),  # the site
+                                             auto_wrap_policy=ModuleWrapPolicy({torch.nn.Linear}))
+        else:
+            for block in net.blocks:
+                fully_shard(block)
+            model = fully_shard(net)  # the site
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(100):
+            for micro in range(micro_batches):
+                last = micro == micro_batches - 1 and not never
+                if kind == sync_analysis.FULLY_SHARD:
+                    model.set_requires_gradient_sync(last or not quiet)
+                with model.no_sync() if kind == sync_analysis.FSDP and quiet and not last else contextlib.nullcontext():
+                    model(torch.randn(4, 8)).sum().backward()
+            with torch.no_grad():
+                model(torch.randn(2, 8))
+            optimizer.step()
+            optimizer.zero_grad()
+
+    return loop
+
+
+@pytest.mark.parametrize("kind", [sync_analysis.FSDP, sync_analysis.FULLY_SHARD])
+@pytest.mark.parametrize("quiet", [False, True], ids=["every-micro-batch", "once-a-step"])
+def test_fsdp_s_micro_batches_and_syncs_are_counted_on_its_root_alone(tmp_path, one_rank_group, kind, quiet):
+    """Each measured step's micro-batches and synchronisations, counted on the root: not the inner instances or
+    blocks that run inside it, not the blocks' forwards run again under activation checkpointing, not a
+    forward without gradients; the fix for syncing on every micro-batch in the words of the kind."""
+    torch = one_rank_group
+    end = Probed(tmp_path, torch, warmup=2, iters=5).run(_sharded(torch, kind, quiet))
+    assert end["note"] is None, end["note"]
+    wrappers = end["script"]["wrappers"]
+    root = wrappers[-1]
+    made = "FullyShardedDataParallel(net" if kind == sync_analysis.FSDP else "fully_shard(net)"
+    line = next(i for i, text in enumerate(open(__file__, encoding="utf-8"), 1) if made in text and "# the site" in text)
+    assert root["kind"] == kind and root["site"] == f"{os.path.relpath(__file__)}:{line}"
+    assert root["sync_steps"] == [[3, 1 if quiet else 3, 5]], root
+    if kind == sync_analysis.FSDP:  # the inner instances: one record of the line, the root among its modules
+        assert len(wrappers) == 1 and root["modules"] == 5
+    else:  # the blocks' line: one record, never the root
+        assert len(wrappers) == 2 and wrappers[0]["modules"] == 3 and wrappers[0]["sync_steps"] == [[0, 0, 5]]
+    entry = {"world_size": 2, "script": end["script"], "stats": {"sec_iter": {"p50": 0.1}}}
+    sync = sync_analysis.grad_sync(entry, None)
+    assert sync["kind"] == kind and sync["micro_batches"] == 3 and sync["synchronises"] is True
+    said = sync_analysis.every_micro_batch_words(sync)
+    if quiet:
+        assert said is None
+    else:
+        fix = "set_requires_gradient_sync(False)" if kind == sync_analysis.FULLY_SHARD else "model.no_sync()"
+        assert said.startswith(f"gradients synchronised on every micro-batch: 3 micro-batches a step") and fix in said
+        assert f"({kind} made at {root['site']})" in said and "more memory" in said
+
+
+def test_fsdp_whose_forwards_all_ran_without_synchronising_trains_alone(tmp_path, one_rank_group):
+    """A fully_shard model whose every measured forward ran after set_requires_gradient_sync(False): no gradient
+    reduced, said in the kind's words."""
+    torch = one_rank_group
+    end = Probed(tmp_path, torch).run(_sharded(torch, sync_analysis.FULLY_SHARD, quiet=True, never=True))
+    seen = {**end["script"], "group_world_size": 2}
+    assert sync_analysis.synchronises(seen) is False
+    assert "its fully_shard model synchronised no gradient" in sync_analysis.alone_reason(seen)
 
 
 def test_a_ddp_model_made_again_every_step_is_said_and_none_of_them_kept_alive(tmp_path, one_rank_group):
@@ -236,7 +332,8 @@ def test_a_ddp_model_made_again_every_step_is_said_and_none_of_them_kept_alive(t
 SHORT = ("--launches", "1", "--iters", "10", "--warmup", "2", "--telemetry-interval", "0")
 
 # alone: a process group, no DDP; ddp / nosync: DDP, --accumulate micro-batches a step, the first ones inside
-# no_sync() for nosync; serial1: no process group at WORLD_SIZE 1; broken: a probe hook made to raise
+# no_sync() for nosync; shard: fully_shard, each micro-batch reducing; serial1: no process group at WORLD_SIZE 1;
+# broken: a probe hook made to raise
 SYNC_SCRIPT = """
     import contextlib
     import os
@@ -252,13 +349,18 @@ SYNC_SCRIPT = """
     if mode == "broken":
         import bench_kernels.script_sync as probe_sync
 
-        def broken(self, model, grad_enabled):
+        def broken(self, model):
             raise RuntimeError("injected")
 
         probe_sync.GradSync.count_forward = broken
     net = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10))
     wrap = mode != "alone" and dist.is_initialized()
-    model = DDP(net, bucket_cap_mb=1) if wrap else net
+    if mode == "shard":
+        from torch.distributed.fsdp import fully_shard
+
+        model = fully_shard(net)
+    else:
+        model = DDP(net, bucket_cap_mb=1) if wrap else net
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     for step in range(100000):
         for micro in range(accumulate):
@@ -272,7 +374,7 @@ SYNC_SCRIPT = """
 
 def run_script(tmp_path, name, sizes, mode, accumulate=1):
     """A real headless run of SYNC_SCRIPT at ``sizes``: each world size's summary entry, the report, and the
-    line that makes its DDP model (path:line)."""
+    line that makes its model (path:line)."""
     script = tmp_path / "sync_train.py"
     script.write_text(textwrap.dedent(SYNC_SCRIPT))
     run_dir = str(tmp_path / name)
@@ -282,7 +384,8 @@ def run_script(tmp_path, name, sizes, mode, accumulate=1):
     assert processes_mentioning(run_dir) == []
     with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
         summary = json.load(handle)
-    site = f"{script}:{textwrap.dedent(SYNC_SCRIPT).splitlines().index('model = DDP(net, bucket_cap_mb=1) if wrap else net') + 1}"
+    made = "model = fully_shard(net)" if mode == "shard" else "model = DDP(net, bucket_cap_mb=1) if wrap else net"
+    site = f"{script}:{next(i for i, line in enumerate(SYNC_SCRIPT.splitlines(), 1) if line.strip() == made)}"
     return {c["world_size"]: c for c in summary["configs"]}, ddptop("report", run_dir).stdout, site
 
 

@@ -4,10 +4,12 @@ DDP's own timers; and what the verdict may say of them.
 
 - **the ranks train alone** (``alone_reason``): a configuration above one rank whose process group holds the
   launch's ranks but in which no gradient was synchronised: no DDP, FSDP or ZeroRedundancyOptimizer made and no
-  collective called by the script in the measured steps, or DDP models whose every measured forward ran inside
-  ``no_sync()``. Its step times are not a scaling measurement.
-- **gradients synchronised on every micro-batch**: k forwards a step (k >= 2), each of them synchronising (the
-  most common measured step), where ``no_sync()`` around the first k - 1 would synchronise once.
+  collective called by the script in the measured steps, or DDP and FSDP models whose every measured forward ran
+  with synchronisation off (``no_sync()``, ``set_requires_gradient_sync(False)``). Its step times are not a
+  scaling measurement.
+- **gradients synchronised on every micro-batch**: k forwards a step (k >= 2) of the model that ran the most,
+  each of them synchronising (the most common measured step), where turning synchronisation off for the first
+  k - 1 (DDP's and FSDP's ``no_sync()``, fully_shard's ``set_requires_gradient_sync``) would synchronise once.
 - **exposed communication** per step: DDP's backward communication less its overlap with the backward's
   compute (its timers, averaged over the measured steps' synchronisations, times the synchronisations a step),
   per rank and launch. It **grew** against the smallest N where its growth exceeds the spread of those values
@@ -29,6 +31,7 @@ from ddptop import units
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 
 DDP, FSDP, FULLY_SHARD, ZERO = "DistributedDataParallel", "FullyShardedDataParallel", "fully_shard", "ZeroRedundancyOptimizer"
+COUNTED = (DDP, FSDP, FULLY_SHARD)  # kinds whose micro-batches and synchronisations the probe counts a step
 COMM_SHARE_OF_GROWTH = 0.5  # exposed communication's growth against the low end of the step's: waiting, not compute
 
 
@@ -53,23 +56,25 @@ def _per_step(wrapper: Mapping[str, Any], name: str, less: str | None = None) ->
 
 
 def wrappers_over_launches(seen: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]] | None:
-    """The wrappers each launch's probe saw, put together by position: each DDP model's measured steps counted
-    over every launch (``sync_steps``), its exposed and whole backward communication a step listed per launch
-    (``exposed_comm_s``, ``backward_comm_s``); the rest as the last launch saw it. None where no launch's probe
-    looked (a probe older than the record)."""
+    """The wrappers each launch's probe saw, put together by position: each counted model's measured steps
+    summed over every launch (``sync_steps``), a DDP model's exposed and whole backward communication a step
+    listed per launch (``exposed_comm_s``, ``backward_comm_s``); the rest as the last launch saw it. None where
+    no launch's probe looked (a probe older than the record)."""
     lists: list[list[Mapping[str, Any]]] = [s["wrappers"] for s in seen if isinstance(s.get("wrappers"), list)]
     if not lists:
         return None
     merged = []
     for i, last in enumerate(lists[-1]):
         wrapper = dict(last)
-        if wrapper.get("kind") == DDP:
-            same = [found[i] for found in lists if i < len(found) and found[i].get("kind") == DDP]
+        kind = wrapper.get("kind")
+        if kind in COUNTED and "sync_steps" in wrapper:
+            same = [found[i] for found in lists if i < len(found) and found[i].get("kind") == kind]
             counts: dict[tuple[int, int], int] = {}
             for found in same:
                 for micro, syncs, n in found.get("sync_steps") or ():
                     counts[(micro, syncs)] = counts.get((micro, syncs), 0) + n
             wrapper["sync_steps"] = [[micro, syncs, n] for (micro, syncs), n in sorted(counts.items())]
+        if kind == DDP:
             for key, name, less in (("exposed_comm_s", "backward_comm_s", "backward_compute_comm_overlap_s"),
                                     ("backward_comm_s", "backward_comm_s", None)):
                 wrapper[key] = [v for v in (_per_step(found, name, less) for found in same) if v is not None]
@@ -79,12 +84,14 @@ def wrappers_over_launches(seen: Sequence[Mapping[str, Any]]) -> list[dict[str, 
 
 def synchronises(seen: Mapping[str, Any] | None) -> bool | None:
     """Whether the script synchronised gradients in the measured steps, as far as the probe could tell: False
-    where it wrapped no model and called no collective of its own, or where its DDP models' counted forwards
-    all ran inside ``no_sync()``; None where the probe did not look or could not count."""
+    where it wrapped no model and called no collective of its own, or where its counted models' forwards all
+    ran with synchronisation off; None where the probe did not look or could not count."""
     if not seen or not isinstance(seen.get("wrappers"), list):
         return None
     wrappers = [w for w in seen["wrappers"] if isinstance(w, Mapping)]
-    if seen.get("collectives") or any(w.get("kind") != DDP for w in wrappers):
+    # ZeRO, and FSDP as a probe that did not count its forwards recorded it: taken to synchronise
+    if seen.get("collectives") or any(w.get("kind") not in COUNTED or (w.get("kind") != DDP and "sync_steps" not in w)
+                                      for w in wrappers):
         return True
     counted = [w.get("sync_steps") or [] for w in wrappers]
     if any(syncs for found in counted for _, syncs, _ in found):
@@ -109,20 +116,23 @@ def alone_reason(seen: Mapping[str, Any]) -> str | None:
         return (f"not data-parallel: the ranks train alone (a process group of {group} ranks, but no model wrapped "
                 "for data parallelism: no DistributedDataParallel, FSDP or ZeroRedundancyOptimizer, and no "
                 "collective of its own in the measured steps: no gradient was synchronised)")
-    return ("not data-parallel: the ranks train alone (its DistributedDataParallel model synchronised no gradient "
-            "in the measured steps: every forward ran inside no_sync())")
+    kinds = sorted({str(w.get("kind")) for w in wrappers})
+    off = " or ".join(dict.fromkeys("after set_requires_gradient_sync(False)" if kind == FULLY_SHARD
+                                    else "inside no_sync()" for kind in kinds))
+    return (f"not data-parallel: the ranks train alone (its {' and '.join(kinds)} model synchronised no gradient in "
+            f"the measured steps: every forward ran {off})")
 
 
 def micro_batches_run(sync_steps: Iterable[Sequence[int]] | None) -> int:
-    """The micro-batches a DDP model ran over its measured steps ([micro-batches, syncs, steps] each): the main
-    model of a script is the one that ran the most (the first where none were counted)."""
+    """The micro-batches a counted model ran over its measured steps ([micro-batches, syncs, steps] each): the
+    main model of a script is the one that ran the most (the first where none were counted)."""
     return sum(micro * n for micro, _, n in sync_steps or ())
 
 
-def _main_ddp(seen: Mapping[str, Any] | None) -> Mapping[str, Any] | None:
-    """The DDP model that ran the most micro-batches in the measured steps (``micro_batches_run``)."""
-    ddp = [w for w in (seen or {}).get("wrappers") or () if isinstance(w, Mapping) and w.get("kind") == DDP]
-    return max(ddp, key=lambda w: micro_batches_run(w.get("sync_steps")), default=None)
+def main_wrapper(seen: Mapping[str, Any] | None, kinds: Sequence[str] = COUNTED) -> Mapping[str, Any] | None:
+    """The model of one of ``kinds`` that ran the most micro-batches in the measured steps (``micro_batches_run``)."""
+    found = [w for w in (seen or {}).get("wrappers") or () if isinstance(w, Mapping) and w.get("kind") in kinds]
+    return max(found, key=lambda w: micro_batches_run(w.get("sync_steps")), default=None)
 
 
 def _typical(wrapper: Mapping[str, Any]) -> tuple[int, int] | None:
@@ -173,7 +183,7 @@ def grad_sync(entry: Mapping[str, Any], reference: Mapping[str, Any] | None,
     if not isinstance(seen.get("wrappers"), list):
         return None
     wrappers = [w for w in seen["wrappers"] if isinstance(w, Mapping)]
-    main = _main_ddp(seen)
+    main = main_wrapper(seen)
     typical = _typical(main) if main else None
     step = ((entry.get("stats") or {}).get("sec_iter") or {}).get("p50")
     found: dict[str, Any] = {
@@ -185,7 +195,7 @@ def grad_sync(entry: Mapping[str, Any], reference: Mapping[str, Any] | None,
         "collectives": seen.get("collectives"),
     }
     if main is not None:
-        found.update(steps=measured_steps(main) or None, micro_batches=typical[0] if typical else None,
+        found.update(kind=main.get("kind"), steps=measured_steps(main) or None, micro_batches=typical[0] if typical else None,
                      syncs=typical[1] if typical else None,
                      every_micro_batch=bool(typical and typical[0] >= 2 and typical[1] == typical[0]),
                      comm_hook=main.get("comm_hook"))
@@ -230,20 +240,30 @@ def site_words(site: str | None, via: str | None = None) -> str:
     return (f" at {site}" if site else "") + (f" (through {via})" if via else "")
 
 
+def _fix_words(kind: str, k: int) -> str:
+    """How a model of ``kind`` synchronises once over k micro-batches."""
+    if kind == FULLY_SHARD:
+        return (f"call model.set_requires_gradient_sync(False) before the first {k - 1} micro-batches and "
+                "(True) before the last, to reduce its gradients once a step (the unsharded gradients are kept "
+                "between: more memory)")
+    text = f"wrap the first {k - 1} micro-batches' forward and backward in model.no_sync() to synchronise once a step"
+    return text + (" (FSDP keeps the unsharded gradients between: more memory)" if kind == FSDP else "")
+
+
 def every_micro_batch_words(sync: Mapping[str, Any]) -> str | None:
     """'gradients synchronised on every micro-batch: ...' with what it costs and the fix; None where the script
-    synchronises fewer times than it runs micro-batches (it uses no_sync() already) or runs one a step."""
+    synchronises fewer times than it runs micro-batches (it turns synchronisation off already) or runs one a
+    step."""
     if not sync.get("every_micro_batch"):
         return None
-    k = int(sync["micro_batches"])
+    k, kind = int(sync["micro_batches"]), str(sync.get("kind") or DDP)
     text = (f"gradients synchronised on every micro-batch: {k} micro-batches a step, each synchronising its "
-            f"gradients across the ranks (DistributedDataParallel made{site_words(sync.get('site'), sync.get('via'))})")
+            f"gradients across the ranks ({kind} made{site_words(sync.get('site'), sync.get('via'))})")
     backward, exposed, share = sync.get("backward_comm_s"), sync.get("exposed_comm_s"), sync.get("exposed_comm_share")
     if backward is not None and exposed is not None:
         text += (f"; DDP's timers: its backward communication {units.milliseconds(backward)} a step, "
                  f"{units.milliseconds(exposed)} of it exposed" + (f" ({units.percent(share)} of the step)" if share else ""))
-    return (text + f" — wrap the first {k - 1} micro-batches' forward and backward in model.no_sync() to "
-            "synchronise once a step")
+    return f"{text} — {_fix_words(kind, k)}"
 
 
 def threads_words(sync: Mapping[str, Any], world_size: int) -> str | None:
@@ -263,7 +283,7 @@ def comm_words(sync: Mapping[str, Any]) -> str:
 
 
 def seen_lines(seen: Mapping[str, Any] | None) -> list[str]:
-    """The wrappers as the report lists them: kind, where made, its arguments, and per DDP model the
+    """The wrappers as the report lists them: kind, where made, its arguments, and per counted model the
     synchronisations and micro-batches of its measured steps."""
     lines = []
     for wrapper in (seen or {}).get("wrappers") or ():
@@ -277,16 +297,17 @@ def seen_lines(seen: Mapping[str, Any] | None) -> list[str]:
             line += ", wrapping a model another wrapper already holds"
         if wrapper.get("comm_hook"):
             line += f", comm hook {wrapper['comm_hook']}"
-        if wrapper.get("kind") == DDP:
-            steps = wrapper.get("sync_steps") or []
-            if steps:
-                line += ": " + ", ".join(f"{syncs} sync{'s' if syncs != 1 else ''} over {micro} micro-batch"
-                                         f"{'es' if micro != 1 else ''} a step ({n} step{'s' if n != 1 else ''})"
-                                         for micro, syncs, n in steps)
-            else:
-                line += ": its synchronisations not counted"
+        kind, steps = wrapper.get("kind"), wrapper.get("sync_steps")
+        if kind == ZERO:
+            line += ": shards the optimizer's state; it synchronises no gradient itself"
+        elif not steps:  # counting failed, a compiled forward, or a probe that did not count this kind
+            line += ": its synchronisations not counted"
+        elif kind != DDP and not any(micro for micro, _, _ in steps):
+            line += ": ran no forward as the root in the measured steps (an inner module's are counted on its root)"
         else:
-            line += ": synchronisations not counted for this kind"
+            line += ": " + ", ".join(f"{syncs} sync{'s' if syncs != 1 else ''} over {micro} micro-batch"
+                                     f"{'es' if micro != 1 else ''} a step ({n} step{'s' if n != 1 else ''})"
+                                     for micro, syncs, n in steps)
         lines.append(line)
     if (seen or {}).get("wrappers_incomplete"):
         lines.append("the probe may have missed models wrapped for data parallelism (more than it keeps, or a hook "

@@ -237,13 +237,14 @@ class Verdict(Record):
 @dataclass(kw_only=True)
 class WrapperSeen(Record):
     """A model the script wrapped for data parallelism (``bench_kernels.script_sync``): its kind, where it was
-    made, the arguments that shape its communication as given; for DDP, each measured step's micro-batches and
-    synchronisations ([micro-batches, syncs, steps] over every launch) and its own timers over the measured
-    steps (the last launch's; its backward communication a step, whole and exposed, per launch)."""
+    made, the arguments that shape its communication as given; for DDP and FSDP (both kinds), each measured
+    step's micro-batches and synchronisations ([micro-batches, syncs, steps] over every launch; FSDP's counted on
+    its root); for DDP, its own timers over the measured steps (the last launch's; its backward communication a
+    step, whole and exposed, per launch)."""
     kind: str | None = None
     site: str | None = None  # path:line of the user's code that led to the constructor's call
     via: str | None = None  # path:line of the library's call that made it, where a framework did (accelerate)
-    modules: int | None = None  # fully_shard: the modules one line sharded (a loop over the blocks), where several
+    modules: int | None = None  # FSDP: the modules one line sharded (a loop over the blocks, auto-wrapping)
     args: dict[str, str] = field(default_factory=dict)
     rewrapped: bool | None = None
     sync_steps: list[list[int]] | None = None
@@ -266,8 +267,9 @@ class GradSync(Record):
     via: str | None = None
     synchronises: bool | None = None  # None: the probe could not tell
     collectives: int | None = None
+    kind: str | None = None  # of the counted model (DDP, FSDP) that ran the most micro-batches: the figures below
     steps: int | None = None
-    micro_batches: int | None = None  # of the most common measured step, of the DDP model with the most
+    micro_batches: int | None = None  # of the most common measured step, of that model
     syncs: int | None = None
     every_micro_batch: bool | None = None
     comm_hook: str | None = None
@@ -284,7 +286,7 @@ class GradSync(Record):
     comm_grew: bool | None = None  # None: not measured
 
     _only_when_set: ClassVar[frozenset[str]] = frozenset({
-        "via", "steps", "micro_batches", "syncs", "every_micro_batch", "comm_hook", "exposed_comm_s",
+        "via", "kind", "steps", "micro_batches", "syncs", "every_micro_batch", "comm_hook", "exposed_comm_s",
         "exposed_comm_range_s", "backward_comm_s", "exposed_comm_share", "threads_per_rank", "reference_world_size",
         "reference_threads_per_rank", "reference_exposed_comm_s", "comm_growth_s", "step_growth_low_s", "comm_grew"})
 
