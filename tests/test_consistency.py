@@ -177,6 +177,11 @@ def test_grew_needs_the_interval_above_one_and_fell_below():
     messages = {v.path: v.message for v in check(doc)}
     assert "says it grew" in messages["configs[0].verdict.text"]
     assert "did not grow" in messages["configs[0].verdict.kind"]
+    # the margin as change_words writes it: an interval above 1 but not above 1.02 has not grown by more than 2%
+    margin = ("waiting on the other ranks: the step less its data wait is 1.01x N=1's (95% CI 1.005–1.015), grew "
+              "beyond noise (by more than 2%)")
+    assert "not above 1.02" in one(check(_script_summary(margin, 1.01, [1.005, 1.015], "slower")),
+                                   "configs[0].verdict.text").message
     fell = "compute-bound: the step less its data wait is 1.10x N=1's (95% CI 1.05–1.15), shrank beyond noise"
     assert "says it fell" in one(check(_script_summary(fell, 1.1, [1.05, 1.15], "slower")),
                                  "configs[0].verdict.text").message

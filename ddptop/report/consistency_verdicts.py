@@ -20,8 +20,9 @@ from ddptop.report.consistency_figures import (CHANGE_WORDS, VERDICTS, Violation
 _PERCENT = r"(\d+(?:\.\d+)?)%"
 _LESS_WAIT = re.compile(r"the step less its data wait is (\d+(?:\.\d+)?)x N=\d+'s")
 _WITHIN = re.compile(r"\bwithin " + _PERCENT + r" of it\b")
-_GREW = re.compile(r"\b(?:grew|grown)\b(?: beyond noise)?(?: \(more than " + _PERCENT + r"\))?")
-_FELL = re.compile(r"\b(?:fell|fallen|shrank|shrunk)\b(?: beyond noise)?(?: \(more than " + _PERCENT + r"\))?")
+_MARGIN = r"(?: beyond noise)?(?: \((?:by )?more than " + _PERCENT + r"\))?"  # step_change.change_words, and before it
+_GREW = re.compile(r"\b(?:grew|grown)\b" + _MARGIN)
+_FELL = re.compile(r"\b(?:fell|fallen|shrank|shrunk)\b" + _MARGIN)
 
 
 def verdicts(summary: Mapping[str, Any], found: list[Violation]) -> None:
