@@ -27,6 +27,10 @@ BOOTSTRAP = "block bootstrap within each launch"
 OVER_LAUNCHES = "bootstrap over launches"  # two levels: the launch is the unit (``analysis/launches.py``)
 MODEL = "model"  # a projection beyond what was measured (``analysis/projection.py``)
 MOMENTS = "moment estimate, chi-square interval"  # the launch-to-launch spread (``analysis/launches.py``)
+ONE_LAUNCH = "block bootstrap within this launch"  # a launch's own figure: one level, whatever the run's
+STUDENT_T = "Student's t over one-second blocks of readings, clamped to [0, 1]"  # a telemetry share (step_bound)
+CLAMPED_AT_0 = ", clamped at 0 (the point and each replicate alike)"  # appended to a method: the estimator's floor
+CLAMPED_TO_01 = ", clamped to [0, 1] (the point and each replicate alike)"
 AS_RECORDED = "as recorded by an older ddptop"  # read from a summary written before the estimate record
 DROPPED = "the value lay outside its interval, which was dropped:"
 
@@ -51,8 +55,10 @@ class Record:
     _flat_intervals: ClassVar[dict[str, str]] = {}
     # an estimate whose value the flat shape kept elsewhere in the record: field -> (record field, key)
     _flat_values: ClassVar[dict[str, tuple[str, str]]] = {}
-    # how this record's estimates were obtained when the flat shape does not say (``<field>_method``)
+    # how this record's estimates were obtained when the flat shape does not say (``<field>_method``), and
+    # where one of its figures was obtained otherwise (a clamped estimator: field -> its method)
     _flat_method: ClassVar[str] = BOOTSTRAP
+    _flat_methods: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def from_json(cls: type[R], data: Any, where: str = "summary") -> R:
@@ -143,6 +149,11 @@ def _inside(value: float, low: float, high: float) -> bool:
     return low - slack <= value <= high + slack
 
 
+def over_launches(method: str | None) -> str | None:
+    """A bootstrap's method once the launch is its unit (two levels): the rest of it (a clamp) kept."""
+    return OVER_LAUNCHES + method[len(BOOTSTRAP):] if method and method.startswith(BOOTSTRAP) else method
+
+
 def value_of(found: Estimate | None) -> float | None:
     """An estimate's value, None for none: where a figure is used as a plain number."""
     return None if found is None else found.value
@@ -219,7 +230,8 @@ def _fold_flat(cls: Any, data: dict[str, Any], name: str, where: str, consumed: 
     if ci is not None and not isinstance(ci, (list, tuple)):
         raise SchemaError(f"{where}'s interval is not a JSON list but {_json_kind(ci)}")
     levels = data.get("levels", data.get("p50_levels"))  # how the record's own figures were bootstrapped
-    default = OVER_LAUNCHES if levels == "launches" and cls._flat_method == BOOTSTRAP else cls._flat_method
+    default = cls._flat_methods.get(name, cls._flat_method)
+    default = over_launches(default) if levels == "launches" else default
     method = data.get(method_key) or (default if ci is not None else None)
     if ci is not None and len(ci) == 2 and all(isinstance(c, (int, float)) for c in ci) \
             and not _inside(float(value), float(ci[0]), float(ci[1])):

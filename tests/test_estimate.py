@@ -126,3 +126,28 @@ def test_every_estimate_of_a_recorded_run_holds_its_value(name):
     found = list(estimates_in(summary))
     assert found and all(e.ci is None or e.ci[0] <= e.value <= e.ci[1] for _, e in found)
     assert all(e.method for _, e in found if e.ci is not None)
+
+
+def test_each_figure_says_how_it_was_obtained_a_launch_s_own_one_level_a_clamped_one_its_clamp():
+    """With the launch-to-launch spread estimated, the configuration's figures are bootstrapped over launches;
+    a launch's own median stays within that launch; a figure of a clamped estimator says its clamp; a
+    telemetry share says it is Student's t."""
+    from ddptop.records import CLAMPED_AT_0, CLAMPED_TO_01, ONE_LAUNCH, STUDENT_T
+
+    summary = Summary.from_json({
+        "uncertainty": {"launch_variance": {"estimated": True, "relative_sd": 0.05, "relative_sd_ci": [0.01, 0.1]}},
+        "configs": [{"config_id": "c", "stats": {"n": 10, "sec_iter": {"p50": 0.1}, "p50_ci": [0.09, 0.11]},
+                     "launches": [{"launch": "01", "p50": 0.1, "p50_ci": [0.095, 0.105]}],
+                     "communication": {"exposed_comm_s": 0.0, "exposed_comm_s_ci": [0.0, 0.001]},
+                     "telemetry": {"gpu_idle": {"share": 0.3, "share_ci": [0.2, 0.4]}}}],
+        "scaling": [{"rows": [], "amdahl": {"serial_fraction": 0.0, "serial_fraction_ci": [0.0, 0.02],
+                                            "points": 1}}]})
+    (entry,) = summary.configs
+    assert entry.stats.p50.method == OVER_LAUNCHES
+    assert entry.launches[0].p50.method == ONE_LAUNCH
+    assert entry.communication.exposed_comm_s.method == OVER_LAUNCHES + CLAMPED_AT_0
+    assert entry.telemetry.gpu_idle.share.method == STUDENT_T
+    assert summary.scaling[0].amdahl.serial_fraction.method == OVER_LAUNCHES + CLAMPED_TO_01
+    # written and read again: the same words, not relabelled twice
+    again = Summary.from_json(json.loads(json.dumps(summary.to_json())))
+    assert [(p, e.method) for p, e in estimates_in(again)] == [(p, e.method) for p, e in estimates_in(summary)]

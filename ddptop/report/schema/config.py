@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ddptop.protocol.modelspec import is_script
-from ddptop.records import Estimate, Record
+from ddptop.records import BOOTSTRAP, CLAMPED_AT_0, ONE_LAUNCH, STUDENT_T, Estimate, Record
 from ddptop.report.schema.trace import Trace
 
 # --- one configuration ---------------------------------------------------------------------------------
@@ -75,6 +75,8 @@ class LaunchUnit(Record):
     gpu_state: dict[str, Any] | None = None
     unsteady: list[str] = field(default_factory=list)  # why it was off the state its other launches ran at
 
+    _flat_method: ClassVar[str] = ONE_LAUNCH
+
 
 @dataclass(kw_only=True)
 class DdpLogging(Record):
@@ -118,6 +120,9 @@ class Communication(Record):
     exposed_comm_s: Estimate | None = None
     exposed_comm_fraction: Estimate | None = None
     allreduce_bytes_per_rank: float | None = None
+
+    _flat_methods: ClassVar[dict[str, str]] = {  # synchronising cannot speed a step up (analysis/intervals.py)
+        "exposed_comm_s": BOOTSTRAP + CLAMPED_AT_0, "exposed_comm_fraction": BOOTSTRAP + CLAMPED_AT_0}
     ddp_logging: DdpLogging | None = None
     buckets: Buckets | None = None
 
@@ -141,6 +146,8 @@ class GpuIdle(Record):
     blocks: int | None = None  # readings less than a second apart count as one
     launches: int | None = None
     rank_cpu_mean: float | None = None  # percent of one core, over the same readings
+
+    _flat_method: ClassVar[str] = STUDENT_T
 
 
 @dataclass(kw_only=True)

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from ddptop.report.schema.config import Config
-from ddptop.records import BOOTSTRAP, Estimate, MOMENTS, OVER_LAUNCHES, Record, estimates_in
+from ddptop.records import Estimate, MOMENTS, Record, estimates_in, over_launches
 from ddptop.report.schema.tables import BatchTable, Ceiling, CollectiveTable, DpVsDdpRow, ScalingRow, ScalingTable, StrategyTable, TuneTable
 
 @dataclass(kw_only=True)
@@ -195,9 +195,8 @@ class Summary(Record):
         # so has every figure made of them
         variance = self.uncertainty.launch_variance if self.uncertainty else None
         if variance is not None and variance.estimated:
-            for _, found in estimates_in(self):
-                if found.method == BOOTSTRAP:
-                    found.method = OVER_LAUNCHES
+            for _, found in estimates_in(self):  # a launch's own figures (ONE_LAUNCH) stay one level
+                found.method = over_launches(found.method)
 
     def scaling_rows(self) -> dict[str, ScalingRow]:
         """Every scaling row by its configuration's id."""

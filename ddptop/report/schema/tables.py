@@ -9,7 +9,7 @@ from typing import ClassVar
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 from ddptop.analysis.script_steps import backend_words
 from ddptop.protocol.modelspec import with_batch
-from ddptop.records import Estimate, MODEL, Record
+from ddptop.records import BOOTSTRAP, CLAMPED_AT_0, CLAMPED_TO_01, Estimate, MODEL, Record
 
 # --- figures over several configurations ---------------------------------------------------------------
 
@@ -53,6 +53,8 @@ class ScalingRow(Record):
     global_batch: int | None = None  # a script's, over the ranks
 
     _only_when_set: ClassVar[frozenset[str]] = frozenset({"batch_per_rank", "global_batch"})
+    _flat_methods: ClassVar[dict[str, str]] = {  # the configuration's, copied (analysis/intervals.py)
+        "exposed_comm_s": BOOTSTRAP + CLAMPED_AT_0, "exposed_comm_fraction": BOOTSTRAP + CLAMPED_AT_0}
 
     def figure(self, name: str) -> Estimate | None:
         """A figure that has an interval, by its name ("speedup")."""
@@ -72,6 +74,8 @@ class Amdahl(Record):
     max_speedup: Estimate | None = None
     rmse_speedup: float | None = None
     points: int = 0
+
+    _flat_methods: ClassVar[dict[str, str]] = {"serial_fraction": BOOTSTRAP + CLAMPED_TO_01}  # formulas.amdahl_fit
 
 
 @dataclass(kw_only=True)
