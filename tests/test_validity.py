@@ -17,6 +17,7 @@ import pynvml
 import pytest
 
 from ddptop.report import sections
+from ddptop.protocol.vocab import Status
 from ddptop.run.snapshot import ConfigSnapshot, Validity
 from ddptop.telemetry import timeline, validity
 from ddptop.telemetry.fake.nvml import FakeNvml
@@ -401,3 +402,27 @@ def test_unsteady_launches_compares_each_launch_with_the_others():
                                              "GPU 0: SM clock 1700 MHz while busy, 1980 MHz in another launch",
                                              "GPU 0: 55 °C, 40 °C in another launch"]}
     assert validity.unsteady_launches({"only": state(1500, 80)}) == {"only": []}  # nothing to compare with
+
+
+@pytest.mark.parametrize("status", list(Status))
+def test_every_status_and_its_mark_fit_the_status_cell_whole(status):
+    """Each word a status cell can show, with the disturbed node's mark where it takes one, and a queued
+    configuration between two of up to 99 launches: never cut (the notes say what the mark means)."""
+    from ddptop.tui.panels.configs import CONFIG_COLUMNS, SCRIPT_COLUMNS, status_text
+
+    base = dict(config_id="c", label="1M/2P", model="resnet18", mode="ddp", batch_size=16, backend="gloo",
+                status=status.value, reason=None, progress=0.5, sample_count=3, revision=1, stats=None)
+    shown = [status_text(ConfigSnapshot(**base, validity=Validity(True, ("other processes used 0.9 cores",))))]
+    shown.append(status_text(ConfigSnapshot(**base, analysis_phase="trace")))
+    shown.append(status_text(ConfigSnapshot(**base, launches_measured=98, launches_planned=99), measuring=False))
+    for columns in (CONFIG_COLUMNS, SCRIPT_COLUMNS):
+        width = next(c[2] for c in columns if c[0] == "status")
+        assert all(len(text.plain) <= width for text in shown), ([t.plain for t in shown], width)
+
+
+def test_a_median_known_only_to_thousands_of_percent_is_shown_whole_in_its_cell():
+    from ddptop.tui.panels.configs import CONFIG_COLUMNS, _precision
+
+    width = next(c[2] for c in CONFIG_COLUMNS if c[0] == "prec")
+    assert [_precision(x) for x in (0.0123, 0.9994, 25.444, 999.9)] == ["±1.2%", "±99.9%", "±2544%", "±99990%"]
+    assert all(len(_precision(x)) <= width for x in (0.0123, 0.9994, 25.444, 999.9))

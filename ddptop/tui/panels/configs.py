@@ -28,10 +28,13 @@ STATUS_STYLE = {
     "not_run": "dim",
     "interrupted": "yellow",
 }
+DISTURBED_MARK = "!"  # beside the status of a configuration measured on a busy node (the notes say why)
+# the longest status a cell shows whole: "interrupted !" (and "queued 10/12", a run of up to 99 launches)
+STATUS_WIDTH = len(f"{Status.INTERRUPTED} {DISTURBED_MARK}")
 # (key, label, width, priority): the lowest priority is dropped first in a narrow window
 CONFIG_COLUMNS = (
     ("label", "N", 6), ("model", "model", 12, 70), ("bs", "batch", 5, 60), ("backend", "backend", 7, 30),
-    ("status", "status", 10), ("progress", "progress", 13, 50), ("p50", "p50 s", 7), ("prec", "±p50", 7, 95),
+    ("status", "status", STATUS_WIDTH), ("progress", "progress", 13, 50), ("p50", "p50 s", 7), ("prec", "±p50", 7, 95),
     ("p75", "p75 s", 7, 20), ("p90", "p90 s", 7, 40), ("p95", "p95 s", 7, 25), ("exs", "ex/s", 7, 80),
     ("speedup", "speedup", 7, 90), ("eff", "eff", 5, 85), ("comm", "comm", 5, 55), ("idle", "idle", 5, 45),
 )
@@ -44,7 +47,6 @@ SCRIPT_COLUMNS = tuple(c for c in CONFIG_COLUMNS if c[0] not in ("comm", "idle")
 )
 
 LABEL_WIDTH_MAX = 12
-DISTURBED_MARK = "!"  # beside the status of a configuration measured on a busy node (the notes say why)
 NOTES_SHOWN = 3  # notes under the table: more would push the step chart off an 80x24 screen
 
 
@@ -159,6 +161,13 @@ def _share(share: float | None, warn: bool) -> Text | str:
     return Text(f"{100 * share:.0f}%", style="yellow" if warn else "")
 
 
+def _precision(half_width: float) -> str:
+    """The median's relative half-width in the 7-wide cell: one decimal under 100%, none from there on
+    (a median known to ±2544% is shown whole, not cut)."""
+    percent = 100 * half_width
+    return f"±{percent:.1f}%" if percent < 99.95 else f"±{percent:.0f}%"
+
+
 def _config_row(config: ConfigSnapshot, scale: ScalingFigures | None, stats: Any, status: Text) -> dict[str, Any]:
     return {
         "label": config.label,
@@ -169,7 +178,7 @@ def _config_row(config: ConfigSnapshot, scale: ScalingFigures | None, stats: Any
         "progress": fmt.bar(100 * config.progress, 8, (101, 101)),
         "p50": fmt.seconds(stats.p50) if stats else "-",
         # how well the median is known (95% interval's half-width); yellow: stopped on a limit short of it
-        "prec": Text(f"±{100 * config.precision_reached:.1f}%", style="yellow" if config.unstable else "")
+        "prec": Text(_precision(config.precision_reached), style="yellow" if config.unstable else "")
         if config.precision_reached is not None
         else "-",
         "p75": fmt.seconds(stats.p75) if stats else "-",
