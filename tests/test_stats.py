@@ -136,7 +136,9 @@ def test_straggler_flags_the_slow_rank():
     medians = stats.rank_medians({0: [0.1, 0.1], 1: [0.1, 0.11], 2: [0.2, 0.2], 3: [0.1, 0.1]})
     result = stats.straggler(medians)
     assert result["rank"] == 2 and result["flagged"]
-    assert result["ratio"] == pytest.approx(0.2 / 0.1025)
+    assert result["ratio"] == pytest.approx(0.2 / 0.1)  # against the others' median: 0.1, 0.105, 0.1
+    # two ranks: the slow one against the other, as the summary's ratio is (not against their midpoint)
+    assert stats.straggler({0: 0.1, 1: 0.106}) == {"rank": 1, "ratio": pytest.approx(1.06), "flagged": True}
     assert not stats.straggler({0: 0.1, 1: 0.101})["flagged"]
     assert stats.straggler({0: 0.1}) is None
     assert math.isfinite(stats.straggler({0: 0.1, 1: 0.1})["ratio"])

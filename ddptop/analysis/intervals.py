@@ -112,8 +112,8 @@ def add_step_intervals(states: Sequence[Any], entries: Sequence[dict[str, Any]]
 
 def _straggler(stats: dict[str, Any], samples: Mapping[int, Sequence[float]], config_id: str) -> None:
     """The slowest rank's median over the other ranks' pooled median, with its interval from one bootstrap of
-    both (the point the live view shows, over the median of every rank's median, is another method's: with
-    two ranks it sits halfway). The rank is flagged a straggler only when the interval clears
+    both (the live view's point sets it against the median of the others' medians: with two ranks the same
+    figure). The rank is flagged a straggler only when the interval clears
     STRAGGLER_RATIO: slower than the other ranks beyond noise."""
     found = stats.get("straggler")
     if not found or len(samples) < 2:

@@ -147,11 +147,13 @@ def rank_medians(samples_by_rank: Mapping[int, Sequence[float] | SampleSet]) -> 
 
 
 def straggler(medians: Mapping[int, float]) -> dict | None:
-    """The slowest rank by median step time and how much slower it is than the ranks' median."""
+    """The slowest rank by median step time and how much slower it is than the other ranks' median (the
+    summary's ratio sets it against the others' pooled steps: with two ranks the two are one figure, where the
+    median of every rank's, itself included, would sit halfway)."""
     if len(medians) < 2:
         return None
     slow_rank = max(medians, key=lambda r: medians[r])
-    typical = median(list(medians.values()))
+    typical = median([value for rank, value in medians.items() if rank != slow_rank])
     ratio = medians[slow_rank] / typical if typical > 0 else math.inf
     return {"rank": slow_rank, "ratio": ratio, "flagged": ratio >= STRAGGLER_RATIO}
 

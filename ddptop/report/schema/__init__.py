@@ -13,9 +13,10 @@ Parts that another module owns are kept as that module's JSON: the environment's
 plan (``ddptop.run.plan_records.Plan.to_json``) beyond the fields read here, the topology
 (``ddptop.telemetry.topology.Topology.from_json``) and the telemetry file's device list.
 
-The records are declared by topic: ``record`` (the base and the estimate), ``config`` (one configuration),
-``trace`` (its profiler trace), ``tables`` (figures over several configurations) and ``run`` (the run as a
-whole and the ``Summary``); every name is importable from here.
+The records are declared by topic: ``config`` (one configuration), ``trace`` (its profiler trace, the
+analysis's own records named here), ``tables`` (figures over several configurations) and ``run`` (the run as
+a whole, its plan's fields and the ``Summary``); the base ``Record`` and the ``Estimate`` are
+``ddptop.records``'s, shared with the analysis. Every name is importable from here.
 """
 
 from __future__ import annotations
