@@ -430,6 +430,19 @@ def test_the_live_peak_adds_up_the_ranks_and_takes_the_fullest_gpu_holding_one()
     assert peak.as_dict() == {"cores_busy": 2.4, "rss_bytes": 5000, "gpu_memory_bytes": 6 * GIB}
 
 
+@pytest.mark.parametrize("damaged", [{"gpus": [None]}, {"gpus": [{"index": [25, 0, 0], "mem_used": 1}]}, {"gpus": 5},
+                                     {"ranks": 5}, {"ranks": [{"gpus": 3}]}, {"ranks": [None], "gpus": "x"}])
+def test_the_live_peak_reads_around_a_damaged_reading(damaged):
+    """A telemetry line retyped in any place (a GPU that is null, an index that is a list, a list that is a
+    number) counts for nothing, and the readings around it still count."""
+    from ddptop.telemetry.running_peak import PeakUse
+
+    peak = PeakUse()
+    peak.add(damaged)
+    peak.add({"ranks": [{"rank": 0, "cpu": 50.0, "gpus": [0]}], "gpus": [{"index": 0, "mem_used": GIB}]})
+    assert peak.as_dict() == {"cores_busy": 0.5, "rss_bytes": None, "gpu_memory_bytes": GIB}
+
+
 def test_a_recorded_runs_follower_keeps_the_peak_of_every_record_not_only_those_it_keeps():
     from ddptop.telemetry.timeline import TimelineFollower
 

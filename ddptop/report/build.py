@@ -374,7 +374,10 @@ def build_summary(
             **_thread_answers(entries, session.plan, replicates),
         }
         tokens.add_token_rates(doc)  # beside every examples/s of a transformer configuration
-        return Summary.from_json(doc)
+        summary = Summary.from_json(doc)
+    if os.environ.get(store.CHECK_ENV) == "1":  # every summary made, saved or not (the tests set it)
+        store.check_consistency(summary.to_json(), f"the summary of {session.run_dir}")
+    return summary
 
 
 def _nccl_choices(run_dir: str, entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:

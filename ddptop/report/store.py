@@ -51,7 +51,7 @@ def summary_paths(run_dir: str) -> dict[str, str]:
             (("json", SUMMARY_JSON), ("md", SUMMARY_MD), ("csv", SUMMARY_CSV))}
 
 
-CHECK_ENV = "DDPTOP_CHECK_SUMMARIES"  # "1": every summary saved is checked for contradictions (the tests set it)
+CHECK_ENV = "DDPTOP_CHECK_SUMMARIES"  # "1": every summary built or saved is checked for contradictions (the tests)
 
 
 def _write_summary(summary: Summary, directory: str) -> dict[str, str]:
