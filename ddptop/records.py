@@ -113,6 +113,8 @@ class Estimate(Record):
     method: str | None = None
 
     def __post_init__(self) -> None:
+        if isinstance(self.value, bool) or not isinstance(self.value, (int, float)):
+            raise SchemaError(f"an estimate's value is a number, not {self.value!r}")
         ci = self.ci
         if ci is None:
             return

@@ -340,6 +340,23 @@ def test_a_configuration_measured_without_a_load_row_is_covered_by_the_note_that
     assert any(line.strip().startswith("No row for") and label in line for line in shown.splitlines()), shown
 
 
+@pytest.mark.parametrize("table", ["communication", "compute"])
+def test_a_configuration_a_rendered_table_drops_without_its_note_is_found(table, monkeypatch):
+    """The compute vs communication and FLOP/s tables are made by the report alone: a table that left a
+    configuration out without the note naming it (its note made to say nothing here) is found; with its note,
+    every configuration of the recorded run is a row or named."""
+    from ddptop.report import communication_tables, compute_tables
+
+    doc = golden("recorded-cpu-run")
+    assert [v for v in check(doc) if v.invariant == consistency.COVERAGE] == []
+    module = communication_tables if table == "communication" else compute_tables
+    monkeypatch.setattr(module, "unlisted_note", lambda *args: None)
+    if table == "compute":  # the DataParallel row left out, as a table of DDP alone would
+        doc["configs"][2]["flops"] = None
+    found = [v for v in check(doc) if v.invariant == consistency.COVERAGE]
+    assert found and all(consistency.ROWS_RENDERED[table] in v.message for v in found), formatted(found)
+
+
 def test_a_variant_or_a_dataparallel_configuration_without_its_table_is_found():
     doc = golden("recorded-cpu-run")
     doc["dp_vs_ddp"] = []

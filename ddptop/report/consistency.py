@@ -25,7 +25,8 @@ reads summaries of every version, and either shape of a figure with its interval
 5. **coverage**: every configuration measured has a row, or a note naming it, in each table that lists
    configurations of its kind: the scaling tables (DDP as written and each strategy), the tuning tables (a
    variant), DataParallel against DDP, the load table and the validity judgement (where the run had
-   telemetry), the script's data-wait table.
+   telemetry), the script's data-wait table, and, where the report writes them, the compute vs
+   communication table and the compute (FLOP/s) table.
 
 ``ddptop.report.store`` runs it on every summary it saves when ``DDPTOP_CHECK_SUMMARIES=1`` (the test suite
 sets it), and raises ``InconsistentSummary`` listing every violation.
@@ -232,19 +233,26 @@ def _strings(node: Any) -> Iterable[str]:
 
 class _Notes:
     """The notes the report writes under each table that lists configurations, rendered from the summary once
-    asked for (a note may be made from the figures rather than stored): table -> its notes' texts."""
+    asked for (a note may be made from the figures rather than stored): table -> its notes' texts; and for the
+    tables whose rows only the report makes (compute vs communication, FLOP/s), their rows' first cells."""
 
     def __init__(self, summary: Mapping[str, Any]) -> None:
         self.summary = summary
         self.found: dict[str, list[str]] | None = None
+        self.tables: set[str] = set()  # the report's tables that have rows
 
     def of(self, table: str) -> list[str]:
         if self.found is None:
             self.found = self._render()
         return self.found.get(table, [])
 
+    def has_rows(self, table: str) -> bool:
+        self.of(table)
+        return table in self.tables
+
     def _render(self) -> dict[str, list[str]]:
-        from ddptop.report import blocks, load_tables, scaling_tables, tuning_tables
+        from ddptop.report import (blocks, communication_tables, compute_tables, load_tables, scaling_tables,
+                                   tuning_tables)
         from ddptop.report.schema import SchemaError, Summary
 
         try:
@@ -252,7 +260,8 @@ class _Notes:
         except SchemaError:  # a part of the wrong shape: only the stored notes can name a configuration
             return {}
         makers = {"scaling": scaling_tables.scaling_block, "tuning": tuning_tables.tuning_block,
-                  "dp_vs_ddp": scaling_tables.dp_block, "load": load_tables.load_block}
+                  "dp_vs_ddp": scaling_tables.dp_block, "load": load_tables.load_block,
+                  "communication": communication_tables.communication_block, "compute": compute_tables.compute_block}
         found: dict[str, list[str]] = {}
         for table, make in makers.items():
             for part in make(typed).parts:
@@ -260,7 +269,15 @@ class _Notes:
                     found.setdefault(table, []).append(part.text)
                 elif isinstance(part, blocks.Lines):
                     found.setdefault(table, []).extend(part.lines)
+                elif isinstance(part, blocks.Table) and table in ROWS_RENDERED and part.rows:
+                    self.tables.add(table)
+                    found.setdefault(table, []).extend(row[0] for row in part.rows)
         return found
+
+
+# the report's tables whose rows are made from the configurations as it writes them (no list of ids stored):
+# where one has rows, every configuration measured is a row or named in its note
+ROWS_RENDERED = {"communication": "the compute vs communication table", "compute": "the compute (FLOP/s) table"}
 
 
 def _coverage(summary: Mapping[str, Any], found: list[Violation]) -> None:
@@ -305,5 +322,8 @@ def _coverage(summary: Mapping[str, Any], found: list[Violation]) -> None:
             missing(i, entry, "the load table", "telemetry")
         if with_validity and not entry.get("validity") and not named(entry, "load", summary.get("telemetry")):
             missing(i, entry, "the validity judgement (was the node quiet)", "validity")
+        for table, what in ROWS_RENDERED.items():
+            if rendered.has_rows(table) and not named(entry, table, None):
+                missing(i, entry, what, "config_id")
         if is_script(entry) and not isinstance(entry.get("step_less_wait"), Mapping) and not entry.get("probe_notes"):
             missing(i, entry, "the script's data-wait table (its step less data wait)", "step_less_wait")
