@@ -12,12 +12,13 @@ import pytest
 
 from ddptop.analysis import threads
 from ddptop.report import sections
-from ddptop.report.schema import Summary
+from ddptop.report.schema import CoreBudget, Summary
 from ddptop.run.binding import launch_binding
 from ddptop.run.plan_records import Plan
 from ddptop.run.plan import PlanError, PlanOptions, build_plan
 from ddptop.telemetry.inventory import GpuInfo, Inventory
 from tests.conftest import run_sweep
+from tests.intervals_helpers import flat_shape
 
 NO_GPU = Inventory(problem="NVML unavailable: test")
 
@@ -280,7 +281,7 @@ def test_a_real_thread_sweep_with_devices_on_the_cpu(tmp_path):
               "--image-size", "32", "--num-classes", "10", "--warmup", "2", "--iters", "8", "--launches", "2",
               "--no-trace", "--comm-iters", "0", "--no-collectives", plots=True)
     with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
-        summary = json.load(handle)
+        summary = flat_shape(json.load(handle))  # each figure beside its _ci, as the analysis made them
     assert summary["plan"]["cpu_grid"] == [[1, 1], [1, 2], [2, 1]]
     (curve,) = summary["threads"]
     assert [r["threads"] for r in curve["rows"]] == [1, 2]
@@ -383,7 +384,7 @@ def test_the_core_budget_grid_marks_a_split_that_needs_more_cores_than_there_are
 
     cells = [{"world_size": n, "threads": t, "ex_sec_total": ex} for n, t, ex in ((1, 1, 59.0), (1, 2, 104.0),
                                                                                  (2, 1, 84.0))]
-    caption, table = _grid({"cells": cells, "cores": 2})
+    caption, table = _grid(CoreBudget.from_json({"cells": cells, "cores": 2}))
     assert isinstance(table, Table) and table.header == ("ranks", "1 thr", "2 thr")
     assert list(table.rows) == [("1", "59", "104"), ("2", "84", "-")]
-    assert _grid({"cells": cells[:2], "cores": 2}) == []  # one row of ranks: the list is the grid
+    assert _grid(CoreBudget.from_json({"cells": cells[:2], "cores": 2})) == []  # one row of ranks: the list is the grid

@@ -150,29 +150,30 @@ def _threads(plt: Any, summary: Summary, out_dir: str) -> list[str]:
     if not tables:
         return []
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    largest = max(r["threads"] for t in tables for r in t["rows"])
+    largest = max(r.threads for t in tables for r in t.rows)
     counts = list(range(1, largest + 1))
     left.plot(counts, counts, linestyle="--", color="grey", label="perfect scaling")
     for index, table in enumerate(tables):
-        rows = table["rows"]
-        label = f"{table['model']} bs{table['batch_size']} N={table['world_size']}"
-        speedups = [r["speedup"] for r in rows]
-        drawn = left.errorbar([r["threads"] for r in rows], speedups,
-                              yerr=_yerr(speedups, [r.get("speedup_ci") for r in rows]), capsize=3, marker="o",
+        rows = table.rows
+        label = f"{table.model} bs{table.batch_size} N={table.world_size}"
+        speedups = [value_of(r.speedup) or 0.0 for r in rows]
+        drawn = left.errorbar([r.threads for r in rows], speedups,
+                              yerr=_yerr(speedups, [ci_of(r.speedup) for r in rows]), capsize=3, marker="o",
                               label=label)
         _name_intervals(drawn, f"ci-thread-speedup-{index + 1}")
-        fit = table.get("amdahl")
-        if fit and formulas.amdahl_applies(fit["raw_serial_fraction"]):
-            left.plot(counts, [formulas.amdahl_speedup(fit["serial_fraction"], t) for t in counts], linestyle=":",
-                      color=drawn.lines[0].get_color(), label=f"Amdahl, serial {100 * fit['serial_fraction']:.1f}%")
-        efficiency = [r["efficiency"] for r in rows]
-        drawn = right.errorbar([r["threads"] for r in rows], [100 * e for e in efficiency],
-                               yerr=_yerr(efficiency, [r.get("efficiency_ci") for r in rows], 100), capsize=3,
+        fit = table.amdahl
+        raw, fraction = (value_of(fit.raw_serial_fraction), value_of(fit.serial_fraction)) if fit else (None, None)
+        if raw is not None and fraction is not None and formulas.amdahl_applies(raw):
+            left.plot(counts, [formulas.amdahl_speedup(fraction, t) for t in counts], linestyle=":",
+                      color=drawn.lines[0].get_color(), label=f"Amdahl, serial {100 * fraction:.1f}%")
+        efficiency = [value_of(r.efficiency) or 0.0 for r in rows]
+        drawn = right.errorbar([r.threads for r in rows], [100 * e for e in efficiency],
+                               yerr=_yerr(efficiency, [ci_of(r.efficiency) for r in rows], 100), capsize=3,
                                marker="o", label=label)
         _name_intervals(drawn, f"ci-thread-efficiency-{index + 1}")
-    threshold = 100 * (tables[0].get("efficiency_threshold") or 0.7)
+    threshold = 100 * (tables[0].efficiency_threshold or 0.7)
     right.axhline(threshold, linestyle="--", color="grey", label=f"threshold {threshold:.0f}%")
-    measured = sorted({r["threads"] for t in tables for r in t["rows"]})
+    measured = sorted({r.threads for t in tables for r in t.rows})
     for axis in (left, right):
         if largest > 4:  # 1, 2, 4, 8, 16 evenly spaced
             axis.set_xscale("log", base=2)

@@ -14,7 +14,8 @@ plan (``ddptop.run.plan_records.Plan.to_json``) beyond the fields read here, the
 (``ddptop.telemetry.topology.Topology.from_json``) and the telemetry file's device list.
 
 The records are declared by topic: ``config`` (one configuration), ``trace`` (its profiler trace, the
-analysis's own records named here), ``tables`` (figures over several configurations) and ``run`` (the run as
+analysis's own records named here), ``tables`` (figures over several configurations), ``threads`` (the CPU's
+thread curve, core budget and CPU against GPU) and ``run`` (the run as
 a whole, its plan's fields and the ``Summary``); the base ``Record`` and the ``Estimate`` are
 ``ddptop.records``'s, shared with the analysis. Every name is importable from here.
 """
@@ -25,6 +26,7 @@ from ddptop.records import (SchemaError, Record, Estimate, value_of, ci_of, read
 from ddptop.report.schema.config import (Config, StepFigures, Percentiles, RankSpread, LaunchUnit, Communication, DdpLogging, Buckets, Achieved, WindowLoad, RankLoad, GpuIdle, Validity, Straggler, StragglerEvidence, Unconfirmed, ScriptSeen, WrapperSeen, GradSync, RankShare, WaitStraggler, DataWait, StepLessWait, Flops, Verdict)
 from ddptop.report.schema.trace import (Trace, TraceFile, TraceBreakdown, TraceSpread, TraceKernel, TraceCollective, TraceGpuWork)
 from ddptop.report.schema.tables import (ScalingTable, ScalingRow, Amdahl, Epoch, Projection, ProjectionPoint, BatchTable, BatchRow, CollectiveTable, CollectiveRow, DpVsDdpRow, TuneTable, TuneRow, StrategyTable, StrategyRow, FrontierPoint, Ceiling, CompileCost, NcclChoice)
+from ddptop.report.schema.threads import (ThreadTable, ThreadRow, CoreBudget, BudgetCell, DevicesCompared, DeviceSide)
 from ddptop.report.schema.run import (Summary, Uncertainty, LaunchVariance, Overhead, LaunchRecord, TelemetrySource, NodeRecord, NodeLaunch, Environment, PlanRecord)
 
 __all__ = [
@@ -92,6 +94,12 @@ __all__ = [
     "Ceiling",
     "CompileCost",
     "NcclChoice",
+    "ThreadTable",
+    "ThreadRow",
+    "CoreBudget",
+    "BudgetCell",
+    "DevicesCompared",
+    "DeviceSide",
     "Summary",
     "Uncertainty",
     "LaunchVariance",

@@ -8,6 +8,7 @@ from typing import Any, ClassVar
 
 from ddptop.report.schema.config import Config
 from ddptop.records import Estimate, MOMENTS, Record, estimates_in, over_launches
+from ddptop.report.schema.threads import CoreBudget, DevicesCompared, ThreadTable
 from ddptop.report.schema.tables import BatchTable, Ceiling, CollectiveTable, DpVsDdpRow, ScalingRow, ScalingTable, StrategyTable, TuneTable
 
 @dataclass(kw_only=True)
@@ -183,9 +184,9 @@ class Summary(Record):
     strategies: list[StrategyTable] = field(default_factory=list)  # --strategies: DDP, ZeRO-1, FSDP2 side by side
     # --threads and --devices (ddptop.analysis.threads): the thread curve per world size, the best ranks x
     # threads split of the cores, and the CPU against the GPUs in service units
-    threads: list[dict[str, Any]] = field(default_factory=list)
-    core_budget: list[dict[str, Any]] = field(default_factory=list)
-    devices_compared: list[dict[str, Any]] = field(default_factory=list)
+    threads: list[ThreadTable] = field(default_factory=list)
+    core_budget: list[CoreBudget] = field(default_factory=list)
+    devices_compared: list[DevicesCompared] = field(default_factory=list)
 
     _only_when_set: ClassVar[frozenset[str]] = frozenset({"not_saved", "strategies", "threads", "core_budget",
                                                           "devices_compared"})
