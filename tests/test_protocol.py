@@ -258,3 +258,26 @@ def test_stop_signal_handlers_are_restored_after_an_error():
     with pytest.raises(RuntimeError), handle_stop_signals(lambda *_: None):
         raise RuntimeError("boom")
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_a_spec_s_kind_says_whether_its_batch_is_ddptop_s_and_each_spec_is_parsed_once(tmp_path, monkeypatch):
+    """What differs between a kernel and a script is its kind's: the batch a kernel is given by --batch-sizes
+    is in its name, a script's own is not; a plan's configurations say whether they are a script's; a spec
+    named again by every table and line is parsed once."""
+    from ddptop.protocol import modelspec
+
+    assert modelspec.owns_batch("resnet18") and modelspec.owns_batch("gpt-tiny")
+    assert not modelspec.owns_batch("script:train.py --lr 0.1")
+    assert modelspec.with_batch("resnet18", 16) == "resnet18 bs16"
+    assert modelspec.with_batch("script:train.py --lr 0.1", 0) == "train.py --lr 0.1"
+    assert modelspec.parse_spec("resnet18", cwd="/") is modelspec.parse_spec("resnet18", cwd="/")
+    from ddptop.telemetry.inventory import Inventory
+
+    no_gpu = Inventory(problem="NVML unavailable: test")
+    (tmp_path / "train.py").write_text("print('training')\n")
+    monkeypatch.chdir(tmp_path)
+    scripts = build_plan(PlanOptions(world_sizes=[1, 2], script=["train.py"]), no_gpu, cpu_count=2).configs()
+    assert scripts and all(c.is_script and c.batch_size == 0 for c in scripts)
+    kernels = build_plan(PlanOptions(world_sizes=[1, 2], models=["resnet18"], batch_sizes=[4]), no_gpu,
+                         cpu_count=2).configs()
+    assert kernels and all(not c.is_script and c.batch_size == 4 for c in kernels)

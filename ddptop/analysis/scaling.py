@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from ddptop.analysis import communication, formulas, projection, script_steps, stats
 from ddptop.protocol import strategies, variants
+from ddptop.protocol.modelspec import owns_batch
 
 
 class Plan(Protocol):
@@ -67,8 +68,8 @@ def scaling_tables(
     groups: dict[tuple, list[dict[str, Any]]] = {}
     baselines: dict[tuple, dict[str, Any]] = {}
     for entry in entries:
-        # a script's batch is what it drew at each N (weak, strong or neither): its world sizes in one table
-        batch = 0 if script_steps.is_script(entry) else table_batch(entry)
+        # a model that draws its own batch (a script) drew it at each N (weak, strong or neither): one table
+        batch = table_batch(entry) if owns_batch(entry["model"]) else 0
         # a thread sweep's thread counts (--threads) and the CPU part of a plan on GPUs: a table each
         threads = (entry.get("threads") or 0) if getattr(plan, "threads", ()) else 0
         key = (entry["model"], batch, entry["backend"], entry.get("device") or plan.device, threads)

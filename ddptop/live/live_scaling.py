@@ -13,7 +13,6 @@ from typing import Any
 
 from ddptop.analysis import communication
 from ddptop.analysis.scaling import LiveScaling
-from ddptop.protocol.modelspec import is_script
 from ddptop.protocol.vocab import FAILED
 from ddptop.report.schema import ScalingRow
 from ddptop.run.config_state import ConfigState
@@ -33,7 +32,7 @@ def live_entry(state: ConfigState) -> dict[str, Any]:
             "params": state.info.get("params"),
         }
     )
-    if is_script(state.spec.model):
+    if state.spec.is_script:
         # a user's script chose its batch (0 in its spec): the one it drew, as the summary takes it; not in the
         # tables until a step's examples were counted
         batch = state.observed_batch()

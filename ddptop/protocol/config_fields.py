@@ -32,7 +32,16 @@ class ConfigFields:
     config_id: str  # model/mode/bs<batch>/n<world size>/backend, and whatever else tells it from the others
     model: str
     mode: Mode
-    batch_size: int  # per rank
+    batch_size: int  # per rank; 0 where the model draws its own (its kind's own_batch: a script)
+
+    # the model spec's module is imported where asked: a rank reads these fields inside the user's own
+    # process, which loads nothing it does not use (bench_kernels.script_probe)
+    @property
+    def is_script(self) -> bool:
+        """A user's training script (``ddptop run -- train.py``), not one of ddptop's kernels."""
+        from ddptop.protocol.modelspec import is_script
+
+        return is_script(self.model)
 
 
 def config_fields(config: ConfigFields) -> dict[str, Any]:

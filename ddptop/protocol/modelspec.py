@@ -74,9 +74,25 @@ class ModelSpec:
         return self.kind is Kind.FACTORY and self.target.endswith(".py")
 
 
+_PARSED: dict[tuple[str, str], ModelSpec] = {}
+_PARSED_MAX = 4096  # specs kept parsed: a sweep's handful, and every summary a diff or a view reads
+
+
 def parse_spec(text: str, cwd: str | None = None) -> ModelSpec:
     """The spec's kind and parts; ``SpecError`` for a malformed factory or hf spec. A name that is neither a
-    factory nor an hf spec nor a preset is taken for a classifier (``problem`` says if torchvision has none)."""
+    factory nor an hf spec nor a preset is taken for a classifier (``problem`` says if torchvision has none).
+    Parsed once: every table, line and view names its configurations from the same spec again and again."""
+    key = (text, cwd or os.getcwd())  # a relative path is made absolute against where ddptop started
+    found = _PARSED.get(key)
+    if found is None:
+        found = _parse(text, key[1])
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[key] = found
+    return found
+
+
+def _parse(text: str, cwd: str) -> ModelSpec:
     text = text.strip()
     if text.startswith(SCRIPT_PREFIX):
         return ModelSpec(text, Kind.SCRIPT, _script_target(_script_words(text), cwd))
@@ -202,6 +218,9 @@ class ModelKind:
     # how a user reads its name (``display_name``): (spec, for a narrow column) -> the name
     name: Callable[[ModelSpec, bool], str] = lambda spec, _short: spec.text
     program: str = "bench_kernels.ddp"  # the module torchrun runs in every rank
+    # its batch is ddptop's (--batch-sizes, in its name and its examples/s); False: the model draws its own
+    # (a script: the configuration's batch_size is 0, what it drew counted by the probe)
+    own_batch: bool = True
 
 
 def _classifier_problem(spec: ModelSpec, image_size: int) -> str | None:
@@ -318,7 +337,7 @@ KINDS: dict[Kind, ModelKind] = {kind.kind: kind for kind in (
               name=_hf_name),
     ModelKind(Kind.SCRIPT, "the user's training script, run as it is", "", checked=False, token_input=False,
               image_input=False, problem=_script_problem, facts=lambda spec, _n: None, name=_script_name,
-              program="bench_kernels.script_probe"),
+              program="bench_kernels.script_probe", own_batch=False),
 )}
 
 
@@ -396,11 +415,20 @@ def spec_label(model: str) -> str:
     return spec.function or spec.target
 
 
+def owns_batch(model: str) -> bool:
+    """Whether a configuration's batch is ddptop's to choose and name (its kind's ``own_batch``): not a
+    script's, which draws its own; a recorded spec that does not parse, by its prefix."""
+    try:
+        return KINDS[parse_spec(model, cwd="/").kind].own_batch
+    except SpecError:
+        return not is_script(model)
+
+
 def with_batch(model: str, batch_size: int, short: bool = False) -> str:
     """A configuration's model and its batch per rank as a table's cell or a line names them
-    (``resnet50 bs32``); a script by its command alone, as it chooses its own batch."""
+    (``resnet50 bs32``); a model that draws its own batch (a script) by its name alone."""
     name = display_name(model, short)
-    return name if is_script(model) else f"{name} bs{batch_size}"
+    return f"{name} bs{batch_size}" if owns_batch(model) else name
 
 
 def display_name(model: str, short: bool = False) -> str:

@@ -17,7 +17,6 @@ from typing import Any, TypeVar
 from ddptop.analysis import script_steps, stats, traces
 from ddptop.protocol import precision
 from ddptop.protocol.config_fields import config_fields
-from ddptop.protocol.modelspec import is_script
 from ddptop.protocol.vocab import ENDED, Status
 from ddptop.run.plan_records import ConfigSpec
 from ddptop.run.snapshot import CHART_TAIL, ConfigSnapshot, ScriptFigures, StepStats
@@ -321,7 +320,7 @@ class ConfigState:
     def observed_batch(self) -> script_steps.ObservedBatch | None:
         """A user's script's batch as it drew it so far (``script_steps.observed_batch``, caught up on the steps
         new since the last look); None for a kernel, or before a counted step."""
-        if not is_script(self.spec.model):
+        if not self.spec.is_script:
             return None
         self._script_steps.catch_up(self.samples, self.step_values)
         return self._script_steps.observed_batch()
@@ -329,7 +328,7 @@ class ConfigState:
     def script_figures(self, p50: float | None) -> ScriptFigures | None:
         """A user's script's figures so far (None for ddptop's own kernels): the steps new since the last
         look taken in, the rest kept."""
-        if not is_script(self.spec.model):
+        if not self.spec.is_script:
             return None
         tally = self._script_steps
         tally.catch_up(self.samples, self.step_values)

@@ -20,7 +20,7 @@ from dataclasses import fields
 from typing import Any
 
 from ddptop.errors import PlanError
-from ddptop.protocol.modelspec import seq_len_of, spec_label
+from ddptop.protocol.modelspec import KINDS, seq_len_of, spec_label
 from ddptop.run import plan_devices, plan_measurement, plan_models
 from ddptop.run.plan_records import Plan
 from ddptop.run.options import PlanOptions, unique
@@ -78,8 +78,8 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         options = script_options(options)
     specs = (script[0],) if script else plan_models.parse_models(options.models or (["resnet50"] if on_gpu else ["resnet18"]))
     models = tuple(spec.text for spec in specs)
-    # a script chooses its own batch: 0 in its configuration, what it drew counted by the probe
-    batch_sizes = (0,) if script else unique(options.batch_sizes or ([32] if on_gpu else [16]))
+    # a model of a kind that draws its own batch (a script): 0 in its configuration, what it drew counted
+    batch_sizes = (0,) if not all(KINDS[spec.kind].own_batch for spec in specs) else unique(options.batch_sizes or ([32] if on_gpu else [16]))
     one_node_sizes = default_world_sizes(devices_per_node) if on_gpu else [1, 2]
     if options.tune:
         options = plan_models.tune_options(options, one_node_sizes, on_gpu)

@@ -38,7 +38,6 @@ from ddptop.tui import format as fmt
 from ddptop.tui.panels import (ConfigNotes, ConfigTable, GpuTable, HostLine, LogPanel, RankTable, StatusLine,
                                StepChart, TunePanel)
 from ddptop.tui.footer import FittingFooter
-from ddptop.protocol.modelspec import is_script
 from ddptop.tui.lines import LineTable
 from ddptop.tui.screens import HelpScreen, SummaryScreen, TracesScreen
 
@@ -201,7 +200,7 @@ class DdptopApp(AsciiAwareApp):
                     yield ConfigNotes(id="config-notes")
                     yield StepChart(id="chart")
             with TabPane("2 Ranks", id="ranks-tab"):
-                yield RankTable(id="ranks", data_wait=any(is_script(spec.model)
+                yield RankTable(id="ranks", data_wait=any(spec.is_script
                                                           for spec in self.control.session.plan.configs()))
             with TabPane("3 Topology", id="topology-tab"):
                 with ScrollableContainer():
