@@ -41,8 +41,9 @@ CONFIG_COLUMNS = (
 
 
 # a user's script's plan (``ddptop run -- train.py``): no communication analysis or trace runs beside its steps,
-# so its comm and idle columns give way to the share of the step its ranks waited for batches, and its tokens/s
-SCRIPT_COLUMNS = tuple(c for c in CONFIG_COLUMNS if c[0] not in ("comm", "idle")) + (
+# so its comm and idle columns give way to the share of the step its ranks waited for batches, and its tokens/s;
+# in a narrow window its data wait and ex/s are kept before its efficiency (speedup / N: the speedup says it)
+SCRIPT_COLUMNS = tuple((*c[:3], 65) if c[0] == "eff" else c for c in CONFIG_COLUMNS if c[0] not in ("comm", "idle")) + (
     ("wait", "data wait", 9, 75), ("toks", "tok/s", 7, 35),
 )
 
