@@ -316,7 +316,13 @@ def test_the_report_the_csv_and_the_json_carry_the_script_s_figures():
     assert summary.configs[1].script.loaders[0]["num_workers"] == 0
     assert Summary.from_json(summary.to_json()).to_json() == summary.to_json()  # read and written alike
     text = blocks.text(script_tables.script_block(summary))
-    assert f"command: {TRAIN} --workers 0" in text and "the probe lost: examples not counted" in text
+    assert f"command: {TRAIN}" in text and "the probe lost: examples not counted" in text
+    # the script as typed where ddptop started, not the absolute path its ranks were given
+    for entry in entries:
+        entry["model"] = "script:examples/train.py --workers 0"
+    doc["plan"].update(script=[TRAIN, "--workers", "0"], script_dir=REPO)
+    typed = blocks.text(script_tables.script_block(Summary.from_json(json.loads(json.dumps(doc)))))
+    assert f"  command: examples/train.py --workers 0 (in {REPO})" in typed.splitlines(), typed
     first = next(csv.DictReader(io.StringIO(csv_table.csv_text(summary))))
     assert float(first["data_wait_share"]) == pytest.approx(entries[0]["data_wait"]["share"])
     assert float(first["data_wait_share_low"]) > step_bound.INPUT_BOUND_SHARE
