@@ -394,8 +394,8 @@ def test_headless_lines_and_tables_name_the_script_as_typed_not_by_its_absolute_
     report = sections.text_report(summary)
     assert "Benchmark: train.py --flag 1, the batch as the script drew it" in report
     assert "Scaling: train.py --flag 1 (gloo), batch as observed" in report
-    assert [line.strip() for line in report.splitlines() if str(tmp_path) in line] == [
-        f"command: {tmp_path / 'train.py'} --flag 1"], report
+    assert [line.strip().startswith("command: train.py --flag 1") for line in report.splitlines()
+            if "command:" in line or str(tmp_path / "train.py") in line] == [True], report
     (table,) = summary.scaling
     assert table.series_label() == "train.py --flag 1"  # the plots' legend
 
