@@ -67,6 +67,7 @@ from ddptop.protocol.config_fields import config_fields
 from ddptop.protocol.devices import apply_rank_device
 from ddptop.protocol.launchspec import LaunchSpec, RunConfig
 from ddptop.protocol.layout import trace_file
+from ddptop.protocol.variants import script_ddp_arguments
 from ddptop.protocol.precision import relative_half_width
 from ddptop.protocol.storage import describe_os_error
 from ddptop.protocol.vocab import STOPPED_EXIT, Phase, Status
@@ -133,7 +134,8 @@ class ScriptProbe:
         self.device_name: str | None = None
         self.probe_s = 0.0  # the probe's own work: at step ends and around each batch
         self.loaders: list[dict[str, Any]] = []  # each distinct DataLoader setting iterated (loader_seen)
-        self.sync = GradSync(torch, self.notes, self._step_number)  # its wrappers for data parallelism
+        # its wrappers for data parallelism; ddptop tune's try: keywords set on the script's own DDP call
+        self.sync = GradSync(torch, self.notes, self._step_number, script_ddp_arguments(cfg.variant))
         self.rule = MeasuredSteps(torch, cfg, world_size, self.measure, self.notes, self.sync)  # when to stop
         self.trace_to = trace_to  # (the run's folder, the trace file in it) where this launch traces its steps
         self.trace: ScriptTrace | None = None  # the profiler over steps after the measured ones, while it runs

@@ -159,8 +159,10 @@ class GradSync:
     """The hooks and what they saw. ``step_number`` says which step is running (for the notes), ``notes`` is
     the probe's list of what it could not measure."""
 
-    def __init__(self, torch: Any, notes: list[str], step_number: Callable[[], int]) -> None:
+    def __init__(self, torch: Any, notes: list[str], step_number: Callable[[], int],
+                 ddp_arguments: dict[str, Any] | None = None) -> None:
         self.torch = torch
+        self.ddp_arguments = dict(ddp_arguments or {})  # ddptop tune's try: set on every DDP call the script makes
         self.notes = notes
         self.step_number = step_number
         self.wrappers: list[Wrapper] = []
@@ -206,9 +208,14 @@ class GradSync:
 
         @functools.wraps(init)
         def watched_init(model: Any, *args: Any, **kwargs: Any) -> None:
-            init(model, *args, **kwargs)
+            given, called = (args, kwargs), (args, kwargs)
+            if sync.ddp_arguments:  # the try's keywords in place of the script's (a refusal is DDP's own error)
+                bound = signature.bind(model, *args, **kwargs)
+                bound.arguments.update(sync.ddp_arguments)
+                called = bound.args[1:], bound.kwargs
+            init(model, *called[0], **called[1])
             try:
-                sync.ddp_made(model, signature, args, kwargs)
+                sync.ddp_made(model, signature, *given)  # its arguments as the script gave them
             except Exception as exc:  # noqa: BLE001 - the probe fails open
                 sync.incomplete = True
                 sync.failed("a DistributedDataParallel model not recorded", exc)

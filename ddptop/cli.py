@@ -66,9 +66,11 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_arguments(run)
     tune = commands.add_parser(
         "tune", help="measure the DDP settings a user can change against DDP as written, and recommend what beats it",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="ddptop tune [flags] [-- train.py ARGS ...]", formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="variants (--variants, default all):\n" + "\n".join(
-            f"  {v.name:24s} {v.what}" for v in variants.CATALOG.values() if v.name != variants.DEFAULT))
+            f"  {v.name:24s} {v.what}" for v in variants.CATALOG.values() if v.name != variants.DEFAULT)
+        + "\n\nYour own training script, as it is: ddptop tune [flags] -- train.py ARGS sets DDP's keywords on its "
+          f"own DDP call (default: {', '.join(variants.SCRIPT_TUNE)}); docs/tune.md")
     _add_run_arguments(tune)
     watch = commands.add_parser("watch", help="the TUI following a run another ddptop is writing (e.g. in sbatch)")
     watch.add_argument("run_dir", metavar="RUN_DIR")
@@ -445,10 +447,10 @@ def _check_fake_nvml() -> None:
 
 
 def parse_arguments(argv: list[str]) -> argparse.Namespace:
-    """The command's arguments; for ``run``, what follows ``--`` is the user's training script and its own
-    arguments (``args.script``), left as they are."""
+    """The command's arguments; for ``run`` and ``tune``, what follows ``--`` is the user's training script and
+    its own arguments (``args.script``), left as they are."""
     script = None
-    if argv[:1] == ["run"] and "--" in argv:
+    if argv[:1] in (["run"], ["tune"]) and "--" in argv:
         cut = argv.index("--")
         argv, script = argv[:cut], argv[cut + 1:]
     args = build_parser().parse_args(argv)

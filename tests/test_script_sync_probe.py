@@ -396,3 +396,32 @@ def test_a_probe_hook_that_raises_in_a_real_launch_leaves_the_script_training(tm
     assert entry["status"] == "ok" and entry["ended_by"] == "ddptop" and entry["stats"]["n"] == 20
     assert any("gradient synchronisations and micro-batches not counted from step 1 on: RuntimeError: injected" in note
                for note in entry["probe_notes"]), entry["probe_notes"]
+
+
+def test_a_tune_s_try_sets_its_keywords_on_the_script_s_own_ddp_call_and_records_the_script_s(tmp_path,
+                                                                                              one_rank_group):
+    """``ddptop tune -- train.py``: the probe gives the script's DDP call the try's keywords (its file untouched):
+    the model is made with the try's bucket size, and what the report says the script wrote stays the script's."""
+    torch = one_rank_group
+    made = []
+
+    def loop():
+        from torch.nn.parallel import DistributedDataParallel as DDPClass
+
+        model = DDPClass(torch.nn.Linear(8, 2), None, bucket_cap_mb=25)  # device_ids by position
+        made.append(model.bucket_bytes_cap)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(100):
+            model(torch.randn(4, 8)).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+
+    end = Probed(tmp_path, torch, variant="bucket_cap_mb_10").run(loop)
+    assert made == [10 * 1024 * 1024], made
+    (wrapper,) = end["script"]["wrappers"]
+    assert wrapper["args"] == {"bucket_cap_mb": "25"} and end["note"] is None
+    as_written = []
+    (tmp_path / "default").mkdir()
+    Probed(tmp_path / "default", torch).run(lambda: as_written.append(
+        torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 2), bucket_cap_mb=25).bucket_bytes_cap))
+    assert as_written == [25 * 1024 * 1024]

@@ -135,8 +135,8 @@ def step_less_wait(entries: Sequence[dict[str, Any]], resamples: int = uncertain
     variance = launches.pool_variance(list(fits.values()), resamples)
     reps = {config_id: launches.replicates(fit, variance) for config_id, fit in fits.items()}
     groups: dict[tuple, list[dict[str, Any]]] = {}
-    for entry in measured:
-        groups.setdefault((entry["model"], entry.get("backend"), entry.get("device")), []).append(entry)
+    for entry in measured:  # a tune's try is compared with the script as written in the tune's table, not here
+        groups.setdefault(_script_group(entry), []).append(entry)
     found = {}
     for members in groups.values():
         reference = min(members, key=lambda e: e["world_size"])
@@ -160,6 +160,12 @@ def step_less_wait(entries: Sequence[dict[str, Any]], resamples: int = uncertain
                                change=uncertainty.verdict(ratio, DEFAULT_MIN_EFFECT), per_example=scale != 1.0)
             found[config_id] = figures
     return found
+
+
+def _script_group(entry: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The configurations whose world sizes are compared with the smallest: one script, backend and device, and
+    one try of ``ddptop tune`` (its tries are compared with the script as written at one N, in its own table)."""
+    return entry["model"], entry.get("backend"), entry.get("device"), entry.get("variant") or "default"
 
 
 def _per_example_scale(reference: Mapping[str, Any], entry: Mapping[str, Any]) -> float:
@@ -188,7 +194,7 @@ def add_script_figures(entries: Sequence[dict[str, Any]], resamples: int = uncer
     references: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for entry in entries:
         if script_steps.is_script(entry) and entry.get("stats"):
-            references.setdefault((entry["model"], entry.get("backend"), entry.get("device")), []).append(entry)
+            references.setdefault(_script_group(entry), []).append(entry)
     for members in references.values():
         reference = min(members, key=lambda e: e["world_size"])
         for entry in members:

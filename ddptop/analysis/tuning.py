@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ddptop.analysis import launches, uncertainty
+from ddptop.analysis import launches, script_steps, uncertainty
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 from ddptop.protocol import variants as catalog
 from ddptop.protocol.vocab import Mode
@@ -70,10 +70,20 @@ def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None,
         "step_ratio": None, "step_ratio_ci": None, "speedup": None, "speedup_ci": None,
         "verdict": ("the default" if chosen.name == catalog.DEFAULT else "measured again" if chosen.name == catalog.AGAIN
                     else uncertainty.NOT_COMPARABLE),
-        "paste": catalog.paste_lines(chosen, keywords or {}) if keywords or chosen.strategy else None,
+        "paste": _paste(entry, chosen, keywords),
         "compiled": compile_cost(compiles),
         "nccl": list(nccl) if nccl else None,
     }
+
+
+def _paste(entry: Mapping[str, Any], chosen: catalog.Variant, keywords: Mapping[str, Any] | None) -> list[str] | None:
+    """The lines to paste for a kernel's variant; for a script's try, its keywords at the line that made its DDP
+    model (``grad_sync.site``)."""
+    if script_steps.is_script(entry):
+        sync = entry.get("grad_sync")
+        site = sync.get("site") if isinstance(sync, Mapping) else None
+        return catalog.script_change_lines(chosen, site) if chosen.name != catalog.DEFAULT else None
+    return catalog.paste_lines(chosen, keywords or {}) if keywords or chosen.strategy else None
 
 
 def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str, np.ndarray],

@@ -18,6 +18,7 @@ from ddptop.run.cluster import Cluster
 from ddptop.errors import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK
 from ddptop.run.plan_records import Plan
 from ddptop.run.options import PlanOptions
+from ddptop.protocol import variants
 from ddptop.protocol.vocab import FAILED, Status
 from ddptop.report import store
 from ddptop.report.schema import Summary
@@ -132,9 +133,12 @@ class LiveRun:
     def exit_code(self) -> int:
         if self.interrupted:
             return EXIT_INTERRUPTED
-        # A batch sweep runs until out of memory on purpose: there "oom" is the answer, not a fault.
+        # A batch sweep runs until out of memory on purpose: there "oom" is the answer, not a fault; and a
+        # script's try (ddptop tune -- train.py) that the script or torch refuses is not applicable, an answer
+        # too: only the script as written failing is a fault.
         faults = {Status.FAILED} if self.plan.batch_sweep else FAILED
-        if self.summary and any(c.status in faults for c in self.summary.configs):
+        if self.summary and any(c.status in faults and not (self.plan.script and c.variant != variants.DEFAULT)
+                                for c in self.summary.configs):
             return EXIT_FAILED
         if (self.paths and self.paths.get("save_error")) or (self.summary and self.summary.not_saved):
             return EXIT_FAILED  # measured, but not all saved where it belongs

@@ -100,6 +100,28 @@ CATALOG: dict[str, Variant] = {v.name: v for v in (
 # what `ddptop tune` measures when not told otherwise: every variant of the catalog
 DEFAULT_TUNE = tuple(CATALOG)
 
+# what ddptop tune tries on a user's script (``ddptop tune -- train.py``): DDP's keyword arguments and bucket
+# size, which the script probe sets on the script's own DDP constructor call (its file untouched); a setting of
+# the step, a comm hook or an environment would change more than a keyword of the script's call
+SCRIPT_TUNE = ("bucket_cap_mb_10", "bucket_cap_mb_100", "gradient_as_bucket_view", "static_graph")
+
+
+def applies_to_script(chosen: Variant) -> bool:
+    """Whether the probe can set the variant on a script's DDP call: DDP's keyword arguments, its bucket size."""
+    return chosen.name == DEFAULT or bool((chosen.ddp_kwargs or chosen.bucket_cap_mb) and not (
+        chosen.comm_hook or chosen.env or chosen.amp or chosen.channels_last or chosen.compile or chosen.strategy
+        or not chosen.buffer_sync))
+
+
+def script_ddp_arguments(name: str) -> dict[str, Any]:
+    """The keyword arguments the script probe sets on the script's DDP call for the variant ``name`` (none for
+    DDP as written)."""
+    chosen = variant(name)
+    found = dict(chosen.ddp_kwargs)
+    if chosen.bucket_cap_mb is not None:
+        found["bucket_cap_mb"] = chosen.bucket_cap_mb
+    return found
+
 # DDP as written once more, beside a combination of variants in launches of their own (ddptop tune)
 AGAIN = "default_again"
 _AGAIN = Variant(AGAIN, "DDP as written, measured again beside the combination")
@@ -198,6 +220,13 @@ def paste_lines(chosen: Variant, keywords: Mapping[str, Any]) -> list[str]:
                  f"model.register_comm_hook(powerSGD.PowerSGDState(None, matrix_approximation_rank="
                  f"{chosen.powersgd_rank}, start_powerSGD_iter={POWERSGD_START}), powerSGD.powerSGD_hook)"]
     return lines
+
+
+def script_change_lines(chosen: Variant, site: str | None) -> list[str]:
+    """The change to a user's script for a try of ``ddptop tune -- train.py``: at the line that made its DDP
+    model (``train.py:97``), the keywords to give the call."""
+    words = ", ".join(f"{key}={value!r}" for key, value in script_ddp_arguments(chosen.name).items())
+    return [f"{site or 'the script'}: DistributedDataParallel(..., {words})"]
 
 
 def strategy_lines(name: str) -> list[str]:

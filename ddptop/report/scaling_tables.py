@@ -85,8 +85,9 @@ def benchmark_text(summary: Summary) -> str:
 def _script_batches(members: list[Config]) -> str:
     """Each world size's examples per rank per step, as the probe counted them."""
     measured = [e for e in members if e.stats]  # one not measured yet drew nothing
-    return ", ".join(f"{e.batch_size} per rank at N={e.world_size}" if e.global_batch
-                     else f"examples not counted at N={e.world_size}" for e in measured) or "nothing measured"
+    said = (f"{e.batch_size} per rank at N={e.world_size}" if e.global_batch
+            else f"examples not counted at N={e.world_size}" for e in measured)
+    return ", ".join(dict.fromkeys(said)) or "nothing measured"  # a tune's tries at one N: said once
 
 
 def _cut_short(entry: Config) -> str:

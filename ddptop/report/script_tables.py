@@ -49,7 +49,7 @@ def data_wait_rows(configs: list[Config]) -> list[tuple[str, ...]]:
     for entry in sorted(configs, key=lambda e: e.world_size):
         wait, less = entry.data_wait, entry.step_less_wait
         rows.append((
-            str(entry.world_size),
+            str(entry.world_size) + ("" if entry.variant == "default" else f" {entry.variant}"),  # a tune's try
             str(entry.batch_size) if entry.global_batch else "not counted",
             _share(wait.share) if wait else "not timed",
             _per_rank(entry),
@@ -144,7 +144,7 @@ def script_block(summary: Summary) -> Block:
         if entry.stats:  # a configuration not measured (yet) has no row: named under the table
             groups.setdefault((entry.model, entry.backend, entry.device), []).append(entry)
     for members in groups.values():
-        parts.append(Table(DATA_WAIT_HEADER, data_wait_rows(members)))
+        parts.append(Table(DATA_WAIT_HEADER, data_wait_rows(members), first_left=True))
     if groups:
         parts.append(Note(DATA_WAIT_NOTE))
     missing = unlisted_note(scripts, {e.config_id for e in scripts if e.stats}, lambda e: not_measured(e) or "")

@@ -6,23 +6,25 @@ from __future__ import annotations
 
 from ddptop import units
 from ddptop.protocol import variants
-from ddptop.protocol.modelspec import display_name
+from ddptop.protocol.modelspec import display_name, is_script
 from ddptop.report.blocks import Block, Caption, Note, Part, Table, Verbatim
 from ddptop.report.schema import NcclChoice, Summary, TuneRow, TuneTable
 
 TUNE_HEADER = ("variant", "sec/iter (p50)", "ex/s vs default", "verdict", "peak memory", "what changes in the maths")
 
 
-def _tune_cells(row: TuneRow) -> tuple[str, ...]:
+def _tune_cells(row: TuneRow, script: bool = False) -> tuple[str, ...]:
     speedup = ("1.00" if row.variant in (variants.DEFAULT, variants.AGAIN) else
                units.estimate(row.speedup, lambda v: units.number(v, 2, "x")))
-    verdict = row.verdict if row.status == "ok" else f"{row.status} (below)"  # the reason: "Not measured in full"
+    # the reason: "Not measured in full"; a script's try that it or torch refused is not applicable to it
+    verdict = row.verdict if row.status == "ok" else f"{'not applicable' if script else row.status} (below)"
     if row.status == "ok" and row.reason:  # dropped by the search: after how many launches
         verdict += f", {row.reason.partition(':')[0]}"
     memory = (units.binary_bytes(row.peak_memory_bytes) if row.peak_memory_bytes is not None
               else units.binary_bytes(row.max_rss_bytes) + " RSS" if row.max_rss_bytes is not None else units.DASH)
     return (row.what if row.variant not in (variants.DEFAULT, variants.AGAIN) else
-            "default: DDP as written" + (", again" if row.variant == variants.AGAIN else ""),
+            ("default: the script as written" if script else "default: DDP as written")
+            + (", again" if row.variant == variants.AGAIN else ""),
             units.estimate(row.sec_iter, units.seconds), speedup, verdict, memory,
             row.math or "nothing")
 
@@ -32,8 +34,9 @@ def tune_answer(table: TuneTable) -> list[str]:
     by_name = {row.variant: row for row in [*table.rows, *table.combination]}
     best = [by_name[name] for name in table.recommended if name in by_name]
     if not best:
+        kept = "your script as written" if is_script(table.model) else "DDP as written"
         return [f"Nothing beats the default beyond noise (a change is called past ±{units.percent(table.min_effect)}"
-                "): keep DDP as written."]
+                f"): keep {kept}."]
     def times(row: TuneRow) -> str:
         return units.estimate(row.speedup, lambda v: units.number(v, 2, "x"))
 
@@ -106,9 +109,13 @@ def nccl_notes(table: TuneTable) -> list[str]:
 def tuning_block(summary: Summary) -> Block:
     parts: list[Part] = []
     for table in summary.tuning:
-        parts += [Caption(f"Tuning: {display_name(table.model)}, batch {table.batch_size} per rank at N={table.world_size} "
-                          f"({table.backend}); each variant against DDP as written, 95% intervals"),
-                  Table(TUNE_HEADER, [_tune_cells(row) for row in table.rows], first_left=True)]
+        script = is_script(table.model)
+        batch = "its own batch" if script else f"batch {table.batch_size} per rank"
+        against = "each try, set on its DDP call by ddptop, against the script as written" if script else (
+            "each variant against DDP as written")
+        parts += [Caption(f"Tuning: {display_name(table.model)}, {batch} at N={table.world_size} "
+                          f"({table.backend}); {against}, 95% intervals"),
+                  Table(TUNE_HEADER, [_tune_cells(row, script) for row in table.rows], first_left=True)]
         if table.combination:
             parts += [Caption("The faster ones set together, against DDP as written measured again beside them in "
                               "launches of their own"),

@@ -82,7 +82,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     batch_sizes = (0,) if not all(KINDS[spec.kind].own_batch for spec in specs) else unique(options.batch_sizes or ([32] if on_gpu else [16]))
     one_node_sizes = default_world_sizes(devices_per_node) if on_gpu else [1, 2]
     if options.tune:
-        options = plan_models.tune_options(options, one_node_sizes, on_gpu)
+        options = plan_models.tune_options(options, one_node_sizes, on_gpu, script=script is not None)
     if options.search_budget is not None and not options.search_budget > 0:
         raise PlanError(f"--search-budget must be a positive number of seconds (got {options.search_budget:g})")
     nnodes = options.nnodes

@@ -61,7 +61,7 @@ def apply_facts(plan: Plan, facts: dict[str, WorkloadFacts]) -> Plan:
 SEARCH_BUDGET = {False: 600.0, True: 1800.0}
 
 
-def tune_options(options: PlanOptions, one_node_sizes: list[int], on_gpu: bool) -> PlanOptions:
+def tune_options(options: PlanOptions, one_node_sizes: list[int], on_gpu: bool, script: bool = False) -> PlanOptions:
     """ddptop tune's plan: the default (or given) model and batch at the largest world size of the node (or
     the one given), every variant of the catalog unless some are named; no no-DDP baseline, and no
     communication analysis, collective benchmark or traces unless asked (the first two time the default DDP,
@@ -75,7 +75,8 @@ def tune_options(options: PlanOptions, one_node_sizes: list[int], on_gpu: bool) 
         comm_iters=0 if options.comm_iters is None else options.comm_iters,
         trace_steps=0 if options.trace_steps is None else options.trace_steps,
         collectives=[] if options.collectives is None else options.collectives,
-        variants=options.variants or default_tune_variants(options.models or []),
+        variants=options.variants or (list(variants_mod.SCRIPT_TUNE) if script
+                                      else default_tune_variants(options.models or [])),
         search_budget=options.search_budget or SEARCH_BUDGET[on_gpu],
         name=options.name or "tune",
     )
@@ -136,7 +137,14 @@ def parse_script_option(options: PlanOptions) -> tuple[ModelSpec, tuple[str, ...
     def as_given(value: Any) -> Any:
         return list(value) if isinstance(value, (list, tuple)) else value
 
-    given = [o for o in KERNEL_ONLY if as_given(getattr(options, o)) != as_given(OPTIONS_BY_NAME[o].default)]
+    # ddptop tune -- train.py: the tune's own flags apply, its tries those the probe sets on the script's DDP call
+    tuning = ("tune", "variants", "search_budget", "keep_slower") if options.tune else ()
+    given = [o for o in KERNEL_ONLY if o not in tuning
+             and as_given(getattr(options, o)) != as_given(OPTIONS_BY_NAME[o].default)]
+    for name in options.variants or () if options.tune else ():
+        if name in variants_mod.CATALOG and not variants_mod.applies_to_script(variants_mod.CATALOG[name]):
+            raise PlanError(f"--variants {name}: not tried on a script, whose DDP call the probe sets keyword "
+                            f"arguments on (tried: {', '.join(variants_mod.SCRIPT_TUNE)}, find_unused_parameters)")
     if given:
         # each with its other spellings: the user may have typed either
         flags = ", ".join("/".join([OPTIONS_BY_NAME[o].spelling, *(f.spelling for f in OPTIONS_BY_NAME[o].also)])

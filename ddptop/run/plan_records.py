@@ -262,14 +262,16 @@ class Plan:
                                         for name in self.strategies if name != strategies_mod.DDP]
             if world_size == 1 and backend == self.backends[0] and device == self.device and not threads:
                 configs += data_parallel
-            # a variant with an environment of its own (NCCL reads it at init) runs in a launch of its own
-            shared = [c for c in configs if not variants_mod.variant(c.variant).env]
+            # a variant with an environment of its own (NCCL reads it at init) runs in a launch of its own, and
+            # so does each configuration of a script, which runs once in a launch
+            alone = [c for c in configs if variants_mod.variant(c.variant).env or (self.script and c is not configs[0])]
+            shared = [c for c in configs if c not in alone]
             own = "" if device == self.device else device
             result.append(Launch(world_size, backend, tuple(shared), self.nodes_for(world_size), device=own,
                                  threads=threads))
             result += [Launch(world_size, backend, (c,), self.nodes_for(world_size),
                               env=variants_mod.variant(c.variant).env, device=own, threads=threads)
-                       for c in configs if variants_mod.variant(c.variant).env]
+                       for c in alone]
         return result
 
     def _placements(self) -> list[tuple[int, str, str, int]]:

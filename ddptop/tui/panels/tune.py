@@ -12,7 +12,7 @@ from typing import Any
 from rich.text import Text
 
 from ddptop.protocol.variants import AGAIN, DEFAULT, JOIN
-from ddptop.protocol.vocab import Status
+from ddptop.protocol.vocab import Mode, Status
 from ddptop.run.snapshot import ConfigSnapshot, RunSnapshot
 from ddptop.tui import format as fmt
 from ddptop.tui.lines import LineTable
@@ -38,7 +38,7 @@ class TunePanel(LineTable):
         self._drawn_from: tuple[Any, ...] | None = None
 
     def update_from(self, snapshot: RunSnapshot) -> None:
-        configs = [c for c in snapshot.session.configs if "/ddp/" in c.config_id]  # not no-DDP or DataParallel
+        configs = [c for c in snapshot.session.configs if c.mode == Mode.DDP]  # not no-DDP or DataParallel
         measuring, going = snapshot.session.measuring, snapshot.going
         drawn_from = (measuring, going, tuple((c.config_id, c.revision, c.status) for c in configs))
         if drawn_from == self._drawn_from:
