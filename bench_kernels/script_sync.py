@@ -16,8 +16,11 @@ by one that counts them (an attribute read and an integer add), and every measur
 it ran. FSDP's are counted alike, on the root alone (inner instances and sharded blocks run inside it): a
 ``FullyShardedDataParallel`` forward synchronises unless inside its ``no_sync()`` (``_sync_gradients``); a module
 ``fully_shard`` sharded gets a forward pre-hook, after FSDP's own, and reduces its gradients unless
-``set_requires_gradient_sync(False)`` turned that off (its parameter groups' ``reduce_grads``). One line that
-shards several modules (a loop over the blocks, FSDP's auto-wrapping) is one record, its modules counted. DDP's own timers (``_get_ddp_logging_data``: forward and backward compute, backward communication and
+``set_requires_gradient_sync(False)`` turned that off (its parameter groups' ``reduce_grads``; FSDP reads both
+at the backward, the probe at the forward: a setting changed between the two is counted as it was at the
+forward). One line that shards several modules (a loop over the blocks, FSDP's auto-wrapping) is one record,
+its modules counted; where it makes several roots (a generator and a discriminator), a step counts its
+busiest root's micro-batches, not their sum. DDP's own timers (``_get_ddp_logging_data``: forward and backward compute, backward communication and
 its overlap with compute) are read over the measured steps as ddptop's kernel reads them
 (``comm_probe.ddp_logging_mark``), with every step recorded (``_set_ddp_runtime_logging_sample_rate(1)``), up
 to the configuration's end or the model's collection, whichever comes first (its logger holds the gradient
@@ -76,27 +79,35 @@ class _LoggerView:
 class Wrapper:
     """One model the script wrapped for data parallelism, and what its forwards did since the last step."""
 
-    __slots__ = ("kind", "site", "via", "modules", "args", "rewrapped", "inner", "view", "mark", "forwards", "syncs",
-                 "steps", "logging", "comm_hook", "alive")
+    __slots__ = ("kind", "site", "via", "modules", "args", "rewrapped", "inner", "view", "mark", "counts", "steps",
+                 "logging", "comm_hook", "alive")
 
     def __init__(self, kind: str, site: tuple[str | None, str | None], args: dict[str, str], rewrapped: bool,
                  inner: int | None) -> None:
         self.site, self.via = site  # the user's line, and the library's that made it (call_site)
         self.kind, self.args, self.rewrapped, self.inner = kind, args, rewrapped, inner
-        self.modules = 1  # fully_shard: the modules sharded by this line with these arguments
+        self.modules = 1  # FSDP, fully_shard: the modules sharded by this line with these arguments
         self.view: _LoggerView | None = None
         self.mark: dict[str, Any] | None = None
-        self.forwards = 0  # micro-batches since the last step's end: forwards with gradients enabled
-        self.syncs = 0  # ... of which synchronise their gradients (require_backward_grad_sync)
+        # per model (a root of FSDP's: one line may make several, a generator's and a discriminator's) since the
+        # last step's end: [micro-batches (forwards with gradients enabled), of which synchronise their gradients]
+        self.counts: dict[int, list[int]] = {}
         self.steps: dict[tuple[int, int], int] = {}  # (micro-batches, syncs) -> measured steps that ran them
         self.logging: dict[str, Any] | None = None
         self.comm_hook: str | None = None
         self.alive = True  # its model is not gone
 
-    def micro_batch(self, syncs: bool) -> None:
-        self.forwards += 1
-        if syncs:
-            self.syncs += 1
+    def micro_batch(self, model: Any, syncs: bool) -> None:
+        counted = self.counts.setdefault(id(model), [0, 0])
+        counted[0] += 1
+        counted[1] += bool(syncs)
+
+    def step_counts(self) -> tuple[int, int]:
+        """The step's (micro-batches, syncs) of its busiest model (several roots' forwards are not added up:
+        two models a step, one micro-batch each, are not two micro-batches); the counts start again."""
+        busiest = max(self.counts.values(), default=[0, 0])
+        self.counts = {}
+        return busiest[0], busiest[1]
 
     def to_json(self) -> dict[str, Any]:
         found: dict[str, Any] = {"kind": self.kind, "site": self.site, "via": self.via, "args": self.args,
@@ -168,7 +179,8 @@ class GradSync:
         self.wrappers: list[Wrapper] = []
         self.incomplete = False  # a wrapper may have been made unrecorded (more than MAX_WRAPPERS, a hook failed)
         self.by_id: dict[int, Wrapper] = {}  # id(DDP model) -> its wrapper (the model's weakref drops it)
-        self.counting = True  # DDP's forwards (off once counting one failed)
+        self.counting = True  # the wrapped models' forwards (off once counting one failed)
+        self.tried = 0  # DDP calls given ddptop tune's try
         self.measuring = False
         self.collectives = 0  # the script's own collective calls during the measured steps
         self.own = 0  # > 0 while the probe itself calls a collective (the ranks' agreement)
@@ -209,10 +221,8 @@ class GradSync:
         @functools.wraps(init)
         def watched_init(model: Any, *args: Any, **kwargs: Any) -> None:
             given, called = (args, kwargs), (args, kwargs)
-            if sync.ddp_arguments:  # the try's keywords in place of the script's (a refusal is DDP's own error)
-                bound = signature.bind(model, *args, **kwargs)
-                bound.arguments.update(sync.ddp_arguments)
-                called = bound.args[1:], bound.kwargs
+            if sync.ddp_arguments:  # the try's keywords in place of the script's: the call fails where DDP refuses
+                called = sync.tried_call(signature, model, args, kwargs)
             init(model, *called[0], **called[1])
             try:
                 sync.ddp_made(model, signature, *given)  # its arguments as the script gave them
@@ -222,6 +232,19 @@ class GradSync:
 
         self._replace(DistributedDataParallel, "__init__", watched_init)
         self._replace(DistributedDataParallel, "forward", self._counted(forward, "count_forward"))
+
+    def tried_call(self, signature: inspect.Signature, model: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+                   ) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        """A DDP call's arguments with ddptop tune's try set by name over the script's (given by position or
+        keyword); a keyword this torch's DDP does not take is DDP's TypeError, as the script's own would be."""
+        missing = [name for name in self.ddp_arguments if name not in signature.parameters]
+        if missing:
+            raise TypeError(f"DistributedDataParallel() got an unexpected keyword argument {missing[0]!r} "
+                            "(ddptop tune's try)")
+        bound = signature.bind(model, *args, **kwargs)
+        bound.arguments.update(self.ddp_arguments)
+        self.tried += 1
+        return bound.args[1:], bound.kwargs
 
     def _counted(self, forward: Callable[..., Any], count: str) -> Callable[..., Any]:
         """``forward`` that first has the method named ``count`` count its call (looked up at each call)."""
@@ -304,13 +327,17 @@ class GradSync:
             init(obj, *args, **kwargs)
             wrapper = self.made(kind, {}, None)
             if counted and wrapper is not None:
-                self._register(obj, wrapper)
+                try:
+                    self._register(obj, wrapper)
+                except Exception as exc:  # noqa: BLE001 - the probe fails open
+                    self.counting = False
+                    self.failed("gradient synchronisations and micro-batches not counted", exc)
 
         self._replace(cls, "__init__", watched_init)
 
     def _watch_shard(self, module: Any, wrapper: Wrapper) -> None:
-        """A module fully_shard sharded: its forwards counted by a forward pre-hook, after FSDP's own (prepended:
-        the root is known by then, and its gradient synchronisation set)."""
+        """A module fully_shard sharded: its forwards counted by a forward pre-hook appended after FSDP's own
+        (which FSDP prepends: the root is known by then, and its gradient synchronisation set)."""
         try:
             self._register(module, wrapper)
             handle = module.register_forward_pre_hook(functools.partial(self._count_call, "count_shard_forward"))
@@ -322,8 +349,8 @@ class GradSync:
     def _register(self, model: Any, wrapper: Wrapper) -> None:
         """Find ``wrapper`` from its model's forwards, until the model is collected."""
         key = id(model)
+        weakref.finalize(model, self._gone, key)  # first: a model that cannot be referenced weakly is not kept
         self.by_id[key] = wrapper
-        weakref.finalize(model, self._gone, key)
 
     # -- what the hooks record ------------------------------------------------------------------------------
     def made(self, kind: str, args: dict[str, str], inner: int | None) -> Wrapper | None:
@@ -336,6 +363,7 @@ class GradSync:
                             None)
                 if same is not None:
                     same.modules += 1
+                    same.alive = True  # a model made again by the line whose earlier ones were collected
                     return same
             if len(self.wrappers) >= MAX_WRAPPERS:
                 self.incomplete = True
@@ -374,7 +402,7 @@ class GradSync:
         """A DDP forward: a micro-batch with gradients, synchronising them unless inside no_sync()."""
         wrapper = self.by_id.get(id(model))
         if wrapper is not None and self.torch.is_grad_enabled():
-            wrapper.micro_batch(model.require_backward_grad_sync)
+            wrapper.micro_batch(model, model.require_backward_grad_sync)
 
     def count_fsdp_forward(self, model: Any) -> None:
         """A FullyShardedDataParallel forward: the root's alone is a micro-batch (its inner instances run inside
@@ -382,7 +410,7 @@ class GradSync:
         no_sync() (``_sync_gradients``, torch/distributed/fsdp/fully_sharded_data_parallel.py)."""
         wrapper = self.by_id.get(id(model))
         if wrapper is not None and self.torch.is_grad_enabled() and getattr(model, "_is_root", None) is not False:
-            wrapper.micro_batch(bool(model._sync_gradients))
+            wrapper.micro_batch(model, bool(model._sync_gradients))
 
     def count_shard_forward(self, module: Any) -> None:
         """A forward of a module fully_shard sharded: the root's alone is a micro-batch (an inner module runs
@@ -393,7 +421,7 @@ class GradSync:
             return
         state = module._get_fsdp_state()
         if state._is_root:
-            wrapper.micro_batch(_reduces_gradients(state))
+            wrapper.micro_batch(module, _reduces_gradients(state))
 
     def _gone(self, key: int) -> None:
         """A DDP model was collected: its timers read now and its logger let go (it holds the gradient buckets:
@@ -409,10 +437,9 @@ class GradSync:
             for wrapper in self.wrappers:
                 if wrapper.kind not in COUNTED or not wrapper.alive:
                     continue
+                key = wrapper.step_counts()
                 if measured and self.counting:
-                    key = (wrapper.forwards, wrapper.syncs)
                     wrapper.steps[key] = wrapper.steps.get(key, 0) + 1
-                wrapper.forwards = wrapper.syncs = 0
         except Exception as exc:  # noqa: BLE001 - the probe fails open
             self.counting = False
             self.failed("gradient synchronisations and micro-batches not counted", exc)
@@ -472,6 +499,8 @@ class GradSync:
         found: dict[str, Any] = {"wrappers": [w.to_json() for w in self.wrappers], "collectives": self.collectives}
         if self.incomplete:
             found["wrappers_incomplete"] = True
+        if self.ddp_arguments:  # ddptop tune's try: on how many DDP calls it was set (0: not applied)
+            found["tried_on"] = self.tried
         return found
 
 

@@ -420,8 +420,58 @@ def test_a_tune_s_try_sets_its_keywords_on_the_script_s_own_ddp_call_and_records
     assert made == [10 * 1024 * 1024], made
     (wrapper,) = end["script"]["wrappers"]
     assert wrapper["args"] == {"bucket_cap_mb": "25"} and end["note"] is None
+    assert end["script"]["tried_on"] == 1  # the DDP calls the try was set on
     as_written = []
     (tmp_path / "default").mkdir()
     Probed(tmp_path / "default", torch).run(lambda: as_written.append(
         torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(8, 2), bucket_cap_mb=25).bucket_bytes_cap))
     assert as_written == [25 * 1024 * 1024]
+
+
+def test_a_try_this_torch_s_ddp_does_not_take_fails_the_call_as_ddp_would_and_one_without_ddp_is_not_applied(
+        tmp_path, one_rank_group):
+    from bench_kernels.script_sync import GradSync
+
+    torch = one_rank_group
+    notes: list[str] = []
+    sync = GradSync(torch, notes, lambda: 0, {"no_such_keyword": True})
+    sync.install()
+    try:
+        with pytest.raises(TypeError, match="unexpected keyword argument 'no_such_keyword'"):
+            torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(2, 2))
+    finally:
+        sync.uninstall()
+    assert sync.seen()["tried_on"] == 0 and notes == []
+
+    def without_ddp():  # a script that makes no DDP model: the try is set on nothing
+        model = torch.nn.Linear(4, 2)
+        for _ in range(100):
+            model(torch.ones(2, 4)).sum().backward()
+
+    (tmp_path / "none").mkdir()
+    end = Probed(tmp_path / "none", torch, variant="static_graph").run(without_ddp)
+    assert end["script"]["tried_on"] == 0
+
+
+def test_several_fsdp_roots_made_by_one_line_are_counted_apart_not_added(tmp_path, one_rank_group):
+    """A generator and a discriminator sharded by one line (a loop, a helper): one micro-batch each a step is
+    one micro-batch a step, not two that each synchronise."""
+    torch = one_rank_group
+
+    def loop():
+        from torch.distributed.fsdp import fully_shard
+
+        models = [torch.nn.Linear(4, 4), torch.nn.Linear(4, 2)]
+        for model in models:
+            fully_shard(model)  # the site: two roots
+        optimizer = torch.optim.SGD([p for m in models for p in m.parameters()], lr=0.1)
+        for _ in range(100):
+            made = models[0](torch.ones(2, 4))  # each model's forward once a step, each its own backward
+            models[1](made.detach()).sum().backward()
+            made.sum().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+
+    end = Probed(tmp_path, torch, warmup=2, iters=5).run(loop)
+    (wrapper,) = end["script"]["wrappers"]
+    assert wrapper["modules"] == 2 and wrapper["sync_steps"] == [[1, 1, 5]], wrapper

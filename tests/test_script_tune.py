@@ -15,6 +15,7 @@ import textwrap
 
 import pytest
 
+from ddptop.analysis import tuning
 from ddptop.protocol import variants
 from ddptop.run.options import PlanOptions
 from ddptop.run.plan import PlanError, build_plan
@@ -47,12 +48,42 @@ def test_a_script_s_tune_tries_ddp_s_keywords_each_in_launches_of_its_own_interl
 
 
 def test_a_try_the_probe_cannot_set_on_a_script_s_ddp_call_and_kernel_flags_are_refused(in_script_folder):
-    with pytest.raises(PlanError, match="--variants fp16_compress_hook: not tried on a script"):
+    with pytest.raises(PlanError, match="--variants fp16_compress_hook: not tried on a script.*it can: bucket_cap_mb_10"):
         build_plan(PlanOptions(script=["train.py"], tune=True, variants=["fp16_compress_hook"]), CPU, cpu_count=2)
     with pytest.raises(PlanError, match="--batch-sizes.*describe.*ddptop's own kernels"):
         build_plan(PlanOptions(script=["train.py"], tune=True, batch_sizes=[8]), CPU, cpu_count=2)
     with pytest.raises(PlanError, match="--variants.*describe"):  # a run of the script takes no variants
         build_plan(PlanOptions(script=["train.py"], variants=["static_graph"]), CPU, cpu_count=2)
+
+
+def test_the_repeats_and_the_combination_of_a_script_s_tune_run_one_configuration_a_launch(in_script_folder):
+    """A repeat of a disturbed launch and the faster tries set together run in launches of their own too: the
+    script probe takes one configuration a launch."""
+    from ddptop.run import sweep
+
+    plan = build_plan(PlanOptions(script=["train.py"], tune=True, launches=2), CPU, cpu_count=2)
+    disturbed = {c.config_id: (True, True) for c in plan.configs()}  # every one quiet once and disturbed once
+    repeats = sweep.repeat_launches(plan, disturbed)
+    assert len(repeats) == len(plan.configs()) and all(len(launch.configs) == 1 for launch in repeats)
+    kernels = build_plan(PlanOptions(tune=True, variants=["static_graph"]), CPU, cpu_count=2)
+    (shared,) = sweep.repeat_launches(kernels, {c.config_id: (True, True) for c in kernels.configs()})
+    assert len(shared.configs) == 2  # a kernel's launch runs its configurations one after the other
+
+
+def test_a_try_set_on_no_ddp_call_is_said_not_applied_and_never_ranked():
+    """A script that made no DistributedDataParallel model (FSDP, ZeRO, its own collectives) ran the try as
+    written: it is not applied, has no ratio and is not recommended."""
+    def entry(variant, tried_on):
+        return {"config_id": f"script:t.py/n2/gloo/{variant}", "model": "script:t.py", "mode": "ddp",
+                "batch_size": 0, "world_size": 2, "backend": "gloo", "variant": variant, "status": "ok",
+                "stats": {"sec_iter": {"p50": 0.01}}, "script": {"wrappers": [], "tried_on": tried_on}}
+
+    default = {**entry("default", None), "config_id": "script:t.py/n2/gloo"}
+    reps = {default["config_id"]: [0.01] * 50, entry("static_graph", 0)["config_id"]: [0.005] * 50}
+    (table,) = tuning.tuning_tables([default, entry("static_graph", 0)], reps, {})
+    row = next(r for r in table["rows"] if r["variant"] == "static_graph")
+    assert row["verdict"] == tuning.NOT_APPLIED and row["speedup"] is None and row["paste"] is None
+    assert table["recommended"] == []
 
 
 BRANCHY = """

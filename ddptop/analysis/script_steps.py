@@ -151,6 +151,9 @@ def seen_over_launches(seen: Sequence[Mapping[str, Any]]) -> dict[str, Any] | No
         combined["collectives"] = sum(collectives)
     if any(s.get("wrappers_incomplete") for s in seen):
         combined["wrappers_incomplete"] = True
+    tried = [s.get("tried_on") for s in seen if isinstance(s.get("tried_on"), int)]
+    if tried:  # ddptop tune's try: the DDP calls given it over every launch
+        combined["tried_on"] = sum(tried)
     steps = [s.get("optimizer_steps") for s in seen]
     combined["optimizer_steps"] = sum(steps) if all(isinstance(v, int) for v in steps) else None
     combined["optimizer_steps_per_launch"] = steps

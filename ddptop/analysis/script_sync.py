@@ -67,8 +67,8 @@ def wrappers_over_launches(seen: Sequence[Mapping[str, Any]]) -> list[dict[str, 
     for i, last in enumerate(lists[-1]):
         wrapper = dict(last)
         kind = wrapper.get("kind")
+        same = [found[i] for found in lists if i < len(found) and found[i].get("kind") == kind]
         if kind in COUNTED and "sync_steps" in wrapper:
-            same = [found[i] for found in lists if i < len(found) and found[i].get("kind") == kind]
             counts: dict[tuple[int, int], int] = {}
             for found in same:
                 for micro, syncs, n in found.get("sync_steps") or ():
@@ -119,7 +119,8 @@ def alone_reason(seen: Mapping[str, Any]) -> str | None:
     kinds = sorted({str(w.get("kind")) for w in wrappers})
     off = " or ".join(dict.fromkeys("after set_requires_gradient_sync(False)" if kind == FULLY_SHARD
                                     else "inside no_sync()" for kind in kinds))
-    return (f"not data-parallel: the ranks train alone (its {' and '.join(kinds)} model synchronised no gradient in "
+    models = f"{kinds[0]} model" if len(kinds) == 1 else f"models ({', '.join(kinds)})"
+    return (f"not data-parallel: the ranks train alone (its {models} synchronised no gradient in "
             f"the measured steps: every forward ran {off})")
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ddptop.analysis import launches, script_steps, uncertainty
+from ddptop.analysis import launches, script_steps, script_sync, uncertainty
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 from ddptop.protocol import variants as catalog
 from ddptop.protocol.vocab import Mode
@@ -69,20 +69,33 @@ def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None,
         "max_rss_bytes": entry.get("max_rss_bytes"),
         "step_ratio": None, "step_ratio_ci": None, "speedup": None, "speedup_ci": None,
         "verdict": ("the default" if chosen.name == catalog.DEFAULT else "measured again" if chosen.name == catalog.AGAIN
-                    else uncertainty.NOT_COMPARABLE),
-        "paste": _paste(entry, chosen, keywords),
+                    else NOT_APPLIED if _not_applied(entry, chosen) else uncertainty.NOT_COMPARABLE),
+        "paste": None if _not_applied(entry, chosen) else _paste(entry, chosen, keywords),
         "compiled": compile_cost(compiles),
         "nccl": list(nccl) if nccl else None,
     }
+
+
+# a script's try that the probe set on no DDP call: the script made no DistributedDataParallel model (FSDP, ZeRO,
+# its own collectives), so it measured the script as written once more
+NOT_APPLIED = "not applied: no DDP call"
+
+
+def _not_applied(entry: Mapping[str, Any], chosen: catalog.Variant) -> bool:
+    seen = entry.get("script")
+    return (chosen.name not in (catalog.DEFAULT, catalog.AGAIN) and isinstance(seen, Mapping)
+            and seen.get("tried_on") == 0)
 
 
 def _paste(entry: Mapping[str, Any], chosen: catalog.Variant, keywords: Mapping[str, Any] | None) -> list[str] | None:
     """The lines to paste for a kernel's variant; for a script's try, its keywords at the line that made its DDP
     model (``grad_sync.site``)."""
     if script_steps.is_script(entry):
-        sync = entry.get("grad_sync")
-        site = sync.get("site") if isinstance(sync, Mapping) else None
-        return catalog.script_change_lines(chosen, site) if chosen.name != catalog.DEFAULT else None
+        if chosen.name in (catalog.DEFAULT, catalog.AGAIN):
+            return None
+        ddp = script_sync.main_wrapper(entry.get("script") if isinstance(entry.get("script"), Mapping) else None,
+                                       (script_sync.DDP,))
+        return catalog.script_change_lines(chosen, ddp.get("site") if ddp else None)
     return catalog.paste_lines(chosen, keywords or {}) if keywords or chosen.strategy else None
 
 
@@ -146,7 +159,7 @@ def _compare(row: dict[str, Any], base: dict[str, Any], replicates: Mapping[str,
              min_effect: float) -> dict[str, Any]:
     """The variant's step time over the default's, with its interval and the verdict; examples/s is its
     inverse (both measure the same global batch)."""
-    ratio = uncertainty.row_ratio(row, base, replicates)
+    ratio = uncertainty.row_ratio(row, base, replicates) if row["verdict"] != NOT_APPLIED else None
     if ratio is not None:
         row.update(step_ratio=ratio.value, step_ratio_ci=ratio.to_ci(), **uncertainty.speedup_of(ratio, min_effect))
     return row

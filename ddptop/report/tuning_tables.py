@@ -17,7 +17,8 @@ def _tune_cells(row: TuneRow, script: bool = False) -> tuple[str, ...]:
     speedup = ("1.00" if row.variant in (variants.DEFAULT, variants.AGAIN) else
                units.estimate(row.speedup, lambda v: units.number(v, 2, "x")))
     # the reason: "Not measured in full"; a script's try that it or torch refused is not applicable to it
-    verdict = row.verdict if row.status == "ok" else f"{'not applicable' if script else row.status} (below)"
+    tried = script and row.variant not in (variants.DEFAULT, variants.AGAIN)
+    verdict = row.verdict if row.status == "ok" else f"{'not applicable' if tried else row.status} (below)"
     if row.status == "ok" and row.reason:  # dropped by the search: after how many launches
         verdict += f", {row.reason.partition(':')[0]}"
     memory = (units.binary_bytes(row.peak_memory_bytes) if row.peak_memory_bytes is not None
@@ -33,6 +34,7 @@ def tune_answer(table: TuneTable) -> list[str]:
     """The recommendation under a tuning table: only what beats the default beyond noise, in those words."""
     by_name = {row.variant: row for row in [*table.rows, *table.combination]}
     best = [by_name[name] for name in table.recommended if name in by_name]
+    written = "the script as written" if is_script(table.model) else "DDP as written"
     if not best:
         kept = "your script as written" if is_script(table.model) else "DDP as written"
         return [f"Nothing beats the default beyond noise (a change is called past ±{units.percent(table.min_effect)}"
@@ -42,11 +44,11 @@ def tune_answer(table: TuneTable) -> list[str]:
 
     top = best[0]
     together = next((row for row in table.combination if variants.JOIN in row.variant), None)
-    against = "the examples/s of DDP as written measured beside it" if top is together else "the default's examples/s"
+    against = f"the examples/s of {written} measured beside it" if top is together else "the default's examples/s"
     lines = [f"Set {top.what}: {times(top)} {against}."
              + (f" It changes the arithmetic: {top.math}." if top.math else "")]
     if together is not None and together is not top:
-        lines.append(f"Set together ({together.what}) they were {together.verdict} against DDP as written "
+        lines.append(f"Set together ({together.what}) they were {together.verdict} against {written} "
                      f"measured again beside them: {times(together)}.")
     if len(best) > 1:
         alone = "" if together is not None else " Each was measured alone, not together."
@@ -117,9 +119,9 @@ def tuning_block(summary: Summary) -> Block:
                           f"({table.backend}); {against}, 95% intervals"),
                   Table(TUNE_HEADER, [_tune_cells(row, script) for row in table.rows], first_left=True)]
         if table.combination:
-            parts += [Caption("The faster ones set together, against DDP as written measured again beside them in "
-                              "launches of their own"),
-                      Table(TUNE_HEADER, [_tune_cells(row) for row in table.combination], first_left=True)]
+            parts += [Caption(f"The faster ones set together, against {'the script' if script else 'DDP'} as written "
+                              "measured again beside them in launches of their own"),
+                      Table(TUNE_HEADER, [_tune_cells(row, script) for row in table.combination], first_left=True)]
         parts += [Note(line) for line in tune_answer(table)]
         parts += [Note(line) for line in compile_notes(table) + nccl_notes(table)]
         if table.skipped:

@@ -143,8 +143,10 @@ def parse_script_option(options: PlanOptions) -> tuple[ModelSpec, tuple[str, ...
              and as_given(getattr(options, o)) != as_given(OPTIONS_BY_NAME[o].default)]
     for name in options.variants or () if options.tune else ():
         if name in variants_mod.CATALOG and not variants_mod.applies_to_script(variants_mod.CATALOG[name]):
+            known = [v.name for v in variants_mod.CATALOG.values()
+                     if v.name != variants_mod.DEFAULT and variants_mod.applies_to_script(v)]
             raise PlanError(f"--variants {name}: not tried on a script, whose DDP call the probe sets keyword "
-                            f"arguments on (tried: {', '.join(variants_mod.SCRIPT_TUNE)}, find_unused_parameters)")
+                            f"arguments on (those it can: {', '.join(known)})")
     if given:
         # each with its other spellings: the user may have typed either
         flags = ", ".join("/".join([OPTIONS_BY_NAME[o].spelling, *(f.spelling for f in OPTIONS_BY_NAME[o].also)])

@@ -69,8 +69,16 @@ def repeat_launches(plan: Plan, judged: dict[str, tuple[bool, bool]]) -> list[La
                 quiet.add(launch.launch_key)
             if was_disturbed:
                 again.setdefault(launch.launch_key, []).append(replace(config, round=config.rounds))
-    return [replace(shapes[key], configs=tuple(configs), replicate=configs[0].round)
-            for key, configs in again.items() if key in quiet]
+    found = [replace(shapes[key], configs=tuple(configs), replicate=configs[0].round)
+             for key, configs in again.items() if key in quiet]
+    return one_config_a_launch(plan, found)
+
+
+def one_config_a_launch(plan: Plan, launches: list[Launch]) -> list[Launch]:
+    """``launches`` as they run: a script's split into one launch a configuration (the script runs once in a
+    launch), a kernel's as they are."""
+    return [replace(launch, configs=(config,)) for launch in launches for config in launch.configs] if plan.script \
+        else launches
 
 
 def ceiling_launches(plan: Plan) -> dict[str, tuple[str, int]]:
@@ -367,7 +375,7 @@ class SweepRunner:
             for replicate in range(max(1, self.plan.launches_per_config)):
                 found.append(replace(launch, replicate=replicate, configs=tuple(
                     replace(c, round=replicate) for c in rotated(new, replicate))))
-        return found
+        return one_config_a_launch(self.plan, found)
 
     def _drop_slower_variants(self, launch: Launch) -> None:
         """ddptop tune's successive halving: after a configuration's second launch or later, a variant that is

@@ -317,9 +317,11 @@ class ScriptSeen(Record):
     wrappers: list[WrapperSeen] | None = None
     wrappers_incomplete: bool | None = None  # a wrapper may have been made unrecorded
     collectives: int | None = None
+    tried_on: int | None = None  # ddptop tune's try: the DDP calls it was set on, over the launches (0: not applied)
 
     _only_when_set: ClassVar[frozenset[str]] = frozenset({"loaders", "optimizer_steps_per_launch", "group_backend",
-                                                          "wrappers", "wrappers_incomplete", "collectives"})
+                                                          "wrappers", "wrappers_incomplete", "collectives",
+                                                          "tried_on"})
 
 
 @dataclass(kw_only=True)
