@@ -22,6 +22,8 @@ from ddptop.run.plan import PlanError, build_plan
 from ddptop.telemetry.inventory import Inventory
 from tests.conftest import ddptop, processes_mentioning
 from tests.intervals_helpers import flat_shape
+from tests.test_watch import opened_on_summary
+from tests.tui_helpers import tune_standing
 
 CPU = Inventory(problem="no GPU")
 
@@ -143,13 +145,5 @@ def test_a_real_tune_of_a_script_ranks_its_tries_and_says_a_refused_one_is_not_a
     entries = {c["variant"]: c for c in summary["configs"]}
     assert entries["bucket_cap_mb_10"]["script"]["wrappers"][0]["args"] == {"find_unused_parameters": "True"}
     # the Tune tab shows the script's tries as the kernels' variants
-    from tests.test_watch import opened_on_summary
-
-    async def tune_tab(app, pilot):
-        await pilot.press("5")
-        await pilot.pause()
-        panel = app.query_one("#tune")
-        return [(panel.get_cell(row, "variant"), str(panel.get_cell(row, "status"))) for row in panel.rows]
-
-    _, standing = opened_on_summary(run_dir, "now", tune_tab)
+    _, standing = opened_on_summary(run_dir, "now", tune_standing)
     assert standing[0] == ("default", "ok") and ("static_graph", "failed") in standing and len(standing) == 3

@@ -19,6 +19,7 @@ from ddptop.telemetry.inventory import Inventory
 from tests.conftest import REPO, ddptop
 from tests.intervals_helpers import flat_shape
 from tests.test_watch import opened_on_summary
+from tests.tui_helpers import tune_standing
 
 CPU = Inventory(problem="no GPU")
 
@@ -179,13 +180,7 @@ def test_tune_ranks_real_variants_and_a_slowed_one_below_the_default(tmp_path) -
     assert "fp16_compress_hook" in rows["fp16_compress_hook"]["paste"][-1]
     assert "Tuning: tests.tiny_models:tiny_cnn, batch 8 per rank at N=2 (gloo)" in done.stdout
     # the live view's Tune tab: the default first, the dropped variant said as such
-    async def tune_tab(app, pilot):
-        await pilot.press("5")
-        await pilot.pause()
-        panel = app.query_one("#tune")
-        return [(panel.get_cell(row, "variant"), str(panel.get_cell(row, "status"))) for row in panel.rows]
-
-    text, standing = opened_on_summary(run_dir, "now", tune_tab)
+    text, standing = opened_on_summary(run_dir, "now", tune_standing)
     assert "Tuning: tests.tiny_models:tiny_cnn" in text and standing[0] == ("default", "ok")
     assert (slowed, "dropped") in standing and len(standing) == 6
     # the scaling table is DDP as written alone: one row, not one per variant

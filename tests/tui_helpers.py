@@ -38,3 +38,11 @@ async def open_summary(pilot) -> None:
     await first_frame(pilot)
     await pilot.press("r")
     await wait_for(pilot, lambda: bool(pilot.app.screen.query("#summary-tables")), timeout=30, step=0.02)
+
+
+async def tune_standing(app, pilot) -> list[tuple[str, str]]:
+    """The Tune tab's rows as (variant, status), once the tab is shown."""
+    await pilot.press("5")
+    await pilot.pause()
+    panel = app.query_one("#tune")
+    return [(panel.get_cell(row, "variant"), str(panel.get_cell(row, "status"))) for row in panel.rows]
