@@ -263,8 +263,7 @@ class GradSync:
             try:
                 getattr(self, count)(model)
             except Exception as exc:  # noqa: BLE001 - the probe fails open
-                self.counting = False
-                self.failed("gradient synchronisations and micro-batches not counted", exc)
+                self.counting_failed(exc)
 
     def _count_collectives(self) -> None:
         dist = self.torch.distributed
@@ -330,8 +329,7 @@ class GradSync:
                 try:
                     self._register(obj, wrapper)
                 except Exception as exc:  # noqa: BLE001 - the probe fails open
-                    self.counting = False
-                    self.failed("gradient synchronisations and micro-batches not counted", exc)
+                    self.counting_failed(exc)
 
         self._replace(cls, "__init__", watched_init)
 
@@ -343,8 +341,7 @@ class GradSync:
             handle = module.register_forward_pre_hook(functools.partial(self._count_call, "count_shard_forward"))
             self._undo.append(handle.remove)
         except Exception as exc:  # noqa: BLE001 - the probe fails open
-            self.counting = False
-            self.failed("gradient synchronisations and micro-batches not counted", exc)
+            self.counting_failed(exc)
 
     def _register(self, model: Any, wrapper: Wrapper) -> None:
         """Find ``wrapper`` from its model's forwards, until the model is collected."""
@@ -441,8 +438,7 @@ class GradSync:
                 if measured and self.counting:
                     wrapper.steps[key] = wrapper.steps.get(key, 0) + 1
         except Exception as exc:  # noqa: BLE001 - the probe fails open
-            self.counting = False
-            self.failed("gradient synchronisations and micro-batches not counted", exc)
+            self.counting_failed(exc)
 
     def measuring_started(self) -> None:
         """The warm-up is over: DDP's timers are read from here (each model's mark), and collectives counted."""
@@ -484,6 +480,11 @@ class GradSync:
             yield
         finally:
             self.own -= 1
+
+    def counting_failed(self, exc: BaseException) -> None:
+        """A hook that counts the wrapped models' forwards failed: no more are counted, and the note says so."""
+        self.counting = False
+        self.failed("gradient synchronisations and micro-batches not counted", exc)
 
     def failed(self, what: str, exc: BaseException) -> None:
         """Say once what was not measured, from which step, and why."""
