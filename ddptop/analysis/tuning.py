@@ -54,6 +54,7 @@ def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None,
          ) -> dict[str, Any]:
     chosen = catalog.variant(entry.get("variant") or catalog.DEFAULT)
     stats = entry.get("stats") or {}
+    not_applied = _not_applied(entry, chosen)
     return {
         "variant": chosen.name,
         "what": chosen.what,
@@ -69,8 +70,8 @@ def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None,
         "max_rss_bytes": entry.get("max_rss_bytes"),
         "step_ratio": None, "step_ratio_ci": None, "speedup": None, "speedup_ci": None,
         "verdict": ("the default" if chosen.name == catalog.DEFAULT else "measured again" if chosen.name == catalog.AGAIN
-                    else NOT_APPLIED if _not_applied(entry, chosen) else uncertainty.NOT_COMPARABLE),
-        "paste": None if _not_applied(entry, chosen) else _paste(entry, chosen, keywords),
+                    else NOT_APPLIED if not_applied else uncertainty.NOT_COMPARABLE),
+        "paste": None if not_applied else _paste(entry, chosen, keywords),
         "compiled": compile_cost(compiles),
         "nccl": list(nccl) if nccl else None,
     }
@@ -83,15 +84,14 @@ NOT_APPLIED = "not applied: no DDP call"
 
 def _not_applied(entry: Mapping[str, Any], chosen: catalog.Variant) -> bool:
     seen = entry.get("script")
-    return (chosen.name not in (catalog.DEFAULT, catalog.AGAIN) and isinstance(seen, Mapping)
-            and seen.get("tried_on") == 0)
+    return not catalog.as_written(chosen.name) and isinstance(seen, Mapping) and seen.get("tried_on") == 0
 
 
 def _paste(entry: Mapping[str, Any], chosen: catalog.Variant, keywords: Mapping[str, Any] | None) -> list[str] | None:
     """The lines to paste for a kernel's variant; for a script's try, its keywords at the line that made its DDP
     model (``grad_sync.site``)."""
     if script_steps.is_script(entry):
-        if chosen.name in (catalog.DEFAULT, catalog.AGAIN):
+        if catalog.as_written(chosen.name):
             return None
         ddp = script_sync.main_wrapper(entry.get("script") if isinstance(entry.get("script"), Mapping) else None,
                                        (script_sync.DDP,))
@@ -130,7 +130,7 @@ def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str,
     for (model, batch, world_size, backend), members in groups.items():
         named = {e.get("variant") or catalog.DEFAULT: e for e in members}
         default, again = named.get(catalog.DEFAULT), named.get(catalog.AGAIN)
-        singles = [e for name, e in named.items() if name not in (catalog.DEFAULT, catalog.AGAIN)
+        singles = [e for name, e in named.items() if not catalog.as_written(name)
                    and catalog.JOIN not in name]
         if default is None or not singles:
             continue

@@ -128,6 +128,12 @@ _AGAIN = Variant(AGAIN, "DDP as written, measured again beside the combination")
 JOIN = "+"  # a combination's name: its variants' names joined
 
 
+def as_written(name: str) -> bool:
+    """Whether a configuration of ``name`` measures DDP (or a user's script) as written: the default, or the
+    default measured again beside a combination; every other name is a variant (a script's try)."""
+    return name in (DEFAULT, AGAIN)
+
+
 def variant(name: str) -> Variant:
     """The catalog's variant of that name, DDP as written again, or a combination ("a+b"); a ValueError
     lists the known ones."""

@@ -196,7 +196,7 @@ def tuning_changes(a: Summary, b: Summary) -> list[dict[str, Any]]:
         rows = []
         for row in [*table.rows, *table.combination]:
             theirs = rows_b.get(row.variant)
-            if theirs is not None and row.variant not in (variants.DEFAULT, variants.AGAIN):
+            if theirs is not None and not variants.as_written(row.variant):
                 rows.append({"variant": row.variant, "what": row.what,
                              "speedup_a": value_of(row.speedup), "speedup_ci_a": ci_of(row.speedup), "verdict_a": row.verdict,
                              "speedup_b": value_of(theirs.speedup), "speedup_ci_b": ci_of(theirs.speedup),

@@ -14,16 +14,16 @@ TUNE_HEADER = ("variant", "sec/iter (p50)", "ex/s vs default", "verdict", "peak 
 
 
 def _tune_cells(row: TuneRow, script: bool = False) -> tuple[str, ...]:
-    speedup = ("1.00" if row.variant in (variants.DEFAULT, variants.AGAIN) else
+    written = variants.as_written(row.variant)
+    speedup = ("1.00" if written else
                units.estimate(row.speedup, lambda v: units.number(v, 2, "x")))
     # the reason: "Not measured in full"; a script's try that it or torch refused is not applicable to it
-    tried = script and row.variant not in (variants.DEFAULT, variants.AGAIN)
-    verdict = row.verdict if row.status == "ok" else f"{'not applicable' if tried else row.status} (below)"
+    verdict = row.verdict if row.status == "ok" else f"{'not applicable' if script and not written else row.status} (below)"
     if row.status == "ok" and row.reason:  # dropped by the search: after how many launches
         verdict += f", {row.reason.partition(':')[0]}"
     memory = (units.binary_bytes(row.peak_memory_bytes) if row.peak_memory_bytes is not None
               else units.binary_bytes(row.max_rss_bytes) + " RSS" if row.max_rss_bytes is not None else units.DASH)
-    return (row.what if row.variant not in (variants.DEFAULT, variants.AGAIN) else
+    return (row.what if not written else
             ("default: the script as written" if script else "default: DDP as written")
             + (", again" if row.variant == variants.AGAIN else ""),
             units.estimate(row.sec_iter, units.seconds), speedup, verdict, memory,

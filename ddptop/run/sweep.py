@@ -384,7 +384,7 @@ class SweepRunner:
         from ddptop.analysis import tuning  # numpy: only a tune's runner needs it
 
         group = self._variant_group(launch)
-        default = next((c for c in group if c.variant in (variants.DEFAULT, variants.AGAIN)), None)
+        default = next((c for c in group if variants.as_written(c.variant)), None)
         if default is None:
             return
         units = self._units(group)

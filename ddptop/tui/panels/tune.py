@@ -11,7 +11,7 @@ from typing import Any
 
 from rich.text import Text
 
-from ddptop.protocol.variants import AGAIN, DEFAULT, JOIN
+from ddptop.protocol.variants import AGAIN, DEFAULT, JOIN, as_written
 from ddptop.protocol.vocab import Mode, Status
 from ddptop.run.snapshot import ConfigSnapshot, RunSnapshot
 from ddptop.tui import format as fmt
@@ -73,7 +73,7 @@ class TunePanel(LineTable):
                              if config.status == Status.OK and not (dropped or budget)
                              else f"{config.launches_measured}/{config.launches_planned}"),
                 "p50": fmt.seconds(config.stats.p50 if config.stats is not None else None),
-                "ratio": ("1.00" if config.variant in (DEFAULT, AGAIN) else "-" if found is None
+                "ratio": ("1.00" if as_written(config.variant) else "-" if found is None
                           else f"{found:.2f}x"),
                 "note": ((config.reason or "") if dropped or budget or config.status != Status.OK
                          else f"{config.variant} against default_again" if together
