@@ -56,6 +56,7 @@ from bench_kernels.errors import error_fields, one_line
 from bench_kernels.hello import bind_cores, hello_fields
 from bench_kernels.rank_process import (STOPS_RECEIVED, die_with_parent, events_writer,
                                        max_rss_bytes, raise_on_stop_signals, read_launch_spec, report_unwritable)
+from bench_kernels.script_loaders import LoaderWatch
 from bench_kernels.script_stop import SCRIPT_ENDED, MeasuredSteps
 from bench_kernels.script_sync import GradSync
 from bench_kernels.script_steps import ExplicitStep, StepStream, TimedBatches, batch_examples, non_negative
@@ -67,7 +68,7 @@ from ddptop.protocol.config_fields import config_fields
 from ddptop.protocol.devices import apply_rank_device
 from ddptop.protocol.launchspec import LaunchSpec, RunConfig
 from ddptop.protocol.layout import trace_file
-from ddptop.protocol.variants import script_ddp_arguments
+from ddptop.protocol.variants import script_ddp_arguments, variant
 from ddptop.protocol.precision import relative_half_width
 from ddptop.protocol.storage import describe_os_error
 from ddptop.protocol.vocab import STOPPED_EXIT, Phase, Status
@@ -78,7 +79,6 @@ DEFAULT_WARMUP = 5  # warm-up steps for --warmup auto: a script's steps cannot b
 # JSON event and an os.write, about 250 µs with the caches cold after a step), 25 µs a step of 10 ms when written
 # every 0.1 s, the launch's usual interval; about 5 µs at this one (benchmarks/probe_cost.py).
 SCRIPT_FLUSH_INTERVAL = 0.5
-MAX_LOADERS_KEPT = 4  # distinct DataLoader settings kept for the report (a train and an eval loader, ...)
 _clock = time.perf_counter
 
 
@@ -133,9 +133,12 @@ class ScriptProbe:
         self.group_backend: str | None = None  # what the script's own init_process_group chose, not the launch's
         self.device_name: str | None = None
         self.probe_s = 0.0  # the probe's own work: at step ends and around each batch
-        self.loaders: list[dict[str, Any]] = []  # each distinct DataLoader setting iterated (loader_seen)
-        # its wrappers for data parallelism; ddptop tune's try: keywords set on the script's own DDP call
-        self.sync = GradSync(torch, self.notes, self._step_number, script_ddp_arguments(cfg.variant))
+        # its loaders and its wrappers for data parallelism; ddptop tune's try: keywords set on the script's own
+        # training loader and DDP call, no_sync over its micro-batches
+        tried = variant(cfg.variant)
+        self.loaders = LoaderWatch(torch, self.notes, tried.loader_kwargs, cfg.loader_site)
+        self.sync = GradSync(torch, self.notes, self._step_number, script_ddp_arguments(cfg.variant),
+                             tried.no_sync_every)
         self.rule = MeasuredSteps(torch, cfg, world_size, self.measure, self.notes, self.sync)  # when to stop
         self.trace_to = trace_to  # (the run's folder, the trace file in it) where this launch traces its steps
         self.trace: ScriptTrace | None = None  # the profiler over steps after the measured ones, while it runs
@@ -148,6 +151,8 @@ class ScriptProbe:
 
         handle = register_optimizer_step_post_hook(self.after_optimizer_step)
         self._undo.append(handle.remove)
+        self.loaders.install()
+        self._undo.append(self.loaders.uninstall)
         self._time_loaders()
         self._count_spawns()
         self.sync.install()
@@ -168,11 +173,10 @@ class ScriptProbe:
         def timed_iter(loader: Any) -> Any:
             if not self.timing_batches:
                 return original(loader)
-            self.loader_seen(loader)
             start = time.perf_counter()
             iterator = original(loader)  # starting a pass (its workers, say) is a wait for data too
             self.wait_s += time.perf_counter() - start
-            return TimedBatches(iterator, self)
+            return TimedBatches(iterator, self, self.loaders.record_of(loader))
 
         DataLoader.__iter__ = timed_iter  # type: ignore[method-assign]
         self._undo.append(functools.partial(setattr, DataLoader, "__iter__", original))
@@ -205,24 +209,15 @@ class ScriptProbe:
         return ExplicitStep(self, examples, tokens)
 
     # -- batches --------------------------------------------------------------------------------------------
-    def loader_seen(self, loader: Any) -> None:
-        """Keep how a DataLoader the script iterates loads (its workers, pinning, prefetching): what the
-        report's advice for an input-bound step can go by. A few distinct settings at most; never fails."""
-        try:
-            found = {name: getattr(loader, name, None)
-                     for name in ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")}
-            found = {k: v if isinstance(v, (bool, int, float)) or v is None else str(v) for k, v in found.items()}
-            if found not in self.loaders and len(self.loaders) < MAX_LOADERS_KEPT:
-                self.loaders.append(found)
-        except Exception:  # noqa: BLE001 - the probe fails open
-            pass
-
-    def batch_drawn(self, asked: float, drawn: float, batch: Any) -> None:
-        """A batch asked for at ``asked`` came at ``drawn`` (perf_counter): the step's wait and examples. A failure
-        here turns the timing and counting of batches off, never the batch."""
+    def batch_drawn(self, asked: float, drawn: float, batch: Any, loader: dict[str, Any] | None = None) -> None:
+        """A batch asked for at ``asked`` came at ``drawn`` (perf_counter) from ``loader`` (its record, where it
+        is a DataLoader's): the step's wait and examples. A failure here turns the timing and counting of
+        batches off, never the batch."""
         try:
             self.wait_s += drawn - asked
             self.batches_seen = True
+            if loader is not None:
+                loader["batches"] += 1
             examples = batch_examples(batch, self.tensor)
             if examples is None:
                 if not self.said_uncounted:
@@ -398,7 +393,7 @@ class ScriptProbe:
             "step_marks": "explicit" if self.explicit else "optimizer" if self.marker is not None else None,
             "device_name": self.device_name,
             "probe_s": self.probe_s,
-            "loaders": self.loaders,
+            **self.loaders.seen(),
             **self.sync.seen(),
         }
 

@@ -20,7 +20,7 @@ class Probe(Protocol):
     timing_batches: bool
     explicit: bool
 
-    def batch_drawn(self, asked: float, drawn: float, batch: Any) -> None: ...
+    def batch_drawn(self, asked: float, drawn: float, batch: Any, loader: dict[str, Any] | None) -> None: ...
 
     def end_step(self, examples: int | None, tokens: float | None) -> None: ...
 
@@ -103,13 +103,15 @@ class StepStream(SampleStream):
 
 class TimedBatches:
     """The iterator of a DataLoader (or of ``ddptop_probe.batches``) with every wait for a batch timed: from
-    before ``next()`` to its return. The batch, StopIteration and the loader's own errors pass unchanged."""
+    before ``next()`` to its return. The batch, StopIteration and the loader's own errors pass unchanged.
+    ``loader``: the DataLoader's record (``script_loaders``), which counts its batches."""
 
-    __slots__ = ("_iterator", "_probe")
+    __slots__ = ("_iterator", "_probe", "_loader")
 
-    def __init__(self, iterator: Iterator[Any], probe: Probe) -> None:
+    def __init__(self, iterator: Iterator[Any], probe: Probe, loader: dict[str, Any] | None = None) -> None:
         self._iterator = iterator
         self._probe = probe
+        self._loader = loader
 
     def __iter__(self) -> TimedBatches:
         return self
@@ -120,7 +122,7 @@ class TimedBatches:
             return next(self._iterator)
         start = _clock()
         batch = next(self._iterator)
-        probe.batch_drawn(start, _clock(), batch)
+        probe.batch_drawn(start, _clock(), batch, self._loader)
         return batch
 
     def __len__(self) -> int:

@@ -80,7 +80,7 @@ class Wrapper:
     """One model the script wrapped for data parallelism, and what its forwards did since the last step."""
 
     __slots__ = ("kind", "site", "via", "modules", "args", "rewrapped", "inner", "view", "mark", "counts", "steps",
-                 "logging", "comm_hook", "alive")
+                 "logging", "comm_hook", "alive", "static_possible")
 
     def __init__(self, kind: str, site: tuple[str | None, str | None], args: dict[str, str], rewrapped: bool,
                  inner: int | None) -> None:
@@ -96,6 +96,7 @@ class Wrapper:
         self.logging: dict[str, Any] | None = None
         self.comm_hook: str | None = None
         self.alive = True  # its model is not gone
+        self.static_possible: bool | None = None  # DDP's can_set_static_graph at the end (ddptop tune's choice)
 
     def micro_batch(self, model: Any, syncs: bool) -> None:
         counted = self.counts.setdefault(id(model), [0, 0])
@@ -119,6 +120,8 @@ class Wrapper:
         if self.kind == DDP:
             found["ddp_logging"] = self.logging
             found["comm_hook"] = self.comm_hook
+            if self.static_possible is not None:
+                found["can_set_static_graph"] = self.static_possible
         return found
 
 
@@ -171,9 +174,11 @@ class GradSync:
     the probe's list of what it could not measure."""
 
     def __init__(self, torch: Any, notes: list[str], step_number: Callable[[], int],
-                 ddp_arguments: dict[str, Any] | None = None) -> None:
+                 ddp_arguments: dict[str, Any] | None = None, no_sync_every: int = 0) -> None:
         self.torch = torch
         self.ddp_arguments = dict(ddp_arguments or {})  # ddptop tune's try: set on every DDP call the script makes
+        # ddptop tune's no_sync try: a DDP model synchronises on every k-th micro-batch of a step alone
+        self.no_sync_every = no_sync_every
         self.notes = notes
         self.step_number = step_number
         self.wrappers: list[Wrapper] = []
@@ -384,6 +389,8 @@ class GradSync:
         if isinstance(module, type(model)):
             wrapper.rewrapped = True  # a DDP model inside another
         self._register(model, wrapper)
+        if self.no_sync_every and not self.ddp_arguments:  # (a try of both was counted in tried_call)
+            self.tried += 1
         every_step = False
         setter = getattr(model, "_set_ddp_runtime_logging_sample_rate", None)
         if setter is not None:  # DDP's timers on every step, not the first 10 and then 1 in 100
@@ -399,6 +406,9 @@ class GradSync:
         """A DDP forward: a micro-batch with gradients, synchronising them unless inside no_sync()."""
         wrapper = self.by_id.get(id(model))
         if wrapper is not None and self.torch.is_grad_enabled():
+            if self.no_sync_every:  # as no_sync() around the first k-1 micro-batches would: DDP reads it at forward
+                done = wrapper.counts.get(id(model), (0, 0))[0]
+                model.require_backward_grad_sync = (done + 1) % self.no_sync_every == 0
             wrapper.micro_batch(model, model.require_backward_grad_sync)
 
     def count_fsdp_forward(self, model: Any) -> None:
@@ -468,7 +478,10 @@ class GradSync:
         try:
             if wrapper.mark is not None and self.measuring:
                 wrapper.logging = ddp_logging_times(view, since=wrapper.mark)
-            wrapper.comm_hook = view._get_ddp_logging_data().get("comm_hook") or None
+            data = view._get_ddp_logging_data()
+            wrapper.comm_hook = data.get("comm_hook") or None
+            static = data.get("can_set_static_graph")
+            wrapper.static_possible = bool(static) if isinstance(static, int) else None
         except Exception as exc:  # noqa: BLE001 - the probe fails open
             self.failed("DDP's timers not read", exc)
 
@@ -500,7 +513,7 @@ class GradSync:
         found: dict[str, Any] = {"wrappers": [w.to_json() for w in self.wrappers], "collectives": self.collectives}
         if self.incomplete:
             found["wrappers_incomplete"] = True
-        if self.ddp_arguments:  # ddptop tune's try: on how many DDP calls it was set (0: not applied)
+        if self.ddp_arguments or self.no_sync_every:  # ddptop tune's try: on how many DDP models it was set (0: none)
             found["tried_on"] = self.tried
         return found
 

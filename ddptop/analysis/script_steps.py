@@ -151,9 +151,10 @@ def seen_over_launches(seen: Sequence[Mapping[str, Any]]) -> dict[str, Any] | No
         combined["collectives"] = sum(collectives)
     if any(s.get("wrappers_incomplete") for s in seen):
         combined["wrappers_incomplete"] = True
-    tried = [s.get("tried_on") for s in seen if isinstance(s.get("tried_on"), int)]
-    if tried:  # ddptop tune's try: the DDP calls given it over every launch
-        combined["tried_on"] = sum(tried)
+    for key in ("tried_on", "loader_tried_on"):  # ddptop tune's try: the calls given it over every launch
+        tried = [s.get(key) for s in seen if isinstance(s.get(key), int)]
+        if tried:
+            combined[key] = sum(tried)
     steps = [s.get("optimizer_steps") for s in seen]
     combined["optimizer_steps"] = sum(steps) if all(isinstance(v, int) for v in steps) else None
     combined["optimizer_steps_per_launch"] = steps
@@ -222,7 +223,8 @@ def loader_advice(seen: Mapping[str, Any] | None) -> str:
     if not loaders:
         return ("try DataLoader(num_workers=...) to make batches in parallel, pin_memory=True on a GPU, "
                 "persistent_workers=True, a larger prefetch_factor")
-    loader = max(loaders, key=lambda l: l.get("num_workers") or 0)
+    # the loader the steps drew most batches from (the training loader), where the probe counted them
+    loader = max(loaders, key=lambda l: (l.get("batches") or 0, l.get("num_workers") or 0))
     workers = loader.get("num_workers") or 0
     tries = []
     if workers == 0:
@@ -237,7 +239,8 @@ def loader_advice(seen: Mapping[str, Any] | None) -> str:
         tries.append(f"a larger prefetch_factor than {loader.get('prefetch_factor') or 2}")
     if not loader.get("pin_memory"):
         tries.append("pin_memory=True when training on a GPU")
-    return "try " + ", ".join(tries) + "; a cheaper per-example transform helps at any setting"
+    return ("try " + ", ".join(tries) + "; a cheaper per-example transform helps at any setting (ddptop tune -- "
+            "SCRIPT measures these settings on the script)")
 
 
 # a configuration whose ranks wait for batches more than this share of the step is held back by its input pipeline

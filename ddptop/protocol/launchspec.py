@@ -87,6 +87,8 @@ class RunConfig(ConfigFields):
     # a user's script (bench_kernels.script_probe): run it to its own end instead of ending it after the planned
     # warm-up and measured steps (the steps past them are measured and streamed all the same)
     script_to_end: bool = False
+    # ddptop tune's try of a script's loader: the line that made its training loader (``script_loaders.targets``)
+    loader_site: str = ""
 
     @property
     def adaptive(self) -> bool:
@@ -104,7 +106,10 @@ class RunConfig(ConfigFields):
         return self.batch_series() == out_of_memory.batch_series() and self.batch_size > out_of_memory.batch_size
 
     def to_json(self) -> dict[str, Any]:
-        return _to_json(self)
+        found = _to_json(self)
+        if not found.get("loader_site"):  # a loader's try only: configurations as before it
+            found.pop("loader_site", None)
+        return found
 
     @classmethod
     def from_json(cls, data: Any) -> RunConfig:

@@ -44,6 +44,10 @@ class Variant:
     compile: bool = False  # torch.compile of the DDP-wrapped model (its compile time is reported apart)
     # another data-parallel strategy in DDP's place (ZeRO-1, FSDP2: ddptop.protocol.strategies), as a candidate
     strategy: str | None = None
+    # a script's tries only (``ddptop tune -- train.py``): keyword arguments set on its training DataLoader's
+    # call, and gradients synchronised once every k micro-batches, as no_sync() around the first k-1 would
+    loader_kwargs: dict[str, Any] = field(default_factory=dict)
+    no_sync_every: int = 0
 
 
 AUTOCAST_ON_GPU = "autocast is measured on GPUs only (as ddptop's --amp)"
@@ -100,15 +104,53 @@ CATALOG: dict[str, Variant] = {v.name: v for v in (
 # what `ddptop tune` measures when not told otherwise: every variant of the catalog
 DEFAULT_TUNE = tuple(CATALOG)
 
-# what ddptop tune tries on a user's script (``ddptop tune -- train.py``): DDP's keyword arguments and bucket
-# size, which the script probe sets on the script's own DDP constructor call (its file untouched); a setting of
-# the step, a comm hook or an environment would change more than a keyword of the script's call
+# what ddptop tune tries on a user's script (``ddptop tune -- train.py``) when told which: DDP's keyword arguments
+# and bucket size, which the script probe sets on the script's own DDP constructor call (its file untouched), and
+# the script-only tries below; a setting of the step, a comm hook or an environment would change more than a
+# keyword of one of the script's calls. Told none, the tune chooses from a first run (``analysis.script_tries``).
 SCRIPT_TUNE = ("bucket_cap_mb_10", "bucket_cap_mb_100", "gradient_as_bucket_view", "static_graph")
+
+# tries of a script's own calls, named with their value where they take one (num_workers_4, no_sync_4)
+UNUSED_OFF = "find_unused_parameters_false"
+PIN_MEMORY = "pin_memory"
+PERSISTENT = "persistent_workers"
+WORKERS, PREFETCH, NO_SYNC = "num_workers_", "prefetch_factor_", "no_sync_"
+SCRIPT_ONLY = (UNUSED_OFF, PIN_MEMORY, PERSISTENT, f"{WORKERS}K", f"{PREFETCH}K", f"{NO_SYNC}K")
+
+
+def _script_try(name: str) -> Variant | None:
+    """A try of a script's own calls by its name, or None for any other name."""
+    if name == UNUSED_OFF:
+        return Variant(name, "find_unused_parameters=False", {"find_unused_parameters": False})
+    if name == PIN_MEMORY:
+        return Variant(name, "DataLoader pin_memory=True", loader_kwargs={"pin_memory": True}, cuda_only=True,
+                       cpu_why="pinned memory speeds copies to a GPU only")
+    if name == PERSISTENT:
+        return Variant(name, "DataLoader persistent_workers=True", loader_kwargs={"persistent_workers": True})
+    for prefix in (WORKERS, PREFETCH, NO_SYNC):
+        count = name.removeprefix(prefix)
+        if name.startswith(prefix) and count.isdigit() and int(count) > (0 if prefix == WORKERS else 1):
+            k = int(count)
+            if prefix == WORKERS:  # workers kept between the script's passes over its data, as the issue's example
+                return Variant(name, f"DataLoader num_workers={k}, persistent_workers=True",
+                               loader_kwargs={"num_workers": k, "persistent_workers": True})
+            if prefix == PREFETCH:
+                return Variant(name, f"DataLoader prefetch_factor={k}", loader_kwargs={"prefetch_factor": k})
+            return Variant(name, f"gradients synchronised once every {k} micro-batches (no_sync() around the "
+                                 f"first {k - 1})", no_sync_every=k)
+    return None
+
+
+def is_script_only(chosen: Variant) -> bool:
+    """A try of a script's own calls that ddptop's kernels have nothing to set it on."""
+    return bool(chosen.loader_kwargs or chosen.no_sync_every or chosen.name == UNUSED_OFF)
 
 
 def applies_to_script(chosen: Variant) -> bool:
-    """Whether the probe can set the variant on a script's DDP call: DDP's keyword arguments, its bucket size."""
-    return chosen.name == DEFAULT or bool((chosen.ddp_kwargs or chosen.bucket_cap_mb) and not (
+    """Whether the probe can set the variant on a script's calls: DDP's keyword arguments, its bucket size, the
+    training loader's keyword arguments, no_sync over its micro-batches."""
+    return chosen.name == DEFAULT or bool((chosen.ddp_kwargs or chosen.bucket_cap_mb or chosen.loader_kwargs
+                                           or chosen.no_sync_every) and not (
         chosen.comm_hook or chosen.env or chosen.amp or chosen.channels_last or chosen.compile or chosen.strategy
         or not chosen.buffer_sync))
 
@@ -141,9 +183,10 @@ def variant(name: str) -> Variant:
         return _AGAIN
     if JOIN in name:
         return combined([variant(part) for part in name.split(JOIN)])
-    found = CATALOG.get(name)
+    found = CATALOG.get(name) or _script_try(name)
     if found is None:
-        raise ValueError(f"unknown variant {name!r} (known: {', '.join(CATALOG)})")
+        raise ValueError(f"unknown variant {name!r} (known: {', '.join(CATALOG)}; a script's also: "
+                         f"{', '.join(SCRIPT_ONLY)})")
     return found
 
 
@@ -154,10 +197,16 @@ def combinable(names: list[str]) -> list[str]:
     leaves out, and its graph split depends on every other setting)."""
     kept: list[str] = []
     bucket = hook = amp = False
+    keywords: set[str] = set()  # a script's: each keyword of its calls set by one try at most
     for name in names:
         chosen = variant(name)
         if chosen.env or chosen.compile or chosen.strategy:  # NCCL (a launch of its own), compile, a strategy: alone
             continue
+        mine = {f"loader.{k}" for k in chosen.loader_kwargs} | {f"ddp.{k}" for k in chosen.ddp_kwargs} | (
+            {"no_sync"} if chosen.no_sync_every else set())
+        if mine & keywords:
+            continue
+        keywords |= mine
         if chosen.amp is not None:
             if amp:
                 continue
@@ -186,7 +235,9 @@ def combined(parts: list[Variant]) -> Variant:
         comm_hook=hooks[0].comm_hook if hooks else None, powersgd_rank=hooks[0].powersgd_rank if hooks else 0,
         math="; ".join(maths) or None, cuda_only=any(p.cuda_only for p in parts),
         amp=next((p.amp for p in parts if p.amp), None), channels_last=any(p.channels_last for p in parts),
-        env=tuple(pair for p in parts for pair in p.env), compile=any(p.compile for p in parts))
+        env=tuple(pair for p in parts for pair in p.env), compile=any(p.compile for p in parts),
+        loader_kwargs={key: value for p in parts for key, value in p.loader_kwargs.items()},
+        no_sync_every=max((p.no_sync_every for p in parts), default=0))
 
 
 def ddp_keywords(chosen: Variant, bucket_cap_mb: float, buffers_keyword: str, buffer_sync: bool = True
@@ -228,11 +279,25 @@ def paste_lines(chosen: Variant, keywords: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def script_change_lines(chosen: Variant, site: str | None) -> list[str]:
+def keyword_words(keywords: Mapping[str, Any]) -> str:
+    return ", ".join(f"{key}={value!r}" for key, value in keywords.items())
+
+
+def script_change_lines(chosen: Variant, ddp_site: str | None, loader_site: str | None = None) -> list[str]:
     """The change to a user's script for a try of ``ddptop tune -- train.py``: at the line that made its DDP
-    model (``train.py:97``), the keywords to give the call."""
-    words = ", ".join(f"{key}={value!r}" for key, value in script_ddp_arguments(chosen.name).items())
-    return [f"{site or 'the script'}: DistributedDataParallel(..., {words})"]
+    model (``train.py:97``) and the one that made its training loader, the keywords to give each call; for
+    no_sync, the micro-batches to wrap."""
+    lines = []
+    ddp = script_ddp_arguments(chosen.name)
+    if ddp:
+        lines.append(f"{ddp_site or 'the script'}: DistributedDataParallel(..., {keyword_words(ddp)})")
+    if chosen.loader_kwargs:
+        lines.append(f"{loader_site or 'the training loader'}: DataLoader(..., {keyword_words(chosen.loader_kwargs)})")
+    if chosen.no_sync_every:
+        k = chosen.no_sync_every
+        lines.append(f"{ddp_site or 'the script'}: run the forward and backward of the first {k - 1} of every {k} "
+                     "micro-batches inside `with model.no_sync():` (the last one synchronises)")
+    return lines
 
 
 def strategy_lines(name: str) -> list[str]:

@@ -259,9 +259,11 @@ class WrapperSeen(Record):
     comm_hook: str | None = None
     exposed_comm_s: list[float] | None = None
     backward_comm_s: list[float] | None = None
+    can_set_static_graph: bool | None = None  # DDP's own word at the end of the script's steps (its logging data)
 
     _only_when_set: ClassVar[frozenset[str]] = frozenset({"via", "modules", "sync_steps", "ddp_logging", "comm_hook",
-                                                          "exposed_comm_s", "backward_comm_s"})
+                                                          "exposed_comm_s", "backward_comm_s",
+                                                          "can_set_static_graph"})
 
 
 @dataclass(kw_only=True)
@@ -318,10 +320,11 @@ class ScriptSeen(Record):
     wrappers_incomplete: bool | None = None  # a wrapper may have been made unrecorded
     collectives: int | None = None
     tried_on: int | None = None  # ddptop tune's try: the DDP calls it was set on, over the launches (0: not applied)
+    loader_tried_on: int | None = None  # and the loaders its DataLoader keywords were set on
 
     _only_when_set: ClassVar[frozenset[str]] = frozenset({"loaders", "optimizer_steps_per_launch", "group_backend",
                                                           "wrappers", "wrappers_incomplete", "collectives",
-                                                          "tried_on"})
+                                                          "tried_on", "loader_tried_on"})
 
 
 @dataclass(kw_only=True)
@@ -382,6 +385,7 @@ class Config(Record):
     amp: str | None = None
     channels_last: bool | None = None
     variant: str = "default"  # the DDP variant measured (ddptop tune; ddptop.protocol.variants)
+    loader_site: str | None = None  # a script's loader try: the line of the training loader it was set on
     label: str = ""
     status: str = ""
     reason: str | None = None
@@ -432,7 +436,7 @@ class Config(Record):
 
     _only_when_set: ClassVar[frozenset[str]] = frozenset({
         "trace", "threads", "step_values", "script", "script_per_rank", "ended_by", "probe_notes", "command",
-        "data_wait", "step_less_wait", "grad_sync"})
+        "data_wait", "step_less_wait", "grad_sync", "loader_site"})
 
     @property
     def is_script(self) -> bool:
