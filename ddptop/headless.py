@@ -137,7 +137,10 @@ def headless_console(ascii_only: bool = False) -> Console:
 def run_headless(live: LiveRun, fps: float, console: Console) -> int:
     session = live.session
 
-    say(console, f"ddptop: {len(session.configs)} configurations, results in {session.run_dir}")
+    count = len(session.configs)
+    planned = (f"{count} configuration{'s' if count != 1 else ''}" if not session.plan.script_tune
+               else "the script as written first; the tries its run calls for after it")
+    say(console, f"ddptop: {planned}, results in {session.run_dir}")
     with handle_stop_signals(lambda _signum, _frame: live.stop()):
         try:
             with HeadlessView(session, console) as view:

@@ -70,4 +70,4 @@ def test_headless_lines_on_a_terminal_are_left_to_the_terminal_to_wrap(tmp_path)
     os.close(leader)
     assert proc.wait(timeout=300) == 0, proc.stderr.read() if proc.stderr else ""
     text = written.decode("utf-8", "replace").replace("\r\n", "\n")
-    assert f"ddptop: 1 configurations, results in {run_dir}\n" in text, text[:400]
+    assert f"ddptop: 1 configuration, results in {run_dir}\n" in text, text[:400]

@@ -1,16 +1,22 @@
-"""``ddptop tune -- train.py``: tries of DDP's keyword arguments set by the probe on the script's own DDP call
-(its file untouched), each in launches of its own interleaved with the script as written, ranked by the
-interval of its ratio as the kernels' variants are; a try the script or torch refuses is not applicable.
+"""``ddptop tune -- train.py``: the script as written first, then the tries its run calls for (or those
+named), set by the probe on the script's own calls (its file untouched), each in launches of its own
+interleaved with the script as written, ranked by the interval of its ratio as the kernels' variants are; a
+try the script or torch refuses is not applicable.
 
-Quick: the plan (the tries, one configuration a launch, interleaved; what is refused beside a script). The
-probe's part (the keywords set on the call, the script's own recorded): tests/test_script_sync_probe.py. Slow:
-one real tune of a script whose graph changes from step to step, where static_graph is refused.
+Quick: the plan (the script as written alone first, the tries one configuration a launch, interleaved; what is
+refused beside a script). The choice, the patch and the probe's part: tests/test_script_tries.py and
+tests/test_script_sync_probe.py. Slow: a real tune of a script whose graph changes from step to step, where
+static_graph is refused; one whose tries are chosen from its first run (the loader's workers on its training
+loader, no_sync, find_unused_parameters=False) with the patch that applies; one that fails as written.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
+import re
+import subprocess
 import textwrap
 
 import pytest
@@ -35,9 +41,15 @@ def in_script_folder(tmp_path, monkeypatch):
     return tmp_path
 
 
-def test_a_script_s_tune_tries_ddp_s_keywords_each_in_launches_of_its_own_interleaved(in_script_folder):
+def test_a_script_s_tune_runs_it_as_written_first_then_each_try_in_launches_of_its_own_interleaved(in_script_folder):
     plan = build_plan(PlanOptions(script=["train.py"], tune=True, launches=2), CPU, cpu_count=2)
-    assert plan.world_sizes == (2,) and plan.variants == (variants.DEFAULT, *variants.SCRIPT_TUNE)
+    # the script as written alone until its first run: the tries are chosen from what it measured
+    assert plan.world_sizes == (2,) and plan.variants == (variants.DEFAULT,) and plan.script_tune
+    assert plan.script_tries == ()
+    named = build_plan(PlanOptions(script=["train.py"], tune=True, launches=2, variants=["no_sync_4", "num_workers_2"]),
+                       CPU, cpu_count=2)
+    assert named.variants == (variants.DEFAULT,) and named.script_tries == ("no_sync_4", "num_workers_2")
+    plan = dataclasses.replace(plan, variants=(variants.DEFAULT, *variants.SCRIPT_TUNE))  # as the sweep adds them
     launches = plan.launches()
     assert all(len(launch.configs) == 1 for launch in launches)  # a script runs once in a launch
     order = [launch.configs[0].variant for launch in launches]
@@ -50,8 +62,14 @@ def test_a_script_s_tune_tries_ddp_s_keywords_each_in_launches_of_its_own_interl
 
 
 def test_a_try_the_probe_cannot_set_on_a_script_s_ddp_call_and_kernel_flags_are_refused(in_script_folder):
-    with pytest.raises(PlanError, match="--variants fp16_compress_hook: not tried on a script.*it can: bucket_cap_mb_10"):
-        build_plan(PlanOptions(script=["train.py"], tune=True, variants=["fp16_compress_hook"]), CPU, cpu_count=2)
+    for refused in ("fp16_compress_hook", "num_workers_x", "no_sync_1", "static_graph+bucket_cap_mb_10"):
+        with pytest.raises(PlanError, match=f"--variants {re.escape(refused)}: not a try of a script's own calls "
+                                            r"\(those it can: bucket_cap_mb_10.*num_workers_K"):
+            build_plan(PlanOptions(script=["train.py"], tune=True, variants=[refused]), CPU, cpu_count=2)
+    on_cpu = build_plan(PlanOptions(script=["train.py"], tune=True, variants=["pin_memory", "static_graph"]), CPU,
+                        cpu_count=2)
+    assert on_cpu.script_tries == ("static_graph",) and on_cpu.not_tried == {"pin_memory": "pinned memory speeds "
+                                                                             "copies to a GPU only"}
     with pytest.raises(PlanError, match="--batch-sizes.*describe.*ddptop's own kernels"):
         build_plan(PlanOptions(script=["train.py"], tune=True, batch_sizes=[8]), CPU, cpu_count=2)
     with pytest.raises(PlanError, match="--variants.*describe"):  # a run of the script takes no variants
@@ -64,6 +82,7 @@ def test_the_repeats_and_the_combination_of_a_script_s_tune_run_one_configuratio
     from ddptop.run import sweep
 
     plan = build_plan(PlanOptions(script=["train.py"], tune=True, launches=2), CPU, cpu_count=2)
+    plan = dataclasses.replace(plan, variants=(variants.DEFAULT, *variants.SCRIPT_TUNE))  # as the sweep adds them
     disturbed = {c.config_id: (True, True) for c in plan.configs()}  # every one quiet once and disturbed once
     repeats = sweep.repeat_launches(plan, disturbed)
     assert len(repeats) == len(plan.configs()) and all(len(launch.configs) == 1 for launch in repeats)
@@ -147,3 +166,103 @@ def test_a_real_tune_of_a_script_ranks_its_tries_and_says_a_refused_one_is_not_a
     # the Tune tab shows the script's tries as the kernels' variants
     _, standing = opened_on_summary(run_dir, "now", tune_standing)
     assert standing[0] == ("default", "ok") and ("static_graph", "failed") in standing and len(standing) == 3
+
+
+STARVED = """
+    import time
+
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torch.utils.data import DataLoader, Dataset
+
+    dist.init_process_group("gloo")
+
+
+    class Slow(Dataset):  # every example costs 2 ms of waiting (a read from slow storage)
+        def __len__(self):
+            return 100000
+
+        def __getitem__(self, index):
+            time.sleep(0.002)
+            return torch.randn(32), index % 4
+
+
+    net = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+    model = DDP(net, find_unused_parameters=True)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    loader = DataLoader(Slow(), batch_size=8, num_workers=0)
+    evaluation = DataLoader(Slow(), batch_size=8, num_workers=0, drop_last=True, pin_memory=True)
+    batches = iter(loader)
+    while True:
+        for _ in range(2):  # two micro-batches a step, each synchronising its gradients
+            x, y = next(batches)
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+@pytest.mark.slow
+def test_a_tune_chooses_its_tries_from_the_script_s_first_run_and_writes_the_change_as_a_patch(tmp_path):
+    """A script that waits for its batches (num_workers=0 written in the call), synchronises on both of its
+    micro-batches and sets find_unused_parameters=True with every parameter used: the tune tries the loader's
+    workers on the training loader (not the evaluation one), no_sync and find_unused_parameters=False, says
+    what it did not try and why, and gives each applied try its patch, which applies."""
+    script = tmp_path / "starved.py"
+    script.write_text(textwrap.dedent(STARVED))
+    run_dir = str(tmp_path / "tune")
+    done = ddptop("tune", "--headless", "--no-plots", "--out", run_dir, "--launches", "1", "--warmup", "2",
+                  "--iters", "10", "--telemetry-interval", "0", "--", "starved.py", cwd=str(tmp_path),
+                  env={"OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert processes_mentioning(run_dir) == []
+    with open(os.path.join(run_dir, "plan.json"), encoding="utf-8") as handle:
+        plan = json.load(handle)
+    source = textwrap.dedent(STARVED).splitlines()
+    loader_line = next(i for i, text in enumerate(source, 1) if text.startswith("loader = DataLoader"))
+    assert plan["script_loader"] == f"starved.py:{loader_line}"  # one loader made at that line: every one there
+    # 2 cores, 2 ranks: one core each; both micro-batches synchronised; find_unused_parameters=True as written
+    assert {"num_workers_1", "no_sync_2", "find_unused_parameters_false"} <= set(plan["tries_why"])
+    assert plan["not_tried"]["pin_memory"] == "pinned memory speeds copies to a GPU only"
+    with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
+        summary = flat_shape(json.load(handle))
+    (table,) = summary["tuning"]
+    rows = {r["variant"]: r for r in table["rows"]}
+    assert {r["variant"] for r in table["tried"]} == set(plan["tries_why"])
+    entries = {c["variant"]: c for c in summary["configs"]}
+    assert entries["num_workers_1"]["script"]["loader_tried_on"] == 1  # its launch's training loader
+    workers = {r["at"]: r["num_workers"] for r in entries["num_workers_1"]["script"]["loaders"]}
+    assert workers[f"starved.py:{loader_line}"] == 1 and workers[f"starved.py:{loader_line + 1}"] == 0
+    no_sync = entries["no_sync_2"]["script"]["wrappers"][0]
+    assert no_sync["sync_steps"][0][:2] == [2, 1] and rows["no_sync_2"]["verdict"] != tuning.NOT_APPLIED
+    # each applied try's change as a patch that applies to the script
+    applied = tmp_path / "applied"
+    applied.mkdir()
+    (applied / "starved.py").write_text(textwrap.dedent(STARVED))
+    row = rows["num_workers_1"]
+    assert row["patch_folder"] == str(tmp_path)
+    patched = subprocess.run(["patch", "-p1"], input=row["patch"], text=True, capture_output=True, cwd=applied)
+    assert patched.returncode == 0, patched.stdout + patched.stderr
+    assert "num_workers=1, drop_last" not in (applied / "starved.py").read_text()
+    assert "batch_size=8, num_workers=1, persistent_workers=True)" in (applied / "starved.py").read_text()
+    assert "Tried, from the script's first run: " in done.stdout and "Not tried: " in done.stdout
+    best = table["recommended"][0] if table["recommended"] else None
+    assert os.path.exists(os.path.join(run_dir, "tune.patch")) == bool(best and rows.get(best, {}).get("patch"))
+
+
+@pytest.mark.slow
+def test_a_script_that_fails_as_written_fails_the_tune_before_any_try(tmp_path):
+    (tmp_path / "broken.py").write_text("raise SystemExit('no data at /datasets/imagenet')\n")
+    run_dir = str(tmp_path / "tune")
+    done = ddptop("tune", "--headless", "--no-plots", "--out", run_dir, "--telemetry-interval", "0", "--",
+                  "broken.py", cwd=str(tmp_path), env={"OMP_NUM_THREADS": "1"})
+    assert done.returncode not in (0, 130), done.stdout[-2000:]
+    assert "no data at /datasets/imagenet" in done.stdout + done.stderr
+    with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
+        summary = json.load(handle)
+    assert [c["variant"] for c in summary["configs"]] == ["default"]  # no try ran
+    assert summary["configs"][0]["status"] == "failed"
+    assert len(os.listdir(os.path.join(run_dir, "launches"))) == 1
+    with open(os.path.join(run_dir, "plan.json"), encoding="utf-8") as handle:
+        assert "the script as written did not run well" in json.load(handle)["not_tried"]["every try"]

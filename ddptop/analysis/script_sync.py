@@ -43,7 +43,7 @@ def measured_steps(wrapper: Mapping[str, Any]) -> int:
     return sum(int(n) for _, _, n in wrapper.get("sync_steps") or ())
 
 
-def _per_step(wrapper: Mapping[str, Any], name: str, less: str | None = None) -> float | None:
+def per_step(wrapper: Mapping[str, Any], name: str, less: str | None = None) -> float | None:
     """One of DDP's timers a measured step: its average over the synchronisations DDP recorded, times the
     synchronisations a step (``iterations`` over the measured steps); ``less`` another timer taken off first."""
     logging = wrapper.get("ddp_logging")
@@ -77,7 +77,7 @@ def wrappers_over_launches(seen: Sequence[Mapping[str, Any]]) -> list[dict[str, 
         if kind == DDP:
             for key, name, less in (("exposed_comm_s", "backward_comm_s", "backward_compute_comm_overlap_s"),
                                     ("backward_comm_s", "backward_comm_s", None)):
-                wrapper[key] = [v for v in (_per_step(found, name, less) for found in same) if v is not None]
+                wrapper[key] = [v for v in (per_step(found, name, less) for found in same) if v is not None]
         merged.append(wrapper)
     return merged
 
@@ -136,7 +136,7 @@ def main_wrapper(seen: Mapping[str, Any] | None, kinds: Sequence[str] = COUNTED)
     return max(found, key=lambda w: micro_batches_run(w.get("sync_steps")), default=None)
 
 
-def _typical(wrapper: Mapping[str, Any]) -> tuple[int, int] | None:
+def typical_step(wrapper: Mapping[str, Any]) -> tuple[int, int] | None:
     """The (micro-batches, synchronisations) most measured steps ran."""
     found = wrapper.get("sync_steps") or []
     if not found:
@@ -185,7 +185,7 @@ def grad_sync(entry: Mapping[str, Any], reference: Mapping[str, Any] | None,
         return None
     wrappers = [w for w in seen["wrappers"] if isinstance(w, Mapping)]
     main = main_wrapper(seen)
-    typical = _typical(main) if main else None
+    typical = typical_step(main) if main else None
     step = ((entry.get("stats") or {}).get("sec_iter") or {}).get("p50")
     found: dict[str, Any] = {
         "wrappers": len(wrappers),

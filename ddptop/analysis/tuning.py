@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ddptop.analysis import launches, script_steps, script_sync, uncertainty
+from ddptop.analysis import launches, script_patch, script_steps, script_sync, uncertainty
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 from ddptop.protocol import variants as catalog
 from ddptop.protocol.vocab import Mode
@@ -50,12 +50,12 @@ def compile_cost(launches: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None
 
 
 def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None,
-         compiles: Sequence[Mapping[str, Any]] = (), nccl: Sequence[Mapping[str, Any]] | None = None
-         ) -> dict[str, Any]:
+         compiles: Sequence[Mapping[str, Any]] = (), nccl: Sequence[Mapping[str, Any]] | None = None,
+         script_dir: str = "") -> dict[str, Any]:
     chosen = catalog.variant(entry.get("variant") or catalog.DEFAULT)
     stats = entry.get("stats") or {}
-    not_applied = _not_applied(entry, chosen)
-    return {
+    not_applied = not_applied_reason(entry, chosen)
+    found = {
         "variant": chosen.name,
         "what": chosen.what,
         "math": chosen.math,
@@ -70,40 +70,65 @@ def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None,
         "max_rss_bytes": entry.get("max_rss_bytes"),
         "step_ratio": None, "step_ratio_ci": None, "speedup": None, "speedup_ci": None,
         "verdict": ("the default" if chosen.name == catalog.DEFAULT else "measured again" if chosen.name == catalog.AGAIN
-                    else NOT_APPLIED if not_applied else uncertainty.NOT_COMPARABLE),
-        "paste": None if not_applied else _paste(entry, chosen, keywords),
+                    else not_applied or uncertainty.NOT_COMPARABLE),
+        "paste": None, "patch": None, "patch_folder": None,
         "compiled": compile_cost(compiles),
         "nccl": list(nccl) if nccl else None,
     }
+    if not not_applied:
+        found.update(_paste(entry, chosen, keywords, script_dir))
+    return found
 
 
-# a script's try that the probe set on no DDP call: the script made no DistributedDataParallel model (FSDP, ZeRO,
-# its own collectives), so it measured the script as written once more
+# a script's try that the probe set on no call: the script made no DistributedDataParallel model (FSDP, ZeRO, its
+# own collectives) or no loader at the training loader's line, so it measured the script as written once more
 NOT_APPLIED = "not applied: no DDP call"
+NOT_APPLIED_LOADER = "not applied: no DataLoader made at its line"
 
 
-def _not_applied(entry: Mapping[str, Any], chosen: catalog.Variant) -> bool:
+def not_applied_reason(entry: Mapping[str, Any], chosen: catalog.Variant) -> str | None:
+    """Why a script's try measured the script as written once more (a part of it set on no call), or None."""
     seen = entry.get("script")
-    return not catalog.as_written(chosen.name) and isinstance(seen, Mapping) and seen.get("tried_on") == 0
+    if catalog.as_written(chosen.name) or not isinstance(seen, Mapping):
+        return None
+    if (catalog.script_ddp_arguments(chosen.name) or chosen.no_sync_every) and seen.get("tried_on") == 0:
+        return NOT_APPLIED
+    if chosen.loader_kwargs and seen.get("loader_tried_on") == 0:
+        return NOT_APPLIED_LOADER
+    return None
 
 
-def _paste(entry: Mapping[str, Any], chosen: catalog.Variant, keywords: Mapping[str, Any] | None) -> list[str] | None:
-    """The lines to paste for a kernel's variant; for a script's try, its keywords at the line that made its DDP
-    model (``grad_sync.site``)."""
-    if script_steps.is_script(entry):
-        if catalog.as_written(chosen.name):
-            return None
-        ddp = script_sync.main_wrapper(entry.get("script") if isinstance(entry.get("script"), Mapping) else None,
-                                       (script_sync.DDP,))
-        return catalog.script_change_lines(chosen, ddp.get("site") if ddp else None)
-    return catalog.paste_lines(chosen, keywords or {}) if keywords or chosen.strategy else None
+def _paste(entry: Mapping[str, Any], chosen: catalog.Variant, keywords: Mapping[str, Any] | None,
+           script_dir: str) -> dict[str, Any]:
+    """The lines to paste for a kernel's variant; for a script's try, its keywords at the lines that made its
+    DDP model (``grad_sync.site``) and its training loader, what of it is an expression (a flag) to give a value,
+    and the patch of the rest (``analysis.script_patch``, against the script's files as they are now)."""
+    if not script_steps.is_script(entry):
+        return {"paste": catalog.paste_lines(chosen, keywords or {}) if keywords or chosen.strategy else None}
+    if catalog.as_written(chosen.name):
+        return {}
+    ddp = script_sync.main_wrapper(entry.get("script") if isinstance(entry.get("script"), Mapping) else None,
+                                   (script_sync.DDP,))
+    ddp_site = ddp.get("site") if ddp and not ddp.get("via") else None  # a framework's DDP call: no patch of it
+    loader_site = str(entry.get("loader_site") or "")
+    lines = catalog.script_change_lines(chosen, ddp.get("site") if ddp else None,
+                                        loader_site.split(script_patch.ORDINAL)[0] or None)
+    calls: list[tuple[str, Mapping[str, Any], tuple[str, ...]]] = [(site, found, names) for site, found, names in (
+        (ddp_site, catalog.script_ddp_arguments(chosen.name), script_patch.DDP_NAMES),
+        (loader_site, chosen.loader_kwargs, script_patch.LOADER_NAMES)) if site and found]
+    change = script_patch.script_change(script_dir, calls) if calls and script_dir else None
+    if change is None:
+        return {"paste": lines}
+    return {"paste": lines + [f"  {line}" for line in change.lines], "patch": change.patch,
+            "patch_folder": change.folder if change.patch else None}
 
 
 def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str, np.ndarray],
                   keywords: Mapping[str, Mapping[str, Any]], min_effect: float = DEFAULT_MIN_EFFECT,
                   skipped: Sequence[str] = (), compiles: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
                   nccl: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
-                  reasons: Mapping[str, str] | None = None) -> list[dict[str, Any]]:
+                  reasons: Mapping[str, str] | None = None, tried: Mapping[str, str] | None = None,
+                  not_tried: Mapping[str, str] | None = None, script_dir: str = "") -> list[dict[str, Any]]:
     """One table per model, batch, world size and backend that has variants: the default first, then each
     variant by its examples/s against the default's (best first); the combination of the faster ones, if the
     search measured one, against DDP as written measured again beside it; and what is recommended (the
@@ -113,12 +138,15 @@ def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str,
     ``skipped``: the variants asked for but not measured (said under the table, with ``reasons``' why, else
     the GPU-only one); ``compiles``:
     torch.compile's first step in each launch of a compiled configuration; ``nccl``: the algorithms and
-    protocols NCCL's log says it used in the launches of each configuration (``ddptop.telemetry.nccl_log``)."""
+    protocols NCCL's log says it used in the launches of each configuration (``ddptop.telemetry.nccl_log``);
+    ``tried`` and ``not_tried``: a script's tune, why each try was tried and why each kind of setting was not
+    (``analysis.script_tries``; a script's table stands with no try at all, to say why)."""
     compiles, nccl, reasons = compiles or {}, nccl or {}, reasons or {}
+    tried, not_tried = tried or {}, not_tried or {}
 
     def row(entry: Mapping[str, Any]) -> dict[str, Any]:
         config_id = entry["config_id"]
-        return _row(entry, keywords.get(config_id), compiles.get(config_id, ()), nccl.get(config_id))
+        return _row(entry, keywords.get(config_id), compiles.get(config_id, ()), nccl.get(config_id), script_dir)
 
     groups: dict[tuple, list[Mapping[str, Any]]] = {}
     for entry in entries:
@@ -132,7 +160,7 @@ def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str,
         default, again = named.get(catalog.DEFAULT), named.get(catalog.AGAIN)
         singles = [e for name, e in named.items() if not catalog.as_written(name)
                    and catalog.JOIN not in name]
-        if default is None or not singles:
+        if default is None or not (singles or (not_tried and script_steps.is_script(default))):
             continue
         base = row(default)
         rows = [_compare(row(e), base, replicates, min_effect) for e in singles]
@@ -151,6 +179,8 @@ def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str,
                          or "measured on GPUs only"}
                         for name in skipped],
             "recommended": [r["variant"] for r in combination if r["verdict"] == uncertainty.FASTER] + faster,
+            "tried": [{"variant": name, "why": why} for name, why in tried.items()],
+            "not_tried": [{"what": what, "why": why} for what, why in not_tried.items()],
         })
     return tables
 
@@ -159,7 +189,8 @@ def _compare(row: dict[str, Any], base: dict[str, Any], replicates: Mapping[str,
              min_effect: float) -> dict[str, Any]:
     """The variant's step time over the default's, with its interval and the verdict; examples/s is its
     inverse (both measure the same global batch)."""
-    ratio = uncertainty.row_ratio(row, base, replicates) if row["verdict"] != NOT_APPLIED else None
+    ratio = (uncertainty.row_ratio(row, base, replicates)
+             if row["verdict"] not in (NOT_APPLIED, NOT_APPLIED_LOADER) else None)
     if ratio is not None:
         row.update(step_ratio=ratio.value, step_ratio_ci=ratio.to_ci(), **uncertainty.speedup_of(ratio, min_effect))
     return row

@@ -362,7 +362,8 @@ def build_summary(
                 state.spec.config_id: state.info["ddp_keywords"] for state in states
                 if isinstance(state.info.get("ddp_keywords"), dict)}, skipped=session.plan.variants_skipped,
                 compiles={state.spec.config_id: state.compiles for state in states if state.compiles},
-                nccl=_nccl_choices(session.run_dir, entries), reasons=session.plan.variant_reasons),
+                nccl=_nccl_choices(session.run_dir, entries), reasons=session.plan.variant_reasons,
+                tried=session.plan.tries_why, not_tried=session.plan.not_tried, script_dir=session.plan.script_dir),
             "collectives": collectives,
             "overhead": _overhead(session, entries),
             "telemetry": telemetry,

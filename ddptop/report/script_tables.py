@@ -77,8 +77,19 @@ def _loaders(entry: Config) -> str | None:
     loaders = entry.script.loaders if entry.script else []
     if not loaders:
         return None
-    shown = "; ".join(", ".join(f"{key}={value}" for key, value in loader.items()) for loader in loaders)
-    return f"DataLoader{'s' if len(loaders) > 1 else ''}: {shown}"
+    def one(loader: dict) -> str:
+        settings = ", ".join(f"{key}={value}" for key, value in loader.items() if key not in LOADER_RECORD)
+        if "at" not in loader:  # a summary from before the probe named each loader's line
+            return settings
+        made = loader.get("made") or 1
+        return (f"at {loader['at']}: {settings} ({loader.get('batches', 0)} batches drawn"
+                + (f", made {made} times)" if made > 1 else ")"))
+
+    return f"DataLoader{'s' if len(loaders) > 1 else ''}: " + "; ".join(one(loader) for loader in loaders)
+
+
+# what a loader's record holds beside its settings (bench_kernels.script_loaders)
+LOADER_RECORD = ("at", "made", "first", "batches")
 
 
 def _comm_line(entry: Config) -> str | None:

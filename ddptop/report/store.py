@@ -62,9 +62,25 @@ def _write_summary(summary: Summary, directory: str) -> dict[str, str]:
     storage.write_json(paths["json"], document)
     storage.write_atomic(paths["md"], sections.markdown(summary))
     storage.write_atomic(paths["csv"], csv_table.csv_text(summary))
+    for name, patch in tune_patches(summary).items():  # a script's tune: the recommended change, as a patch
+        paths[name] = os.path.join(directory, name)
+        storage.write_atomic(paths[name], patch)
     if os.environ.get(CHECK_ENV) == "1":  # after the write: the contradicting summary stays there to be read
         check_consistency(document, paths["json"])
     return paths
+
+
+def tune_patches(summary: Summary) -> dict[str, str]:
+    """A script's tune: the patch of its best recommendation, per tuning table (``tune.patch``; with several
+    world sizes, ``tune-n4.patch`` each)."""
+    from ddptop.report.tuning_tables import best_row, patch_name  # the report's choice of the best row
+
+    found = {}
+    for table in summary.tuning:
+        best = best_row(table)
+        if best is not None and best.patch:
+            found[patch_name(summary, table)] = best.patch
+    return found
 
 
 def check_consistency(document: dict[str, Any], where: str) -> None:

@@ -4,6 +4,8 @@ the block)."""
 
 from __future__ import annotations
 
+import os
+
 from ddptop import units
 from ddptop.protocol import variants
 from ddptop.protocol.modelspec import display_name, is_script
@@ -35,6 +37,8 @@ def tune_answer(table: TuneTable) -> list[str]:
     by_name = {row.variant: row for row in [*table.rows, *table.combination]}
     best = [by_name[name] for name in table.recommended if name in by_name]
     written = "the script as written" if is_script(table.model) else "DDP as written"
+    if len(table.rows) < 2 and not table.combination:  # a script's tune whose first run called for no try
+        return ["No try was measured: the script's first run called for none (why below)."]
     if not best:
         kept = "your script as written" if is_script(table.model) else "DDP as written"
         return [f"Nothing beats the default beyond noise (a change is called past ±{units.percent(table.min_effect)}"
@@ -54,6 +58,17 @@ def tune_answer(table: TuneTable) -> list[str]:
         alone = "" if together is not None else " Each was measured alone, not together."
         lines.append("Also faster beyond noise: " + "; ".join(f"{row.what} {times(row)}" for row in best[1:])
                      + f".{alone}")
+    return lines
+
+
+def tries_notes(table: TuneTable) -> list[str]:
+    """A script's tune: why each try was tried (what the script's first run measured), and what was not."""
+    lines = []
+    if table.tried:
+        lines.append("Tried, from the script's first run: " + "; ".join(
+            f"{t.get('variant')} ({t.get('why')})" for t in table.tried) + ".")
+    if table.not_tried:
+        lines.append("Not tried: " + "; ".join(f"{t.get('what')} ({t.get('why')})" for t in table.not_tried) + ".")
     return lines
 
 
@@ -113,7 +128,7 @@ def tuning_block(summary: Summary) -> Block:
     for table in summary.tuning:
         script = is_script(table.model)
         batch = "its own batch" if script else f"batch {table.batch_size} per rank"
-        against = "each try, set on its DDP call by ddptop, against the script as written" if script else (
+        against = "each try, set on its own calls by ddptop, against the script as written" if script else (
             "each variant against DDP as written")
         parts += [Caption(f"Tuning: {display_name(table.model)}, {batch} at N={table.world_size} "
                           f"({table.backend}); {against}, 95% intervals"),
@@ -127,8 +142,23 @@ def tuning_block(summary: Summary) -> Block:
         if table.skipped:
             parts.append(Note("Not measured on this device: " + "; ".join(
                 f"{s.get('variant')} ({s.get('why')})" for s in table.skipped) + "."))
-        best = next((row for row in [*table.rows, *table.combination]
-                     if table.recommended and row.variant == table.recommended[0]), None)
+        parts += [Note(line) for line in tries_notes(table)]
+        best = best_row(table)
         if best is not None and best.paste:
-            parts.append(Verbatim("".join(f"    {line}\n" for line in best.paste)))
+            lines = list(best.paste)
+            if best.patch:
+                name = os.path.join(summary.run_dir or ".", patch_name(summary, table))
+                lines.append(f"the rest as a patch, {name}: in {best.patch_folder}, patch -p1 < {name}")
+            parts.append(Verbatim("".join(f"    {line}\n" for line in lines)))
     return Block(None, parts)
+
+
+def best_row(table: TuneTable) -> TuneRow | None:
+    """The row recommended first, if any."""
+    return next((row for row in [*table.rows, *table.combination]
+                 if table.recommended and row.variant == table.recommended[0]), None)
+
+
+def patch_name(summary: Summary, table: TuneTable) -> str:
+    """The file of a script's tune's patch in the run directory: one per world size tuned."""
+    return "tune.patch" if len(summary.tuning) == 1 else f"tune-n{table.world_size}.patch"

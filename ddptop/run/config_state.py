@@ -161,7 +161,7 @@ class ConfigState:
                 return False
         return True
 
-    def _latest_end(self) -> dict[str, Any]:
+    def latest_end(self) -> dict[str, Any]:
         """Rank 0's config_end (of the configuration, else of its latest round), or another rank's."""
         for ends in (self.end, self.round_end):
             found = ends.get(0) or next(iter(ends.values()), None)
@@ -172,12 +172,12 @@ class ConfigState:
     @property
     def unstable(self) -> bool:
         """The measurement stopped on a limit (--max-iters, --max-time-per-config) short of --precision."""
-        return self._latest_end().get("unstable") is True
+        return self.latest_end().get("unstable") is True
 
     @property
     def precision_reached(self) -> float | None:
         """Rank 0's relative half-width of its median's 95% interval at the stop (0.02: +-2%)."""
-        return self._latest_end().get("precision_reached")
+        return self.latest_end().get("precision_reached")
 
     def live_precision(self) -> float | None:
         """The median's precision so far: rank 0's at its stop once known, else its batch-medians estimate
@@ -195,7 +195,7 @@ class ConfigState:
     @property
     def warmup_used(self) -> int | None:
         """Warm-up steps run (all rounds, once ended; else rank 0's so far in its round)."""
-        used = self._latest_end().get("warmup_iters")
+        used = self.latest_end().get("warmup_iters")
         return used if used is not None else self.warmup_seen.get(0)
 
     def _catch_up(self) -> None:
@@ -335,7 +335,7 @@ class ConfigState:
         batch = tally.observed_batch()
         tokens = tally.tokens_per_step()
         shares = tally.data_wait_shares()
-        end = self._latest_end()
+        end = self.latest_end()
         return ScriptFigures(
             command=tuple(self.info.get("command") or ()),
             examples_per_step=batch.global_batch if batch else None,

@@ -145,7 +145,8 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         nproc_per_node=per_node if nnodes > 1 else 0,
         rank_devices=rank_devices,
         per_rank_devices=per_rank_devices,
-        **plan_models.resolve_variants(options.variants, on_gpu),
+        **{"script_tune": False, "script_tries": (), "not_tried": {},
+           **plan_models.resolve_variants(options.variants, on_gpu, script=script is not None and options.tune)},
         # a preset's own length unless --seq-len; an hf model or a factory gets --seq-len where given
         seq_lens={s.text: n for s in specs if (n := seq_len_of(s, options.seq_len)) is not None},
         strategies=plan_models.resolve_strategies(options.strategies),
@@ -158,6 +159,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         devices_skipped=devices_skipped,
         script=script[1] if script else (),
         script_dir=os.getcwd() if script else "",
+        tries_why={}, script_loader="",  # the sweep's, after the script's first run
     )
     # Every other field of the plan is the option as given (num_classes, amp, the cost weights, ...).
     kept = {f.name: getattr(options, f.name) for f in fields(Plan) if f.name not in resolved}

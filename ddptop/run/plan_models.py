@@ -28,6 +28,10 @@ KERNEL_ONLY = ("models", "batch_sizes", "scaling", "image_size", "seq_len", "num
 NO_IMAGES = "its batch holds no 4-D image tensor, so channels_last would measure DDP as written"
 
 
+# the catalog's variants the probe can set on a script's DDP call
+SCRIPT_VARIANTS = tuple(v.name for v in variants_mod.CATALOG.values()
+                        if v.name != variants_mod.DEFAULT and variants_mod.applies_to_script(v))
+
 UNUSED_SET = "the workload sets find_unused_parameters=True already, so the variant would measure DDP as written"
 
 
@@ -75,8 +79,8 @@ def tune_options(options: PlanOptions, one_node_sizes: list[int], on_gpu: bool, 
         comm_iters=0 if options.comm_iters is None else options.comm_iters,
         trace_steps=0 if options.trace_steps is None else options.trace_steps,
         collectives=[] if options.collectives is None else options.collectives,
-        variants=options.variants or (list(variants_mod.SCRIPT_TUNE) if script
-                                      else default_tune_variants(options.models or [])),
+        # a script's: chosen after its first run unless named
+        variants=options.variants or ([] if script else default_tune_variants(options.models or [])),
         search_budget=options.search_budget or SEARCH_BUDGET[on_gpu],
         name=options.name or "tune",
     )
@@ -88,9 +92,12 @@ def default_tune_variants(models: list[str]) -> list[str]:
     return list(variants_mod.DEFAULT_TUNE)
 
 
-def resolve_variants(names: list[str] | None, on_gpu: bool) -> dict[str, tuple[str, ...]]:
+def resolve_variants(names: list[str] | None, on_gpu: bool, script: bool = False) -> dict[str, Any]:
     """The DDP variants to measure, the default first, and those left out on the CPU (autocast is measured on
-    GPUs only; the summary says so); an unknown name is one line listing the known."""
+    GPUs only; the summary says so); an unknown name is one line listing the known. A script's tune measures the
+    script as written first: its tries (``script_tries``, those named) join the plan after that run."""
+    if script:
+        return resolve_script_tries(names, on_gpu)
     chosen = [variants_mod.DEFAULT]
     skipped: list[str] = []
     for name in names or ():
@@ -100,6 +107,27 @@ def resolve_variants(names: list[str] | None, on_gpu: bool) -> dict[str, tuple[s
         if name not in target:
             target.append(name)
     return {"variants": tuple(chosen), "variants_skipped": tuple(skipped)}
+
+
+def resolve_script_tries(names: list[str] | None, on_gpu: bool) -> dict[str, Any]:
+    """``ddptop tune -- train.py``'s plan: the script as written alone until its first run, the tries named
+    (none: chosen from that run), a GPU-only one on the CPU not tried with its reason."""
+    tries: list[str] = []
+    skipped: dict[str, str] = {}
+    for name in names or ():
+        try:
+            chosen = variants_mod.variant(name)
+        except ValueError:
+            chosen = None
+        if chosen is None or variants_mod.JOIN in name or not variants_mod.applies_to_script(chosen):
+            raise PlanError(f"--variants {name}: not a try of a script's own calls (those it can: "
+                            f"{', '.join([*SCRIPT_VARIANTS, *variants_mod.SCRIPT_ONLY])})")
+        if chosen.cuda_only and not on_gpu:
+            skipped[name] = chosen.cpu_why or "measured on GPUs only"
+        elif name not in tries:
+            tries.append(name)
+    return {"variants": (variants_mod.DEFAULT,), "variants_skipped": (), "script_tune": True,
+            "script_tries": tuple(tries), "not_tried": skipped}
 
 
 def resolve_strategies(names: list[str] | None) -> tuple[str, ...]:
@@ -141,12 +169,6 @@ def parse_script_option(options: PlanOptions) -> tuple[ModelSpec, tuple[str, ...
     tuning = ("tune", "variants", "search_budget", "keep_slower") if options.tune else ()
     given = [o for o in KERNEL_ONLY if o not in tuning
              and as_given(getattr(options, o)) != as_given(OPTIONS_BY_NAME[o].default)]
-    for name in options.variants or () if options.tune else ():
-        if name in variants_mod.CATALOG and not variants_mod.applies_to_script(variants_mod.CATALOG[name]):
-            known = [v.name for v in variants_mod.CATALOG.values()
-                     if v.name != variants_mod.DEFAULT and variants_mod.applies_to_script(v)]
-            raise PlanError(f"--variants {name}: not tried on a script, whose DDP call the probe sets keyword "
-                            f"arguments on (those it can: {', '.join(known)})")
     if given:
         # each with its other spellings: the user may have typed either
         flags = ", ".join("/".join([OPTIONS_BY_NAME[o].spelling, *(f.spelling for f in OPTIONS_BY_NAME[o].also)])

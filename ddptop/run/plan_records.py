@@ -89,6 +89,10 @@ class Launch:
         return self.world_size // self.nodes
 
 
+# a script's tune's fields of the plan, left out of plan.json where unset
+SCRIPT_TUNE_FIELDS = ("script_tune", "script_tries", "tries_why", "not_tried", "script_loader")
+
+
 @dataclass(frozen=True)
 class Plan:
     """A validated sweep, every default resolved for the machine it runs on."""
@@ -183,6 +187,14 @@ class Plan:
     script: tuple[str, ...] = ()
     script_dir: str = ""
     script_to_end: bool = False  # the script runs to its own end instead of ddptop's stop
+    # ddptop tune -- train.py: its tries are added after the script's first run (the script as written, one
+    # launch), those asked for (script_tries) or chosen from what that run measured (analysis.script_tries); why
+    # each was tried and why each kind of setting was not; the training loader's line the loader's tries set
+    script_tune: bool = False
+    script_tries: tuple[str, ...] = ()
+    tries_why: dict[str, str] = field(default_factory=dict)
+    not_tried: dict[str, str] = field(default_factory=dict)
+    script_loader: str = ""
 
     @property
     def cpu_part(self) -> bool:
@@ -372,11 +384,16 @@ class Plan:
             trace_steps=self.trace_steps,
             threads=threads,
             script_to_end=self.script_to_end,
+            loader_site=self.script_loader if variant != variants_mod.DEFAULT and variants_mod.variant(variant).loader_kwargs
+            else "",
         )
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
         data["threads_per_rank"] = {str(k): v for k, v in self.threads_per_rank.items()}
+        for key in SCRIPT_TUNE_FIELDS:  # a plan of kernels, or a run of a script: as plans before a script's tune
+            if not data[key]:
+                del data[key]
         return data
 
     @classmethod
@@ -401,6 +418,7 @@ class Plan:
         values["strategies"] = tuple(values.get("strategies", (strategies_mod.DDP,)))
         values["threads"] = tuple(values.get("threads", ()))
         values["script"] = tuple(values.get("script", ()))
+        values["script_tries"] = tuple(values.get("script_tries", ()))
         values["cpu_grid"] = tuple((int(n), int(t)) for n, t in values.get("cpu_grid", ()))
         values["devices"] = tuple(values.get("devices", ()))
         if values.get("gpus") is not None:

@@ -15,7 +15,7 @@ import time
 from dataclasses import replace
 from typing import Any
 
-from ddptop.run import failure_reasons, nccl_debug, rundir
+from ddptop.run import failure_reasons, nccl_debug, rundir, script_tune
 from ddptop.run.binding import launch_binding
 from ddptop.run.cluster import Cluster
 from ddptop.run.follower import END_GRACE
@@ -143,8 +143,10 @@ class SweepRunner:
     def run(self) -> str:
         self.status = SweepStatus.RUNNING
         self._started = time.monotonic()
+        # a script's tune runs the script as written once, then the tries that run calls for
+        planned = (self._first_run, self._script_tries) if self.plan.script_tune else (self.plan.launches,)
         try:
-            for launches in (self.plan.launches, self._repeats_of_disturbed, self._combination_launches):
+            for launches in (*planned, self._repeats_of_disturbed, self._combination_launches):
                 for launch in launches():
                     if self._stop.is_set():
                         break
@@ -152,7 +154,7 @@ class SweepRunner:
                     # of a batch sweep, or not run after one) is not launched again: it would end the group again
                     launch = replace(launch, configs=tuple(
                         c for c in launch.configs if c.config_id not in self.dropped
-                        and not (launches == self.plan.launches and c.round > 0
+                        and not (launches in planned and c.round > 0
                                  and self.session.configs[c.config_id].status in ENDED)))
                     if not launch.configs:
                         continue
@@ -337,6 +339,26 @@ class SweepRunner:
                 and ((c.variant == variants.AGAIN or variants.JOIN in c.variant) == again)
                 # ZeRO-1 and FSDP2 beside a sweep (--strategies) are not tune's candidates (variants) to drop
                 and (c.strategy == "ddp" or c.variant != variants.DEFAULT)]
+
+    def _first_run(self) -> list[Launch]:
+        """A script's tune: the script as written, its first launch alone."""
+        return self.plan.launches()[:1]
+
+    def _script_tries(self) -> list[Launch]:
+        """A script's tune after its first run: the tries it calls for added to the plan, and the plan's launches
+        after the first; none where the script as written failed or nothing calls for a try (the script as
+        written then ends with the one launch it had, and the summary says why)."""
+        default = next(s for s in self.session.ordered_states() if variants.as_written(s.spec.variant))
+        if self._stop.is_set():
+            return []
+        found = script_tune.add_tries(self.plan, default)
+        self.plan = found.plan
+        self.session.add_configs(found.plan, found.added)
+        if found.nothing is not None:
+            if default.status not in ENDED:
+                self._mark(ConfigEnd(default.spec.config_id, Status.OK, f"no try: {found.nothing}"))
+            return []
+        return one_config_a_launch(self.plan, self.plan.launches())[1:]
 
     def _combination_launches(self) -> list[Launch]:
         """ddptop tune's last step: where two variants or more were faster than DDP as written beyond noise,

@@ -210,9 +210,12 @@ class DdptopApp(AsciiAwareApp):
                     yield Static(fmt.ascii_of(text) if fmt.ASCII else text, id="topology")
             with TabPane("4 Logs", id="logs-tab"):
                 yield LogPanel(id="logs-view")
-            if len(self.control.session.plan.variants) > 1:  # ddptop tune: the variants' standing so far
+            plan = self.control.session.plan
+            if len(plan.variants) > 1 or plan.script_tune:  # ddptop tune: the variants' standing so far
+                against = ("the script as written (its tries join after its first run)" if plan.script_tune
+                           else "DDP as written")
                 with TabPane("5 Tune", id="tune-tab"):
-                    yield Static("Median step so far against DDP as written (point figures: the 95% intervals "
+                    yield Static(f"Median step so far against {against} (point figures: the 95% intervals "
                                  "and the verdicts come with the summary)", classes="tune-note")
                     yield TunePanel(id="tune")
         yield FittingFooter()

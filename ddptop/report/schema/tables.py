@@ -258,10 +258,15 @@ class TuneRow(Record):
     speedup: Estimate | None = None  # examples/s over the default's
     verdict: str = ""
     paste: list[str] | None = None
+    # a script's try: the patch of its files that sets it (a unified diff, applied in patch_folder with patch -p1)
+    patch: str | None = None
+    patch_folder: str | None = None
     compiled: CompileCost | None = None  # the compile variant only
     # what NCCL's log says it used in the launches that measured the variant (a tune on GPUs), most used first
     nccl: list[NcclChoice] | None = None
     tok_sec_total: Estimate | None = None  # a transformer's
+
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"patch", "patch_folder"})
 
 
 @dataclass(kw_only=True)
@@ -277,6 +282,11 @@ class TuneTable(Record):
     combination: list[TuneRow] = field(default_factory=list)
     skipped: list[dict[str, str]] = field(default_factory=list)  # variant, why: not measured on this device
     recommended: list[str] = field(default_factory=list)
+    # a script's tune: each try and why its first run called for it; each kind of setting not tried and why
+    tried: list[dict[str, str]] = field(default_factory=list)  # variant, why
+    not_tried: list[dict[str, str]] = field(default_factory=list)  # what, why
+
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"tried", "not_tried"})
 
 
 @dataclass(kw_only=True)

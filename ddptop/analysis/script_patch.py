@@ -1,0 +1,175 @@
+"""A script's change, written against its source: the keyword arguments a try of ``ddptop tune -- train.py`` set
+on one call (its DDP model's, its training loader's), at the line the probe found it made.
+
+The script's file is read and parsed (``ast``), never run or changed: the call is the one at that line. Each
+keyword is, in the call as written,
+
+- **a literal** (``num_workers=0``): its value is replaced, in a patch;
+- **missing**: the keyword is added after the call's last argument, in a patch (not where the call passes
+  ``**kwargs``, which may hold it already: then the change is said, not patched);
+- **an expression** (``num_workers=args.workers``): left as it is, and said as the expression and the value to
+  give it, with the command-line flag where it is an ``argparse`` argument of the same file
+  (``--workers 4``).
+
+A patch is a unified diff with ``a/`` and ``b/`` paths relative to the folder ddptop ran the script in, applied
+there with ``patch -p1``. Standard library only.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+LOADER_NAMES = ("DataLoader",)  # the names a call that made a loader or a DDP model likely has
+DDP_NAMES = ("DistributedDataParallel", "DDP")
+ORDINAL = "#"  # a loader's site with its place among the loaders made at that line: "train.py:40#1"
+
+
+@dataclass
+class ScriptChange:
+    """The change to a script's calls: a patch of its files where one could be written (paths relative to
+    ``folder``, the script's own), and a line for each keyword it could not patch."""
+
+    patch: str | None = None
+    folder: str | None = None
+    lines: list[str] = field(default_factory=list)
+
+
+def _site(site: str) -> tuple[str, int] | None:
+    path, _, line = site.rpartition(":")
+    line = line.split(ORDINAL, 1)[0]
+    return (path, int(line)) if path and line.isdigit() else None
+
+
+def _callee(node: ast.Call) -> str:
+    func = node.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+
+
+def _call_at(tree: ast.AST, line: int, names: tuple[str, ...]) -> ast.Call | None:
+    """The call made at ``line`` (the line a frame names: where the call starts): of the calls that start there,
+    one to a callee named in ``names`` (``DataLoader``, ``DDP``), else the outermost; of those that hold the
+    line, the innermost where none starts there."""
+    found = [node for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and node.lineno <= line <= (node.end_lineno or node.lineno)]
+    if not found:
+        return None
+    starting = [n for n in found if n.lineno == line]
+    if not starting:
+        return min(found, key=lambda n: (n.end_lineno or n.lineno) - n.lineno)
+    named = [n for n in starting if _callee(n) in names]
+    return (named or starting)[0]  # ast.walk goes outside in
+
+
+def _flags(tree: ast.AST) -> dict[str, str]:
+    """argparse's destinations in the file and the flag that sets each (``--workers`` sets ``workers``)."""
+    found: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add_argument"):
+            continue
+        options = [a.value for a in node.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+        longs = [o for o in options if o.startswith("--")] or [o for o in options if o.startswith("-")]
+        if not longs:
+            continue
+        dest = next((k.value.value for k in node.keywords if k.arg == "dest" and isinstance(k.value, ast.Constant)),
+                    longs[0].lstrip("-").replace("-", "_"))
+        found[str(dest)] = longs[0]
+    return found
+
+
+def _offset(lines: list[str], line: int, col: int) -> int:
+    """The character offset of (1-based line, 0-based UTF-8 byte column) in the text ``lines`` joined."""
+    before = sum(len(text) for text in lines[:line - 1])
+    return before + len(lines[line - 1].encode("utf-8")[:col].decode("utf-8", errors="replace"))
+
+
+def _read(full: str) -> tuple[str, ast.AST] | None:
+    try:
+        with open(full, encoding="utf-8") as handle:
+            source = handle.read()
+        return source, ast.parse(source)
+    except (OSError, SyntaxError, ValueError, UnicodeDecodeError):
+        return None
+
+
+def script_change(script_dir: str, calls: list[tuple[str, Mapping[str, Any], tuple[str, ...]]]) -> ScriptChange | None:
+    """The change that gives each call at its site (``train.py:93``, relative to ``script_dir`` or absolute)
+    its keywords (the callee's likely names beside: ``DataLoader``); None where no site's file can be read and
+    parsed, or none holds a call at its line."""
+    change = ScriptChange()
+    edits: dict[str, list[tuple[int, int, str]]] = {}  # file -> (start, end, text) in its source
+    sources: dict[str, str] = {}
+    for site, keywords, names in calls:
+        where = _site(site)
+        if where is None:
+            continue
+        path, line = where
+        full = os.path.normpath(path if os.path.isabs(path) else os.path.join(script_dir, path))
+        read = _read(full)
+        node = _call_at(read[1], line, names) if read is not None else None
+        if read is None or node is None:
+            continue
+        sources[full] = read[0]
+        edits.setdefault(full, []).extend(_call_edits(read[0], read[1], node, keywords, change.lines))
+    if not sources:
+        return None
+    diffs = []
+    for full, found in edits.items():
+        if not found:
+            continue
+        source = text = sources[full]
+        for start, end, new in sorted(found, reverse=True):
+            text = text[:start] + new + text[end:]
+        name = os.path.basename(full)
+        change.folder = change.folder or os.path.dirname(full)
+        if os.path.dirname(full) != change.folder:  # files of two folders: the second named from the first's
+            name = os.path.relpath(full, change.folder)
+        diffs.append("".join(difflib.unified_diff(source.splitlines(keepends=True), text.splitlines(keepends=True),
+                                                  f"a/{name}", f"b/{name}")))
+    change.patch = "".join(diffs) or None
+    return change
+
+
+def _call_edits(source: str, tree: ast.AST, node: ast.Call, keywords: Mapping[str, Any], said: list[str]
+                ) -> list[tuple[int, int, str]]:
+    """The edits of the source that give ``node`` ``keywords``; what cannot be patched said in ``said``."""
+    lines = source.splitlines(keepends=True)
+    flags = _flags(tree)
+    edits: list[tuple[int, int, str]] = []
+    given = {k.arg: k for k in node.keywords if k.arg is not None}
+    splat = any(k.arg is None for k in node.keywords)
+    added: list[str] = []
+    for name, value in keywords.items():
+        written = given.get(name)
+        if written is None:
+            if splat:
+                said.append(f"{name}={value!r}: the call passes **kwargs, which may hold {name}; set it there")
+            else:
+                added.append(f"{name}={value!r}")
+            continue
+        expression = written.value
+        if isinstance(expression, ast.Constant):
+            if expression.value != value:
+                edits.append((_offset(lines, expression.lineno, expression.col_offset),
+                              _offset(lines, expression.end_lineno or expression.lineno, expression.end_col_offset or 0),
+                              repr(value)))
+            continue
+        text = ast.get_source_segment(source, expression) or "its expression"
+        flag = flags.get(expression.attr) if isinstance(expression, ast.Attribute) else None
+        how = (f"pass {flag} {value}" if flag and not isinstance(value, bool)
+               else f"pass {flag}" if flag and value is True else f"give it {value!r}")
+        said.append(f"{name}={text} (line {expression.lineno}): {how}")
+    if added:
+        arguments: list[ast.expr | ast.keyword] = [*node.args, *node.keywords]
+        last = max(arguments, key=lambda n: (n.end_lineno or 0, n.end_col_offset or 0), default=None)
+        if last is None:  # a call with no argument: inside its parentheses
+            at = _offset(lines, node.end_lineno or node.lineno, (node.end_col_offset or 1) - 1)
+            edits.append((at, at, ", ".join(added)))
+        else:
+            at = _offset(lines, last.end_lineno or last.lineno, last.end_col_offset or 0)
+            edits.append((at, at, ", " + ", ".join(added)))
+    return edits

@@ -1,0 +1,225 @@
+"""What ``ddptop tune -- train.py`` tries on a script and how: the tries chosen from the script's first run
+(``analysis.script_tries``), their names (``protocol.variants``), the probe setting them on the script's own
+training loader and over its micro-batches (``bench_kernels.script_loaders``, ``script_sync``), and the change
+written against the script's source (``analysis.script_patch``: a patch that ``patch -p1`` applies, or the
+flag to give).
+
+Quick: the choice from recorded facts, the patch on real files, and the probe installed in this process around
+a real DataLoader and DDP on a gloo group of one rank. The real tunes are in tests/test_script_tune.py.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import textwrap
+
+import pytest
+
+from ddptop.analysis import script_patch, script_tries
+from ddptop.protocol import variants
+from tests.test_script_sync_probe import Probed, _accumulating
+
+
+def _facts(**changes):
+    values = dict(world_size=2, device="cpu", cores_per_rank=4, step_s=0.1, data_wait_share=0.5, seen={},
+                  threads_per_rank=4)
+    values.update(changes)
+    return script_tries.Facts(**values)
+
+
+def _loader(at="train.py:40", workers=0, batches=100, **settings):
+    return {"at": at, "num_workers": workers, "pin_memory": False, "persistent_workers": False,
+            "prefetch_factor": None if workers == 0 else 2, "made": 1, "first": 0, "batches": batches, **settings}
+
+
+def _ddp(args=None, sync_steps=((1, 1, 20),), comm_ms=None, overlap_ms=0.0, static=None):
+    found = {"kind": "DistributedDataParallel", "site": "train.py:50", "via": None, "args": args or {},
+             "sync_steps": [list(s) for s in sync_steps]}
+    if comm_ms is not None:
+        found["ddp_logging"] = {"backward_comm_s": comm_ms / 1e3, "backward_compute_comm_overlap_s": overlap_ms / 1e3}
+    if static is not None:
+        found["can_set_static_graph"] = static
+    return found
+
+
+def test_the_names_of_a_script_s_tries_parse_and_set_their_calls():
+    workers = variants.variant("num_workers_4")
+    assert workers.loader_kwargs == {"num_workers": 4, "persistent_workers": True} and variants.is_script_only(workers)
+    assert variants.variant("no_sync_3").no_sync_every == 3
+    assert variants.variant("find_unused_parameters_false").ddp_kwargs == {"find_unused_parameters": False}
+    for unknown in ("num_workers_0", "no_sync_1", "prefetch_factor_x", "num_workers_"):
+        with pytest.raises(ValueError, match="a script's also: .*num_workers_K"):
+            variants.variant(unknown)
+    # one value of a keyword in a combination: the first (the faster) of two tries that set it
+    assert variants.combinable(["num_workers_4", "num_workers_2", "persistent_workers", "no_sync_4", "static_graph"]
+                               ) == ["num_workers_4", "no_sync_4", "static_graph"]
+    both = variants.variant("num_workers_2+static_graph")
+    assert variants.script_change_lines(both, "train.py:50", "train.py:40") == [
+        "train.py:50: DistributedDataParallel(..., static_graph=True)",
+        "train.py:40: DataLoader(..., num_workers=2, persistent_workers=True)"]
+    assert variants.script_change_lines(variants.variant("no_sync_4"), "train.py:50") == [
+        "train.py:50: run the forward and backward of the first 3 of every 4 micro-batches inside "
+        "`with model.no_sync():` (the last one synchronises)"]
+    assert "num_workers_4" not in variants.DEFAULT_TUNE  # never a kernel's variant
+
+
+def test_an_input_bound_step_gets_the_training_loader_s_settings_up_to_the_cores_a_rank_has():
+    choice = script_tries.choose(_facts(seen={"loaders": [_loader()]}))
+    assert list(choice.tries) == ["num_workers_2", "num_workers_4"] and choice.loader_site == "train.py:40"
+    assert "waited for their batches 50% of their time" in choice.tries["num_workers_2"]
+    assert choice.not_tried["pin_memory"] == "pinned memory speeds copies to a GPU only"
+    # a loader with workers: keep them, prefetch more; on a GPU, pin its batches
+    gpu = script_tries.choose(_facts(device="cuda", seen={"loaders": [_loader(workers=2)]}))
+    assert set(gpu.tries) == {"num_workers_4", "persistent_workers", "prefetch_factor_4", "pin_memory"}
+    full = script_tries.choose(_facts(cores_per_rank=2, seen={"loaders": [_loader(workers=2, persistent_workers=True,
+                                                                                  prefetch_factor=4)]}))
+    assert not [t for t in full.tries if variants.variant(t).loader_kwargs]
+    assert full.not_tried["num_workers"] == "the loader has 2 workers already, each rank 2 cores"
+
+
+def test_a_step_that_does_not_wait_for_data_gets_no_loader_try_and_is_told_why():
+    choice = script_tries.choose(_facts(data_wait_share=0.03, seen={"loaders": [_loader()]}))
+    assert not choice.tries.keys() & {"num_workers_2", "num_workers_4"}
+    assert "3% of their time, under 10%" in choice.not_tried[script_tries.LOADER]
+    none = script_tries.choose(_facts(seen={"loaders": []}))
+    assert none.not_tried[script_tries.LOADER].startswith("no DataLoader made the steps' batches")
+    assert none.loader_site == ""
+
+
+def test_the_training_loader_is_the_one_the_steps_drew_from_named_by_its_place_where_another_shares_its_line():
+    train = _loader(batches=300)
+    evaluation = _loader(batches=20, first=1, num_workers=0, prefetch_factor=None, pin_memory=True)
+    found = script_tries.training_loader({"loaders": [evaluation, train]})
+    assert found is not None and found[0] is train and found[1] == "train.py:40#0"
+    assert script_tries.training_loader({"loaders": [train]})[1] == "train.py:40"  # alone at its line: every one made there
+    assert script_tries.training_loader({"loaders": [_loader(batches=0)]}) is None
+
+
+def test_ddp_s_settings_are_tried_where_its_exposed_communication_is_a_share_of_the_step():
+    ddp = _ddp(args={"find_unused_parameters": "True", "bucket_cap_mb": "100"}, sync_steps=[(4, 4, 20)], comm_ms=20)
+    choice = script_tries.choose(_facts(data_wait_share=0.0, seen={"wrappers": [ddp]}))
+    # syncs on all 4 micro-batches: no_sync; the script's own True: off; bucket sizes other than its own
+    assert set(choice.tries) == {"find_unused_parameters_false", "no_sync_4", "bucket_cap_mb_10",
+                                 "gradient_as_bucket_view", "static_graph"}
+    assert "exposed communication was 20% of the step" in choice.tries["bucket_cap_mb_10"]
+    quiet = script_tries.choose(_facts(data_wait_share=0.0, seen={"wrappers": [_ddp(comm_ms=2, overlap_ms=1.5)]}))
+    assert not quiet.tries and "0% of the step (its timers), under 5%" in quiet.not_tried[script_tries.DDP_SETTINGS]
+    dynamic = script_tries.choose(_facts(data_wait_share=0.0, seen={"wrappers": [_ddp(comm_ms=30, static=False)]}))
+    assert "static_graph" not in dynamic.tries and "cannot be static" in dynamic.not_tried["static_graph"]
+    assert "no_sync" not in dynamic.not_tried  # one micro-batch a step: nothing to say
+    once = script_tries.choose(_facts(data_wait_share=0.0, seen={"wrappers": [_ddp(sync_steps=[(4, 1, 20)])]}))
+    assert once.not_tried[script_tries.NO_SYNC] == "the script synchronises 1 time over 4 micro-batches already"
+    alone = script_tries.choose(_facts(world_size=1, data_wait_share=0.0, seen={"wrappers": [_ddp(comm_ms=30)]}))
+    assert alone.not_tried[script_tries.DDP_SETTINGS] == "one rank has no gradients to exchange"
+
+
+def test_a_script_without_ddp_gets_no_ddp_try_and_named_tries_are_tried_as_named():
+    fsdp = {"kind": "fully_shard", "site": "train.py:9", "args": {}, "sync_steps": [[4, 4, 10]]}
+    choice = script_tries.choose(_facts(data_wait_share=0.0, seen={"wrappers": [fsdp]}))
+    assert not choice.tries and "no DistributedDataParallel model (it made fully_shard)" in choice.not_tried[
+        script_tries.DDP_SETTINGS]
+    asked = script_tries.choose(_facts(data_wait_share=0.0, seen={"loaders": [_loader()]}), ["static_graph",
+                                                                                             "num_workers_1"])
+    assert asked.tries == {"static_graph": "asked for (--variants)", "num_workers_1": "asked for (--variants)"}
+    assert asked.loader_site == "train.py:40"  # found for the loader's try, though its wait did not call for one
+
+
+SCRIPT = '''\
+import argparse
+
+from torch.utils.data import DataLoader
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--workers", type=int, default=0)
+parser.add_argument("-p", "--pin", dest="pinned", action="store_true")
+args = parser.parse_args()
+extra = {}
+loader = DataLoader(range(8), batch_size=2,
+                    num_workers=args.workers, pin_memory=args.pinned,
+                    prefetch_factor=None)
+evaluation = DataLoader(range(8), **extra)
+bare = DataLoader()
+'''
+
+
+def test_a_literal_or_missing_keyword_is_patched_and_one_from_a_flag_says_the_flag(tmp_path):
+    folder = tmp_path / "job"
+    folder.mkdir()
+    (folder / "train.py").write_text(SCRIPT)
+    change = script_patch.script_change(str(tmp_path), [
+        ("job/train.py:10#0", {"num_workers": 4, "pin_memory": True, "prefetch_factor": 4, "persistent_workers": True},
+         script_patch.LOADER_NAMES),
+        ("job/train.py:13", {"persistent_workers": True}, script_patch.LOADER_NAMES),
+        ("job/train.py:14", {"num_workers": 2}, ())])
+    assert change is not None and change.folder == str(folder)
+    assert change.lines == ["num_workers=args.workers (line 11): pass --workers 4",
+                            "pin_memory=args.pinned (line 11): pass --pin",
+                            "persistent_workers=True: the call passes **kwargs, which may hold persistent_workers; "
+                            "set it there"]
+    applied = tmp_path / "applied"
+    applied.mkdir()
+    (applied / "train.py").write_text(SCRIPT)
+    done = subprocess.run(["patch", "-p1"], input=change.patch, text=True, capture_output=True, cwd=applied)
+    assert done.returncode == 0, done.stdout + done.stderr
+    patched = (applied / "train.py").read_text()
+    ast.parse(patched)
+    assert "prefetch_factor=4, persistent_workers=True)" in patched and "DataLoader(num_workers=2)" in patched
+    assert "num_workers=args.workers" in patched  # the flag's expression stays: its value is given on the command line
+    assert (folder / "train.py").read_text() == SCRIPT  # the script itself untouched
+    assert script_patch.script_change(str(tmp_path), [("job/missing.py:3", {"num_workers": 1}, ())]) is None
+    assert script_patch.script_change(str(tmp_path), [("job/train.py:2", {"num_workers": 1}, ())]) is None  # no call
+
+
+def test_the_loader_s_try_is_set_on_the_training_loader_alone_and_its_batches_counted(tmp_path, one_rank_group):
+    torch = one_rank_group
+    from torch.utils.data import DataLoader
+
+    made = {}
+
+    def loader(name, **settings):  # one helper line makes the training and the evaluation loader
+        made[name] = DataLoader(list(range(64)), batch_size=4, **settings)
+        return made[name]
+
+    def loop():
+        model = torch.nn.Linear(1, 1)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        train, evaluation = loader("train"), loader("eval", pin_memory=True)  # settings of its own
+        for _ in range(50):
+            for batch in train:
+                model(batch.float().unsqueeze(1)).sum().backward()
+                optimizer.step()
+            for _ in evaluation:
+                pass
+
+    import inspect
+
+    line = inspect.getsourcelines(loader)[1] + 1
+    site = f"{__file__.rsplit('/', 1)[-1]}:{line}"
+    seen = Probed(tmp_path, torch).run(loop)["script"]
+    record = next(r for r in seen["loaders"] if r["batches"] > 0 and r["first"] == 0)
+    assert record["at"].endswith(site) and record["num_workers"] == 0 and record["made"] == 1
+    assert script_tries.training_loader(seen)[1] == f"{record['at']}#0"  # two loaders made at that line
+    (tmp_path / "try").mkdir()
+    end = Probed(tmp_path / "try", torch, variant="prefetch_factor_3", loader_site=f"{record['at']}#0").run(
+        lambda: None)
+    assert end["script"]["loader_tried_on"] == 0  # no loader made: not applied
+    (tmp_path / "refused").mkdir()
+    with pytest.raises(ValueError, match="prefetch_factor"):  # refused as the script's own call would be
+        Probed(tmp_path / "refused", torch, variant="prefetch_factor_3", loader_site=f"{record['at']}#0").run(loop)
+    (tmp_path / "applied").mkdir()
+    end = Probed(tmp_path / "applied", torch, variant="num_workers_1", loader_site=f"{record['at']}#0").run(loop)
+    assert made["train"].num_workers == 1 and made["train"].persistent_workers
+    assert made["eval"].num_workers == 0  # the other loader of that line keeps the script's settings
+    assert end["script"]["loader_tried_on"] == 1
+
+
+def test_the_no_sync_try_synchronises_once_over_the_step_s_micro_batches(tmp_path, one_rank_group):
+    torch = one_rank_group
+    end = Probed(tmp_path, torch, variant="no_sync_4").run(_accumulating(torch, no_sync=False))
+    (wrapper,) = end["script"]["wrappers"]
+    assert wrapper["sync_steps"] == [[4, 1, 5]] and end["script"]["tried_on"] == 1
+    (tmp_path / "written").mkdir()
+    written = Probed(tmp_path / "written", torch).run(_accumulating(torch, no_sync=False))
+    assert written["script"]["wrappers"][0]["sync_steps"] == [[4, 4, 5]]
+    assert "tried_on" not in written["script"]
