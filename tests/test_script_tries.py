@@ -223,3 +223,63 @@ def test_the_no_sync_try_synchronises_once_over_the_step_s_micro_batches(tmp_pat
     written = Probed(tmp_path / "written", torch).run(_accumulating(torch, no_sync=False))
     assert written["script"]["wrappers"][0]["sync_steps"] == [[4, 4, 5]]
     assert "tried_on" not in written["script"]
+
+
+TRAINER_SCRIPT = '''\
+import argparse
+
+from transformers import Trainer, TrainingArguments
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--workers", type=int, default=0)
+a = parser.parse_args()
+args = TrainingArguments(output_dir="out", per_device_train_batch_size=8,
+                         dataloader_num_workers=a.workers)
+Trainer(model=None, args=args).train()
+'''
+
+
+def test_a_try_of_the_calls_the_hugging_face_trainer_makes_is_a_setting_of_the_script_s_training_arguments(tmp_path):
+    script = tmp_path / "lm.py"
+    script.write_text(TRAINER_SCRIPT)
+    lines, change = script_patch.trainer_change(str(tmp_path), str(script), {
+        "num_workers": 2, "persistent_workers": True, "gradient_as_bucket_view": True})
+    assert lines == ["lm.py:8: TrainingArguments(..., dataloader_num_workers=2, dataloader_persistent_workers=True)",
+                     "  gradient_as_bucket_view: not a TrainingArguments setting"]
+    assert change is not None and change.lines == ["dataloader_num_workers=a.workers (line 9): pass --workers 2"]
+    applied = tmp_path / "applied"
+    applied.mkdir()
+    (applied / "lm.py").write_text(TRAINER_SCRIPT)
+    done = subprocess.run(["patch", "-p1"], input=change.patch, text=True, capture_output=True, cwd=applied)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "dataloader_num_workers=a.workers, dataloader_persistent_workers=True)" in (applied / "lm.py").read_text()
+    assert script_patch.made_by_trainer("accelerate/data_loader.py:441")
+    assert not script_patch.made_by_trainer("train.py:40")
+    # the row of a tune of such a script: the library's line, then the script's TrainingArguments
+    from ddptop.analysis import tuning
+
+    entry = {"config_id": "script:lm.py/n2/gloo/num_workers_2", "model": "script:lm.py", "mode": "ddp",
+             "batch_size": 0, "world_size": 2, "backend": "gloo", "variant": "num_workers_2", "status": "ok",
+             "loader_site": "accelerate/data_loader.py:441", "script": {"wrappers": [], "loader_tried_on": 2}}
+    row = tuning._row(entry, None, script_dir=str(tmp_path), script_file=str(script))
+    assert row["paste"][:2] == ["accelerate/data_loader.py:441: DataLoader(..., num_workers=2, persistent_workers=True)",
+                                "lm.py:8: TrainingArguments(..., dataloader_num_workers=2, "
+                                "dataloader_persistent_workers=True)"]
+    assert row["patch"] and row["patch_folder"] == str(tmp_path)
+
+
+def test_a_try_that_failed_before_drawing_a_batch_stays_in_its_script_s_table():
+    """A script's batch is what it drew: a try that failed at its first step drew none, and is still a row of the
+    one table of that script's tries (not a table of its own, nor left out)."""
+    from ddptop.analysis import tuning
+
+    def entry(variant, status, batch):
+        return {"config_id": f"script:t.py/n2/gloo/{variant}", "model": "script:t.py", "mode": "ddp",
+                "batch_size": batch, "world_size": 2, "backend": "gloo", "variant": variant, "status": status,
+                "stats": {"sec_iter": {"p50": 0.01}} if status == "ok" else None, "script": {"wrappers": []}}
+
+    entries = [{**entry("default", "ok", 16), "config_id": "script:t.py/n2/gloo"}, entry("bucket_cap_mb_10", "ok", 16),
+               entry("static_graph", "failed", 0)]
+    (table,) = tuning.tuning_tables(entries, {}, {})
+    assert [r["variant"] for r in table["rows"]][0] == "default"
+    assert {r["variant"] for r in table["rows"]} == {"default", "bucket_cap_mb_10", "static_graph"}

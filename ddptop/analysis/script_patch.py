@@ -173,3 +173,58 @@ def _call_edits(source: str, tree: ast.AST, node: ast.Call, keywords: Mapping[st
             at = _offset(lines, last.end_lineno or last.lineno, last.end_col_offset or 0)
             edits.append((at, at, ", " + ", ".join(added)))
     return edits
+
+
+# The Hugging Face Trainer makes its DataLoader and its DDP model in transformers' and accelerate's own code, from
+# its TrainingArguments: a try of those calls is a setting of the script's TrainingArguments(...) call
+# (transformers' fields dataloader_* and ddp_*)
+TRAINER_LIBRARIES = ("transformers" + os.sep, "accelerate" + os.sep)
+TRAINING_ARGUMENTS = {"num_workers": "dataloader_num_workers", "persistent_workers": "dataloader_persistent_workers",
+                      "prefetch_factor": "dataloader_prefetch_factor", "pin_memory": "dataloader_pin_memory",
+                      "find_unused_parameters": "ddp_find_unused_parameters", "bucket_cap_mb": "ddp_bucket_cap_mb",
+                      "broadcast_buffers": "ddp_broadcast_buffers", "static_graph": "ddp_static_graph"}
+
+
+LIGHTNING = ("lightning" + os.sep, "pytorch_lightning" + os.sep)
+
+
+def lightning_lines(ddp_keywords: Mapping[str, Any], loader_keywords: Mapping[str, Any]) -> list[str]:
+    """Where a Lightning Trainer made the calls: its DDPStrategy passes its keyword arguments to DDP, and it
+    makes its training loader again from the one the script's train_dataloader() returns."""
+    lines = []
+    if ddp_keywords:
+        words = ", ".join(f"{k}={v!r}" for k, v in ddp_keywords.items())
+        lines.append(f"  Lightning: Trainer(strategy=DDPStrategy(..., {words})), which passes them to DDP")
+    if loader_keywords:
+        lines.append("  Lightning: on the DataLoader(...) the script's train_dataloader() returns, which Lightning "
+                     "makes again with its settings")
+    return lines
+
+
+def made_by_trainer(site: str | None) -> bool:
+    """Whether a call's line is the Hugging Face Trainer's own (transformers' or accelerate's code)."""
+    return bool(site) and str(site).startswith(TRAINER_LIBRARIES)
+
+
+def _training_arguments_line(script_file: str) -> int | None:
+    read = _read(script_file)
+    if read is None:
+        return None
+    calls = [n for n in ast.walk(read[1]) if isinstance(n, ast.Call) and _callee(n).endswith("TrainingArguments")]
+    return min((n.lineno for n in calls), default=None)
+
+
+def trainer_change(script_dir: str, script_file: str, keywords: Mapping[str, Any]
+                   ) -> tuple[list[str], ScriptChange | None]:
+    """A try of the calls the Trainer makes, as the script's ``TrainingArguments(...)``'s settings: the line to
+    change (and what of it cannot be set there), and its patch."""
+    settable = {TRAINING_ARGUMENTS[k]: v for k, v in keywords.items() if k in TRAINING_ARGUMENTS}
+    unsettable = [k for k in keywords if k not in TRAINING_ARGUMENTS]
+    line = _training_arguments_line(script_file)
+    if line is None or not settable:
+        return [], None
+    site = f"{os.path.relpath(script_file, script_dir) if script_dir else script_file}:{line}"
+    words = ", ".join(f"{k}={v!r}" for k, v in settable.items())
+    lines = [f"{site}: TrainingArguments(..., {words})"]
+    lines += [f"  {k}: not a TrainingArguments setting" for k in unsettable]
+    return lines, script_change(script_dir, [(site, settable, ("TrainingArguments",))])

@@ -22,7 +22,10 @@ from ddptop.protocol.vocab import Mode
 
 
 def _group_key(entry: Mapping[str, Any]) -> tuple:
-    return entry["model"], entry["batch_size"], entry["world_size"], entry["backend"]
+    """A table's: model, batch, world size, backend; a script's batch is what it drew (none where a try failed
+    before its first step), the same script's tries one table whatever they drew."""
+    batch = 0 if script_steps.is_script(entry) else entry["batch_size"]
+    return entry["model"], batch, entry["world_size"], entry["backend"]
 
 
 def compile_cost(launches: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -51,7 +54,7 @@ def compile_cost(launches: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None
 
 def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None,
          compiles: Sequence[Mapping[str, Any]] = (), nccl: Sequence[Mapping[str, Any]] | None = None,
-         script_dir: str = "") -> dict[str, Any]:
+         script_dir: str = "", script_file: str = "") -> dict[str, Any]:
     chosen = catalog.variant(entry.get("variant") or catalog.DEFAULT)
     stats = entry.get("stats") or {}
     not_applied = not_applied_reason(entry, chosen)
@@ -76,7 +79,7 @@ def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None,
         "nccl": list(nccl) if nccl else None,
     }
     if not not_applied:
-        found.update(_paste(entry, chosen, keywords, script_dir))
+        found.update(_paste(entry, chosen, keywords, script_dir, script_file))
     return found
 
 
@@ -99,10 +102,11 @@ def not_applied_reason(entry: Mapping[str, Any], chosen: catalog.Variant) -> str
 
 
 def _paste(entry: Mapping[str, Any], chosen: catalog.Variant, keywords: Mapping[str, Any] | None,
-           script_dir: str) -> dict[str, Any]:
+           script_dir: str, script_file: str = "") -> dict[str, Any]:
     """The lines to paste for a kernel's variant; for a script's try, its keywords at the lines that made its
     DDP model (``grad_sync.site``) and its training loader, what of it is an expression (a flag) to give a value,
-    and the patch of the rest (``analysis.script_patch``, against the script's files as they are now)."""
+    and the patch of the rest (``analysis.script_patch``, against the script's files as they are now); where the
+    Hugging Face Trainer made both, the settings of the script's TrainingArguments(...)."""
     if not script_steps.is_script(entry):
         return {"paste": catalog.paste_lines(chosen, keywords or {}) if keywords or chosen.strategy else None}
     if catalog.as_written(chosen.name):
@@ -117,6 +121,15 @@ def _paste(entry: Mapping[str, Any], chosen: catalog.Variant, keywords: Mapping[
         (ddp_site, catalog.script_ddp_arguments(chosen.name), script_patch.DDP_NAMES),
         (loader_site, chosen.loader_kwargs, script_patch.LOADER_NAMES)) if site and found]
     change = script_patch.script_change(script_dir, calls) if calls and script_dir else None
+    trainer = [found for site, found in ((ddp.get("via") if ddp else None, catalog.script_ddp_arguments(chosen.name)),
+                                         (loader_site, chosen.loader_kwargs)) if found and script_patch.made_by_trainer(site)]
+    if trainer and script_file and change is None:
+        settings, change = script_patch.trainer_change(script_dir, script_file, {k: v for f in trainer for k, v in f.items()})
+        lines += settings
+    by_lightning = [str(site).startswith(script_patch.LIGHTNING) for site in (ddp.get("via") if ddp else None,
+                                                                               loader_site)]
+    lines += script_patch.lightning_lines(catalog.script_ddp_arguments(chosen.name) if by_lightning[0] else {},
+                                          chosen.loader_kwargs if by_lightning[1] else {})
     if change is None:
         return {"paste": lines}
     return {"paste": lines + [f"  {line}" for line in change.lines], "patch": change.patch,
@@ -128,7 +141,8 @@ def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str,
                   skipped: Sequence[str] = (), compiles: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
                   nccl: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
                   reasons: Mapping[str, str] | None = None, tried: Mapping[str, str] | None = None,
-                  not_tried: Mapping[str, str] | None = None, script_dir: str = "") -> list[dict[str, Any]]:
+                  not_tried: Mapping[str, str] | None = None, script_dir: str = "", script_file: str = ""
+                  ) -> list[dict[str, Any]]:
     """One table per model, batch, world size and backend that has variants: the default first, then each
     variant by its examples/s against the default's (best first); the combination of the faster ones, if the
     search measured one, against DDP as written measured again beside it; and what is recommended (the
@@ -146,7 +160,8 @@ def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str,
 
     def row(entry: Mapping[str, Any]) -> dict[str, Any]:
         config_id = entry["config_id"]
-        return _row(entry, keywords.get(config_id), compiles.get(config_id, ()), nccl.get(config_id), script_dir)
+        return _row(entry, keywords.get(config_id), compiles.get(config_id, ()), nccl.get(config_id), script_dir,
+                    script_file)
 
     groups: dict[tuple, list[Mapping[str, Any]]] = {}
     for entry in entries:
