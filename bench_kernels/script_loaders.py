@@ -3,12 +3,13 @@
 Every ``torch.utils.data.DataLoader`` the script makes is recorded where it is made (``DataLoader.__init__``
 replaced on the class, so subclasses that call it, accelerate's and Lightning's, are seen): the line of the
 script's own code that led to it, or the library's line where a framework made it (``script_sync.call_site``),
-with the count of loaders made there before it (``#1`` for the second), its loading settings, and how many
-batches the script drew from it (``DataLoader.__iter__``, timed by the probe). The loader the steps drew most
-batches from is the training loader: a first run of the script finds its line, and a try of the tune sets its
-keywords on the loaders made at that line (``target``: "train.py:40" every loader made there, "train.py:40#0"
-the first alone, where an evaluation loader is made at the same line), bound by name over the script's
-arguments, as DDP's try is set (``GradSync.tried_call``): a value the loader refuses fails the call, as it
+the script's line that led there where a library made it, the count of loaders made there before it, its loading
+settings, and how many batches the script drew from it (``DataLoader.__iter__``, timed by the probe). The loader
+the steps drew most batches from is the training loader: a first run of the script finds its line, and a try of
+the tune sets its keywords on the loaders made at that line (``target``: "train.py:40" every loader made there;
+"train.py:40#num_workers=0,pin_memory=False,persistent_workers=False" those given these settings, where an
+evaluation loader with others is made at the same line), bound by name over the script's arguments, as DDP's
+try is set (``GradSync.tried_call``): a value the loader refuses fails the call, as it
 would in the script.
 
 It fails open: an exception in the probe's part leaves the script's loader as the script made it, and the note
@@ -21,7 +22,7 @@ import functools
 import inspect
 import os
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from bench_kernels.errors import one_line
@@ -39,10 +40,26 @@ def where(site: str | None, via: str | None) -> str:
     return via or site or "?"
 
 
-def targets(target: str, made_at: str, ordinal: int) -> bool:
-    """Whether the loader made at ``made_at`` (the ``ordinal``-th there) is the try's ``target``."""
-    line, _, count = target.partition(ORDINAL)
-    return line == made_at and (not count or int(count) == ordinal)
+MATCHED = ("num_workers", "pin_memory", "persistent_workers")  # the settings a target may name, as given to the call
+
+
+def target_settings(settings: Mapping[str, Any]) -> str:
+    """The part of a target that names a loader by its settings: "num_workers=0,pin_memory=False,..."."""
+    return ",".join(f"{name}={settings.get(name)}" for name in MATCHED)
+
+
+def targets(target: str, made_at: str, given: Callable[[], Mapping[str, Any]]) -> bool:
+    """Whether the loader made at ``made_at`` with the settings ``given()`` (its call's, defaults applied) is
+    the try's ``target``: its line, and where the target names them, those settings (an evaluation loader made at
+    the training loader's line with other settings is not)."""
+    line, _, settings = target.partition(ORDINAL)
+    return line == made_at and (not settings or settings == target_settings(given()))
+
+
+def _with_defaults(signature: inspect.Signature, bound: inspect.BoundArguments) -> dict[str, Any]:
+    values = signature.bind(*bound.args, **bound.kwargs)
+    values.apply_defaults()
+    return dict(values.arguments)
 
 
 class LoaderWatch:
@@ -71,37 +88,42 @@ class LoaderWatch:
         @functools.wraps(init)
         def watched_init(loader: Any, *args: Any, **kwargs: Any) -> None:
             at = watch._made()
-            if at is not None and watch.arguments and targets(watch.target, *at):
+            if at is not None and watch.arguments:
                 bound = signature.bind(loader, *args, **kwargs)
-                bound.arguments.update(watch.arguments)  # the try's, by name over the script's: refused as it would be
-                args, kwargs = bound.args[1:], bound.kwargs
-                watch.tried += 1
+                if targets(watch.target, at[0], functools.partial(_with_defaults, signature, bound)):
+                    bound.arguments.update(watch.arguments)  # the try's by name over the script's: refused as it would be
+                    args, kwargs = bound.args[1:], bound.kwargs
+                    watch.tried += 1
             init(loader, *args, **kwargs)
             if at is not None:
                 watch._seen(loader, at)
 
-        DataLoader.__init__ = watched_init  # type: ignore[method-assign]
+        setattr(DataLoader, "__init__", watched_init)
         self._undo.append(functools.partial(setattr, DataLoader, "__init__", init))
 
     def uninstall(self) -> None:
         while self._undo:
             self._undo.pop()()
 
-    def _made(self) -> tuple[str, int] | None:
+    def _made(self) -> tuple[str, int, str | None] | None:
+        """The line making a loader now, its place among the loaders made there, and where a library's line made
+        it, the script's line that led there (None for the script's own)."""
         try:
-            line = where(*call_site(self._skip))
+            site, via = call_site(self._skip)
+            line = where(site, via)
             ordinal = self.made.get(line, 0)
             self.made[line] = ordinal + 1
-            return line, ordinal
+            return line, ordinal, (site or "?") if via is not None else None
         except Exception as exc:  # noqa: BLE001 - the probe fails open
             self._failed(exc)
             return None
 
-    def _seen(self, loader: Any, at: tuple[str, int]) -> None:
+    def _seen(self, loader: Any, at: tuple[str, int, str | None]) -> None:
         """Keep the loader's line and settings (one record per line and setting: a loader made again each epoch
-        is one record); never fails."""
+        is one record; ``library`` where a library's line made it, ``from`` the script's line that led there);
+        never fails."""
         try:
-            line, ordinal = at
+            line, ordinal, led = at
             settings = {name: getattr(loader, name, None) for name in SETTINGS}
             settings = {k: v if isinstance(v, (bool, int, float)) or v is None else short_repr(v)
                         for k, v in settings.items()}
@@ -111,6 +133,9 @@ class LoaderWatch:
                 if len(self.records) >= MAX_LOADERS_KEPT:
                     return
                 record = {"at": line, **settings, "made": 0, "first": ordinal, "batches": 0}
+                if led is not None:
+                    record["library"] = True
+                    record["from"] = led
                 self.records.append(record)
             record["made"] += 1
             self.of[loader] = record

@@ -179,6 +179,7 @@ class GradSync:
         self.ddp_arguments = dict(ddp_arguments or {})  # ddptop tune's try: set on every DDP call the script makes
         # ddptop tune's no_sync try: a DDP model synchronises on every k-th micro-batch of a step alone
         self.no_sync_every = no_sync_every
+        self.no_sync_set: set[int] = set()  # the DDP models (ids) whose forwards it was set on
         self.notes = notes
         self.step_number = step_number
         self.wrappers: list[Wrapper] = []
@@ -389,8 +390,6 @@ class GradSync:
         if isinstance(module, type(model)):
             wrapper.rewrapped = True  # a DDP model inside another
         self._register(model, wrapper)
-        if self.no_sync_every and not self.ddp_arguments:  # (a try of both was counted in tried_call)
-            self.tried += 1
         every_step = False
         setter = getattr(model, "_set_ddp_runtime_logging_sample_rate", None)
         if setter is not None:  # DDP's timers on every step, not the first 10 and then 1 in 100
@@ -409,6 +408,7 @@ class GradSync:
             if self.no_sync_every:  # as no_sync() around the first k-1 micro-batches would: DDP reads it at forward
                 done = wrapper.counts.get(id(model), (0, 0))[0]
                 model.require_backward_grad_sync = (done + 1) % self.no_sync_every == 0
+                self.no_sync_set.add(id(model))
             wrapper.micro_batch(model, model.require_backward_grad_sync)
 
     def count_fsdp_forward(self, model: Any) -> None:
@@ -514,7 +514,8 @@ class GradSync:
         if self.incomplete:
             found["wrappers_incomplete"] = True
         if self.ddp_arguments or self.no_sync_every:  # ddptop tune's try: on how many DDP models it was set (0: none)
-            found["tried_on"] = self.tried
+            parts = ([self.tried] if self.ddp_arguments else []) + ([len(self.no_sync_set)] if self.no_sync_every else [])
+            found["tried_on"] = min(parts)  # a try of both: applied where both parts were
         return found
 
 

@@ -91,7 +91,8 @@ def test_the_training_loader_is_the_one_the_steps_drew_from_named_by_its_place_w
     train = _loader(batches=300)
     evaluation = _loader(batches=20, first=1, num_workers=0, prefetch_factor=None, pin_memory=True)
     found = script_tries.training_loader({"loaders": [evaluation, train]})
-    assert found is not None and found[0] is train and found[1] == "train.py:40#0"
+    assert found is not None and found[0] is train
+    assert found[1] == "train.py:40#num_workers=0,pin_memory=False,persistent_workers=False"
     assert script_tries.training_loader({"loaders": [train]})[1] == "train.py:40"  # alone at its line: every one made there
     assert script_tries.training_loader({"loaders": [_loader(batches=0)]}) is None
 
@@ -199,16 +200,17 @@ def test_the_loader_s_try_is_set_on_the_training_loader_alone_and_its_batches_co
     seen = Probed(tmp_path, torch).run(loop)["script"]
     record = next(r for r in seen["loaders"] if r["batches"] > 0 and r["first"] == 0)
     assert record["at"].endswith(site) and record["num_workers"] == 0 and record["made"] == 1
-    assert script_tries.training_loader(seen)[1] == f"{record['at']}#0"  # two loaders made at that line
+    target = script_tries.training_loader(seen)[1]  # two loaders made at that line: named by its settings too
+    assert target == f"{record['at']}#num_workers=0,pin_memory=False,persistent_workers=False"
     (tmp_path / "try").mkdir()
-    end = Probed(tmp_path / "try", torch, variant="prefetch_factor_3", loader_site=f"{record['at']}#0").run(
+    end = Probed(tmp_path / "try", torch, variant="prefetch_factor_3", loader_site=target).run(
         lambda: None)
     assert end["script"]["loader_tried_on"] == 0  # no loader made: not applied
     (tmp_path / "refused").mkdir()
     with pytest.raises(ValueError, match="prefetch_factor"):  # refused as the script's own call would be
-        Probed(tmp_path / "refused", torch, variant="prefetch_factor_3", loader_site=f"{record['at']}#0").run(loop)
+        Probed(tmp_path / "refused", torch, variant="prefetch_factor_3", loader_site=target).run(loop)
     (tmp_path / "applied").mkdir()
-    end = Probed(tmp_path / "applied", torch, variant="num_workers_1", loader_site=f"{record['at']}#0").run(loop)
+    end = Probed(tmp_path / "applied", torch, variant="num_workers_1", loader_site=target).run(loop)
     assert made["train"].num_workers == 1 and made["train"].persistent_workers
     assert made["eval"].num_workers == 0  # the other loader of that line keeps the script's settings
     assert end["script"]["loader_tried_on"] == 1
@@ -283,3 +285,69 @@ def test_a_try_that_failed_before_drawing_a_batch_stays_in_its_script_s_table():
     (table,) = tuning.tuning_tables(entries, {}, {})
     assert [r["variant"] for r in table["rows"]][0] == "default"
     assert {r["variant"] for r in table["rows"]} == {"default", "bucket_cap_mb_10", "static_graph"}
+
+
+def test_a_training_loader_a_library_made_again_from_the_script_s_own_is_changed_at_the_script_s_line(tmp_path):
+    """Lightning makes the training loader again from the one train_dataloader() returns (its own wrapper of
+    DataLoader.__init__ on the way), and accelerate's prepare() wraps the script's: the try is set where the
+    library makes it, the change is the script's own call."""
+    (tmp_path / "fit.py").write_text("from torch.utils.data import DataLoader\n"
+                                     "loader = DataLoader(range(8), num_workers=0)\n"
+                                     "evaluation = DataLoader(range(8), pin_memory=True)\n"
+                                     "trainer.fit(model)\n")
+    made_again = _loader(at="lightning/fabric/utilities/data.py:257", batches=300, first=1, library=True,
+                         **{"from": "fit.py:4"})
+    own = _loader(at="lightning/fabric/utilities/data.py:325", batches=0, library=True, **{"from": "fit.py:2"})
+    evaluation = _loader(at="lightning/fabric/utilities/data.py:325", batches=0, first=1, library=True,
+                         pin_memory=True, **{"from": "fit.py:3"})
+    seen = {"loaders": [own, evaluation, made_again]}
+    assert script_tries.training_loader(seen)[1] == "lightning/fabric/utilities/data.py:257"
+    assert script_tries.script_loader_lines(seen) == ["fit.py:2"]
+    assert script_patch.loader_call(str(tmp_path), "fit.py:2") and not script_patch.loader_call(str(tmp_path), "fit.py:4")
+    assert script_tries.script_loader_lines({"loaders": [own]}) == []  # the steps' loader is the script's: no library
+    from ddptop.analysis import tuning
+
+    def entry(variant, loaders):
+        return {"config_id": f"script:fit.py/n2/gloo/{variant}", "model": "script:fit.py", "mode": "ddp",
+                "batch_size": 0, "world_size": 2, "backend": "gloo", "variant": variant, "status": "ok",
+                "loader_site": made_again["at"] + "#1", "stats": {"sec_iter": {"p50": 0.01}},
+                "script": {"wrappers": [], "loaders": loaders, "loader_tried_on": 1}}
+
+    default = {**entry("default", seen["loaders"]), "config_id": "script:fit.py/n2/gloo", "loader_site": ""}
+    (table,) = tuning.tuning_tables([default, entry("num_workers_1", [])], {}, {}, script_dir=str(tmp_path))
+    row = table["rows"][1]
+    assert row["paste"][1] == ("fit.py:2: DataLoader(..., num_workers=1, persistent_workers=True) (the script's own, "
+                               "which the library makes again)")
+    assert "-loader = DataLoader(range(8), num_workers=0)" in row["patch"]
+    assert "+loader = DataLoader(range(8), num_workers=1, persistent_workers=True)" in row["patch"]
+
+
+def test_a_patch_is_written_only_against_a_call_of_its_kind_and_across_folders_from_their_common_one(tmp_path):
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "wrap.py").write_text("model = torch.compile(NativeDDP(net))\nopt = SGD(params, lr=0.1)\n")
+    (tmp_path / "train.py").write_text("loader = DataLoader(data)\n")
+    change = script_patch.script_change(str(tmp_path / "models"), [
+        ("wrap.py:1", {"static_graph": True}, script_patch.DDP_NAMES),
+        ("../train.py:1", {"num_workers": 2}, script_patch.LOADER_NAMES)])
+    assert change is not None and change.folder == str(tmp_path)  # both files' common folder
+    assert "+model = torch.compile(NativeDDP(net, static_graph=True))" in change.patch  # the DDP alias, not compile
+    assert "a/models/wrap.py" in change.patch and "a/train.py" in change.patch
+    applied = tmp_path / "copy"
+    (applied / "models").mkdir(parents=True)
+    (applied / "models" / "wrap.py").write_text((tmp_path / "models" / "wrap.py").read_text())
+    (applied / "train.py").write_text("loader = DataLoader(data)\n")
+    done = subprocess.run(["patch", "-p1"], input=change.patch, text=True, capture_output=True, cwd=applied)
+    assert done.returncode == 0, done.stdout + done.stderr
+    # a line that holds no call of its kind (the file edited since the run): no patch of another call
+    assert script_patch.script_change(str(tmp_path), [("models/wrap.py:2", {"num_workers": 2},
+                                                       script_patch.LOADER_NAMES)]) is None
+
+
+def test_a_tune_that_measured_no_try_says_why_in_its_answer():
+    from ddptop.report.schema import TuneTable
+    from ddptop.report.tuning_tables import tune_answer
+
+    table = TuneTable.from_json({"model": "script:t.py", "rows": [{"variant": "default", "status": "failed"}],
+                                 "not_tried": [{"what": variants.NO_TRY,
+                                                "why": "the script as written did not run well (exit 1)"}]})
+    assert tune_answer(table) == ["No try was measured: the script as written did not run well (exit 1)."]

@@ -62,7 +62,7 @@ def test_a_script_s_tune_runs_it_as_written_first_then_each_try_in_launches_of_i
 
 
 def test_a_try_the_probe_cannot_set_on_a_script_s_ddp_call_and_kernel_flags_are_refused(in_script_folder):
-    for refused in ("fp16_compress_hook", "num_workers_x", "no_sync_1", "static_graph+bucket_cap_mb_10"):
+    for refused in ("fp16_compress_hook", "num_workers_x", "no_sync_1", "static_graph+bucket_cap_mb_10", "default"):
         with pytest.raises(PlanError, match=f"--variants {re.escape(refused)}: not a try of a script's own calls "
                                             r"\(those it can: bucket_cap_mb_10.*num_workers_K"):
             build_plan(PlanOptions(script=["train.py"], tune=True, variants=[refused]), CPU, cpu_count=2)
@@ -70,6 +70,8 @@ def test_a_try_the_probe_cannot_set_on_a_script_s_ddp_call_and_kernel_flags_are_
                         cpu_count=2)
     assert on_cpu.script_tries == ("static_graph",) and on_cpu.not_tried == {"pin_memory": "pinned memory speeds "
                                                                              "copies to a GPU only"}
+    with pytest.raises(PlanError, match="--world-sizes 1,2: a script's tune runs at one world size"):
+        build_plan(PlanOptions(script=["train.py"], tune=True, world_sizes=[1, 2]), CPU, cpu_count=2)
     with pytest.raises(PlanError, match="--batch-sizes.*describe.*ddptop's own kernels"):
         build_plan(PlanOptions(script=["train.py"], tune=True, batch_sizes=[8]), CPU, cpu_count=2)
     with pytest.raises(PlanError, match="--variants.*describe"):  # a run of the script takes no variants

@@ -51,18 +51,30 @@ def _callee(node: ast.Call) -> str:
 
 
 def _call_at(tree: ast.AST, line: int, names: tuple[str, ...]) -> ast.Call | None:
-    """The call made at ``line`` (the line a frame names: where the call starts): of the calls that start there,
-    one to a callee named in ``names`` (``DataLoader``, ``DDP``), else the outermost; of those that hold the
-    line, the innermost where none starts there."""
+    """The call made at ``line`` (the line a frame names: where the call starts, else the innermost call that
+    holds it): of those, one to a callee whose name ends in one of ``names`` (``DataLoader``, ``DDP``), None where
+    none does; the outermost where ``names`` is empty."""
     found = [node for node in ast.walk(tree)
              if isinstance(node, ast.Call) and node.lineno <= line <= (node.end_lineno or node.lineno)]
     if not found:
         return None
-    starting = [n for n in found if n.lineno == line]
-    if not starting:
-        return min(found, key=lambda n: (n.end_lineno or n.lineno) - n.lineno)
-    named = [n for n in starting if _callee(n) in names]
-    return (named or starting)[0]  # ast.walk goes outside in
+    starting = [n for n in found if n.lineno == line] or [min(found, key=lambda n: (n.end_lineno or n.lineno) - n.lineno)]
+    if not names:
+        return starting[0]  # ast.walk goes outside in
+    # a call of the kind (DataLoader, DDP, an alias ending so: NativeDDP), never another (the file edited since the
+    # run, a DDP model handed to torch.compile on the same line)
+    return next((n for n in starting if _callee(n).endswith(names)), None)
+
+
+def loader_call(script_dir: str, site: str) -> bool:
+    """Whether the line ``site`` names holds a call of a DataLoader (a class whose name ends so)."""
+    where = _site(site)
+    if where is None:
+        return False
+    path, line = where
+    read = _read(path if os.path.isabs(path) else os.path.join(script_dir, path))
+    node = _call_at(read[1], line, LOADER_NAMES) if read is not None else None
+    return node is not None and _callee(node).endswith("DataLoader")
 
 
 def _flags(tree: ast.AST) -> dict[str, str]:
@@ -118,16 +130,14 @@ def script_change(script_dir: str, calls: list[tuple[str, Mapping[str, Any], tup
     if not sources:
         return None
     diffs = []
-    for full, found in edits.items():
-        if not found:
-            continue
+    edited = [full for full, found in edits.items() if found]
+    if edited:  # the files' common folder, where patch -p1 applies (a file in a folder above the other's too)
+        change.folder = os.path.commonpath([os.path.dirname(full) for full in edited])
+    for full in edited:
         source = text = sources[full]
-        for start, end, new in sorted(found, reverse=True):
+        for start, end, new in sorted(edits[full], reverse=True):
             text = text[:start] + new + text[end:]
-        name = os.path.basename(full)
-        change.folder = change.folder or os.path.dirname(full)
-        if os.path.dirname(full) != change.folder:  # files of two folders: the second named from the first's
-            name = os.path.relpath(full, change.folder)
+        name = os.path.relpath(full, change.folder)
         diffs.append("".join(difflib.unified_diff(source.splitlines(keepends=True), text.splitlines(keepends=True),
                                                   f"a/{name}", f"b/{name}")))
     change.patch = "".join(diffs) or None
@@ -186,6 +196,15 @@ TRAINING_ARGUMENTS = {"num_workers": "dataloader_num_workers", "persistent_worke
 
 
 LIGHTNING = ("lightning" + os.sep, "pytorch_lightning" + os.sep)
+ACCELERATE = "accelerate" + os.sep
+
+
+def accelerate_lines(ddp_keywords: Mapping[str, Any]) -> list[str]:
+    """Where accelerate made the DDP model (a script's own accelerate loop): its DistributedDataParallelKwargs."""
+    if not ddp_keywords:
+        return []
+    words = ", ".join(f"{k}={v!r}" for k, v in ddp_keywords.items())
+    return [f"  accelerate: Accelerator(kwargs_handlers=[DistributedDataParallelKwargs({words})])"]
 
 
 def lightning_lines(ddp_keywords: Mapping[str, Any], loader_keywords: Mapping[str, Any]) -> list[str]:

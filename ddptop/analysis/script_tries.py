@@ -35,7 +35,7 @@ COMM_SHARE = 0.05  # exposed communication at least this share of the step: DDP'
 MORE_PREFETCH = 4  # the prefetch_factor tried where a loader with workers prefetches fewer (torch's default is 2)
 
 # the kinds of setting, as the report names what was not tried
-LOADER, DDP_SETTINGS, UNUSED, NO_SYNC = "the loader's settings", "DDP's settings", "find_unused_parameters", "no_sync"
+LOADER, DDP_SETTINGS, NO_SYNC = "the loader's settings", "DDP's settings", "no_sync"
 THREADS = "CPU threads"
 
 
@@ -61,8 +61,8 @@ class Choice:
 
 def training_loader(seen: Mapping[str, Any]) -> tuple[Mapping[str, Any], str] | None:
     """The loader the steps drew most batches from, and the target the probe sets a try on: its line, or its line
-    and its place among the loaders made there where another loader made at that line has other settings (an
-    evaluation loader from the same helper)."""
+    and its settings as the script gave them where another loader made at that line has other settings (an
+    evaluation loader from the same helper; ``bench_kernels.script_loaders.targets``)."""
     loaders = [r for r in seen.get("loaders") or () if isinstance(r, Mapping) and (r.get("batches") or 0) > 0]
     if not loaders:
         return None
@@ -70,8 +70,33 @@ def training_loader(seen: Mapping[str, Any]) -> tuple[Mapping[str, Any], str] | 
     at = str(best.get("at") or "")
     if not at:
         return None
-    others = [r for r in seen.get("loaders") or () if isinstance(r, Mapping) and r is not best and r.get("at") == at]
-    return best, (f"{at}{ORDINAL}{best.get('first', 0)}" if others else at)
+    others = [r for r in seen.get("loaders") or () if isinstance(r, Mapping) and r.get("at") == at
+              and any(r.get(k) != best.get(k) for k in MATCHED)]
+    return best, (f"{at}{ORDINAL}" + ",".join(f"{k}={best.get(k)}" for k in MATCHED) if others else at)
+
+
+SETTINGS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")  # as the probe records them
+MATCHED = SETTINGS[:3]  # those a target names a loader by (as given to its call: prefetch_factor's default differs)
+
+
+def script_loader_lines(seen: Mapping[str, Any]) -> list[str]:
+    """Where a library's line made the training loader (Lightning makes it again from the one the script's
+    train_dataloader() returns; accelerate's prepare() wraps the script's): the lines of the script's own code
+    that made or led to a loader with the same settings that no batch was drawn from, the candidates for the
+    script's own call (``script_patch.loader_call`` tells which holds a DataLoader call); none where the script's
+    own loader made the steps."""
+    found = training_loader(seen)
+    if found is None or not found[0].get("library"):
+        return []
+    training = found[0]
+    lines = []
+    for record in seen.get("loaders") or ():
+        if (isinstance(record, Mapping) and not record.get("batches")
+                and all(record.get(k) == training.get(k) for k in SETTINGS)):
+            line = str(record.get("from") if record.get("library") else record.get("at"))
+            if line not in lines:
+                lines.append(line)
+    return lines
 
 
 def _loader_tries(facts: Facts, choice: Choice, asked: Sequence[str] | None) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ddptop.analysis import launches, script_patch, script_steps, script_sync, uncertainty
+from ddptop.analysis import launches, script_patch, script_steps, script_sync, script_tries, uncertainty
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 from ddptop.protocol import variants as catalog
 from ddptop.protocol.vocab import Mode
@@ -54,7 +54,7 @@ def compile_cost(launches: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None
 
 def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None,
          compiles: Sequence[Mapping[str, Any]] = (), nccl: Sequence[Mapping[str, Any]] | None = None,
-         script_dir: str = "", script_file: str = "") -> dict[str, Any]:
+         script_dir: str = "", script_file: str = "", own_loader: str | None = None) -> dict[str, Any]:
     chosen = catalog.variant(entry.get("variant") or catalog.DEFAULT)
     stats = entry.get("stats") or {}
     not_applied = not_applied_reason(entry, chosen)
@@ -79,7 +79,7 @@ def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None,
         "nccl": list(nccl) if nccl else None,
     }
     if not not_applied:
-        found.update(_paste(entry, chosen, keywords, script_dir, script_file))
+        found.update(_paste(entry, chosen, keywords, script_dir, script_file, own_loader))
     return found
 
 
@@ -102,11 +102,12 @@ def not_applied_reason(entry: Mapping[str, Any], chosen: catalog.Variant) -> str
 
 
 def _paste(entry: Mapping[str, Any], chosen: catalog.Variant, keywords: Mapping[str, Any] | None,
-           script_dir: str, script_file: str = "") -> dict[str, Any]:
+           script_dir: str, script_file: str = "", own_loader: str | None = None) -> dict[str, Any]:
     """The lines to paste for a kernel's variant; for a script's try, its keywords at the lines that made its
     DDP model (``grad_sync.site``) and its training loader, what of it is an expression (a flag) to give a value,
     and the patch of the rest (``analysis.script_patch``, against the script's files as they are now); where the
-    Hugging Face Trainer made both, the settings of the script's TrainingArguments(...)."""
+    Hugging Face Trainer made both, the settings of the script's TrainingArguments(...); where a library made the
+    training loader again from the script's own (``own_loader``, its line), that one's call."""
     if not script_steps.is_script(entry):
         return {"paste": catalog.paste_lines(chosen, keywords or {}) if keywords or chosen.strategy else None}
     if catalog.as_written(chosen.name):
@@ -117,17 +118,23 @@ def _paste(entry: Mapping[str, Any], chosen: catalog.Variant, keywords: Mapping[
     loader_site = str(entry.get("loader_site") or "")
     lines = catalog.script_change_lines(chosen, ddp.get("site") if ddp else None,
                                         loader_site.split(script_patch.ORDINAL)[0] or None)
+    if own_loader and chosen.loader_kwargs:
+        lines.append(f"{own_loader}: DataLoader(..., {catalog.keyword_words(chosen.loader_kwargs)}) (the script's own, "
+                     "which the library makes again)")
     calls: list[tuple[str, Mapping[str, Any], tuple[str, ...]]] = [(site, found, names) for site, found, names in (
         (ddp_site, catalog.script_ddp_arguments(chosen.name), script_patch.DDP_NAMES),
-        (loader_site, chosen.loader_kwargs, script_patch.LOADER_NAMES)) if site and found]
+        (own_loader or loader_site, chosen.loader_kwargs, script_patch.LOADER_NAMES)) if site and found]
     change = script_patch.script_change(script_dir, calls) if calls and script_dir else None
     trainer = [found for site, found in ((ddp.get("via") if ddp else None, catalog.script_ddp_arguments(chosen.name)),
                                          (loader_site, chosen.loader_kwargs)) if found and script_patch.made_by_trainer(site)]
+    settings: list[str] = []
     if trainer and script_file and change is None:
         settings, change = script_patch.trainer_change(script_dir, script_file, {k: v for f in trainer for k, v in f.items()})
         lines += settings
+    if not settings and ddp and str(ddp.get("via") or "").startswith(script_patch.ACCELERATE):
+        lines += script_patch.accelerate_lines(catalog.script_ddp_arguments(chosen.name))
     by_lightning = [str(site).startswith(script_patch.LIGHTNING) for site in (ddp.get("via") if ddp else None,
-                                                                               loader_site)]
+                                                                               None if own_loader else loader_site)]
     lines += script_patch.lightning_lines(catalog.script_ddp_arguments(chosen.name) if by_lightning[0] else {},
                                           chosen.loader_kwargs if by_lightning[1] else {})
     if change is None:
@@ -158,10 +165,10 @@ def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str,
     compiles, nccl, reasons = compiles or {}, nccl or {}, reasons or {}
     tried, not_tried = tried or {}, not_tried or {}
 
-    def row(entry: Mapping[str, Any]) -> dict[str, Any]:
+    def row(entry: Mapping[str, Any], own_loader: str | None = None) -> dict[str, Any]:
         config_id = entry["config_id"]
         return _row(entry, keywords.get(config_id), compiles.get(config_id, ()), nccl.get(config_id), script_dir,
-                    script_file)
+                    script_file, own_loader)
 
     groups: dict[tuple, list[Mapping[str, Any]]] = {}
     for entry in entries:
@@ -178,13 +185,17 @@ def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str,
         if default is None or not (singles or (not_tried and script_steps.is_script(default))):
             continue
         base = row(default)
-        rows = [_compare(row(e), base, replicates, min_effect) for e in singles]
+        seen = default.get("script")  # a script's loader a library made again from its own: the script's line
+        mine = [line for line in (script_tries.script_loader_lines(seen) if isinstance(seen, Mapping) else [])
+                if script_patch.loader_call(script_dir, line)]
+        own = mine[0] if len(mine) == 1 else None  # two of the script's alike: which one is not known
+        rows = [_compare(row(e, own), base, replicates, min_effect) for e in singles]
         rows.sort(key=lambda r: (r["speedup"] is None, -(r["speedup"] or 0.0)))
         # the combination, against DDP as written measured again beside it in launches of their own
         combination: list[dict[str, Any]] = []
         if again is not None:
             fresh = row(again)
-            combination = [fresh] + [_compare(row(e), fresh, replicates, min_effect)
+            combination = [fresh] + [_compare(row(e, own), fresh, replicates, min_effect)
                                      for name, e in named.items() if catalog.JOIN in name]
         faster = [r["variant"] for r in rows if r["verdict"] == uncertainty.FASTER]
         tables.append({

@@ -110,6 +110,8 @@ DEFAULT_TUNE = tuple(CATALOG)
 # keyword of one of the script's calls. Told none, the tune chooses from a first run (``analysis.script_tries``).
 SCRIPT_TUNE = ("bucket_cap_mb_10", "bucket_cap_mb_100", "gradient_as_bucket_view", "static_graph")
 
+NO_TRY = "every try"  # a script's tune's not_tried where no try ran at all
+
 # tries of a script's own calls, named with their value where they take one (num_workers_4, no_sync_4)
 UNUSED_OFF = "find_unused_parameters_false"
 PIN_MEMORY = "pin_memory"

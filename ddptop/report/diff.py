@@ -183,8 +183,8 @@ def tuning_changes(a: Summary, b: Summary) -> list[dict[str, Any]]:
     each variant's examples/s against its own run's default, with the interval and the verdict, and what
     each run recommends. The ratios are within each run (a variant against the default of the same launches),
     so a node that changed between the runs moves both sides of a ratio alike."""
-    def key(table: TuneTable) -> tuple:
-        return table.model, table.batch_size, table.world_size, table.backend
+    def key(table: TuneTable) -> tuple:  # a script's batch is its own: its tries are one table, as in tuning
+        return table.model, 0 if is_script(table.model) else table.batch_size, table.world_size, table.backend
 
     tables_b = {key(t): t for t in b.tuning}
     changes = []
@@ -277,8 +277,10 @@ def diff_text(diff: dict[str, Any], markdown: bool = False) -> str:
               units.percent(r["efficiency_a"]), units.percent(r["efficiency_b"])) for r in diff["scaling"]],
         )
     for table in diff.get("tuning") or []:
-        out += ["", f"Tuning: {table['model']}, batch {table['batch_size']} per rank at N={table['world_size']} "
-                    f"({table['backend']}); each variant's examples/s against its own run's DDP as written"]
+        script = is_script(table["model"])
+        batch = "its own batch" if script else f"batch {table['batch_size']} per rank"
+        out += ["", f"Tuning: {table['model']}, {batch} at N={table['world_size']} ({table['backend']}); each "
+                    f"variant's examples/s against its own run's {'script' if script else 'DDP'} as written"]
         out += render(("variant", "A vs default", "verdict A", "B vs default", "verdict B"),
                       [(r["what"], _speedup(r["speedup_a"], r["speedup_ci_a"]), r["verdict_a"],
                         _speedup(r["speedup_b"], r["speedup_ci_b"]), r["verdict_b"]) for r in table["rows"]])

@@ -89,7 +89,7 @@ def _loaders(entry: Config) -> str | None:
 
 
 # what a loader's record holds beside its settings (bench_kernels.script_loaders)
-LOADER_RECORD = ("at", "made", "first", "batches")
+LOADER_RECORD = ("at", "made", "first", "batches", "library")
 
 
 def _comm_line(entry: Config) -> str | None:

@@ -37,8 +37,9 @@ def tune_answer(table: TuneTable) -> list[str]:
     by_name = {row.variant: row for row in [*table.rows, *table.combination]}
     best = [by_name[name] for name in table.recommended if name in by_name]
     written = "the script as written" if is_script(table.model) else "DDP as written"
-    if len(table.rows) < 2 and not table.combination:  # a script's tune whose first run called for no try
-        return ["No try was measured: the script's first run called for none (why below)."]
+    if len(table.rows) < 2 and not table.combination:  # a script's tune that measured no try
+        why = next((t.get("why") for t in table.not_tried if t.get("what") == variants.NO_TRY), None)
+        return [f"No try was measured: {why or 'none was called for or asked (why below)'}."]
     if not best:
         kept = "your script as written" if is_script(table.model) else "DDP as written"
         return [f"Nothing beats the default beyond noise (a change is called past ±{units.percent(table.min_effect)}"

@@ -101,6 +101,9 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     if script is None:
         plan_measurement.check_batch_sizes(batch_sizes)
     plan_measurement.check_world_sizes(world_sizes, batch_sizes, scaling, nnodes, per_node, on_gpu, devices_per_node)
+    if script is not None and options.tune and len(world_sizes) > 1:
+        raise PlanError(f"--world-sizes {','.join(map(str, world_sizes))}: a script's tune runs at one world size "
+                        "(its first run there chooses the tries); tune each N apart")
     caps = plan_measurement.resolve_bucket_caps(options.bucket_cap_mb)
     if script is None:
         batch_sizes = plan_measurement.resolve_batch_sweep(batch_sizes, options, on_gpu)

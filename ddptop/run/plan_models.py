@@ -119,7 +119,8 @@ def resolve_script_tries(names: list[str] | None, on_gpu: bool) -> dict[str, Any
             chosen = variants_mod.variant(name)
         except ValueError:
             chosen = None
-        if chosen is None or variants_mod.JOIN in name or not variants_mod.applies_to_script(chosen):
+        if (chosen is None or variants_mod.JOIN in name or variants_mod.as_written(name)
+                or not variants_mod.applies_to_script(chosen)):
             raise PlanError(f"--variants {name}: not a try of a script's own calls (those it can: "
                             f"{', '.join([*SCRIPT_VARIANTS, *variants_mod.SCRIPT_ONLY])})")
         if chosen.cuda_only and not on_gpu:

@@ -17,7 +17,7 @@ from ddptop.protocol.vocab import FAILED
 from ddptop.run.config_state import ConfigState
 from ddptop.run.plan_records import ConfigSpec, Plan
 
-NO_TRY = "every try"  # not_tried's key where no try ran at all
+NO_TRY = variants.NO_TRY
 
 
 @dataclass(frozen=True)

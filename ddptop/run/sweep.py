@@ -351,7 +351,8 @@ class SweepRunner:
         default = next(s for s in self.session.ordered_states() if variants.as_written(s.spec.variant))
         if self._stop.is_set():
             return []
-        found = script_tune.add_tries(self.plan, default)
+        with self.session.lock:  # its steps and script figures, as the view reads them
+            found = script_tune.add_tries(self.plan, default)
         self.plan = found.plan
         self.session.add_configs(found.plan, found.added)
         if found.nothing is not None:
