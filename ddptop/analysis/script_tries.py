@@ -118,7 +118,7 @@ def _loader_tries(facts: Facts, choice: Choice, asked: Sequence[str] | None) -> 
         choice.not_tried[LOADER] = (f"the steps waited for their batches {units.percent(share)} of their time, under "
                                     f"{units.percent(INPUT_BOUND_SHARE)}: the loader does not hold the step back")
         return
-    why = f"the steps waited for their batches {units.percent(share)} of their time ({target})"
+    why = f"the steps waited for their batches {units.percent(share)} of their time ({loader.get('at')})"
     found_workers = loader.get("num_workers")
     workers = found_workers if isinstance(found_workers, int) else 0
     cores = max(1, facts.cores_per_rank)
