@@ -351,3 +351,16 @@ def test_a_tune_that_measured_no_try_says_why_in_its_answer():
                                  "not_tried": [{"what": variants.NO_TRY,
                                                 "why": "the script as written did not run well (exit 1)"}]})
     assert tune_answer(table) == ["No try was measured: the script as written did not run well (exit 1)."]
+
+
+def test_only_a_try_the_script_or_torch_refused_reads_not_applicable():
+    """A try stopped by Ctrl-C, or never run after it, is said as such: 'not applicable' is a refusal alone."""
+    from ddptop.report.schema import TuneRow
+    from ddptop.report.tuning_tables import _tune_cells
+
+    def verdict(status):
+        return _tune_cells(TuneRow.from_json({"variant": "static_graph", "what": "static_graph=True",
+                                              "status": status}), script=True)[3]
+
+    assert verdict("failed") == "not applicable (below)" and verdict("oom") == "not applicable (below)"
+    assert verdict("stopped") == "stopped (below)" and verdict("not_run") == "not_run (below)"

@@ -20,7 +20,8 @@ def _tune_cells(row: TuneRow, script: bool = False) -> tuple[str, ...]:
     speedup = ("1.00" if written else
                units.estimate(row.speedup, lambda v: units.number(v, 2, "x")))
     # the reason: "Not measured in full"; a script's try that it or torch refused is not applicable to it
-    verdict = row.verdict if row.status == "ok" else f"{'not applicable' if script and not written else row.status} (below)"
+    refused = script and not written and row.status in ("failed", "oom")  # the script or torch refused the try
+    verdict = row.verdict if row.status == "ok" else f"{'not applicable' if refused else row.status} (below)"
     if row.status == "ok" and row.reason:  # dropped by the search: after how many launches
         verdict += f", {row.reason.partition(':')[0]}"
     memory = (units.binary_bytes(row.peak_memory_bytes) if row.peak_memory_bytes is not None
