@@ -17,9 +17,14 @@ async def screen_text(app, pilot, selector: str, timeout: float = 30.0) -> str:
 
 
 async def summary_text(app, pilot) -> str:
-    # the screen composes its blocks a moment after it is pushed: wait for their text, not the container
-    await wait_for(pilot, lambda: bool(app.screen.query("#summary-tables")) and bool(app.screen.plain_text()),
-                   30.0, step=0.05)
+    # the screen composes its blocks a moment after it is pushed, and a table inside its sideways scroller a
+    # moment after that: wait for their text, every table's included, not the container
+    def composed() -> bool:
+        scrollers = app.screen.query("#summary-tables HorizontalScroll")
+        return (bool(app.screen.query("#summary-tables")) and bool(app.screen.plain_text())
+                and all(scroller.query(".table") for scroller in scrollers))
+
+    await wait_for(pilot, composed, 30.0, step=0.05)
     return app.screen.plain_text()
 
 
