@@ -22,15 +22,14 @@ import functools
 import inspect
 import os
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from bench_kernels.errors import one_line
 from bench_kernels.script_sync import call_site, short_repr
+from ddptop.protocol.loader_target import SETTINGS, targets
 
-SETTINGS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")
 MAX_LOADERS_KEPT = 8  # loader lines kept for the report (a train and an eval loader, a loader per epoch, ...)
-ORDINAL = "#"  # "train.py:40#1": the second loader made at that line
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -38,22 +37,6 @@ def where(site: str | None, via: str | None) -> str:
     """The line a loader is known by: a framework's own line where one made it (the script's line that led
     there is the same for its training and evaluation loaders), else the script's."""
     return via or site or "?"
-
-
-MATCHED = ("num_workers", "pin_memory", "persistent_workers")  # the settings a target may name, as given to the call
-
-
-def target_settings(settings: Mapping[str, Any]) -> str:
-    """The part of a target that names a loader by its settings: "num_workers=0,pin_memory=False,..."."""
-    return ",".join(f"{name}={settings.get(name)}" for name in MATCHED)
-
-
-def targets(target: str, made_at: str, given: Callable[[], Mapping[str, Any]]) -> bool:
-    """Whether the loader made at ``made_at`` with the settings ``given()`` (its call's, defaults applied) is
-    the try's ``target``: its line, and where the target names them, those settings (an evaluation loader made at
-    the training loader's line with other settings is not)."""
-    line, _, settings = target.partition(ORDINAL)
-    return line == made_at and (not settings or settings == target_settings(given()))
 
 
 def _with_defaults(signature: inspect.Signature, bound: inspect.BoundArguments) -> dict[str, Any]:

@@ -24,9 +24,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ddptop.protocol import loader_target
+from ddptop.protocol.variants import keyword_words
+
 LOADER_NAMES = ("DataLoader",)  # the names a call that made a loader or a DDP model likely has
 DDP_NAMES = ("DistributedDataParallel", "DDP")
-ORDINAL = "#"  # a loader's site with its place among the loaders made at that line: "train.py:40#1"
 
 
 @dataclass
@@ -41,7 +43,7 @@ class ScriptChange:
 
 def _site(site: str) -> tuple[str, int] | None:
     path, _, line = site.rpartition(":")
-    line = line.split(ORDINAL, 1)[0]
+    line = loader_target.line_of(line)
     return (path, int(line)) if path and line.isdigit() else None
 
 
@@ -203,7 +205,7 @@ def accelerate_lines(ddp_keywords: Mapping[str, Any]) -> list[str]:
     """Where accelerate made the DDP model (a script's own accelerate loop): its DistributedDataParallelKwargs."""
     if not ddp_keywords:
         return []
-    words = ", ".join(f"{k}={v!r}" for k, v in ddp_keywords.items())
+    words = keyword_words(ddp_keywords)
     return [f"  accelerate: Accelerator(kwargs_handlers=[DistributedDataParallelKwargs({words})])"]
 
 
@@ -212,7 +214,7 @@ def lightning_lines(ddp_keywords: Mapping[str, Any], loader_keywords: Mapping[st
     makes its training loader again from the one the script's train_dataloader() returns."""
     lines = []
     if ddp_keywords:
-        words = ", ".join(f"{k}={v!r}" for k, v in ddp_keywords.items())
+        words = keyword_words(ddp_keywords)
         lines.append(f"  Lightning: Trainer(strategy=DDPStrategy(..., {words})), which passes them to DDP")
     if loader_keywords:
         lines.append("  Lightning: on the DataLoader(...) the script's train_dataloader() returns, which Lightning "
@@ -243,7 +245,7 @@ def trainer_change(script_dir: str, script_file: str, keywords: Mapping[str, Any
     if line is None or not settable:
         return [], None
     site = f"{os.path.relpath(script_file, script_dir) if script_dir else script_file}:{line}"
-    words = ", ".join(f"{k}={v!r}" for k, v in settable.items())
+    words = keyword_words(settable)
     lines = [f"{site}: TrainingArguments(..., {words})"]
     lines += [f"  {k}: not a TrainingArguments setting" for k in unsettable]
     return lines, script_change(script_dir, [(site, settable, ("TrainingArguments",))])

@@ -27,9 +27,10 @@ from typing import Any
 
 from ddptop import units
 from ddptop.analysis import script_sync
-from ddptop.analysis.script_patch import ORDINAL
 from ddptop.analysis.script_steps import INPUT_BOUND_SHARE
+from ddptop.protocol import loader_target
 from ddptop.protocol import variants as catalog
+from ddptop.protocol.loader_target import MATCHED, SETTINGS
 
 COMM_SHARE = 0.05  # exposed communication at least this share of the step: DDP's settings may shorten the step
 MORE_PREFETCH = 4  # the prefetch_factor tried where a loader with workers prefetches fewer (torch's default is 2)
@@ -62,7 +63,7 @@ class Choice:
 def training_loader(seen: Mapping[str, Any]) -> tuple[Mapping[str, Any], str] | None:
     """The loader the steps drew most batches from, and the target the probe sets a try on: its line, or its line
     and its settings as the script gave them where another loader made at that line has other settings (an
-    evaluation loader from the same helper; ``bench_kernels.script_loaders.targets``)."""
+    evaluation loader from the same helper; ``protocol.loader_target``)."""
     loaders = [r for r in seen.get("loaders") or () if isinstance(r, Mapping) and (r.get("batches") or 0) > 0]
     if not loaders:
         return None
@@ -72,11 +73,9 @@ def training_loader(seen: Mapping[str, Any]) -> tuple[Mapping[str, Any], str] | 
         return None
     others = [r for r in seen.get("loaders") or () if isinstance(r, Mapping) and r.get("at") == at
               and any(r.get(k) != best.get(k) for k in MATCHED)]
-    return best, (f"{at}{ORDINAL}" + ",".join(f"{k}={best.get(k)}" for k in MATCHED) if others else at)
+    return best, loader_target.target(at, best if others else None)
 
 
-SETTINGS = ("num_workers", "pin_memory", "persistent_workers", "prefetch_factor")  # as the probe records them
-MATCHED = SETTINGS[:3]  # those a target names a loader by (as given to its call: prefetch_factor's default differs)
 
 
 def script_loader_lines(seen: Mapping[str, Any]) -> list[str]:

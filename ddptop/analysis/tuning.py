@@ -17,6 +17,7 @@ import numpy as np
 
 from ddptop.analysis import launches, script_patch, script_steps, script_sync, script_tries, uncertainty
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
+from ddptop.protocol import loader_target
 from ddptop.protocol import variants as catalog
 from ddptop.protocol.vocab import Mode
 
@@ -117,7 +118,7 @@ def _paste(entry: Mapping[str, Any], chosen: catalog.Variant, keywords: Mapping[
     ddp_site = ddp.get("site") if ddp and not ddp.get("via") else None  # a framework's DDP call: no patch of it
     loader_site = str(entry.get("loader_site") or "")
     lines = catalog.script_change_lines(chosen, ddp.get("site") if ddp else None,
-                                        loader_site.split(script_patch.ORDINAL)[0] or None)
+                                        loader_target.line_of(loader_site) or None)
     if own_loader and chosen.loader_kwargs:
         lines.append(f"{own_loader}: DataLoader(..., {catalog.keyword_words(chosen.loader_kwargs)}) (the script's own, "
                      "which the library makes again)")

@@ -87,7 +87,7 @@ class RunConfig(ConfigFields):
     # a user's script (bench_kernels.script_probe): run it to its own end instead of ending it after the planned
     # warm-up and measured steps (the steps past them are measured and streamed all the same)
     script_to_end: bool = False
-    # ddptop tune's try of a script's loader: the line that made its training loader (``script_loaders.targets``)
+    # ddptop tune's try of a script's loader: the line that made its training loader (``protocol.loader_target``)
     loader_site: str = ""
 
     @property
