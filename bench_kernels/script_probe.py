@@ -393,6 +393,7 @@ class ScriptProbe:
             "step_marks": "explicit" if self.explicit else "optimizer" if self.marker is not None else None,
             "device_name": self.device_name,
             "probe_s": self.probe_s,
+            "threads": self.torch.get_num_threads(),  # after the script ran: its own set_num_threads shows here
             **self.loaders.seen(),
             **self.sync.seen(),
         }

@@ -138,3 +138,44 @@ def test_throughput_per_batch_carries_its_interval_in_the_table_and_the_plot(tmp
     plots._batch_throughput(plt, only, str(tmp_path))
     drawn = (tmp_path / "batch_throughput.svg").read_text(encoding="utf-8")
     assert 'id="ci-throughput-' in drawn
+
+
+def test_a_tune_s_step_p95_has_its_interval_only_from_the_steps_it_needs():
+    """Two launches of a configuration: a p95 and its two-level interval once its steps (a step of every rank
+    counting once) reach precision.tail_steps, and only the count below it; the tune's table shows the p95 or
+    says why it is missing."""
+    from ddptop.analysis import launches
+    from ddptop.protocol import precision
+    from ddptop.report import tuning_tables
+    from ddptop.report.schema import TuneTable
+
+    rng = random.Random(5)
+
+    def entry(config_id, per_launch):
+        samples = {str(r): [0.1 * (1 + 0.05 * rng.gauss(0, 1)) for _ in range(2 * per_launch)] for r in range(2)}
+        pooled = sorted(v for values in samples.values() for v in values)
+        return {"config_id": config_id, "samples": samples,
+                "stats": {"sec_iter": {"p50": pooled[len(pooled) // 2], "p95": pooled[int(0.95 * (len(pooled) - 1))]}},
+                "launches": [{"launch": "01", "used": True}, {"launch": "02", "used": True}],
+                "launch_of_steps": {r: [[0, per_launch], [1, per_launch]] for r in samples}}
+
+    enough, short = entry("a", precision.tail_steps() // 2), entry("b", precision.tail_steps() // 2 - 1)
+    variance, _ = launches.estimates(intervals.fit_launches([enough, short]))
+    intervals.add_tail_intervals([enough, short], variance)
+    assert enough["stats"]["p95_steps"] == precision.tail_steps()
+    low, high = enough["stats"]["sec_iter_p95_ci"]
+    assert low <= enough["stats"]["sec_iter_p95"] <= high
+    assert short["stats"]["p95_steps"] == precision.tail_steps() - 2 and "sec_iter_p95" not in short["stats"]
+    rows = [{"variant": v, "what": v, "status": "ok", "sec_iter": 0.1, "sec_iter_ci": [0.09, 0.11],
+             "verdict": "within noise",
+             **{k: e["stats"].get(k) for k in ("sec_iter_p95", "sec_iter_p95_ci", "p95_steps")}}
+            for v, e in (("default", enough), ("static_graph", short))]
+    table = TuneTable.from_json({"model": "resnet18", "batch_size": 8, "world_size": 2, "backend": "gloo",
+                                 "rows": rows, "recommended": []})
+    cells = [tuning_tables._tune_cells(row) for row in table.rows]
+    p95 = tuning_tables.TUNE_HEADER.index("step p95")
+    assert cells[0][p95] == units.estimate(table.rows[0].sec_iter_p95, units.seconds) and "(" in cells[0][p95]
+    assert cells[1][p95] == units.DASH
+    assert tuning_tables.tail_note(table.rows) == (
+        "step p95: 95% of the steps took less; shown with its interval from 100 steps a configuration on; a row "
+        "without one measured 98 (more --iters or --launches).")

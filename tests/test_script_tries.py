@@ -356,11 +356,33 @@ def test_a_tune_that_measured_no_try_says_why_in_its_answer():
 def test_only_a_try_the_script_or_torch_refused_reads_not_applicable():
     """A try stopped by Ctrl-C, or never run after it, is said as such: 'not applicable' is a refusal alone."""
     from ddptop.report.schema import TuneRow
-    from ddptop.report.tuning_tables import _tune_cells
+    from ddptop.report.tuning_tables import TUNE_HEADER, _tune_cells
 
     def verdict(status):
         return _tune_cells(TuneRow.from_json({"variant": "static_graph", "what": "static_graph=True",
-                                              "status": status}), script=True)[3]
+                                              "status": status}), script=True)[TUNE_HEADER.index("verdict")]
 
     assert verdict("failed") == "not applicable (below)" and verdict("oom") == "not applicable (below)"
     assert verdict("stopped") == "stopped (below)" and verdict("not_run") == "not_run (below)"
+
+
+def test_a_cpu_rank_s_threads_are_tried_at_its_share_of_the_cores_where_its_launch_gave_it_another_count():
+    idle = script_tries.choose(_facts(data_wait_share=0.0, threads_per_rank=1, cores_per_rank=4,
+                                      threads_from="torchrun's default with several ranks a node", seen={"threads": 1}))
+    assert idle.tries == {"threads_4": "each rank ran 1 thread (torchrun's default with several ranks a node), which "
+                                       "left cores idle: its share of the cores ddptop may use is 4"}
+    crowded = script_tries.choose(_facts(data_wait_share=0.0, threads_per_rank=8, cores_per_rank=2))
+    assert "oversubscribed" in crowded.tries["threads_2"] and script_tries.THREADS not in crowded.not_tried
+    even = script_tries.choose(_facts(data_wait_share=0.0, threads_per_rank=4, cores_per_rank=4))
+    assert not any(name.startswith("threads_") for name in even.tries)
+    assert even.not_tried[script_tries.THREADS] == "each rank ran its share of the cores already: 4 threads"
+    # the script set its own count over the launch's: its choice, not tried
+    own = script_tries.choose(_facts(data_wait_share=0.0, threads_per_rank=1, cores_per_rank=4, seen={"threads": 2}))
+    assert not own.tries.get("threads_4") and "torch.set_num_threads(2)" in own.not_tried[script_tries.THREADS]
+    assert script_tries.choose(_facts(device="cuda", threads_per_rank=0)).not_tried[script_tries.THREADS] == (
+        "the ranks train on GPUs")
+    threads = variants.variant("threads_4")
+    assert threads.threads == 4 and variants.is_script_only(threads) and variants.applies_to_script(threads)
+    assert variants.combinable(["threads_4", "threads_2", "num_workers_2"]) == ["threads_4", "num_workers_2"]
+    with pytest.raises(ValueError):
+        variants.variant("threads_0")

@@ -93,6 +93,52 @@ def test_the_repeats_and_the_combination_of_a_script_s_tune_run_one_configuratio
     assert len(shared.configs) == 2  # a kernel's launch runs its configurations one after the other
 
 
+def test_a_script_s_tune_runs_it_at_the_threads_its_own_launch_gives_and_a_thread_try_in_a_launch_of_its_own(
+        in_script_folder, monkeypatch):
+    """On the CPU the script as written runs with the threads torchrun would give each rank (OMP_NUM_THREADS as
+    the environment has it, else 1 with several ranks a node; --threads-per-rank says it), not ddptop's share of
+    the cores; a thread try runs in a launch of its own at its count, alone or in the combination."""
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    wide = build_plan(PlanOptions(script=["train.py"], tune=True, world_sizes=[2]), CPU, cpu_count=8)
+    assert wide.threads_for(2) == 1 and wide.threads_from == "torchrun's default with several ranks a node"
+    assert build_plan(PlanOptions(script=["train.py"], world_sizes=[2]), CPU, cpu_count=8).threads_for(2) == 4
+    alone = build_plan(PlanOptions(script=["train.py"], tune=True, world_sizes=[1]), CPU, cpu_count=8)
+    assert alone.threads_for(1) == 8 and alone.threads_from.startswith("one rank a node")
+    told = build_plan(PlanOptions(script=["train.py"], tune=True, world_sizes=[2], threads_per_rank=2), CPU,
+                      cpu_count=8)
+    assert told.threads_for(2) == 2 and told.threads_from == "--threads-per-rank 2"
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    plan = build_plan(PlanOptions(script=["train.py"], tune=True, world_sizes=[2], launches=2), CPU, cpu_count=8)
+    assert plan.threads_for(2) == 3 and plan.threads_from == "OMP_NUM_THREADS=3 in the environment"
+    assert json.loads(json.dumps(plan.to_json()))["threads_from"] == plan.threads_from
+    plan = dataclasses.replace(plan, variants=(variants.DEFAULT, "threads_4", "static_graph",
+                                               "threads_4+static_graph"))
+    threads = {launch.configs[0].variant: plan.threads_for(2, launch.threads) for launch in plan.launches()}
+    assert threads == {"default": 3, "threads_4": 4, "static_graph": 3, "threads_4+static_graph": 4}
+    assert next(c for c in plan.configs() if c.variant == "threads_4").threads == 4
+    assert variants.script_change_lines(variants.variant("threads_4"), "train.py:9") == [
+        "the launch: OMP_NUM_THREADS=4 torchrun ... (or torch.set_num_threads(4) at the script's start)"]
+    # a run of the script (not a tune) keeps ddptop's share of the cores, whatever the environment says
+    assert build_plan(PlanOptions(script=["train.py"], world_sizes=[2]), CPU, cpu_count=8).threads_for(2) == 4
+
+
+def test_a_thread_try_the_script_overrode_with_its_own_count_is_not_applied():
+    def entry(variant, threads):
+        return {"config_id": f"script:t.py/n2/gloo/{variant}", "model": "script:t.py", "mode": "ddp",
+                "batch_size": 0, "world_size": 2, "backend": "gloo", "variant": variant, "status": "ok",
+                "stats": {"sec_iter": {"p50": 0.01}}, "script": {"wrappers": [], "threads": threads}}
+
+    default = {**entry("default", 1), "config_id": "script:t.py/n2/gloo"}
+    reps = {default["config_id"]: [0.01] * 50, entry("threads_4", 1)["config_id"]: [0.005] * 50}
+    (table,) = tuning.tuning_tables([default, entry("threads_4", 1)], reps, {})
+    row = next(r for r in table["rows"] if r["variant"] == "threads_4")
+    assert row["verdict"] == f"{tuning.NOT_APPLIED_THREADS} (torch.set_num_threads(1))" and row["speedup"] is None
+    (table,) = tuning.tuning_tables([default, entry("threads_4", 4)], reps, {})
+    row = next(r for r in table["rows"] if r["variant"] == "threads_4")
+    assert row["speedup"] is not None and row["paste"] == [
+        "the launch: OMP_NUM_THREADS=4 torchrun ... (or torch.set_num_threads(4) at the script's start)"]
+
+
 def test_a_try_set_on_no_ddp_call_is_said_not_applied_and_never_ranked():
     """A script that made no DistributedDataParallel model (FSDP, ZeRO, its own collectives) ran the try as
     written: it is not applied, has no ratio and is not recommended."""
@@ -251,6 +297,58 @@ def test_a_tune_chooses_its_tries_from_the_script_s_first_run_and_writes_the_cha
     assert "Tried, from the script's first run: " in done.stdout and "Not tried: " in done.stdout
     best = table["recommended"][0] if table["recommended"] else None
     assert os.path.exists(os.path.join(run_dir, "tune.patch")) == bool(best and rows.get(best, {}).get("patch"))
+
+
+DENSE = """
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    dist.init_process_group("gloo")
+    {own_threads}
+    model = DDP(torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU(), torch.nn.Linear(512, 256)))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    while True:
+        model(torch.randn(128, 256)).square().mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+"""
+
+
+@pytest.mark.slow
+def test_a_cpu_script_run_at_one_thread_a_rank_gets_its_share_of_the_cores_tried_unless_it_sets_its_own(tmp_path):
+    """OMP_NUM_THREADS=1 in the environment, one rank: the script as written runs at 1 thread, as its own launch
+    would, and the tune tries the rank's share of the cores in a launch of its own, where the probe sees it;
+    a script that calls torch.set_num_threads(1) itself keeps its count and the try is not applied."""
+    def tune(name, own_threads, *flags):
+        (tmp_path / name).write_text(textwrap.dedent(DENSE).format(own_threads=own_threads))
+        run_dir = str(tmp_path / name.replace(".py", ""))
+        done = ddptop("tune", "--headless", "--no-plots", "--out", run_dir, "--world-sizes", "1", "--launches", "1",
+                      "--warmup", "2", "--iters", "10", "--telemetry-interval", "0", *flags, "--", name,
+                      cwd=str(tmp_path), env={"OMP_NUM_THREADS": "1"})
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        with open(os.path.join(run_dir, "plan.json"), encoding="utf-8") as handle:
+            plan = json.load(handle)
+        with open(os.path.join(run_dir, "summary.json"), encoding="utf-8") as handle:
+            summary = flat_shape(json.load(handle))
+        return plan, summary
+
+    plan, summary = tune("dense.py", "")
+    if plan["cpu_cores"] < 2:
+        pytest.skip("one usable core: a rank's share is the 1 thread it ran")
+    share = plan["cpu_cores"]
+    assert plan["threads_from"] == "OMP_NUM_THREADS=1 in the environment"
+    assert f"threads_{share}" in plan["tries_why"] and "left cores idle" in plan["tries_why"][f"threads_{share}"]
+    entries = {c["variant"]: c for c in summary["configs"]}
+    assert entries["default"]["script"]["threads"] == 1 and entries[f"threads_{share}"]["script"]["threads"] == share
+    (table,) = summary["tuning"]
+    row = next(r for r in table["rows"] if r["variant"] == f"threads_{share}")
+    assert row["speedup_ci"] is not None and row["paste"] == [
+        f"the launch: OMP_NUM_THREADS={share} torchrun ... (or torch.set_num_threads({share}) at the script's start)"]
+    _, summary = tune("own.py", "torch.set_num_threads(1)", "--variants", f"threads_{share}")
+    (table,) = summary["tuning"]
+    row = next(r for r in table["rows"] if r["variant"] == f"threads_{share}")
+    assert row["verdict"] == f"{tuning.NOT_APPLIED_THREADS} (torch.set_num_threads(1))" and row["speedup"] is None
 
 
 @pytest.mark.slow

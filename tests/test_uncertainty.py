@@ -247,3 +247,27 @@ def test_propagated_speedup_covers_the_true_speedup():
         hits += speedup.contains(4 * truth_one / truth_four)
     print(f"\npropagate: the speedup interval covers the true speedup in {hits / SERIES:.1%} of {SERIES} runs")
     assert hits / SERIES >= 0.92
+
+
+TAIL_SERIES = 200
+Z95 = 1.6448536269514722  # standard normal quantile at 0.95
+
+
+def test_the_step_p95_s_interval_covers_the_true_p95_from_the_steps_it_needs():
+    """The p95 beside a tune's examples/s: the same block bootstrap for the 0.95 quantile, on AR(1) series of
+    100-400 steps (the fewest ``precision.tail_steps`` allows), 1-4 ranks."""
+    rng = np.random.default_rng(21)
+    truth = BASE * (1 + 0.05 * Z95)
+    hits, widths = 0, []
+    for i in range(TAIL_SERIES):
+        n = int(round(math.exp(rng.uniform(math.log(precision.tail_steps()), math.log(400)))))
+        samples, _ = synthetic("ar1", rng, n, float(rng.uniform(0.3, 0.7)), int(rng.integers(1, 5)))
+        reps = u.median_replicates(samples, resamples=SIM_RESAMPLES, seed=i, q=precision.TAIL)
+        est = u.estimate(reps, u.pooled_median(samples, precision.TAIL))
+        hits += est.contains(truth)
+        widths.append(est.rel_half_width())
+    coverage = hits / TAIL_SERIES
+    print(f"\np95: 95% interval covers the true p95 in {coverage:.1%} of {TAIL_SERIES} series (n 100-400, phi 0.3-0.7, "
+          f"1-4 ranks); median relative half-width {np.median(widths):.2%}")
+    assert coverage >= 0.90
+    assert precision.tail_steps() == 100 and precision.tail_steps(0.99) == 500 and precision.tail_steps(0.5) == 10

@@ -23,6 +23,7 @@ from ddptop.analysis import communication, launches
 from ddptop.analysis import stats as stats_module
 from ddptop.analysis import stragglers
 from ddptop.analysis import uncertainty
+from ddptop.protocol import precision
 
 Replicates = Mapping[str, np.ndarray]  # config id -> bootstrap replicates of its pooled median step time
 
@@ -108,6 +109,28 @@ def add_step_intervals(states: Sequence[Any], entries: Sequence[dict[str, Any]]
         _straggler(stats, samples, entry["config_id"])
         entry["straggler"] = stragglers.config_straggler(state, entry)
     return replicates, variance
+
+
+def add_tail_intervals(entries: Sequence[dict[str, Any]], variance: launches.LaunchVariance,
+                       q: float = precision.TAIL) -> None:
+    """Put the step's ``q`` quantile (the p95) with its two-level interval into each entry with steps
+    (``stats.sec_iter_p95`` and ``_ci``) where it measured enough steps for one (``precision.tail_steps``; the
+    ranks of one step count once; ``stats.p95_steps`` says how many): each launch's steps bootstrapped for that
+    quantile, the launch offsets from the medians' pooled variance (``launches.config_launches``). A tune's rows
+    show it; a sweep's tables do not, so only a tune pays for it."""
+    key = f"p{round(q * 100)}"
+    for entry in entries:
+        stats = entry.get("stats")
+        if not stats or not entry.get("samples") or (stats.get("sec_iter") or {}).get(key) is None:
+            continue
+        units = used_units(entry)
+        steps = sum(max((len(v) for v in unit.values()), default=0) for unit in units.values())
+        stats[f"{key}_steps"] = steps
+        if steps < precision.tail_steps(q):
+            continue
+        config = launches.config_launches(entry["config_id"], units, q=q)
+        estimate = uncertainty.estimate(launches.replicates(config, variance), config.value)
+        stats[f"sec_iter_{key}"], stats[f"sec_iter_{key}_ci"] = config.value, estimate.to_ci()
 
 
 def _straggler(stats: dict[str, Any], samples: Mapping[int, Sequence[float]], config_id: str) -> None:

@@ -125,24 +125,27 @@ def split_by_launch(samples_by_rank: Mapping[int, Sequence[float]],
 
 
 def config_launches(config_id: str, units: Mapping[str, Mapping[int, Sequence[float]]],
-                    resamples: int = uncertainty.RESAMPLES, salt: str = "") -> ConfigLaunches:
+                    resamples: int = uncertainty.RESAMPLES, salt: str = "", q: float = 0.5) -> ConfigLaunches:
     """Each launch's median and within-launch bootstrap, seeded by the configuration and the launch (and
-    ``salt``: the two sides of a comparison must not share their random draws)."""
+    ``salt``: the two sides of a comparison must not share their random draws); of the ``q`` quantile where
+    given (the p95's replicates take the launch offsets the medians' pooled variance gives: an offset scales a
+    launch's steps alike)."""
     fitted = []
     pooled: list[float] = []
     for name, given in units.items():
         samples = {r: list(v) for r, v in given.items() if len(v)}
         if not samples:
             continue
-        reps = uncertainty.median_replicates(samples, resamples=resamples, seed=_seed(f"{salt}{config_id}/{name}"))
-        median = uncertainty.pooled_median(samples)
+        seed = _seed(f"{salt}{config_id}/{name}" + (f"/q{q:g}" if q != 0.5 else ""))
+        reps = uncertainty.median_replicates(samples, resamples=resamples, seed=seed, q=q)
+        median = uncertainty.pooled_median(samples, q)
         with np.errstate(divide="ignore", invalid="ignore"):
             deviations = np.log(reps / median) if median > 0 else np.zeros(resamples)
         fitted.append(LaunchUnit(name, samples, median, deviations))
         pooled += [v for values in samples.values() for v in values]
     if not fitted:
         raise ValueError("no step times")
-    return ConfigLaunches(config_id, float(np.median(pooled)), fitted, salt)
+    return ConfigLaunches(config_id, float(np.median(pooled) if q == 0.5 else np.quantile(pooled, q)), fitted, salt)
 
 
 @dataclass

@@ -12,7 +12,9 @@ with why it was chosen, and every kind of setting not tried with why not.
   logging data says the graph cannot be static;
 - ``find_unused_parameters=False`` where the script sets it True: its graph walk costs every step; should a
   parameter go unused after all, DDP refuses and the try is "not applicable" with its error;
-- **no_sync**, where a DDP model synchronised on every one of k micro-batches a step.
+- **no_sync**, where a DDP model synchronised on every one of k micro-batches a step;
+- **CPU threads**, where CPU ranks ran another count than their share of the cores (torchrun's 1 a rank, or the
+  environment's OMP_NUM_THREADS): that share, unless the script sets its own with ``torch.set_num_threads``.
 
 A try the user names (``--variants``) is tried as named; the loader's tries still need the first run to find the
 training loader. Standard library only (the sweep's runner calls it between launches).
@@ -50,7 +52,8 @@ class Facts:
     step_s: float | None  # the median step
     data_wait_share: float | None  # of the step, the ranks' timed waits for batches pooled
     seen: Mapping[str, Any]  # config_end.script of rank 0
-    threads_per_rank: int = 0
+    threads_per_rank: int = 0  # on the CPU, the threads the launch gave each rank (0: on GPUs)
+    threads_from: str = ""  # where that count came from (plan_devices.as_written_threads)
 
 
 @dataclass
@@ -203,11 +206,33 @@ def choose(facts: Facts, asked: Sequence[str] | None = None) -> Choice:
         choice.tries = {name: "asked for (--variants)" for name in asked}
         return choice
     _ddp_tries(facts, choice)
-    if facts.device == "cpu" and facts.threads_per_rank:
-        threads = facts.threads_per_rank
-        choice.not_tried[THREADS] = (f"each rank ran {threads} thread{'s' if threads != 1 else ''}, its share of the "
-                                     "cores, as ddptop runs every script (OMP_NUM_THREADS; torchrun alone sets 1)")
+    _thread_tries(facts, choice)
     return choice
+
+
+def _thread_tries(facts: Facts, choice: Choice) -> None:
+    """On the CPU, the ranks' share of the cores where the script ran with another thread count: fewer leave
+    cores idle, more oversubscribe them (the script's own torch.set_num_threads is its choice, not tried)."""
+    if facts.device != "cpu" or not facts.threads_per_rank:
+        choice.not_tried[THREADS] = "the ranks train on GPUs"
+        return
+    given, share = facts.threads_per_rank, facts.cores_per_rank
+    ran = facts.seen.get("threads")
+    if isinstance(ran, int) and ran != given:
+        choice.not_tried[THREADS] = (f"the script sets its own thread count (torch.set_num_threads({ran}) in place "
+                                     f"of the launch's {given})")
+        return
+    origin = f" ({facts.threads_from})" if facts.threads_from else ""
+    if given == share:
+        choice.not_tried[THREADS] = f"each rank ran its share of the cores already: {_threads(given)}{origin}"
+        return
+    how = "left cores idle" if given < share else "oversubscribed the cores"
+    choice.tries[f"{catalog.THREADS}{share}"] = (f"each rank ran {_threads(given)}{origin}, which {how}: its share "
+                                                 f"of the cores ddptop may use is {share}")
+
+
+def _threads(count: int) -> str:
+    return f"{count} thread{'s' if count != 1 else ''}"
 
 
 def median_step(samples: Mapping[Any, Sequence[float]]) -> float | None:

@@ -70,6 +70,9 @@ def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None,
         "sec_iter_ci": stats.get("p50_ci"),
         "ex_sec_total": (stats.get("ex_sec_total") or {}).get("p50"),
         "ex_sec_total_ci": stats.get("ex_sec_total_p50_ci"),
+        # the step's tail beside the objective (intervals.add_tail_intervals: where enough steps were measured)
+        "sec_iter_p95": stats.get("sec_iter_p95"), "sec_iter_p95_ci": stats.get("sec_iter_p95_ci"),
+        "p95_steps": stats.get("p95_steps"),
         "peak_memory_bytes": entry.get("peak_memory_bytes"),
         "max_rss_bytes": entry.get("max_rss_bytes"),
         "step_ratio": None, "step_ratio_ci": None, "speedup": None, "speedup_ci": None,
@@ -85,9 +88,12 @@ def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None,
 
 
 # a script's try that the probe set on no call: the script made no DistributedDataParallel model (FSDP, ZeRO, its
-# own collectives) or no loader at the training loader's line, so it measured the script as written once more
-NOT_APPLIED = "not applied: no DDP call"
-NOT_APPLIED_LOADER = "not applied: no DataLoader made at its line"
+# own collectives), no loader at the training loader's line, or set its own threads over the launch's, so it
+# measured the script as written once more
+NOT_APPLIED_PREFIX = "not applied: "
+NOT_APPLIED = f"{NOT_APPLIED_PREFIX}no DDP call"
+NOT_APPLIED_LOADER = f"{NOT_APPLIED_PREFIX}no DataLoader made at its line"
+NOT_APPLIED_THREADS = f"{NOT_APPLIED_PREFIX}the script sets its own thread count"
 
 
 def not_applied_reason(entry: Mapping[str, Any], chosen: catalog.Variant) -> str | None:
@@ -99,6 +105,8 @@ def not_applied_reason(entry: Mapping[str, Any], chosen: catalog.Variant) -> str
         return NOT_APPLIED
     if chosen.loader_kwargs and seen.get("loader_tried_on") == 0:
         return NOT_APPLIED_LOADER
+    if chosen.threads and isinstance(seen.get("threads"), int) and seen["threads"] != chosen.threads:
+        return f"{NOT_APPLIED_THREADS} (torch.set_num_threads({seen['threads']}))"
     return None
 
 
@@ -217,7 +225,7 @@ def _compare(row: dict[str, Any], base: dict[str, Any], replicates: Mapping[str,
     """The variant's step time over the default's, with its interval and the verdict; examples/s is its
     inverse (both measure the same global batch)."""
     ratio = (uncertainty.row_ratio(row, base, replicates)
-             if row["verdict"] not in (NOT_APPLIED, NOT_APPLIED_LOADER) else None)
+             if not str(row["verdict"]).startswith(NOT_APPLIED_PREFIX) else None)
     if ratio is not None:
         row.update(step_ratio=ratio.value, step_ratio_ci=ratio.to_ci(), **uncertainty.speedup_of(ratio, min_effect))
     return row

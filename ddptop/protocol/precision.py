@@ -19,6 +19,14 @@ from collections.abc import Sequence
 MIN_BATCHES = 5
 MAX_BATCHES = 20
 MIN_STEPS = 10  # below this there is no honest precision to report
+TAIL = 0.95  # the tail quantile a tune shows beside its examples/s (the step's p95)
+TAIL_STEPS = 5  # a tail quantile's interval needs this many steps beyond it (tail_steps)
+
+
+def tail_steps(q: float = TAIL) -> int:
+    """The training steps a ``q`` quantile's interval needs: TAIL_STEPS of them beyond it (p95: 100). With
+    fewer, a resampled p95 is the slowest step or two again and again, and its interval says nothing true."""
+    return math.ceil(TAIL_STEPS / (1 - q) - 1e-9)
 
 
 def t_quantile(p: float, df: int) -> float:

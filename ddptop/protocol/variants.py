@@ -48,6 +48,9 @@ class Variant:
     # call, and gradients synchronised once every k micro-batches, as no_sync() around the first k-1 would
     loader_kwargs: dict[str, Any] = field(default_factory=dict)
     no_sync_every: int = 0
+    # and each rank's CPU threads (OMP_NUM_THREADS and torch.set_num_threads, bound to as many cores), set for
+    # the launch: the script's own torch.set_num_threads would override it (then the try is not applied)
+    threads: int = 0
 
 
 AUTOCAST_ON_GPU = "autocast is measured on GPUs only (as ddptop's --amp)"
@@ -116,8 +119,8 @@ NO_TRY = "every try"  # a script's tune's not_tried where no try ran at all
 UNUSED_OFF = "find_unused_parameters_false"
 PIN_MEMORY = "pin_memory"
 PERSISTENT = "persistent_workers"
-WORKERS, PREFETCH, NO_SYNC = "num_workers_", "prefetch_factor_", "no_sync_"
-SCRIPT_ONLY = (UNUSED_OFF, PIN_MEMORY, PERSISTENT, f"{WORKERS}K", f"{PREFETCH}K", f"{NO_SYNC}K")
+WORKERS, PREFETCH, NO_SYNC, THREADS = "num_workers_", "prefetch_factor_", "no_sync_", "threads_"
+SCRIPT_ONLY = (UNUSED_OFF, PIN_MEMORY, PERSISTENT, f"{WORKERS}K", f"{PREFETCH}K", f"{NO_SYNC}K", f"{THREADS}K")
 
 
 def _script_try(name: str) -> Variant | None:
@@ -129,10 +132,12 @@ def _script_try(name: str) -> Variant | None:
                        cpu_why="pinned memory speeds copies to a GPU only")
     if name == PERSISTENT:
         return Variant(name, "DataLoader persistent_workers=True", loader_kwargs={"persistent_workers": True})
-    for prefix in (WORKERS, PREFETCH, NO_SYNC):
+    for prefix in (WORKERS, PREFETCH, NO_SYNC, THREADS):
         count = name.removeprefix(prefix)
-        if name.startswith(prefix) and count.isdigit() and int(count) > (0 if prefix == WORKERS else 1):
+        if name.startswith(prefix) and count.isdigit() and int(count) > (0 if prefix in (WORKERS, THREADS) else 1):
             k = int(count)
+            if prefix == THREADS:
+                return Variant(name, f"OMP_NUM_THREADS={k} in each rank", threads=k)
             if prefix == WORKERS:  # workers kept between the script's passes over its data, as the issue's example
                 return Variant(name, f"DataLoader num_workers={k}, persistent_workers=True",
                                loader_kwargs={"num_workers": k, "persistent_workers": True})
@@ -145,14 +150,14 @@ def _script_try(name: str) -> Variant | None:
 
 def is_script_only(chosen: Variant) -> bool:
     """A try of a script's own calls that ddptop's kernels have nothing to set it on."""
-    return bool(chosen.loader_kwargs or chosen.no_sync_every or chosen.name == UNUSED_OFF)
+    return bool(chosen.loader_kwargs or chosen.no_sync_every or chosen.threads or chosen.name == UNUSED_OFF)
 
 
 def applies_to_script(chosen: Variant) -> bool:
     """Whether the probe can set the variant on a script's calls: DDP's keyword arguments, its bucket size, the
-    training loader's keyword arguments, no_sync over its micro-batches."""
+    training loader's keyword arguments, no_sync over its micro-batches, the ranks' CPU threads."""
     return chosen.name == DEFAULT or bool((chosen.ddp_kwargs or chosen.bucket_cap_mb or chosen.loader_kwargs
-                                           or chosen.no_sync_every) and not (
+                                           or chosen.no_sync_every or chosen.threads) and not (
         chosen.comm_hook or chosen.env or chosen.amp or chosen.channels_last or chosen.compile or chosen.strategy
         or not chosen.buffer_sync))
 
@@ -205,7 +210,7 @@ def combinable(names: list[str]) -> list[str]:
         if chosen.env or chosen.compile or chosen.strategy:  # NCCL (a launch of its own), compile, a strategy: alone
             continue
         mine = {f"loader.{k}" for k in chosen.loader_kwargs} | {f"ddp.{k}" for k in chosen.ddp_kwargs} | (
-            {"no_sync"} if chosen.no_sync_every else set())
+            {"no_sync"} if chosen.no_sync_every else set()) | ({"threads"} if chosen.threads else set())
         if mine & keywords:
             continue
         keywords |= mine
@@ -239,7 +244,8 @@ def combined(parts: list[Variant]) -> Variant:
         amp=next((p.amp for p in parts if p.amp), None), channels_last=any(p.channels_last for p in parts),
         env=tuple(pair for p in parts for pair in p.env), compile=any(p.compile for p in parts),
         loader_kwargs={key: value for p in parts for key, value in p.loader_kwargs.items()},
-        no_sync_every=max((p.no_sync_every for p in parts), default=0))
+        no_sync_every=max((p.no_sync_every for p in parts), default=0),
+        threads=max((p.threads for p in parts), default=0))
 
 
 def ddp_keywords(chosen: Variant, bucket_cap_mb: float, buffers_keyword: str, buffer_sync: bool = True
@@ -288,7 +294,7 @@ def keyword_words(keywords: Mapping[str, Any]) -> str:
 def script_change_lines(chosen: Variant, ddp_site: str | None, loader_site: str | None = None) -> list[str]:
     """The change to a user's script for a try of ``ddptop tune -- train.py``: at the line that made its DDP
     model (``train.py:97``) and the one that made its training loader, the keywords to give each call; for
-    no_sync, the micro-batches to wrap."""
+    no_sync, the micro-batches to wrap; for the ranks' threads, the launch's environment."""
     lines = []
     ddp = script_ddp_arguments(chosen.name)
     if ddp:
@@ -299,6 +305,9 @@ def script_change_lines(chosen: Variant, ddp_site: str | None, loader_site: str 
         k = chosen.no_sync_every
         lines.append(f"{ddp_site or 'the script'}: run the forward and backward of the first {k - 1} of every {k} "
                      "micro-batches inside `with model.no_sync():` (the last one synchronises)")
+    if chosen.threads:  # torch reads it once, at its start: the launch's environment, or the script's first lines
+        lines.append(f"the launch: OMP_NUM_THREADS={chosen.threads} torchrun ... (or torch.set_num_threads("
+                     f"{chosen.threads}) at the script's start)")
     return lines
 
 

@@ -325,6 +325,8 @@ def build_summary(
         for entry in entries:
             counts[entry["status"]] = counts.get(entry["status"], 0) + 1
         replicates, launch_variance = intervals.add_step_intervals(states, entries)
+        if session.plan.script_tune or len(session.plan.variants) > 1:  # a tune's rows show the step's p95
+            intervals.add_tail_intervals(entries, launch_variance)
         # a script's data wait, step less it and gradient synchronisation, before the verdicts
         script_figures.add_script_figures(entries, threads=session.plan.threads_per_rank)
         for state, entry in zip(states, entries):  # FLOP/s and MFU, with the p50's interval carried over

@@ -7,12 +7,13 @@ from __future__ import annotations
 import os
 
 from ddptop import units
-from ddptop.protocol import variants
+from ddptop.protocol import precision, variants
 from ddptop.protocol.modelspec import display_name, is_script
 from ddptop.report.blocks import Block, Caption, Note, Part, Table, Verbatim
 from ddptop.report.schema import NcclChoice, Summary, TuneRow, TuneTable
 
-TUNE_HEADER = ("variant", "sec/iter (p50)", "ex/s vs default", "verdict", "peak memory", "what changes in the maths")
+TUNE_HEADER = ("variant", "sec/iter (p50)", "ex/s vs default", "step p95", "verdict", "peak memory",
+               "what changes in the maths")
 
 
 def _tune_cells(row: TuneRow, script: bool = False) -> tuple[str, ...]:
@@ -29,8 +30,19 @@ def _tune_cells(row: TuneRow, script: bool = False) -> tuple[str, ...]:
     return (row.what if not written else
             ("default: the script as written" if script else "default: DDP as written")
             + (", again" if row.variant == variants.AGAIN else ""),
-            units.estimate(row.sec_iter, units.seconds), speedup, verdict, memory,
-            row.math or "nothing")
+            units.estimate(row.sec_iter, units.seconds), speedup, units.estimate(row.sec_iter_p95, units.seconds),
+            verdict, memory, row.math or "nothing")
+
+
+def tail_note(rows: list[TuneRow]) -> str | None:
+    """Why a row's step p95 is missing: too few steps for its interval (``precision.tail_steps``)."""
+    short = [row.p95_steps for row in rows if row.sec_iter_p95 is None and row.p95_steps is not None]
+    if not short:
+        return None
+    from_steps = precision.tail_steps()
+    return (f"step p95: 95% of the steps took less; shown with its interval from {from_steps} steps a "
+            f"configuration on; {'a row' if len(short) == 1 else 'rows'} without one measured {min(short)}"
+            f"{'' if len(set(short)) == 1 else f'–{max(short)}'} (more --iters or --launches).")
 
 
 def tune_answer(table: TuneTable) -> list[str]:
@@ -140,7 +152,8 @@ def tuning_block(summary: Summary) -> Block:
                               "measured again beside them in launches of their own"),
                       Table(TUNE_HEADER, [_tune_cells(row, script) for row in table.combination], first_left=True)]
         parts += [Note(line) for line in tune_answer(table)]
-        parts += [Note(line) for line in compile_notes(table) + nccl_notes(table)]
+        short = tail_note([*table.rows, *table.combination])
+        parts += [Note(line) for line in compile_notes(table) + nccl_notes(table) + ([short] if short else [])]
         if table.skipped:
             parts.append(Note("Not measured on this device: " + "; ".join(
                 f"{s.get('variant')} ({s.get('why')})" for s in table.skipped) + "."))

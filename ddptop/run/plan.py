@@ -119,6 +119,11 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     plan_measurement.check_amp(options.amp, on_gpu)
     plan_measurement.check_cost_settings(options)
     threads = plan_devices.threads_per_rank(options.threads_per_rank, cpu_count, world_sizes, nnodes, per_node)
+    threads_from = ""
+    if script is not None and options.tune and device == "cpu":  # the script as written at its own launch's threads
+        (tuned,) = world_sizes
+        threads[tuned], threads_from = plan_devices.as_written_threads(
+            options.threads_per_rank, os.environ, threads[tuned], per_node if nnodes > 1 else tuned)
     thread_counts = plan_devices.check_threads(options, inventory, cpu_count, nnodes, devices)
     cpu_grid = plan_devices.cpu_grid(thread_counts, world_sizes, cpu_count, device, devices)
     on_failure = plan_measurement.check_fault_handling(options)
@@ -163,6 +168,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         script=script[1] if script else (),
         script_dir=os.getcwd() if script else "",
         tries_why={}, script_loader="",  # the sweep's, after the script's first run
+        threads_from=threads_from,
     )
     # Every other field of the plan is the option as given (num_classes, amp, the cost weights, ...).
     kept = {f.name: getattr(options, f.name) for f in fields(Plan) if f.name not in resolved}

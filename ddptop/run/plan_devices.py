@@ -3,6 +3,7 @@ the backends, and the CPU's ranks x threads splits. Each step one ``PlanError`` 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ddptop.errors import PlanError
@@ -169,3 +170,18 @@ def threads_per_rank(
     and N=1 is not starved (torchrun's own default is one thread per rank).
     """
     return {n: fixed or max(1, cpu_count // min(n, per_node if nnodes > 1 else n)) for n in (*world_sizes, 1)}
+
+
+def as_written_threads(fixed: int | None, environ: Mapping[str, str], share: int, per_node: int) -> tuple[int, str]:
+    """A script's tune on the CPU: the threads each rank of the script as written runs, as its own launch would
+    give them, and where that count comes from. ``--threads-per-rank``, else the environment's OMP_NUM_THREADS
+    (torchrun passes it on), else torchrun's default: 1 with several ranks a node; one rank a node keeps torch's
+    own default, all its cores, here its ``share`` of those ddptop may use."""
+    if fixed:
+        return fixed, f"--threads-per-rank {fixed}"
+    given = environ.get("OMP_NUM_THREADS", "").strip()
+    if given.isdigit() and int(given) > 0:
+        return int(given), f"OMP_NUM_THREADS={int(given)} in the environment"
+    if per_node > 1:
+        return 1, "torchrun's default with several ranks a node"
+    return share, "one rank a node: all the cores ddptop may use"

@@ -90,7 +90,7 @@ class Launch:
 
 
 # a script's tune's fields of the plan, left out of plan.json where unset
-SCRIPT_TUNE_FIELDS = ("script_tune", "script_tries", "tries_why", "not_tried", "script_loader")
+SCRIPT_TUNE_FIELDS = ("script_tune", "script_tries", "tries_why", "not_tried", "script_loader", "threads_from")
 
 
 @dataclass(frozen=True)
@@ -195,6 +195,8 @@ class Plan:
     tries_why: dict[str, str] = field(default_factory=dict)
     not_tried: dict[str, str] = field(default_factory=dict)
     script_loader: str = ""
+    # on the CPU, where the script as written's threads per rank come from (plan_devices.as_written_threads)
+    threads_from: str = ""
 
     @property
     def cpu_part(self) -> bool:
@@ -282,7 +284,7 @@ class Plan:
             result.append(Launch(world_size, backend, tuple(shared), self.nodes_for(world_size), device=own,
                                  threads=threads))
             result += [Launch(world_size, backend, (c,), self.nodes_for(world_size),
-                              env=variants_mod.variant(c.variant).env, device=own, threads=threads)
+                              env=variants_mod.variant(c.variant).env, device=own, threads=c.threads or threads)
                        for c in alone]
         return result
 
@@ -341,6 +343,7 @@ class Plan:
             config_id += f"/{variant}"
             chosen = variants_mod.variant(variant)
             cap = chosen.bucket_cap_mb or cap
+            threads = chosen.threads or threads  # a script's thread try: its launch's threads
             amp, channels_last = chosen.amp or amp, chosen.channels_last or channels_last
             strategy = chosen.strategy or strategy  # ZeRO-1 or FSDP2 as a candidate of ddptop tune
         elif strategy != strategies_mod.DDP:  # its own id, the plain DDP one's with the strategy for the mode

@@ -41,6 +41,7 @@ def facts_of(plan: Plan, state: ConfigState) -> script_tries.Facts:
         data_wait_share=figures.data_wait if figures else None,
         seen=end.get("script") or {},
         threads_per_rank=plan.threads_for(spec.world_size, spec.threads) if spec.device == "cpu" else 0,
+        threads_from=plan.threads_from,
     )
 
 

@@ -55,7 +55,11 @@ class StepFigures(Record):
     ex_sec_total_p50: Estimate | None = None
     ex_sec_replica_p50: Estimate | None = None
     tok_sec_total_p50: Estimate | None = None
+    # a tune's: the step's p95 over the launches used with its interval (enough steps), and the steps it had
+    sec_iter_p95: Estimate | None = None
+    p95_steps: int | None = None
 
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"sec_iter_p95", "p95_steps"})
     _flat_intervals: ClassVar[dict[str, str]] = {"p50": "p50_ci"}
     _flat_values: ClassVar[dict[str, tuple[str, str]]] = {
         "p50": ("sec_iter", "p50"), "ex_sec_total_p50": ("ex_sec_total", "p50"),
@@ -312,6 +316,7 @@ class ScriptSeen(Record):
     step_marks: str | None = None
     device_name: str | None = None
     probe_s: float | None = None
+    threads: int | None = None  # torch.get_num_threads() once the script ran (its own set_num_threads shows)
     loaders: list[dict[str, Any]] = field(default_factory=list)
     optimizer_steps_per_launch: list[int | None] | None = None  # each launch's, where there were several
     # the models it wrapped for data parallelism, and its own collective calls in the measured steps (a probe
@@ -324,7 +329,7 @@ class ScriptSeen(Record):
 
     _only_when_set: ClassVar[frozenset[str]] = frozenset({"loaders", "optimizer_steps_per_launch", "group_backend",
                                                           "wrappers", "wrappers_incomplete", "collectives",
-                                                          "tried_on", "loader_tried_on"})
+                                                          "tried_on", "loader_tried_on", "threads"})
 
 
 @dataclass(kw_only=True)

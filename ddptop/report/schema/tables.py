@@ -265,8 +265,11 @@ class TuneRow(Record):
     # what NCCL's log says it used in the launches that measured the variant (a tune on GPUs), most used first
     nccl: list[NcclChoice] | None = None
     tok_sec_total: Estimate | None = None  # a transformer's
+    # the step's p95 with its interval, where the configuration measured enough steps (p95_steps) for one
+    sec_iter_p95: Estimate | None = None
+    p95_steps: int | None = None
 
-    _only_when_set: ClassVar[frozenset[str]] = frozenset({"patch", "patch_folder"})
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"patch", "patch_folder", "sec_iter_p95", "p95_steps"})
 
 
 @dataclass(kw_only=True)
