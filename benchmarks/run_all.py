@@ -32,6 +32,7 @@ BENCHMARKS: dict[str, tuple[list[str], list[str]]] = {
     "adaptive": ([], ["--rounds", "1"]),
     "subgroups": ([], ["--rounds", "2"]),
     "launch_variance": ([], ["--quick", "--trials", "100"]),
+    "tail_interval": ([], ["--quick", "--trials", "100"]),
     "launch_spread": ([], ["--launches", "3"]),
     "launch_cost": ([], ["--runs", "1"]),
     "tune_cost": ([], ["--runs", "1"]),

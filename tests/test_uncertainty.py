@@ -271,3 +271,12 @@ def test_the_step_p95_s_interval_covers_the_true_p95_from_the_steps_it_needs():
           f"1-4 ranks); median relative half-width {np.median(widths):.2%}")
     assert coverage >= 0.90
     assert precision.tail_steps() == 100 and precision.tail_steps(0.99) == 500 and precision.tail_steps(0.5) == 10
+
+
+def test_the_bootstrap_s_row_quantile_is_numpy_s_with_the_padding_left_out():
+    rng = np.random.default_rng(3)
+    rows = rng.random((40, 37))
+    rows[rng.random(rows.shape) < 0.3] = np.nan  # rounds and ranks of unequal length pad with NaN
+    rows[0, 1:] = np.nan  # one value left
+    for q in (0.05, 0.5, 0.75, 0.95, 0.99):
+        np.testing.assert_allclose(u._row_quantiles(rows, q), np.nanquantile(rows, q, axis=1), rtol=1e-12, atol=0)

@@ -228,6 +228,19 @@ def _row_medians(flat: np.ndarray) -> np.ndarray:
     return (low + high) / 2
 
 
+def _row_quantiles(flat: np.ndarray, q: float) -> np.ndarray:
+    """The ``q`` quantile of every row, ignoring NaN, by numpy's default (linear) interpolation: np.nanquantile's
+    value to rounding, from one sort of all rows (np.nanquantile goes row by row, ten times slower here)."""
+    ordered = np.sort(flat, axis=1)  # NaN sort last
+    counts = flat.shape[1] - np.isnan(flat).sum(axis=1)
+    position = np.maximum(counts - 1, 0) * q
+    below = np.floor(position).astype(int)
+    above = np.minimum(below + 1, np.maximum(counts - 1, 0))
+    rows = np.arange(len(flat))
+    low, high = ordered[rows, below], ordered[rows, above]
+    return low + (high - low) * (position - below)
+
+
 def _expansion(units: int, confidence: float) -> float:
     """Hesterberg's small-sample expansion of a percentile interval: sqrt(m/(m-1)) t(m-1)/z."""
     if units < 2:
@@ -299,7 +312,7 @@ def median_replicates(
         values = data[chosen[..., None], :, index]  # (count, rounds, longest, ranks)
         values[position >= own[..., None]] = np.nan
         flat = values.reshape(count, -1)
-        out[start : start + count] = _row_medians(flat) if q == 0.5 else np.nanquantile(flat, q, axis=1)
+        out[start : start + count] = _row_medians(flat) if q == 0.5 else _row_quantiles(flat, q)
     units = rounds if rounds > 1 else max(1, min(int(lengths[0]) // block, int(effective)))
     if q != 0.5:  # a tail quantile rests on the few steps beyond it: as many independent units as those, at most
         units = max(2, min(units, int(min(q, 1 - q) * effective)))
