@@ -363,7 +363,7 @@ class ScriptProbe:
         dist = self.torch.distributed
         self.process_group = bool(dist.is_available() and dist.is_initialized())
         self.group_world_size = dist.get_world_size() if self.process_group else None
-        self.group_backend = str(dist.get_backend()) if self.process_group else None
+        self.group_backend = _group_backend(dist, self.torch.cuda.is_initialized()) if self.process_group else None
         if self.torch.cuda.is_initialized():
             self.device_name = self.torch.cuda.get_device_name(self.torch.cuda.current_device())
 
@@ -457,6 +457,18 @@ def main(argv: list[str] | None = None) -> int:
         with contextlib.suppress(Exception):
             writer.close()
         return 1
+
+
+def _group_backend(dist: Any, on_cuda: bool) -> str:
+    """The backend of the script's default group for the tensors it trains on. A group made without a backend
+    (``init_process_group()``, as accelerate does) says "undefined" and maps each device to torch's default for
+    it ("cpu:gloo,cuda:nccl"): the one of the device the script uses, or the whole map where it has no entry."""
+    backend = str(dist.get_backend())
+    if backend != "undefined" or not hasattr(dist, "get_backend_config"):
+        return backend
+    config = str(dist.get_backend_config())
+    by_device = dict(pair.split(":", 1) for pair in config.split(",") if ":" in pair)
+    return by_device.get("cuda" if on_cuda else "cpu") or config
 
 
 def _run(spec: LaunchSpec, target: Target, writer: EventWriter, rank: int, binding: tuple[str, list[int] | None]) -> int:

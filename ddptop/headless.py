@@ -39,7 +39,7 @@ def _status_text(config: ConfigSnapshot) -> str:
         if config.unstable:
             reached = config.precision_reached
             text += f"  unstable (±{reached:.1%})" if reached is not None else "  unstable"
-        if script is not None and script.group_backend and script.group_backend != config.backend:
+        if script is not None and script_steps.own_backend(config.backend, script.group_backend):
             text += f"  backend {script_steps.backend_words(config.backend, script.group_backend)}"
         return text
     return config.status + (f": {config.reason}" if config.reason and config.status in FAILED else "")

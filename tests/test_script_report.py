@@ -300,6 +300,7 @@ def test_the_backend_of_the_script_s_own_group_is_said_where_it_is_not_the_launc
     assert both in scaling_tables.benchmark_text(summary)
     assert f"process group: {both}" in script_tables.seen_details(summary.configs[1])
     assert script_steps.backend_words("gloo", "gloo") == "gloo" and script_steps.backend_words("gloo", None) == "gloo"
+    assert script_steps.backend_words("nccl", "undefined") == "nccl"  # no backend named: the device's default
     same = judged(script_entry(1), script_entry(2, seen=dict(NCCL_SEEN, group_backend="gloo")))
     plain = Summary.from_json({"configs": list(same), "scaling": scaling.scaling_tables(list(same), Plan())})
     assert "the script's" not in scaling_tables._scaling_title(plain.scaling[0])

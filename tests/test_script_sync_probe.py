@@ -475,3 +475,24 @@ def test_several_fsdp_roots_made_by_one_line_are_counted_apart_not_added(tmp_pat
     end = Probed(tmp_path, torch, warmup=2, iters=5).run(loop)
     (wrapper,) = end["script"]["wrappers"]
     assert wrapper["modules"] == 2 and wrapper["sync_steps"] == [[1, 1, 5]], wrapper
+
+
+def test_a_group_made_without_a_backend_is_said_by_the_backend_of_the_device_it_trains_on():
+    """``init_process_group()`` with no backend (accelerate's way) says "undefined" and maps each device to torch's
+    default: the probe names the one of the script's device, gloo on the CPU."""
+    pytest.importorskip("torch")
+    import torch.distributed as dist
+
+    from bench_kernels.script_probe import _group_backend
+
+    dist.init_process_group(store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        assert dist.get_backend() == "undefined"  # what torch says of such a group
+        assert _group_backend(dist, on_cuda=False) == "gloo"
+    finally:
+        dist.destroy_process_group()
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        assert _group_backend(dist, on_cuda=False) == "gloo"
+    finally:
+        dist.destroy_process_group()

@@ -181,9 +181,16 @@ def backend_words(launch_backend: str, group_backend: str | None) -> str:
     """The backend a script's ranks communicate over: its own process group's (``init_process_group("nccl")``)
     where the probe saw one, the launch's beside it where they differ ("nccl (the script's; launched for
     gloo)"); the launch's alone where they agree or the script made no group."""
-    if not group_backend or group_backend == launch_backend:
-        return launch_backend
-    return f"{group_backend} (the script's; launched for {launch_backend})"
+    own = own_backend(launch_backend, group_backend)
+    return f"{own} (the script's; launched for {launch_backend})" if own else launch_backend
+
+
+def own_backend(launch_backend: str, group_backend: str | None) -> str | None:
+    """The backend of the script's own process group where it is not the launch's; None where it is, or where
+    the script made no group. A group made with no backend, recorded as torch says it ("undefined") by a probe
+    before it named the device's, uses torch's default for each device, which the launch's is (gloo on the CPU,
+    nccl on GPUs)."""
+    return None if not group_backend or group_backend in (launch_backend, "undefined") else group_backend
 
 
 def group_backend(seen: Mapping[str, Any] | None) -> str | None:

@@ -51,8 +51,8 @@ def benchmark_text(summary: Summary) -> str:
         seq_len = first.tokens_per_example or (first.seq_len if is_builtin(first.model) else None)
         tokens = f", {units.significant(seq_len, 6)} tokens per example" if seq_len else ""
         if first.is_script:
-            own = next((e.script.group_backend for e in members
-                        if e.script and e.script.group_backend and e.script.group_backend != backend), None)
+            own = next((found for e in members
+                        if e.script and (found := script_steps.own_backend(backend, e.script.group_backend))), None)
             out.append(f"Benchmark: {display_name(model)}, the batch as the script drew it ({_script_batches(members)}; "
                        f"{script_steps.backend_words(backend, own)}){tokens}")
         else:

@@ -115,8 +115,8 @@ def seen_details(entry: Config) -> list[str]:
         details.append(problem)
     if entry.script and entry.script.spawned:
         details.append(script_steps.SPAWNED)
-    own = entry.script.group_backend if entry.script else None
-    if own and own != entry.backend:
+    own = script_steps.own_backend(entry.backend, entry.script.group_backend) if entry.script else None
+    if own:
         details.append(f"process group: {script_steps.backend_words(entry.backend, own)}")
     ended = script_steps.ended_by_words(entry.ended_by)
     if ended:

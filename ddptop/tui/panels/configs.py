@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.text import Text
 
-from ddptop.analysis import traces
+from ddptop.analysis import script_steps, traces
 from ddptop.protocol.vocab import FAILED, Status
 from ddptop.protocol.modelspec import display_name
 from ddptop.run.snapshot import ConfigSnapshot, RunSnapshot, ScalingFigures, Validity
@@ -150,7 +150,7 @@ def _config_cells(config: ConfigSnapshot, scale: ScalingFigures | None, going: b
             "wait": _share(script.data_wait, script.data_bound),
             "toks": fmt.rate(script.tok_per_s) if script.tok_per_s is not None else "-",
             # the backend of the script's own process group, once seen, where it is not the launch's
-            "backend": script.group_backend or config.backend,
+            "backend": script_steps.own_backend(config.backend, script.group_backend) or config.backend,
         }
     return _config_row(config, scale, stats, status)
 
