@@ -366,3 +366,32 @@ def test_a_script_that_fails_as_written_fails_the_tune_before_any_try(tmp_path):
     assert len(os.listdir(os.path.join(run_dir, "launches"))) == 1
     with open(os.path.join(run_dir, "plan.json"), encoding="utf-8") as handle:
         assert "the script as written did not run well" in json.load(handle)["not_tried"]["every try"]
+
+
+def test_a_configuration_ended_before_its_last_planned_launch_keeps_what_its_launch_measured(tmp_path):
+    """A script's tune that calls for no try ends the script as written after the first of its planned launches
+    (a sweep stopped between launches too): its summary keeps what that launch's ranks said at their round's end
+    (the probe's record of the script, memory, steps), not only what a last round would have said."""
+    from ddptop.report import build
+    from ddptop.run.session import Session
+    from tests.test_live_marks import ITERS, WARMUP, ScriptRun
+
+    run = ScriptRun(tmp_path, launches=2)
+    seen = {"process_group": False, "threads": 2, "wrappers": [], "collectives": 0, "optimizer_steps": 25}
+    try:
+        run.start(1, 1)
+        run.steps(1, "warmup", WARMUP, 0.2, 5)
+        run.steps(1, "measure", ITERS, 1.0, 10)
+        for writer in run.writers[1]:
+            writer.emit("config_end", config_id=run.config(1), status="ok", iters=ITERS, warmup_iters=WARMUP,
+                        measure_s=5.0, ended_by="ddptop", round=0, last=False, rounds=2, max_rss_bytes=123 << 20,
+                        script=seen, t=run.at(10.05))
+            writer.flush()
+        run.session.mark(what="launch_end", launch=run.name(1), exit_code=0, status="ok")
+        run.session.mark(what="config", config_id=run.config(1), status="ok",
+                         reason="no try: nothing the first run measured calls for a try")
+        (entry,) = build.build_summary(Session.load(run.run_dir)).to_json()["configs"]
+    finally:
+        run.close()
+    assert entry["status"] == "ok" and entry["measured_iters"] == ITERS and entry["max_rss_bytes"] == 123 << 20
+    assert entry["script"]["threads"] == 2 and entry["script"]["optimizer_steps"] == 25

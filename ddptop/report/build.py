@@ -27,10 +27,6 @@ from ddptop.run.session import Session
 from ddptop.telemetry import nccl_log, timeline
 
 
-def _rank0_end(state: Any) -> dict[str, Any]:
-    return state.end.get(0) or next(iter(state.end.values()), {})
-
-
 def _writer_died(session: Session) -> str | None:
     """Why the configurations still marked running will never end: the ddptop that ran the sweep is gone
     without having ended it (None while it runs, after it ended the sweep, or when that cannot be known)."""
@@ -50,10 +46,11 @@ def _status(state: Any, writer_died: str | None) -> tuple[str, str | None]:
 
 def _config_entry(session: Session, state: Any, writer_died: str | None = None) -> dict[str, Any]:
     spec = state.spec
-    end = _rank0_end(state)
+    end = state.rank0_end()
     status, reason = _status(state, writer_died)
-    peaks = [e.get("peak_memory_bytes") for e in state.end.values() if e.get("peak_memory_bytes") is not None]
-    rss = [e.get("max_rss_bytes") for e in state.end.values() if e.get("max_rss_bytes") is not None]
+    ends = state.rank_ends()
+    peaks = [e.get("peak_memory_bytes") for e in ends.values() if e.get("peak_memory_bytes") is not None]
+    rss = [e.get("max_rss_bytes") for e in ends.values() if e.get("max_rss_bytes") is not None]
     entry = spec.to_json()
     entry.update(
         {
@@ -109,7 +106,7 @@ def _script_fields(state: Any, end: dict[str, Any]) -> dict[str, Any]:
     processes, how its steps were marked), who ended it and what the probe lost; the command it ran."""
     # what each rank's probe saw, over every launch of the configuration (not its last launch's alone)
     seen = {rank: script_steps.seen_over_launches([e["script"] for e in _launch_ends(state, rank)
-                                                   if isinstance(e.get("script"), dict)]) for rank in sorted(state.end)}
+                                                   if isinstance(e.get("script"), dict)]) for rank in sorted(state.rank_ends())}
     first = 0 if seen.get(0) else next((rank for rank, found in seen.items() if found), None)
     # the batch as the script drew it (what the tables' examples/s use)
     batch = script_steps.observed_batch(state.step_values)
@@ -123,7 +120,7 @@ def _script_fields(state: Any, end: dict[str, Any]) -> dict[str, Any]:
         "script": seen[first] if first is not None else None,
         "script_per_rank": {str(rank): found for rank, found in seen.items() if found},
         "ended_by": end.get("ended_by"),
-        "probe_notes": sorted({e["note"] for rank in state.end for e in _launch_ends(state, rank) if e.get("note")}),
+        "probe_notes": sorted({e["note"] for rank in state.rank_ends() for e in _launch_ends(state, rank) if e.get("note")}),
         "command": state.info.get("command"),
     }
 
@@ -153,7 +150,7 @@ def _counted_memory(state: Any) -> dict[str, Any]:
     """The CPU's per-rank memory (no allocator peak there): what one step holds on each rank, counted by the
     kernel (``bench_kernels.strategies.counted_memory``); the figure is the rank that holds most, with its
     breakdown by kind. Nothing for a GPU run or a run from before the count."""
-    counted = {rank: e for rank, e in state.end.items() if isinstance(e.get("counted_memory_bytes"), int)}
+    counted = {rank: e for rank, e in state.rank_ends().items() if isinstance(e.get("counted_memory_bytes"), int)}
     if not counted:
         return {}
     rank = max(counted, key=lambda r: counted[r]["counted_memory_bytes"])

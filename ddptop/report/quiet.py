@@ -28,10 +28,6 @@ class Judged:
     validity: dict[str, Any] | None  # ``validity.window_validity`` over ``window``; None without one
 
 
-def _rank0_end(state: Any) -> dict[str, Any]:
-    return state.end.get(0) or next(iter(state.end.values()), {})
-
-
 def judge_launches(state: Any, records: list[dict[str, Any]], info: dict[str, Any] | None,
                    rank_pids: Collection[int] = frozenset()) -> list[dict[str, Any]]:
     """Each launch's measured window judged on its own (was the node quiet?), and which launches the
@@ -63,7 +59,7 @@ def measured_window(state: Any, status: str, launches: list[dict[str, Any]],
     windows = [(start, end) for name, start, end, _ in state.launch_windows() if name in used]
     if status == Status.OK and windows and len(state.launch_windows()) > 1:
         return windows[-1]  # not a later launch's that was disturbed and left out
-    end = _rank0_end(state)
+    end = state.rank0_end()
     if status == Status.OK and end.get("measure_s") is not None:
         return end["t"] - end["measure_s"], end["t"]
     if state.started_t is None:

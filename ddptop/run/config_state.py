@@ -161,6 +161,18 @@ class ConfigState:
                 return False
         return True
 
+    def rank_ends(self) -> dict[int, dict[str, Any]]:
+        """rank -> its config_end over every round it measured: the configuration's, else its rounds' combined
+        (``combine_round_ends``), where the sweep ended it before its last planned round (a script's tune that
+        called for no try, a sweep stopped between launches), so what those rounds measured is kept."""
+        found = {rank: combine_round_ends(ends) for rank, ends in self.round_ends.items() if ends}
+        return {**found, **self.end}
+
+    def rank0_end(self) -> dict[str, Any]:
+        """Rank 0's end over the rounds it measured (``rank_ends``), else another rank's; {} before any."""
+        ends = self.rank_ends()
+        return ends.get(0) or next(iter(ends.values()), {})
+
     def latest_end(self) -> dict[str, Any]:
         """Rank 0's config_end (of the configuration, else of its latest round), or another rank's."""
         for ends in (self.end, self.round_end):
