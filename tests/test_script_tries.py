@@ -386,3 +386,13 @@ def test_a_cpu_rank_s_threads_are_tried_at_its_share_of_the_cores_where_its_laun
     assert variants.combinable(["threads_4", "threads_2", "num_workers_2"]) == ["threads_4", "num_workers_2"]
     with pytest.raises(ValueError):
         variants.variant("threads_0")
+
+
+def test_a_script_whose_ranks_each_train_alone_is_told_so_where_ddp_s_settings_are_not_tried():
+    """accelerate under torchrun on the CPU without cpu=True: a process group of the launch's size, no model
+    wrapped, no collective: the tune says the ranks train alone before it says no DDP was made."""
+    alone = {"process_group": True, "group_world_size": 2, "launch_world_size": 2, "wrappers": [], "collectives": 0}
+    choice = script_tries.choose(_facts(data_wait_share=0.0, seen=alone))
+    assert choice.not_tried[script_tries.DDP_SETTINGS].startswith("not data-parallel: the ranks train alone")
+    assert choice.not_tried[script_tries.DDP_SETTINGS].endswith(
+        "the script made no DistributedDataParallel model (it made no model for data parallelism)")

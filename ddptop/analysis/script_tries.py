@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddptop import units
-from ddptop.analysis import script_sync
+from ddptop.analysis import script_steps, script_sync
 from ddptop.analysis.script_steps import INPUT_BOUND_SHARE
 from ddptop.protocol import loader_target
 from ddptop.protocol import variants as catalog
@@ -151,7 +151,9 @@ def _ddp_tries(facts: Facts, choice: Choice) -> None:
     if ddp is None:
         kinds = sorted({str(w.get("kind")) for w in facts.seen.get("wrappers") or () if isinstance(w, Mapping)})
         made = f"it made {', '.join(kinds)}" if kinds else "it made no model for data parallelism"
-        choice.not_tried[DDP_SETTINGS] = f"the script made no DistributedDataParallel model ({made})"
+        alone = script_steps.data_parallel_problem(facts.seen)  # its ranks each train alone: said first
+        choice.not_tried[DDP_SETTINGS] = (f"{alone + '; ' if alone else ''}the script made no DistributedDataParallel "
+                                          f"model ({made})")
         return
     given = ddp.get("args")
     args: Mapping[str, Any] = given if isinstance(given, Mapping) else {}
