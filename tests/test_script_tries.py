@@ -52,8 +52,8 @@ def test_the_names_of_a_script_s_tries_parse_and_set_their_calls():
         with pytest.raises(ValueError, match="a script's also: .*num_workers_K"):
             variants.variant(unknown)
     # one value of a keyword in a combination: the first (the faster) of two tries that set it
-    assert variants.combinable(["num_workers_4", "num_workers_2", "persistent_workers", "no_sync_4", "static_graph"]
-                               ) == ["num_workers_4", "no_sync_4", "static_graph"]
+    assert variants.combinable(["num_workers_4", "num_workers_2", "persistent_workers", "no_sync_4",
+                                "gradient_as_bucket_view"]) == ["num_workers_4", "no_sync_4", "gradient_as_bucket_view"]
     both = variants.variant("num_workers_2+static_graph")
     assert variants.script_change_lines(both, "train.py:50", "train.py:40") == [
         "train.py:50: DistributedDataParallel(..., static_graph=True)",
@@ -396,3 +396,20 @@ def test_a_script_whose_ranks_each_train_alone_is_told_so_where_ddp_s_settings_a
     assert choice.not_tried[script_tries.DDP_SETTINGS].startswith("not data-parallel: the ranks train alone")
     assert choice.not_tried[script_tries.DDP_SETTINGS].endswith(
         "the script made no DistributedDataParallel model (it made no model for data parallelism)")
+
+
+def test_static_graph_is_never_tried_or_combined_with_micro_batches_under_no_sync():
+    """DDP's static graph under no_sync(): its first backward fails, and a torch past that stops all-reducing
+    gradients. A script that accumulates under no_sync() gets no static_graph try, and the tune never sets
+    static_graph together with its own no_sync_k try."""
+    accumulating = {"wrappers": [_ddp(sync_steps=((4, 1, 20),), comm_ms=30.0)], "process_group": True}
+    choice = script_tries.choose(_facts(data_wait_share=0.0, step_s=0.1, seen=accumulating))
+    assert "static_graph" not in choice.tries and "bucket_cap_mb_10" in choice.tries
+    assert choice.not_tried["static_graph"] == script_tries.STATIC_WITH_NO_SYNC
+    every = {"wrappers": [_ddp(sync_steps=((4, 4, 20),), comm_ms=30.0)], "process_group": True}
+    both = script_tries.choose(_facts(data_wait_share=0.0, step_s=0.1, seen=every)).tries
+    assert {"static_graph", "no_sync_4"} <= set(both)  # each alone is a fair try
+    assert variants.combinable(["static_graph", "no_sync_4", "bucket_cap_mb_10"]) == [
+        "static_graph", "bucket_cap_mb_10"]
+    assert variants.combinable(["no_sync_4", "static_graph", "gradient_as_bucket_view"]) == [
+        "no_sync_4", "gradient_as_bucket_view"]

@@ -34,6 +34,11 @@ from ddptop.protocol import loader_target
 from ddptop.protocol import variants as catalog
 from ddptop.protocol.loader_target import MATCHED, SETTINGS
 
+# DDP's static graph with micro-batches run under no_sync(): its first backward fails an internal assert, and where
+# that is worked around its gradients stop being all-reduced (pytorch/pytorch#187732, open in torch 2.14)
+STATIC_WITH_NO_SYNC = ("the script runs micro-batches without synchronising (no_sync()), which DDP's static graph "
+                       "does not support: its first backward fails (expect_autograd_hooks_), and a torch that gets "
+                       "past it stops all-reducing the gradients (pytorch/pytorch#187732)")
 COMM_SHARE = 0.05  # exposed communication at least this share of the step: DDP's settings may shorten the step
 MORE_PREFETCH = 4  # the prefetch_factor tried where a loader with workers prefetches fewer (torch's default is 2)
 
@@ -186,7 +191,9 @@ def _ddp_tries(facts: Facts, choice: Choice) -> None:
         choice.tries["gradient_as_bucket_view"] = f"{why}; and it saves a copy of every gradient"
     if args.get("static_graph") == "True":
         return
-    if ddp.get("can_set_static_graph") is False:
+    if typical is not None and typical[1] < typical[0]:
+        choice.not_tried["static_graph"] = STATIC_WITH_NO_SYNC
+    elif ddp.get("can_set_static_graph") is False:
         choice.not_tried["static_graph"] = "DDP's logging data says the graph cannot be static (can_set_static_graph)"
     else:
         choice.tries["static_graph"] = why

@@ -197,11 +197,15 @@ def variant(name: str) -> Variant:
     return found
 
 
+_STATIC = "ddp.static_graph"
+
+
 def combinable(names: list[str]) -> list[str]:
     """Of ``names`` (best first), those that can be set together: one bucket size, one comm hook and one
     autocast dtype at most, the first of each kind kept; no NCCL setting (each runs in a launch of its own)
     and not torch.compile (recommended alone: its compile time, paid by every job, is a cost the step time
-    leaves out, and its graph split depends on every other setting)."""
+    leaves out, and its graph split depends on every other setting); a script's static_graph and no_sync_k
+    not together (the first kept: DDP's static graph breaks under no_sync())."""
     kept: list[str] = []
     bucket = hook = amp = False
     keywords: set[str] = set()  # a script's: each keyword of its calls set by one try at most
@@ -211,7 +215,8 @@ def combinable(names: list[str]) -> list[str]:
             continue
         mine = {f"loader.{k}" for k in chosen.loader_kwargs} | {f"ddp.{k}" for k in chosen.ddp_kwargs} | (
             {"no_sync"} if chosen.no_sync_every else set()) | ({"threads"} if chosen.threads else set())
-        if mine & keywords:
+        clash = {_STATIC, "no_sync"}  # DDP's static graph breaks under no_sync() (script_tries.STATIC_WITH_NO_SYNC)
+        if mine & keywords or (mine & clash and keywords & clash):
             continue
         keywords |= mine
         if chosen.amp is not None:
