@@ -413,3 +413,11 @@ def test_static_graph_is_never_tried_or_combined_with_micro_batches_under_no_syn
         "static_graph", "bucket_cap_mb_10"]
     assert variants.combinable(["no_sync_4", "static_graph", "gradient_as_bucket_view"]) == [
         "no_sync_4", "gradient_as_bucket_view"]
+
+
+def test_a_thread_try_s_synchronisation_figures_carry_its_own_thread_count():
+    from ddptop.analysis import script_sync
+
+    entry = {"world_size": 2, "threads": 4, "script": {"wrappers": [_ddp()]}, "stats": {"sec_iter": {"p50": 0.1}}}
+    assert script_sync.grad_sync(entry, None, threads={2: 1})["threads_per_rank"] == 4
+    assert script_sync.grad_sync({**entry, "threads": 0}, None, threads={2: 1})["threads_per_rank"] == 1

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ddptop.protocol import loader_target
-from ddptop.protocol.variants import keyword_words
+from ddptop.protocol.variants import Variant, keyword_words, script_change_lines, script_ddp_arguments
 
 LOADER_NAMES = ("DataLoader",)  # the names a call that made a loader or a DDP model likely has
 DDP_NAMES = ("DistributedDataParallel", "DDP")
@@ -220,6 +220,38 @@ def lightning_lines(ddp_keywords: Mapping[str, Any], loader_keywords: Mapping[st
         lines.append("  Lightning: on the DataLoader(...) the script's train_dataloader() returns, which Lightning "
                      "makes again with its settings")
     return lines
+
+
+def try_change(chosen: Variant, ddp: Mapping[str, Any] | None, loader_site: str, own_loader: str | None,
+               script_dir: str, script_file: str = "") -> tuple[list[str], ScriptChange | None]:
+    """A try's change to a script: the lines at the calls it set (``variants.script_change_lines``: its DDP
+    model's, ``ddp`` the probe's record of it; its training loader's, ``loader_site`` its target), and the
+    patch of what is a literal or missing. Where a library made a call, the change where the script says it:
+    the script's own loader that the library made again (``own_loader``, its line), the Hugging Face
+    Trainer's settings in the script's TrainingArguments(...), accelerate's DistributedDataParallelKwargs and
+    Lightning's DDPStrategy (said, not patched)."""
+    ddp_keywords = script_ddp_arguments(chosen.name)
+    via = ddp.get("via") if ddp else None
+    ddp_site = ddp.get("site") if ddp and not via else None  # a framework's DDP call: no patch of it
+    lines = script_change_lines(chosen, ddp.get("site") if ddp else None, loader_target.line_of(loader_site) or None)
+    if own_loader and chosen.loader_kwargs:
+        lines.append(f"{own_loader}: DataLoader(..., {keyword_words(chosen.loader_kwargs)}) (the script's own, "
+                     "which the library makes again)")
+    calls: list[tuple[str, Mapping[str, Any], tuple[str, ...]]] = [(site, found, names) for site, found, names in (
+        (ddp_site, ddp_keywords, DDP_NAMES), (own_loader or loader_site, chosen.loader_kwargs, LOADER_NAMES))
+        if site and found]
+    change = script_change(script_dir, calls) if calls and script_dir else None
+    trainer = [found for site, found in ((via, ddp_keywords), (loader_site, chosen.loader_kwargs))
+               if found and made_by_trainer(site)]
+    settings: list[str] = []
+    if trainer and script_file and change is None:
+        settings, change = trainer_change(script_dir, script_file, {k: v for f in trainer for k, v in f.items()})
+        lines += settings
+    if not settings and str(via or "").startswith(ACCELERATE):
+        lines += accelerate_lines(ddp_keywords)
+    by_lightning = [str(site).startswith(LIGHTNING) for site in (via, None if own_loader else loader_site)]
+    lines += lightning_lines(ddp_keywords if by_lightning[0] else {}, chosen.loader_kwargs if by_lightning[1] else {})
+    return lines, change
 
 
 def made_by_trainer(site: str | None) -> bool:

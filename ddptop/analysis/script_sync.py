@@ -208,14 +208,14 @@ def grad_sync(entry: Mapping[str, Any], reference: Mapping[str, Any] | None,
         found["backward_comm_s"] = statistics.median(backward) if backward else None
         found["exposed_comm_share"] = found["exposed_comm_s"] / step if step else None
     n = entry.get("world_size") or 1
-    if threads:
-        found["threads_per_rank"] = threads.get(n)
+    if threads:  # a thread sweep's or a thread try's own count, else the plan's at that N
+        found["threads_per_rank"] = entry.get("threads") or threads.get(n)
     less = entry.get("step_less_wait") or {}
     if reference is None or reference.get("config_id") == entry.get("config_id") or less.get("ratio") is None:
         return found
     found["reference_world_size"] = reference.get("world_size")
     if threads:
-        found["reference_threads_per_rank"] = threads.get(reference.get("world_size") or 1)
+        found["reference_threads_per_rank"] = reference.get("threads") or threads.get(reference.get("world_size") or 1)
     ref_exposed = _exposed(reference)
     ref_less = ((reference.get("step_less_wait") or {}).get("median_s"))
     if not exposed or not ref_exposed or not ref_less:

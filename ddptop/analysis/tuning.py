@@ -17,7 +17,6 @@ import numpy as np
 
 from ddptop.analysis import launches, script_patch, script_steps, script_sync, script_tries, uncertainty
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
-from ddptop.protocol import loader_target
 from ddptop.protocol import variants as catalog
 from ddptop.protocol.vocab import Mode
 
@@ -112,40 +111,17 @@ def not_applied_reason(entry: Mapping[str, Any], chosen: catalog.Variant) -> str
 
 def _paste(entry: Mapping[str, Any], chosen: catalog.Variant, keywords: Mapping[str, Any] | None,
            script_dir: str, script_file: str = "", own_loader: str | None = None) -> dict[str, Any]:
-    """The lines to paste for a kernel's variant; for a script's try, its keywords at the lines that made its
-    DDP model (``grad_sync.site``) and its training loader, what of it is an expression (a flag) to give a value,
-    and the patch of the rest (``analysis.script_patch``, against the script's files as they are now); where the
-    Hugging Face Trainer made both, the settings of the script's TrainingArguments(...); where a library made the
-    training loader again from the script's own (``own_loader``, its line), that one's call."""
+    """The lines to paste for a kernel's variant; for a script's try, its change at the lines that made its calls
+    and the patch of what can be patched (``script_patch.try_change``, against the script's files as they are
+    now), the lines of the patch's own beside them."""
     if not script_steps.is_script(entry):
         return {"paste": catalog.paste_lines(chosen, keywords or {}) if keywords or chosen.strategy else None}
     if catalog.as_written(chosen.name):
         return {}
     ddp = script_sync.main_wrapper(entry.get("script") if isinstance(entry.get("script"), Mapping) else None,
                                    (script_sync.DDP,))
-    ddp_site = ddp.get("site") if ddp and not ddp.get("via") else None  # a framework's DDP call: no patch of it
-    loader_site = str(entry.get("loader_site") or "")
-    lines = catalog.script_change_lines(chosen, ddp.get("site") if ddp else None,
-                                        loader_target.line_of(loader_site) or None)
-    if own_loader and chosen.loader_kwargs:
-        lines.append(f"{own_loader}: DataLoader(..., {catalog.keyword_words(chosen.loader_kwargs)}) (the script's own, "
-                     "which the library makes again)")
-    calls: list[tuple[str, Mapping[str, Any], tuple[str, ...]]] = [(site, found, names) for site, found, names in (
-        (ddp_site, catalog.script_ddp_arguments(chosen.name), script_patch.DDP_NAMES),
-        (own_loader or loader_site, chosen.loader_kwargs, script_patch.LOADER_NAMES)) if site and found]
-    change = script_patch.script_change(script_dir, calls) if calls and script_dir else None
-    trainer = [found for site, found in ((ddp.get("via") if ddp else None, catalog.script_ddp_arguments(chosen.name)),
-                                         (loader_site, chosen.loader_kwargs)) if found and script_patch.made_by_trainer(site)]
-    settings: list[str] = []
-    if trainer and script_file and change is None:
-        settings, change = script_patch.trainer_change(script_dir, script_file, {k: v for f in trainer for k, v in f.items()})
-        lines += settings
-    if not settings and ddp and str(ddp.get("via") or "").startswith(script_patch.ACCELERATE):
-        lines += script_patch.accelerate_lines(catalog.script_ddp_arguments(chosen.name))
-    by_lightning = [str(site).startswith(script_patch.LIGHTNING) for site in (ddp.get("via") if ddp else None,
-                                                                               None if own_loader else loader_site)]
-    lines += script_patch.lightning_lines(catalog.script_ddp_arguments(chosen.name) if by_lightning[0] else {},
-                                          chosen.loader_kwargs if by_lightning[1] else {})
+    lines, change = script_patch.try_change(chosen, ddp, str(entry.get("loader_site") or ""), own_loader,
+                                            script_dir, script_file)
     if change is None:
         return {"paste": lines}
     return {"paste": lines + [f"  {line}" for line in change.lines], "patch": change.patch,
