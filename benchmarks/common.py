@@ -7,6 +7,7 @@ table. A row is one measured figure: what, the figure as text, the goal as text,
 
 from __future__ import annotations
 
+import argparse
 import fcntl
 import json
 import math
@@ -28,6 +29,17 @@ def row(what: str, figure: str, goal: str = "", met: bool | None = None) -> dict
 
 def add_json_option(parser) -> None:
     parser.add_argument("--json", metavar="PATH", help="also write the result rows here (for run_all.py)")
+
+
+def simulation_options(doc: str, quick: str) -> argparse.Namespace:
+    """The options of a simulation of ddptop's intervals (launch_variance.py, tail_interval.py): --json, the
+    synthetic sweeps (--trials), the bootstrap's --resamples and --quick (``quick`` says what it keeps)."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    add_json_option(parser)
+    parser.add_argument("--trials", type=int, default=200)
+    parser.add_argument("--resamples", type=int, default=400)
+    parser.add_argument("--quick", action="store_true", help=quick)
+    return parser.parse_args()
 
 
 def geometric_interval(ratios: list[float], resamples: int = 10000, seed: int = 0) -> tuple[float, float, float]:

@@ -14,7 +14,6 @@ intervals hold the truth, how often two identical sweeps are called different by
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import os
 import sys
@@ -22,7 +21,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.common import add_json_option, row, write_rows  # noqa: E402
+from benchmarks.common import row, simulation_options, write_rows  # noqa: E402
 from ddptop.analysis import synthetic  # noqa: E402
 from ddptop.analysis.synthetic import Scenario  # noqa: E402
 
@@ -45,12 +44,7 @@ def met(key: str, value: float) -> bool:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_json_option(parser)
-    parser.add_argument("--trials", type=int, default=200)
-    parser.add_argument("--resamples", type=int, default=400)
-    parser.add_argument("--quick", action="store_true", help="the default setting only")
-    args = parser.parse_args()
+    args = simulation_options(__doc__, "the default setting only")
     rows = []
     print(f"{'offset':>6} {'noise':>5} {'ranks':>5} {'K':>2}  {'p50 cov':>7} {'SU cov':>7} {'A/A':>6} "
           f"{'gate':>6} {'power':>6}  seconds")

@@ -12,7 +12,6 @@ so 2 launches reach the 100 steps a p95's interval needs (``precision.tail_steps
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import os
 import sys
@@ -23,7 +22,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from benchmarks.common import add_json_option, row, write_rows  # noqa: E402
+from benchmarks.common import row, simulation_options, write_rows  # noqa: E402
 from ddptop.analysis import launches, synthetic, uncertainty  # noqa: E402
 from ddptop.analysis.synthetic import DEFAULT_SWEEP, Scenario  # noqa: E402
 from ddptop.protocol import precision  # noqa: E402
@@ -63,12 +62,7 @@ def check(scenario: Scenario, trials: int, resamples: int, seed: int) -> dict[st
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    add_json_option(parser)
-    parser.add_argument("--trials", type=int, default=200)
-    parser.add_argument("--resamples", type=int, default=400)
-    parser.add_argument("--quick", action="store_true", help="3% offsets, 2 launches only")
-    args = parser.parse_args()
+    args = simulation_options(__doc__, "3%% offsets, 2 launches only")
     rows = []
     print(f"{'offset':>6} {'K':>2}  {'p95 cov':>7} {'half-width':>10} {'p95/p50 cost':>12}")
     for index, scenario in enumerate(scenarios(args.quick)):
