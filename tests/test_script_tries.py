@@ -421,3 +421,12 @@ def test_a_thread_try_s_synchronisation_figures_carry_its_own_thread_count():
     entry = {"world_size": 2, "threads": 4, "script": {"wrappers": [_ddp()]}, "stats": {"sec_iter": {"p50": 0.1}}}
     assert script_sync.grad_sync(entry, None, threads={2: 1})["threads_per_rank"] == 4
     assert script_sync.grad_sync({**entry, "threads": 0}, None, threads={2: 1})["threads_per_rank"] == 1
+
+
+def test_no_sync_is_not_tried_on_a_script_whose_ddp_sets_static_graph():
+    static = {"wrappers": [_ddp(args={"static_graph": "True"}, sync_steps=((4, 4, 20),), comm_ms=30.0)],
+              "process_group": True}
+    choice = script_tries.choose(_facts(data_wait_share=0.0, step_s=0.1, seen=static))
+    assert not any(name.startswith("no_sync_") for name in choice.tries)
+    assert choice.not_tried[script_tries.NO_SYNC] == (f"the script sets static_graph=True (at train.py:50); "
+                                                      f"{script_tries.STATIC_BREAKS}")

@@ -116,6 +116,21 @@ def test_a_script_s_tune_runs_it_at_the_threads_its_own_launch_gives_and_a_threa
     threads = {launch.configs[0].variant: plan.threads_for(2, launch.threads) for launch in plan.launches()}
     assert threads == {"default": 3, "threads_4": 4, "static_graph": 3, "threads_4+static_graph": 4}
     assert next(c for c in plan.configs() if c.variant == "threads_4").threads == 4
+    # the collective benchmark runs in the script as written's launches, not in a thread try's
+    assert {launch.configs[0].variant: plan.measures_collectives(launch) for launch in plan.launches()} == {
+        "default": True, "threads_4": False, "static_graph": True, "threads_4+static_graph": False}
+    # the combination, added to the default's launch as the runner adds it, runs at its own threads
+    from ddptop.run import sweep
+
+    default_launch = next(launch for launch in plan.launches() if launch.configs[0].variant == "default")
+    together = next(c for c in plan.configs() if c.variant == "threads_4+static_graph")
+    split = sweep.one_config_a_launch(plan, [dataclasses.replace(default_launch, configs=(default_launch.configs[0],
+                                                                                          together))])
+    assert [plan.threads_for(2, launch.threads) for launch in split] == [3, 4]
+    # every launch of the tune binds each rank to its share of the cores (4 of 8 over 2 ranks): the script as
+    # written at 3 threads, its loader's workers and the tries on the same CPUs; a run binds as many as its threads
+    assert plan.bound_cores(2, 3) == 4 and plan.bound_cores(2, 4) == 4
+    assert build_plan(PlanOptions(script=["train.py"], world_sizes=[2]), CPU, cpu_count=8).bound_cores(2, 1) == 1
     assert variants.script_change_lines(variants.variant("threads_4"), "train.py:9") == [
         "the launch: OMP_NUM_THREADS=4 torchrun ... (or torch.set_num_threads(4) at the script's start)"]
     # a run of the script (not a tune) keeps ddptop's share of the cores, whatever the environment says

@@ -129,8 +129,9 @@ def add_tail_intervals(entries: Sequence[dict[str, Any]], variance: launches.Lau
         if steps < precision.tail_steps(q):
             continue
         config = launches.config_launches(entry["config_id"], units, q=q)
-        estimate = uncertainty.estimate(launches.replicates(config, variance), config.value)
-        stats[f"sec_iter_{key}"], stats[f"sec_iter_{key}_ci"] = config.value, estimate.to_ci()
+        value = stats["sec_iter"][key]  # the launches used, as the replicates' (the stats are of those launches)
+        estimate = uncertainty.estimate(launches.replicates(config, variance), value)
+        stats[f"sec_iter_{key}"], stats[f"sec_iter_{key}_ci"] = value, estimate.to_ci()
 
 
 def _straggler(stats: dict[str, Any], samples: Mapping[int, Sequence[float]], config_id: str) -> None:

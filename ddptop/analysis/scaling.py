@@ -179,8 +179,8 @@ def _script_facts(rows: list[dict[str, Any]], by_size: Mapping[int, Mapping[str,
         where = ", ".join(f"N={n}" for n in apart)
         facts["not_data_parallel"] = found.replace("not data-parallel:", f"not data-parallel at {where}:", 1)
         facts["not_data_parallel_at"] = apart
-    own = next((b for e in by_size.values() if (b := script_steps.group_backend(e.get("script"))) and b != e["backend"]),
-               None)
+    own = next((b for e in by_size.values()
+                if (b := script_steps.own_backend(e["backend"], script_steps.group_backend(e.get("script"))))), None)
     if own:  # the script's init_process_group chose another backend than the launch's: the table says both
         facts["group_backend"] = own
     for row in rows:

@@ -36,9 +36,10 @@ from ddptop.protocol.loader_target import MATCHED, SETTINGS
 
 # DDP's static graph with micro-batches run under no_sync(): its first backward fails an internal assert, and where
 # that is worked around its gradients stop being all-reduced (pytorch/pytorch#187732, open in torch 2.14)
-STATIC_WITH_NO_SYNC = ("the script runs micro-batches without synchronising (no_sync()), which DDP's static graph "
-                       "does not support: its first backward fails (expect_autograd_hooks_), and a torch that gets "
-                       "past it stops all-reducing the gradients (pytorch/pytorch#187732)")
+STATIC_BREAKS = ("DDP's static graph does not support micro-batches under no_sync(): its first backward fails "
+                 "(expect_autograd_hooks_), and a torch that gets past it stops all-reducing the gradients "
+                 "(pytorch/pytorch#187732)")
+STATIC_WITH_NO_SYNC = f"the script runs micro-batches without synchronising (no_sync()); {STATIC_BREAKS}"
 COMM_SHARE = 0.05  # exposed communication at least this share of the step: DDP's settings may shorten the step
 MORE_PREFETCH = 4  # the prefetch_factor tried where a loader with workers prefetches fewer (torch's default is 2)
 
@@ -167,7 +168,10 @@ def _ddp_tries(facts: Facts, choice: Choice) -> None:
         choice.tries[catalog.UNUSED_OFF] = (f"the script sets find_unused_parameters=True ({site}): DDP walks the "
                                             "autograd graph for unused parameters every step")
     typical = script_sync.typical_step(ddp)
-    if typical is not None and typical[0] > 1 and typical[1] == typical[0]:
+    static = args.get("static_graph") == "True"
+    if typical is not None and typical[0] > 1 and typical[1] == typical[0] and static:
+        choice.not_tried[NO_SYNC] = f"the script sets static_graph=True ({site}); {STATIC_BREAKS}"
+    elif typical is not None and typical[0] > 1 and typical[1] == typical[0]:
         choice.tries[f"{catalog.NO_SYNC}{typical[0]}"] = (f"its {typical[0]} micro-batches a step each synchronised "
                                                           f"their gradients ({site})")
     elif typical is not None and typical[0] > 1:
@@ -189,7 +193,7 @@ def _ddp_tries(facts: Facts, choice: Choice) -> None:
             choice.tries[name] = why
     if args.get("gradient_as_bucket_view") != "True":
         choice.tries["gradient_as_bucket_view"] = f"{why}; and it saves a copy of every gradient"
-    if args.get("static_graph") == "True":
+    if static:
         return
     if typical is not None and typical[1] < typical[0]:
         choice.not_tried["static_graph"] = STATIC_WITH_NO_SYNC

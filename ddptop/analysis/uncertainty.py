@@ -314,8 +314,8 @@ def median_replicates(
         flat = values.reshape(count, -1)
         out[start : start + count] = _row_medians(flat) if q == 0.5 else _row_quantiles(flat, q)
     units = rounds if rounds > 1 else max(1, min(int(lengths[0]) // block, int(effective)))
-    if q != 0.5:  # a tail quantile rests on the few steps beyond it: as many independent units as those, at most
-        units = max(2, min(units, int(min(q, 1 - q) * effective)))
+    if q != 0.5:  # a tail quantile rests on the few steps beyond it: no more units than those (two at least, where
+        units = max(2, min(units, int(min(q, 1 - q) * effective)))  # the interval then spans nearly every step)
     factor = _expansion(units, confidence) * shortfall
     if factor != 1.0:
         centre = float(np.median(out))

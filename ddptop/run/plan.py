@@ -123,7 +123,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     if script is not None and options.tune and device == "cpu":  # the script as written at its own launch's threads
         (tuned,) = world_sizes
         threads[tuned], threads_from = plan_devices.as_written_threads(
-            options.threads_per_rank, os.environ, threads[tuned], per_node if nnodes > 1 else tuned)
+            options.threads_per_rank, os.environ, threads[tuned], min(tuned, per_node) if nnodes > 1 else tuned)
     thread_counts = plan_devices.check_threads(options, inventory, cpu_count, nnodes, devices)
     cpu_grid = plan_devices.cpu_grid(thread_counts, world_sizes, cpu_count, device, devices)
     on_failure = plan_measurement.check_fault_handling(options)

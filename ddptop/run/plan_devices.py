@@ -175,8 +175,9 @@ def threads_per_rank(
 def as_written_threads(fixed: int | None, environ: Mapping[str, str], share: int, per_node: int) -> tuple[int, str]:
     """A script's tune on the CPU: the threads each rank of the script as written runs, as its own launch would
     give them, and where that count comes from. ``--threads-per-rank``, else the environment's OMP_NUM_THREADS
-    (torchrun passes it on), else torchrun's default: 1 with several ranks a node; one rank a node keeps torch's
-    own default, all its cores, here its ``share`` of those ddptop may use."""
+    (torchrun passes it on), else torchrun's default: 1 with several ranks a node; one rank a node gets its
+    ``share`` of the cores ddptop may use (torch alone would take the machine's physical cores, which a SLURM job
+    or a container may not allow)."""
     if fixed:
         return fixed, f"--threads-per-rank {fixed}"
     given = environ.get("OMP_NUM_THREADS", "").strip()

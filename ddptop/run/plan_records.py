@@ -217,7 +217,19 @@ class Plan:
             return False
         if not launch.threads:
             return True
-        return launch.threads == max(t for n, t in self.cpu_grid if n == launch.world_size)
+        grid = [t for n, t in self.cpu_grid if n == launch.world_size]
+        return bool(grid) and launch.threads == max(grid)  # a script's thread try: its as-written launches measure it
+
+    def core_share(self, world_size: int) -> int:
+        """The cores ddptop may use over the ranks of a node at ``world_size``: what each rank gets by default."""
+        per_node = min(world_size, self.nproc_per_node) if self.nproc_per_node else world_size
+        return max(1, (self.cpu_cores or 1) // max(1, per_node))
+
+    def bound_cores(self, world_size: int, threads: int) -> int:
+        """The CPUs each CPU rank is bound to: as many as its threads; in a script's tune its share of the cores
+        whatever its thread count, so the script as written (at its launch's count), its loader's workers and
+        every try run on the same CPUs (torchrun alone binds nothing)."""
+        return self.core_share(world_size) if self.script_tune else threads
 
     def threads_for(self, world_size: int, threads: int = 0) -> int:
         """Each rank's threads: a thread sweep's own count, else the plan's share of the cores at N."""

@@ -30,13 +30,12 @@ class Tries:
 def facts_of(plan: Plan, state: ConfigState) -> script_tries.Facts:
     """What the script's first run measured, for the choice."""
     spec = state.spec
-    per_node = spec.world_size // max(1, spec.nnodes)
     end = state.latest_end()  # rank 0's, of its first launch
     figures = state.script_figures(None)
     return script_tries.Facts(
         world_size=spec.world_size,
         device=spec.device,
-        cores_per_rank=max(1, (plan.cpu_cores or 1) // max(1, per_node)),
+        cores_per_rank=plan.core_share(spec.world_size),
         step_s=script_tries.median_step(state.samples),
         data_wait_share=figures.data_wait if figures else None,
         seen=end.get("script") or {},

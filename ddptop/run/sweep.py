@@ -76,9 +76,9 @@ def repeat_launches(plan: Plan, judged: dict[str, tuple[bool, bool]]) -> list[La
 
 def one_config_a_launch(plan: Plan, launches: list[Launch]) -> list[Launch]:
     """``launches`` as they run: a script's split into one launch a configuration (the script runs once in a
-    launch), a kernel's as they are."""
-    return [replace(launch, configs=(config,)) for launch in launches for config in launch.configs] if plan.script \
-        else launches
+    launch; a thread try's at its own threads), a kernel's as they are."""
+    return [replace(launch, configs=(config,), threads=config.threads or launch.threads)
+            for launch in launches for config in launch.configs] if plan.script else launches
 
 
 def ceiling_launches(plan: Plan) -> dict[str, tuple[str, int]]:
@@ -208,7 +208,9 @@ class SweepRunner:
                 run_dir=self.session.run_dir,
                 script=self.plan.script,
                 script_dir=self.plan.script_dir,
-                **launch_binding(self.plan, launch.nproc_per_node, threads, device),  # rank_cores/binding/numa_binding
+                # rank_cores/binding/numa_binding
+                **launch_binding(self.plan, launch.nproc_per_node, self.plan.bound_cores(launch.world_size, threads),
+                                 device),
                 configs=tuple(RunConfig.from_json(c.to_json()) for c in remaining),
             )
             env = {"OMP_NUM_THREADS": str(threads),
