@@ -22,7 +22,7 @@ from typing import Any
 from ddptop.errors import PlanError
 from ddptop.protocol.modelspec import KINDS, seq_len_of, spec_label
 from ddptop.run import plan_devices, plan_measurement, plan_models
-from ddptop.run.plan_records import Plan
+from ddptop.run.plan_records import Plan, ranks_on_a_node
 from ddptop.run.options import PlanOptions, unique
 from ddptop.telemetry.allocation import usable_cpu_count
 from ddptop.telemetry.inventory import Inventory
@@ -123,7 +123,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
     if script is not None and options.tune and device == "cpu":  # the script as written at its own launch's threads
         (tuned,) = world_sizes
         threads[tuned], threads_from = plan_devices.as_written_threads(
-            options.threads_per_rank, os.environ, threads[tuned], min(tuned, per_node) if nnodes > 1 else tuned)
+            options.threads_per_rank, os.environ, threads[tuned], ranks_on_a_node(tuned, nnodes, per_node))
     thread_counts = plan_devices.check_threads(options, inventory, cpu_count, nnodes, devices)
     cpu_grid = plan_devices.cpu_grid(thread_counts, world_sizes, cpu_count, device, devices)
     on_failure = plan_measurement.check_fault_handling(options)

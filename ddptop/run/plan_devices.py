@@ -10,6 +10,7 @@ from ddptop.errors import PlanError
 from ddptop.protocol import strategies as strategies_mod
 from ddptop.protocol import variants as variants_mod
 from ddptop.run.options import AUTO, BACKENDS, DEVICES, PlanOptions, unique
+from ddptop.run.plan_records import share_of_cores
 from ddptop.telemetry.inventory import Inventory, devices_for
 
 
@@ -169,7 +170,7 @@ def threads_per_rank(
     Each rank gets an equal share of the cores this process may use, so N ranks never oversubscribe the node
     and N=1 is not starved (torchrun's own default is one thread per rank).
     """
-    return {n: fixed or max(1, cpu_count // min(n, per_node if nnodes > 1 else n)) for n in (*world_sizes, 1)}
+    return {n: fixed or share_of_cores(cpu_count, n, nnodes, per_node) for n in (*world_sizes, 1)}
 
 
 def as_written_threads(fixed: int | None, environ: Mapping[str, str], share: int, per_node: int) -> tuple[int, str]:

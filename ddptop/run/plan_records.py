@@ -89,6 +89,16 @@ class Launch:
         return self.world_size // self.nodes
 
 
+def ranks_on_a_node(world_size: int, nnodes: int, per_node: int) -> int:
+    """The ranks one node runs at ``world_size``: all of them on one node, at most ``per_node`` over several."""
+    return min(world_size, per_node) if nnodes > 1 else world_size
+
+
+def share_of_cores(cpu_count: int, world_size: int, nnodes: int, per_node: int) -> int:
+    """Each rank's equal share of the ``cpu_count`` cores ddptop may use on a node, at ``world_size``."""
+    return max(1, cpu_count // max(1, ranks_on_a_node(world_size, nnodes, per_node)))
+
+
 # a script's tune's fields of the plan, left out of plan.json where unset
 SCRIPT_TUNE_FIELDS = ("script_tune", "script_tries", "tries_why", "not_tried", "script_loader", "threads_from")
 
@@ -221,9 +231,8 @@ class Plan:
         return bool(grid) and launch.threads == max(grid)  # a script's thread try: its as-written launches measure it
 
     def core_share(self, world_size: int) -> int:
-        """The cores ddptop may use over the ranks of a node at ``world_size``: what each rank gets by default."""
-        per_node = min(world_size, self.nproc_per_node) if self.nproc_per_node else world_size
-        return max(1, (self.cpu_cores or 1) // max(1, per_node))
+        """Each rank's share of the cores ddptop may use at ``world_size``: what a rank gets by default."""
+        return share_of_cores(self.cpu_cores or 1, world_size, self.nnodes, self.nproc_per_node)
 
     def bound_cores(self, world_size: int, threads: int) -> int:
         """The CPUs each CPU rank is bound to: as many as its threads; in a script's tune its share of the cores
