@@ -145,7 +145,7 @@ def config_launches(config_id: str, units: Mapping[str, Mapping[int, Sequence[fl
         pooled += [v for values in samples.values() for v in values]
     if not fitted:
         raise ValueError("no step times")
-    return ConfigLaunches(config_id, float(np.median(pooled) if q == 0.5 else np.quantile(pooled, q)), fitted, salt)
+    return ConfigLaunches(config_id, uncertainty.quantile(pooled, q), fitted, salt)
 
 
 @dataclass

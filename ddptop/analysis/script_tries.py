@@ -85,8 +85,6 @@ def training_loader(seen: Mapping[str, Any]) -> tuple[Mapping[str, Any], str] | 
     return best, loader_target.target(at, best if others else None)
 
 
-
-
 def script_loader_lines(seen: Mapping[str, Any]) -> list[str]:
     """Where a library's line made the training loader (Lightning makes it again from the one the script's
     train_dataloader() returns; accelerate's prepare() wraps the script's): the lines of the script's own code
@@ -169,9 +167,10 @@ def _ddp_tries(facts: Facts, choice: Choice) -> None:
                                             "autograd graph for unused parameters every step")
     typical = script_sync.typical_step(ddp)
     static = args.get("static_graph") == "True"
-    if typical is not None and typical[0] > 1 and typical[1] == typical[0] and static:
+    every = typical is not None and typical[0] > 1 and typical[1] == typical[0]  # each micro-batch synchronised
+    if every and static:
         choice.not_tried[NO_SYNC] = f"the script sets static_graph=True ({site}); {STATIC_BREAKS}"
-    elif typical is not None and typical[0] > 1 and typical[1] == typical[0]:
+    elif every and typical is not None:
         choice.tries[f"{catalog.NO_SYNC}{typical[0]}"] = (f"its {typical[0]} micro-batches a step each synchronised "
                                                           f"their gradients ({site})")
     elif typical is not None and typical[0] > 1:

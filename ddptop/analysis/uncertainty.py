@@ -426,9 +426,14 @@ def pooled_median(samples_by_rank: Mapping[int, Sequence[float]], q: float = 0.5
     values = [v for r in samples_by_rank for v in samples_by_rank[r]]
     if not values:
         raise ValueError("no step times")
+    return quantile(values, q)
+
+
+def quantile(values: Sequence[float], q: float) -> float:
+    """The ``q`` quantile of ``values`` (numpy's linear interpolation); np.median's own value at 0.5, as every
+    median of ddptop has been, to the bit."""
     pooled = np.asarray(values, dtype=float)
     return float(np.median(pooled) if q == 0.5 else np.quantile(pooled, q))
-
 
 
 def median_estimate(
