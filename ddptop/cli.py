@@ -257,7 +257,7 @@ def cmd_watch(args: argparse.Namespace) -> int:
     app = DdptopApp.for_recorded(args.run_dir, args.fps, open_summary="when_done")  # one-line error if not a run
     _need_terminal("watch", args.run_dir)
     app.run(mouse=not args.no_mouse)
-    return EXIT_OK
+    return _view_ended(app, args.run_dir, "the watch view")
 
 
 def cmd_view(args: argparse.Namespace) -> int:
@@ -275,7 +275,16 @@ def cmd_view(args: argparse.Namespace) -> int:
         app = SummaryApp(summary, {"json": target})
     _need_terminal("view", args.target)
     app.run(mouse=not args.no_mouse)
-    return EXIT_OK
+    return _view_ended(app, target if os.path.isdir(target) else os.path.dirname(os.path.abspath(target)),
+                       "the summary view")
+
+
+def _view_ended(app: Any, folder: str, what: str) -> int:
+    """A view's exit code: 0 where it closed as asked; where it raised, its traceback to ``folder``'s
+    ui-error.log, a line that says so, and ``EXIT_VIEW_FAILED``."""
+    from ddptop.tui.view_failure import report  # Textual: the views only
+
+    return report(app.failure, folder, what) if app.failure else EXIT_OK
 
 
 def cmd_report(args: argparse.Namespace) -> int:

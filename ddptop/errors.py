@@ -9,6 +9,7 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FAILED = 1  # a configuration failed (out of memory included, except where a batch sweep expects it)
 EXIT_BAD_INPUT = 2
+EXIT_VIEW_FAILED = 3  # the live view, the summary screen or watch raised: what was measured is saved, the traceback in ui-error.log
 EXIT_INTERRUPTED = 130  # Ctrl-C, SIGTERM or SIGHUP: the ranks were stopped and the summary written
 
 

@@ -36,6 +36,7 @@ SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
 SUMMARY_CSV = "summary.csv"
 PLOTS_DIR = "plots"
+UI_ERROR_LOG = "ui-error.log"  # the traceback of a view (live, watch, view) that raised; the data are saved apart
 LAUNCHES_DIR = "launches"
 TRACES_DIR = "traces"
 TRACE_SUFFIX = ".pt.trace.json.gz"  # torch.profiler's own name for a trace; the .gz makes export_chrome_trace compress it

@@ -20,7 +20,6 @@ matplotlib is imported here only, after a run, never by the TUI while it draws.
 from __future__ import annotations
 
 import io
-import math
 import os
 from typing import Any
 
@@ -28,7 +27,9 @@ from ddptop.analysis import formulas
 from ddptop.protocol import storage
 from ddptop.protocol.layout import PLOTS_DIR
 from ddptop.protocol.modelspec import display_name, with_batch
-from ddptop.report.schema import ci_of, value_of, ScalingTable, Summary
+from ddptop.report.chart_data import Axes, Plotted, error_bars, plotted, points_of, xs, ys
+from ddptop.report import chart_data
+from ddptop.report.schema import value_of, Estimate, ScalingTable, Summary
 
 FORMATS = ("png", "svg")
 
@@ -63,7 +64,13 @@ def _unit(summary: Summary) -> str:
     return "GPUs" if on_gpus else "ranks"
 
 
-def _finish(plt: Any, fig: Any, axes: list[Any], out_dir: str, name: str, legend_size: int = 8) -> list[str]:
+def _subplots(plt: Any, count: int, figsize: tuple[float, float]) -> tuple[Any, list[Axes]]:
+    """A figure of ``count`` axes side by side, each typed as the calls made of it (``chart_data.Axes``)."""
+    fig, axes = plt.subplots(1, count, figsize=figsize, squeeze=False)
+    return fig, list(axes[0])
+
+
+def _finish(plt: Any, fig: Any, axes: list[Axes], out_dir: str, name: str, legend_size: int = 8) -> list[str]:
     for axis in axes:
         axis.grid(alpha=0.3)
         axis.legend(fontsize=legend_size)
@@ -72,32 +79,16 @@ def _finish(plt: Any, fig: Any, axes: list[Any], out_dir: str, name: str, legend
     return paths
 
 
-def _yerr(points: list[float], intervals: list[Any], scale: float = 1.0) -> Any:
-    """matplotlib's yerr for 95% intervals (distances below and above each point); a point without one gets no
-    bar (NaN), not a zero-length one; None when no point has one."""
-    known = [ci if ci and all(v is not None and math.isfinite(v) for v in ci) else None for ci in intervals]
-    if not any(known):
-        return None
-    nan = float("nan")
-    below = [max(0.0, scale * (point - ci[0])) if ci else nan for point, ci in zip(points, known)]
-    above = [max(0.0, scale * (ci[1] - point)) if ci else nan for point, ci in zip(points, known)]
-    return [below, above]
-
-
-
-
 def _name_intervals(drawn: Any, gid: str) -> None:
     """Name an errorbar's interval lines in the SVG (``id="ci-step"``...), so a reader can find them."""
     for index, collection in enumerate(drawn.lines[2]):
         collection.set_gid(gid if index == 0 else f"{gid}-{index}")
 
 
-def _draw_efficiency(axis: Any, summary: Summary, tables: list[ScalingTable], many_caps: bool) -> None:
+def _draw_efficiency(axis: Axes, summary: Summary, tables: list[ScalingTable], many_caps: bool) -> None:
     for table in tables:
-        rows = table.rows
-        efficiency = [value_of(r.efficiency) or 0.0 for r in rows]
-        drawn = axis.errorbar([r.world_size for r in rows], [100 * e for e in efficiency],
-                              yerr=_yerr(efficiency, [ci_of(r.efficiency) for r in rows], 100), capsize=3, marker="o",
+        efficiency = points_of([(r.world_size, r.efficiency) for r in table.rows], 100)
+        drawn = axis.errorbar(xs(efficiency), ys(efficiency), yerr=error_bars(efficiency), capsize=3, marker="o",
                               label=_table_label(table, many_caps))
         _name_intervals(drawn, f"ci-efficiency-{len(axis.containers)}")
     first = tables[0].efficiency_threshold
@@ -112,24 +103,18 @@ def _speedup(plt: Any, summary: Summary, out_dir: str) -> list[str]:
     if not tables:
         return []
     many_caps = len({t.bucket_cap_mb for t in tables}) > 1
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    largest = max([r.world_size for t in tables for r in t.rows]
-                  + [p.world_size for t in tables for p in (t.projection.points if t.projection else [])])
-    sizes = list(range(1, largest + 1))
+    fig, (left, right) = _subplots(plt, 2, figsize=(11, 4.2))
+    series = chart_data.speedup_series(summary, tables)
+    sizes = list(range(1, chart_data.world_sizes(series)[-1] + 1))
     left.plot(sizes, sizes, linestyle="--", color="grey", label="perfect scaling")
-    for table in tables:
-        ns = [r.world_size for r in table.rows]
-        speedups = [value_of(r.speedup) or 0.0 for r in table.rows]
-        drawn = left.errorbar(ns, speedups, yerr=_yerr(speedups, [ci_of(r.speedup) for r in table.rows]),
-                              capsize=3, marker="o", label=_table_label(table, many_caps))
+    for line in series:
+        drawn = left.errorbar(xs(line.measured), ys(line.measured), yerr=error_bars(line.measured), capsize=3,
+                              marker="o", label=_table_label(line.table, many_caps))
         _name_intervals(drawn, f"ci-speedup-{len(left.containers)}")
-        projected = table.projection.points if table.projection else []
-        if projected:  # a model, not a measurement: dashed, from the last measured point
-            left.plot([ns[-1]] + [p.world_size for p in projected],
-                      [value_of(table.rows[-1].speedup)] + [value_of(p.speedup) for p in projected], linestyle="--",
-                      marker="x", color=drawn.lines[0].get_color(),
-                      label="projected beyond the node (a model)")
-        fit = table.amdahl
+        if line.projected:  # a model, not a measurement: dashed, from the last measured point
+            left.plot(xs(line.projected_line), ys(line.projected_line), linestyle="--", marker="x",
+                      color=drawn.lines[0].get_color(), label="projected beyond the node (a model)")
+        fit = line.table.amdahl
         if fit and fit.raw_serial_fraction and fit.serial_fraction and formulas.amdahl_applies(fit.raw_serial_fraction.value):
             left.plot(sizes, [formulas.amdahl_speedup(fit.serial_fraction.value, n) for n in sizes], linestyle=":",
                       color=drawn.lines[0].get_color(), label=f"Amdahl, serial {100 * fit.serial_fraction.value:.1f}%",
@@ -139,7 +124,7 @@ def _speedup(plt: Any, summary: Summary, out_dir: str) -> list[str]:
     fig.suptitle(summary.name or "")
     paths = _finish(plt, fig, [left, right], out_dir, "speedup")
     # efficiency alone as well, for documents that want one chart per figure
-    fig, axis = plt.subplots(figsize=(6, 4))
+    fig, (axis,) = _subplots(plt, 1, figsize=(6, 4))
     _draw_efficiency(axis, summary, tables, many_caps)
     return paths + _finish(plt, fig, [axis], out_dir, "efficiency")
 
@@ -149,16 +134,15 @@ def _threads(plt: Any, summary: Summary, out_dir: str) -> list[str]:
     tables = summary.threads
     if not tables:
         return []
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    fig, (left, right) = _subplots(plt, 2, figsize=(11, 4.2))
     largest = max(r.threads for t in tables for r in t.rows)
     counts = list(range(1, largest + 1))
     left.plot(counts, counts, linestyle="--", color="grey", label="perfect scaling")
     for index, table in enumerate(tables):
         rows = table.rows
         label = f"{table.model} bs{table.batch_size} N={table.world_size}"
-        speedups = [value_of(r.speedup) or 0.0 for r in rows]
-        drawn = left.errorbar([r.threads for r in rows], speedups,
-                              yerr=_yerr(speedups, [ci_of(r.speedup) for r in rows]), capsize=3, marker="o",
+        speedups = points_of([(r.threads, r.speedup) for r in rows])
+        drawn = left.errorbar(xs(speedups), ys(speedups), yerr=error_bars(speedups), capsize=3, marker="o",
                               label=label)
         _name_intervals(drawn, f"ci-thread-speedup-{index + 1}")
         fit = table.amdahl
@@ -166,9 +150,8 @@ def _threads(plt: Any, summary: Summary, out_dir: str) -> list[str]:
         if raw is not None and fraction is not None and formulas.amdahl_applies(raw):
             left.plot(counts, [formulas.amdahl_speedup(fraction, t) for t in counts], linestyle=":",
                       color=drawn.lines[0].get_color(), label=f"Amdahl, serial {100 * fraction:.1f}%")
-        efficiency = [value_of(r.efficiency) or 0.0 for r in rows]
-        drawn = right.errorbar([r.threads for r in rows], [100 * e for e in efficiency],
-                               yerr=_yerr(efficiency, [ci_of(r.efficiency) for r in rows], 100), capsize=3,
+        efficiency = points_of([(r.threads, r.efficiency) for r in rows], 100)
+        drawn = right.errorbar(xs(efficiency), ys(efficiency), yerr=error_bars(efficiency), capsize=3,
                                marker="o", label=label)
         _name_intervals(drawn, f"ci-thread-efficiency-{index + 1}")
     threshold = 100 * (tables[0].efficiency_threshold or 0.7)
@@ -188,18 +171,16 @@ def _batch_throughput(plt: Any, summary: Summary, out_dir: str) -> list[str]:
     tables = summary.batch_throughput
     if not tables:
         return []
-    fig, axis = plt.subplots(figsize=(6.5, 4.2))
+    fig, (axis,) = _subplots(plt, 1, figsize=(6.5, 4.2))
     for table in tables:
-        measured = [r for r in table.rows if r.ex_sec_total]
+        measured = points_of([(r.batch_size, r.ex_sec_total) for r in table.rows])
         label = f"{display_name(table.model)} N={table.world_size}" + (f" {table.strategy}" if table.strategy != "ddp" else "")
-        throughput = [value_of(r.ex_sec_total) or 0.0 for r in measured]
-        drawn = axis.errorbar([r.batch_size for r in measured], throughput,
-                              yerr=_yerr(throughput, [ci_of(r.ex_sec_total) for r in measured]), marker="o", capsize=3,
+        drawn = axis.errorbar(xs(measured), ys(measured), yerr=error_bars(measured), marker="o", capsize=3,
                               label=label)
         _name_intervals(drawn, f"ci-throughput-{len(axis.containers)}")
-        ooms = [r.batch_size for r in table.rows if r.status == "oom"]
+        ooms = [float(r.batch_size) for r in table.rows if r.status == "oom"]
         if ooms and measured:
-            axis.scatter(ooms, [throughput[-1]] * len(ooms), marker="x", s=80,
+            axis.scatter(ooms, [measured[-1].y] * len(ooms), marker="x", s=80,
                          color=drawn.lines[0].get_color(), label=f"{label}: out of memory")
     axis.set_xscale("log", base=2)
     axis.set(xlabel="batch per rank", ylabel="examples/s (all ranks)", title="Throughput per batch size")
@@ -212,25 +193,27 @@ def _comm_split(plt: Any, summary: Summary, out_dir: str) -> list[str]:
     if not found:
         return []
     entries = [e for e, _ in found]
-    comms = [c for _, c in found]
     labels = [f"{e.label}\n{with_batch(e.model, e.batch_size)}" for e in entries]
-    compute = [1e3 * (value_of(c.compute_s) or 0) for c in comms]
-    exposed = [1e3 * (value_of(c.exposed_comm_s) or 0) for c in comms]
-    fig, axis = plt.subplots(figsize=(max(5, 1.3 * len(entries) + 2), 4.2))
-    positions = range(len(entries))
-    axis.bar(positions, compute, label="compute (step inside no_sync)")
-    axis.bar(positions, exposed, bottom=compute, label="exposed communication")
-    compute_ci = _yerr([value_of(c.compute_s) or 0 for c in comms], [ci_of(c.compute_s) for c in comms], 1e3)
+    # every entry has a bar: an exposed part not measured is none, not a gap
+    compute = [plotted(i, c.compute_s, 1e3) or Plotted(i, 0.0) for i, (_, c) in enumerate(found)]
+    exposed = [plotted(i, c.exposed_comm_s, 1e3) or Plotted(i, 0.0) for i, (_, c) in enumerate(found)]
+    # the step as measured (its p50, with that figure's interval)
+    steps = [plotted(i, e.stats.p50 if e.stats and e.stats.p50 else Estimate(value=c.step_s or 0.0), 1e3)
+             or Plotted(i, 0.0) for i, (e, c) in enumerate(found)]
+    fig, (axis,) = _subplots(plt, 1, figsize=(max(5, 1.3 * len(entries) + 2), 4.2))
+    positions = xs(compute)
+    axis.bar(positions, ys(compute), label="compute (step inside no_sync)")
+    axis.bar(positions, ys(exposed), bottom=ys(compute), label="exposed communication")
+    compute_ci = error_bars(compute)
     if compute_ci is not None:  # the interval of each part measured: the no_sync step, and the step
-        _name_intervals(axis.errorbar(positions, compute, yerr=compute_ci, fmt="none", ecolor="dimgrey",
+        _name_intervals(axis.errorbar(positions, ys(compute), yerr=compute_ci, fmt="none", ecolor="dimgrey",
                                       capsize=4, zorder=3), "ci-compute")
-    steps = [1e3 * (c.step_s or 0) for c in comms]
-    axis.scatter(positions, steps, color="black", marker="_", s=300, zorder=3, label="measured step (p50)")
-    step_ci = _yerr([c.step_s or 0 for c in comms], [ci_of(e.stats.p50) if e.stats else None for e in entries], 1e3)
+    axis.scatter(positions, ys(steps), color="black", marker="_", s=300, zorder=3, label="measured step (p50)")
+    step_ci = error_bars(steps)
     if step_ci is not None:
-        _name_intervals(axis.errorbar(positions, steps, yerr=step_ci, fmt="none", ecolor="black", capsize=4,
+        _name_intervals(axis.errorbar(positions, ys(steps), yerr=step_ci, fmt="none", ecolor="black", capsize=4,
                                       zorder=3, label="95% interval"), "ci-step")
-    axis.set_xticks(list(positions), labels, fontsize=8)
+    axis.set_xticks(positions, labels, fontsize=8)
     axis.set(ylabel="ms per step", title="Compute vs communication")
     return _finish(plt, fig, [axis], out_dir, "comm_split")
 
@@ -239,22 +222,20 @@ def _busbw(plt: Any, summary: Summary, out_dir: str) -> list[str]:
     tables = summary.collectives
     if not tables:
         return []
-    fig, axis = plt.subplots(figsize=(7, 4.4))
+    fig, (axis,) = _subplots(plt, 1, figsize=(7, 4.4))
     for table in tables:
         for inplace in (True, False):
-            rows = [r for r in table.rows if r.inplace is inplace and r.busbw_gbs]
-            if rows:
+            busbw = points_of([(r.bytes, r.busbw_gbs) for r in table.rows if r.inplace is inplace and r.busbw_gbs])
+            if busbw:
                 place = "" if table.op in ("allreduce", "broadcast") else (" in place" if inplace else " out of place")
-                busbw = [value_of(r.busbw_gbs) or 0.0 for r in rows]
-                drawn = axis.errorbar([r.bytes for r in rows], busbw,
-                                      yerr=_yerr(busbw, [ci_of(r.busbw_gbs) for r in rows]), marker=".", capsize=2,
+                drawn = axis.errorbar(xs(busbw), ys(busbw), yerr=error_bars(busbw), marker=".", capsize=2,
                                       label=f"{table.op}{place} N={table.world_size} {table.backend}")
                 _name_intervals(drawn, f"ci-busbw-{len(axis.containers)}")  # ids are unique in an SVG
     for entry in summary.configs:
         buckets = entry.communication.buckets if entry.communication else None
         achieved = buckets.achieved if buckets else None
-        if buckets and achieved and buckets.mean_bucket_bytes:
-            axis.scatter([buckets.mean_bucket_bytes], [achieved.busbw_gbs], marker="*", s=120, zorder=3,
+        if buckets and achieved and buckets.mean_bucket_bytes and achieved.busbw_gbs is not None:
+            axis.scatter([float(buckets.mean_bucket_bytes)], [float(achieved.busbw_gbs)], marker="*", s=120, zorder=3,
                          label=f"DDP buckets: {display_name(entry.model)} N={entry.world_size}")
     axis.set_xscale("log", base=2)
     axis.set(xlabel="message size (bytes)", ylabel="bus bandwidth (GB/s)", title="Collective bus bandwidth")
@@ -277,22 +258,20 @@ def _frontier(plt: Any, summary: Summary, out_dir: str) -> list[str]:
     tables = [t for t in summary.strategies if len(t.frontier) >= 2]
     if not tables:
         return []
-    fig, axis = plt.subplots(figsize=(6.5, 4.2))
+    fig, (axis,) = _subplots(plt, 1, figsize=(6.5, 4.2))
     kinds: set[str | None] = set()
     for table in tables:
         for strategy in dict.fromkeys(p.strategy for p in table.frontier):
-            points = [p for p in table.frontier if p.strategy == strategy and p.memory_bytes and p.ex_sec_total]
-            if not points:
+            found = [p for p in table.frontier if p.strategy == strategy and p.memory_bytes and p.ex_sec_total]
+            if not found:
                 continue
-            kinds.update(p.memory_kind for p in points)
-            memory = [(p.memory_bytes or 0) / 2**20 for p in points]
-            throughput = [value_of(p.ex_sec_total) or 0.0 for p in points]
+            kinds.update(p.memory_kind for p in found)
+            points = points_of([((p.memory_bytes or 0) / 2**20, p.ex_sec_total) for p in found])
             label = strategy + (f" ({display_name(table.model)} N={table.world_size})" if len(tables) > 1 else "")
-            drawn = axis.errorbar(memory, throughput, yerr=_yerr(throughput, [ci_of(p.ex_sec_total) for p in points]),
-                                  marker="o", capsize=3, label=label)
+            drawn = axis.errorbar(xs(points), ys(points), yerr=error_bars(points), marker="o", capsize=3, label=label)
             _name_intervals(drawn, f"ci-frontier-{len(axis.containers)}")
-            for x, y, point in zip(memory, throughput, points):
-                axis.annotate(str(point.batch_size), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+            for point, batch in zip(points, [p.batch_size for p in found]):
+                axis.annotate(str(batch), (point.x, point.y), textcoords="offset points", xytext=(4, 4), fontsize=7)
     for cap in sorted({t.memory_cap_mb for t in tables if t.memory_cap_mb}):
         axis.axvline(cap, linestyle="--", color="grey", label=f"memory cap {cap:g} MiB")
     kind = " (counted)" if kinds == {"counted"} else ""

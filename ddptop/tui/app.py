@@ -17,7 +17,7 @@ import time
 from typing import Any, Iterable
 
 from textual import work
-from textual.app import App, ComposeResult, SystemCommand
+from textual.app import ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.command import CommandPalette
 from textual.content import Content
@@ -40,6 +40,7 @@ from ddptop.tui.panels import (ConfigNotes, ConfigTable, GpuTable, HostLine, Log
 from ddptop.tui.footer import FittingFooter
 from ddptop.tui.lines import LineTable
 from ddptop.tui.screens import HelpScreen, SummaryScreen, TracesScreen
+from ddptop.tui.view_failure import FailureAwareApp, report
 
 # Until the telemetry's first reading is in (the monitor starts with the app), frames come this often, for
 # this long: the first useful frame should not wait a whole frame period for it.
@@ -79,9 +80,9 @@ class SummaryShown(Message):
         self.found = found
 
 
-class AsciiAwareApp(App[int]):
+class AsciiAwareApp(FailureAwareApp):
     """Textual's own chrome (the header's title, the command palettes, borders, the loading indicator) in ASCII
-    under ``--ascii``."""
+    under ``--ascii``; an exception it closes on kept for ``view_failure.report``."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -446,7 +447,8 @@ class DdptopApp(AsciiAwareApp):
 
 
 def run_tui(live: LiveRun, fps: float, mouse: bool = True) -> int:
-    """Run the sweep under the live view; print the tables after it closes. The exit code of the sweep."""
+    """Run the sweep under the live view; print the tables after it closes. The exit code of the sweep, or
+    ``EXIT_VIEW_FAILED`` where the view raised (the sweep's measurements and summary saved all the same)."""
     import sys
 
     if live.monitor is not None:
@@ -462,4 +464,4 @@ def run_tui(live: LiveRun, fps: float, mouse: bool = True) -> int:
             sys.stdout.flush()
     except OSError:  # the terminal went away (SIGHUP): the files are written, nothing to show
         pass
-    return code
+    return report(app.failure, live.session.run_dir, "the live view") if app.failure else code

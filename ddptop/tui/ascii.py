@@ -9,6 +9,7 @@ for the footer's, the help's and the palette's borders.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,8 @@ from textual.content import Content
 from textual.renderables.bar import Bar
 from textual.scrollbar import ScrollBar, ScrollBarRender
 
-from ddptop.report.schema import ci_of, value_of, ProjectionPoint, ScalingRow, Summary
+from ddptop.report import chart_data
+from ddptop.report.schema import Summary
 from ddptop.tui import format as fmt
 
 CSS_PATH = Path(__file__).with_name("ascii.tcss")  # absolute: apps in other modules add it to theirs
@@ -55,21 +57,15 @@ def format_title(title: str, sub_title: str) -> Content:
     return Content(fmt.ascii_of(f"{title} - {sub_title}" if sub_title else title))
 
 
-def _projected(table: Any) -> list[ProjectionPoint]:
-    return table.projection.points if table.projection else []
-
-
 def speedup_lines(summary: Summary, width: int, height: int) -> list[str]:
     """The summary's speedup against N in ASCII: 'o' measured (a letter per table past the first), '|' its
     95% interval, 'x' the projection, '.' perfect scaling; ticks at the world sizes, a legend below."""
     marks = "oabcdefghijk"
-    tables = [t for t in summary.scaling if t.rows]
+    series = chart_data.speedup_series(summary)
     label_width, plot_w, plot_h = 6, max(4, width - 8), max(3, height - 4)
-    sizes = sorted({1, *(r.world_size for t in tables for r in t.rows),
-                    *(p.world_size for t in tables for p in _projected(t))})
-    top = max([float(sizes[-1])] + [v for t in tables for r in t.rows
-                                    for v in [value_of(r.speedup), (ci_of(r.speedup) or [0.0, 0.0])[1]] if v])
-    top *= 1.1
+    sizes = chart_data.world_sizes(series)
+    measured = [dataclasses.replace(s, projected=[]) for s in series]  # the axis as measured: a projection clips
+    top = max(float(sizes[-1]), chart_data.highest(measured)) * 1.1
     grid = [[" "] * plot_w for _ in range(plot_h)]
 
     def col(n: float) -> int:
@@ -82,18 +78,15 @@ def speedup_lines(summary: Summary, width: int, height: int) -> list[str]:
         n = 0.5 + x * sizes[-1] / max(1, plot_w - 1)
         if n <= top:
             grid[row(n)][x] = "."
-    for index, table in enumerate(tables):
-        projected = _projected(table)
-        points: list[ScalingRow | ProjectionPoint] = [*table.rows, *projected]
-        for point in points:  # the 95% interval (the projection's range) first, marks over it
-            low, high = ci_of(point.speedup) or (None, None)
-            if low is not None and high is not None:
-                for y in range(row(high), row(low) + 1):
-                    grid[y][col(point.world_size)] = "|"
-        for projection in projected:
-            grid[row(value_of(projection.speedup) or 0.0)][col(projection.world_size)] = "x"
-        for r in table.rows:
-            grid[row(value_of(r.speedup) or 0.0)][col(r.world_size)] = marks[index % len(marks)]
+    for index, line in enumerate(series):
+        for point in (*line.measured, *line.projected):  # the 95% interval (the projection's range) first, marks over it
+            if point.low is not None and point.high is not None:
+                for y in range(row(point.high), row(point.low) + 1):
+                    grid[y][col(point.x)] = "|"
+        for point in line.projected:
+            grid[row(point.y)][col(point.x)] = "x"
+        for point in line.measured:
+            grid[row(point.y)][col(point.x)] = marks[index % len(marks)]
     lines = ["speedup vs N".center(width).rstrip()]
     for y in range(plot_h):
         label = f"{top * (plot_h - 1 - y) / (plot_h - 1):.2f}" if y in (0, plot_h // 2, plot_h - 1) else ""
@@ -107,6 +100,6 @@ def speedup_lines(summary: Summary, width: int, height: int) -> list[str]:
                 ticks[col(n) + offset] = char
     lines.append(" " * label_width + " +" + "".join(axis).replace(" ", "-"))
     lines.append(" " * (label_width + 2) + "".join(ticks) + "  N")
-    legend = [f"{marks[i % len(marks)]} {t.series_label()}" for i, t in enumerate(tables)]
+    legend = [f"{marks[i % len(marks)]} {line.label}" for i, line in enumerate(series)]
     lines.append(fmt.ascii_of("  ".join(legend + [". perfect", "x projected", "| 95% interval"])))
     return lines

@@ -15,8 +15,8 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Header, Static
 
 from ddptop.control import display_path
-from ddptop.report import sections, trace_tables
-from ddptop.report.schema import ci_of, value_of, ProjectionPoint, ScalingRow, Summary, Trace
+from ddptop.report import chart_data, sections, trace_tables
+from ddptop.report.schema import Summary, Trace
 from ddptop.tui import ascii
 from ddptop.tui import format as fmt
 from ddptop.tui.footer import FittingFooter
@@ -165,40 +165,25 @@ class SummaryScreen(Screen[None]):
     def on_mount(self) -> None:
         if fmt.ASCII or not self.with_chart:
             return  # the ASCII chart draws itself at its size
-        plot = self.query_one("#speedup-chart", _plot())
-        plt = plot.plt
+        plt: chart_data.PlotCanvas = self.query_one("#speedup-chart", _plot()).plt
         plt.title("speedup vs N")
         plt.xlabel("N")
-        measured: set[int] = {1}
-        highest = 1.0
-        for index, table in enumerate(self.summary.scaling):
+        series = chart_data.speedup_series(self.summary)
+        for index, line in enumerate(series):
             color = CHART_COLORS[index % len(CHART_COLORS)]
-            rows = table.rows
-            if not rows:
-                continue
-            xs = [r.world_size for r in rows]
-            measured.update(xs)
-            label = table.series_label()
-            plt.plot(xs, [value_of(r.speedup) or 0.0 for r in rows], marker="dot", color=color, label=label)
-            projected = table.projection.points if table.projection else []
-            points: list[ScalingRow | ProjectionPoint] = [*rows, *projected]
-            for point in points:  # the 95% interval (the projection's range), a bar through the point
-                low, high = ci_of(point.speedup) or (None, None)
-                if low is not None and high is not None:
-                    plt.plot([point.world_size] * 2, [low, high], marker="│", color=color)
-                    highest = max(highest, high)
-            highest = max(highest, *(value_of(r.speedup) or 0.0 for r in rows))
-            if projected:  # a model, not a measurement: its own marker, said in the legend
-                plt.plot([rows[-1].world_size] + [p.world_size for p in projected],
-                         [rows[-1].speedup or 0.0] + [value_of(p.speedup) or 0.0 for p in projected], marker="x", color=color,
-                         label=f"{label} projected")
-                measured.update(p.world_size for p in projected)
-                highest = max(highest, *(value_of(p.speedup) or 0.0 for p in projected))
-        largest = max(measured)
-        plt.plot([1, largest], [1, largest], color="gray", label="perfect")
-        ticks = sorted(measured)
-        plt.xticks(ticks, [str(n) for n in ticks])  # the world sizes run, not a continuous axis
-        plt.ylim(0, max(highest, largest) * 1.1)
+            plt.plot(chart_data.xs(line.measured), chart_data.ys(line.measured), marker="dot", color=color,
+                     label=line.label)
+            for point in (*line.measured, *line.projected):  # the 95% interval (the projection's range), a bar
+                if point.low is not None and point.high is not None:
+                    plt.plot([point.x, point.x], [point.low, point.high], marker="│", color=color)
+            if line.projected:  # a model, not a measurement: its own marker, said in the legend
+                plt.plot(chart_data.xs(line.projected_line), chart_data.ys(line.projected_line), marker="x",
+                         color=color, label=f"{line.label} projected")
+        sizes = chart_data.world_sizes(series)
+        largest = sizes[-1]
+        plt.plot([1.0, float(largest)], [1.0, float(largest)], color="gray", label="perfect")
+        plt.xticks([float(n) for n in sizes], [str(n) for n in sizes])  # the world sizes run, not a continuous axis
+        plt.ylim(0.0, max(chart_data.highest(series), largest) * 1.1)
         plt.xlim(0.5, largest + 0.5)
 
     def _fit_layout(self, width: int) -> None:
