@@ -187,8 +187,8 @@ def test_a_script_plan_runs_the_script_alone_at_each_world_size_and_survives_its
     configs = plan.configs()
     # one configuration per world size: no no-DDP baseline, no variant, the script's batch its own (0 here)
     assert [(c.world_size, c.mode, c.batch_size) for c in configs] == [(1, "ddp", 0), (2, "ddp", 0)]
-    # named as typed, not by the absolute path the ranks run (two checkouts of one script name it alike)
-    assert [c.config_id for c in configs] == ["script:train.py --lr 0.1/n1/gloo", "script:train.py --lr 0.1/n2/gloo"]
+    # named by its file, not by the absolute path the ranks run nor by its arguments (the command's, as typed)
+    assert [c.config_id for c in configs] == ["train.py/n1/gloo", "train.py/n2/gloo"]
     assert plan.models == ("script:train.py --lr 0.1",)
     assert all(len(launch.configs) == 1 for launch in plan.launches())
     # its profiler trace runs over its own steps after the measured ones (3 by default, as a kernel's)

@@ -103,7 +103,7 @@ def test_the_table_s_title_says_the_batch_as_observed_and_a_line_says_there_is_n
     doc = {"configs": entries, "scaling": scaling.scaling_tables(entries, Plan())}
     (table,) = Summary.from_json(doc).scaling
     title = scaling_tables._scaling_title(table)
-    assert title.startswith(f"Scaling: {TRAIN} (gloo), batch as observed: 32 examples per rank per step at every N")
+    assert title.startswith("Scaling: train.py (gloo), batch as observed: 32 examples per rank per step at every N")
     assert "weak scaling, as observed" in title and "no-DDP" not in title
     text = "\n".join(p.text for p in scaling_tables.scaling_block(Summary.from_json(doc)).parts if hasattr(p, "text"))
     assert "A script has no no-DDP baseline: speedup is against the smallest N measured." in text
@@ -374,8 +374,8 @@ def script_run_in(directory, monkeypatch, *args, world_sizes=(1, 2)) -> str:
 
 
 def test_headless_lines_and_tables_name_the_script_as_typed_not_by_its_absolute_path(tmp_path, monkeypatch):
-    """`ddptop run -- train.py --flag 1`: the lines and tables say train.py --flag 1; the absolute path the ranks
-    ran is in the plan, and in the report only where it gives the command that ran."""
+    """`ddptop run -- train.py --flag 1`: the lines and tables name the script by its file, train.py; the
+    command as typed is the report's `command:` line; the absolute path the ranks ran is in the plan alone."""
     from rich.console import Console
 
     from ddptop.headless import HeadlessView
@@ -389,16 +389,15 @@ def test_headless_lines_and_tables_name_the_script_as_typed_not_by_its_absolute_
     assert session.plan.script[0] == str(tmp_path / "train.py")
     session.close()
     lines = console.file.getvalue().splitlines()
-    assert [line.split("]")[0] for line in lines] == ["[script:train.py --flag 1/n1/gloo",
-                                                      "[script:train.py --flag 1/n2/gloo"]
+    assert [line.split("]")[0] for line in lines] == ["[train.py/n1/gloo", "[train.py/n2/gloo"]
     summary, _ = build.load_target(run_dir, rebuild=True)
     report = sections.text_report(summary)
-    assert "Benchmark: train.py --flag 1, the batch as the script drew it" in report
-    assert "Scaling: train.py --flag 1 (gloo), batch as observed" in report
+    assert "Benchmark: train.py, the batch as the script drew it" in report
+    assert "Scaling: train.py (gloo), batch as observed" in report
     assert [line.strip().startswith("command: train.py --flag 1") for line in report.splitlines()
             if "command:" in line or str(tmp_path / "train.py") in line] == [True], report
     (table,) = summary.scaling
-    assert table.series_label() == "train.py --flag 1"  # the plots' legend
+    assert table.series_label() == "train.py"  # the plots' legend
 
 
 # -- a real script ------------------------------------------------------------------------------------------------
@@ -504,4 +503,4 @@ def test_a_script_configuration_not_measured_is_named_under_the_data_wait_table(
     measured, lost = judged(script_entry(1), script_entry(2))
     lost.update(stats=None, status="failed", data_wait=None, step_less_wait=None)
     text = blocks.text(script_tables.script_block(Summary.from_json({"configs": [measured, lost]})))
-    assert f"No row for 1M/2P {TRAIN} (not measured: failed)." in text, text  # a script's batch is its own
+    assert "No row for 1M/2P train.py (not measured: failed)." in text, text  # a script's batch is its own

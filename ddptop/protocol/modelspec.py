@@ -316,11 +316,19 @@ def _hf_name(spec: ModelSpec, short: bool) -> str:
     return HF_PREFIX + spec.target + ("+" if spec.overrides else "") if short else spec.text
 
 
-def _script_name(spec: ModelSpec, _short: bool) -> str:
-    """Its command as typed (``train.py --lr 0.1``, ``-m pkg.train ARGS``): what tells one run of a script from
-    another is its arguments as much as its file. An older plan's module, named alone, with its ``-m``."""
+def script_command(model: str) -> str:
+    """A script's command as typed (``train.py --lr 0.1``, ``-m pkg.train ARGS``): the ``command:`` line of the
+    report and summary.json keep it whole. An older plan's module, named alone, with its ``-m``."""
+    spec = parse_spec(model, cwd="/")
     text = spec.text[len(SCRIPT_PREFIX):].strip()
     return "-m " + text if text == spec.target and not spec.from_file else text
+
+
+def _script_name(spec: ModelSpec, _short: bool) -> str:
+    """Its file (``train.py``), or ``-m pkg.train`` for a module. One run runs one script, so its arguments
+    tell none of its configurations apart: they stay in the ``command:`` line, not in every row and id (a
+    real script's command runs to hundreds of characters)."""
+    return os.path.basename(spec.target) if spec.from_file else "-m " + spec.target
 
 
 KINDS: dict[Kind, ModelKind] = {kind.kind: kind for kind in (

@@ -20,7 +20,7 @@ from ddptop.protocol.layout import (ENVIRONMENT_FILE, RUNNER_FILE, SUMMARY_JSON,
 from ddptop.protocol.marks import LaunchEnd, parse_mark
 from ddptop.protocol.vocab import Status
 from ddptop.protocol.wire import EventFileReader
-from ddptop.report import load_tables, quiet, store
+from ddptop.report import load_tables, outputs, quiet, store
 from ddptop.report.schema import Summary
 from ddptop.report.store import SCHEMA, SCHEMA_VERSION, read_json_object
 from ddptop.run.session import Session
@@ -378,6 +378,7 @@ def build_summary(
         summary = Summary.from_json(doc)
     if os.environ.get(store.CHECK_ENV) == "1":  # every summary made, saved or not (the tests set it)
         store.check_consistency(summary.to_json(), f"the summary of {session.run_dir}")
+        outputs.check(summary, f"the summary of {session.run_dir}")  # and every output it has renders
     return summary
 
 

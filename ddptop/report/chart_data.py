@@ -10,6 +10,7 @@ numbers, so that the type checker refuses anything else on its way in (``tests/t
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -109,7 +110,7 @@ def highest(series: Sequence[SpeedupSeries]) -> float:
 
 
 class PlotCanvas(Protocol):
-    """The calls the summary screen makes of plotext (``PlotextPlot.plt``), numbers typed."""
+    """The calls the summary screen makes of plotext (``PlotextPlot.plt``, a plotext figure), numbers typed."""
 
     def title(self, label: str) -> None: ...
     def xlabel(self, label: str) -> None: ...
@@ -140,3 +141,83 @@ class Axes(Protocol):
     def set_xticks(self, ticks: Sequence[float], labels: Sequence[str] | None = None, **options: Any) -> Any: ...
     def grid(self, **options: Any) -> Any: ...
     def legend(self, **options: Any) -> Any: ...
+
+
+def draw_speedup(plt: PlotCanvas, summary: Summary, colors: Sequence[str]) -> None:
+    """The summary screen's speedup chart on a plotext figure: each table's measured speedups with their 95%
+    intervals as bars, its projection beyond the node (its own marker, in the legend), perfect scaling, and
+    ticks at the world sizes run."""
+    plt.title("speedup vs N")
+    plt.xlabel("N")
+    series = speedup_series(summary)
+    for index, line in enumerate(series):
+        color = colors[index % len(colors)]
+        plt.plot(xs(line.measured), ys(line.measured), marker="dot", color=color, label=line.label)
+        for point in (*line.measured, *line.projected):  # the 95% interval (the projection's range), a bar
+            if point.low is not None and point.high is not None:
+                plt.plot([point.x, point.x], [point.low, point.high], marker="│", color=color)
+        if line.projected:  # a model, not a measurement: its own marker, said in the legend
+            plt.plot(xs(line.projected_line), ys(line.projected_line), marker="x", color=color,
+                     label=f"{line.label} projected")
+    sizes = world_sizes(series)
+    largest = sizes[-1]
+    plt.plot([1.0, float(largest)], [1.0, float(largest)], color="gray", label="perfect")
+    plt.xticks([float(n) for n in sizes], [str(n) for n in sizes])  # the world sizes run, not a continuous axis
+    plt.ylim(0.0, max(highest(series), largest) * 1.1)
+    plt.xlim(0.5, largest + 0.5)
+
+
+def ascii_speedup_lines(summary: Summary, width: int, height: int) -> list[str]:
+    """The speedup chart in characters (``--ascii``): 'o' measured (a letter per table past the first), '|' its
+    95% interval, 'x' the projection, '.' perfect scaling; ticks at the world sizes, a legend below (in the
+    tables' own words: the view transliterates them)."""
+    marks = "oabcdefghijk"
+    series = speedup_series(summary)
+    label_width, plot_w, plot_h = 6, max(4, width - 8), max(3, height - 4)
+    sizes = world_sizes(series)
+    # the axis as measured: a projection above it is drawn at its top
+    top = max(float(sizes[-1]), highest([dataclasses.replace(s, projected=[]) for s in series])) * 1.1
+    grid = [[" "] * plot_w for _ in range(plot_h)]
+
+    def col(n: float) -> int:
+        return min(plot_w - 1, max(0, round((n - 0.5) / (sizes[-1]) * (plot_w - 1))))
+
+    def row(v: float) -> int:
+        return min(plot_h - 1, max(0, plot_h - 1 - round(v / top * (plot_h - 1))))
+
+    for x in range(plot_w):  # perfect scaling: speedup = N
+        n = 0.5 + x * sizes[-1] / max(1, plot_w - 1)
+        if n <= top:
+            grid[row(n)][x] = "."
+    for index, line in enumerate(series):
+        for point in (*line.measured, *line.projected):  # the intervals first, the marks over them
+            if point.low is not None and point.high is not None:
+                for y in range(row(point.high), row(point.low) + 1):
+                    grid[y][col(point.x)] = "|"
+        for point in line.projected:
+            grid[row(point.y)][col(point.x)] = "x"
+        for point in line.measured:
+            grid[row(point.y)][col(point.x)] = marks[index % len(marks)]
+    lines = ["speedup vs N".center(width).rstrip()]
+    for y in range(plot_h):
+        label = f"{top * (plot_h - 1 - y) / (plot_h - 1):.2f}" if y in (0, plot_h // 2, plot_h - 1) else ""
+        lines.append(f"{label:>{label_width}} |" + "".join(grid[y]))
+    axis = [" "] * plot_w
+    ticks = [" "] * plot_w
+    for n in sizes:
+        axis[col(n)] = "+"
+        for offset, char in enumerate(str(n)):
+            if col(n) + offset < plot_w:
+                ticks[col(n) + offset] = char
+    lines.append(" " * label_width + " +" + "".join(axis).replace(" ", "-"))
+    lines.append(" " * (label_width + 2) + "".join(ticks) + "  N")
+    legend = [f"{marks[i % len(marks)]} {line.label}" for i, line in enumerate(series)]
+    lines.append("  ".join(legend + [". perfect", "x projected", "| 95% interval"]))
+    return lines
+
+
+def plotext_figure() -> Any:
+    """A plotext figure of its own (not plotext's module-wide one), as the summary screen's widget holds."""
+    from plotext._figure import _figure_class  # plotext's figure class, as textual-plotext takes it
+
+    return _figure_class()

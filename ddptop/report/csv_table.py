@@ -8,6 +8,7 @@ import io
 from typing import Any
 
 from ddptop.analysis.stats import PERCENTILES
+from ddptop.protocol.modelspec import display_name
 from ddptop.report.load_tables import GPM_LOAD_KEYS, memory_peak, rss_peak
 from ddptop.report.schema import (Estimate, ci_of, value_of, Communication, GpuIdle, ScalingRow, StepFigures, Straggler, Summary, Validity,
                                   WindowLoad)
@@ -52,6 +53,7 @@ def csv_text(summary: Summary) -> str:
     # a user's script's: its wait for data as a share of the step, its batch and scaling as observed
     header += ["data_wait_share", "data_wait_share_low", "data_wait_share_high", "observed_batch_per_rank",
                "observed_scaling"]
+    alone = {table.rows[0].config_id for table in summary.scaling if len(table.rows) == 1}
     scaling_kind = {row.config_id: table.scaling for table in summary.scaling for row in table.rows
                     if table.batch_observed is not None}
     buffer = io.StringIO()
@@ -59,12 +61,15 @@ def csv_text(summary: Summary) -> str:
     writer.writerow(header)
     for entry in summary.configs:
         stats = entry.stats or StepFigures()
-        row: list[Any] = [getattr(entry, f) for f in CSV_SPEC_FIELDS]  # each a Config field
+        # each a Config field; the model as the tables name it (a script by its file: its command is summary.json's)
+        row: list[Any] = [display_name(entry.model) if f == "model" else getattr(entry, f) for f in CSV_SPEC_FIELDS]
         row += [stats.n, stats.mean, stats.std]
         for figures in (stats.sec_iter, stats.ex_sec_replica, stats.ex_sec_total):
             row += [figures.at(f"p{q}") for q in PERCENTILES]
         scale = scaling_by_config.get(entry.config_id) or ScalingRow()
-        row += [scale.speedup, scale.efficiency, scale.relative_cost, scale.relative_su, scale.karp_flatt]
+        # a table's only row has no figure relative to another (its reference values are by definition)
+        row += [None] * 5 if entry.config_id in alone else [
+            scale.speedup, scale.efficiency, scale.relative_cost, scale.relative_su, scale.karp_flatt]
         row.append(scale.cost_per_million)
         comm = entry.communication or Communication()
         row += [comm.compute_s, comm.exposed_comm_s, comm.exposed_comm_fraction, comm.allreduce_bytes_per_rank]

@@ -20,7 +20,7 @@ from ddptop import units
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT, NOT_COMPARABLE, SLOWER
 from ddptop.report.blocks import aligned, markdown_table
 from ddptop.protocol import variants
-from ddptop.protocol.modelspec import SCRIPT_PREFIX, SpecError, is_script, parse_spec, script_spec_text
+from ddptop.protocol.modelspec import SCRIPT_PREFIX, SpecError, display_name, is_script, parse_spec, script_spec_text
 from ddptop.report.schema import ci_of, value_of, Config, PlanRecord, Summary, TuneTable
 
 DIFF_PERCENTILES = ("p50", "p75", "p95")
@@ -52,21 +52,26 @@ def differing_keys(a: dict[str, Any], b: dict[str, Any], ignored: tuple[str, ...
 
 
 def pairing_key(entry: Config, plan: PlanRecord) -> str:
-    """The name a configuration is paired by with the other run's: its id, where a user's script that an older
-    ddptop named by its absolute path (or a module by its name alone) is named as typed, from the plan's command
-    and the folder ddptop started in, as ddptop names it now (``modelspec.script_spec_text``); a kernel's id,
-    and a script already named as typed, as they are."""
+    """The name a configuration is paired by with the other run's: its id, where a user's script's part is its
+    command as typed (``script:train.py ARGS``), so that two checkouts of one script pair and another
+    argument is another configuration. The script's part of an id is its file (this ddptop), its spec as typed
+    or, from an older ddptop, its absolute path (or a module by its name alone), which is named as typed from
+    the plan's command and the folder ddptop started in (``modelspec.script_spec_text``); a kernel's id as it is."""
     model = entry.model
-    if not is_script(model) or not entry.config_id.startswith(model + "/"):
+    if not is_script(model):
         return entry.config_id
+    head = next((h for h in (model, display_name(model)) if entry.config_id.startswith(h + "/")), None)
+    if head is None:
+        return entry.config_id
+    tail = entry.config_id[len(head):]
     command, folder = plan.script_command()
     try:
         spec = parse_spec(model, cwd="/")
     except SpecError:
         return entry.config_id
     if not command or model[len(SCRIPT_PREFIX):] != spec.target:  # named as typed already
-        return entry.config_id
-    return script_spec_text(command, folder or "/") + entry.config_id[len(model):]
+        return model + tail
+    return script_spec_text(command, folder or "/") + tail
 
 
 def _used_units(config: Config) -> dict[str, dict[int, list[float]]]:

@@ -126,15 +126,26 @@ def _tokens(table: ScalingTable) -> bool:
     return any(r.tok_sec_total is not None for r in table.rows)
 
 
+# the figures of a row relative to the table's reference row
+RELATIVE_FIGURES = ("speedup", "efficiency", "relative_cost", "relative_su", "karp_flatt")
+
+
 def _scaling_header(summary: Summary, tokens: bool = False) -> tuple[str, ...]:
     header = SCALING_HEADER[:3] + ((TOKENS_HEADER,) if tokens else ()) + SCALING_HEADER[3:]
     return (header + ((COST_HEADER,) if _priced(summary) else ())
             + (ENERGY_HEADER if _metered(summary) else ()))
 
 
+REFERENCE_ONLY = "reference"  # the speedup cell of a table's only row: nothing was measured to compare with
+
+
 def _scaling_cells(row: ScalingRow, priced: bool = False, metered: bool = False,
-                   tokens: bool = False) -> tuple[str, ...]:
+                   tokens: bool = False, alone: bool = False) -> tuple[str, ...]:
+    """A row's cells; ``alone``: the table's only row, whose speedup, efficiency and costs are the reference's
+    by definition (N_ref, 100%, 1), not measured, so shown as the reference and no figure."""
     def shown(key: str, fmt: Any) -> str:
+        if alone and key in RELATIVE_FIGURES:
+            return REFERENCE_ONLY if key == "speedup" else "-"
         return units.estimate(row.figure(key), fmt)
 
     cells: tuple[str, ...] = (
@@ -152,7 +163,7 @@ def _scaling_cells(row: ScalingRow, priced: bool = False, metered: bool = False,
         shown("karp_flatt", lambda v: units.number(v, 3)),
     )
     cells += (units.number(row.cost_per_million),) if priced else ()
-    return cells + ((units.significant(row.examples_per_joule), units.number(row.relative_energy))
+    return cells + ((units.significant(row.examples_per_joule), "-" if alone else units.number(row.relative_energy))
                     if metered else ())
 
 
@@ -257,7 +268,8 @@ def scaling_block(summary: Summary) -> Block:
     for table in summary.scaling:
         parts += [Caption(_scaling_title(table)),
                   Table(_scaling_header(summary, _tokens(table)),
-                        [_scaling_cells(r, priced, metered, _tokens(table)) for r in table.rows])]
+                        [_scaling_cells(r, priced, metered, _tokens(table), alone=len(table.rows) == 1)
+                         for r in table.rows])]
         if table.not_data_parallel:
             parts.append(Note(f"{table.not_data_parallel[0].upper()}{table.not_data_parallel[1:]}."))
         if table.no_ddp_note:

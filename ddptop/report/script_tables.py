@@ -8,7 +8,7 @@ from __future__ import annotations
 from ddptop import units
 from ddptop.analysis import script_steps, script_sync
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT, change_words
-from ddptop.protocol.modelspec import display_name
+from ddptop.protocol.modelspec import display_name, script_command
 from ddptop.report.blocks import Block, Items, Lines, Note, Part, Table
 from ddptop.report.cells import not_measured, unlisted_note
 from ddptop.report.schema import Config, Estimate, Summary
@@ -147,7 +147,7 @@ def script_block(summary: Summary) -> Block:
     parts: list[Part] = []
     # the script as typed, where ddptop started (its ranks ran the same with the path made absolute)
     _, folder = summary.plan.script_command()
-    commands = sorted({display_name(entry.model) for entry in scripts if entry.command})
+    commands = sorted({script_command(entry.model) for entry in scripts if entry.command})
     if commands:
         parts.append(Lines([f"command: {command}" + (f" (in {folder})" if folder else "") for command in commands]))
     groups: dict[tuple, list[Config]] = {}

@@ -17,7 +17,7 @@ from ddptop.protocol import strategies as strategies_mod
 from ddptop.protocol import variants as variants_mod
 from ddptop.protocol.launchspec import RunConfig
 from ddptop.protocol.vocab import Mode, OnFailure, Scaling
-from ddptop.protocol.modelspec import Kind, kind_of
+from ddptop.protocol.modelspec import Kind, display_name, kind_of
 
 
 @dataclass(frozen=True)
@@ -352,8 +352,8 @@ class Plan:
         spread = f"/{nodes}nodes" if nodes > 1 else ""
         device = device or self.device
         config_id = f"{model}/{mode}/bs{per_rank}/n{world_size}{spread}/{backend}"
-        if self.script:  # its batch is the script's own: no batch in its name
-            config_id = f"{model}/n{world_size}{spread}/{backend}"
+        if self.script:  # its batch is the script's own: no batch in its name; the script by its file alone
+            config_id = f"{display_name(model)}/n{world_size}{spread}/{backend}"
         config_id += f"/{device}" if device != self.device else ""  # the CPU part of a plan on GPUs
         config_id += f"/t{threads}" if threads else ""  # a thread sweep's
         if len(self.bucket_cap_mb) > 1 and mode == Mode.DDP:  # ids stay comparable across runs of one cap

@@ -28,6 +28,7 @@ from textual.widgets import Header, Static, TabbedContent, TabPane
 
 from ddptop.control import LiveControl, RecordedControl, RunControl, ScreenSummary, display_path
 from ddptop.report import sections
+from ddptop.report.schema import Summary
 from ddptop.live.live_run import LiveRun
 from ddptop.run.options import DEFAULT_FPS
 from ddptop.run.signals import handle_stop_signals
@@ -114,7 +115,7 @@ class SummaryApp(AsciiAwareApp):
 
     TITLE = "ddptop: summary"
 
-    def __init__(self, summary: dict[str, Any], paths: dict[str, str] | None) -> None:
+    def __init__(self, summary: Summary, paths: dict[str, str] | None) -> None:
         super().__init__()
         self.summary = summary
         self.paths = paths
@@ -464,4 +465,7 @@ def run_tui(live: LiveRun, fps: float, mouse: bool = True) -> int:
             sys.stdout.flush()
     except OSError:  # the terminal went away (SIGHUP): the files are written, nothing to show
         pass
-    return report(app.failure, live.session.run_dir, "the live view") if app.failure else code
+    if not app.failure:
+        return code
+    saved = "the summary is saved" if live.paths and not live.paths.get("save_error") else "the steps are saved"
+    return report(app.failure, live.session.run_dir, "the live view", saved)

@@ -9,7 +9,6 @@ for the footer's, the help's and the palette's borders.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -58,48 +57,5 @@ def format_title(title: str, sub_title: str) -> Content:
 
 
 def speedup_lines(summary: Summary, width: int, height: int) -> list[str]:
-    """The summary's speedup against N in ASCII: 'o' measured (a letter per table past the first), '|' its
-    95% interval, 'x' the projection, '.' perfect scaling; ticks at the world sizes, a legend below."""
-    marks = "oabcdefghijk"
-    series = chart_data.speedup_series(summary)
-    label_width, plot_w, plot_h = 6, max(4, width - 8), max(3, height - 4)
-    sizes = chart_data.world_sizes(series)
-    measured = [dataclasses.replace(s, projected=[]) for s in series]  # the axis as measured: a projection clips
-    top = max(float(sizes[-1]), chart_data.highest(measured)) * 1.1
-    grid = [[" "] * plot_w for _ in range(plot_h)]
-
-    def col(n: float) -> int:
-        return min(plot_w - 1, max(0, round((n - 0.5) / (sizes[-1]) * (plot_w - 1))))
-
-    def row(v: float) -> int:
-        return min(plot_h - 1, max(0, plot_h - 1 - round(v / top * (plot_h - 1))))
-
-    for x in range(plot_w):  # perfect scaling: speedup = N
-        n = 0.5 + x * sizes[-1] / max(1, plot_w - 1)
-        if n <= top:
-            grid[row(n)][x] = "."
-    for index, line in enumerate(series):
-        for point in (*line.measured, *line.projected):  # the 95% interval (the projection's range) first, marks over it
-            if point.low is not None and point.high is not None:
-                for y in range(row(point.high), row(point.low) + 1):
-                    grid[y][col(point.x)] = "|"
-        for point in line.projected:
-            grid[row(point.y)][col(point.x)] = "x"
-        for point in line.measured:
-            grid[row(point.y)][col(point.x)] = marks[index % len(marks)]
-    lines = ["speedup vs N".center(width).rstrip()]
-    for y in range(plot_h):
-        label = f"{top * (plot_h - 1 - y) / (plot_h - 1):.2f}" if y in (0, plot_h // 2, plot_h - 1) else ""
-        lines.append(f"{label:>{label_width}} |" + "".join(grid[y]))
-    axis = [" "] * plot_w
-    ticks = [" "] * plot_w
-    for n in sizes:
-        axis[col(n)] = "+"
-        for offset, char in enumerate(str(n)):
-            if col(n) + offset < plot_w:
-                ticks[col(n) + offset] = char
-    lines.append(" " * label_width + " +" + "".join(axis).replace(" ", "-"))
-    lines.append(" " * (label_width + 2) + "".join(ticks) + "  N")
-    legend = [f"{marks[i % len(marks)]} {line.label}" for i, line in enumerate(series)]
-    lines.append(fmt.ascii_of("  ".join(legend + [". perfect", "x projected", "| 95% interval"])))
-    return lines
+    """The summary's speedup chart in ASCII (``chart_data.ascii_speedup_lines``), its legend transliterated."""
+    return [fmt.ascii_of(line) for line in chart_data.ascii_speedup_lines(summary, width, height)]

@@ -165,26 +165,7 @@ class SummaryScreen(Screen[None]):
     def on_mount(self) -> None:
         if fmt.ASCII or not self.with_chart:
             return  # the ASCII chart draws itself at its size
-        plt: chart_data.PlotCanvas = self.query_one("#speedup-chart", _plot()).plt
-        plt.title("speedup vs N")
-        plt.xlabel("N")
-        series = chart_data.speedup_series(self.summary)
-        for index, line in enumerate(series):
-            color = CHART_COLORS[index % len(CHART_COLORS)]
-            plt.plot(chart_data.xs(line.measured), chart_data.ys(line.measured), marker="dot", color=color,
-                     label=line.label)
-            for point in (*line.measured, *line.projected):  # the 95% interval (the projection's range), a bar
-                if point.low is not None and point.high is not None:
-                    plt.plot([point.x, point.x], [point.low, point.high], marker="│", color=color)
-            if line.projected:  # a model, not a measurement: its own marker, said in the legend
-                plt.plot(chart_data.xs(line.projected_line), chart_data.ys(line.projected_line), marker="x",
-                         color=color, label=f"{line.label} projected")
-        sizes = chart_data.world_sizes(series)
-        largest = sizes[-1]
-        plt.plot([1.0, float(largest)], [1.0, float(largest)], color="gray", label="perfect")
-        plt.xticks([float(n) for n in sizes], [str(n) for n in sizes])  # the world sizes run, not a continuous axis
-        plt.ylim(0.0, max(chart_data.highest(series), largest) * 1.1)
-        plt.xlim(0.5, largest + 0.5)
+        chart_data.draw_speedup(self.query_one("#speedup-chart", _plot()).plt, self.summary, CHART_COLORS)
 
     def _fit_layout(self, width: int) -> None:
         self.set_class(width < self.CHART_BESIDE, "narrow")

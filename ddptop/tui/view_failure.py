@@ -36,13 +36,14 @@ class FailureAwareApp(App[int]):
         getattr(self, "_exit_renderables", []).clear()
 
 
-def report(failure: str, folder: str | None, what: str) -> int:
+def report(failure: str, folder: str | None, what: str, note: str = "") -> int:
     """The traceback of ``what`` (the live view, the summary screen) into ``folder``'s ui-error.log, one line on
-    stderr that says where; the exit code that says the view failed."""
+    stderr that says where (and ``note``: what was saved all the same); the exit code that says the view
+    failed."""
     path = _write(failure, folder)
     last = failure.strip().splitlines()[-1] if failure.strip() else "an error"
     where = f"its traceback is in {display_path(path)}" if path else "its traceback follows"
-    print(f"ddptop: {what} failed ({last}); what was measured is saved; {where}", file=sys.stderr, flush=True)
+    print(f"ddptop: {what} failed ({last}){'; ' + note if note else ''}; {where}", file=sys.stderr, flush=True)
     if path is None:
         print(failure, file=sys.stderr, flush=True)
     return EXIT_VIEW_FAILED
