@@ -65,6 +65,17 @@ def test_a_figure_handed_to_a_chart_as_a_number_fails_the_check_naming_the_summa
     assert "TypeError" in str(caught.value) and "Traceback" in caught.value.trace
 
 
+def test_a_table_without_speedups_draws_no_line_rather_than_failing_the_chart():
+    """A script whose examples were not counted has step times but no speedup: plotext fails to build a chart
+    with a labelled empty line (the check found it on summaries the suite builds), so no line is drawn."""
+    summary, _ = build.load_target(os.path.join(DATA, "recorded-cpu-run"))
+    for table in summary.scaling:
+        for row in table.rows:
+            row.speedup = row.efficiency = None
+    assert [s.measured for s in chart_data.speedup_series(summary)] == [[] for _ in summary.scaling]
+    outputs.check(summary, "recorded-cpu-run without speedups")
+
+
 def test_a_summary_screen_that_raises_is_a_finding_of_the_check(monkeypatch):
     from ddptop.tui import screens
 

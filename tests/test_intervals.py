@@ -129,11 +129,16 @@ def test_throughput_per_batch_carries_its_interval_in_the_table_and_the_plot(tmp
     first = next(line for line in text.splitlines() if line.split()[:1] == [str(rows[0]["batch_size"])])
     assert f"({rows[0]['ex_sec_total_ci'][0]:.1f}–{rows[0]['ex_sec_total_ci'][1]:.1f})" in first
 
-    below, above = plots._yerr([r["ex_sec_total"] for r in rows], [r["ex_sec_total_ci"] for r in rows])
+    from ddptop.records import Estimate
+    from ddptop.report import chart_data
+
+    points = chart_data.points_of([(r.batch_size, r.ex_sec_total) for r in only.batch_throughput[0].rows])
+    below, above = chart_data.error_bars(points)
     assert math.isnan(below[1]) and math.isnan(above[1])
     nan = float("nan")  # an interval the bootstrap could not fill is no interval either
-    assert plots._yerr([1.0, 2.0], [[nan, nan], None]) is None
-    assert below[0] == rows[0]["ex_sec_total"] - rows[0]["ex_sec_total_ci"][0]
+    assert chart_data.error_bars(chart_data.points_of([(1.0, Estimate(value=1.0, ci=[nan, nan])),
+                                                       (2.0, Estimate(value=2.0))])) is None
+    assert below[0] == pytest.approx(rows[0]["ex_sec_total"] - rows[0]["ex_sec_total_ci"][0])
     plt = plots._pyplot()
     plots._batch_throughput(plt, only, str(tmp_path))
     drawn = (tmp_path / "batch_throughput.svg").read_text(encoding="utf-8")

@@ -269,7 +269,7 @@ def test_a_spec_s_kind_says_whether_its_batch_is_ddptop_s_and_each_spec_is_parse
     assert modelspec.owns_batch("resnet18") and modelspec.owns_batch("gpt-tiny")
     assert not modelspec.owns_batch("script:train.py --lr 0.1")
     assert modelspec.with_batch("resnet18", 16) == "resnet18 bs16"
-    assert modelspec.with_batch("script:train.py --lr 0.1", 0) == "train.py --lr 0.1"
+    assert modelspec.with_batch("script:train.py --lr 0.1", 0) == "train.py"
     assert modelspec.parse_spec("resnet18", cwd="/") is modelspec.parse_spec("resnet18", cwd="/")
     from ddptop.telemetry.inventory import Inventory
 

@@ -176,7 +176,7 @@ def test_the_headless_line_of_a_script_gives_its_examples_per_second(script_run)
     HeadlessView(session, console).render()
     session.close()
     (line,) = console.file.getvalue().splitlines()  # the one ended configuration
-    assert line.startswith("[script:") and "/n1/gloo] ok" in line
+    assert line.startswith("[train.py/n1/gloo] ok"), line
     assert " 640.0 ex/s" in line and "81920 tok/s" in line and "data wait 20%" in line and " 0.0 ex/s" not in line
     assert line.endswith("backend nccl (the script's; launched for gloo)")  # its own group's, the launch's beside
 

@@ -54,8 +54,8 @@ def test_a_script_s_tune_runs_it_as_written_first_then_each_try_in_launches_of_i
     assert all(len(launch.configs) == 1 for launch in launches)  # a script runs once in a launch
     order = [launch.configs[0].variant for launch in launches]
     assert order == [*plan.variants, *reversed(plan.variants)]  # each early once and late once
-    assert {c.config_id for c in plan.configs()} == {"script:train.py/n2/gloo", *(
-        f"script:train.py/n2/gloo/{name}" for name in variants.SCRIPT_TUNE)}
+    assert {c.config_id for c in plan.configs()} == {"train.py/n2/gloo", *(
+        f"train.py/n2/gloo/{name}" for name in variants.SCRIPT_TUNE)}
     assert variants.script_ddp_arguments("bucket_cap_mb_10") == {"bucket_cap_mb": 10}
     assert variants.script_ddp_arguments("static_graph") == {"static_graph": True}
     assert variants.script_ddp_arguments(variants.DEFAULT) == {}

@@ -603,7 +603,7 @@ def test_a_narrow_column_shows_the_part_of_a_spec_that_tells_models_apart():
 def test_a_script_is_named_as_typed_and_run_by_its_absolute_path(tmp_path):
     """Its spec names it as the user typed it, relative to where ddptop started (two checkouts of one script
     name it alike); the command every rank runs holds its absolute path."""
-    from ddptop.protocol.modelspec import Kind, display_name, parse_script, parse_spec
+    from ddptop.protocol.modelspec import Kind, display_name, parse_script, parse_spec, script_command
 
     (tmp_path / "sub").mkdir()
     (tmp_path / "train.py").write_text("")
@@ -611,7 +611,8 @@ def test_a_script_is_named_as_typed_and_run_by_its_absolute_path(tmp_path):
     spec, command = parse_script(["train.py", "--batch", "8"], here)
     assert (spec.text, spec.kind, spec.target) == ("script:train.py --batch 8", Kind.SCRIPT, str(tmp_path / "train.py"))
     assert command == (str(tmp_path / "train.py"), "--batch", "8")
-    assert display_name(spec.text) == "train.py --batch 8" == display_name(spec.text, short=True)
+    assert display_name(spec.text) == "train.py" == display_name(spec.text, short=True)  # by its file
+    assert script_command(spec.text) == "train.py --batch 8"  # the command as typed: the report's command line
     assert parse_spec(spec.text, here) == spec  # read back from a plan: the same spec
     assert parse_script(["./train.py", "--name", "a b"], here)[0].text == "script:train.py --name 'a b'"
     assert parse_script([str(tmp_path / "train.py")], here)[0].text == "script:train.py"  # under it: relative
@@ -620,10 +621,11 @@ def test_a_script_is_named_as_typed_and_run_by_its_absolute_path(tmp_path):
     module, command = parse_script(["-m", "pkg.train", "--epochs", "1"], here)
     assert (module.text, module.target, command) == ("script:-m pkg.train --epochs 1", "pkg.train",
                                                      ("-m", "pkg.train", "--epochs", "1"))
-    assert display_name(module.text) == "-m pkg.train --epochs 1"
+    assert display_name(module.text) == "-m pkg.train" and script_command(module.text) == "-m pkg.train --epochs 1"
     # as an older ddptop recorded a script: its absolute path, a module by its name
-    assert display_name("script:/home/me/train.py") == "/home/me/train.py"
-    assert display_name("script:pkg.train") == "-m pkg.train"
+    assert display_name("script:/home/me/train.py") == "train.py"
+    assert script_command("script:/home/me/train.py") == "/home/me/train.py"
+    assert display_name("script:pkg.train") == "-m pkg.train" == script_command("script:pkg.train")
     assert display_name("resnet50") == "resnet50" and display_name(TINY_GPT2) == TINY_GPT2
 
 

@@ -441,7 +441,7 @@ def with_batch(model: str, batch_size: int, short: bool = False) -> str:
 
 def display_name(model: str, short: bool = False) -> str:
     """A model as a user reads it, wherever a table, a line, a plot or the live view names one: its kind's
-    ``name``. A script by its command as typed (``train.py --lr 0.1``); a built-in by its name; a factory or an
+    ``name``. A script by its file (``train.py``: its command whole is ``script_command``'s); a built-in by its name; a factory or an
     hf spec by its spec, or with ``short`` (a narrow column) by the part that tells models apart first
     (``bench:make_workload``, ``hf:llama+``). A spec that does not parse, as it is."""
     try:

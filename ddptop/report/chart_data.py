@@ -152,6 +152,8 @@ def draw_speedup(plt: PlotCanvas, summary: Summary, colors: Sequence[str]) -> No
     series = speedup_series(summary)
     for index, line in enumerate(series):
         color = colors[index % len(colors)]
+        if not line.measured:  # no speedup to draw (examples not counted): plotext cannot label an empty line
+            continue
         plt.plot(xs(line.measured), ys(line.measured), marker="dot", color=color, label=line.label)
         for point in (*line.measured, *line.projected):  # the 95% interval (the projection's range), a bar
             if point.low is not None and point.high is not None:
