@@ -14,7 +14,10 @@ import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-RECORDED = ("recorded-run", "recorded-cpu-run")
+# every recorded run of tests/data: the 8-GPU and CPU runs, the H100's (default plan, tune, batch sweep to OOM, a
+# second machine), a script's run and its tune
+RECORDED = ("recorded-run", "recorded-cpu-run", "h100/default", "h100/oom", "h100/spread-second-machine", "h100/tune",
+            "script-run", "script-tune")
 GOLDEN = os.path.join(REPO, "tests", "data", "golden")
 
 
@@ -37,7 +40,7 @@ def rendered(name: str) -> dict[str, str]:
 
 
 def golden_path(name: str, file: str) -> str:
-    return os.path.join(GOLDEN, f"{name}.{file}")
+    return os.path.join(GOLDEN, f"{name.replace('/', '-')}.{file}")
 
 
 def main() -> int:
