@@ -115,7 +115,7 @@ def test_examples_not_counted_leave_ex_s_unknown_and_said_never_a_division_by_ze
     assert all(r["ex_sec_total"] is None and r["speedup"] is None and r["efficiency"] is None for r in table["rows"])
     assert table["scaling"] == script_steps.UNKNOWN and table["amdahl"] is None
     assert "Examples per step unknown" in table["recommendation"]
-    rows = stats.scaling_rows([stats.ScalingPoint(1, 0.1, 0, 1, 0), stats.ScalingPoint(2, 0.1, 0, 2, 0)])
+    rows = stats.scaling_rows([stats.ScalingPoint(1, 0.1, 0, 1, 0), stats.ScalingPoint(2, 0.1, 0, 2, 0)]).rows
     assert [r["speedup"] for r in rows] == [None, None]
 
 

@@ -24,7 +24,7 @@ def article_rows(table, seconds=None):
         ScalingPoint(world_size=n, sec_iter=(seconds or {}).get(n, t), global_batch=1, cores=n, gpus=n)
         for n, (t, _s, _su) in table.items()
     ]
-    return {row["world_size"]: row for row in stats.scaling_rows(points)}
+    return {row["world_size"]: row for row in stats.scaling_rows(points).rows}
 
 
 def test_rtx_table_reproduced_to_two_decimals():
@@ -53,20 +53,20 @@ def test_weak_and_strong_speedup_definitions():
     # Weak: 32 per rank; N=4 step takes 1.25x as long -> 4 * t1 / t4 = 3.2.
     weak = stats.scaling_rows(
         [ScalingPoint(1, 0.100, 32, 1, 1), ScalingPoint(4, 0.125, 128, 4, 4)]
-    )
+    ).rows
     assert weak[1]["speedup"] == pytest.approx(4 * 0.100 / 0.125)
     assert weak[1]["efficiency"] == pytest.approx(0.8)
     assert weak[1]["ex_sec_total"] == pytest.approx(128 / 0.125)
     # Strong: global batch 128 everywhere; t1 / t4.
     strong = stats.scaling_rows(
         [ScalingPoint(1, 0.400, 128, 1, 1), ScalingPoint(4, 0.125, 128, 4, 4)]
-    )
+    ).rows
     assert strong[1]["speedup"] == pytest.approx(0.400 / 0.125)
     assert strong[1]["relative_cost"] == pytest.approx(4 / 3.2)
 
 
 def test_reference_is_smallest_world_size_and_ideal_stays_n():
-    rows = stats.scaling_rows([ScalingPoint(4, 0.1, 4 * 8, 4, 4), ScalingPoint(2, 0.1, 2 * 8, 2, 2)])
+    rows = stats.scaling_rows([ScalingPoint(4, 0.1, 4 * 8, 4, 4), ScalingPoint(2, 0.1, 2 * 8, 2, 2)]).rows
     assert [r["world_size"] for r in rows] == [2, 4]
     assert rows[0]["speedup"] == pytest.approx(2.0)  # perfect weak scaling from N=2 reads as S(N) = N
     assert rows[1]["speedup"] == pytest.approx(4.0)
@@ -75,14 +75,14 @@ def test_reference_is_smallest_world_size_and_ideal_stays_n():
 
 def test_relative_su_weights_cores_and_gpus():
     # CPU ranks share the same 2 cores at every N: the charge per example falls with the speedup.
-    rows = stats.scaling_rows([ScalingPoint(1, 0.2, 8, 2, 0), ScalingPoint(2, 0.25, 16, 2, 0)], 1.0, 2.0)
+    rows = stats.scaling_rows([ScalingPoint(1, 0.2, 8, 2, 0), ScalingPoint(2, 0.25, 16, 2, 0)], 1.0, 2.0).rows
     speedup = 2 * 0.2 / 0.25
     assert rows[1]["relative_su"] == pytest.approx(1 / speedup)
     # GPU ranks with 4 cores each: rate (4N + 2N) is proportional to N, so relative SU = N / S.
-    rows = stats.scaling_rows([ScalingPoint(1, 0.2, 8, 4, 1), ScalingPoint(2, 0.25, 16, 8, 2)], 1.0, 2.0)
+    rows = stats.scaling_rows([ScalingPoint(1, 0.2, 8, 4, 1), ScalingPoint(2, 0.25, 16, 8, 2)], 1.0, 2.0).rows
     assert rows[1]["relative_su"] == pytest.approx(2 / speedup)
     # Only GPUs charged: the same.
-    rows = stats.scaling_rows([ScalingPoint(1, 0.2, 8, 4, 1), ScalingPoint(2, 0.25, 16, 4, 2)], 0.0, 1.0)
+    rows = stats.scaling_rows([ScalingPoint(1, 0.2, 8, 4, 1), ScalingPoint(2, 0.25, 16, 4, 2)], 0.0, 1.0).rows
     assert rows[1]["relative_su"] == pytest.approx(2 / speedup)
 
 

@@ -3,7 +3,8 @@
 - Communication volume: a ring allreduce of K bytes sends and receives 2(N-1)/N * K bytes per rank ("Problem 2 -
   Data Parallelism in Pytorch", after Gibiansky's "Bringing HPC Techniques to Deep Learning"), which is
   also nccl-tests' bus bandwidth factor for allreduce (``ddptop.protocol.bandwidth``).
-- Scaling model: Amdahl's serial fraction fitted over all N, and the Karp-Flatt metric at each N.
+- Scaling: a row's throughput, speedup, efficiency, relative cost and SU, each written once for a number and for
+  an array of replicates alike; Amdahl's serial fraction fitted over all N, and the Karp-Flatt metric at each N.
 - Cost: the price of a million examples at a measured throughput; data moved per training epoch.
 
 Whether two runs differ by more than their own noise is ``ddptop.analysis.uncertainty`` (a block bootstrap:
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from ddptop.protocol.bandwidth import busbw_factor
 
@@ -58,7 +60,49 @@ def karp_flatt(speedup: float, world_size: int) -> float | None:
     """The experimentally determined serial fraction e = (1/S - 1/N) / (1 - 1/N); undefined at N=1."""
     if world_size <= 1 or speedup <= 0:
         return None
-    return (1 / speedup - 1 / world_size) / (1 - 1 / world_size)
+    return karp_flatt_of(speedup, world_size)
+
+
+# The scaling table's figures, each written once, for a number or a numpy array of bootstrap replicates alike
+# (``analysis.figures.derive`` applies them to both): N is the row's world size (or thread count), t its step
+# time, B its global batch; "ref" the table's reference row.
+
+
+def throughput(global_batch: Any, sec_iter: Any) -> Any:
+    """Examples per second over all ranks: B / t."""
+    return global_batch / sec_iter
+
+
+def speedup(ref_world_size: int, throughput_n: Any, ref_throughput: Any) -> Any:
+    """Against the reference row, counted as its N ranks: N_ref x (B/t) / (B_ref/t_ref). Weak scaling's N t1/tN
+    and strong scaling's t1/tN alike, as the work per step is in the throughput."""
+    return ref_world_size * throughput_n / ref_throughput
+
+
+def efficiency(speedup_n: Any, world_size: int) -> Any:
+    """S / N."""
+    return speedup_n / world_size
+
+
+def relative_cost(world_size: int, speedup_n: Any) -> Any:
+    """N / S: the device-time one example costs against the reference's (seed 000's relative SU, GPUs alone)."""
+    return world_size / speedup_n
+
+
+def service_units_per_example(cores: float, gpus: int, core_weight: float, gpu_weight: float, sec_iter: Any,
+                              global_batch: int) -> Any:
+    """Service units an example costs: (weight x cores + weight x GPUs) x t / B (the HPC centre's charge)."""
+    return (core_weight * cores + gpu_weight * gpus) * sec_iter / global_batch
+
+
+def ratio(value: Any, reference: Any) -> Any:
+    """A figure over its reference row's (relative SU)."""
+    return value / reference
+
+
+def karp_flatt_of(speedup_n: Any, world_size: int) -> Any:
+    """(1/S - 1/N) / (1 - 1/N), for N > 1."""
+    return (1 / speedup_n - 1 / world_size) / (1 - 1 / world_size)
 
 
 def amdahl_speedup(serial_fraction: float, world_size: float) -> float:

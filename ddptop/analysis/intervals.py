@@ -174,42 +174,22 @@ def _exposed_communication(state: Any, entry: dict[str, Any], step_reps: np.ndar
                                                     nosync_reps, value=comm["exposed_comm_fraction"])
 
 
-def add_scaling_intervals(table: dict[str, Any], plan: Any, by_size: Mapping[int, dict[str, Any]],
-                          baseline: dict[str, Any] | None, replicates: Replicates) -> None:
-    """Intervals of one scaling table's figures, from its configurations' replicates (same formulas as
-    ``stats.scaling_rows``)."""
+def add_scaling_intervals(table: dict[str, Any], by_size: Mapping[int, dict[str, Any]], baseline: dict[str, Any] | None,
+                          replicates: Replicates, speedups: Mapping[int, Any]) -> None:
+    """The intervals of a scaling table's figures beyond its rows' own (``stats.scaling_rows`` gives those
+    with their values): the communication estimated from N=1's step, DDP's cost over no-DDP at the reference,
+    and Amdahl's fit from each size's speedup replicates (``speedups``: world size -> ``figures.Measured``)."""
     rows = table["rows"]
     if not rows or any(by_size[r["world_size"]]["config_id"] not in replicates for r in rows):
         return
     reference = rows[0]
     ref_entry = by_size[reference["world_size"]]
     t_ref = replicates[ref_entry["config_id"]]
-    weight = {"core": plan.su_core_weight, "gpu": plan.su_gpu_weight}
-    on_gpu = table.get("device", plan.device) == "cuda"
-    speedups = {}
     for row in rows:
         entry = by_size[row["world_size"]]
         t = replicates[entry["config_id"]]
-        n, gb, ref_gb = row["world_size"], entry["global_batch"], ref_entry["global_batch"]
         if row["speedup"] is None:  # a batch not counted (a script's): the step time's interval alone
-            row["sec_iter_ci"] = uncertainty.estimate(t, row["sec_iter"]).to_ci()
-            row["ex_sec_total_ci"] = _from(gb / t, row["ex_sec_total"]) if gb else None
             continue
-        speedup = reference["world_size"] * (gb / t) / (ref_gb / t_ref)
-        speedups[n] = speedup
-        row["sec_iter_ci"] = uncertainty.estimate(t, row["sec_iter"]).to_ci()
-        row["ex_sec_total_ci"] = _from(gb / t, row["ex_sec_total"])
-        row["speedup_ci"] = _from(speedup, row["speedup"])
-        row["efficiency_ci"] = _from(speedup / n, row["efficiency"])
-        row["relative_cost_ci"] = _from(n / speedup, row["relative_cost"])
-        if row.get("relative_su") is not None:
-            charge = (weight["core"] * row["cores"] + weight["gpu"] * (n if on_gpu else 0)) * t / gb
-            ref_cores = rows[0]["cores"]
-            ref_charge = (weight["core"] * ref_cores
-                          + weight["gpu"] * (reference["world_size"] if on_gpu else 0)) * t_ref / ref_gb
-            row["relative_su_ci"] = _from(charge / ref_charge, row["relative_su"])
-        if row.get("karp_flatt") is not None:
-            row["karp_flatt_ci"] = _from((1 / speedup - 1 / n) / (1 - 1 / n), row["karp_flatt"])
         single = baseline if baseline is not None else (ref_entry if reference["world_size"] == 1 else None)
         if row.get("comm_estimate_from_t1_s") is not None and single is not None:
             t1 = replicates.get(single["config_id"])
@@ -225,7 +205,8 @@ def add_scaling_intervals(table: dict[str, Any], plan: Any, by_size: Mapping[int
         if t_plain is not None:
             table["ddp_overhead_at_reference_ci"] = _from(t_ref / t_plain - 1, table["ddp_overhead_at_reference"])
     fit = table.get("amdahl")
-    fractions = serial_fraction_intervals(fit, speedups) if len(speedups) == len(rows) else None
+    sized = {n: s.replicates for n, s in speedups.items() if s.replicates is not None}
+    fractions = serial_fraction_intervals(fit, sized) if len(sized) == len(rows) else None
     if fit is not None and fractions is not None:
         fit["max_speedup_ci"] = _from(np.where(fractions > 0, 1 / np.maximum(fractions, 1e-12), np.inf),
                                       fit["max_speedup"]) if fit.get("max_speedup") is not None else None

@@ -18,6 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from ddptop.analysis import communication, formulas, projection, script_steps, stats
+from ddptop.analysis.figures import Measured, put
 from ddptop.protocol import strategies, variants
 from ddptop.protocol.modelspec import owns_batch
 
@@ -94,10 +95,12 @@ def scaling_tables(
                     global_batch=entry["global_batch"],
                     cores=charged_cores(plan, n, entry.get("threads") or 0, device) * n,
                     gpus=n if device == "cuda" else 0,
+                    replicates=(replicates or {}).get(entry["config_id"]),
                 )
             )
             by_size[n] = entry
-        rows = stats.scaling_rows(points, plan.su_core_weight, plan.su_gpu_weight)
+        figures = stats.scaling_rows(points, plan.su_core_weight, plan.su_gpu_weight)
+        rows = figures.rows
         # the no-DDP row measures DDP's own cost at N=1; a strategy's table is against its own smallest N alone
         baseline = baselines.get((model, batch, backend, device, threads)) if strategy == strategies.DDP else None
         reference = rows[0] if rows else None
@@ -106,7 +109,8 @@ def scaling_tables(
             row["config_id"] = entry["config_id"]
             row["label"] = entry["label"]
             row["cores"] = next(p.cores for p in points if p.world_size == row["world_size"])
-            _add_model_figures(row, entry, by_size[rows[0]["world_size"]], baseline, plan)
+            _add_model_figures(row, entry, by_size[rows[0]["world_size"]], baseline, plan,
+                               figures.karp_flatt.get(row["world_size"]))
         unit = "GPUs" if device == "cuda" else "ranks"
         script_facts = _script_facts(rows, by_size) if script_steps.is_script(members[0]) else {}
         if script_facts.get("not_data_parallel"):
@@ -142,7 +146,7 @@ def scaling_tables(
         if replicates:
             from ddptop.analysis import intervals  # numpy: only where a summary is built, never at the view's start
 
-            intervals.add_scaling_intervals(table, plan, by_size, baseline, replicates)
+            intervals.add_scaling_intervals(table, by_size, baseline, replicates, figures.speedups)
         table["recommendation"] = stats.recommendation(rows, unit, plan.efficiency_threshold)
         table["projection"] = projection.project(table, {e["config_id"]: e for e in members}, plan.internode_gbps)
         if table.get("not_data_parallel"):  # its ranks each train alone: nothing here is a scaling measurement
@@ -195,6 +199,7 @@ def _unmodelled(rows: list[dict[str, Any]]) -> None:
     fraction, no gradients synchronised per epoch, no communication estimated from N=1's step)."""
     for row in rows:
         row.update(karp_flatt=None, epoch=None, comm_estimate_from_t1_s=None, bandwidth_from_t1_gbs=None)
+        row.pop("karp_flatt_ci", None)  # its interval came with its value (``stats.scaling_rows``): gone with it
 
 
 def _not_scaling(rows: list[dict[str, Any]], apart: Sequence[int]) -> None:
@@ -228,12 +233,15 @@ def rank_threads(plan: Plan, world_size: int, threads: int = 0) -> int:
 
 
 def _add_model_figures(
-    row: dict[str, Any], entry: dict[str, Any], reference: dict[str, Any], baseline: dict[str, Any] | None, plan: Plan
+    row: dict[str, Any], entry: dict[str, Any], reference: dict[str, Any], baseline: dict[str, Any] | None, plan: Plan,
+    karp_flatt: Measured | None = None,
 ) -> None:
-    """Karp-Flatt, cost per million examples, data moved per epoch and the compute/communication split."""
+    """Karp-Flatt (``stats.scaling_rows``'), cost per million examples, data moved per epoch and the
+    compute/communication split."""
     n = row["world_size"]
-    row["karp_flatt"] = (formulas.karp_flatt(row["speedup"], n)
-                         if row["reference_world_size"] == 1 and row["speedup"] is not None else None)
+    put(row, "karp_flatt", karp_flatt)
+    if karp_flatt is None or karp_flatt.replicates is None:
+        del row["karp_flatt_ci"]  # the flat shape's interval only where there is one to give
     row["cost_per_million"] = (  # one GPU per rank; on the CPU the price is per rank-hour
         formulas.cost_per_million(n, row["ex_sec_total"], plan.price_per_gpu_hour)
         if plan.price_per_gpu_hour is not None and row["ex_sec_total"]

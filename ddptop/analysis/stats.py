@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 PERCENTILES: tuple[int, ...] = (50, 75, 90, 95, 99)
 STRAGGLER_RATIO = 1.05  # a rank whose median step is 5% slower than the ranks' median is marked
@@ -165,43 +166,67 @@ class ScalingPoint:
     global_batch: int
     cores: float  # CPU cores the run occupied, for SU
     gpus: int
+    replicates: Any = None  # the step time's bootstrap replicates (numpy), for every figure's interval
 
 
-def scaling_rows(points: Sequence[ScalingPoint], core_weight: float = 1.0, gpu_weight: float = 2.0) -> list[dict]:
-    """Speedup, efficiency, relative cost and relative SU of each point against the smallest world size.
+@dataclass(frozen=True)
+class ScalingFigures:
+    """A scaling table's rows; each world size's speedup with its replicates (Amdahl's fit takes them) and
+    Karp-Flatt's serial fraction (``figures.Measured``; None at the reference, or from a reference above one)."""
+    rows: list[dict]
+    speedups: dict[int, Any]
+    karp_flatt: dict[int, Any]
+
+def scaling_rows(points: Sequence[ScalingPoint], core_weight: float = 1.0, gpu_weight: float = 2.0) -> ScalingFigures:
+    """Speedup, efficiency, relative cost, relative SU and Karp-Flatt of each point against the smallest world
+    size, each from one computation of its formula (``formulas``) over the point and, where every point has
+    them, its replicates (``figures.derive``): value and 95% interval together.
 
     A point of unknown batch (0: a script whose examples were not counted) has no examples/s, and then no
     figure of the table counts work: speedup and the rest are None (step times alone cannot say how much
     work a step did)."""
+    from ddptop.analysis import formulas
+    from ddptop.analysis.figures import Measured, derive, put
+
     if not points:
-        return []
+        return ScalingFigures([], {}, {})
     ordered = sorted(points, key=lambda p: p.world_size)
+    with_intervals = all(p.replicates is not None for p in ordered)
+    times = {p.world_size: Measured(p.sec_iter, p.replicates if with_intervals else None) for p in ordered}
     ref = ordered[0]
-    if any(p.global_batch <= 0 or p.sec_iter <= 0 for p in ordered):
-        return [{"world_size": p.world_size, "sec_iter": p.sec_iter,
-                 "ex_sec_total": p.global_batch / p.sec_iter if p.global_batch > 0 and p.sec_iter > 0 else None,
-                 "speedup": None, "efficiency": None, "relative_cost": None, "relative_su": None,
-                 "reference_world_size": ref.world_size} for p in ordered]
-    ref_throughput = ref.global_batch / ref.sec_iter
-    ref_charge = (core_weight * ref.cores + gpu_weight * ref.gpus) * ref.sec_iter / ref.global_batch
-    rows = []
+    counted = not any(p.global_batch <= 0 or p.sec_iter <= 0 for p in ordered)
+    rows, speedups, karp_flatt = [], {}, {}
+    if counted:
+        ref_throughput = derive(formulas.throughput, ref.global_batch, times[ref.world_size])
+        ref_charge = derive(formulas.service_units_per_example, ref.cores, ref.gpus, core_weight, gpu_weight,
+                            times[ref.world_size], ref.global_batch)
     for point in ordered:
-        throughput = point.global_batch / point.sec_iter
-        speedup = ref.world_size * throughput / ref_throughput
-        charge = (core_weight * point.cores + gpu_weight * point.gpus) * point.sec_iter / point.global_batch
-        rows.append(
-            {
-                "world_size": point.world_size,
-                "sec_iter": point.sec_iter,
-                "ex_sec_total": throughput,
-                "speedup": speedup,
-                "efficiency": speedup / point.world_size,
-                "relative_cost": point.world_size / speedup,
-                "relative_su": charge / ref_charge if ref_charge > 0 else None,
-                "reference_world_size": ref.world_size,
-            }
-        )
-    return rows
+        n, t = point.world_size, times[point.world_size]
+        row: dict[str, Any] = {"world_size": n}
+        put(row, "sec_iter", t)
+        throughput = derive(formulas.throughput, point.global_batch, t) \
+            if point.global_batch > 0 and point.sec_iter > 0 else None
+        put(row, "ex_sec_total", throughput)
+        if counted and throughput is not None:
+            speedup = derive(formulas.speedup, ref.world_size, throughput, ref_throughput)
+            speedups[n] = speedup
+            charge = derive(formulas.service_units_per_example, point.cores, point.gpus, core_weight, gpu_weight, t,
+                            point.global_batch)
+            put(row, "speedup", speedup)
+            put(row, "efficiency", derive(formulas.efficiency, speedup, n))
+            put(row, "relative_cost", derive(formulas.relative_cost, n, speedup))
+            put(row, "relative_su", derive(formulas.ratio, charge, ref_charge) if ref_charge.value > 0 else None)
+            # Karp-Flatt's serial fraction is one rank's: against a reference of one, beyond it
+            karp_flatt[n] = (derive(formulas.karp_flatt_of, speedup, n)
+                             if ref.world_size == 1 and n > 1 and speedup.value > 0 else None)
+        else:
+            for key in ("speedup", "efficiency", "relative_cost", "relative_su"):
+                put(row, key, None)
+        row["reference_world_size"] = ref.world_size
+        if not with_intervals:  # no interval to give: the rows keep the flat shape's figures alone
+            row = {k: v for k, v in row.items() if not k.endswith("_ci")}
+        rows.append(row)
+    return ScalingFigures(rows, speedups, karp_flatt)
 
 
 EFFICIENCY_THRESHOLD = 0.7

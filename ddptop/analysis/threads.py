@@ -25,6 +25,7 @@ import numpy as np
 
 from ddptop import units
 from ddptop.analysis import formulas, stats, uncertainty
+from ddptop.analysis.figures import put
 from ddptop.analysis.intervals import _from, serial_fraction_intervals
 from ddptop.analysis.scaling import Plan, as_written, charged_cores, rank_threads, table_batch
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
@@ -79,16 +80,23 @@ def thread_tables(entries: Sequence[Mapping[str, Any]], plan: Plan,
         if len({e["threads"] for e in members}) < 2:
             continue
         members = sorted(members, key=lambda e: e["threads"])
+        with_intervals = bool(replicates) and all(e["config_id"] in (replicates or {}) for e in members)
         points = [stats.ScalingPoint(world_size=e["threads"], sec_iter=_p50(e), global_batch=e["global_batch"],
-                                     cores=e["threads"] * world_size, gpus=0) for e in members]
-        rows = stats.scaling_rows(points, plan.su_core_weight, plan.su_gpu_weight)
-        reference = rows[0]
-        for row, entry in zip(rows, members):
+                                     cores=e["threads"] * world_size, gpus=0,
+                                     replicates=(replicates or {}).get(e["config_id"]) if with_intervals else None)
+                  for e in members]
+        figures = stats.scaling_rows(points, plan.su_core_weight, plan.su_gpu_weight)
+        rows = figures.rows
+        for row in rows:  # the thread count where the scaling rows have the world size
             row["threads"] = row.pop("world_size")
             row.pop("reference_world_size", None)
+        reference = rows[0]
+        for row, entry in zip(rows, members):
             row["config_id"], row["label"], row["cores"] = entry["config_id"], entry["label"], entry["threads"] * world_size
-            row["karp_flatt"] = (formulas.karp_flatt(row["speedup"], row["threads"])
-                                 if reference["threads"] == 1 and row["threads"] > 1 else None)
+            karp_flatt = figures.karp_flatt.get(row["threads"])
+            put(row, "karp_flatt", karp_flatt)
+            if karp_flatt is None or karp_flatt.replicates is None:
+                del row["karp_flatt_ci"]
         fit = formulas.amdahl_fit([(r["threads"], r["speedup"]) for r in rows]) if reference["threads"] == 1 else None
         table: dict[str, Any] = {
             "model": model, "batch_size": batch, "batch_meaning": "per rank" if plan.scaling == "weak" else "global",
@@ -96,33 +104,13 @@ def thread_tables(entries: Sequence[Mapping[str, Any]], plan: Plan,
             "reference_threads": reference["threads"], "rows": rows, "amdahl": fit,
             "efficiency_threshold": plan.efficiency_threshold,
         }
-        if replicates and all(e["config_id"] in replicates for e in members):
-            _thread_intervals(table, members, replicates)
+        if with_intervals:  # Amdahl's fit from each thread count's speedup replicates
+            serial_fraction_intervals(table["amdahl"], {t: s.replicates for t, s in figures.speedups.items()})
         # the recommendation reads the rows as a scaling table's: threads in place of world sizes
         as_sizes = [{**r, "world_size": r["threads"]} for r in rows]
         table["recommendation"] = stats.recommendation(as_sizes, "threads", plan.efficiency_threshold, symbol="t")
         tables.append(table)
     return tables
-
-
-def _thread_intervals(table: dict[str, Any], members: Sequence[Mapping[str, Any]], replicates: Replicates) -> None:
-    rows, t0 = table["rows"], table["reference_threads"]
-    reference = _throughput_reps(members[0], replicates)
-    assert reference is not None  # every member has replicates: checked by the caller
-    speedups = {}
-    for row, entry in zip(rows, members):
-        throughput = _throughput_reps(entry, replicates)
-        assert throughput is not None
-        speedup = t0 * throughput / reference
-        speedups[row["threads"]] = speedup
-        row["sec_iter_ci"] = uncertainty.estimate(replicates[entry["config_id"]], row["sec_iter"]).to_ci()
-        row["ex_sec_total_ci"] = _from(throughput, row["ex_sec_total"])
-        row["speedup_ci"] = _from(speedup, row["speedup"])
-        row["efficiency_ci"] = _from(speedup / row["threads"], row["efficiency"])
-        if row.get("karp_flatt") is not None:
-            t = row["threads"]
-            row["karp_flatt_ci"] = _from((1 / speedup - 1 / t) / (1 - 1 / t), row["karp_flatt"])
-    serial_fraction_intervals(table.get("amdahl"), speedups)
 
 
 # -- the best split of the cores -----------------------------------------------------------------------------

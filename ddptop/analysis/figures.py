@@ -1,0 +1,63 @@
+"""A figure and its interval from one computation: ``derive`` applies a formula to the points and to their
+bootstrap replicates together, so that a figure's value and its 95% interval cannot be written apart.
+
+A ``Measured`` is a point and its replicates (replicate i of every input comes from the same resample of the
+steps, so a formula of several inputs applied replicate by replicate keeps their dependence). A figure made of
+measured ones is ``derive(formula, *inputs)``: the formula once over the points, once over the replicates, a
+new ``Measured`` that later figures derive from in turn (speedup from the step times, efficiency from the
+speedup). Its interval is the replicates' percentile interval, widened to hold its value
+(``uncertainty.estimate``); ``Measured.estimate`` makes the summary's record of it (``records.Estimate``).
+The formulas themselves are ``formulas``'s, written once for numbers and numpy arrays alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ddptop.analysis import uncertainty
+from ddptop.records import BOOTSTRAP, Estimate
+
+
+@dataclass(frozen=True)
+class Measured:
+    """A figure's point and its replicates (None: too few steps to resample, or an input without them)."""
+    value: float
+    replicates: np.ndarray | None = None
+
+    def interval(self) -> list[float] | None:
+        """The 95% percentile interval of the replicates, widened to hold the value; None without replicates,
+        [nan, nan] where none of them is finite (the summary's record drops it: ``records.Estimate``)."""
+        if self.replicates is None:
+            return None
+        return uncertainty.estimate(np.asarray(self.replicates, dtype=float), self.value).to_ci()
+
+    def estimate(self, method: str = BOOTSTRAP) -> Estimate:
+        """The summary's record of it: the value, its interval and how both were obtained."""
+        interval = self.interval()
+        found = Estimate(value=self.value, ci=interval)
+        found.method = method if found.ci else None
+        return found
+
+
+def derive(formula: Callable[..., Any], *inputs: Measured | float) -> Measured:
+    """``formula`` applied to the inputs' points and, where every measured input has replicates, to them
+    together: one computation for the figure and its interval. Plain numbers are constants of the formula."""
+    value = formula(*(i.value if isinstance(i, Measured) else i for i in inputs))
+    measured = [i for i in inputs if isinstance(i, Measured)]
+    if not measured or any(i.replicates is None for i in measured):
+        return Measured(value, None)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        replicates = formula(*(np.asarray(i.replicates, dtype=float) if isinstance(i, Measured) else i
+                               for i in inputs))
+    return Measured(value, np.asarray(replicates, dtype=float))
+
+
+def put(row: dict[str, Any], key: str, figure: Measured | None) -> None:
+    """A figure into an analysis row as the summary's flat shape holds it: its value under ``key`` and its
+    interval beside it under ``key_ci`` (read into one ``Estimate`` with the summary); None for neither."""
+    row[key] = None if figure is None else figure.value
+    row[f"{key}_ci"] = None if figure is None else figure.interval()
