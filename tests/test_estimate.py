@@ -8,7 +8,6 @@ method, so a spread clamped at 0 lies inside its own interval.
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import os

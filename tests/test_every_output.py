@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 
@@ -18,7 +17,7 @@ from ddptop.report import build, chart_data, outputs, sections
 from ddptop.tui import summary_check
 
 from .conftest import REPO, ddptop_process, wait_path
-from .test_tui import Tmux, in_repo, needs_tmux  # noqa: F401 - in_repo is a fixture
+from .test_tui import Tmux, in_repo, needs_tmux  # noqa: F401,F811 - in_repo is a fixture
 
 DATA = os.path.join(REPO, "tests", "data")
 SHIM = os.path.join(REPO, "tests", "fault_shim")

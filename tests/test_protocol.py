@@ -277,7 +277,7 @@ def test_a_spec_s_kind_says_whether_its_batch_is_ddptop_s_and_each_spec_is_parse
     (tmp_path / "train.py").write_text("print('training')\n")
     monkeypatch.chdir(tmp_path)
     scripts = build_plan(PlanOptions(world_sizes=[1, 2], script=["train.py"]), no_gpu, cpu_count=2).configs()
-    assert scripts and all(c.is_script and c.batch_size == 0 for c in scripts)
+    assert scripts and all(not c.kind.own_batch and c.batch_size == 0 for c in scripts)
     kernels = build_plan(PlanOptions(world_sizes=[1, 2], models=["resnet18"], batch_sizes=[4]), no_gpu,
                          cpu_count=2).configs()
-    assert kernels and all(not c.is_script and c.batch_size == 4 for c in kernels)
+    assert kernels and all(c.kind.own_batch and c.batch_size == 4 for c in kernels)

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import ast
 import subprocess
-import textwrap
 
 import pytest
 
@@ -356,11 +355,12 @@ def test_a_tune_that_measured_no_try_says_why_in_its_answer():
 def test_only_a_try_the_script_or_torch_refused_reads_not_applicable():
     """A try stopped by Ctrl-C, or never run after it, is said as such: 'not applicable' is a refusal alone."""
     from ddptop.report.schema import TuneRow
+    from ddptop.protocol.modelspec import KINDS, Kind
     from ddptop.report.tuning_tables import TUNE_HEADER, _tune_cells
 
     def verdict(status):
         return _tune_cells(TuneRow.from_json({"variant": "static_graph", "what": "static_graph=True",
-                                              "status": status}), script=True)[TUNE_HEADER.index("verdict")]
+                                              "status": status}), KINDS[Kind.SCRIPT])[TUNE_HEADER.index("verdict")]
 
     assert verdict("failed") == "not applicable (below)" and verdict("oom") == "not applicable (below)"
     assert verdict("stopped") == "stopped (below)" and verdict("not_run") == "not_run (below)"

@@ -20,7 +20,7 @@ from typing import Any, Protocol
 from ddptop.analysis import communication, formulas, projection, script_steps, stats
 from ddptop.analysis.figures import Measured, put
 from ddptop.protocol import strategies, variants
-from ddptop.protocol.modelspec import owns_batch
+from ddptop.protocol.modelspec import model_kind, owns_batch
 
 
 class Plan(Protocol):
@@ -112,7 +112,8 @@ def scaling_tables(
             _add_model_figures(row, entry, by_size[rows[0]["world_size"]], baseline, plan,
                                figures.karp_flatt.get(row["world_size"]))
         unit = "GPUs" if device == "cuda" else "ranks"
-        script_facts = _script_facts(rows, by_size) if script_steps.is_script(members[0]) else {}
+        # a model that draws its own batch: the batch as observed, and whether its ranks trained one model
+        script_facts = _script_facts(rows, by_size) if not model_kind(model).own_batch else {}
         if script_facts.get("not_data_parallel"):
             _unmodelled(rows)
         # Amdahl's law is a speedup over one rank: fitted only where N=1 was measured (from a larger base
@@ -268,7 +269,7 @@ def _add_model_figures(
     # The estimate from t1 takes the single-device time as the compute of every N ("Problem 2 - Data
     # Parallelism in Pytorch" uses one GPU without DDP); the plain model's time when we have it.
     single = baseline if baseline is not None else (reference if reference["world_size"] == 1 else None)
-    if script_steps.is_script(entry):  # its step holds the data wait too: step_less_wait compares it instead
+    if model_kind(entry.get("model") or "").data_wait:  # its step holds the data wait too: step_less_wait compares it instead
         single = None
     row["comm_estimate_from_t1_s"] = (
         formulas.comm_estimate_from_t1(

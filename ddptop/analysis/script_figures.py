@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ddptop.analysis import intervals, launches, script_steps, script_sync, stats, stragglers, uncertainty
+from ddptop.protocol.modelspec import model_kind
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 
 WAIT_STRAGGLER_SHARE = stats.STRAGGLER_RATIO - 1  # a rank's data wait this much of the step above the others'
@@ -127,7 +128,7 @@ def step_less_wait(entries: Sequence[dict[str, Any]], resamples: int = uncertain
                    ) -> dict[str, dict[str, Any]]:
     """config id -> the median step less its data wait with its interval, and its ratio to the smallest N of
     the same script, backend and device with the change's verdict; the script entries with steps only."""
-    measured = [e for e in entries if script_steps.is_script(e) and e.get("stats") and e.get("samples")]
+    measured = [e for e in entries if model_kind(e["model"]).data_wait and e.get("stats") and e.get("samples")]
     if not measured:
         return {}
     fits = {e["config_id"]: launches.config_launches(e["config_id"], _busy_units(e), resamples, salt="busy/")
@@ -184,7 +185,7 @@ def add_script_figures(entries: Sequence[dict[str, Any]], resamples: int = uncer
     no_sync steps nor comm hook to name it otherwise)."""
     less = step_less_wait(entries, resamples)
     for entry in entries:
-        if not script_steps.is_script(entry) or not entry.get("stats"):
+        if not model_kind(entry["model"]).data_wait or not entry.get("stats"):
             continue
         entry["data_wait"] = data_wait(entry, resamples)
         entry["step_less_wait"] = less.get(entry["config_id"])
@@ -193,7 +194,7 @@ def add_script_figures(entries: Sequence[dict[str, Any]], resamples: int = uncer
             entry["straggler"] = {**(entry.get("straggler") or {}), "rank": found["rank"], "evidence": "data wait"}
     references: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for entry in entries:
-        if script_steps.is_script(entry) and entry.get("stats"):
+        if model_kind(entry["model"]).data_wait and entry.get("stats"):
             references.setdefault(_script_group(entry), []).append(entry)
     for members in references.values():
         reference = min(members, key=lambda e: e["world_size"])

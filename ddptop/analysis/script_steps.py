@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddptop.analysis import script_sync
-from ddptop.protocol import modelspec
 
 
 def known(values: Sequence[Any] | None) -> list[float]:
@@ -77,11 +76,6 @@ def data_wait_share(samples: Mapping[Any, Sequence[float]], step_values: Mapping
 # -- what the report says of a script ----------------------------------------------------------------------
 
 WEAK, STRONG, CHANGED, UNKNOWN, SINGLE = "weak", "strong", "changed", "unknown", "single"
-
-
-def is_script(entry: Mapping[str, Any]) -> bool:
-    """A summary entry of a user's training script (``ddptop run -- train.py``)."""
-    return modelspec.is_script(str(entry.get("model") or ""))
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any
 from ddptop import units
 from ddptop.analysis import script_steps, script_sync, traces
 from ddptop.analysis.script_steps import INPUT_BOUND_SHARE
+from ddptop.protocol.modelspec import model_kind
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT, EQUIVALENT, FASTER, SLOWER, change_words, classify_change
 from ddptop.protocol.precision import t_quantile
 
@@ -208,7 +209,7 @@ def _traced_comm_words(trace: traces.ConfigTrace | None) -> str | None:
 
 def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """``{"kind": ..., "text": one line}`` for one configuration's summary entry."""
-    if script_steps.is_script(entry):
+    if model_kind(str(entry.get("model") or "")).verdict_of_script:
         return script_verdict(entry)
     if entry.get("stats") is None:
         return {"kind": UNKNOWN, "text": "no verdict: no measured steps"}

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ddptop import units
-from ddptop.analysis import formulas, stats, uncertainty
+from ddptop.analysis import formulas, stats
 from ddptop.analysis.figures import put
 from ddptop.analysis.intervals import _from, serial_fraction_intervals
 from ddptop.analysis.scaling import Plan, as_written, charged_cores, rank_threads, table_batch

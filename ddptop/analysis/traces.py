@@ -17,7 +17,7 @@ from __future__ import annotations
 import functools
 import os
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 

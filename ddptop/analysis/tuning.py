@@ -15,16 +15,17 @@ from typing import Any
 
 import numpy as np
 
-from ddptop.analysis import launches, script_patch, script_steps, script_sync, script_tries, uncertainty
+from ddptop.analysis import launches, script_patch, script_sync, script_tries, uncertainty
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 from ddptop.protocol import variants as catalog
+from ddptop.protocol.modelspec import PATCH, model_kind
 from ddptop.protocol.vocab import Mode
 
 
 def _group_key(entry: Mapping[str, Any]) -> tuple:
     """A table's: model, batch, world size, backend; a script's batch is what it drew (none where a try failed
     before its first step), the same script's tries one table whatever they drew."""
-    batch = 0 if script_steps.is_script(entry) else entry["batch_size"]
+    batch = entry["batch_size"] if model_kind(entry["model"]).own_batch else 0
     return entry["model"], batch, entry["world_size"], entry["backend"]
 
 
@@ -114,7 +115,7 @@ def _paste(entry: Mapping[str, Any], chosen: catalog.Variant, keywords: Mapping[
     """The lines to paste for a kernel's variant; for a script's try, its change at the lines that made its calls
     and the patch of what can be patched (``script_patch.try_change``, against the script's files as they are
     now), the lines of the patch's own beside them."""
-    if not script_steps.is_script(entry):
+    if model_kind(entry["model"]).answer != PATCH:
         return {"paste": catalog.paste_lines(chosen, keywords or {}) if keywords or chosen.strategy else None}
     if catalog.as_written(chosen.name):
         return {}
@@ -167,7 +168,8 @@ def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str,
         default, again = named.get(catalog.DEFAULT), named.get(catalog.AGAIN)
         singles = [e for name, e in named.items() if not catalog.as_written(name)
                    and catalog.JOIN not in name]
-        if default is None or not (singles or (not_tried and script_steps.is_script(default))):
+        # no try measured: a table all the same where the answer is the user's script's, to say why
+        if default is None or not (singles or (not_tried and model_kind(default["model"]).answer == PATCH)):
             continue
         base = row(default)
         seen = default.get("script")  # a script's loader a library made again from its own: the script's line

@@ -32,7 +32,7 @@ def live_entry(state: ConfigState) -> dict[str, Any]:
             "params": state.info.get("params"),
         }
     )
-    if state.spec.is_script:
+    if not state.spec.kind.own_batch:
         # a user's script chose its batch (0 in its spec): the one it drew, as the summary takes it; not in the
         # tables until a step's examples were counted
         batch = state.observed_batch()

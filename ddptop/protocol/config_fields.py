@@ -18,9 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ddptop.protocol.vocab import Mode
+
+if TYPE_CHECKING:
+    from ddptop.protocol.modelspec import ModelKind
 
 
 # keyword-only: a field added later may have a default (records written before it lack it) without the fields
@@ -37,11 +40,11 @@ class ConfigFields:
     # the model spec's module is imported where asked: a rank reads these fields inside the user's own
     # process, which loads nothing it does not use (bench_kernels.script_probe)
     @property
-    def is_script(self) -> bool:
-        """A user's training script (``ddptop run -- train.py``), not one of ddptop's kernels."""
-        from ddptop.protocol.modelspec import is_script
+    def kind(self) -> "ModelKind":
+        """Its model's kind (``modelspec.ModelKind``): what it answers for itself (whose batch, a data wait, ...)."""
+        from ddptop.protocol.modelspec import model_kind
 
-        return is_script(self.model)
+        return model_kind(self.model)
 
 
 def config_fields(config: ConfigFields) -> dict[str, Any]:

@@ -203,9 +203,14 @@ class BuildInputs:
     hf_config: dict[str, Any] | None = None
 
 
+PASTE, PATCH = "paste", "patch"  # a tune's answer: lines to paste, or a change at the user's own line
+
+
 @dataclass(frozen=True)
 class ModelKind:
-    """A kind, registered once (``KINDS``)."""
+    """A kind, registered once (``KINDS``): how to build and name it, and what it answers for itself (whose
+    batch, whether its step holds a data wait, how its communication is measured, the words of "as
+    written", the form of a tune's answer, its verdict, the program torchrun starts)."""
 
     kind: Kind
     what: str
@@ -221,6 +226,24 @@ class ModelKind:
     # its batch is ddptop's (--batch-sizes, in its name and its examples/s); False: the model draws its own
     # (a script: the configuration's batch_size is 0, what it drew counted by the probe)
     own_batch: bool = True
+    # What a caller would otherwise ask "is it a script?" for, each answered by the kind:
+    # its step holds the wait for the next batch, timed apart (the probe's): a step less that wait compares runs
+    data_wait: bool = False
+    # its exposed communication comes from DDP's own timers, as its steps cannot be run again under no_sync()
+    comm_from_ddp_timers: bool = False
+    # who is "as written" in a tune's words: DDP (ddptop's kernel, a user's model) or the user's script
+    written: str = "DDP"
+    yours: str = "DDP"  # the same, said to the user: "keep your script as written"
+    # a tune's answer: lines to paste into the user's code (PASTE), or the change at the user's own line (PATCH)
+    answer: str = PASTE
+    # its verdict reads what the probe saw of a user's training (ranks alone, input-bound, syncing every
+    # micro-batch...) rather than the kernel's compute against communication
+    verdict_of_script: bool = False
+
+    @property
+    def as_written(self) -> str:
+        """"DDP as written" or "the script as written": the reference every try is measured against."""
+        return f"{self.written} as written"
 
 
 def _classifier_problem(spec: ModelSpec, image_size: int) -> str | None:
@@ -345,12 +368,22 @@ KINDS: dict[Kind, ModelKind] = {kind.kind: kind for kind in (
               name=_hf_name),
     ModelKind(Kind.SCRIPT, "the user's training script, run as it is", "", checked=False, token_input=False,
               image_input=False, problem=_script_problem, facts=lambda spec, _n: None, name=_script_name,
-              program="bench_kernels.script_probe", own_batch=False),
+              program="bench_kernels.script_probe", own_batch=False, data_wait=True, comm_from_ddp_timers=True,
+              written="the script", yours="your script", answer=PATCH, verdict_of_script=True),
 )}
 
 
 def registered(text: str) -> ModelKind:
     return KINDS[kind_of(text)]
+
+
+def model_kind(model: str) -> ModelKind:
+    """The registered kind of a configuration's model, as recorded (a spec that no longer parses: a script by
+    its prefix, else a classifier's): what a caller asks of a configuration's kind, it asks here."""
+    try:
+        return KINDS[parse_spec(model, cwd="/").kind]
+    except SpecError:
+        return KINDS[Kind.SCRIPT if model.startswith(SCRIPT_PREFIX) else Kind.CLASSIFIER]
 
 
 def seq_len_of(spec: ModelSpec, given: int | None) -> int | None:
@@ -425,11 +458,8 @@ def spec_label(model: str) -> str:
 
 def owns_batch(model: str) -> bool:
     """Whether a configuration's batch is ddptop's to choose and name (its kind's ``own_batch``): not a
-    script's, which draws its own; a recorded spec that does not parse, by its prefix."""
-    try:
-        return KINDS[parse_spec(model, cwd="/").kind].own_batch
-    except SpecError:
-        return not is_script(model)
+    script's, which draws its own."""
+    return model_kind(model).own_batch
 
 
 def with_batch(model: str, batch_size: int, short: bool = False) -> str:

@@ -20,6 +20,7 @@ from ddptop.protocol.layout import (ENVIRONMENT_FILE, RUNNER_FILE, SUMMARY_JSON,
 from ddptop.protocol.marks import LaunchEnd, parse_mark
 from ddptop.protocol.vocab import Status
 from ddptop.protocol.wire import EventFileReader
+from ddptop.protocol.modelspec import model_kind
 from ddptop.report import load_tables, outputs, quiet, store
 from ddptop.report.schema import Summary
 from ddptop.report.store import SCHEMA, SCHEMA_VERSION, read_json_object
@@ -139,7 +140,7 @@ def _observed_rates(entry: dict[str, Any]) -> None:
     """A script's examples/s at every percentile from the batch it drew (its spec has none); unknown (None)
     where its examples were not counted, never 0 ex/s."""
     stats = entry.get("stats")
-    if not stats or not script_steps.is_script(entry):
+    if not stats or model_kind(entry["model"]).own_batch:
         return
     for key, examples in (("ex_sec_replica", entry["batch_size"]), ("ex_sec_total", entry["global_batch"])):
         stats[key] = {p: (examples / sec if entry["global_batch"] and sec > 0 else None)

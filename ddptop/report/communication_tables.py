@@ -69,7 +69,7 @@ def _script_row(entry: Config, estimate: ScalingRow | None) -> tuple[str, ...] |
     be run again), its exposed communication from DDP's own timers (median over ranks and launches, their range
     in brackets), no comm hook of ddptop's (the script's own would be replaced), no bandwidth."""
     sync, main = entry.grad_sync, _main_ddp(entry)
-    if not entry.is_script or sync is None or sync.exposed_comm_s is None or sync.synchronises is False or not main:
+    if not entry.kind.comm_from_ddp_timers or sync is None or sync.exposed_comm_s is None or sync.synchronises is False or not main:
         return None
     logging = main.ddp_logging or DdpLogging()
     exposed = units.milliseconds(sync.exposed_comm_s)
@@ -110,7 +110,7 @@ def _without_split(entry: Config) -> str:
     unmeasured = not_measured(entry)
     if unmeasured:
         return unmeasured
-    if entry.is_script:
+    if entry.kind.comm_from_ddp_timers:
         sync = entry.grad_sync
         if sync is not None and sync.synchronises is False:
             return "no gradient synchronised"

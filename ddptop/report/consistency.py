@@ -38,12 +38,11 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ddptop.analysis import step_bound
-from ddptop.analysis.script_steps import is_script
 from ddptop.protocol.modelspec import with_batch
 from ddptop.records import AS_RECORDED, DROPPED
 from ddptop.report.consistency_figures import (COVERAGE, INTERVALS, NOTHING_TO_JUDGE, TOTALS, VERDICTS, Violation,
-                                               at_most, interval_of, is_estimate, is_number, near, no_interval,
-                                               number_of, object_of, path_join, records_of, string_of)
+                                               at_most, interval_of, is_estimate, is_number, kind_of_entry, near,
+                                               no_interval, number_of, object_of, path_join, records_of, string_of)
 from ddptop.report.consistency_verdicts import verdicts
 
 __all__ = ["check", "Violation", "InconsistentSummary", "INTERVALS", "VERDICTS", "NOTHING_TO_JUDGE", "TOTALS",
@@ -184,13 +183,13 @@ def _nothing_to_judge(summary: Mapping[str, Any], found: list[Violation]) -> Non
 def _totals(summary: Mapping[str, Any], found: list[Violation]) -> None:
     for i, entry in enumerate(records_of(summary.get("configs"))):
         path = f"configs[{i}]"
-        script = is_script(entry)
+        own_batch = kind_of_entry(entry).own_batch  # else a batch per rank of its median rank, as drawn
         n, batch, global_batch = (number_of(entry.get(k)) for k in ("world_size", "batch_size", "global_batch"))
-        if not script and n and batch and global_batch and not near(global_batch, batch * n):
+        if own_batch and n and batch and global_batch and not near(global_batch, batch * n):
             found.append(Violation(f"{path}.global_batch", "not the batch per rank times the ranks",
                                    {"global_batch": global_batch, "batch_size": batch, "world_size": n}, TOTALS))
         # a script's batch per rank is its median rank's: its total is its counted global batch
-        factor = (global_batch / batch if script and batch and global_batch else None) if script else n
+        factor = n if own_batch else (global_batch / batch if batch and global_batch else None)
         stats = object_of(entry, "stats")
         total, replica, step = (object_of(stats, k) for k in ("ex_sec_total", "ex_sec_replica", "sec_iter"))
         for p in total:
@@ -325,5 +324,6 @@ def _coverage(summary: Mapping[str, Any], found: list[Violation]) -> None:
         for table, what in ROWS_RENDERED.items():
             if rendered.has_rows(table) and not named(entry, table, None):
                 missing(i, entry, what, "config_id")
-        if is_script(entry) and not isinstance(entry.get("step_less_wait"), Mapping) and not entry.get("probe_notes"):
+        if kind_of_entry(entry).data_wait and not isinstance(entry.get("step_less_wait"), Mapping) \
+                and not entry.get("probe_notes"):
             missing(i, entry, "the script's data-wait table (its step less data wait)", "step_less_wait")

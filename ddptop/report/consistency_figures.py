@@ -9,6 +9,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 
+from ddptop.protocol.modelspec import ModelKind, model_kind
+
 INTERVALS, VERDICTS, NOTHING_TO_JUDGE, TOTALS, COVERAGE = (
     "intervals", "verdicts", "nothing to judge", "totals", "coverage")
 REL_TOL = 1e-6  # totals: relative tolerance of a product against its factors
@@ -108,3 +110,8 @@ def string_of(record: Any, key: str) -> str:
     """``record[key]`` where it is a string; else ""."""
     found = record.get(key) if isinstance(record, Mapping) else None
     return found if isinstance(found, str) else ""
+
+
+def kind_of_entry(entry: Mapping[str, Any]) -> ModelKind:
+    """A configuration document's model kind (``modelspec.model_kind``): what it answers for itself."""
+    return model_kind(str(entry.get("model") or ""))

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ddptop.analysis import step_bound
-from ddptop.analysis.script_steps import is_script
+from ddptop.report.consistency_figures import kind_of_entry
 from ddptop.analysis.stats import STRAGGLER_RATIO
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT, classify_change
 from ddptop.report.consistency_figures import (CHANGE_WORDS, VERDICTS, Violation, at_most, figure_of, is_number,
@@ -124,8 +124,8 @@ def _kind(entry: Mapping[str, Any], path: str, thresholds: Mapping[str, Any], fo
 
     communication = object_of(entry, "communication")
     fraction, comm_ci = figure_of(communication, "exposed_comm_fraction")
-    script = is_script(entry)
-    pair = not script and entry.get("mode") == "ddp" and (number_of(entry.get("world_size")) or 1) >= 2
+    # a no_sync() pair measured its communication (not DDP's own timers, as a script's)
+    pair = not kind_of_entry(entry).comm_from_ddp_timers and entry.get("mode") == "ddp" and (number_of(entry.get("world_size")) or 1) >= 2
     if kind == step_bound.COMMUNICATION:
         bound = limit("comm_bound", step_bound.COMM_BOUND)
         if comm_ci is None or comm_ci[0] < bound:

@@ -10,7 +10,7 @@ from typing import Any
 from ddptop.analysis.stats import PERCENTILES
 from ddptop.protocol.modelspec import display_name
 from ddptop.report.load_tables import GPM_LOAD_KEYS, memory_peak, rss_peak
-from ddptop.report.schema import (Estimate, ci_of, value_of, Communication, GpuIdle, ScalingRow, StepFigures, Straggler, Summary, Validity,
+from ddptop.report.schema import (Estimate, ci_of, Communication, GpuIdle, ScalingRow, StepFigures, Straggler, Summary, Validity,
                                   WindowLoad)
 
 CSV_SPEC_FIELDS = (
@@ -97,7 +97,7 @@ def csv_text(summary: Summary) -> str:
         row.append(entry.threads or summary.plan.threads_for(entry.world_size))
         wait = entry.data_wait
         row += [wait.share if wait else None, *((ci_of(wait.share) if wait and ci_of(wait.share) else None) or (None, None))]
-        row += [entry.batch_size if entry.is_script and entry.global_batch else None,
+        row += [entry.batch_size if not entry.kind.own_batch and entry.global_batch else None,
                 scaling_kind.get(entry.config_id)]
         writer.writerow(["" if v is None else v.value if isinstance(v, Estimate) else v for v in row])
     return buffer.getvalue()

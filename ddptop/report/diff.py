@@ -20,7 +20,8 @@ from ddptop import units
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT, NOT_COMPARABLE, SLOWER
 from ddptop.report.blocks import aligned, markdown_table
 from ddptop.protocol import variants
-from ddptop.protocol.modelspec import SCRIPT_PREFIX, SpecError, display_name, is_script, parse_spec, script_spec_text
+from ddptop.protocol.modelspec import (SCRIPT_PREFIX, SpecError, display_name, is_script, model_kind, parse_spec,
+                                      script_spec_text)
 from ddptop.report.schema import ci_of, value_of, Config, PlanRecord, Summary, TuneTable
 
 DIFF_PERCENTILES = ("p50", "p75", "p95")
@@ -189,7 +190,7 @@ def tuning_changes(a: Summary, b: Summary) -> list[dict[str, Any]]:
     each run recommends. The ratios are within each run (a variant against the default of the same launches),
     so a node that changed between the runs moves both sides of a ratio alike."""
     def key(table: TuneTable) -> tuple:  # a script's batch is its own: its tries are one table, as in tuning
-        return table.model, 0 if is_script(table.model) else table.batch_size, table.world_size, table.backend
+        return table.model, table.batch_size if model_kind(table.model).own_batch else 0, table.world_size, table.backend
 
     tables_b = {key(t): t for t in b.tuning}
     changes = []
@@ -282,10 +283,10 @@ def diff_text(diff: dict[str, Any], markdown: bool = False) -> str:
               units.percent(r["efficiency_a"]), units.percent(r["efficiency_b"])) for r in diff["scaling"]],
         )
     for table in diff.get("tuning") or []:
-        script = is_script(table["model"])
-        batch = "its own batch" if script else f"batch {table['batch_size']} per rank"
+        kind = model_kind(table["model"])
+        batch = f"batch {table['batch_size']} per rank" if kind.own_batch else "its own batch"
         out += ["", f"Tuning: {table['model']}, {batch} at N={table['world_size']} ({table['backend']}); each "
-                    f"variant's examples/s against its own run's {'script' if script else 'DDP'} as written"]
+                    f"variant's examples/s against {kind.as_written} in its own run"]
         out += render(("variant", "A vs default", "verdict A", "B vs default", "verdict B"),
                       [(r["what"], _speedup(r["speedup_a"], r["speedup_ci_a"]), r["verdict_a"],
                         _speedup(r["speedup_b"], r["speedup_ci_b"]), r["verdict_b"]) for r in table["rows"]])

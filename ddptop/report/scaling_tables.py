@@ -27,7 +27,7 @@ def _benchmark_groups(summary: Summary) -> dict[tuple, list[Config]]:
     groups: dict[tuple, list[Config]] = {}
     for entry in summary.configs:
         # a script's batch is what it drew at each N: its world sizes in one block, each row its own batch
-        batch = None if entry.is_script else entry.batch_size if entry.scaling == "weak" else entry.global_batch
+        batch = None if not entry.kind.own_batch else entry.batch_size if entry.scaling == "weak" else entry.global_batch
         groups.setdefault((entry.model, batch, entry.scaling, entry.backend), []).append(entry)
     for members in groups.values():
         members.sort(key=lambda e: (e.mode != "no_ddp", e.world_size, e.mode == "dp"))
@@ -50,7 +50,7 @@ def benchmark_text(summary: Summary) -> str:
         first = members[0]  # a summary from before the workloads: a preset's seq_len alone
         seq_len = first.tokens_per_example or (first.seq_len if is_builtin(first.model) else None)
         tokens = f", {units.significant(seq_len, 6)} tokens per example" if seq_len else ""
-        if first.is_script:
+        if not first.kind.own_batch:
             own = next((found for e in members
                         if e.script and (found := script_steps.own_backend(backend, e.script.group_backend))), None)
             out.append(f"Benchmark: {display_name(model)}, the batch as the script drew it ({_script_batches(members)}; "

@@ -8,7 +8,7 @@ from __future__ import annotations
 from ddptop import units
 from ddptop.analysis import script_steps, script_sync
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT, change_words
-from ddptop.protocol.modelspec import display_name, script_command
+from ddptop.protocol.modelspec import is_script, script_command
 from ddptop.report.blocks import Block, Items, Lines, Note, Part, Table
 from ddptop.report.cells import not_measured, unlisted_note
 from ddptop.report.schema import Config, Estimate, Summary
@@ -141,7 +141,7 @@ def seen_details(entry: Config) -> list[str]:
 
 
 def script_block(summary: Summary) -> Block:
-    scripts = [entry for entry in summary.configs if entry.is_script]
+    scripts = [entry for entry in summary.configs if is_script(entry.model)]
     if not scripts:
         return Block()
     parts: list[Part] = []

@@ -16,7 +16,7 @@ from ddptop import units
 from ddptop.analysis import traces
 from ddptop.protocol.modelspec import with_batch
 from ddptop.report.blocks import Block, Caption, Items, Note, Pairs, Table
-from ddptop.report.schema import ci_of, value_of, Config, Summary, Trace
+from ddptop.report.schema import Config, Summary, Trace
 
 TRACE_HEADER = ("configuration", "on", "steps", "idle", "host wait", "compute", "comm", "overlap", "exposed comm",
                 "memcpy", "traced/measured", "size/step")

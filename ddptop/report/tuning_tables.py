@@ -8,7 +8,7 @@ import os
 
 from ddptop import units
 from ddptop.protocol import precision, variants
-from ddptop.protocol.modelspec import display_name, is_script
+from ddptop.protocol.modelspec import PATCH, ModelKind, display_name, model_kind
 from ddptop.report.blocks import Block, Caption, Note, Part, Table, Verbatim
 from ddptop.report.schema import NcclChoice, Summary, TuneRow, TuneTable
 
@@ -16,19 +16,19 @@ TUNE_HEADER = ("variant", "sec/iter (p50)", "ex/s vs default", "step p95", "verd
                "what changes in the maths")
 
 
-def _tune_cells(row: TuneRow, script: bool = False) -> tuple[str, ...]:
+def _tune_cells(row: TuneRow, kind: ModelKind) -> tuple[str, ...]:
     written = variants.as_written(row.variant)
     speedup = ("1.00" if written else
                units.estimate(row.speedup, lambda v: units.number(v, 2, "x")))
-    # the reason: "Not measured in full"; a script's try that it or torch refused is not applicable to it
-    refused = script and not written and row.status in ("failed", "oom")  # the script or torch refused the try
+    # the reason: "Not measured in full"; a try set on the user's own calls that they (or torch) refused is not
+    # applicable to them
+    refused = kind.answer == PATCH and not written and row.status in ("failed", "oom")
     verdict = row.verdict if row.status == "ok" else f"{'not applicable' if refused else row.status} (below)"
     if row.status == "ok" and row.reason:  # dropped by the search: after how many launches
         verdict += f", {row.reason.partition(':')[0]}"
     memory = (units.binary_bytes(row.peak_memory_bytes) if row.peak_memory_bytes is not None
               else units.binary_bytes(row.max_rss_bytes) + " RSS" if row.max_rss_bytes is not None else units.DASH)
-    return (row.what if not written else
-            ("default: the script as written" if script else "default: DDP as written")
+    return (row.what if not written else f"default: {kind.as_written}"
             + (", again" if row.variant == variants.AGAIN else ""),
             units.estimate(row.sec_iter, units.seconds), speedup, units.estimate(row.sec_iter_p95, units.seconds),
             verdict, memory, row.math or "nothing")
@@ -49,12 +49,13 @@ def tune_answer(table: TuneTable) -> list[str]:
     """The recommendation under a tuning table: only what beats the default beyond noise, in those words."""
     by_name = {row.variant: row for row in [*table.rows, *table.combination]}
     best = [by_name[name] for name in table.recommended if name in by_name]
-    written = "the script as written" if is_script(table.model) else "DDP as written"
+    kind = model_kind(table.model)
+    written = kind.as_written
     if len(table.rows) < 2 and not table.combination:  # a script's tune that measured no try
         why = next((t.get("why") for t in table.not_tried if t.get("what") == variants.NO_TRY), None)
         return [f"No try was measured: {why or 'none was called for or asked (why below)'}."]
     if not best:
-        kept = "your script as written" if is_script(table.model) else "DDP as written"
+        kept = f"{kind.yours} as written"
         return [f"Nothing beats the default beyond noise (a change is called past ±{units.percent(table.min_effect)}"
                 f"): keep {kept}."]
     def times(row: TuneRow) -> str:
@@ -140,17 +141,17 @@ def nccl_notes(table: TuneTable) -> list[str]:
 def tuning_block(summary: Summary) -> Block:
     parts: list[Part] = []
     for table in summary.tuning:
-        script = is_script(table.model)
-        batch = "its own batch" if script else f"batch {table.batch_size} per rank"
-        against = "each try, set on its own calls by ddptop, against the script as written" if script else (
-            "each variant against DDP as written")
+        kind = model_kind(table.model)
+        batch = f"batch {table.batch_size} per rank" if kind.own_batch else "its own batch"
+        against = (f"each try, set on its own calls by ddptop, against {kind.as_written}" if kind.answer == PATCH
+                   else f"each variant against {kind.as_written}")
         parts += [Caption(f"Tuning: {display_name(table.model)}, {batch} at N={table.world_size} "
                           f"({table.backend}); {against}, 95% intervals"),
-                  Table(TUNE_HEADER, [_tune_cells(row, script) for row in table.rows], first_left=True)]
+                  Table(TUNE_HEADER, [_tune_cells(row, kind) for row in table.rows], first_left=True)]
         if table.combination:
-            parts += [Caption(f"The faster ones set together, against {'the script' if script else 'DDP'} as written "
+            parts += [Caption(f"The faster ones set together, against {kind.as_written} "
                               "measured again beside them in launches of their own"),
-                      Table(TUNE_HEADER, [_tune_cells(row, script) for row in table.combination], first_left=True)]
+                      Table(TUNE_HEADER, [_tune_cells(row, kind) for row in table.combination], first_left=True)]
         parts += [Note(line) for line in tune_answer(table)]
         short = tail_note([*table.rows, *table.combination])
         parts += [Note(line) for line in compile_notes(table) + nccl_notes(table) + ([short] if short else [])]

@@ -332,7 +332,7 @@ class ConfigState:
     def observed_batch(self) -> script_steps.ObservedBatch | None:
         """A user's script's batch as it drew it so far (``script_steps.observed_batch``, caught up on the steps
         new since the last look); None for a kernel, or before a counted step."""
-        if not self.spec.is_script:
+        if self.spec.kind.own_batch:
             return None
         self._script_steps.catch_up(self.samples, self.step_values)
         return self._script_steps.observed_batch()
@@ -340,7 +340,7 @@ class ConfigState:
     def script_figures(self, p50: float | None) -> ScriptFigures | None:
         """A user's script's figures so far (None for ddptop's own kernels): the steps new since the last
         look taken in, the rest kept."""
-        if not self.spec.is_script:
+        if not self.spec.kind.data_wait:
             return None
         tally = self._script_steps
         tally.catch_up(self.samples, self.step_values)

@@ -35,7 +35,7 @@ from ddptop.protocol.workload import STARTED_IN_ENV
 # so the gap doubles from the first to the last (the ranks appear in a launch's first seconds; stopping a
 # launch looks once more whatever the gap).
 TREE_SCAN_INTERVALS = (1.0, 8.0)
-SCRIPT_PROGRAM = KINDS[Kind.SCRIPT].program  # the rank side of a user's script: the probe, which runs it
+KERNEL_PROGRAM = KINDS[Kind.CLASSIFIER].program  # ddptop's own kernel, which builds the model of every other kind
 
 
 def import_path(entries: list[str | None], cwd: str) -> str:
@@ -130,7 +130,7 @@ class TorchrunLaunch:
         spec: LaunchSpec | None,
         nproc_per_node: int,
         env: dict[str, str] | None = None,
-        kernel: str = "bench_kernels.ddp",
+        kernel: str = KERNEL_PROGRAM,
         python: str = sys.executable,
         placement: NodePlacement | None = None,
     ) -> None:
@@ -173,11 +173,13 @@ class TorchrunLaunch:
         return self.spec or self._read_spec
 
     def rank_program(self) -> list[str]:
-        """What torchrun runs in each rank: ddptop's kernel, or the probe with the user's script after ``--``."""
+        """What torchrun runs in each rank: its configurations' kind's program (``ModelKind.program``), ddptop's
+        kernel (``kernel``) or a program of the kind's own, the probe, with the user's command after ``--``."""
         spec = self.launch_spec()
-        if spec is not None and spec.script:
-            return ["-m", SCRIPT_PROGRAM, "--spec", self.spec_path, "--", *spec.script]
-        return ["-m", self.kernel, "--spec", self.spec_path]
+        program = spec.configs[0].kind.program if spec is not None and spec.configs else KERNEL_PROGRAM
+        if program == KERNEL_PROGRAM:
+            return ["-m", self.kernel, "--spec", self.spec_path]
+        return ["-m", program, "--spec", self.spec_path, "--", *(spec.script if spec is not None else ())]
 
     def working_dir(self) -> str:
         """Where the ranks start: a script where the user started ddptop (its relative paths are the user's), as

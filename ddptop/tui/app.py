@@ -202,7 +202,7 @@ class DdptopApp(AsciiAwareApp):
                     yield ConfigNotes(id="config-notes")
                     yield StepChart(id="chart")
             with TabPane("2 Ranks", id="ranks-tab"):
-                yield RankTable(id="ranks", data_wait=any(spec.is_script
+                yield RankTable(id="ranks", data_wait=any(spec.kind.data_wait
                                                           for spec in self.control.session.plan.configs()))
             with TabPane("3 Topology", id="topology-tab"):
                 with ScrollableContainer():

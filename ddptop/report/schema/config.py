@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ddptop.protocol.modelspec import is_script
+from ddptop.protocol.modelspec import ModelKind, model_kind
 from ddptop.records import BOOTSTRAP, CLAMPED_AT_0, ONE_LAUNCH, STUDENT_T, Estimate, Record
 from ddptop.report.schema.trace import Trace
 
@@ -444,5 +444,6 @@ class Config(Record):
         "data_wait", "step_less_wait", "grad_sync", "loader_site"})
 
     @property
-    def is_script(self) -> bool:
-        return is_script(self.model)
+    def kind(self) -> ModelKind:
+        """Its model's kind (``modelspec.ModelKind``): what it answers for itself."""
+        return model_kind(self.model)

@@ -58,7 +58,7 @@ class ConfigTable(LineTable):
     def __init__(self, specs: list[Any], **kwargs: Any) -> None:
         # the label column as wide as the plan's labels need (a thread sweep's 1M/2Px4t), up to 12
         width = max(6, min(LABEL_WIDTH_MAX, max((len(spec.label) for spec in specs), default=0)))
-        columns = SCRIPT_COLUMNS if any(spec.is_script for spec in specs) else CONFIG_COLUMNS
+        columns = SCRIPT_COLUMNS if any(spec.kind.data_wait for spec in specs) else CONFIG_COLUMNS
         super().__init__([(*c[:2], width, *c[3:]) if c[0] == "label" else c for c in columns], **kwargs)
         self._specs = specs  # the plan's configurations: what the first frame shows before any snapshot
         self._drawn: dict[str, tuple[int, ScalingFigures | None, float, Validity | None, bool, bool]] = {}
@@ -67,7 +67,7 @@ class ConfigTable(LineTable):
         for spec in self._specs:
             self.set_row(spec.config_id, {"label": spec.label, "model": display_name(spec.model, short=True),
                                           # a script's batch is the one it draws: known at its first steps
-                                          "bs": "-" if spec.is_script else str(spec.batch_size),
+                                          "bs": str(spec.batch_size) if spec.kind.own_batch else "-",
                                           "backend": spec.backend,
                                           "status": Text(Status.PENDING, style="dim")})
 

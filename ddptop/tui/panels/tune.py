@@ -77,6 +77,6 @@ class TunePanel(LineTable):
                           else f"{found:.2f}x"),
                 "note": ((config.reason or "") if dropped or budget or config.status != Status.OK
                          else f"{config.variant} against default_again" if together
-                         else f"{'the script' if config.is_script else 'DDP'} as written, again, beside the combination"
+                         else f"{config.kind.as_written}, again, beside the combination"
                          if config.variant == AGAIN else ""),
             })
