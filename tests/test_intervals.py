@@ -177,7 +177,9 @@ def test_a_tune_s_step_p95_has_its_interval_only_from_the_steps_it_needs():
             for v, e in (("default", enough), ("static_graph", short))]
     table = TuneTable.from_json({"model": "resnet18", "batch_size": 8, "world_size": 2, "backend": "gloo",
                                  "rows": rows, "recommended": []})
-    cells = [tuning_tables._tune_cells(row) for row in table.rows]
+    from ddptop.protocol.modelspec import model_kind
+
+    cells = [tuning_tables._tune_cells(row, model_kind(table.model)) for row in table.rows]
     p95 = tuning_tables.TUNE_HEADER.index("step p95")
     assert cells[0][p95] == units.estimate(table.rows[0].sec_iter_p95, units.seconds) and "(" in cells[0][p95]
     assert cells[1][p95] == units.DASH

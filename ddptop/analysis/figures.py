@@ -16,9 +16,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from ddptop.analysis import uncertainty
 from ddptop.records import BOOTSTRAP, Estimate
 
 
@@ -26,13 +23,17 @@ from ddptop.records import BOOTSTRAP, Estimate
 class Measured:
     """A figure's point and its replicates (None: too few steps to resample, or an input without them)."""
     value: float
-    replicates: np.ndarray | None = None
+    replicates: Any = None  # a numpy array; numpy is imported only where there are replicates (not by the view)
 
     def interval(self) -> list[float] | None:
         """The 95% percentile interval of the replicates, widened to hold the value; None without replicates,
         [nan, nan] where none of them is finite (the summary's record drops it: ``records.Estimate``)."""
         if self.replicates is None:
             return None
+        import numpy as np
+
+        from ddptop.analysis import uncertainty
+
         return uncertainty.estimate(np.asarray(self.replicates, dtype=float), self.value).to_ci()
 
     def estimate(self, method: str = BOOTSTRAP) -> Estimate:
@@ -50,6 +51,8 @@ def derive(formula: Callable[..., Any], *inputs: Measured | float) -> Measured:
     measured = [i for i in inputs if isinstance(i, Measured)]
     if not measured or any(i.replicates is None for i in measured):
         return Measured(value, None)
+    import numpy as np
+
     with np.errstate(divide="ignore", invalid="ignore"):
         replicates = formula(*(np.asarray(i.replicates, dtype=float) if isinstance(i, Measured) else i
                                for i in inputs))
