@@ -18,7 +18,7 @@ import pytest
 
 from ddptop.report import sections
 from ddptop.protocol.vocab import Status
-from ddptop.run.snapshot import ConfigSnapshot, Validity
+from ddptop.run.snapshot import ConfigSnapshot, ValiditySoFar
 from ddptop.telemetry import timeline, validity
 from ddptop.telemetry.fake.nvml import FakeNvml
 from ddptop.telemetry.host import HostSampler, RankProcess
@@ -255,9 +255,9 @@ def test_the_accumulator_is_incremental_and_equals_the_window(tmp_path):
 def test_config_table_shows_a_disturbed_configuration_and_the_report_lists_it():
     base = dict(config_id="c", label="1M/2P", model="resnet18", mode="ddp", batch_size=16, backend="gloo",
                 status="running", reason=None, progress=0.5, sample_count=3, revision=1, stats=None)
-    quiet = _config_cells(ConfigSnapshot(**base, validity=Validity(False)), None)["status"]
+    quiet = _config_cells(ConfigSnapshot(**base, validity=ValiditySoFar(False)), None)["status"]
     assert quiet.plain == "running" and quiet == _config_cells(ConfigSnapshot(**base), None)["status"]
-    disturbed = ConfigSnapshot(**base, validity=Validity(True, ("other processes used 0.9 cores",), so_far=True))
+    disturbed = ConfigSnapshot(**base, validity=ValiditySoFar(True, ("other processes used 0.9 cores",), so_far=True))
     assert _config_cells(disturbed, None)["status"].plain == "running !"  # the mark; the notes say what it means
     (note,) = config_notes([disturbed])
     assert note.plain == "! 1M/2P disturbed while measured: other processes used 0.9 cores (so far)"
@@ -412,7 +412,7 @@ def test_every_status_and_its_mark_fit_the_status_cell_whole(status):
 
     base = dict(config_id="c", label="1M/2P", model="resnet18", mode="ddp", batch_size=16, backend="gloo",
                 status=status.value, reason=None, progress=0.5, sample_count=3, revision=1, stats=None)
-    shown = [status_text(ConfigSnapshot(**base, validity=Validity(True, ("other processes used 0.9 cores",))))]
+    shown = [status_text(ConfigSnapshot(**base, validity=ValiditySoFar(True, ("other processes used 0.9 cores",))))]
     shown.append(status_text(ConfigSnapshot(**base, analysis_phase="trace")))
     shown.append(status_text(ConfigSnapshot(**base, launches_measured=98, launches_planned=99), measuring=False))
     for columns in (CONFIG_COLUMNS, SCRIPT_COLUMNS):

@@ -41,10 +41,12 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, ClassVar
 
 import numpy as np
 
 from ddptop.analysis import uncertainty
+from ddptop.records import MOMENTS, Estimate, Record
 
 METHOD = (
     "two levels: launch offsets pooled over the sweep's configurations (one-way random-effects model on the "
@@ -70,7 +72,7 @@ def _robust_variance(deviations: np.ndarray) -> float:
 
 
 @dataclass
-class LaunchUnit:
+class LaunchSteps:
     """One launch's share of a configuration: its steps by rank, its pooled median and bootstrap deviations."""
 
     name: str
@@ -93,7 +95,7 @@ class ConfigLaunches:
 
     config_id: str
     value: float  # the pooled median over the launches used (the p50 the tables show)
-    units: list[LaunchUnit]
+    units: list[LaunchSteps]
     salt: str = ""  # seeds this configuration's draws apart from another run's of the same id
 
     @property
@@ -141,7 +143,7 @@ def config_launches(config_id: str, units: Mapping[str, Mapping[int, Sequence[fl
         median = uncertainty.pooled_median(samples, q)
         with np.errstate(divide="ignore", invalid="ignore"):
             deviations = np.log(reps / median) if median > 0 else np.zeros(resamples)
-        fitted.append(LaunchUnit(name, samples, median, deviations))
+        fitted.append(LaunchSteps(name, samples, median, deviations))
         pooled += [v for values in samples.values() for v in values]
     if not fitted:
         raise ValueError("no step times")
@@ -206,20 +208,35 @@ class LaunchVariance:
                 + (", clamped at 0: the launches' medians differ no more than their steps' noise explains"
                    if clamped else ""))
 
-    def to_json(self) -> dict[str, object]:
-        return {
-            "estimated": self.estimated,
-            "relative_sd": self.relative_sd,
-            "relative_sd_ci": self.relative_sd_ci(),
-            "relative_sd_method": self.relative_sd_method() if self.estimated else None,
-            "tau2": self.tau2,
-            "df": self.df,
-            "configs": self.configs,
-            "launches": self.launches,
-            "between_ss": self.between_ss,
-            "within_share": self.within_share,
-            "method": METHOD if self.estimated else WITHIN_ONLY,
-        }
+    def record(self) -> LaunchSpread:
+        """The summary's record of it (``uncertainty.launch_variance``)."""
+        interval = self.relative_sd_ci()
+        spread = (Estimate(value=self.relative_sd or 0.0, ci=interval,
+                           method=self.relative_sd_method() if interval else None)
+                  if self.relative_sd is not None else None)
+        return LaunchSpread(estimated=self.estimated, relative_sd=spread, tau2=self.tau2, df=self.df,
+                            configs=self.configs, launches=self.launches, between_ss=self.between_ss,
+                            within_share=self.within_share, method=METHOD if self.estimated else WITHIN_ONLY)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.record().to_json()
+
+
+@dataclass(kw_only=True)
+class LaunchSpread(Record):
+    """The launch-to-launch variance as the summary holds it (``LaunchVariance.record``): whether it could be
+    estimated, one launch offset's typical size with its interval, and the moments behind it."""
+    estimated: bool = False
+    relative_sd: Estimate | None = None
+    tau2: float | None = None
+    df: int | None = None
+    configs: int | None = None
+    launches: int | None = None
+    between_ss: float | None = None
+    within_share: float | None = None
+    method: str | None = None
+
+    _flat_method: ClassVar[str] = MOMENTS
 
 
 def pool_variance(configs: Sequence[ConfigLaunches], resamples: int = uncertainty.RESAMPLES) -> LaunchVariance:

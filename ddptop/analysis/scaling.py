@@ -23,7 +23,7 @@ from ddptop.protocol import strategies, variants
 from ddptop.protocol.modelspec import model_kind, owns_batch
 
 
-class Plan(Protocol):
+class PlanFigures(Protocol):
     """What the scaling tables read of a sweep's plan (``ddptop.run.plan_records.Plan`` has it all). Read-only
     members, so that a frozen dataclass fits, and one whose ``scaling`` is a ``str`` enum."""
 
@@ -61,7 +61,7 @@ def plain_ddp(entry: Mapping[str, Any]) -> bool:
 
 
 def scaling_tables(
-    entries: Sequence[dict[str, Any]], plan: Plan, replicates: Mapping[str, Any] | None = None
+    entries: Sequence[dict[str, Any]], plan: PlanFigures, replicates: Mapping[str, Any] | None = None
 ) -> list[dict[str, Any]]:
     """One table per (model, batch, backend, bucket size) of the DDP entries with samples, against the
     smallest world size measured and, where there is one, the plain model without DDP. With each
@@ -217,7 +217,7 @@ def table_batch(entry: Mapping[str, Any]) -> int:
     return entry["batch_size"] if entry["scaling"] == "weak" else entry["global_batch"]
 
 
-def charged_cores(plan: Plan, world_size: int, threads: int = 0, device: str = "") -> float:
+def charged_cores(plan: PlanFigures, world_size: int, threads: int = 0, device: str = "") -> float:
     """The cores one rank is charged in service units: a CPU rank of a thread sweep or of the CPU part its own
     threads (its bound cores), else --cores-per-rank where given, else the plan's share of the cores at N."""
     if threads and device == "cpu":
@@ -227,14 +227,14 @@ def charged_cores(plan: Plan, world_size: int, threads: int = 0, device: str = "
     return rank_threads(plan, world_size, threads)
 
 
-def rank_threads(plan: Plan, world_size: int, threads: int = 0) -> int:
+def rank_threads(plan: PlanFigures, world_size: int, threads: int = 0) -> int:
     """Each rank's threads: a thread sweep's own count, else the plan's share of the cores at N (as
     ``ddptop.run.plan_records.Plan.threads_for`` gives a launch)."""
     return threads or plan.threads_per_rank.get(world_size) or 1
 
 
 def _add_model_figures(
-    row: dict[str, Any], entry: dict[str, Any], reference: dict[str, Any], baseline: dict[str, Any] | None, plan: Plan,
+    row: dict[str, Any], entry: dict[str, Any], reference: dict[str, Any], baseline: dict[str, Any] | None, plan: PlanFigures,
     karp_flatt: Measured | None = None,
 ) -> None:
     """Karp-Flatt (``stats.scaling_rows``'), cost per million examples, data moved per epoch and the
@@ -423,7 +423,7 @@ class LiveScaling:
     of a call is never changed afterwards, so it may be handed to another thread.
     """
 
-    def __init__(self, plan: Plan) -> None:
+    def __init__(self, plan: PlanFigures) -> None:
         self.plan = plan
         self.tables: list[dict[str, Any]] = []
         self._key: tuple | None = None

@@ -19,6 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ddptop.records import Estimate, Record
+
 PERCENTILES: tuple[int, ...] = (50, 75, 90, 95, 99)
 STRAGGLER_RATIO = 1.05  # a rank whose median step is 5% slower than the ranks' median is marked
 
@@ -159,6 +161,15 @@ def straggler(medians: Mapping[int, float]) -> dict | None:
     return {"rank": slow_rank, "ratio": ratio, "flagged": ratio >= STRAGGLER_RATIO}
 
 
+@dataclass(kw_only=True)
+class RankSpread(Record):
+    """The slowest rank's median against the others' (a straggler flag from the step times alone, ``straggler``):
+    the live view's figure so far, and the summary's with its interval."""
+    rank: int | None = None
+    ratio: Estimate | None = None
+    flagged: bool | None = None
+
+
 @dataclass(frozen=True)
 class ScalingPoint:
     world_size: int
@@ -170,14 +181,14 @@ class ScalingPoint:
 
 
 @dataclass(frozen=True)
-class ScalingFigures:
+class ScalingRows:
     """A scaling table's rows; each world size's speedup with its replicates (Amdahl's fit takes them) and
     Karp-Flatt's serial fraction (``figures.Measured``; None at the reference, or from a reference above one)."""
     rows: list[dict]
     speedups: dict[int, Any]
     karp_flatt: dict[int, Any]
 
-def scaling_rows(points: Sequence[ScalingPoint], core_weight: float = 1.0, gpu_weight: float = 2.0) -> ScalingFigures:
+def scaling_rows(points: Sequence[ScalingPoint], core_weight: float = 1.0, gpu_weight: float = 2.0) -> ScalingRows:
     """Speedup, efficiency, relative cost, relative SU and Karp-Flatt of each point against the smallest world
     size, each from one computation of its formula (``formulas``) over the point and, where every point has
     them, its replicates (``figures.derive``): value and 95% interval together.
@@ -189,7 +200,7 @@ def scaling_rows(points: Sequence[ScalingPoint], core_weight: float = 1.0, gpu_w
     from ddptop.analysis.figures import Measured, derive, put
 
     if not points:
-        return ScalingFigures([], {}, {})
+        return ScalingRows([], {}, {})
     ordered = sorted(points, key=lambda p: p.world_size)
     with_intervals = all(p.replicates is not None for p in ordered)
     times = {p.world_size: Measured(p.sec_iter, p.replicates if with_intervals else None) for p in ordered}
@@ -226,7 +237,7 @@ def scaling_rows(points: Sequence[ScalingPoint], core_weight: float = 1.0, gpu_w
         if not with_intervals:  # no interval to give: the rows keep the flat shape's figures alone
             row = {k: v for k, v in row.items() if not k.endswith("_ci")}
         rows.append(row)
-    return ScalingFigures(rows, speedups, karp_flatt)
+    return ScalingRows(rows, speedups, karp_flatt)
 
 
 EFFICIENCY_THRESHOLD = 0.7

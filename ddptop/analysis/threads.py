@@ -27,7 +27,7 @@ from ddptop import units
 from ddptop.analysis import formulas, stats
 from ddptop.analysis.figures import put
 from ddptop.analysis.intervals import _from, serial_fraction_intervals
-from ddptop.analysis.scaling import Plan, as_written, charged_cores, rank_threads, table_batch
+from ddptop.analysis.scaling import PlanFigures, as_written, charged_cores, rank_threads, table_batch
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 
 Replicates = Mapping[str, np.ndarray]
@@ -43,7 +43,7 @@ def _in_thread_sweep(entry: Mapping[str, Any]) -> bool:
     return bool(entry.get("threads")) and entry["device"] == "cpu" and _measured(entry)
 
 
-def _threads(entry: Mapping[str, Any], plan: Plan) -> int:
+def _threads(entry: Mapping[str, Any], plan: PlanFigures) -> int:
     return rank_threads(plan, entry["world_size"], entry.get("threads") or 0)
 
 
@@ -64,7 +64,7 @@ def _throughput_reps(entry: Mapping[str, Any], replicates: Replicates | None) ->
 # -- the thread curve ----------------------------------------------------------------------------------------
 
 
-def thread_tables(entries: Sequence[Mapping[str, Any]], plan: Plan,
+def thread_tables(entries: Sequence[Mapping[str, Any]], plan: PlanFigures,
                   replicates: Replicates | None = None) -> list[dict[str, Any]]:
     """One table per (model, batch, backend, world size) measured at two thread counts or more on the CPU:
     each row a thread count t, its time, examples/s, speedup over the fewest threads (t0) scaled to one
@@ -131,12 +131,12 @@ def beyond_noise(ci: list[float] | None, min_effect: float = DEFAULT_MIN_EFFECT)
     return ci is not None and ci[0] > 1 + min_effect
 
 
-def _split(entry: Mapping[str, Any], plan: Plan) -> str:
+def _split(entry: Mapping[str, Any], plan: PlanFigures) -> str:
     n, t = entry["world_size"], _threads(entry, plan)
     return f"{n} rank{'s' if n != 1 else ''} x {t} thread{'s' if t != 1 else ''}"
 
 
-def core_budget(entries: Sequence[Mapping[str, Any]], plan: Plan,
+def core_budget(entries: Sequence[Mapping[str, Any]], plan: PlanFigures,
                 replicates: Replicates | None = None) -> list[dict[str, Any]]:
     """Per (model, batch, backend): every ranks x threads split of the cores measured on the CPU in a thread
     sweep, with its examples/s, and the split that gives the most, against the next best, in one sentence."""
@@ -186,7 +186,7 @@ def core_budget(entries: Sequence[Mapping[str, Any]], plan: Plan,
 # -- the CPU against the GPUs --------------------------------------------------------------------------------
 
 
-def _charge(entry: Mapping[str, Any], plan: Plan) -> float:
+def _charge(entry: Mapping[str, Any], plan: PlanFigures) -> float:
     """Service units per example: (w_core * cores + w_gpu * GPUs) * seconds / examples."""
     n = entry["world_size"]
     cores = charged_cores(plan, n, entry.get("threads") or 0, entry["device"]) * n
@@ -194,14 +194,14 @@ def _charge(entry: Mapping[str, Any], plan: Plan) -> float:
     return (plan.su_core_weight * cores + plan.su_gpu_weight * gpus) * _p50(entry) / entry["global_batch"]
 
 
-def _charge_reps(entry: Mapping[str, Any], plan: Plan, replicates: Replicates | None) -> np.ndarray | None:
+def _charge_reps(entry: Mapping[str, Any], plan: PlanFigures, replicates: Replicates | None) -> np.ndarray | None:
     reps = (replicates or {}).get(entry["config_id"])
     if reps is None:
         return None
     return _charge(entry, plan) * np.asarray(reps, dtype=float) / _p50(entry)
 
 
-def devices_compared(entries: Sequence[Mapping[str, Any]], plan: Plan,
+def devices_compared(entries: Sequence[Mapping[str, Any]], plan: PlanFigures,
                      replicates: Replicates | None = None) -> list[dict[str, Any]]:
     """Per model and batch measured on both devices (--devices cpu,cuda): each device's fastest configuration
     (most examples/s) and cheapest (fewest service units per example), the GPUs' speedup over the CPU (fastest
@@ -252,7 +252,7 @@ def _throughput_figures(entry: Mapping[str, Any], replicates: Replicates | None)
     return {"ex_sec_total": ex, "ex_sec_total_ci": _from(reps, ex) if reps is not None else None}
 
 
-def _side(entry: Mapping[str, Any], plan: Plan, replicates: Replicates | None) -> dict[str, Any]:
+def _side(entry: Mapping[str, Any], plan: PlanFigures, replicates: Replicates | None) -> dict[str, Any]:
     n = entry["world_size"]
     return {"config_id": entry["config_id"], "label": entry["label"], "world_size": n,
             "threads": _threads(entry, plan),
@@ -261,7 +261,7 @@ def _side(entry: Mapping[str, Any], plan: Plan, replicates: Replicates | None) -
             **_throughput_figures(entry, replicates), "su_hours_per_million": _charge(entry, plan) * 1e6 / 3600}
 
 
-def _worth_it(table: Mapping[str, Any], model: str, plan: Plan) -> tuple[bool | None, str]:
+def _worth_it(table: Mapping[str, Any], model: str, plan: PlanFigures) -> tuple[bool | None, str]:
     """Worth it when each example costs fewer service units on the GPUs, beyond noise; not when more."""
     cost, ci = table["relative_su"], table["relative_su_ci"]
     speedup = units.with_interval(table["gpu_speedup"], table["gpu_speedup_ci"], lambda v: units.number(v, 2, "x"))

@@ -17,14 +17,14 @@ from typing import Any
 from ddptop.protocol.vocab import ENDED, Status
 from ddptop.report import quiet
 from ddptop.run.session import Session
-from ddptop.run.snapshot import Validity
+from ddptop.run.snapshot import ValiditySoFar
 from ddptop.telemetry.validity import ValidityAccumulator
 
 
 class LiveValidity:
     def __init__(self) -> None:
         self.records: list[dict[str, Any]] = []  # oldest first: from the earliest start still to be judged
-        self.shown: dict[str, Validity] = {}  # config id -> what the view shows of it
+        self.shown: dict[str, ValiditySoFar] = {}  # config id -> what the view shows of it
         self._fresh: list[dict[str, Any]] = []  # records added since the last update
         self._followed: dict[str, float] = {}  # config id -> its start, for those seen running and not yet judged
         self._running: tuple[tuple[str, str | None, float], ValidityAccumulator] | None = None
@@ -44,7 +44,7 @@ class LiveValidity:
         self.records += new
         self._fresh += new
 
-    def update(self, session: Session, info: dict[str, Any] | None, rank_pids: Collection[int]) -> dict[str, Validity]:
+    def update(self, session: Session, info: dict[str, Any] | None, rank_pids: Collection[int]) -> dict[str, ValiditySoFar]:
         """What the view shows of each configuration it judged, with the records added since the last call."""
         fresh, self._fresh = self._fresh, []
         with session.lock:
@@ -79,7 +79,7 @@ class LiveValidity:
         if accumulator.readings != self._readings or new_ranks or config_id not in self.shown:
             self._readings = accumulator.readings
             found = accumulator.result()
-            self.shown[config_id] = Validity(bool(found["disturbed"]), tuple(found["reasons"]), so_far=True)
+            self.shown[config_id] = ValiditySoFar(bool(found["disturbed"]), tuple(found["reasons"]), so_far=True)
 
     def _close(self, config_id: str, state: Any, session: Session, info: dict[str, Any] | None,
                rank_pids: Collection[int]) -> None:
@@ -96,7 +96,7 @@ class LiveValidity:
         if judged.window is None or judged.validity is None or self.records[0]["t"] > judged.window[0]:
             return  # nothing measured, or its window began before the readings kept here: it stays as shown
         found = judged.validity
-        self.shown[config_id] = Validity(bool(found["disturbed"]), tuple(found["reasons"]))
+        self.shown[config_id] = ValiditySoFar(bool(found["disturbed"]), tuple(found["reasons"]))
 
     def _forget_old(self) -> None:
         """Keep the records from the earliest start still to be judged (and the one before it, where an Xid

@@ -386,11 +386,11 @@ def build_summary(
 def _nccl_choices(run_dir: str, entries: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
     """Per configuration, what NCCL's TUNING log says it chose in the launches that measured it (a tune on
     GPUs; ``ddptop.telemetry.nccl_log``): every collective of those launches, the configuration's among them."""
-    by_launch: dict[str, list[nccl_log.Choice] | None] = {}
+    by_launch: dict[str, list[nccl_log.NcclChoice] | None] = {}
     found: dict[str, list[dict[str, Any]]] = {}
     for entry in entries:
         names = [launch.get("launch") for launch in entry.get("launches") or [] if isinstance(launch, dict)]
-        choices: list[nccl_log.Choice] = []
+        choices: list[nccl_log.NcclChoice] = []
         for name in names:
             if isinstance(name, str):
                 if name not in by_launch:

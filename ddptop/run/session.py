@@ -42,7 +42,9 @@ RUNNER_RANK = -1  # runner.jsonl events carry this rank
 
 
 @dataclass
-class LaunchRecord:
+class LaunchProgress:
+    """A launch as the session follows it: its configurations, when it started and ended, how (the summary
+    saves it as a ``LaunchRecord``)."""
     name: str
     world_size: int
     backend: str
@@ -60,7 +62,7 @@ class Session:
         self.run_dir = run_dir
         self.configs: dict[str, ConfigState] = {c.config_id: ConfigState(c) for c in plan.configs()}
         self.order = list(self.configs)
-        self.launches: dict[str, LaunchRecord] = {}
+        self.launches: dict[str, LaunchProgress] = {}
         self.hellos: dict[tuple[str, int], dict[str, Any]] = {}  # (launch, rank) -> hello event
         self.collectives: list[dict[str, Any]] = []  # collective benchmark events, with their launch
         self.ceilings: list[dict[str, Any]] = []  # measured matmul ceilings (device, dtype, FLOP/s)
@@ -281,7 +283,7 @@ class Session:
         if isinstance(mark, LaunchStart):
             if not self.writes_runner_file and any(c not in self.configs for c in mark.configs):
                 self._reread_plan()
-            self.launches[mark.launch] = LaunchRecord(
+            self.launches[mark.launch] = LaunchProgress(
                 name=mark.launch,
                 world_size=mark.world_size,
                 backend=mark.backend,

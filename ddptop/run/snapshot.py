@@ -19,9 +19,11 @@ from typing import Any, Mapping
 
 from ddptop.analysis.script_steps import INPUT_BOUND_SHARE
 from ddptop.analysis.traces import ConfigTrace
+from ddptop.analysis.stats import RankSpread
 from ddptop.protocol.config_fields import ConfigFields
 from ddptop.protocol.modelspec import with_batch
 from ddptop.protocol.wire import ENDED_BY_DDPTOP, ENDED_BY_SCRIPT
+from ddptop.records import Estimate
 from ddptop.telemetry.host import RankProcess
 
 
@@ -44,13 +46,6 @@ EMPTY: Mapping[Any, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
-class Straggler:
-    rank: int
-    ratio: float  # the slowest rank's median over the ranks' median
-    flagged: bool
-
-
-@dataclass(frozen=True)
 class StepStats:
     """Pooled step-time percentiles of one configuration so far (seconds), and what they give per second."""
 
@@ -62,7 +57,7 @@ class StepStats:
     p99: float
     ex_sec_total_p50: float | None  # examples per second over all ranks at the median step
     rank_medians: Mapping[int, float] = field(default_factory=lambda: EMPTY)
-    straggler: Straggler | None = None
+    straggler: RankSpread | None = None  # the slowest rank's median over the others', so far
 
     @classmethod
     def from_summary(cls, summary: dict[str, Any]) -> "StepStats":
@@ -77,12 +72,13 @@ class StepStats:
             p99=sec["p99"],
             ex_sec_total_p50=summary["ex_sec_total"]["p50"],
             rank_medians=MappingProxyType({int(r): v for r, v in (summary.get("rank_medians") or {}).items()}),
-            straggler=Straggler(found["rank"], found["ratio"], found["flagged"]) if found else None,
+            straggler=RankSpread(rank=found["rank"], ratio=Estimate(value=found["ratio"]), flagged=found["flagged"])
+            if found else None,
         )
 
 
 @dataclass(frozen=True)
-class Validity:
+class ValiditySoFar:
     """Whether the configuration's measured steps ran on a disturbed node, and why (``report/quiet.py``, the
     summary's rule over the summary's window); ``so_far``: its window has not closed yet (its steps still run,
     or the reading after them is not in), so the summary's verdict may still differ."""
@@ -154,7 +150,7 @@ class ConfigSnapshot(ConfigFields):
     # relative half-width of rank 0's median's 95% interval (0.02: +-2%): at its stop, else so far
     precision_reached: float | None = None
     warmup_used: int | None = None  # warm-up steps run (so far, while the configuration runs)
-    validity: Validity | None = None  # over its measured steps, once they began (while this view watched)
+    validity: ValiditySoFar | None = None  # over its measured steps, once they began (while this view watched)
     settled: bool = False  # ddptop has ended it (its runner's mark): the status and reason are final
     started_t: float | None = None  # its first config_start (after its launch set up), its end
     ended_t: float | None = None

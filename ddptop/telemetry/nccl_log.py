@@ -27,26 +27,24 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ddptop.protocol import layout
+from ddptop.records import Record
 
 _ALGOS = ("TREE", "RING", "COLLNET_DIRECT", "COLLNET_CHAIN", "NVLS", "NVLS_TREE")
 _PROTOS = ("LL", "LL128", "SIMPLE")
 _LINE = re.compile(r"NCCL INFO (\w+): (\d+) Bytes -> Algo (\w+) proto (\w+)")
 
 
-@dataclass(frozen=True)
-class Choice:
-    """How many collectives of one kind NCCL ran with one algorithm and protocol, and their sizes."""
+@dataclass(kw_only=True)
+class NcclChoice(Record):
+    """How many collectives of one kind NCCL ran with one algorithm and protocol, and their sizes: the record
+    the summary holds too (``report.schema.NcclChoice``)."""
 
-    collective: str
-    algorithm: str
-    protocol: str
-    count: int
-    min_bytes: int
-    max_bytes: int
-
-    def to_json(self) -> dict[str, object]:
-        return {"collective": self.collective, "algorithm": self.algorithm, "protocol": self.protocol,
-                "count": self.count, "min_bytes": self.min_bytes, "max_bytes": self.max_bytes}
+    collective: str = ""
+    algorithm: str = ""
+    protocol: str = ""
+    count: int = 0
+    min_bytes: int = 0
+    max_bytes: int = 0
 
 
 def _name(value: str, names: tuple[str, ...]) -> str:
@@ -56,25 +54,27 @@ def _name(value: str, names: tuple[str, ...]) -> str:
     return value.upper()
 
 
-def parse(lines: Iterable[str]) -> list[Choice]:
+def parse(lines: Iterable[str]) -> list[NcclChoice]:
     """Every TUNING line counted by collective, algorithm and protocol (most used first); other lines are
     NCCL's other output and are passed over."""
-    return merge(Choice(found[1], _name(found[3], _ALGOS), _name(found[4], _PROTOS), 1, int(found[2]), int(found[2]))
+    return merge(NcclChoice(collective=found[1], algorithm=_name(found[3], _ALGOS), protocol=_name(found[4], _PROTOS),
+                        count=1, min_bytes=int(found[2]), max_bytes=int(found[2]))
                  for found in map(_LINE.search, lines) if found is not None)
 
 
-def merge(choices: Iterable[Choice]) -> list[Choice]:
+def merge(choices: Iterable[NcclChoice]) -> list[NcclChoice]:
     """Choices of several launches added up, most used first."""
-    added: dict[tuple[str, str, str], Choice] = {}
+    added: dict[tuple[str, str, str], NcclChoice] = {}
     for c in choices:
         key = (c.collective, c.algorithm, c.protocol)
         seen = added.get(key)
-        added[key] = c if seen is None else Choice(*key, seen.count + c.count, min(seen.min_bytes, c.min_bytes),
-                                                   max(seen.max_bytes, c.max_bytes))
+        added[key] = c if seen is None else NcclChoice(
+            collective=c.collective, algorithm=c.algorithm, protocol=c.protocol, count=seen.count + c.count,
+            min_bytes=min(seen.min_bytes, c.min_bytes), max_bytes=max(seen.max_bytes, c.max_bytes))
     return sorted(added.values(), key=lambda c: (-c.count, c.collective, c.algorithm, c.protocol))
 
 
-def launch_choices(launch_dir: str) -> list[Choice] | None:
+def launch_choices(launch_dir: str) -> list[NcclChoice] | None:
     """What NCCL chose in one launch, from every file of its ``nccl/`` folder; None where the launch has no
     such folder (not a tune on GPUs, or the user's own NCCL_DEBUG). A file cut short is read as far as it
     goes."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ddptop.analysis import stats
 from ddptop.protocol.modelspec import ModelKind, model_kind
 from ddptop.records import BOOTSTRAP, CLAMPED_AT_0, ONE_LAUNCH, STUDENT_T, Estimate, Record
 from ddptop.report.schema.trace import Trace
@@ -25,12 +26,8 @@ class Percentiles(Record):
         return {"p50": self.p50, "p75": self.p75, "p90": self.p90, "p95": self.p95, "p99": self.p99}.get(name)
 
 
-@dataclass(kw_only=True)
-class RankSpread(Record):
-    """The slowest rank's median against the others' (a straggler flag from the step times alone)."""
-    rank: int | None = None
-    ratio: Estimate | None = None
-    flagged: bool | None = None
+# the slowest rank's median against the others': declared where it is computed
+RankSpread = stats.RankSpread
 
 
 @dataclass(kw_only=True)

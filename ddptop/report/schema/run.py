@@ -6,22 +6,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ddptop.analysis.launches import LaunchSpread
 from ddptop.report.schema.config import Config
-from ddptop.records import Estimate, MOMENTS, Record, estimates_in, over_launches
+from ddptop.records import Record, estimates_in, over_launches
 from ddptop.report.schema.threads import CoreBudget, DevicesCompared, ThreadTable
 from ddptop.report.schema.tables import BatchTable, Ceiling, CollectiveTable, DpVsDdpRow, ScalingRow, ScalingTable, StrategyTable, TuneTable
 
-@dataclass(kw_only=True)
-class LaunchVariance(Record):
-    """The launch-to-launch variance pooled over the configurations (``analysis/launches.py``)."""
-    estimated: bool = False
-    relative_sd: Estimate | None = None
-
-    _flat_method: ClassVar[str] = MOMENTS
-    df: int | None = None
-    configs: int | None = None
-    launches: int | None = None
-
+# the launch-to-launch variance pooled over the configurations: declared where it is estimated
+LaunchVariance = LaunchSpread
 
 @dataclass(kw_only=True)
 class Uncertainty(Record):

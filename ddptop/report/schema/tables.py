@@ -10,6 +10,7 @@ from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 from ddptop.analysis.script_steps import backend_words
 from ddptop.protocol.modelspec import with_batch
 from ddptop.records import BOOTSTRAP, CLAMPED_AT_0, CLAMPED_TO_01, Estimate, MODEL, Record
+from ddptop.telemetry import nccl_log
 
 # --- figures over several configurations ---------------------------------------------------------------
 
@@ -229,15 +230,9 @@ class CompileCost(Record):
     bucketing: str | None = None  # kept | lost | None (not known)
 
 
-@dataclass(kw_only=True)
-class NcclChoice(Record):
-    """How many collectives of one kind NCCL ran with one algorithm and protocol (its TUNING log)."""
-    collective: str = ""
-    algorithm: str = ""
-    protocol: str = ""
-    count: int = 0
-    min_bytes: int = 0
-    max_bytes: int = 0
+# How many collectives of one kind NCCL ran with one algorithm and protocol (its TUNING log): declared where
+# the log is read
+NcclChoice = nccl_log.NcclChoice
 
 
 @dataclass(kw_only=True)

@@ -12,7 +12,7 @@ from rich.text import Text
 from ddptop.analysis import script_steps, traces
 from ddptop.protocol.vocab import FAILED, Status
 from ddptop.protocol.modelspec import display_name
-from ddptop.run.snapshot import ConfigSnapshot, RunSnapshot, ScalingFigures, Validity
+from ddptop.run.snapshot import ConfigSnapshot, RunSnapshot, ScalingFigures, ValiditySoFar
 from ddptop.tui import format as fmt
 from ddptop.tui.lines import LineTable
 from ddptop.tui.panels.cached import CachedStatic
@@ -61,7 +61,7 @@ class ConfigTable(LineTable):
         columns = SCRIPT_COLUMNS if any(spec.kind.data_wait for spec in specs) else CONFIG_COLUMNS
         super().__init__([(*c[:2], width, *c[3:]) if c[0] == "label" else c for c in columns], **kwargs)
         self._specs = specs  # the plan's configurations: what the first frame shows before any snapshot
-        self._drawn: dict[str, tuple[int, ScalingFigures | None, float, Validity | None, bool, bool]] = {}
+        self._drawn: dict[str, tuple[int, ScalingFigures | None, float, ValiditySoFar | None, bool, bool]] = {}
 
     def on_mount(self) -> None:
         for spec in self._specs:

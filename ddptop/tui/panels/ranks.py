@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.text import Text
 
+from ddptop.records import value_of
 from ddptop.run.snapshot import RunSnapshot
 from ddptop.tui import format as fmt
 from ddptop.tui.lines import LineTable
@@ -62,7 +63,7 @@ class RankTable(LineTable):
             starved = script is not None and script.starved_rank == process.rank
             mark: Text | str = ""
             if flagged and straggler:
-                mark = Text(f"straggler x{straggler.ratio:.2f}", style="bold red")
+                mark = Text(f"straggler x{value_of(straggler.ratio) or 0.0:.2f}", style="bold red")
             elif starved:  # the others wait for it at their next collective
                 mark = Text("starved of data", style="bold yellow")
             self.set_row(row, {
