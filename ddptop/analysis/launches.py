@@ -41,12 +41,13 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 
 from ddptop.analysis import uncertainty
-from ddptop.records import MOMENTS, Estimate, Record
+from ddptop.analysis.launch_spread import LaunchSpread
+from ddptop.records import Estimate
 
 METHOD = (
     "two levels: launch offsets pooled over the sweep's configurations (one-way random-effects model on the "
@@ -220,23 +221,6 @@ class LaunchVariance:
 
     def to_json(self) -> dict[str, Any]:
         return self.record().to_json()
-
-
-@dataclass(kw_only=True)
-class LaunchSpread(Record):
-    """The launch-to-launch variance as the summary holds it (``LaunchVariance.record``): whether it could be
-    estimated, one launch offset's typical size with its interval, and the moments behind it."""
-    estimated: bool = False
-    relative_sd: Estimate | None = None
-    tau2: float | None = None
-    df: int | None = None
-    configs: int | None = None
-    launches: int | None = None
-    between_ss: float | None = None
-    within_share: float | None = None
-    method: str | None = None
-
-    _flat_method: ClassVar[str] = MOMENTS
 
 
 def pool_variance(configs: Sequence[ConfigLaunches], resamples: int = uncertainty.RESAMPLES) -> LaunchVariance:

@@ -16,5 +16,7 @@ driven to its summary: ``LiveRun``, ``RecordedRun``), under ``ddptop.control`` a
 pyproject.toml). Importing it loads neither torch nor Textual.
 """
 
-__all__ = ["binding", "cluster", "environment", "eta", "follower", "launcher", "nccl_debug", "options", "plan",
-           "plan_records", "rundir", "session", "signals", "snapshot", "sweep"]
+__all__ = ["binding", "cluster", "config_state", "environment", "eta", "failure_reasons", "follower", "hang_watch",
+           "launcher", "nccl_debug", "options", "plan", "plan_devices", "plan_file", "plan_measurement",
+           "plan_models", "plan_records", "rundir", "script_tune", "session", "signals", "snapshot", "sweep",
+           "workloads"]

@@ -8,4 +8,4 @@ the node quiet?); ``nccl_log`` reads which algorithm and protocol NCCL chose, fr
 """
 
 __all__ = ["allocation", "fake", "gpu", "gpus_command", "host", "inventory", "monitor", "nccl_log", "nvml",
-           "timeline", "topology", "validity"]
+           "running_peak", "timeline", "topology", "validity"]

@@ -4,4 +4,4 @@
 panel), ``lines`` and ``format`` (tables, cells, charts), ``ascii`` (--ascii); the CSS is in ``*.tcss``.
 """
 
-__all__ = ["app", "ascii", "format", "lines", "panels", "screens"]
+__all__ = ["app", "ascii", "footer", "format", "lines", "panels", "screens", "summary_check", "view_failure"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ddptop.analysis.launches import LaunchSpread
+from ddptop.analysis.launch_spread import LaunchSpread
 from ddptop.report.schema.config import Config
 from ddptop.records import Record, estimates_in, over_launches
 from ddptop.report.schema.threads import CoreBudget, DevicesCompared, ThreadTable

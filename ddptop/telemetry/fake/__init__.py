@@ -6,4 +6,5 @@ beneath the real ``pynvml`` binding (so the binding's own code runs), ``nodes`` 
 ``profiles/*.toml`` and how one is chosen.
 """
 
-__all__ = ["driver", "nodes", "nvml"]
+__all__ = ["choose", "driver", "node_readings", "node_state", "node_topology", "nodes", "nvml", "pci", "recorded",
+           "replay"]
