@@ -1,6 +1,6 @@
-"""What a rank says of a configuration: the fields of its ``config_start`` (once the model is built: its size,
-how it is measured, its FLOPs and the dtype its ops run in) and of each round's ``config_end`` (the round's
-measurement, ``bench_kernels.timing.Measured``, and the memory it held)."""
+"""What the kernel's rank says of a configuration when its model is built: the fields of its ``config_start``
+(its size, how it is measured, its FLOPs and the dtype its ops run in). Each round's ``config_end`` is
+``bench_kernels.timing.config_end_fields``', the kernel's and the script probe's alike."""
 
 from __future__ import annotations
 
@@ -9,13 +9,10 @@ from typing import Any
 
 from bench_kernels.errors import WorkloadError
 from bench_kernels.flops import dtype_label, op_dtypes
-from bench_kernels.rank_process import max_rss_bytes
 from bench_kernels.sources import tokens_per_example
-from bench_kernels.timing import Measured
 from bench_kernels.training import Training, param_dtype
 from ddptop.protocol.config_fields import config_fields
 from ddptop.protocol.launchspec import RunConfig
-from ddptop.protocol.vocab import Status
 
 
 def config_start_fields(torch: Any, device: Any, cfg: RunConfig, training: Training, world_size: int, setup_s: float,
@@ -53,27 +50,3 @@ def _tokens_per_example(training: Training) -> float | None:
     except WorkloadError as exc:  # a broken count costs the tokens/s figure only
         print(f"bench_kernels.ddp: the workload's {exc}", file=sys.stderr, flush=True)
         return None
-
-
-def config_end_fields(cfg: RunConfig, measured: Measured, round_index: int, last: bool) -> dict[str, Any]:
-    """The fields of the config_end that ends one round of ``cfg`` well (``last``: its last round, which ends
-    the configuration), with that round's figures alone."""
-    return {
-        "config_id": cfg.config_id,
-        "status": Status.OK,
-        "round": round_index,
-        "last": last,
-        "rounds": cfg.rounds,
-        "iters": measured.iters,
-        "warmup_iters": measured.warmup_iters,
-        "stop_reason": measured.stop_reason,
-        "precision_target": cfg.precision if cfg.adaptive else None,
-        "precision_reached": measured.precision_reached,
-        "unstable": measured.unstable,
-        "warmup_s": measured.warmup_s,
-        "measure_s": measured.measure_s,
-        "peak_memory_bytes": measured.peak_memory_bytes,
-        "max_rss_bytes": max_rss_bytes(),
-        **({"counted_memory_bytes": sum(measured.counted_memory.values()), "counted_memory": measured.counted_memory}
-           if measured.counted_memory else {}),
-    }

@@ -27,7 +27,7 @@ lifecycle, failures. The parts it runs live beside it, each readable alone:
 - ``bench_kernels.training``: the model spec's workload, its wrapper, the optimizer, the batch and the step;
 - ``bench_kernels.timing``: the step loop, sample streaming, the time-budget arithmetic and one round's
   measurement (``measure_round``, its ``Measured``);
-- ``bench_kernels.config_events``: what config_start and config_end say of a configuration;
+- ``bench_kernels.config_events``: what config_start says of a configuration (``timing``: config_end);
 - ``bench_kernels.comm_probe``: DDP's logging data, the ``no_sync()`` phase and the bucket-timing comm hook;
 - ``bench_kernels.flops``: the FLOPs of a configuration's step by op kind;
 - ``bench_kernels.ceiling``: the matmul ceiling, rank 0's after the launch's last measured step;
@@ -53,7 +53,7 @@ from typing import Any
 
 from bench_kernels.comm_probe import probe_communication
 from bench_kernels.ddp_logging import ddp_logging_mark, ddp_logging_times
-from bench_kernels.config_events import config_end_fields, config_start_fields
+from bench_kernels.config_events import config_start_fields
 from bench_kernels.faults import SLOW, fire, parse_fault
 from bench_kernels.errors import error_fields, is_oom, unused_parameter_hint
 from bench_kernels.ceiling import matmul_ceilings
@@ -62,7 +62,8 @@ from bench_kernels.hello import bind_cores, hello_fields
 from bench_kernels.memory_cap import CountedStepMemory, MemoryCapExceeded, limit_gpu_memory
 from bench_kernels.rank_process import (die_with_parent, events_writer, exit_without_teardown, raise_on_stop_signals,
                                        read_launch_spec, report_unwritable)
-from bench_kernels.timing import Agree, InjectedFault, Measured, SampleStream, alone, max_over_group, measure_round
+from bench_kernels.timing import (Agree, InjectedFault, Measured, SampleStream, alone, config_end_fields, failed_end_fields,
+                                  max_over_group, measure_round)
 from bench_kernels.compiled import first_step
 from bench_kernels.trace import trace_steps
 from bench_kernels.training import Training, accepts, build_training, devices_used, eager_ddp
@@ -71,7 +72,7 @@ from ddptop.protocol.devices import apply_rank_device
 from ddptop.protocol.launchspec import LaunchSpec, RunConfig
 from ddptop.protocol.storage import describe_os_error
 from ddptop.protocol.layout import trace_file
-from ddptop.protocol.vocab import STOPPED_EXIT, Mode, Phase, Status
+from ddptop.protocol.vocab import STOPPED_EXIT, Mode, Phase
 from ddptop.protocol.wire import EventsUnwritable
 
 
@@ -410,7 +411,7 @@ class Worker:
         fields = error_fields(exc, unused_parameter_hint(exc))
         self.writer.emit("error", config_id=config_id, **fields, **({"phase": phase} if phase else {}))
         if config_id is not None and phase is None:
-            self.writer.emit("config_end", config_id=config_id, status=Status.OOM if fields["oom"] else Status.FAILED)
+            self.writer.emit("config_end", **failed_end_fields(config_id, fields["oom"]))
         self.writer.flush(durable=True)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 # batch_bytes: every tensor of a module's output, dicts (a ModelOutput) too
 from bench_kernels.errors import one_line
 from bench_kernels.sources import batch_bytes, to_channels_last
-from bench_kernels.strategies import counted_memory, reshard
+from bench_kernels.strategy_wrappers import counted_memory, reshard
 from bench_kernels.training import Training
 from ddptop.protocol.launchspec import RunConfig
 
@@ -104,7 +104,7 @@ class MemoryCapExceeded(MemoryError):
 
 def cap_refusal(need_bytes: float, cap_mb: float, ranks: int) -> MemoryCapExceeded | None:
     """The refusal of a step holding ``need_bytes`` on the fullest of ``ranks`` ranks (counted:
-    ``bench_kernels.strategies.counted_memory``, which shards ZeRO-1's and FSDP2's state), or None if it fits."""
+    ``bench_kernels.strategy_wrappers.counted_memory``, which shards ZeRO-1's and FSDP2's state), or None if it fits."""
     if need_bytes <= cap_mb * MIB:
         return None
     where = "this rank" if ranks == 1 else "the fullest rank"
@@ -152,7 +152,7 @@ def activations_under_cap(cfg: RunConfig, training: Training, device: Any) -> fl
 
 class CountedStepMemory:
     """What one step of a configuration holds on a CPU rank, counted by kind
-    (``bench_kernels.strategies.counted_memory``): the CPU has no allocator peak.
+    (``bench_kernels.strategy_wrappers.counted_memory``): the CPU has no allocator peak.
 
     Under a cap, before any step (``refuse_past_cap``): the layer outputs from a forward of PROBE_EXAMPLES
     examples, scaled (a batch far past the cap is never allocated), and the step refused past the cap (for DDP

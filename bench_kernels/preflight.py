@@ -83,7 +83,7 @@ def check(model: str, device: Any, num_classes: int, image_size: int, seq_len: i
             f"model {model}: {len(unused)} parameter(s) got no gradient in a step ({describe(unused)}): DDP fails on "
             "such a model unless told to look for them; give its workload find_unused_parameters=True")
     if workload.fsdp_units is not None:  # FSDP2's units, checked here rather than in the middle of a sweep
-        from bench_kernels.strategies import given_units
+        from bench_kernels.strategy_wrappers import given_units
 
         try:
             given_units(net, workload.fsdp_units)

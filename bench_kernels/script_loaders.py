@@ -2,7 +2,7 @@
 
 Every ``torch.utils.data.DataLoader`` the script makes is recorded where it is made (``DataLoader.__init__``
 replaced on the class, so subclasses that call it, accelerate's and Lightning's, are seen): the line of the
-script's own code that led to it, or the library's line where a framework made it (``script_sync.call_site``),
+script's own code that led to it, or the library's line where a framework made it (``probe_sync.call_site``),
 the script's line that led there where a library made it, the count of loaders made there before it, its loading
 settings, and how many batches the script drew from it (``DataLoader.__iter__``, timed by the probe). The loader
 the steps drew most batches from is the training loader: a first run of the script finds its line, and a try of
@@ -26,7 +26,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench_kernels.errors import one_line
-from bench_kernels.script_sync import call_site, short_repr
+from bench_kernels.probe_sync import call_site, short_repr
 from ddptop.protocol.loader_target import SETTINGS, targets
 
 MAX_LOADERS_KEPT = 8  # loader lines kept for the report (a train and an eval loader, a loader per epoch, ...)

@@ -21,7 +21,7 @@ API only:
 - ``torch.multiprocessing.spawn`` and ``start_processes`` are counted: a script that starts its own processes
   trains in them, out of the probe's sight;
 - every model wrapped for data parallelism (DDP, FSDP, ZeRO) where it is made, each measured step's micro-batches
-  and gradient synchronisations, DDP's own timers and the script's own collectives (``bench_kernels.script_sync``).
+  and gradient synchronisations, DDP's own timers and the script's own collectives (``bench_kernels.probe_sync``).
 
 ``ddptop_probe`` (the repository's top-level module) lets a script mark its steps and batches itself where the
 hooks cannot see them: marks of its own win over the optimizer's. The probe's step times run from one step's
@@ -36,7 +36,7 @@ the post-hook raises ``ProbeStop`` at the same step on every rank, so none is le
 and the script trains on untouched; ``config_end`` says what was lost.
 
 Running the script and what it leaves behind is ``bench_kernels.script_target``; its batches and steps as
-recorded (the timed loader iterator, explicit mode's step, the stream of steps) ``bench_kernels.script_steps``.
+recorded (the timed loader iterator, explicit mode's step, the stream of steps) ``bench_kernels.probe_steps``.
 """
 
 from __future__ import annotations
@@ -55,15 +55,15 @@ import ddptop_probe
 from bench_kernels.errors import error_fields, one_line
 from bench_kernels.hello import bind_cores, hello_fields
 from bench_kernels.rank_process import (STOPS_RECEIVED, die_with_parent, events_writer,
-                                       max_rss_bytes, raise_on_stop_signals, read_launch_spec, report_unwritable)
+                                       raise_on_stop_signals, read_launch_spec, report_unwritable)
 from bench_kernels.script_loaders import LoaderWatch
 from bench_kernels.script_stop import SCRIPT_ENDED, MeasuredSteps
-from bench_kernels.script_sync import GradSync
-from bench_kernels.script_steps import ExplicitStep, StepStream, TimedBatches, batch_examples, non_negative
+from bench_kernels.probe_sync import GradSync
+from bench_kernels.probe_steps import ExplicitStep, StepStream, TimedBatches, batch_examples, non_negative
 from bench_kernels.script_trace import ScriptTrace
 from bench_kernels.script_target import (PROGRAM, Target, exit_code, exit_quietly, parse_command, release_loaders, run_target,
                                          script_traceback)
-from bench_kernels.timing import LIMITS
+from bench_kernels.timing import LIMITS, Measured, config_end_fields, failed_end_fields
 from ddptop.protocol.config_fields import config_fields
 from ddptop.protocol.devices import apply_rank_device
 from ddptop.protocol.launchspec import LaunchSpec, RunConfig
@@ -71,7 +71,7 @@ from ddptop.protocol.layout import trace_file
 from ddptop.protocol.variants import script_ddp_arguments, variant
 from ddptop.protocol.precision import relative_half_width
 from ddptop.protocol.storage import describe_os_error
-from ddptop.protocol.vocab import STOPPED_EXIT, Phase, Status
+from ddptop.protocol.vocab import STOPPED_EXIT, Phase
 from ddptop.protocol.wire import ENDED_BY_DDPTOP, ENDED_BY_SCRIPT, EventsUnwritable, EventWriter
 
 DEFAULT_WARMUP = 5  # warm-up steps for --warmup auto: a script's steps cannot be run again to find a steady one
@@ -410,26 +410,18 @@ class ScriptProbe:
         reason = SCRIPT_ENDED if ended_early or cfg.script_to_end else self.rule.stop_reason
         looks = self.rule.looks
         warmup_end = self.measure_started if self.measuring else self.last_end
-        return dict(
-            config_id=cfg.config_id,
-            status=Status.OK,
-            round=cfg.round,
-            last=cfg.round >= cfg.rounds - 1,
-            rounds=cfg.rounds,
+        steps = Measured(
             iters=len(measured),
-            warmup_iters=len(self.warmup.recorded),
-            stop_reason=reason,
-            precision_target=cfg.precision if cfg.adaptive else None,
-            precision_reached=looks.width if looks is not None and not ended_early else relative_half_width(measured),
-            unstable=looks is not None and reason in LIMITS,
             warmup_s=warmup_end - self.started,
             measure_s=self.last_end - self.measure_started if self.measuring else 0.0,
+            warmup_iters=len(self.warmup.recorded),
+            stop_reason=reason,
+            precision_reached=looks.width if looks is not None and not ended_early else relative_half_width(measured),
+            unstable=looks is not None and reason in LIMITS,
             peak_memory_bytes=torch.cuda.max_memory_allocated() if torch.cuda.is_initialized() else None,
-            max_rss_bytes=max_rss_bytes(),
-            ended_by=ended_by,
-            note=self.note(),
-            script=self.seen(),
         )
+        return {**config_end_fields(cfg, steps, cfg.round, cfg.round >= cfg.rounds - 1),
+                "ended_by": ended_by, "note": self.note(), "script": self.seen()}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -554,7 +546,7 @@ def _failed(writer: EventWriter, config_id: str, probe: ScriptProbe | None, fail
     fields = error_fields(failure)
     writer.emit("error", config_id=config_id, **fields)
     end = {"note": probe.note(), "script": probe.seen()} if probe is not None else {}
-    writer.emit("config_end", config_id=config_id, status=Status.OOM if fields["oom"] else Status.FAILED, **end)
+    writer.emit("config_end", **failed_end_fields(config_id, fields["oom"]), **end)
     writer.flush(durable=True)
     if isinstance(failure, SystemExit):
         code = exit_code(failure)

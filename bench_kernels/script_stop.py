@@ -11,10 +11,9 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from bench_kernels.script_steps import StepStream
-from bench_kernels.script_sync import GradSync
-from bench_kernels.timing import (FIXED, TIME_BUDGET, Agree, PrecisionLooks, StopRule, alone, budget_iterations,
-                                  max_over_group)
+from bench_kernels.probe_steps import StepStream
+from bench_kernels.probe_sync import GradSync
+from bench_kernels.timing import FIXED, Agree, PrecisionLooks, alone, max_over_group, stop_choice
 from ddptop.protocol.launchspec import RunConfig
 
 # --iters auto where the ranks cannot agree between blocks (no process group of the launch's size): a fixed count
@@ -43,19 +42,13 @@ class MeasuredSteps:
         if cfg.script_to_end:
             return False
         agree = self._agreement()
-        if cfg.time_budget or cfg.iters is not None:
-            if cfg.time_budget and agree is not None:
-                own = budget_iterations(cfg.time_budget, warmup)
-                self.planned, self.stop_reason = int(agree([float(own)])[0]), TIME_BUDGET
-            elif cfg.time_budget:
-                self.planned, self.stop_reason = self._unagreed("a time budget's")
-            else:
-                self.planned, self.stop_reason = cfg.iters, FIXED
-        elif agree is not None:
-            rule = StopRule(cfg.precision, cfg.min_iters, cfg.max_iters, cfg.max_time_per_config)
-            self.looks = PrecisionLooks(rule, self.measure, agree)
+        choice = stop_choice(cfg, warmup, None if agree is None else lambda own: int(agree([float(own)])[0]))
+        if choice is None:
+            self.planned, self.stop_reason = self._unagreed("a time budget's" if cfg.time_budget else "--iters auto's")
+        elif choice.rule is not None and agree is not None:
+            self.looks = PrecisionLooks(choice.rule, self.measure, agree)
         else:
-            self.planned, self.stop_reason = self._unagreed("--iters auto's")
+            self.planned, self.stop_reason = choice.iters, choice.reason
         if self.planned is not None:
             self.measure.total = self.planned
             if self.planned <= 0:

@@ -29,7 +29,7 @@ from typing import Any
 
 from ddptop.protocol.launchspec import RunConfig
 from ddptop.protocol.precision import relative_half_width
-from ddptop.protocol.vocab import Phase
+from ddptop.protocol.vocab import Phase, Status
 from ddptop.protocol.wire import EventWriter
 
 # A time budget with a step far below the clock's resolution must still end: at most this many steps.
@@ -149,6 +149,31 @@ def run_steps(
     stream.send()
     stream.writer.flush()
     return PhaseTiming(elapsed, stream.recorded)
+
+
+@dataclass(frozen=True)
+class StopChoice:
+    """How a round's measured steps end: after a count (``iters``, for its ``reason``), or when the precision
+    rule (``rule``) says, at a look between blocks."""
+
+    iters: int | None
+    reason: str
+    rule: StopRule | None = None
+
+
+def stop_choice(cfg: RunConfig, pace: Sequence[float], largest: Callable[[int], int] | None) -> StopChoice | None:
+    """After the warm-up (``pace``: its steps' times): as many steps as fill the time budget at that pace (agreed:
+    ``largest`` is the most of any rank's counts, so that every rank runs as many, or DDP deadlocks), as many as
+    asked (``--iters``), or until the median is precise on every rank (the rule, agreed at each look). None where
+    the choice needs the ranks to agree and they cannot (``largest`` None: a script without a group of the
+    launch's ranks). The kernel's rounds and a script's steps choose by this one rule."""
+    if cfg.time_budget:
+        return None if largest is None else StopChoice(largest(budget_iterations(cfg.time_budget, pace)), TIME_BUDGET)
+    if cfg.iters is not None:
+        return StopChoice(cfg.iters, FIXED)
+    if largest is None:
+        return None
+    return StopChoice(None, PRECISION, StopRule(cfg.precision, cfg.min_iters, cfg.max_iters, cfg.max_time_per_config))
 
 
 @dataclass(frozen=True)
@@ -328,7 +353,7 @@ class Measured:
     unstable: bool = False  # stopped on a limit before every rank reached the precision
     samples: tuple[float, ...] = ()
     peak_memory_bytes: int | None = None  # the device's allocator peak over the round, read right after it
-    # CPU: what one step holds on this rank, counted by kind (bench_kernels.strategies.counted_memory)
+    # CPU: what one step holds on this rank, counted by kind (bench_kernels.strategy_wrappers.counted_memory)
     counted_memory: dict[str, int] | None = None
 
 
@@ -361,16 +386,45 @@ def measure_round(
         warmup = run_steps(step, cfg.warmup, stream(Phase.WARMUP, cfg.warmup))
         pace = warmup.samples
     warmed_up()
-    if cfg.time_budget or cfg.iters is not None:
-        if cfg.time_budget:
-            iters, reason = largest(budget_iterations(cfg.time_budget, pace)), TIME_BUDGET
-        else:
-            iters, reason = cfg.iters, FIXED
+    choice = stop_choice(cfg, pace, largest)
+    assert choice is not None  # the kernel's ranks always agree: they are the launch's process group
+    if choice.rule is None:
+        iters = choice.iters or 0
         measure = run_steps(step, iters, stream(Phase.MEASURE, iters), fault)
-        return Measured(iters, warmup.wall_s, measure.wall_s, len(warmup.samples), reason,
+        return Measured(iters, warmup.wall_s, measure.wall_s, len(warmup.samples), choice.reason,
                         relative_half_width(measure.samples), False, tuple(measure.samples))
-    rule = StopRule(cfg.precision, cfg.min_iters, cfg.max_iters, cfg.max_time_per_config)
-    adaptive = measure_until_precise(step, rule, stream(Phase.MEASURE, cfg.min_iters), agree, fault)
+    adaptive = measure_until_precise(step, choice.rule, stream(Phase.MEASURE, cfg.min_iters), agree, fault)
     return Measured(len(adaptive.samples), warmup.wall_s, adaptive.wall_s, len(warmup.samples),
                     adaptive.stop_reason, adaptive.half_width, adaptive.stop_reason in LIMITS,
                     tuple(adaptive.samples))
+
+
+def config_end_fields(cfg: RunConfig, measured: Measured, round_index: int, last: bool) -> dict[str, Any]:
+    """The fields of the config_end that ends one round of ``cfg`` well (``last``: its last round, which ends
+    the configuration), with that round's figures alone: the kernel's round and a script's steps alike."""
+    from bench_kernels.rank_process import max_rss_bytes  # the process's peak RSS, as the round ends
+
+    return {
+        "config_id": cfg.config_id,
+        "status": Status.OK,
+        "round": round_index,
+        "last": last,
+        "rounds": cfg.rounds,
+        "iters": measured.iters,
+        "warmup_iters": measured.warmup_iters,
+        "stop_reason": measured.stop_reason,
+        "precision_target": cfg.precision if cfg.adaptive else None,
+        "precision_reached": measured.precision_reached,
+        "unstable": measured.unstable,
+        "warmup_s": measured.warmup_s,
+        "measure_s": measured.measure_s,
+        "peak_memory_bytes": measured.peak_memory_bytes,
+        "max_rss_bytes": max_rss_bytes(),
+        **({"counted_memory_bytes": sum(measured.counted_memory.values()), "counted_memory": measured.counted_memory}
+           if measured.counted_memory else {}),
+    }
+
+
+def failed_end_fields(config_id: str, oom: bool) -> dict[str, Any]:
+    """The fields of the config_end of a configuration that raised: failed, or out of memory."""
+    return {"config_id": config_id, "status": Status.OOM if oom else Status.FAILED}

@@ -165,8 +165,8 @@ def wrap(model: Any, cfg: RunConfig, device: Any, local_rank: int, workload: Wor
     """The model as the configuration's mode trains it (the workload's FSDP2 units and DDP keyword, if any)."""
     import torch
 
-    if cfg.mode == Mode.DDP and strategies.strategy(cfg.strategy).fsdp:  # FSDP2 (bench_kernels.strategies)
-        from bench_kernels.strategies import wrap_fsdp
+    if cfg.mode == Mode.DDP and strategies.strategy(cfg.strategy).fsdp:  # FSDP2 (bench_kernels.strategy_wrappers)
+        from bench_kernels.strategy_wrappers import wrap_fsdp
 
         return wrap_fsdp(model, cfg, device, workload.fsdp_units if workload else None)
     if cfg.mode == Mode.DDP:
@@ -197,8 +197,8 @@ def eager_ddp(net: Any) -> Any:
 
 
 def zero_optimizer(net: Any) -> Any:
-    """ZeRO-1's optimizer (``bench_kernels.strategies``) over the DDP-wrapped model's parameters."""
-    from bench_kernels.strategies import zero_optimizer as sharded
+    """ZeRO-1's optimizer (``bench_kernels.strategy_wrappers``) over the DDP-wrapped model's parameters."""
+    from bench_kernels.strategy_wrappers import zero_optimizer as sharded
 
     return sharded(net)
 

@@ -59,7 +59,7 @@ def write_spec(folder: str, flush_interval: float) -> str:
 
 
 # the probe as the rank runs it, its synchronisation hooks left out (what the rest of it costs alone)
-WITHOUT_HOOKS = ("import runpy, sys; import bench_kernels.script_sync as sync; sync.GradSync.install = lambda self: None; "
+WITHOUT_HOOKS = ("import runpy, sys; import bench_kernels.probe_sync as sync; sync.GradSync.install = lambda self: None; "
                  "sys.argv[0] = 'script_probe'; runpy.run_module('bench_kernels.script_probe', run_name='__main__')")
 CASES = ("alone", "no hooks", "probe")
 

@@ -74,7 +74,7 @@ class Inputs:
 
 
 def test_a_batch_s_examples_are_the_leading_dimension_of_its_first_tensor():
-    from bench_kernels.script_steps import batch_examples
+    from bench_kernels.probe_steps import batch_examples
 
     images, labels = torch.zeros(8, 3, 4, 4), torch.zeros(8, dtype=torch.long)
     assert batch_examples(images) == 8
@@ -289,7 +289,7 @@ def test_script_to_end_measures_every_step_past_the_planned_ones(tmp_path):
 
 
 def test_the_step_stream_keeps_each_list_aligned_with_sec(tmp_path):
-    from bench_kernels.script_steps import StepStream
+    from bench_kernels.probe_steps import StepStream
 
     writer = wire.EventWriter(str(tmp_path / "r.jsonl"), 0, flush_interval=3600)
     stream = StepStream(writer, "c", "measure", 4, None)
@@ -382,7 +382,7 @@ def test_the_probe_loads_nothing_of_the_kernel_s_training_into_the_user_s_proces
     assert not {"torch", "numpy", "bench_kernels.training", "bench_kernels.comm_probe", "bench_kernels.sources",
                 "bench_kernels.faults", "ddptop.protocol.catalog", "ddptop.protocol.modelspec"} & loaded, loaded
     assert not any(m.startswith(("ddptop.analysis", "ddptop.report", "ddptop.run", "ddptop.tui")) for m in loaded)
-    assert {"bench_kernels.script_sync", "bench_kernels.batches", "bench_kernels.ddp_logging"} <= loaded
+    assert {"bench_kernels.probe_sync", "bench_kernels.batches", "bench_kernels.ddp_logging"} <= loaded
 
 
 def test_the_command_names_a_script_or_a_module():

@@ -1,4 +1,4 @@
-"""The probe's record of how a user's script synchronises its gradients (``bench_kernels.script_sync``): every
+"""The probe's record of how a user's script synchronises its gradients (``bench_kernels.probe_sync``): every
 model wrapped for data parallelism (DistributedDataParallel, FullyShardedDataParallel and fully_shard,
 ZeroRedundancyOptimizer) with where it was made and its arguments, each measured step's micro-batches and
 synchronisations, DDP's own timers, the script's own collectives; each hook failing open.
@@ -15,7 +15,7 @@ import textwrap
 
 import pytest
 
-from bench_kernels import script_sync
+from bench_kernels import probe_sync
 from ddptop.analysis import script_sync as sync_analysis
 from tests.conftest import ddptop, processes_mentioning
 
@@ -108,7 +108,7 @@ def test_a_model_a_framework_wraps_is_placed_at_the_user_s_line_through_the_libr
                 optimizer.step()
     """))
     monkeypatch.syspath_prepend(str(library))
-    monkeypatch.setattr(script_sync, "_LIBRARIES", (*script_sync._LIBRARIES, str(library)))
+    monkeypatch.setattr(probe_sync, "_LIBRARIES", (*probe_sync._LIBRARIES, str(library)))
     trainerlib = importlib.import_module("trainerlib")
     try:
         end = Probed(tmp_path, torch).run(lambda: trainerlib.fit(torch.nn.Linear(8, 2), 100))  # the user's line
@@ -123,7 +123,7 @@ def test_a_model_a_framework_wraps_is_placed_at_the_user_s_line_through_the_libr
 
 def test_a_probe_hook_that_raises_leaves_the_script_training_and_says_what_was_not_measured(
         tmp_path, one_rank_group, monkeypatch):
-    from bench_kernels import script_sync as probe_sync
+    from bench_kernels import probe_sync
 
     def broken(self, model):
         raise RuntimeError("injected")
@@ -144,7 +144,7 @@ def test_a_ddp_model_the_probe_fails_to_record_is_said_and_never_read_as_no_mode
         raise RuntimeError("injected")
 
     torch = one_rank_group
-    monkeypatch.setattr(script_sync.GradSync, "ddp_made", broken)
+    monkeypatch.setattr(probe_sync.GradSync, "ddp_made", broken)
     end = Probed(tmp_path, torch).run(_accumulating(torch, no_sync=False))
     assert end["iters"] == 5 and end["script"]["wrappers"] == [] and end["script"]["wrappers_incomplete"] is True
     assert "a DistributedDataParallel model not recorded from step 1 on: RuntimeError: injected" in end["note"]
@@ -169,7 +169,7 @@ def test_the_script_s_own_collectives_are_counted_the_probe_s_are_not(tmp_path, 
     assert end["script"]["wrappers"] == [] and end["script"]["collectives"] == 2 * 5
 
 
-MAX_BLOCKS = script_sync.MAX_WRAPPERS + 2
+MAX_BLOCKS = probe_sync.MAX_WRAPPERS + 2
 
 
 def test_zero_and_fully_shard_are_recorded_where_made_and_their_modules_restored_after(tmp_path, one_rank_group):
@@ -192,7 +192,7 @@ def test_zero_and_fully_shard_are_recorded_where_made_and_their_modules_restored
 
     end = Probed(tmp_path, torch).run(loop)
     kinds = [w["kind"] for w in end["script"]["wrappers"]]
-    assert kinds == [script_sync.ZERO, script_sync.FULLY_SHARD, script_sync.FULLY_SHARD], kinds
+    assert kinds == [probe_sync.ZERO, probe_sync.FULLY_SHARD, probe_sync.FULLY_SHARD], kinds
     assert all(w["site"].startswith(f"{os.path.relpath(__file__)}:") for w in end["script"]["wrappers"])
     # more blocks than the probe keeps wrappers: one record of the loop's line, none missed
     assert [w.get("modules") for w in end["script"]["wrappers"]] == [None, MAX_BLOCKS, None]
@@ -347,7 +347,7 @@ SYNC_SCRIPT = """
     if mode != "serial1" or os.environ["WORLD_SIZE"] != "1":
         dist.init_process_group("gloo")
     if mode == "broken":
-        import bench_kernels.script_sync as probe_sync
+        import bench_kernels.probe_sync as probe_sync
 
         def broken(self, model):
             raise RuntimeError("injected")
@@ -430,7 +430,7 @@ def test_a_tune_s_try_sets_its_keywords_on_the_script_s_own_ddp_call_and_records
 
 def test_a_try_this_torch_s_ddp_does_not_take_fails_the_call_as_ddp_would_and_one_without_ddp_is_not_applied(
         tmp_path, one_rank_group):
-    from bench_kernels.script_sync import GradSync
+    from bench_kernels.probe_sync import GradSync
 
     torch = one_rank_group
     notes: list[str] = []

@@ -240,7 +240,7 @@ def test_fsdp2_gathered_bytes_walk_the_backward():
     made yet: 40 + 20 - 20); without, at the first (all three still gathered: 60 + 20 - 30)."""
     from types import SimpleNamespace
 
-    from bench_kernels.strategies import gathered_bytes
+    from bench_kernels.strategy_wrappers import gathered_bytes
 
     model = SimpleNamespace(ddptop_units=[20, 20, 20, 6], ddptop_world=2, ddptop_reshard=True)
     assert gathered_bytes(model) == 6 + 40
@@ -254,7 +254,7 @@ def test_the_count_before_the_first_step_is_what_the_steps_hold():
     momentum from the parameters; after steps it reads them, and the two agree."""
     import torch
 
-    from bench_kernels.strategies import counted_memory
+    from bench_kernels.strategy_wrappers import counted_memory
 
     model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
@@ -274,7 +274,7 @@ def test_fsdp2_units_are_a_resnets_blocks():
     import torch
     import torchvision
 
-    from bench_kernels.strategies import sharded_units
+    from bench_kernels.strategy_wrappers import sharded_units
 
     model = torchvision.models.resnet18(num_classes=10)
     units = sharded_units(model)
@@ -289,7 +289,7 @@ def test_fsdp2_mixed_precision_is_bf16_on_a_gpu_with_amp_bf16_only():
 
     import torch
 
-    from bench_kernels.strategies import mixed_precision
+    from bench_kernels.strategy_wrappers import mixed_precision
 
     cuda, cpu = SimpleNamespace(type="cuda"), SimpleNamespace(type="cpu")
     policy = mixed_precision(SimpleNamespace(amp="bf16"), cuda)
@@ -302,7 +302,7 @@ def test_fsdp2_mixed_precision_is_bf16_on_a_gpu_with_amp_bf16_only():
 def test_fsdp2_leaves_a_tied_head_and_embedding_to_the_root():
     """GPT ties its head to its token embedding: neither is a unit of its own (sharding one holder would
     part the two copies); the blocks are units, and the root takes the tied weight, the positions and ln_f."""
-    from bench_kernels.strategies import sharded_units
+    from bench_kernels.strategy_wrappers import sharded_units
     from bench_kernels.transformer import build_transformer
 
     model = build_transformer("gpt-tiny")

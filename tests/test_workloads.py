@@ -307,7 +307,7 @@ def test_the_cpu_memory_count_follows_a_dict_batch(torch):
 def test_fsdp2_s_default_units_are_the_blocks_and_a_tied_head_stays_with_the_root(torch):
     pytest.importorskip("transformers")
     from bench_kernels.sources import load_workload
-    from bench_kernels.strategies import given_units, sharded_units
+    from bench_kernels.strategy_wrappers import given_units, sharded_units
 
     def names(model, units):
         lookup = {id(m): name or "<root>" for name, m in model.named_modules()}

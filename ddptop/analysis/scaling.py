@@ -51,7 +51,7 @@ class PlanFigures(Protocol):
 
 def as_written(entry: Mapping[str, Any]) -> bool:
     """DDP as a user writes it, not one of ddptop tune's variants (``analysis.tuning`` compares those) nor
-    another strategy (ZeRO-1, FSDP2: ``analysis.strategies`` compares those)."""
+    another strategy (ZeRO-1, FSDP2: ``analysis.strategy_figures`` compares those)."""
     return (entry.get("variant") or variants.DEFAULT) == variants.DEFAULT and plain_ddp(entry)
 
 

@@ -1,6 +1,6 @@
 """The data-parallel strategies ddptop measures beside DDP on one node: ZeRO-1 and FSDP2.
 
-Shared by the plan (``--strategies``: which configurations to run), the kernel (``bench_kernels.strategies``:
+Shared by the plan (``--strategies``: which configurations to run), the kernel (``bench_kernels.strategy_wrappers``:
 how the model and its optimizer are wrapped) and the report (the strategy table's words). Every strategy
 trains the same model on the same batch with the same SGD with momentum; only what each rank holds, and
 the collectives that keep the ranks in step, differ:

@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any
 
-from ddptop.analysis import (communication, compute, job_use, links, scaling, script_steps, step_bound, strategies,
+from ddptop.analysis import (communication, compute, job_use, links, scaling, script_steps, step_bound, strategy_figures,
                              threads, tokens, traces, tuning)
 from ddptop.protocol import layout
 from ddptop.protocol.layout import (ENVIRONMENT_FILE, RUNNER_FILE, SUMMARY_JSON, TIMELINE_FILE, TOPOLOGY_FILE,
@@ -149,7 +149,7 @@ def _observed_rates(entry: dict[str, Any]) -> None:
 
 def _counted_memory(state: Any) -> dict[str, Any]:
     """The CPU's per-rank memory (no allocator peak there): what one step holds on each rank, counted by the
-    kernel (``bench_kernels.strategies.counted_memory``); the figure is the rank that holds most, with its
+    kernel (``bench_kernels.strategy_wrappers.counted_memory``); the figure is the rank that holds most, with its
     breakdown by kind. Nothing for a GPU run or a run from before the count."""
     counted = {rank: e for rank, e in state.rank_ends().items() if isinstance(e.get("counted_memory_bytes"), int)}
     if not counted:
@@ -412,7 +412,7 @@ def _thread_answers(entries: list[dict[str, Any]], plan: Any, replicates: Any) -
 
 def _strategy_tables(entries: list[dict[str, Any]], replicates: Any, cap: float | None) -> dict[str, Any]:
     """DDP, ZeRO-1 and FSDP2 side by side (``--strategies``); no key at all for a run of DDP alone."""
-    tables = strategies.strategy_tables(entries, replicates, memory_cap_mb=cap)
+    tables = strategy_figures.strategy_tables(entries, replicates, memory_cap_mb=cap)
     return {"strategies": tables} if tables else {}
 
 

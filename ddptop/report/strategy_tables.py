@@ -1,11 +1,11 @@
-"""The strategy comparison and the memory frontier as report blocks (``analysis/strategies.py`` makes the
+"""The strategy comparison and the memory frontier as report blocks (``analysis/strategy_figures.py`` makes the
 figures; ``report/sections.py`` places the blocks). Narrow on purpose: the strategy table reads whole at 80
 columns."""
 
 from __future__ import annotations
 
 from ddptop import units
-from ddptop.analysis.strategies import COUNTED
+from ddptop.analysis.strategy_figures import COUNTED
 from ddptop.protocol.modelspec import display_name
 from ddptop.report.blocks import Block, Caption, Note, Part, Table
 from ddptop.report.schema import Estimate, value_of, StrategyRow, StrategyTable, Summary

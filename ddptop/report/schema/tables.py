@@ -289,7 +289,7 @@ class TuneTable(Record):
 
 @dataclass(kw_only=True)
 class StrategyRow(Record):
-    """One data-parallel strategy (``analysis/strategies.py``): at the batch every strategy measured, its
+    """One data-parallel strategy (``analysis/strategy_figures.py``): at the batch every strategy measured, its
     examples/s and their ratio to DDP's with the intervals, its memory per rank; and its largest batch."""
     strategy: str = ""
     what: str = ""

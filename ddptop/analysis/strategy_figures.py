@@ -7,7 +7,7 @@ of memory). Examples/s come with the 95% intervals every figure of the summary h
 examples/s over DDP's with the interval of the ratio, from the same two-level replicates
 (``analysis.intervals``), so a difference is called only beyond noise (``uncertainty.verdict``), as
 ``ddptop tune`` calls a variant. Memory per rank is the allocator's peak on a GPU and the kernel's count on
-the CPU (``bench_kernels.strategies.counted_memory``), the rank that holds most.
+the CPU (``bench_kernels.strategy_wrappers.counted_memory``), the rank that holds most.
 """
 
 from __future__ import annotations
