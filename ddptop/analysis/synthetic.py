@@ -135,3 +135,40 @@ def check(scenario: Scenario, trials: int, resamples: int = 400, seed: int = 0, 
         result.slower_called += uncertainty.verdict(changed, min_effect) == uncertainty.SLOWER
         result.widths.append(p50.rel_half_width() or 0.0)
     return result
+
+
+# -- the gradient noise scale with a known answer --------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class GradientProblem:
+    """Per-example gradients of a least-squares fit at fixed parameters away from its optimum, (x.w - y) x over a
+    fixed dataset: tr(Sigma) and |G|^2, and so the true noise scale, computed over every example."""
+
+    grads: np.ndarray  # (examples, features)
+    trace: float
+    true_sq: float
+
+    @property
+    def b_noise(self) -> float:
+        return self.trace / self.true_sq
+
+
+def gradient_problem(seed: int = 0, examples: int = 4000, features: int = 16, noise: float = 2.0,
+                     offset: float = 0.3) -> GradientProblem:
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(examples, features))
+    y = x @ rng.normal(size=features) + rng.normal(scale=noise, size=examples)
+    w = rng.normal(scale=offset, size=features)
+    grads = (x @ w - y)[:, None] * x
+    mean = grads.mean(axis=0)
+    return GradientProblem(grads, float(np.mean(np.sum((grads - mean) ** 2, axis=1))), float(mean @ mean))
+
+
+def synchronisations(grads: np.ndarray, ranks: int, batch: int, steps: int, rng: np.random.Generator
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """What DDP holds at each of ``steps`` synchronisations, each rank's ``batch`` drawn independently from the
+    dataset: the mean over the ranks of each local gradient's squared norm, and the averaged gradient's."""
+    picks = rng.integers(0, len(grads), size=(steps, ranks, batch))
+    local = grads[picks].mean(axis=2)  # (steps, ranks, features)
+    return np.mean(np.sum(local ** 2, axis=2), axis=1), np.sum(local.mean(axis=1) ** 2, axis=1)

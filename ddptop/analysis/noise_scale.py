@@ -1,0 +1,127 @@
+"""The gradient noise scale from what data parallelism synchronises, and what it means for scaling in time to
+the same loss.
+
+McCandlish, Kaplan, Amodei et al., "An Empirical Model of Large-Batch Training" (2018): with G the true
+gradient and Sigma the per-example gradient covariance, the simple noise scale is B_noise = tr(Sigma) / |G|^2;
+the optimizer steps to a given loss go as S = S_min (1 + B_noise / B) at batch B (with the learning rate
+retuned for each batch), and the examples as E = E_min (1 + B / B_noise).
+
+Each synchronisation of DDP holds two estimates of the same gradient: every rank's local one over its batch
+b = B_small (before the allreduce) and the average over all N ranks, B_big = N b (after it). For a gradient
+averaged over B examples drawn independently, E|g_B|^2 = |G|^2 + tr(Sigma) / B, so the two squared norms give
+unbiased estimates (the paper's appendix A.1), per synchronisation:
+
+    |G|^2    ~ (B_big |g_big|^2 - B_small |g_small|^2) / (B_big - B_small)
+    tr(Sigma) ~ (|g_small|^2 - |g_big|^2) / (1 / B_small - 1 / B_big)
+
+with |g_small|^2 the mean over the ranks of each one's local squared norm. Each is noisy, |G|^2's can be
+negative: B_noise is the ratio of their means over the measured synchronisations (the mean of per-step ratios
+is biased), and its 95% interval comes from a circular block bootstrap of the synchronisations (the pairs of
+per-step estimates resampled together, the block length from their dependence), as the step times' are. Where
+|G|^2's interval reaches 0 the noise scale is not resolved: it is then unbounded above, and said so.
+
+The time-to-loss speedup of N ranks against the reference's, ``(t_ref / t_N) (1 + B_noise / B_ref) / (1 + B_noise
+/ B_N)`` for the global batches B_ref and B_N, is a model (the learning rate retuned at each batch, the noise
+scale of this window of training, curvature ignored), said as one wherever it is shown.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ddptop.analysis import uncertainty
+from ddptop.analysis.figures import Measured, derive
+
+MIN_SYNCS = 8  # synchronisations below which no noise scale is estimated: too few to bootstrap
+
+
+def per_step(small_sq: np.ndarray, big_sq: np.ndarray, b_small: np.ndarray, b_big: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    """Each synchronisation's unbiased estimates of tr(Sigma) and |G|^2 (arrays of the same length)."""
+    trace = (small_sq - big_sq) / (1 / b_small - 1 / b_big)
+    true_sq = (b_big * big_sq - b_small * small_sq) / (b_big - b_small)
+    return trace, true_sq
+
+
+@dataclass(frozen=True)
+class NoiseScale:
+    """B_noise with its replicates, and the means it is the ratio of, over ``syncs`` synchronisations of a
+    local batch of ``batch_small`` examples (mean) into a global one of ``batch_big``."""
+
+    b_noise: Measured
+    trace: Measured  # tr(Sigma), per example
+    true_sq: Measured  # |G|^2
+    syncs: int
+    batch_small: float
+    batch_big: float
+
+    @property
+    def resolved(self) -> bool:
+        """Whether |G|^2 is told from 0 (its interval's low end above 0): else B_noise has no upper bound."""
+        interval = self.true_sq.interval()
+        return interval is not None and not math.isnan(interval[0]) and interval[0] > 0 and self.b_noise.value > 0
+
+
+def estimate(small_sq: Sequence[float], big_sq: Sequence[float], b_small: Sequence[float] | float,
+             b_big: Sequence[float] | float, resamples: int = uncertainty.RESAMPLES, seed: int = 0
+             ) -> NoiseScale | None:
+    """The noise scale over the synchronisations given in order (each a squared norm before and after the
+    allreduce, and the batches behind them); None where fewer than ``MIN_SYNCS`` were given or a batch is not
+    larger after the allreduce than before."""
+    small, big = np.asarray(small_sq, dtype=float), np.asarray(big_sq, dtype=float)
+    count = len(small)
+    if count < MIN_SYNCS or len(big) != count:
+        return None
+    bs = np.broadcast_to(np.asarray(b_small, dtype=float), (count,))
+    bb = np.broadcast_to(np.asarray(b_big, dtype=float), (count,))
+    if np.any(bb <= bs) or np.any(bs <= 0):
+        return None
+    trace, true_sq = per_step(small, big, bs, bb)
+    block = max(uncertainty.block_length(trace), uncertainty.block_length(true_sq))
+    picks = _circular_blocks(count, block, resamples, seed)
+    trace_m = Measured(float(trace.mean()), trace[picks].mean(axis=1))
+    true_m = Measured(float(true_sq.mean()), true_sq[picks].mean(axis=1))
+    b_noise = derive(_ratio, trace_m, true_m)
+    return NoiseScale(b_noise, trace_m, true_m, count, float(bs.mean()), float(bb.mean()))
+
+
+def _ratio(trace: float | np.ndarray, true_sq: float | np.ndarray) -> float | np.ndarray:
+    """tr(Sigma) / |G|^2, the ratio of the means: infinite where |G|^2's mean is not above 0."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        found = np.where(np.asarray(true_sq) > 0, np.asarray(trace) / np.asarray(true_sq), np.inf)
+    return float(found) if np.ndim(found) == 0 else found
+
+
+def _circular_blocks(count: int, block: int, resamples: int, seed: int) -> np.ndarray:
+    """Indices of ``resamples`` circular block bootstrap series of ``count`` synchronisations."""
+    rng = np.random.default_rng(seed)
+    blocks = math.ceil(count / block)
+    starts = rng.integers(0, count, size=(resamples, blocks))
+    index = (starts[:, :, None] + np.arange(block)[None, None, :]) % count
+    return index.reshape(resamples, blocks * block)[:, :count]
+
+
+def time_to_loss_speedup(step_ratio: Measured | float, b_noise: Measured | float, batch_ref: float,
+                         batch_n: float) -> Measured:
+    """The speedup in time to the same loss of a global batch ``batch_n`` at a step time ``t_N`` against the
+    reference's ``batch_ref`` at ``t_ref``: ``step_ratio`` is t_ref / t_N. A model: see the module."""
+    return derive(_time_to_loss, step_ratio, b_noise, batch_ref, batch_n)
+
+
+def _time_to_loss(step_ratio: float | np.ndarray, b_noise: float | np.ndarray, batch_ref: float,
+                  batch_n: float) -> float | np.ndarray:
+    noise = np.asarray(b_noise, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):  # an unbounded noise scale: steps go as 1 / B
+        worth = np.where(np.isinf(noise), batch_n / batch_ref, (1 + noise / batch_ref) / (1 + noise / batch_n))
+    found = step_ratio * worth
+    return float(found) if np.ndim(found) == 0 else found
+
+
+def example_worth(b_noise: float, batch_ref: float, batch_n: float) -> float:
+    """What one example at the global batch ``batch_n`` is worth against one at ``batch_ref`` in progress to the
+    same loss: E_min (1 + B / B_noise) examples are needed at batch B."""
+    return (1 + batch_ref / b_noise) / (1 + batch_n / b_noise)
