@@ -248,6 +248,22 @@ def _fold_flat(cls: Any, data: dict[str, Any], name: str, where: str, consumed: 
         raise SchemaError(f"{where}: {exc}") from None
 
 
+def flat_json(record: Record) -> dict[str, Any]:
+    """A record in the flat shape (the inverse of ``_fold_flat``): each estimate as its value under its name,
+    ``<name>_ci`` and ``<name>_method`` beside it, as an output that keeps figures side by side writes them
+    (``ddptop diff --format json``)."""
+    out: dict[str, Any] = {}
+    for key, value in record.to_json().items():
+        found = getattr(record, key, None)
+        if key in _estimate_fields(type(record)) and (found is None or isinstance(found, Estimate)):
+            out[key] = None if found is None else found.value
+            out[f"{key}_ci"] = None if found is None else found.ci
+            out[f"{key}_method"] = None if found is None else found.method
+        else:
+            out[key] = value
+    return out
+
+
 def _json_kind(value: Any) -> str:
     return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
         type(value), "a number" if isinstance(value, (int, float)) else type(value).__name__)

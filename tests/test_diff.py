@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -204,3 +205,14 @@ def test_two_checkouts_of_one_script_pair_by_its_name_and_arguments(tmp_path, mo
     done = ddptop("diff", _write(tmp_path, "a", _recorded_before(a)), _write(tmp_path, "b", b))
     assert done.returncode == 0, done.stderr
     assert "Only in" not in done.stdout and "script:train.py --flag 1/n2/gloo" in done.stdout, done.stdout
+
+
+def test_diff_json_keeps_the_launch_spread_beside_its_interval():
+    """An output, not a summary: each figure and its ``_ci`` side by side (docs/summary-schema.md)."""
+    from ddptop.report import build
+
+    summary, _ = build.load_target(str(Path(__file__).parent / "data" / "recorded-cpu-run"))
+    spread = diff_mod.diff_summaries(summary, summary, resamples=200)["launch_variance"]
+    assert spread["estimated"] and isinstance(spread["relative_sd"], float)
+    low, high = spread["relative_sd_ci"]
+    assert low <= spread["relative_sd"] <= high and spread["relative_sd_method"].startswith("moment estimate")

@@ -286,3 +286,19 @@ def test_the_summary_screen_of_a_long_script_command_shows_every_figure(size, tm
     summary, _ = build.load_target(path)
     for row in summary.scaling[0].rows:
         assert f"{row.sec_iter.value:.4f}" in long
+
+
+def test_a_script_run_recorded_by_an_older_ddptop_rebuilds_with_its_steps(tmp_path):
+    """A run whose ids named the script by its spec with its arguments (plan.json without ``script_named``):
+    its events are found by those ids, its configurations measured as recorded, not pending."""
+    run = tmp_path / "run"
+    shutil.copytree(os.path.join(DATA, "script-run"), run)
+    plan = json.loads((run / "plan.json").read_text())
+    model = plan.pop("script_named") and plan["models"][0]
+    (run / "plan.json").write_text(json.dumps(plan, indent=2))
+    for path in run.rglob("*.jsonl"):
+        path.write_text(path.read_text().replace('"train.py/n', json.dumps(model)[:-1] + '/n'))
+    summary, _ = build.load_target(str(run), rebuild=True)
+    assert [c.config_id for c in summary.configs] == [f"{model}/n1/gloo", f"{model}/n2/gloo"]
+    assert all(c.status == "ok" and c.stats is not None and c.stats.n > 0 for c in summary.configs)
+    assert "Scaling: train.py (gloo)" in sections.text_report(summary)  # tables name it by its file all the same

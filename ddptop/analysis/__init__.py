@@ -10,7 +10,8 @@
   (sweeps with a known truth, for the tests and benchmarks that check the intervals), ``tokens`` (tokens/s of
   the transformer models), ``job_use`` (what the run used at its peak of what the job was given);
 - ``figures`` (a figure and its interval from one computation of its formula), ``threads`` (the thread curve,
-  the core budget, CPU against GPU), ``strategy_figures`` (DDP, ZeRO-1, FSDP2 compared), ``tuning`` (tune's answer);
+  the core budget, CPU against GPU), ``strategy_figures`` (DDP, ZeRO-1, FSDP2 compared), ``tuning`` (tune's answer),
+  ``noise_scale`` (the gradient noise scale and the time-to-loss speedup it predicts);
 - ``traces``, ``trace_file`` and ``trace_breakdown`` (a profiler trace broken down); ``script_steps``,
   ``script_sync``, ``script_figures``, ``script_tries`` and ``script_patch`` (a user's script: its steps, its
   synchronisation, its figures, the tries its run calls for, and the change at the user's line).
@@ -20,7 +21,7 @@ not load numpy through the others.
 """
 
 __all__ = ["communication", "compute", "datasheet_peaks", "figures", "formulas", "intervals", "job_use",
-           "launch_spread", "launches", "links", "projection", "scaling", "script_figures", "script_patch",
-           "script_steps", "script_sync", "script_tries", "stats", "step_bound", "step_change", "stragglers",
-           "strategy_figures", "synthetic", "threads", "tokens", "trace_breakdown", "trace_file", "traces", "tuning",
-           "uncertainty"]
+           "launch_spread", "launches", "links", "noise_scale", "projection", "scaling", "script_figures",
+           "script_patch", "script_steps", "script_sync", "script_tries", "stats", "step_bound", "step_change",
+           "stragglers", "strategy_figures", "synthetic", "threads", "tokens", "trace_breakdown", "trace_file",
+           "traces", "tuning", "uncertainty"]

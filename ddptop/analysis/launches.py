@@ -47,7 +47,7 @@ import numpy as np
 
 from ddptop.analysis import uncertainty
 from ddptop.analysis.launch_spread import LaunchSpread
-from ddptop.records import Estimate
+from ddptop.records import Estimate, flat_json
 
 METHOD = (
     "two levels: launch offsets pooled over the sweep's configurations (one-way random-effects model on the "
@@ -220,7 +220,8 @@ class LaunchVariance:
                             within_share=self.within_share, method=METHOD if self.estimated else WITHIN_ONLY)
 
     def to_json(self) -> dict[str, Any]:
-        return self.record().to_json()
+        """Its record in the flat shape, each figure beside its interval (``records.flat_json``)."""
+        return flat_json(self.record())
 
 
 def pool_variance(configs: Sequence[ConfigLaunches], resamples: int = uncertainty.RESAMPLES) -> LaunchVariance:

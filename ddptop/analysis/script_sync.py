@@ -1,4 +1,4 @@
-"""How a user's script synchronised its gradients, from what the probe saw (``bench_kernels.script_sync``):
+"""How a user's script synchronised its gradients, from what the probe saw (``bench_kernels.probe_sync``):
 the models it wrapped for data parallelism, the synchronisations and micro-batches of each measured step, and
 DDP's own timers; and what the verdict may say of them.
 

@@ -96,8 +96,9 @@ def logs_dir(launch_dir: str, node_rank: int = 0) -> str:
 
 def trace_dir_name(config_id: str) -> str:
     """A configuration's trace folder: its id with anything but letters, digits and ``.=+-`` as ``_``
-    (``resnet18/ddp/bs32/n2/gloo`` -> ``resnet18_ddp_bs32_n2_gloo``): one flat, safe name per id."""
-    return re.sub(r"[^A-Za-z0-9.=+-]", "_", config_id).strip(".") or "_"
+    (``resnet18/ddp/bs32/n2/gloo`` -> ``resnet18_ddp_bs32_n2_gloo``; ``-m pkg.train/n2/gloo`` ->
+    ``m_pkg.train_n2_gloo``): one flat, safe name per id."""
+    return re.sub(r"[^A-Za-z0-9.=+-]", "_", config_id).strip(".").lstrip("-") or "_"  # no leading "-": not an option
 
 
 def trace_file(config_id: str, rank: int) -> str:

@@ -341,8 +341,12 @@ def _hf_name(spec: ModelSpec, short: bool) -> str:
 
 def script_command(model: str) -> str:
     """A script's command as typed (``train.py --lr 0.1``, ``-m pkg.train ARGS``): the ``command:`` line of the
-    report and summary.json keep it whole. An older plan's module, named alone, with its ``-m``."""
-    spec = parse_spec(model, cwd="/")
+    report and summary.json keep it whole. An older plan's module, named alone, with its ``-m``; a spec that no
+    longer parses, as recorded."""
+    try:
+        spec = parse_spec(model, cwd="/")
+    except SpecError:
+        return model[len(SCRIPT_PREFIX):].strip() if model.startswith(SCRIPT_PREFIX) else model
     text = spec.text[len(SCRIPT_PREFIX):].strip()
     return "-m " + text if text == spec.target and not spec.from_file else text
 

@@ -250,7 +250,7 @@ def _levels_text(variance: dict[str, Any] | None) -> str:
         return ("within-launch only: one launch per configuration, so an offset between the runs' launches "
                 "can pose as a change; measure with --launches 2 or more")
     return (f"two levels: each launch's steps block-bootstrapped, and the launch-to-launch spread "
-            f"{units.percent((variance['relative_sd'] or {}).get('value'), 1)} pooled over both runs' {variance['configs']} "
+            f"{units.percent(variance['relative_sd'], 1)} pooled over both runs' {variance['configs']} "
             f"configurations, {variance['df']} degrees of freedom")
 
 

@@ -7,8 +7,8 @@ function on a real plotext figure and built to text, the ASCII chart of ``--asci
 Markdown and JSON. ``plots_dir`` adds the plots themselves (matplotlib, about a second). The summary screen
 under Textual is the view's own check (``ddptop.tui.summary_check``), which runs this one first.
 
-``ddptop.report.store`` and ``ddptop.report.build`` run it on every summary when ``DDPTOP_CHECK_SUMMARIES=1``
-(the test suite sets it), so that no summary any test builds reaches a user unrendered.
+``ddptop.report.build`` runs it on every summary it makes when ``DDPTOP_CHECK_SUMMARIES=1`` (the test suite
+sets it), so that no summary any test builds reaches a user unrendered.
 """
 
 from __future__ import annotations

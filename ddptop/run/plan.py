@@ -167,6 +167,7 @@ def build_plan(options: PlanOptions, inventory: Inventory, cpu_count: int | None
         devices_skipped=devices_skipped,
         script=script[1] if script else (),
         script_dir=os.getcwd() if script else "",
+        script_named="file" if script else "",
         tries_why={}, script_loader="",  # the sweep's, after the script's first run
         threads_from=threads_from,
     )

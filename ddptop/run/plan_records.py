@@ -99,8 +99,9 @@ def share_of_cores(cpu_count: int, world_size: int, nnodes: int, per_node: int) 
     return max(1, cpu_count // max(1, ranks_on_a_node(world_size, nnodes, per_node)))
 
 
-# a script's tune's fields of the plan, left out of plan.json where unset
-SCRIPT_TUNE_FIELDS = ("script_tune", "script_tries", "tries_why", "not_tried", "script_loader", "threads_from")
+# a script's fields of the plan (its tune's, how its ids name it), left out of plan.json where unset
+SCRIPT_TUNE_FIELDS = ("script_tune", "script_tries", "tries_why", "not_tried", "script_loader", "threads_from",
+                      "script_named")
 
 
 @dataclass(frozen=True)
@@ -196,6 +197,10 @@ class Plan:
     # directory ddptop was started in, as ``torchrun train.py`` would run it; empty for a plan of kernels
     script: tuple[str, ...] = ()
     script_dir: str = ""
+    # how a script's configuration ids name it: "file" (``train.py/n2/gloo``: the script's file); "" in plans
+    # written before, whose ids hold its spec as typed with its arguments (``script:train.py --lr 0.1/n2/gloo``)
+    # and whose recorded events are found by those
+    script_named: str = ""
     script_to_end: bool = False  # the script runs to its own end instead of ddptop's stop
     # ddptop tune -- train.py: its tries are added after the script's first run (the script as written, one
     # launch), those asked for (script_tries) or chosen from what that run measured (analysis.script_tries); why
@@ -353,7 +358,7 @@ class Plan:
         device = device or self.device
         config_id = f"{model}/{mode}/bs{per_rank}/n{world_size}{spread}/{backend}"
         if self.script:  # its batch is the script's own: no batch in its name; the script by its file alone
-            config_id = f"{display_name(model)}/n{world_size}{spread}/{backend}"
+            config_id = f"{display_name(model) if self.script_named == 'file' else model}/n{world_size}{spread}/{backend}"
         config_id += f"/{device}" if device != self.device else ""  # the CPU part of a plan on GPUs
         config_id += f"/t{threads}" if threads else ""  # a thread sweep's
         if len(self.bucket_cap_mb) > 1 and mode == Mode.DDP:  # ids stay comparable across runs of one cap

@@ -244,7 +244,7 @@ class Verdict(Record):
 
 @dataclass(kw_only=True)
 class WrapperSeen(Record):
-    """A model the script wrapped for data parallelism (``bench_kernels.script_sync``): its kind, where it was
+    """A model the script wrapped for data parallelism (``bench_kernels.probe_sync``): its kind, where it was
     made, the arguments that shape its communication as given; for DDP and FSDP (both kinds), each measured
     step's micro-batches and synchronisations ([micro-batches, syncs, steps] over every launch; FSDP's counted on
     its root); for DDP, its own timers over the measured steps (the last launch's; its backward communication a
