@@ -302,3 +302,18 @@ def test_a_script_run_recorded_by_an_older_ddptop_rebuilds_with_its_steps(tmp_pa
     assert [c.config_id for c in summary.configs] == [f"{model}/n1/gloo", f"{model}/n2/gloo"]
     assert all(c.status == "ok" and c.stats is not None and c.stats.n > 0 for c in summary.configs)
     assert "Scaling: train.py (gloo)" in sections.text_report(summary)  # tables name it by its file all the same
+
+
+def test_the_chart_axis_keeps_the_points_readable_beside_intervals_many_times_their_size():
+    """The recorded CPU run's intervals reach a speedup of 104 at N=2 (few steps a launch): the axis stops at
+    twice its points and N (8), so the points and the perfect line are not squashed to the floor."""
+    summary, _ = build.load_target(os.path.join(DATA, "recorded-cpu-run"))
+    series = chart_data.speedup_series(summary)
+    largest = chart_data.world_sizes(series)[-1]
+    top = chart_data.axis_top(series, largest)
+    points = max([largest] + [p.y for s in series for p in (*s.measured, *s.projected)])
+    assert chart_data.highest(series) > 5 * points and points < top <= 2.2 * points
+    # intervals that fit are drawn whole: the axis reaches their top
+    narrow, _ = build.load_target(os.path.join(DATA, "recorded-run"))
+    found = chart_data.speedup_series(narrow)
+    assert chart_data.axis_top(found, chart_data.world_sizes(found)[-1]) >= chart_data.highest(found)

@@ -109,6 +109,17 @@ def highest(series: Sequence[SpeedupSeries]) -> float:
                         for s in series for p in (*s.measured, *s.projected)])
 
 
+INTERVAL_ROOM = 2.0  # an interval is drawn up to this many times the highest point (or perfect scaling)
+
+
+def axis_top(series: Sequence[SpeedupSeries], largest: int) -> float:
+    """The top of a speedup chart's axis: every point and perfect scaling up to ``largest``, and the intervals up
+    to ``INTERVAL_ROOM`` times that. A run of few steps has intervals many times its points: drawn whole, they
+    would squash the points and the perfect line to the floor; beyond the top they run off the chart."""
+    points = max([float(largest)] + [p.y for s in series for p in (*s.measured, *s.projected)])
+    return max(points, min(highest(series), INTERVAL_ROOM * points)) * 1.1
+
+
 class PlotCanvas(Protocol):
     """The calls the summary screen makes of plotext (``PlotextPlot.plt``, a plotext figure), numbers typed."""
 
@@ -165,7 +176,7 @@ def draw_speedup(plt: PlotCanvas, summary: Summary, colors: Sequence[str]) -> No
     largest = sizes[-1]
     plt.plot([1.0, float(largest)], [1.0, float(largest)], color="gray", label="perfect")
     plt.xticks([float(n) for n in sizes], [str(n) for n in sizes])  # the world sizes run, not a continuous axis
-    plt.ylim(0.0, max(highest(series), largest) * 1.1)
+    plt.ylim(0.0, axis_top(series, largest))
     plt.xlim(0.5, largest + 0.5)
 
 
@@ -178,7 +189,7 @@ def ascii_speedup_lines(summary: Summary, width: int, height: int) -> list[str]:
     label_width, plot_w, plot_h = 6, max(4, width - 8), max(3, height - 4)
     sizes = world_sizes(series)
     # the axis as measured: a projection above it is drawn at its top
-    top = max(float(sizes[-1]), highest([dataclasses.replace(s, projected=[]) for s in series])) * 1.1
+    top = axis_top([dataclasses.replace(s, projected=[]) for s in series], sizes[-1])
     grid = [[" "] * plot_w for _ in range(plot_h)]
 
     def col(n: float) -> int:
