@@ -46,11 +46,19 @@ def _round_trip(summary: Summary) -> str:
     return text
 
 
-def _diff(summary: Summary, form: str) -> str:
+def _diff(summary: Summary) -> Callable[[str], str]:
+    """``diff`` of the summary against itself, compared once (a bootstrap of every launch) and rendered in each
+    form on asking."""
     from ddptop.report import diff  # numpy: the bootstrap of the launches
 
-    result = diff.diff_summaries(summary, summary, resamples=DIFF_RESAMPLES)
-    return json.dumps(result) if form == "json" else diff.diff_text(result, markdown=form == "md")
+    compared: dict[str, Any] = {}
+
+    def rendered(form: str) -> str:
+        if not compared:
+            compared.update(diff.diff_summaries(summary, summary, resamples=DIFF_RESAMPLES))
+        return json.dumps(compared) if form == "json" else diff.diff_text(compared, markdown=form == "md")
+
+    return rendered
 
 
 # the summary screen's chart sizes: beside the tables in 160x50, over the whole of 80x24
@@ -86,6 +94,11 @@ def _plots(summary: Summary, plots_dir: str) -> str:
 def renderers(plots_dir: str | None = None) -> dict[str, Callable[[Summary], Any]]:
     """Each output by the name a failure gives it."""
     from ddptop.report import csv_table, sections
+
+    diffs: dict[int, Callable[[str], str]] = {}
+
+    def diffed(summary: Summary) -> Callable[[str], str]:  # the three forms of one comparison
+        return diffs.setdefault(id(summary), _diff(summary))
     from ddptop.report.store import summary_paths
 
     found: dict[str, Callable[[Summary], Any]] = {
@@ -97,9 +110,9 @@ def renderers(plots_dir: str | None = None) -> dict[str, Callable[[Summary], Any
         "summary screen's sections": lambda s: [sections.screen_sections(s, topology) for topology in (True, False)],
         "speedup chart (plotext)": _plotext_chart,
         "speedup chart (ASCII)": _ascii_chart,
-        "diff against itself (text)": lambda s: _diff(s, "text"),
-        "diff against itself (Markdown)": lambda s: _diff(s, "md"),
-        "diff against itself (JSON)": lambda s: _diff(s, "json"),
+        "diff against itself (text)": lambda s: diffed(s)("text"),
+        "diff against itself (Markdown)": lambda s: diffed(s)("md"),
+        "diff against itself (JSON)": lambda s: diffed(s)("json"),
     }
     if plots_dir is not None:
         found["plots"] = lambda s: _plots(s, plots_dir)

@@ -32,7 +32,7 @@ def _ascii(on: bool) -> Iterator[None]:
         fmt.ASCII = before
 
 
-async def _open(summary: Summary, where: str, size: tuple[int, int], ascii: bool) -> str | None:
+async def _open(summary: Summary, where: str, size: tuple[int, int]) -> str | None:
     """The summary screen at ``size``, its keys pressed; the traceback where it raised, else None."""
     from ddptop.tui.app import SummaryApp
     from ddptop.tui.screens import SummaryScreen, TracesScreen, has_speedup_chart
@@ -66,7 +66,7 @@ async def check_screens(summary: Summary, where: str, plots_dir: str | None = No
     for size in SIZES:
         for ascii in (False, True):
             with _ascii(ascii):
-                failure = await _open(summary, where, size, ascii)
+                failure = await _open(summary, where, size)
             if failure:
                 name = f"summary screen at {size[0]}x{size[1]}" + (" with --ascii" if ascii else "")
                 raise outputs.UnrenderableSummary(where, name, failure)
