@@ -56,7 +56,7 @@ def check(scenario: Scenario, trials: int, resamples: int, seed: int) -> dict[st
         tail = launches.config_launches(SLOW, units[SLOW], resamples, q=precision.TAIL)
         estimate = uncertainty.estimate(launches.replicates(tail, variance), tail.value)
         p95_s += (time.perf_counter() - start) * len(medians)  # as if every configuration had its p95
-        covered += estimate.contains(truth)
+        covered += estimate.includes(truth)
         widths.append(estimate.rel_half_width() or 0.0)
     return {"coverage": covered / trials, "half_width": float(np.median(widths)), "cost_ratio": p95_s / p50_s}
 

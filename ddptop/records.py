@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Iterator
@@ -144,6 +145,13 @@ class Estimate(Record):
     def includes(self, x: float) -> bool:
         """Whether the interval holds ``x`` (no interval: nothing can be said, False)."""
         return bool(self.ci) and self.ci[0] <= x <= self.ci[1]  # type: ignore[index]
+
+    def rel_half_width(self) -> float | None:
+        """Half the interval's width relative to the value (0.02: +-2%); None without an interval or where the
+        value is 0 or not finite."""
+        if not self.ci or self.value == 0 or not math.isfinite(self.value):
+            return None
+        return (self.ci[1] - self.ci[0]) / 2 / abs(self.value)
 
 
 def _inside(value: float, low: float, high: float) -> bool:

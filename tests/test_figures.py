@@ -16,7 +16,7 @@ def test_a_derived_figure_is_its_formula_over_the_point_and_over_the_replicates_
     assert speedup.value == 2 * 0.2 / 0.25
     assert np.array_equal(speedup.replicates, 2 * t1.replicates / t2.replicates)  # replicate i with replicate i
     low, high = speedup.interval()
-    assert (low, high) == tuple(uncertainty.estimate(2 * t1.replicates / t2.replicates, speedup.value).to_ci())
+    assert (low, high) == tuple(uncertainty.estimate(2 * t1.replicates / t2.replicates, speedup.value).ci)
     assert low <= speedup.value <= high
     # a figure of a figure: efficiency from the speedup, the same resamples all the way
     efficiency = derive(formulas.efficiency, speedup, 2)

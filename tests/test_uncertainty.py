@@ -17,6 +17,7 @@ import pytest
 from ddptop.analysis import uncertainty as u
 from ddptop.analysis.synthetic import ar1
 from ddptop.protocol import precision
+from ddptop.records import Estimate
 
 BASE = 0.100  # seconds
 SIM_RESAMPLES = 400
@@ -56,11 +57,12 @@ def _draw(rng: np.random.Generator) -> tuple[int, float, int]:
 
 
 def test_estimate_api():
-    e = u.Estimate(2.0, 1.9, 2.2)
+    e = Estimate(value=2.0, ci=[1.9, 2.2])
     assert e.rel_half_width() == pytest.approx(0.075)
-    assert e.contains(2.1) and not e.contains(2.3)
-    assert e.to_ci() == [1.9, 2.2]
-    assert u.Estimate(0.0, -1.0, 1.0).rel_half_width() is None
+    assert e.includes(2.1) and not e.includes(2.3)
+    assert e.ci == [1.9, 2.2]
+    assert Estimate(value=0.0, ci=[-1.0, 1.0]).rel_half_width() is None
+    assert Estimate(value=2.0).rel_half_width() is None
     reps = np.linspace(0.0, 1.0, 1001)
     interval = u.estimate(reps, 0.5)
     assert interval.low == pytest.approx(0.025) and interval.high == pytest.approx(0.975)
@@ -147,11 +149,11 @@ def test_the_interval_covers_the_true_median(kind):
         n, phi, ranks = _draw(rng)
         samples, truth = synthetic(kind, rng, n, phi, ranks)
         est, _ = u.median_estimate(samples, resamples=SIM_RESAMPLES, seed=i)
-        hits += est.contains(truth)
+        hits += est.includes(truth)
         widths.append(est.rel_half_width())
         if n < 60:
             short += 1
-            short_hits += est.contains(truth)
+            short_hits += est.includes(truth)
     coverage = hits / SERIES
     print(f"\n{kind}: 95% interval covers the true median in {coverage:.1%} of {SERIES} series "
           f"(n 30-400, phi 0.3-0.7, 1-4 ranks; n < 60: {short_hits / short:.1%} of {short}); "
@@ -225,8 +227,8 @@ def test_rounds_widen_the_interval_and_cover_drift():
         samples, labels = _drifting(rng, 8, 50, 2, drift)
         with_rounds, _ = u.median_estimate(samples, labels, resamples=SIM_RESAMPLES, seed=i)
         without, _ = u.median_estimate(samples, resamples=SIM_RESAMPLES, seed=i)
-        covered += with_rounds.contains(truth)
-        covered_flat += without.contains(truth)
+        covered += with_rounds.includes(truth)
+        covered_flat += without.includes(truth)
         wider += with_rounds.rel_half_width() > without.rel_half_width()
     print(f"\nrounds (8 x 50 steps, 3% drift between rounds): covered {covered / trials:.1%} with rounds, "
           f"{covered_flat / trials:.1%} without; wider with rounds in {wider / trials:.1%}")
@@ -244,7 +246,7 @@ def test_propagated_speedup_covers_the_true_speedup():
         e1, r1 = u.median_estimate(one, resamples=SIM_RESAMPLES, seed=2 * i)
         e4, r4 = u.median_estimate(four, resamples=SIM_RESAMPLES, seed=2 * i + 1)
         speedup = u.propagate(lambda t1, tn: 4 * t1 / tn, r1, r4, value=4 * e1.value / e4.value)
-        hits += speedup.contains(4 * truth_one / truth_four)
+        hits += speedup.includes(4 * truth_one / truth_four)
     print(f"\npropagate: the speedup interval covers the true speedup in {hits / SERIES:.1%} of {SERIES} runs")
     assert hits / SERIES >= 0.92
 
@@ -264,7 +266,7 @@ def test_the_step_p95_s_interval_covers_the_true_p95_from_the_steps_it_needs():
         samples, _ = synthetic("ar1", rng, n, float(rng.uniform(0.3, 0.7)), int(rng.integers(1, 5)))
         reps = u.median_replicates(samples, resamples=SIM_RESAMPLES, seed=i, q=precision.TAIL)
         est = u.estimate(reps, u.pooled_median(samples, precision.TAIL))
-        hits += est.contains(truth)
+        hits += est.includes(truth)
         widths.append(est.rel_half_width())
     coverage = hits / TAIL_SERIES
     print(f"\np95: 95% interval covers the true p95 in {coverage:.1%} of {TAIL_SERIES} series (n 100-400, phi 0.3-0.7, "

@@ -5,8 +5,8 @@ A ``Measured`` is a point and its replicates (replicate i of every input comes f
 steps, so a formula of several inputs applied replicate by replicate keeps their dependence). A figure made of
 measured ones is ``derive(formula, *inputs)``: the formula once over the points, once over the replicates, a
 new ``Measured`` that later figures derive from in turn (speedup from the step times, efficiency from the
-speedup). Its interval is the replicates' percentile interval, widened to hold its value
-(``uncertainty.estimate``); ``Measured.estimate`` makes the summary's record of it (``records.Estimate``).
+speedup). ``Measured.estimate`` makes the summary's record of it (``records.Estimate``, the one estimate type of
+ddptop): the replicates' percentile interval, widened to hold its value (``uncertainty.estimate``).
 The formulas themselves are ``formulas``'s, written once for numbers and numpy arrays alike.
 """
 
@@ -26,28 +26,29 @@ class Measured:
     replicates: Any = None  # a numpy array; numpy is imported only where there are replicates (not by the view)
 
     def interval(self) -> list[float] | None:
-        """The 95% percentile interval of the replicates, widened to hold the value; None without replicates,
-        [nan, nan] where none of them is finite (the summary's record drops it: ``records.Estimate``)."""
+        """The 95% percentile interval of the replicates, widened to hold the value; None without replicates
+        or where none of them is finite."""
+        return self.estimate().ci
+
+    def estimate(self, method: str = BOOTSTRAP) -> Estimate:
+        """The summary's record of it: the value, its interval and how both were obtained (``method``, unset
+        without an interval)."""
         if self.replicates is None:
-            return None
+            return Estimate(value=self.value)
         import numpy as np
 
         from ddptop.analysis import uncertainty
 
-        return uncertainty.estimate(np.asarray(self.replicates, dtype=float), self.value).to_ci()
-
-    def estimate(self, method: str = BOOTSTRAP) -> Estimate:
-        """The summary's record of it: the value, its interval and how both were obtained."""
-        interval = self.interval()
-        found = Estimate(value=self.value, ci=interval)
-        found.method = method if found.ci else None
-        return found
+        return uncertainty.estimate(np.asarray(self.replicates, dtype=float), self.value, method=method)
 
 
-def derive(formula: Callable[..., Any], *inputs: Measured | float) -> Measured:
+def derive(formula: Callable[..., Any], *inputs: Measured | float, value: float | None = None) -> Measured:
     """``formula`` applied to the inputs' points and, where every measured input has replicates, to them
-    together: one computation for the figure and its interval. Plain numbers are constants of the formula."""
-    value = formula(*(i.value if isinstance(i, Measured) else i for i in inputs))
+    together: one computation for the figure and its interval. Plain numbers are constants of the formula.
+    ``value``: the figure's point where it was computed before (``uncertainty.propagate``); the formula then
+    gives its replicates only."""
+    if value is None:
+        value = formula(*(i.value if isinstance(i, Measured) else i for i in inputs))
     measured = [i for i in inputs if isinstance(i, Measured)]
     if not measured or any(i.replicates is None for i in measured):
         return Measured(value, None)

@@ -99,8 +99,8 @@ def add_step_intervals(states: Sequence[Any], entries: Sequence[dict[str, Any]]
             unit["steps"] = steps.get(index, 0)
             unit["p50"] = fit.median if fit else None
             if fit is not None:
-                unit["p50_ci"] = uncertainty.estimate(fit.median * np.exp(fit.deviations), fit.median).to_ci()
-        stats["p50_ci"] = estimate.to_ci()
+                unit["p50_ci"] = uncertainty.estimate(fit.median * np.exp(fit.deviations), fit.median).ci
+        stats["p50_ci"] = estimate.ci
         stats["p50_precision"] = estimate.rel_half_width()
         stats["p50_levels"] = "launches" if variance.estimated else "within launch"
         for key, examples in (("ex_sec_total", entry["global_batch"]), ("ex_sec_replica", entry["batch_size"])):
@@ -131,7 +131,7 @@ def add_tail_intervals(entries: Sequence[dict[str, Any]], variance: launches.Lau
         config = launches.config_launches(entry["config_id"], units, q=q)
         value = stats["sec_iter"][key]  # the launches used, as the replicates' (the stats are of those launches)
         estimate = uncertainty.estimate(launches.replicates(config, variance), value)
-        stats[f"sec_iter_{key}"], stats[f"sec_iter_{key}_ci"] = value, estimate.to_ci()
+        stats[f"sec_iter_{key}"], stats[f"sec_iter_{key}_ci"] = value, estimate.ci
 
 
 def _straggler(stats: dict[str, Any], samples: Mapping[int, Sequence[float]], config_id: str) -> None:
@@ -146,8 +146,8 @@ def _straggler(stats: dict[str, Any], samples: Mapping[int, Sequence[float]], co
     others = {rank: values for rank, values in samples.items() if rank != slow}
     comparison = uncertainty.compare(others, {slow: samples[slow]}, min_effect=0.0,
                                      seed=_seed(config_id + "/straggler"))
-    found["ratio"], found["ratio_ci"] = comparison.ratio.value, comparison.ratio.to_ci()
-    beyond_noise = comparison.ratio.low >= stats_module.STRAGGLER_RATIO
+    found["ratio"], found["ratio_ci"] = comparison.ratio.value, comparison.ratio.ci
+    beyond_noise = comparison.ratio.low is not None and comparison.ratio.low >= stats_module.STRAGGLER_RATIO
     if comparison.ratio.value >= stats_module.STRAGGLER_RATIO and not beyond_noise:
         found["within_noise"] = True
     found["flagged"] = beyond_noise
@@ -156,7 +156,7 @@ def _straggler(stats: dict[str, Any], samples: Mapping[int, Sequence[float]], co
 def _derived(fn: Any, *arrays: np.ndarray, value: float | None) -> list[float] | None:
     if value is None:
         return None
-    return uncertainty.propagate(fn, *arrays, value=value).to_ci()
+    return uncertainty.propagate(fn, *arrays, value=value).ci
 
 
 def _exposed_communication(state: Any, entry: dict[str, Any], step_reps: np.ndarray) -> None:
@@ -165,7 +165,7 @@ def _exposed_communication(state: Any, entry: dict[str, Any], step_reps: np.ndar
     if not comm or not nosync or comm.get("exposed_comm_s") is None:
         return
     nosync_reps = uncertainty.median_replicates(nosync, seed=_seed(entry["config_id"] + "/nosync"))
-    comm["compute_s_ci"] = uncertainty.estimate(nosync_reps, comm["compute_s"]).to_ci()
+    comm["compute_s_ci"] = uncertainty.estimate(nosync_reps, comm["compute_s"]).ci
     # the point figure is clamped at 0 (synchronising cannot speed a step up); so is its interval
     comm["exposed_comm_s_ci"] = _derived(lambda s, n: np.maximum(s - n, 0.0), step_reps, nosync_reps,
                                          value=comm["exposed_comm_s"])
@@ -231,7 +231,7 @@ def _from(derived: np.ndarray, value: float | None) -> list[float] | None:
     if value is None:
         return None
     with np.errstate(divide="ignore", invalid="ignore"):
-        return uncertainty.estimate(np.asarray(derived, dtype=float), value).to_ci()
+        return uncertainty.estimate(np.asarray(derived, dtype=float), value).ci
 
 
 def _amdahl_fractions(speedups: Mapping[int, np.ndarray]) -> np.ndarray | None:

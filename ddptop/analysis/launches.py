@@ -200,7 +200,7 @@ class LaunchVariance:
         if not self.estimated:
             return None
         moments = np.maximum(self.tau2_draws - self.within_share / self.df, 0.0)
-        return uncertainty.estimate(np.expm1(np.sqrt(moments)), self.relative_sd or 0.0).to_ci()
+        return uncertainty.estimate(np.expm1(np.sqrt(moments)), self.relative_sd or 0.0).ci
 
     def relative_sd_method(self) -> str:
         """How the spread and its interval were obtained, and whether the estimate was clamped at 0."""

@@ -73,12 +73,12 @@ def data_wait(entry: Mapping[str, Any], resamples: int = uncertainty.RESAMPLES) 
     per_rank = {}
     for rank in sorted(parts):
         value = sum(parts[rank]) / sum(wholes[rank])
-        per_rank[str(rank)] = {"share": value, "share_ci": uncertainty.estimate(reps.share([rank]), value).to_ci()}
+        per_rank[str(rank)] = {"share": value, "share_ci": uncertainty.estimate(reps.share([rank]), value).ci}
     counted = len({k for labels in rounds.values() for k in labels})
     steps = min(len(values) for values in parts.values())
     return {
         "share": share,
-        "share_ci": uncertainty.estimate(reps.share(), share).to_ci(),
+        "share_ci": uncertainty.estimate(reps.share(), share).ci,
         "levels": "launches" if counted > 1 else "within launch",
         "launches": counted,
         "steps": steps,
@@ -95,7 +95,7 @@ def _wait_straggler(entry: Mapping[str, Any], parts: Mapping[int, list[float]], 
     slow = max(shares, key=lambda r: shares[r])
     others = [r for r in parts if r != slow]
     excess = shares[slow] - sum(sum(parts[r]) for r in others) / sum(sum(wholes[r]) for r in others)
-    excess_ci = uncertainty.estimate(reps.difference(slow), excess).to_ci()
+    excess_ci = uncertainty.estimate(reps.difference(slow), excess).ci
     busy = {rank: [s - w for s, w in zip(wholes[rank], parts[rank])] for rank in parts}
     name = str(entry["config_id"])
     reps_others = uncertainty.median_replicates({r: busy[r] for r in others}, resamples=resamples,
@@ -103,14 +103,14 @@ def _wait_straggler(entry: Mapping[str, Any], parts: Mapping[int, list[float]], 
     reps_slow = uncertainty.median_replicates({slow: busy[slow]}, resamples=resamples,
                                               seed=_seed(name + "/wait_straggler/slow"))
     longer = uncertainty.pooled_median({r: busy[r] for r in others}) - uncertainty.pooled_median({slow: busy[slow]})
-    longer_ci = uncertainty.propagate(lambda o, s: o - s, reps_others, reps_slow, value=longer).to_ci()
+    longer_ci = uncertainty.propagate(lambda o, s: o - s, reps_others, reps_slow, value=longer).ci
     return {
         "rank": slow,
         "excess_share": excess,
         "excess_share_ci": excess_ci,
         "others_busy_longer_s": longer,
         "others_busy_longer_s_ci": longer_ci,
-        "flagged": bool(steps >= stragglers.MIN_STEPS and excess_ci[0] == excess_ci[0]
+        "flagged": bool(steps >= stragglers.MIN_STEPS and excess_ci is not None
                         and excess_ci[0] >= WAIT_STRAGGLER_SHARE),
         "steps": steps,
         "too_few_steps": steps < stragglers.MIN_STEPS,
@@ -147,7 +147,7 @@ def step_less_wait(entries: Sequence[dict[str, Any]], resamples: int = uncertain
             value = fits[config_id].value
             figures: dict[str, Any] = {
                 "median_s": value,
-                "median_s_ci": uncertainty.estimate(reps[config_id], value).to_ci(),
+                "median_s_ci": uncertainty.estimate(reps[config_id], value).ci,
                 "reference_world_size": reference["world_size"],
                 "levels": "launches" if variance.estimated else "within launch",
             }
@@ -157,7 +157,7 @@ def step_less_wait(entries: Sequence[dict[str, Any]], resamples: int = uncertain
                 scale = _per_example_scale(reference, entry)
                 ratio = uncertainty.step_ratio(reps[ref_id], reps[config_id] * scale,
                                                value * scale / fits[ref_id].value)
-                figures.update(ratio=ratio.value, ratio_ci=ratio.to_ci(), min_effect=DEFAULT_MIN_EFFECT,
+                figures.update(ratio=ratio.value, ratio_ci=ratio.ci, min_effect=DEFAULT_MIN_EFFECT,
                                change=uncertainty.verdict(ratio, DEFAULT_MIN_EFFECT), per_example=scale != 1.0)
             found[config_id] = figures
     return found

@@ -67,7 +67,7 @@ def compute_evidence(nosync: Mapping[int, Any], seed: int = 0) -> dict[str, Any]
     return {
         "rank": slow,
         "ratio": ratio.value,
-        "ratio_ci": ratio.to_ci(),
+        "ratio_ci": ratio.ci,
         # the interval's low end never exceeds the figure, so this is the figure beyond noise
         "flagged": _beyond(ratio.low, stats.STRAGGLER_RATIO, steps),
         "steps": steps,
@@ -96,7 +96,7 @@ def wait_evidence(waits: Mapping[int, Any], step_s: float | None,
     return {
         "rank": least,
         "others_wait_s": longer.value,
-        "others_wait_s_ci": longer.to_ci(),
+        "others_wait_s_ci": longer.ci,
         "step_s": step_s,
         "flagged": bar is not None and _beyond(longer.low, bar, steps),
         "steps": steps,

@@ -159,7 +159,7 @@ def _answer(rows: list[dict[str, Any]], replicates: Mapping[str, np.ndarray], mi
             sentences.append(
                 f"{best['strategy']} gives the most examples/s {batch}: "
                 f"{units.with_interval(best['ex_sec_total'], best['ex_sec_total_ci'], units.rate)}, "
-                f"{units.with_interval(1 / ratio.value, inverse(ratio.to_ci()), lambda v: units.number(v, 2, 'x'))} "
+                f"{units.with_interval(1 / ratio.value, inverse(ratio.ci), lambda v: units.number(v, 2, 'x'))} "
                 f"the next best's ({second['strategy']}), beyond noise.")
         else:
             alike = [best["strategy"], *tied]

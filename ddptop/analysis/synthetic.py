@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ddptop.analysis import launches, uncertainty
+from ddptop.records import Estimate
 
 
 def ar1(rng: np.random.Generator, n: int, phi: float, ranks: int = 1, shared: float = 0.7) -> np.ndarray:
@@ -112,7 +113,7 @@ def check(scenario: Scenario, trials: int, resamples: int = 400, seed: int = 0, 
             c.config_id, launches.split_by_launch(c.samples, c.launch_of_steps if two_levels else None),
             resamples, salt) for c in configs}
 
-    def ratio(a: dict[str, launches.ConfigLaunches], b: dict[str, launches.ConfigLaunches]) -> uncertainty.Estimate:
+    def ratio(a: dict[str, launches.ConfigLaunches], b: dict[str, launches.ConfigLaunches]) -> Estimate:
         variance = launches.pool_variance([*a.values(), *b.values()], resamples)
         reps_a, reps_b = launches.replicates(a[slow_id], variance), launches.replicates(b[slow_id], variance)
         return uncertainty.propagate(lambda x, y: y / x, reps_a, reps_b, value=b[slow_id].value / a[slow_id].value)
@@ -128,10 +129,10 @@ def check(scenario: Scenario, trials: int, resamples: int = 400, seed: int = 0, 
                                         value=2 * a["ddp n1"].value / a[slow_id].value)
         same, changed = ratio(a, b), ratio(a, c)
         result.trials += 1
-        result.p50_covered += p50.contains(DEFAULT_SWEEP[slow_id])
-        result.speedup_covered += speedup.contains(truth_speedup)
+        result.p50_covered += p50.includes(DEFAULT_SWEEP[slow_id])
+        result.speedup_covered += speedup.includes(truth_speedup)
         result.aa_calls += uncertainty.verdict(same, min_effect) in (uncertainty.SLOWER, uncertainty.FASTER)
-        result.gate_fails += uncertainty.verdict(same, min_effect) == uncertainty.SLOWER and same.low - 1 > gate
+        result.gate_fails += uncertainty.verdict(same, min_effect) == uncertainty.SLOWER and (same.low or 1) - 1 > gate
         result.slower_called += uncertainty.verdict(changed, min_effect) == uncertainty.SLOWER
         result.widths.append(p50.rel_half_width() or 0.0)
     return result

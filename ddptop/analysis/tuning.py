@@ -20,6 +20,7 @@ from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 from ddptop.protocol import variants as catalog
 from ddptop.protocol.modelspec import PATCH, model_kind
 from ddptop.protocol.vocab import Mode
+from ddptop.records import Estimate
 
 
 def _group_key(entry: Mapping[str, Any]) -> tuple:
@@ -205,12 +206,12 @@ def _compare(row: dict[str, Any], base: dict[str, Any], replicates: Mapping[str,
     ratio = (uncertainty.row_ratio(row, base, replicates)
              if not str(row["verdict"]).startswith(NOT_APPLIED_PREFIX) else None)
     if ratio is not None:
-        row.update(step_ratio=ratio.value, step_ratio_ci=ratio.to_ci(), **uncertainty.speedup_of(ratio, min_effect))
+        row.update(step_ratio=ratio.value, step_ratio_ci=ratio.ci, **uncertainty.speedup_of(ratio, min_effect))
     return row
 
 
 def standing(units: Mapping[str, Mapping[str, Mapping[int, Sequence[float]]]], default_id: str,
-             min_effect: float = DEFAULT_MIN_EFFECT) -> dict[str, tuple[str, uncertainty.Estimate]]:
+             min_effect: float = DEFAULT_MIN_EFFECT) -> dict[str, tuple[str, Estimate]]:
     """Each variant's verdict against the default and its step-time ratio, from the launches measured so far
     (``units``: configuration id -> launch -> rank -> steps); empty until the launch-to-launch variance can
     be estimated (two launches of a configuration or more): within one launch, an offset between launches
@@ -230,7 +231,7 @@ def standing(units: Mapping[str, Mapping[str, Mapping[int, Sequence[float]]]], d
 
 
 def slower_so_far(units: Mapping[str, Mapping[str, Mapping[int, Sequence[float]]]], default_id: str,
-                  min_effect: float = DEFAULT_MIN_EFFECT) -> dict[str, uncertainty.Estimate]:
+                  min_effect: float = DEFAULT_MIN_EFFECT) -> dict[str, Estimate]:
     """The variants already slower than the default beyond noise (``standing``): the search drops these
     before their next launch."""
     return {config_id: ratio for config_id, (verdict, ratio) in standing(units, default_id, min_effect).items()

@@ -32,7 +32,11 @@ the median is bootstrapped in blocks of consecutive steps:
   autocorrelated series, with it 94%. It gets an interval only from ``precision.tail_steps`` steps on (five
   beyond it), since with fewer the resampled p95 is the slowest step or two again and again.
 - **Derived figures** (speedup, efficiency, a ratio of two runs) come from applying the same formula to the
-  replicates of independent measurements (:func:`propagate`).
+  replicates of independent measurements (``figures.derive``; :func:`propagate` where the point was computed
+  before).
+
+An interval is given as the summary's record of a figure, ``records.Estimate`` (:func:`estimate`): the one
+estimate type of ddptop.
 
 Coverage, A/A false alarms and power on synthetic AR(1), stalling, lognormal and drifting series are measured
 by tests/test_uncertainty.py.
@@ -49,9 +53,11 @@ from typing import Any
 import numpy as np
 
 from ddptop.analysis import step_change
+from ddptop.analysis.figures import Measured, derive
 # the verdict words, said here too: callers that compare say uncertainty.FASTER
 from ddptop.analysis.step_change import EQUIVALENT, FASTER, NOT_COMPARABLE, SLOWER, WITHIN_NOISE  # noqa: F401
 from ddptop.protocol import precision
+from ddptop.records import BOOTSTRAP, Estimate
 
 CONFIDENCE = 0.95
 RESAMPLES = 2000
@@ -63,25 +69,6 @@ METHOD = (
 BLOCK_SCALE = 2.0  # blocks twice Politis-White's length: that length minimises the variance's error, not
 # the interval's; twice it covered better on short autocorrelated series (tests/test_uncertainty.py)
 CHUNK_ELEMENTS = 4_000_000  # resampled values held at once; bounds memory for long runs
-
-
-@dataclass(frozen=True)
-class Estimate:
-    value: float
-    low: float
-    high: float
-
-    def rel_half_width(self) -> float | None:
-        """Half the interval's width relative to the value (0.02: +-2%); None when the value is 0."""
-        if self.value == 0 or not math.isfinite(self.value):
-            return None
-        return (self.high - self.low) / 2 / abs(self.value)
-
-    def contains(self, x: float) -> bool:
-        return self.low <= x <= self.high
-
-    def to_ci(self) -> list[float]:
-        return [self.low, self.high]
 
 
 # -- block length -------------------------------------------------------------------------------------------
@@ -405,8 +392,11 @@ def sum_replicates(
                          out_wholes, _expansion(units, confidence) * shortfall, units)
 
 
-def estimate(replicates: np.ndarray, value: float, confidence: float = CONFIDENCE) -> Estimate:
-    """Percentile interval of ``replicates`` at ``confidence``, reported with the point ``value``.
+def estimate(replicates: np.ndarray, value: float, confidence: float = CONFIDENCE, method: str = BOOTSTRAP
+             ) -> Estimate:
+    """Percentile interval of ``replicates`` at ``confidence``, reported with the point ``value``: the summary's
+    record of a figure (``records.Estimate``), its interval widened to hold the value; without one where no
+    replicate is finite (nor where the value is not a number), ``method`` then unset.
 
     Percentile rather than basic or BCa: it maps through monotone functions (a ratio's interval is the
     interval of the ratio), stays inside the possible values, and BCa's acceleration needs a jackknife that
@@ -414,11 +404,11 @@ def estimate(replicates: np.ndarray, value: float, confidence: float = CONFIDENC
     """
     reps = np.asarray(replicates, dtype=float)
     reps = reps[np.isfinite(reps)]
-    if len(reps) == 0:
-        return Estimate(value, math.nan, math.nan)
+    if len(reps) == 0 or value != value:
+        return Estimate(value=float(value))
     tail = (1 - confidence) / 2
     low, high = np.quantile(reps, [tail, 1 - tail])
-    return Estimate(float(value), float(min(low, value)), float(max(high, value)))
+    return Estimate(value=float(value), ci=[float(min(low, value)), float(max(high, value))], method=method)
 
 
 def pooled_median(samples_by_rank: Mapping[int, Sequence[float]], q: float = 0.5) -> float:
@@ -450,14 +440,14 @@ def median_estimate(
 def propagate(
     fn: Callable[..., np.ndarray], *replicates: np.ndarray, value: float, confidence: float = CONFIDENCE
 ) -> Estimate:
-    """The interval of a figure derived from independent measurements: ``fn`` applied element-wise to their
-    replicate arrays (same length) gives the figure's replicates; ``value`` is ``fn`` of the point values."""
+    """The interval of a figure derived from independent measurements whose point ``value`` was computed
+    already: ``fn`` applied element-wise to their replicate arrays (same length) by ``figures.derive``, the
+    one computation of a figure from its inputs, gives the figure's replicates."""
     arrays = [np.asarray(r, dtype=float) for r in replicates]
     if len({len(a) for a in arrays}) > 1:
         raise ValueError("replicate arrays differ in length")
-    with np.errstate(divide="ignore", invalid="ignore"):
-        derived = np.asarray(fn(*arrays), dtype=float)
-    return estimate(derived, value, confidence)
+    derived = derive(fn, *(Measured(math.nan, a) for a in arrays), value=value)
+    return estimate(derived.replicates, value, confidence)
 
 
 # -- comparing two runs ------------------------------------------------------------------------------------
@@ -477,8 +467,10 @@ def step_ratio(a: np.ndarray, b: np.ndarray, value: float) -> Estimate:
 
 
 def verdict(ratio: Estimate, min_effect: float) -> str:
-    """A change is called only when the interval lies beyond the margin; inside it: equivalent."""
-    return step_change.classify_change(ratio.low, ratio.high, min_effect)
+    """A change is called only when the interval lies beyond the margin; inside it: equivalent (no interval:
+    within noise)."""
+    low, high = ratio.ci or (math.nan, math.nan)
+    return step_change.classify_change(low, high, min_effect)
 
 
 def row_ratio(ours: Mapping[str, Any], theirs: Mapping[str, Any], replicates: Mapping[str, np.ndarray]
@@ -493,7 +485,7 @@ def row_ratio(ours: Mapping[str, Any], theirs: Mapping[str, Any], replicates: Ma
 
 def speedup_of(ratio: Estimate, min_effect: float) -> dict[str, Any]:
     """A row's examples/s over its reference's (the step-time ratio's inverse), its interval and the verdict."""
-    return {"speedup": 1 / ratio.value, "speedup_ci": step_change.inverse(ratio.to_ci()),
+    return {"speedup": 1 / ratio.value, "speedup_ci": step_change.inverse(ratio.ci),
             "verdict": verdict(ratio, min_effect)}
 
 

@@ -117,7 +117,7 @@ def compare_config(a: Config, b: Config, min_effect: float = DEFAULT_MIN_EFFECT,
     reps_a, reps_b = launches.replicates(fit_a, variance), launches.replicates(fit_b, variance)
     ratio = uncertainty.step_ratio(reps_a, reps_b, fit_b.value / fit_a.value)
     row["ratio"] = ratio.value
-    row["ratio_ci"] = ratio.to_ci()
+    row["ratio_ci"] = ratio.ci
     row["verdict"] = uncertainty.verdict(ratio, min_effect)
     row["levels"] = "launches" if variance.estimated else "within launch"
     return row
