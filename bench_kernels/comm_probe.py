@@ -5,7 +5,8 @@ Three readings of one configuration, in this order:
 2. the ``nosync`` phase: the same step inside ``no_sync()``, no gradient allreduce, so what remains is
    compute (its samples stream like the measured ones);
 3. the hooked steps: the same step through a second DDP wrapper whose comm hook timestamps every bucket's
-   allreduce from launch to completion.
+   allreduce from launch to completion and, at N >= 2, takes each bucket's gradient norm before and after it
+   (``bench_kernels.gradient_norms``; a fresh batch is drawn before each of these steps, outside its time).
 Apart from the worker because the probe owns the wrapper swap, and because none of it is the measurement
 the configuration's step time comes from.
 """
@@ -18,7 +19,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench_kernels.faults import Fault, fire
+from bench_kernels.gradient_norms import GradientNorms
 from bench_kernels.timing import SampleStream, run_steps
+from bench_kernels.sources import to_channels_last
 from bench_kernels.training import Training, wrap_in_ddp
 from bench_kernels.ddp_logging import ddp_logging_times
 from ddptop.protocol.launchspec import RunConfig
@@ -40,8 +43,9 @@ def probe_communication(
     # the new wrapper's own warm-up, the model being warm already: the configuration's fixed count (2 at least),
     # or 2 after an auto warm-up
     warmup = max(2, cfg.warmup) if cfg.warmup is not None else 2
-    hooked_step_s = time_hooked_steps(training.step_through(training.net), timer, iters, warmup=warmup)
-    return {
+    hooked_step_s = time_hooked_steps(training.step_through(training.net), timer, iters, warmup=warmup,
+                                      between=lambda: draw_batch(training, cfg))
+    fields: dict[str, Any] = {
         "ddp_logging": logging_data,
         "bucket_comm_s": [s["busy_s"] for s in timer.steps],
         "bucket_sum_s": [s["sum_s"] for s in timer.steps],
@@ -49,6 +53,18 @@ def probe_communication(
         "bucket_bytes": [s["bytes"] for s in timer.steps],
         "hooked_step_s": hooked_step_s,
     }
+    if timer.norms is not None:  # one synchronisation a step, over this rank's batch
+        fields.update(grad_sq_local=[local for local, _ in timer.synchronisations],
+                      grad_sq_averaged=[averaged for _, averaged in timer.synchronisations],
+                      grad_batch_local=[training.batch_size] * len(timer.synchronisations))
+    return fields
+
+
+def draw_batch(training: Training, cfg: RunConfig) -> None:
+    """A new batch from the workload in place of the one the measured steps reused, between hooked steps: the
+    gradient noise scale compares batches drawn afresh, not the same few again (the step's time is the same)."""
+    batch = training.workload.make_batch(training.batch_size, training.device)
+    training.batch = to_channels_last(batch) if cfg.channels_last else batch
 
 
 def measure_without_sync(training: Training, stream: SampleStream, iters: int) -> None:
@@ -81,20 +97,25 @@ def rewrap_with_bucket_timer(training: Training, cfg: RunConfig, local_rank: int
     for fault in faults:
         fire(fault, torch)
     timer = BucketTimer(dist, torch, training.device, cfg.backend)
+    if cfg.world_size > 1:
+        timer.norms = GradientNorms(torch)
     training.net = wrap_in_ddp(training.model, cfg, training.device, local_rank, with_hook=False,
                                find_unused=training.workload.find_unused_parameters)
     training.net.register_comm_hook(None, timer.hook)
     return timer
 
 
-def time_hooked_steps(step: Any, timer: BucketTimer, iters: int, warmup: int) -> list[float]:
+def time_hooked_steps(step: Any, timer: BucketTimer, iters: int, warmup: int,
+                      between: Any = None) -> list[float]:
     """Each hooked step's wall time, after ``warmup`` steps the timer forgets (the first steps of a new wrapper
-    rebuild its buckets: not representative)."""
+    rebuild its buckets: not representative). ``between`` runs before each timed step, outside its time."""
     for _ in range(warmup):
         step()
     timer.reset()
     step_times = []
     for _ in range(iters):
+        if between is not None:
+            between()
         timer.begin_step()
         start = time.perf_counter()
         step()
@@ -132,10 +153,15 @@ class BucketTimer:
         self.pending: list[tuple[Any, Any, int]] = []  # CUDA: (start event, end event, bytes) of this step
         self.origin: Any = None  # CUDA: the event the step's offsets are measured from
         self.steps: list[dict[str, Any]] = []
+        self.norms: GradientNorms | None = None  # the gradient norms on either side of the allreduce, where taken
+        self.synchronisations: list[tuple[float, float]] = []  # their squared norms (local, averaged), in order
 
     def reset(self) -> None:
         """Forget everything recorded so far (the new wrapper's first steps)."""
         self.intervals, self.pending, self.steps, self.origin = [], [], [], None
+        self.synchronisations = []
+        if self.norms is not None:
+            self.norms.take()
 
     def _event(self, stream: Any = None) -> Any:
         """A timing event recorded on ``stream`` (None: the current stream of the current device)."""
@@ -145,19 +171,22 @@ class BucketTimer:
 
     def begin_step(self) -> None:
         """Close the step before (its events are complete: the step ended in a synchronize) and start one."""
-        self._collect()
-        if self.intervals:
-            self.steps.append(merge_intervals(self.intervals))
-        self.intervals = []
+        self._close_step()
         if self.cuda:
             with self.torch.cuda.device(self.device):
                 self.origin = self._event()
 
     def finish(self) -> None:
+        self._close_step()
+        self.origin = None
+
+    def _close_step(self) -> None:
         self._collect()
         if self.intervals:
             self.steps.append(merge_intervals(self.intervals))
-        self.intervals, self.origin = [], None
+        self.intervals = []
+        if self.norms is not None:
+            self.synchronisations.extend(self.norms.take())
 
     def _collect(self) -> None:
         """CUDA: turn the step's recorded events into intervals (milliseconds from the origin, in seconds)."""
@@ -172,12 +201,17 @@ class BucketTimer:
     def hook(self, _state, bucket):  # no annotations: DDP insists that a present one is dist.GradBucket
         buffer = bucket.buffer()
         nbytes = buffer.numel() * buffer.element_size()
+        norms = self.norms
+        if norms is not None:
+            norms.before(bucket.index(), buffer)  # the local gradient, before div_ averages it in place
         if not self.cuda:
             start = time.perf_counter()
             future = self.dist.all_reduce(buffer.div_(self.dist.get_world_size()), async_op=True).get_future()
 
             def arrived(fut: Any) -> Any:
                 self.intervals.append((start, time.perf_counter(), nbytes))
+                if norms is not None:
+                    norms.after(fut.value())
                 return fut.value()[0]
 
             return future.then(arrived)
@@ -191,6 +225,8 @@ class BucketTimer:
             # will be invoked with some dedicated streams set as current"); gloo on the stamp stream.
             with torch.cuda.device(device):
                 self.pending.append((handed_over, self._event(self.stamp_stream), nbytes))
+                if norms is not None:
+                    norms.after(fut.value())  # queued on the stream made to wait for the allreduce
             return fut.value()[0]
 
         return future.then(done)

@@ -170,6 +170,38 @@ def test_the_probe_times_buckets_on_a_second_wrapper_after_releasing_the_first(t
     assert all(0 <= busy <= total for busy, total in zip(fields["bucket_comm_s"], fields["bucket_sum_s"]))
 
 
+def test_the_bucket_hook_takes_the_squared_gradient_norm_on_either_side_of_the_allreduce(one_rank_group):
+    """One synchronisation a step: the sum over buckets of each bucket's squared norm is the whole gradient's,
+    as the bare model's own backward gives it; on one rank the average is the local gradient itself."""
+    import torch
+    import torch.distributed as dist
+
+    from bench_kernels.comm_probe import BucketTimer
+    from bench_kernels.gradient_norms import GradientNorms
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 1024), torch.nn.ReLU(), torch.nn.Linear(1024, 512), torch.nn.ReLU(),
+                                torch.nn.Linear(512, 3))
+    inputs, targets = torch.randn(8, 64), torch.randint(0, 3, (8,))
+    torch.nn.functional.cross_entropy(model(inputs), targets).backward()
+    expected = sum(float(p.grad.double().square().sum()) for p in model.parameters())
+    model.zero_grad(set_to_none=True)
+    ddp = torch.nn.parallel.DistributedDataParallel(model, bucket_cap_mb=0.5)  # several buckets
+    timer = BucketTimer(dist, torch, torch.device("cpu"), "gloo")
+    timer.norms = GradientNorms(torch)
+    ddp.register_comm_hook(None, timer.hook)
+    for _ in range(2):
+        timer.begin_step()
+        torch.nn.functional.cross_entropy(ddp(inputs), targets).backward()
+        ddp.zero_grad(set_to_none=True)
+    timer.finish()
+    assert timer.steps[-1]["buckets"] > 1  # DDP rebuilds its buckets at the cap after its first step
+    assert len(timer.synchronisations) == 2
+    local, averaged = timer.synchronisations[-1]
+    # float32 sums against a float64 reference: alike to a few parts in 10^5
+    assert local == pytest.approx(expected, rel=1e-4) and averaged == pytest.approx(local, rel=1e-6)
+
+
 # -- adaptive measurement: until precise, warm-up until steady, rounds ------------------------------------------
 
 from bench_kernels.timing import (  # noqa: E402
