@@ -6,7 +6,7 @@ steps, so a formula of several inputs applied replicate by replicate keeps their
 measured ones is ``derive(formula, *inputs)``: the formula once over the points, once over the replicates, a
 new ``Measured`` that later figures derive from in turn (speedup from the step times, efficiency from the
 speedup). ``Measured.estimate`` makes the summary's record of it (``records.Estimate``, the one estimate type of
-ddptop): the replicates' percentile interval, widened to hold its value (``uncertainty.estimate``).
+ddptop): the replicates' percentile interval, widened to hold its value (``estimate``).
 The formulas themselves are ``formulas``'s, written once for numbers and numpy arrays alike.
 """
 
@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from ddptop.records import BOOTSTRAP, Estimate
+
+CONFIDENCE = 0.95
 
 
 @dataclass(frozen=True)
@@ -35,11 +37,27 @@ class Measured:
         without an interval)."""
         if self.replicates is None:
             return Estimate(value=self.value)
-        import numpy as np
+        return estimate(self.replicates, self.value, method=method)
 
-        from ddptop.analysis import uncertainty
 
-        return uncertainty.estimate(np.asarray(self.replicates, dtype=float), self.value, method=method)
+def estimate(replicates: Any, value: float, confidence: float = CONFIDENCE, method: str = BOOTSTRAP) -> Estimate:
+    """Percentile interval of ``replicates`` at ``confidence``, reported with the point ``value``: the summary's
+    record of a figure (``records.Estimate``), its interval widened to hold the value; without one where no
+    replicate is finite (nor where the value is not a number), ``method`` then unset.
+
+    Percentile rather than basic or BCa: it maps through monotone functions (a ratio's interval is the
+    interval of the ratio), stays inside the possible values, and BCa's acceleration needs a jackknife that
+    blocks and rounds make costly; the small-sample expansion is already in the replicates.
+    """
+    import numpy as np
+
+    reps = np.asarray(replicates, dtype=float)
+    reps = reps[np.isfinite(reps)]
+    if len(reps) == 0 or value != value:
+        return Estimate(value=float(value))
+    tail = (1 - confidence) / 2
+    low, high = np.quantile(reps, [tail, 1 - tail])
+    return Estimate(value=float(value), ci=[float(min(low, value)), float(max(high, value))], method=method)
 
 
 def derive(formula: Callable[..., Any], *inputs: Measured | float, value: float | None = None) -> Measured:

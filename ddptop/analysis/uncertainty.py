@@ -35,8 +35,8 @@ the median is bootstrapped in blocks of consecutive steps:
   replicates of independent measurements (``figures.derive``; :func:`propagate` where the point was computed
   before).
 
-An interval is given as the summary's record of a figure, ``records.Estimate`` (:func:`estimate`): the one
-estimate type of ddptop.
+An interval is given as the summary's record of a figure, ``records.Estimate`` (``figures.estimate``, the
+replicates' percentile interval): the one estimate type of ddptop.
 
 Coverage, A/A false alarms and power on synthetic AR(1), stalling, lognormal and drifting series are measured
 by tests/test_uncertainty.py.
@@ -53,13 +53,13 @@ from typing import Any
 import numpy as np
 
 from ddptop.analysis import step_change
-from ddptop.analysis.figures import Measured, derive
+# a figure's interval from its replicates (``figures.estimate``), said here too: callers say uncertainty.estimate
+from ddptop.analysis.figures import CONFIDENCE, Measured, derive, estimate  # noqa: F401
 # the verdict words, said here too: callers that compare say uncertainty.FASTER
 from ddptop.analysis.step_change import EQUIVALENT, FASTER, NOT_COMPARABLE, SLOWER, WITHIN_NOISE  # noqa: F401
 from ddptop.protocol import precision
-from ddptop.records import BOOTSTRAP, Estimate
+from ddptop.records import Estimate
 
-CONFIDENCE = 0.95
 RESAMPLES = 2000
 METHOD = (
     "circular block bootstrap of the pooled median (blocks of consecutive steps resampled jointly over ranks, "
@@ -390,25 +390,6 @@ def sum_replicates(
     units = rounds if rounds > 1 else max(1, min(int(lengths[0]) // block, int(effective)))
     return SumReplicates(tuple(sorted(int(r) for r in parts_by_rank if len(parts_by_rank[r]))), out_parts,
                          out_wholes, _expansion(units, confidence) * shortfall, units)
-
-
-def estimate(replicates: np.ndarray, value: float, confidence: float = CONFIDENCE, method: str = BOOTSTRAP
-             ) -> Estimate:
-    """Percentile interval of ``replicates`` at ``confidence``, reported with the point ``value``: the summary's
-    record of a figure (``records.Estimate``), its interval widened to hold the value; without one where no
-    replicate is finite (nor where the value is not a number), ``method`` then unset.
-
-    Percentile rather than basic or BCa: it maps through monotone functions (a ratio's interval is the
-    interval of the ratio), stays inside the possible values, and BCa's acceleration needs a jackknife that
-    blocks and rounds make costly; the small-sample expansion is already in the replicates.
-    """
-    reps = np.asarray(replicates, dtype=float)
-    reps = reps[np.isfinite(reps)]
-    if len(reps) == 0 or value != value:
-        return Estimate(value=float(value))
-    tail = (1 - confidence) / 2
-    low, high = np.quantile(reps, [tail, 1 - tail])
-    return Estimate(value=float(value), ci=[float(min(low, value)), float(max(high, value))], method=method)
 
 
 def pooled_median(samples_by_rank: Mapping[int, Sequence[float]], q: float = 0.5) -> float:
