@@ -68,7 +68,9 @@ class Record:
         values: dict[str, Any] = {}
         consumed: set[str] = set()
         for name, read, _ in _field_readers(cls):
-            if name in _estimate_fields(cls) and not isinstance(data.get(name), dict):
+            if isinstance(data.get(name), Estimate):  # made by the analysis, not yet written
+                values[name] = data[name]
+            elif name in _estimate_fields(cls) and not isinstance(data.get(name), dict):
                 found = _fold_flat(cls, data, name, f"{where}.{name}", consumed)
                 if found is not None:
                     values[name] = found

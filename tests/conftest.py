@@ -194,6 +194,13 @@ def tiny_config(**changes):
     return RunConfig(**values)
 
 
+def written(doc):
+    """A document made of the analysis' dicts as summary.json holds it: each estimate in its nested form."""
+    from ddptop.records import Estimate
+
+    return json.loads(json.dumps(doc, default=Estimate.to_json))
+
+
 def _svg_text(svg: str) -> list[str]:
     """The characters of a Textual SVG screenshot, row by row (its cells are 12.2 px apart)."""
     import html

@@ -20,8 +20,9 @@ import pytest
 
 from ddptop.analysis import scaling, script_figures, script_steps, stats, step_bound, step_change
 from ddptop.report import blocks, csv_table, scaling_tables, script_tables
+from ddptop.records import Estimate
 from ddptop.report.schema import Summary
-from tests.conftest import REPO, ddptop, processes_mentioning
+from tests.conftest import REPO, ddptop, processes_mentioning, written
 
 TRAIN = os.path.join(REPO, "examples", "train.py")
 MODEL = "script:" + TRAIN
@@ -126,7 +127,7 @@ def test_input_bound_when_the_data_wait_is_high_beyond_noise_with_the_loader_adv
     one, two = judged(script_entry(1, wait_s=0.040, busy_s=0.010), script_entry(2, wait_s=0.040, busy_s=0.010))
     for entry in (one, two):
         wait = entry["data_wait"]
-        assert wait["share"] == pytest.approx(0.8, abs=0.02) and wait["share_ci"][0] > step_bound.INPUT_BOUND_SHARE
+        assert wait["share"].value == pytest.approx(0.8, abs=0.02) and wait["share"].low > step_bound.INPUT_BOUND_SHARE
         assert wait["levels"] == "launches" and wait["launches"] == 3
         assert entry["verdict"]["kind"] == step_bound.INPUT
         assert "num_workers > 0" in entry["verdict"]["text"] and "pin_memory=True" in entry["verdict"]["text"]
@@ -134,7 +135,7 @@ def test_input_bound_when_the_data_wait_is_high_beyond_noise_with_the_loader_adv
 
 def test_a_low_data_wait_is_said_under_the_threshold_and_is_not_input_bound():
     (entry,) = judged(script_entry(1, wait_s=0.0002, busy_s=0.010))
-    assert entry["data_wait"]["share_ci"][1] < step_bound.INPUT_BOUND_SHARE
+    assert entry["data_wait"]["share"].high < step_bound.INPUT_BOUND_SHARE
     assert entry["verdict"]["kind"] == step_bound.COMPUTE and "under 10%" in entry["verdict"]["text"]
 
 
@@ -147,7 +148,7 @@ def test_a_noisy_data_wait_is_neither_input_bound_nor_said_to_be_minor():
         waits[i] = 0.012
         entry["samples"]["0"][i] += 0.012
     (entry,) = judged(entry)
-    low, high = entry["data_wait"]["share_ci"]
+    low, high = entry["data_wait"]["share"].ci
     assert low <= step_bound.INPUT_BOUND_SHARE <= high
     assert entry["verdict"]["kind"] != step_bound.INPUT and "within noise" in entry["verdict"]["text"]
 
@@ -165,10 +166,10 @@ def test_a_step_less_its_wait_that_grows_with_n_is_not_called_waiting_without_a_
     without them the verdict says it was not measured."""
     one, two = judged(script_entry(1, busy_s=0.010), script_entry(2, busy_s=0.016))
     less = two["step_less_wait"]
-    assert less["change"] == "slower" and less["ratio_ci"][0] > 1 + less["min_effect"]
-    assert less["ratio"] == pytest.approx(1.6, rel=0.03)
+    assert less["change"] == "slower" and less["ratio"].low > 1 + less["min_effect"]
+    assert less["ratio"].value == pytest.approx(1.6, rel=0.03)
     assert two["verdict"]["kind"] == step_bound.UNKNOWN
-    assert f"the step less its data wait is {less['ratio']:.2f}x N=1's" in two["verdict"]["text"]
+    assert f"the step less its data wait is {less['ratio'].value:.2f}x N=1's" in two["verdict"]["text"]
     assert "waiting on the other ranks" not in two["verdict"]["text"]
     assert one["verdict"]["kind"] == step_bound.COMPUTE
 
@@ -186,7 +187,7 @@ def test_a_step_less_wait_that_shrank_is_said_to_have_shrunk_never_to_be_within_
     """0.76x N=1's with an interval far below 1 - 2%: the verdict and the table say it shrank, as the numbers do."""
     _, two = judged(script_entry(1, busy_s=0.010, wait_s=0.0002), script_entry(2, busy_s=0.0076, wait_s=0.0002))
     less = two["step_less_wait"]
-    assert less["ratio"] == pytest.approx(0.76, rel=0.03) and less["ratio_ci"][1] < 1 - less["min_effect"]
+    assert less["ratio"].value == pytest.approx(0.76, rel=0.03) and less["ratio"].high < 1 - less["min_effect"]
     text = two["verdict"]["text"]
     assert "within 2%" not in text and "shrank beyond noise (by more than 2%)" in text, text
     assert two["verdict"]["kind"] == step_bound.COMPUTE  # not grown: the ranks do not wait on each other
@@ -208,7 +209,7 @@ def test_a_ratio_s_change_is_worded_from_its_interval_alone(interval, words, sho
 
 
 def test_a_step_less_wait_within_noise_says_so_and_not_within_the_margin():
-    entry = {"ratio": 1.0, "ratio_ci": [0.9, 1.1], "min_effect": 0.02, "change": "within noise",
+    entry = {"ratio": Estimate(value=1.0, ci=[0.9, 1.1]), "min_effect": 0.02, "change": "within noise",
              "reference_world_size": 1}
     one = {**script_entry(2), "step_less_wait": entry, "data_wait": None}
     text = step_bound.script_verdict(one)["text"]
@@ -224,8 +225,8 @@ def test_strong_scaling_compares_the_step_per_example_a_rank_draws():
 def test_the_rank_with_slow_input_is_named_from_its_data_wait_only_beyond_noise():
     (slow,) = judged(script_entry(2, rank_wait={0: 0.001, 1: 0.012}))
     found = slow["data_wait"]["straggler"]
-    assert found["rank"] == 1 and found["flagged"] and found["excess_share_ci"][0] >= script_figures.WAIT_STRAGGLER_SHARE
-    assert found["others_busy_longer_s"] > 0  # rank 0 waits for it in the allreduce
+    assert found["rank"] == 1 and found["flagged"] and found["excess_share"].low >= script_figures.WAIT_STRAGGLER_SHARE
+    assert found["others_busy_longer_s"].value > 0  # rank 0 waits for it in the allreduce
     assert slow["straggler"] == {"rank": 1, "evidence": "data wait"}
     (even,) = judged(script_entry(2, rank_wait={0: 0.001, 1: 0.0011}))
     assert not even["data_wait"]["straggler"]["flagged"] and even.get("straggler") is None
@@ -263,7 +264,7 @@ def test_a_table_that_is_not_data_parallel_fits_projects_and_models_nothing():
         assert table["amdahl"] is None and table["projection"] is None
         assert all(r["karp_flatt"] is None and r.get("karp_flatt_ci") is None and r["epoch"] is None
                    for r in table["rows"])
-        summary = Summary.from_json(json.loads(json.dumps({"configs": entries, "scaling": [table]})))
+        summary = Summary.from_json(written({"configs": entries, "scaling": [table]}))
         text = blocks.text(scaling_tables.scaling_block(summary))
         assert "No scaling to judge" in text
         assert not any(word in text for word in ("Amdahl", "Projected", "can never pass", "Per epoch")), text
@@ -312,8 +313,8 @@ def test_the_report_the_csv_and_the_json_carry_the_script_s_figures():
     entries[1]["probe_notes"] = ["examples not counted: a batch of type dict holds no tensor"]
     doc = {"configs": entries, "scaling": scaling.scaling_tables(entries, Plan()),
            "plan": {"threads_per_rank": {"1": 1, "2": 1}}}
-    summary = Summary.from_json(json.loads(json.dumps(doc)))
-    assert summary.configs[1].data_wait.share.value == pytest.approx(entries[1]["data_wait"]["share"])
+    summary = Summary.from_json(written(doc))
+    assert summary.configs[1].data_wait.share == entries[1]["data_wait"]["share"]
     assert summary.configs[1].script.loaders[0]["num_workers"] == 0
     assert Summary.from_json(summary.to_json()).to_json() == summary.to_json()  # read and written alike
     text = blocks.text(script_tables.script_block(summary))
@@ -322,10 +323,10 @@ def test_the_report_the_csv_and_the_json_carry_the_script_s_figures():
     for entry in entries:
         entry["model"] = "script:examples/train.py --workers 0"
     doc["plan"].update(script=[TRAIN, "--workers", "0"], script_dir=REPO)
-    typed = blocks.text(script_tables.script_block(Summary.from_json(json.loads(json.dumps(doc)))))
+    typed = blocks.text(script_tables.script_block(Summary.from_json(written(doc))))
     assert f"  command: examples/train.py --workers 0 (in {REPO})" in typed.splitlines(), typed
     first = next(csv.DictReader(io.StringIO(csv_table.csv_text(summary))))
-    assert float(first["data_wait_share"]) == pytest.approx(entries[0]["data_wait"]["share"])
+    assert float(first["data_wait_share"]) == pytest.approx(entries[0]["data_wait"]["share"].value)
     assert float(first["data_wait_share_low"]) > step_bound.INPUT_BOUND_SHARE
     assert first["observed_batch_per_rank"] == "32" and first["observed_scaling"] == "weak"
 

@@ -22,6 +22,7 @@ from ddptop.report import blocks, consistency_verdicts, scaling_tables, script_t
 from ddptop.report.schema import Summary
 from tests.test_script_report import Plan, judged, script_entry
 from tests.test_script_sync_probe import run_script
+from tests.conftest import written
 
 SITE = "/home/user/train.py:42"
 DDP = script_sync.DDP
@@ -83,7 +84,7 @@ def test_ranks_in_a_group_of_the_launch_s_size_that_wrap_no_model_train_alone_an
     n2 = table["rows"][1]
     assert n2["sec_iter"] and n2["ex_sec_total"] and table["rows"][0]["speedup"] == 1.0
     assert all(n2[key] is None for key in ("speedup", "efficiency", "relative_cost", "relative_su"))
-    summary = Summary.from_json(json.loads(json.dumps({"configs": [one, two], "scaling": [table]})))
+    summary = Summary.from_json(written({"configs": [one, two], "scaling": [table]}))
     assert scaling_tables._scaling_title(summary.scaling[0]).startswith("Not scaling (N=2 not data-parallel): ")
     cells = scaling_tables._scaling_cells(summary.scaling[0].rows[1])
     assert cells[3:7] == ("-",) * 4 and cells[1] != "-", cells
@@ -118,7 +119,7 @@ def test_n1_without_a_process_group_is_the_serial_baseline_and_a_larger_n_that_s
     assert one["verdict"]["kind"] == step_bound.COMPUTE and two["verdict"]["kind"] != step_bound.NOT_DATA_PARALLEL
     (table,) = scaling.scaling_tables([one, two], Plan())
     assert "not_data_parallel" not in table and table["no_ddp_note"] == scaling.SERIAL_BASELINE
-    summary = Summary.from_json(json.loads(json.dumps({"configs": [one, two], "scaling": [table]})))
+    summary = Summary.from_json(written({"configs": [one, two], "scaling": [table]}))
     title = scaling_tables._scaling_title(summary.scaling[0])
     assert title.startswith("Scaling: ") and "not data-parallel" not in title
     assert two["grad_sync"]["reference_exposed_comm_s"] == 0.0  # the serial baseline exposes no communication
@@ -259,7 +260,7 @@ def test_a_script_whose_traced_steps_left_the_gpu_waiting_for_the_host_is_host_b
 
 def test_a_summary_without_wrappers_is_written_back_as_it_was():
     (entry,) = judged(script_entry(2))
-    doc = json.loads(json.dumps({"configs": [entry]}))
+    doc = written({"configs": [entry]})
     assert Summary.from_json(doc).to_json()["configs"][0].keys() == doc["configs"][0].keys()
     assert "wrappers" not in Summary.from_json(doc).to_json()["configs"][0]["script"]
 

@@ -33,12 +33,18 @@ from typing import Any
 from ddptop.analysis import intervals, launches, script_steps, script_sync, stats, stragglers, uncertainty
 from ddptop.protocol.modelspec import model_kind
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
+from ddptop.records import BOOTSTRAP, OVER_LAUNCHES
 
 WAIT_STRAGGLER_SHARE = stats.STRAGGLER_RATIO - 1  # a rank's data wait this much of the step above the others'
 
 
 def _seed(name: str) -> int:
     return zlib.crc32(name.encode())
+
+
+def _method(levels: str) -> str:
+    """How a figure of these ``levels`` was bootstrapped: over launches where the launch was the unit."""
+    return OVER_LAUNCHES if levels == "launches" else BOOTSTRAP
 
 
 def _used_positions(entry: Mapping[str, Any]) -> dict[str, dict[int, list[int]]]:
@@ -73,13 +79,13 @@ def data_wait(entry: Mapping[str, Any], resamples: int = uncertainty.RESAMPLES) 
     per_rank = {}
     for rank in sorted(parts):
         value = sum(parts[rank]) / sum(wholes[rank])
-        per_rank[str(rank)] = {"share": value, "share_ci": uncertainty.estimate(reps.share([rank]), value).ci}
+        per_rank[str(rank)] = {"share": uncertainty.estimate(reps.share([rank]), value)}
     counted = len({k for labels in rounds.values() for k in labels})
     steps = min(len(values) for values in parts.values())
+    levels = "launches" if counted > 1 else "within launch"
     return {
-        "share": share,
-        "share_ci": uncertainty.estimate(reps.share(), share).ci,
-        "levels": "launches" if counted > 1 else "within launch",
+        "share": uncertainty.estimate(reps.share(), share, method=_method(levels)),
+        "levels": levels,
         "launches": counted,
         "steps": steps,
         "per_rank": per_rank,
@@ -95,7 +101,7 @@ def _wait_straggler(entry: Mapping[str, Any], parts: Mapping[int, list[float]], 
     slow = max(shares, key=lambda r: shares[r])
     others = [r for r in parts if r != slow]
     excess = shares[slow] - sum(sum(parts[r]) for r in others) / sum(sum(wholes[r]) for r in others)
-    excess_ci = uncertainty.estimate(reps.difference(slow), excess).ci
+    excess_share = uncertainty.estimate(reps.difference(slow), excess)
     busy = {rank: [s - w for s, w in zip(wholes[rank], parts[rank])] for rank in parts}
     name = str(entry["config_id"])
     reps_others = uncertainty.median_replicates({r: busy[r] for r in others}, resamples=resamples,
@@ -103,15 +109,12 @@ def _wait_straggler(entry: Mapping[str, Any], parts: Mapping[int, list[float]], 
     reps_slow = uncertainty.median_replicates({slow: busy[slow]}, resamples=resamples,
                                               seed=_seed(name + "/wait_straggler/slow"))
     longer = uncertainty.pooled_median({r: busy[r] for r in others}) - uncertainty.pooled_median({slow: busy[slow]})
-    longer_ci = uncertainty.propagate(lambda o, s: o - s, reps_others, reps_slow, value=longer).ci
     return {
         "rank": slow,
-        "excess_share": excess,
-        "excess_share_ci": excess_ci,
-        "others_busy_longer_s": longer,
-        "others_busy_longer_s_ci": longer_ci,
-        "flagged": bool(steps >= stragglers.MIN_STEPS and excess_ci is not None
-                        and excess_ci[0] >= WAIT_STRAGGLER_SHARE),
+        "excess_share": excess_share,
+        "others_busy_longer_s": uncertainty.propagate(lambda o, s: o - s, reps_others, reps_slow, value=longer),
+        "flagged": bool(steps >= stragglers.MIN_STEPS and excess_share.low is not None
+                        and excess_share.low >= WAIT_STRAGGLER_SHARE),
         "steps": steps,
         "too_few_steps": steps < stragglers.MIN_STEPS,
     }
@@ -145,11 +148,11 @@ def step_less_wait(entries: Sequence[dict[str, Any]], resamples: int = uncertain
         for entry in members:
             config_id = entry["config_id"]
             value = fits[config_id].value
+            levels = "launches" if variance.estimated else "within launch"
             figures: dict[str, Any] = {
-                "median_s": value,
-                "median_s_ci": uncertainty.estimate(reps[config_id], value).ci,
+                "median_s": uncertainty.estimate(reps[config_id], value, method=_method(levels)),
                 "reference_world_size": reference["world_size"],
-                "levels": "launches" if variance.estimated else "within launch",
+                "levels": levels,
             }
             if config_id != ref_id and fits[ref_id].value > 0:
                 # where each rank drew fewer or more examples a step than at the smallest N (strong scaling), the
@@ -157,7 +160,9 @@ def step_less_wait(entries: Sequence[dict[str, Any]], resamples: int = uncertain
                 scale = _per_example_scale(reference, entry)
                 ratio = uncertainty.step_ratio(reps[ref_id], reps[config_id] * scale,
                                                value * scale / fits[ref_id].value)
-                figures.update(ratio=ratio.value, ratio_ci=ratio.ci, min_effect=DEFAULT_MIN_EFFECT,
+                if ratio.ci is not None:
+                    ratio.method = _method(levels)
+                figures.update(ratio=ratio, min_effect=DEFAULT_MIN_EFFECT,
                                change=uncertainty.verdict(ratio, DEFAULT_MIN_EFFECT), per_example=scale != 1.0)
             found[config_id] = figures
     return found

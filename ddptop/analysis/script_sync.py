@@ -29,6 +29,7 @@ from typing import Any
 
 from ddptop import units
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
+from ddptop.records import ci_of, value_of
 
 DDP, FSDP, FULLY_SHARD, ZERO = "DistributedDataParallel", "FullyShardedDataParallel", "fully_shard", "ZeroRedundancyOptimizer"
 COUNTED = (DDP, FSDP, FULLY_SHARD)  # kinds whose micro-batches and synchronisations the probe counts a step
@@ -217,14 +218,14 @@ def grad_sync(entry: Mapping[str, Any], reference: Mapping[str, Any] | None,
     if threads:
         found["reference_threads_per_rank"] = reference.get("threads") or threads.get(reference.get("world_size") or 1)
     ref_exposed = _exposed(reference)
-    ref_less = ((reference.get("step_less_wait") or {}).get("median_s"))
+    ref_less = value_of((reference.get("step_less_wait") or {}).get("median_s"))
     if not exposed or not ref_exposed or not ref_less:
         return found
     scale = _scale(reference, entry)
     growth = statistics.median(exposed) * scale - statistics.median(ref_exposed)
     noise = (max(exposed) - min(exposed)) * scale + max(ref_exposed) - min(ref_exposed)
-    ci = less.get("ratio_ci")
-    step_growth_low = (ci[0] - 1) * ref_less if ci and None not in ci else None
+    ci = ci_of(less["ratio"])
+    step_growth_low = (ci[0] - 1) * ref_less if ci else None
     found.update(reference_exposed_comm_s=statistics.median(ref_exposed), comm_growth_s=growth,
                  step_growth_low_s=step_growth_low)
     found["comm_grew"] = bool(growth > noise and growth > DEFAULT_MIN_EFFECT * ref_less and (

@@ -24,6 +24,7 @@ from ddptop.analysis.script_steps import INPUT_BOUND_SHARE
 from ddptop.protocol.modelspec import model_kind
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT, EQUIVALENT, FASTER, SLOWER, change_words, classify_change
 from ddptop.protocol.precision import t_quantile
+from ddptop.records import ci_of
 
 # exposed communication, as a share of the step
 COMM_BOUND = 0.25  # its 95% interval's lower end at or above this: communication-bound
@@ -285,7 +286,7 @@ def _interval_words(figure: float, ci: Sequence[float] | None, levels: str | Non
 def _ratio_words(found: Mapping[str, Any]) -> str:
     """The step less its data wait against the smallest N's, its interval, and its change in words that follow
     the interval (``step_change.change_words``: never "within 2%" of a ratio whose interval lies beyond it)."""
-    ratio, ci = found["ratio"], found.get("ratio_ci")
+    ratio, ci = found["ratio"].value, found["ratio"].ci
     text = f"{ratio:.2f}x N={found['reference_world_size']}'s" + (
         " per example a rank draws" if found.get("per_example") else "")
     text += f" (95% CI {ci[0]:.2f}–{ci[1]:.2f})" if ci and None not in ci else ""
@@ -299,8 +300,8 @@ def _margin(found: Mapping[str, Any]) -> float:
 def step_change_of(found: Mapping[str, Any]) -> str | None:
     """The change of the step less its data wait (``step_change.classify_change``), from its interval where it
     has one (so that the words and the verdict's kind follow the same figures), else as stored."""
-    ci = found.get("ratio_ci")
-    if ci and None not in ci:
+    ci = ci_of(found.get("ratio"))
+    if ci:
         return classify_change(ci[0], ci[1], _margin(found))
     return found.get("change")
 
@@ -325,10 +326,10 @@ def script_verdict(entry: Mapping[str, Any]) -> dict[str, Any]:
         notes.insert(0, every)
     wait = entry.get("data_wait") or None
     less = entry.get("step_less_wait") or {}
-    ci = wait.get("share_ci") if wait else None
-    share = (_interval_words(wait["share"], ci, wait.get("levels"), wait.get("launches"), " of the step")
+    ci = ci_of(wait["share"]) if wait else None
+    share = (_interval_words(wait["share"].value, ci, wait.get("levels"), wait.get("launches"), " of the step")
              if wait else None)
-    input_bound = bool(wait and ci and None not in ci and ci[0] > INPUT_BOUND_SHARE)
+    input_bound = bool(ci and ci[0] > INPUT_BOUND_SHARE)
     change = step_change_of(less) if less.get("ratio") is not None else None
     grew = change == SLOWER
     parts: list[str] = []
@@ -365,7 +366,7 @@ def script_verdict(entry: Mapping[str, Any]) -> dict[str, Any]:
         parts.append(head)
         if share is None:
             parts.append("the waits for data were not timed")
-        elif ci and None not in ci and ci[1] < INPUT_BOUND_SHARE:
+        elif ci and ci[1] < INPUT_BOUND_SHARE:
             parts.append(f"data wait {share}, under {units.percent(INPUT_BOUND_SHARE)}")
         else:
             parts.append(f"data wait {share}: whether it bounds the step is within noise")
