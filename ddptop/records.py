@@ -3,9 +3,12 @@ one record of a figure with its uncertainty (``Estimate``) that every figure of 
 summary's records (``ddptop.report.schema``) and the analysis's own (a trace's breakdown) are declared with
 it, so that a record the analysis makes is the one the summary holds. Standard library only.
 
-Analysis writes a figure and its interval side by side (``speedup``, ``speedup_ci``), as summaries before
-schema version 3 held them; a record reads that flat shape into one ``Estimate`` (``_fold_flat``) and writes
-it back nested: ``{"value": 1.84, "ci": [1.71, 1.93], "level": 0.95, "method": "..."}``.
+``Estimate`` is ddptop's one estimate type: the analysis makes its intervals as estimates
+(``analysis/figures.estimate``), and a record takes one made in code as it is. Summaries before schema version
+3 held a figure and its interval side by side (``speedup``, ``speedup_ci``), and the analysis' older figures
+still come that way (the script's data wait and step less wait come as estimates); a record reads that flat
+shape into one ``Estimate`` (``_fold_flat``), and every record writes it nested:
+``{"value": 1.84, "ci": [1.71, 1.93], "level": 0.95, "method": "..."}``.
 """
 
 from __future__ import annotations
