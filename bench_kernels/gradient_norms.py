@@ -3,7 +3,7 @@
 A comm hook sees each bucket twice: its flat buffer as this rank's backward left it (the local gradient, over
 this rank's batch) and the averaged result the allreduce hands back (the gradient over every rank's batch).
 ``before`` and ``after`` take one norm of each, a read of the buffer and nothing copied (``vector_norm``
-accumulates in float32 whatever the gradient's dtype); a synchronisation's squared norms are the sums over
+accumulates in float32 at least, whatever the gradient's dtype); a synchronisation's squared norms are the sums over
 its buckets. DDP launches its buckets in index order, so bucket 0 starts a synchronisation.
 
 On CUDA the norms stay on the device, queued where the hook and its callback run (the backward stream, and
@@ -31,13 +31,18 @@ class GradientNorms:
         if index == 0 or not self.local:
             self.local.append([])
             self.averaged.append([])
-        self.local[-1].append(self.torch.linalg.vector_norm(buffer, dtype=self.torch.float32))
+        self.local[-1].append(self._norm(buffer))
 
     def after(self, result: Any) -> None:
         """The bucket's averaged gradient, as the allreduce (or the model's own hook) returned it."""
         tensor = result[0] if isinstance(result, (list, tuple)) else result
         if self.averaged:
-            self.averaged[-1].append(self.torch.linalg.vector_norm(tensor, dtype=self.torch.float32))
+            self.averaged[-1].append(self._norm(tensor))
+
+    def _norm(self, tensor: Any) -> Any:
+        """The norm accumulated in float32 at least (a bf16 or fp16 gradient's own precision would lose it)."""
+        torch = self.torch
+        return torch.linalg.vector_norm(tensor, dtype=torch.promote_types(tensor.dtype, torch.float32))
 
     def take(self) -> list[tuple[float, float]]:
         """Each complete synchronisation's squared norms (local, averaged) since the last call, in order; the

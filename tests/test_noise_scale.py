@@ -6,7 +6,7 @@ holding the true B_noise about as often as it says."""
 import numpy as np
 import pytest
 
-from ddptop.analysis import noise_scale, synthetic
+from ddptop.analysis import gradient_noise, noise_scale, synthetic
 from ddptop.analysis.figures import Measured
 
 
@@ -73,7 +73,7 @@ def test_time_to_loss_speedup_follows_the_steps_to_the_same_loss():
     # rank's, a step time 0.9x the reference's
     speedup = noise_scale.time_to_loss_speedup(1 / 0.9, 600.0, 256, 2048)
     assert speedup.value == pytest.approx((1 / 0.9) * (1 + 600 / 256) / (1 + 600 / 2048))
-    assert noise_scale.example_worth(600.0, 256, 2048) == pytest.approx((1 + 256 / 600) / (1 + 2048 / 600))
+    assert gradient_noise.example_worth(600.0, 256, 2048) == pytest.approx((1 + 256 / 600) / (1 + 2048 / 600))
     # unbounded noise: every example counts, steps to the loss fall as the batch grows
     unbounded = noise_scale.time_to_loss_speedup(Measured(1.0, np.array([1.0, 1.0])),
                                                  Measured(float("inf"), np.array([np.inf, 1e9])), 256, 2048)

@@ -119,9 +119,3 @@ def _time_to_loss(step_ratio: float | np.ndarray, b_noise: float | np.ndarray, b
         worth = np.where(np.isinf(noise), batch_n / batch_ref, (1 + noise / batch_ref) / (1 + noise / batch_n))
     found = step_ratio * worth
     return float(found) if np.ndim(found) == 0 else found
-
-
-def example_worth(b_noise: float, batch_ref: float, batch_n: float) -> float:
-    """What one example at the global batch ``batch_n`` is worth against one at ``batch_ref`` in progress to the
-    same loss: E_min (1 + B / B_noise) examples are needed at batch B."""
-    return (1 + batch_ref / b_noise) / (1 + batch_n / b_noise)

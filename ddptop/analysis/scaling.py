@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ddptop.analysis import communication, formulas, projection, script_steps, stats
+from ddptop.analysis import communication, formulas, gradient_noise, projection, script_steps, stats
 from ddptop.analysis.figures import Measured, put
 from ddptop.protocol import strategies, variants
 from ddptop.protocol.modelspec import model_kind, owns_batch
@@ -61,11 +61,13 @@ def plain_ddp(entry: Mapping[str, Any]) -> bool:
 
 
 def scaling_tables(
-    entries: Sequence[dict[str, Any]], plan: PlanFigures, replicates: Mapping[str, Any] | None = None
+    entries: Sequence[dict[str, Any]], plan: PlanFigures, replicates: Mapping[str, Any] | None = None,
+    noise_scales: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """One table per (model, batch, backend, bucket size) of the DDP entries with samples, against the
     smallest world size measured and, where there is one, the plain model without DDP. With each
-    configuration's bootstrap ``replicates`` (``intervals``), every figure gets its 95% interval."""
+    configuration's bootstrap ``replicates`` (``intervals``), every figure gets its 95% interval; with its
+    gradient noise scale (``noise_scales``, by configuration), each row its speedup in time to the same loss."""
     groups: dict[tuple, list[dict[str, Any]]] = {}
     baselines: dict[tuple, dict[str, Any]] = {}
     for entry in entries:
@@ -148,6 +150,11 @@ def scaling_tables(
             from ddptop.analysis import intervals  # numpy: only where a summary is built, never at the view's start
 
             intervals.add_scaling_intervals(table, by_size, baseline, replicates, figures.speedups)
+        if noise_scales and not script_facts.get("not_data_parallel"):
+            noise_by_size = {n: noise_scales.get(e["config_id"]) for n, e in by_size.items()}
+            gradient_noise.time_to_loss_rows(
+                rows, figures.speedups, {n: s for n, s in noise_by_size.items() if s is not None},
+                {p.world_size: float(p.global_batch) for p in points})
         table["recommendation"] = stats.recommendation(rows, unit, plan.efficiency_threshold)
         table["projection"] = projection.project(table, {e["config_id"]: e for e in members}, plan.internode_gbps)
         if table.get("not_data_parallel"):  # its ranks each train alone: nothing here is a scaling measurement

@@ -149,6 +149,9 @@ class GradientProblem:
     grads: np.ndarray  # (examples, features)
     trace: float
     true_sq: float
+    x: np.ndarray  # the dataset, (examples, features) and (examples,), and the parameters the gradients are at
+    y: np.ndarray
+    w: np.ndarray
 
     @property
     def b_noise(self) -> float:
@@ -163,7 +166,7 @@ def gradient_problem(seed: int = 0, examples: int = 4000, features: int = 16, no
     w = rng.normal(scale=offset, size=features)
     grads = (x @ w - y)[:, None] * x
     mean = grads.mean(axis=0)
-    return GradientProblem(grads, float(np.mean(np.sum((grads - mean) ** 2, axis=1))), float(mean @ mean))
+    return GradientProblem(grads, float(np.mean(np.sum((grads - mean) ** 2, axis=1))), float(mean @ mean), x, y, w)
 
 
 def synchronisations(grads: np.ndarray, ranks: int, batch: int, steps: int, rng: np.random.Generator

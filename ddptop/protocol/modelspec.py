@@ -239,6 +239,9 @@ class ModelKind:
     # its verdict reads what the probe saw of a user's training (ranks alone, input-bound, syncing every
     # micro-batch...) rather than the kernel's compute against communication
     verdict_of_script: bool = False
+    # its batches are ddptop's random ones: a figure of the data (the gradient noise scale) is one of random
+    # labels, not of the user's data (a factory's Workload and a script draw their own)
+    random_data: bool = True
 
     @property
     def as_written(self) -> str:
@@ -366,14 +369,14 @@ KINDS: dict[Kind, ModelKind] = {kind.kind: kind for kind in (
               problem=lambda spec, _size: None, facts=_transformer_facts),
     ModelKind(Kind.FACTORY, "the user's factory of a module or a Workload", "bench_kernels.sources:factory_workload",
               checked=True, token_input=None, image_input=None, problem=_factory_problem, facts=lambda spec, _n: None,
-              name=_factory_name),
+              name=_factory_name, random_data=False),
     ModelKind(Kind.HF, "a Hugging Face model from its config", "bench_kernels.hf:hf_workload",
               checked=True, token_input=True, image_input=False, problem=_hf_problem, facts=lambda spec, _n: None,
               name=_hf_name),
     ModelKind(Kind.SCRIPT, "the user's training script, run as it is", "", checked=False, token_input=False,
               image_input=False, problem=_script_problem, facts=lambda spec, _n: None, name=_script_name,
               program="bench_kernels.script_probe", own_batch=False, data_wait=True, comm_from_ddp_timers=True,
-              written="the script", yours="your script", answer=PATCH, verdict_of_script=True),
+              written="the script", yours="your script", answer=PATCH, verdict_of_script=True, random_data=False),
 )}
 
 

@@ -21,6 +21,11 @@ under autocast when the plan asks. ``net`` is the *wrapped* model, so DDP's and 
 forward. ddptop moves the model to the rank's device (in the dtype the factory made it; ``--amp`` adds
 autocast, as for the built-ins) and builds the optimizer (SGD with momentum, every strategy the same).
 
+The measured steps reuse that one batch. After them, at N >= 2, the communication probe calls ``make_batch``
+before each of its hooked steps for a batch drawn afresh: the gradient noise scale compares the gradient of
+each rank's batch with their average, so a ``make_batch`` that samples the user's data gives that data's noise
+scale (random data: one of random labels).
+
 The batch size ddptop sweeps is the ``n`` given to ``make_batch``: a batch of n examples. Where one example
 holds many tokens, ``tokens`` gives ddptop tokens/s beside examples/s.
 

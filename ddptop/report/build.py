@@ -12,7 +12,7 @@ import os
 import time
 from typing import Any
 
-from ddptop.analysis import (communication, compute, job_use, links, scaling, script_steps, step_bound, strategy_figures,
+from ddptop.analysis import (communication, compute, gradient_noise, job_use, links, scaling, script_steps, step_bound, strategy_figures,
                              threads, tokens, traces, tuning)
 from ddptop.protocol import layout
 from ddptop.protocol.layout import (ENVIRONMENT_FILE, RUNNER_FILE, SUMMARY_JSON, TIMELINE_FILE, TOPOLOGY_FILE,
@@ -327,6 +327,7 @@ def build_summary(
             intervals.add_tail_intervals(entries, launch_variance)
         # a script's data wait, step less it and gradient synchronisation, before the verdicts
         script_figures.add_script_figures(entries, threads=session.plan.threads_per_rank)
+        noise_scales = _gradient_noise(states, entries)
         for state, entry in zip(states, entries):  # FLOP/s and MFU, with the p50's interval carried over
             hello = (session.hellos.get((state.launch, 0)) if state.launch is not None else None) or {}
             entry["flops"] = compute.compute_figures(entry, state.info, hello.get("device_name"), session.ceilings)
@@ -355,7 +356,7 @@ def build_summary(
             "uncertainty": {"method": launches.METHOD if launch_variance.estimated
                             else f"{uncertainty.METHOD}; {launches.WITHIN_ONLY}", "confidence": uncertainty.CONFIDENCE,
                             "resamples": uncertainty.RESAMPLES, "launch_variance": launch_variance.to_json()},
-            "scaling": scaling.scaling_tables(entries, session.plan, replicates),
+            "scaling": scaling.scaling_tables(entries, session.plan, replicates, noise_scales),
             "batch_throughput": scaling.batch_throughput(entries),
             "dp_vs_ddp": scaling.data_parallel_vs_ddp(entries),
             "tuning": tuning.tuning_tables(entries, replicates, {
@@ -398,6 +399,21 @@ def _nccl_choices(run_dir: str, entries: list[dict[str, Any]]) -> dict[str, list
                 choices += by_launch[name] or []
         if choices:
             found[entry["config_id"]] = [c.to_json() for c in nccl_log.merge(choices)]
+    return found
+
+
+def _gradient_noise(states: list[Any], entries: list[dict[str, Any]]) -> dict[str, Any]:
+    """Each configuration's gradient noise scale from its ranks' squared gradient norms (``gradient_noise``):
+    its record on the entry, and the estimates by configuration for the scaling tables' time to loss."""
+    found = {}
+    for state, entry in zip(states, entries):
+        noise = gradient_noise.config_noise_scale(state.comm) if entry["stats"] else None
+        if noise is None:
+            continue
+        found[entry["config_id"]] = noise
+        entry["gradient_noise"] = gradient_noise.record(
+            noise, over=gradient_noise.over_words(model_kind(entry["model"])),
+            synthetic=model_kind(entry["model"]).random_data).to_json()
     return found
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from ddptop import units
-from ddptop.analysis import formulas, script_steps
+from ddptop.analysis import formulas, gradient_noise, script_steps
 from ddptop.protocol.modelspec import display_name, is_builtin
 from ddptop.report.blocks import Block, Caption, Note, Part, Table, Verbatim
 from ddptop.report.cells import TOKENS_HEADER, tokens_too
@@ -130,17 +130,26 @@ def _tokens(table: ScalingTable) -> bool:
 RELATIVE_FIGURES = ("speedup", "efficiency", "relative_cost", "relative_su", "karp_flatt")
 
 
-def _scaling_header(summary: Summary, tokens: bool = False) -> tuple[str, ...]:
-    header = SCALING_HEADER[:3] + ((TOKENS_HEADER,) if tokens else ()) + SCALING_HEADER[3:]
+def _to_loss(table: ScalingTable) -> bool:
+    """Whether a row has a speedup in time to the same loss (its gradient noise scale resolved)."""
+    return any(r.time_to_loss_speedup is not None for r in table.rows)
+
+
+def _scaling_header(summary: Summary, tokens: bool = False, to_loss: bool = False) -> tuple[str, ...]:
+    header = SCALING_HEADER[:3] + ((TOKENS_HEADER,) if tokens else ()) + SCALING_HEADER[3:4]
+    header += ((TO_LOSS_HEADER,) if to_loss else ()) + SCALING_HEADER[4:]
     return (header + ((COST_HEADER,) if _priced(summary) else ())
             + (ENERGY_HEADER if _metered(summary) else ()))
+
+
+TO_LOSS_HEADER = "to-loss speedup (model)"
 
 
 REFERENCE_ONLY = "reference"  # the speedup cell of a table's only row: nothing was measured to compare with
 
 
 def _scaling_cells(row: ScalingRow, priced: bool = False, metered: bool = False,
-                   tokens: bool = False, alone: bool = False) -> tuple[str, ...]:
+                   tokens: bool = False, alone: bool = False, to_loss: bool = False) -> tuple[str, ...]:
     """A row's cells; ``alone``: the table's only row, whose speedup, efficiency and costs are the reference's
     by definition (N_ref, 100%, 1), not measured, so shown as the reference and no figure."""
     def shown(key: str, fmt: Any) -> str:
@@ -155,8 +164,10 @@ def _scaling_cells(row: ScalingRow, priced: bool = False, metered: bool = False,
     )
     if tokens:
         cells += (units.estimate(row.tok_sec_total, lambda v: units.number(v, 0)),)
+    cells += (shown("speedup", units.number),)
+    if to_loss:
+        cells += (units.estimate(row.time_to_loss_speedup, units.number),)
     cells += (
-        shown("speedup", units.number),
         shown("efficiency", units.percent),
         shown("relative_cost", units.number),
         shown("relative_su", units.number),
@@ -266,9 +277,11 @@ def scaling_block(summary: Summary) -> Block:
     parts: list[Part] = []
     priced, metered = _priced(summary), _metered(summary)
     for table in summary.scaling:
+        to_loss = _to_loss(table)
         parts += [Caption(_scaling_title(table)),
-                  Table(_scaling_header(summary, _tokens(table)),
-                        [_scaling_cells(r, priced, metered, _tokens(table), alone=len(table.rows) == 1)
+                  Table(_scaling_header(summary, _tokens(table), to_loss),
+                        [_scaling_cells(r, priced, metered, _tokens(table), alone=len(table.rows) == 1,
+                                        to_loss=to_loss)
                          for r in table.rows])]
         if table.not_data_parallel:
             parts.append(Note(f"{table.not_data_parallel[0].upper()}{table.not_data_parallel[1:]}."))
@@ -277,7 +290,40 @@ def scaling_block(summary: Summary) -> Block:
         if table.recommendation:
             parts.append(Note(table.recommendation))
         parts += [Note(line) for line in model_lines(table)]
+        parts += [Note(line) for line in noise_lines(table, summary)]
     return Block(None, parts)
+
+
+def noise_lines(table: ScalingTable, summary: Summary) -> list[str]:
+    """The gradient noise scale of each world size of a scaling table where it was measured, what it means for
+    time to the same loss (a model, its assumptions said), and why a strategy's table has none."""
+    ids = {row.config_id for row in table.rows}
+    measured = [entry for entry in summary.configs if entry.config_id in ids and entry.gradient_noise is not None]
+    if table.strategy != "ddp":
+        return [f"Gradient noise scale: not measured under {table.strategy}, whose gradients are reduced in shards "
+                "(no whole gradient on either side of one allreduce)."]
+    if not measured:
+        return []
+    lines = []
+    for entry in sorted(measured, key=lambda e: e.world_size):
+        noise = entry.gradient_noise
+        assert noise is not None
+        lines.append(f"Gradient noise scale B_noise = tr(Σ)/|G|² at N={entry.world_size}: {noise.words()}, over "
+                     f"{noise.syncs} synchronisations of {noise.over} (local batch {noise.batch_local:g}, global "
+                     f"{noise.batch_global:g}).")
+    said = [row for row in table.rows if row.time_to_loss_speedup is not None]
+    if said:
+        row, reference = said[-1], table.rows[0]
+        lines.append(
+            f"In time to the same loss: at N={row.world_size} the global batch of {row.global_batch} makes each "
+            f"example worth about {units.significant(row.example_worth, 2)} of one at N={reference.world_size} "
+            f"(global batch {reference.global_batch}); "
+            f"expected speedup {units.estimate(row.time_to_loss_speedup, units.number)} against a throughput "
+            f"speedup of {units.estimate(row.speedup, units.number)}.")
+    caveat = f"; {gradient_noise.SYNTHETIC}" if any(e.gradient_noise and e.gradient_noise.synthetic
+                                                    for e in measured) else ""
+    lines.append(f"{gradient_noise.ASSUMPTIONS}{caveat}.")
+    return lines
 
 
 DP_HEADER = ("model", "batch/device", "N", "DataParallel sec/iter", "DDP sec/iter", "DP ex/s", "DDP ex/s",

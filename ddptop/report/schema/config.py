@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from ddptop.analysis import stats
+from ddptop.analysis import gradient_noise, stats
 from ddptop.protocol.modelspec import ModelKind, model_kind
 from ddptop.records import BOOTSTRAP, CLAMPED_AT_0, ONE_LAUNCH, STUDENT_T, Estimate, Record
 from ddptop.report.schema.trace import Trace
@@ -28,6 +28,8 @@ class Percentiles(Record):
 
 # the slowest rank's median against the others': declared where it is computed
 RankSpread = stats.RankSpread
+# the gradient noise scale over the configuration's synchronisations: declared where it is estimated
+GradientNoise = gradient_noise.GradientNoise
 
 
 @dataclass(kw_only=True)
@@ -435,10 +437,11 @@ class Config(Record):
     data_wait: DataWait | None = None
     step_less_wait: StepLessWait | None = None
     grad_sync: GradSync | None = None
+    gradient_noise: GradientNoise | None = None  # at N >= 2 under DDP, over its synchronisations
 
     _only_when_set: ClassVar[frozenset[str]] = frozenset({
         "trace", "threads", "step_values", "script", "script_per_rank", "ended_by", "probe_notes", "command",
-        "data_wait", "step_less_wait", "grad_sync", "loader_site"})
+        "data_wait", "step_less_wait", "grad_sync", "loader_site", "gradient_noise"})
 
     @property
     def kind(self) -> ModelKind:

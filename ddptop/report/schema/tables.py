@@ -51,9 +51,13 @@ class ScalingRow(Record):
     bandwidth_from_t1_gbs: float | None = None
     tok_sec_total: Estimate | None = None  # a transformer's: ex_sec_total x seq_len
     batch_per_rank: int | None = None  # a script's examples per rank per step as observed (None: not counted)
-    global_batch: int | None = None  # a script's, over the ranks
+    global_batch: int | None = None  # a script's, over the ranks; where time to loss is modelled, every model's
+    # a model: the speedup in time to the same loss from this N's gradient noise scale (``gradient_noise``)
+    time_to_loss_speedup: Estimate | None = None
+    example_worth: float | None = None  # progress to the loss of one example here against one at the reference
 
-    _only_when_set: ClassVar[frozenset[str]] = frozenset({"batch_per_rank", "global_batch"})
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"batch_per_rank", "global_batch", "time_to_loss_speedup",
+                                                          "example_worth"})
     _flat_methods: ClassVar[dict[str, str]] = {  # the configuration's, copied (analysis/intervals.py)
         "exposed_comm_s": BOOTSTRAP + CLAMPED_AT_0, "exposed_comm_fraction": BOOTSTRAP + CLAMPED_AT_0}
 
