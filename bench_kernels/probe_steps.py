@@ -59,21 +59,23 @@ class StepStream(SampleStream):
     examples and its tokens (None where not known). Sent as SampleStream's are, at most every flush interval; a
     run of steps that know different things goes in events of its own, so each list lines up with ``sec``."""
 
-    LISTS = ("data_wait", "examples", "tokens")
+    LISTS = ("data_wait", "examples", "tokens", "grad_sq_local", "grad_sq_averaged")
 
     def __init__(self, writer: EventWriter, config_id: str, phase: str, total: int | None,
                  round_index: int | None) -> None:
         super().__init__(writer, config_id, phase, 0, round_index)
         self.total: int | None = total  # type: ignore[assignment]  # None: the script decides (script_to_end)
-        self.beside: tuple[list[Any], list[Any], list[Any]] = ([], [], [])  # pending steps' values of LISTS
+        self.beside: list[list[Any]] = [[] for _ in self.LISTS]  # pending steps' values of LISTS
         self.known: list[int] = []  # per pending step: which of them it has, one bit each
 
-    def add_step(self, seconds: float, data_wait: float | None, examples: int | None, tokens: float | None) -> None:
-        waits, counts, token_counts = self.beside
-        waits.append(data_wait)
-        counts.append(examples)
-        token_counts.append(tokens)
-        self.known.append((data_wait is not None) + 2 * (examples is not None) + 4 * (tokens is not None))
+    def add_step(self, seconds: float, data_wait: float | None, examples: int | None, tokens: float | None,
+                 grad_sq: tuple[float, float] | None = None) -> None:
+        """A step's time and what was seen of it; ``grad_sq``: its squared gradient norms before and after its
+        one synchronisation (``probe_noise``)."""
+        values = (data_wait, examples, tokens) + (grad_sq if grad_sq is not None else (None, None))
+        for kept, value in zip(self.beside, values):
+            kept.append(value)
+        self.known.append(sum(1 << i for i, value in enumerate(values) if value is not None))
         self.add(seconds)
 
     def send(self) -> None:
@@ -86,7 +88,7 @@ class StepStream(SampleStream):
                 self._emit(start, end)
                 start = end
         self.sent += len(pending)
-        self.pending, self.known, self.beside = [], [], ([], [], [])
+        self.pending, self.known, self.beside = [], [], [[] for _ in self.LISTS]
 
     def _emit(self, start: int, end: int) -> None:
         lists = {name: values[start:end] for name, values in zip(self.LISTS, self.beside) if values[start] is not None}

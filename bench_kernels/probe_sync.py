@@ -47,6 +47,7 @@ from typing import Any
 
 from bench_kernels.ddp_logging import ddp_logging_mark, ddp_logging_times
 from bench_kernels.errors import one_line
+from bench_kernels.probe_noise import ScriptNoise
 
 DDP = "DistributedDataParallel"
 FSDP = "FullyShardedDataParallel"
@@ -195,6 +196,7 @@ class GradSync:
         self._compiling = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (lambda: False)
         self._undo: list[Callable[[], None]] = []
         self._failed: set[str] = set()
+        self.noise = ScriptNoise(torch)  # each DDP model's gradient norms around its allreduce (probe_noise)
 
     # -- installing -----------------------------------------------------------------------------------------
     def install(self) -> None:
@@ -390,6 +392,7 @@ class GradSync:
         if isinstance(module, type(model)):
             wrapper.rewrapped = True  # a DDP model inside another
         self._register(model, wrapper)
+        self.noise.attach(model)
         every_step = False
         setter = getattr(model, "_set_ddp_runtime_logging_sample_rate", None)
         if setter is not None:  # DDP's timers on every step, not the first 10 and then 1 in 100
@@ -469,6 +472,8 @@ class GradSync:
         for wrapper in self.wrappers:
             self._read_end(wrapper)
         self.measuring = False
+        if self.noise.failed is not None:
+            self.notes.append(self.noise.failed)
 
     def _read_end(self, wrapper: Wrapper) -> None:
         """DDP's timers over the measured steps (from its mark to now) and its comm hook; its logger let go."""

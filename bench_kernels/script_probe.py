@@ -301,8 +301,9 @@ class ScriptProbe:
         if first:
             self._first_step()
         self.sync.step_ended(self.measuring)
+        grad_sq = self.sync.noise.step_pair()  # taken every step: a warm-up step's are let go
         if self.measuring:
-            self.measure.add_step(seconds, data_wait, examples, tokens)
+            self.measure.add_step(seconds, data_wait, examples, tokens, grad_sq if examples else None)
             stop = self.rule.enough(self.measure_started)
         else:
             self.warmup.add_step(seconds, data_wait, examples, tokens)

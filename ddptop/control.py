@@ -17,7 +17,7 @@ from typing import Any
 
 from ddptop.analysis import traces
 from ddptop.run import rundir
-from ddptop.live.live_scaling import live_scaling
+from ddptop.live.live_scaling import live_noise, live_scaling
 from ddptop.live.live_validity import LiveValidity
 from ddptop.errors import EXIT_OK
 from ddptop.live.live_run import LiveRun
@@ -151,8 +151,10 @@ class RunControl:
 
     def _scaling(self) -> dict[str, ScalingFigures]:
         rows = live_scaling(self.session)  # recomputed only when a configuration's figures changed
+        noise = live_noise(self.session)
         return {
-            config_id: ScalingFigures(row.speedup.value, row.efficiency.value, value_of(row.exposed_comm_fraction))
+            config_id: ScalingFigures(row.speedup.value, row.efficiency.value, value_of(row.exposed_comm_fraction),
+                                      noise.get(config_id))
             for config_id, row in rows.items() if row.speedup is not None and row.efficiency is not None
         }
 

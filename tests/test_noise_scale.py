@@ -21,7 +21,7 @@ _syncs = synthetic.synchronisations
 def test_the_per_step_estimates_are_unbiased_for_the_true_trace_and_squared_gradient():
     grads, trace, true_sq = _problem()
     small, big = _syncs(grads, 4, 8, 20000, np.random.default_rng(1))
-    est_trace, est_true = noise_scale.per_step(small, big, np.full(len(small), 8.0), np.full(len(small), 32.0))
+    est_trace, est_true = gradient_noise.per_step(small, big, np.full(len(small), 8.0), np.full(len(small), 32.0))
     assert est_trace.mean() == pytest.approx(trace, rel=0.03)
     assert est_true.mean() == pytest.approx(true_sq, rel=0.05)
 

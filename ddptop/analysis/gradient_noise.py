@@ -1,6 +1,6 @@
 """The gradient noise scale of a configuration as the summary holds it, and what it means for its scaling table:
 declared here without numpy (the summary's schema names it, and the live view loads the schema before any
-statistics); the estimate itself is ``noise_scale``'s.
+statistics), with what the live view computes of it; the estimate and its interval are ``noise_scale``'s.
 
 The ranks send, per synchronisation of their measured DDP steps, the squared norm of their local gradient
 before the allreduce and of the averaged one after it, and the examples behind the local one
@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 from ddptop import units
 from ddptop.records import BOOTSTRAP, MODEL, Estimate, Record
 
+MIN_SYNCS = 8  # synchronisations below which no noise scale is estimated: too few to bootstrap
 # How B_noise's interval was obtained: the synchronisations, not the step times, are what is resampled.
 SYNC_BOOTSTRAP = "circular block bootstrap of the synchronisations"
 TIME_TO_LOSS_METHOD = f"{MODEL}: B_noise's and the speedup's replicates through the time-to-loss formula"
@@ -51,11 +52,12 @@ class GradientNoise(Record):
     def words(self) -> str:
         """"about 604 examples (95%: 447-3550)", or what can be said where it is not resolved."""
         if self.b_noise is None:
-            return "not measured"
+            return (f"not estimated from {self.syncs} synchronisations of {self.over}, fewer than the {MIN_SYNCS} "
+                    "it needs")
         if not self.resolved:
             bound = (f"; at least {units.significant(self.at_least)} examples"
                      if self.at_least is not None and math.isfinite(self.at_least) and self.at_least > 0 else "")
-            return f"not resolved (|G|² not told from 0 over {self.syncs} synchronisations{bound})"
+            return f"not resolved (|G|² not told from 0{bound})"
         found = f"about {units.estimate(self.b_noise, units.significant)} examples"
         ci = self.b_noise.ci
         if ci and ci[0] > 0 and ci[1] / ci[0] > TOO_WIDE:
@@ -66,50 +68,76 @@ class GradientNoise(Record):
 TOO_WIDE = 10.0  # an interval whose ends are further apart than this factor cannot place B_noise against a batch
 
 
-def synchronisations(comm_events: Mapping[int, Mapping[str, Any]]
+def synchronisations(per_rank: Sequence[tuple[Sequence[Any], Sequence[Any], Sequence[Any]]]
                      ) -> tuple[list[float], list[float], list[float], list[float]] | None:
-    """Per synchronisation, over the ranks' comm events: the mean local squared norm, the averaged gradient's
-    squared norm, and the batches before and after (see the module). None where no rank sent norms, or the
-    ranks sent different counts (a rank cut short: the synchronisations no longer line up). A synchronisation
-    with a norm that is not finite (an fp16 step skipped for overflow) is left out."""
-    per_rank = [event for _, event in sorted(comm_events.items())
-                if event.get("grad_sq_local") and event.get("grad_sq_averaged") and event.get("grad_batch_local")]
+    """Per synchronisation, from each rank's (local squared norms, averaged squared norms, local batches) in the
+    same order on every rank: the mean local squared norm, the averaged gradient's squared norm, and the
+    batches before and after (see the module). None with fewer than two ranks, or ranks of different counts
+    (a rank cut short: the synchronisations no longer line up). A synchronisation a rank has no values for,
+    or whose norms are not finite (an fp16 step skipped for overflow), is left out."""
     if len(per_rank) < 2:
         return None
-    count = len(per_rank[0]["grad_sq_local"])
-    if any(len(e["grad_sq_local"]) != count or len(e["grad_sq_averaged"]) != count
-           or len(e["grad_batch_local"]) != count for e in per_rank):
+    count = len(per_rank[0][0])
+    if any(len(values) != count for lists in per_rank for values in lists):
         return None
     small, big, b_small, b_big = [], [], [], []
     ranks = len(per_rank)
     for i in range(count):
-        local = [float(e["grad_sq_local"][i]) for e in per_rank]
-        averaged = float(per_rank[0]["grad_sq_averaged"][i])
-        batches = [float(e["grad_batch_local"][i]) for e in per_rank]
-        if not all(math.isfinite(x) for x in local + [averaged]) or min(batches) <= 0:
+        found = [(local[i], averaged[i], batch[i]) for local, averaged, batch in per_rank]
+        if any(v is None for values in found for v in values):
+            continue
+        local_sq = [float(v[0]) for v in found]
+        averaged_sq, batches = float(found[0][1]), [float(v[2]) for v in found]
+        if not all(math.isfinite(x) for x in local_sq + [averaged_sq]) or min(batches) <= 0:
             continue
         inverse = sum(1 / b for b in batches) / ranks
-        small.append(sum(local) / ranks)
-        big.append(averaged)
+        small.append(sum(local_sq) / ranks)
+        big.append(averaged_sq)
         b_small.append(1 / inverse)
         b_big.append(ranks / inverse)
     return small, big, b_small, b_big
 
 
-def config_noise_scale(comm_events: Mapping[int, Mapping[str, Any]]) -> Any:
-    """The configuration's ``noise_scale.NoiseScale``, or None where it has too few synchronisations."""
-    found = synchronisations(comm_events)
-    if found is None:
-        return None
-    from ddptop.analysis import noise_scale  # numpy: only where a summary is built
+def measured_pairs(comm_events: Mapping[int, Mapping[str, Any]], step_values: Mapping[str, Mapping[Any, Sequence[Any]]]
+                   ) -> list[tuple[Sequence[Any], Sequence[Any], Sequence[Any]]]:
+    """Each rank's norms and batches, in rank order: the communication probe's (its comm event: a kernel, a
+    user's model), else those streamed beside a script's measured steps (its examples the local batch)."""
+    probed = [(e["grad_sq_local"], e["grad_sq_averaged"], e["grad_batch_local"])
+              for _, e in sorted(comm_events.items()) if e.get("grad_sq_local") and e.get("grad_batch_local")
+              and e.get("grad_sq_averaged")]
+    if probed:
+        return probed
+    local, averaged = step_values.get("grad_sq_local") or {}, step_values.get("grad_sq_averaged") or {}
+    examples = step_values.get("examples") or {}
+    ranks = sorted(local, key=int)
+    return [(local[r], averaged.get(r) or [], examples.get(r) or []) for r in ranks]
 
-    return noise_scale.estimate(*found)
+
+def per_step(small_sq: Any, big_sq: Any, b_small: Any, b_big: Any) -> tuple[Any, Any]:
+    """Each synchronisation's unbiased estimates of tr(Sigma) and |G|^2 (``noise_scale``'s module says how):
+    numbers, or numpy arrays of the same length."""
+    trace = (small_sq - big_sq) / (1 / b_small - 1 / b_big)
+    true_sq = (b_big * big_sq - b_small * small_sq) / (b_big - b_small)
+    return trace, true_sq
+
+
+def so_far(comm_events: Mapping[int, Mapping[str, Any]],
+           step_values: Mapping[str, Mapping[Any, Sequence[Any]]] | None = None) -> float | None:
+    """B_noise as the ratio of the two means over the synchronisations in so far, without its interval (the
+    live view's; numpy-free), from ``MIN_SYNCS`` on; None before, or where |G|^2's mean is not above 0."""
+    found = synchronisations(measured_pairs(comm_events, step_values or {}))
+    if found is None or len(found[0]) < MIN_SYNCS:
+        return None
+    pairs = [per_step(*sync) for sync in zip(*found)]
+    traces, true_sq = [trace for trace, _ in pairs], [true for _, true in pairs]
+    mean_true = sum(true_sq) / len(true_sq)
+    return sum(traces) / len(traces) / mean_true if mean_true > 0 else None
 
 
 def over_words(kind: Any) -> str:
     """Which synchronisations the noise scale was measured over, for a configuration of ``kind``
     (``modelspec.ModelKind``)."""
-    return ("the communication probe's hooked steps, a fresh batch each" if kind.own_batch
+    return ("the communication probe's hooked steps (--comm-iters; a fresh batch each)" if kind.own_batch
             else "the script's measured steps")
 
 
@@ -127,42 +155,11 @@ def record(noise: Any, over: str, synthetic: bool) -> GradientNoise:
         synthetic=synthetic)
 
 
-def time_to_loss_rows(rows: Sequence[dict[str, Any]], speedups: Mapping[int, Any],
-                      noise_by_size: Mapping[int, Any], batch_by_size: Mapping[int, float]) -> None:
-    """Each row's speedup in time to the same loss against the table's reference (``time_to_loss_speedup``),
-    from that world size's own noise scale where it is resolved, what one of its examples is worth against
-    one of the reference's (``example_worth``) and both global batches. ``speedups`` are the throughput speedups
-    (``stats.ScalingRows``): against the reference counted as its N ranks, as the table's speedup column."""
-    from ddptop.analysis import noise_scale
-
-    if not rows:
-        return
-    reference = rows[0]["world_size"]
-    batch_ref = batch_by_size.get(reference) or 0
-    for row in rows:
-        n = row["world_size"]
-        noise, speedup, batch_n = noise_by_size.get(n), speedups.get(n), batch_by_size.get(n) or 0
-        if n == reference or noise is None or not noise.resolved or speedup is None or batch_ref <= 0 or batch_n <= 0:
-            continue
-        # the throughput speedup is N_ref (B_N / t_N) / (B_ref / t_ref): the step ratio it holds is speedup x B_ref / B_N
-        figure = noise_scale.time_to_loss_speedup(_scaled(speedup, batch_ref / batch_n), noise.b_noise,
-                                                  batch_ref, batch_n)
-        row["time_to_loss_speedup"] = figure.estimate(TIME_TO_LOSS_METHOD).to_json()
-        row["example_worth"] = example_worth(noise.b_noise.value, batch_ref, batch_n)
-        row["global_batch"], rows[0]["global_batch"] = round(batch_n), round(batch_ref)
-
-
 def example_worth(b_noise: float, batch_ref: float, batch_n: float) -> float:
     """What one example at the global batch ``batch_n`` is worth against one at ``batch_ref`` in progress to the
     same loss: E_min (1 + B / B_noise) examples are needed at batch B (without numpy: the report says it)."""
     return (1 + batch_ref / b_noise) / (1 + batch_n / b_noise)
 
 
-def _scaled(figure: Any, factor: float) -> Any:
-    from ddptop.analysis.figures import derive
-
-    return derive(lambda x: x * factor, figure)
-
-
-__all__ = ["ASSUMPTIONS", "BOOTSTRAP", "SYNC_BOOTSTRAP", "SYNTHETIC", "TIME_TO_LOSS_METHOD", "GradientNoise",
-           "TOO_WIDE", "config_noise_scale", "example_worth", "over_words", "record", "synchronisations", "time_to_loss_rows"]
+__all__ = ["ASSUMPTIONS", "BOOTSTRAP", "MIN_SYNCS", "SYNC_BOOTSTRAP", "SYNTHETIC", "TIME_TO_LOSS_METHOD", "GradientNoise",
+           "TOO_WIDE", "example_worth", "measured_pairs", "over_words", "per_step", "record", "so_far", "synchronisations"]

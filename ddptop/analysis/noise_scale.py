@@ -28,7 +28,8 @@ scale of this window of training, curvature ignored), said as one wherever it is
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,15 +37,9 @@ import numpy as np
 from ddptop.analysis import uncertainty
 from ddptop.analysis.figures import Measured, derive
 
-MIN_SYNCS = 8  # synchronisations below which no noise scale is estimated: too few to bootstrap
-
-
-def per_step(small_sq: np.ndarray, big_sq: np.ndarray, b_small: np.ndarray, b_big: np.ndarray
-             ) -> tuple[np.ndarray, np.ndarray]:
-    """Each synchronisation's unbiased estimates of tr(Sigma) and |G|^2 (arrays of the same length)."""
-    trace = (small_sq - big_sq) / (1 / b_small - 1 / b_big)
-    true_sq = (b_big * big_sq - b_small * small_sq) / (b_big - b_small)
-    return trace, true_sq
+from ddptop.analysis import gradient_noise
+# declared where the live view reads them, without numpy
+from ddptop.analysis.gradient_noise import MIN_SYNCS, per_step
 
 
 @dataclass(frozen=True)
@@ -119,3 +114,30 @@ def _time_to_loss(step_ratio: float | np.ndarray, b_noise: float | np.ndarray, b
         worth = np.where(np.isinf(noise), batch_n / batch_ref, (1 + noise / batch_ref) / (1 + noise / batch_n))
     found = step_ratio * worth
     return float(found) if np.ndim(found) == 0 else found
+
+
+def time_to_loss_rows(rows: Sequence[dict[str, Any]], speedups: Mapping[int, Any],
+                      noise_by_size: Mapping[int, Any], batch_by_size: Mapping[int, float]) -> None:
+    """Each row's speedup in time to the same loss against the table's reference (``time_to_loss_speedup``),
+    from that world size's own noise scale where it is resolved, what one of its examples is worth against
+    one of the reference's (``example_worth``) and both global batches. ``speedups`` are the throughput speedups
+    (``stats.ScalingRows``): against the reference counted as its N ranks, as the table's speedup column."""
+    if not rows:
+        return
+    reference = rows[0]["world_size"]
+    batch_ref = batch_by_size.get(reference) or 0
+    for row in rows:
+        n = row["world_size"]
+        noise, speedup, batch_n = noise_by_size.get(n), speedups.get(n), batch_by_size.get(n) or 0
+        if n == reference or noise is None or not noise.resolved or speedup is None or batch_ref <= 0 or batch_n <= 0:
+            continue
+        # the throughput speedup is N_ref (B_N / t_N) / (B_ref / t_ref): the step ratio it holds is speedup x B_ref / B_N
+        figure = time_to_loss_speedup(_scaled(speedup, batch_ref / batch_n), noise.b_noise,
+                                                  batch_ref, batch_n)
+        row["time_to_loss_speedup"] = figure.estimate(gradient_noise.TIME_TO_LOSS_METHOD).to_json()
+        row["example_worth"] = gradient_noise.example_worth(noise.b_noise.value, batch_ref, batch_n)
+        row["global_batch"], rows[0]["global_batch"] = round(batch_n), round(batch_ref)
+
+
+def _scaled(figure: Any, factor: float) -> Any:
+    return derive(lambda x: x * factor, figure)

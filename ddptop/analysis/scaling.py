@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
-from ddptop.analysis import communication, formulas, gradient_noise, projection, script_steps, stats
+from ddptop.analysis import communication, formulas, projection, script_steps, stats
 from ddptop.analysis.figures import Measured, put
 from ddptop.protocol import strategies, variants
 from ddptop.protocol.modelspec import model_kind, owns_batch
@@ -151,8 +151,10 @@ def scaling_tables(
 
             intervals.add_scaling_intervals(table, by_size, baseline, replicates, figures.speedups)
         if noise_scales and not script_facts.get("not_data_parallel"):
+            from ddptop.analysis import noise_scale  # numpy: only where a summary is built
+
             noise_by_size = {n: noise_scales.get(e["config_id"]) for n, e in by_size.items()}
-            gradient_noise.time_to_loss_rows(
+            noise_scale.time_to_loss_rows(
                 rows, figures.speedups, {n: s for n, s in noise_by_size.items() if s is not None},
                 {p.world_size: float(p.global_batch) for p in points})
         table["recommendation"] = stats.recommendation(rows, unit, plan.efficiency_threshold)

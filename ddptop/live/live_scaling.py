@@ -11,7 +11,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from ddptop.analysis import communication
+from ddptop.analysis import communication, gradient_noise
 from ddptop.analysis.scaling import LiveScaling
 from ddptop.protocol.vocab import FAILED
 from ddptop.report.schema import ScalingRow
@@ -42,6 +42,7 @@ def live_entry(state: ConfigState) -> dict[str, Any]:
             entry.update(batch_size=batch.per_rank, global_batch=batch.global_batch)
     if entry["stats"] is not None:
         entry["communication"] = communication.config_communication(state, entry)
+    entry["b_noise_so_far"] = gradient_noise.so_far(state.comm, state.step_values)
     return entry
 
 
@@ -72,6 +73,12 @@ class SessionScaling:
             self._rows = {config_id: ScalingRow.from_json(row) for config_id, row in found.items()}
         return self._rows
 
+    def noise_so_far(self) -> dict[str, float]:
+        """Each configuration's gradient noise scale so far (``gradient_noise.so_far``), where there is one: from
+        the entries the last ``rows`` made."""
+        return {config_id: entry["b_noise_so_far"] for config_id, (_, _, entry) in self._entries.items()
+                if entry.get("b_noise_so_far") is not None}
+
     def _entry(self, state: ConfigState) -> dict[str, Any]:
         config_id = state.spec.config_id
         known = self._entries.get(config_id)
@@ -91,7 +98,16 @@ def live_scaling(session: Session) -> dict[str, ScalingRow]:
     Each session has one ``SessionScaling``, kept as long as the session lives: repeated looks at an
     unchanged run return the same dict without recomputing. Call it from one thread at a time.
     """
+    return _session_scaling(session).rows()
+
+
+def live_noise(session: Session) -> dict[str, float]:
+    """The gradient noise scale so far, per configuration id, as of the last ``live_scaling``."""
+    return _session_scaling(session).noise_so_far()
+
+
+def _session_scaling(session: Session) -> SessionScaling:
     cache = _LIVE.get(session)
     if cache is None or cache.scaling.plan is not session.plan:
         cache = _LIVE[session] = SessionScaling(session)
-    return cache.rows()
+    return cache

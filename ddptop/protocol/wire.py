@@ -89,7 +89,12 @@ REQUIRED_FIELDS: dict[str, tuple[str, ...]] = {
 }
 SAMPLE_PHASES = frozenset({Phase.WARMUP, Phase.MEASURE, Phase.NOSYNC})
 # a samples event's lists beside sec, one value per step: (field, whether each value must be an integer)
-STEP_LISTS = (("data_wait", False), ("examples", True), ("tokens", False))
+# a script's step values beside its seconds; the squared gradient norms before and after the step's one
+# synchronisation (bench_kernels.probe_noise), where it had exactly one
+STEP_LISTS = (("data_wait", False), ("examples", True), ("tokens", False), ("grad_sq_local", False),
+              ("grad_sq_averaged", False))
+# a comm event's gradient norms at N >= 2 (bench_kernels.comm_probe), one value per synchronisation each
+GRAD_NORMS = ("grad_sq_local", "grad_sq_averaged", "grad_batch_local")
 # config_end.ended_by: who ended a user's script
 ENDED_BY_DDPTOP, ENDED_BY_SCRIPT = "ddptop", "script"
 

@@ -405,15 +405,25 @@ def _nccl_choices(run_dir: str, entries: list[dict[str, Any]]) -> dict[str, list
 def _gradient_noise(states: list[Any], entries: list[dict[str, Any]]) -> dict[str, Any]:
     """Each configuration's gradient noise scale from its ranks' squared gradient norms (``gradient_noise``):
     its record on the entry, and the estimates by configuration for the scaling tables' time to loss."""
+    from ddptop.analysis import noise_scale  # numpy: loaded when a summary is built
+
     found = {}
     for state, entry in zip(states, entries):
-        noise = gradient_noise.config_noise_scale(state.comm) if entry["stats"] else None
-        if noise is None:
+        pairs = (gradient_noise.synchronisations(gradient_noise.measured_pairs(state.comm, state.step_values))
+                 if entry["stats"] else None)
+        if not pairs or not pairs[0]:
+            continue
+        kind = model_kind(entry["model"])
+        noise = noise_scale.estimate(*pairs)
+        if noise is None:  # too few synchronisations: said, with how many there were
+            entry["gradient_noise"] = gradient_noise.GradientNoise(
+                syncs=len(pairs[0]), batch_local=sum(pairs[2]) / len(pairs[2]),
+                batch_global=sum(pairs[3]) / len(pairs[3]), over=gradient_noise.over_words(kind),
+                synthetic=kind.random_data).to_json()
             continue
         found[entry["config_id"]] = noise
-        entry["gradient_noise"] = gradient_noise.record(
-            noise, over=gradient_noise.over_words(model_kind(entry["model"])),
-            synthetic=model_kind(entry["model"]).random_data).to_json()
+        entry["gradient_noise"] = gradient_noise.record(noise, over=gradient_noise.over_words(kind),
+                                                        synthetic=kind.random_data).to_json()
     return found
 
 

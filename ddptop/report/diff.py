@@ -163,7 +163,9 @@ def diff_summaries(a: Summary, b: Summary, min_effect: float = DEFAULT_MIN_EFFEC
             if other is not None:
                 scaling.append({"config_id": key, "label": row.label,
                                 "speedup_a": value_of(row.speedup), "speedup_b": value_of(other.speedup),
-                                "efficiency_a": value_of(row.efficiency), "efficiency_b": value_of(other.efficiency)})
+                                "efficiency_a": value_of(row.efficiency), "efficiency_b": value_of(other.efficiency),
+                                "time_to_loss_speedup_a": value_of(row.time_to_loss_speedup),
+                                "time_to_loss_speedup_b": value_of(other.time_to_loss_speedup)})
     diff = {
         "a": {"name": a.name, "run_dir": a.run_dir, "created": a.created},
         "b": {"name": b.name, "run_dir": b.run_dir, "created": b.created},
@@ -178,6 +180,8 @@ def diff_summaries(a: Summary, b: Summary, min_effect: float = DEFAULT_MIN_EFFEC
         "only_a": [c for c in configs_a if c not in configs_b],
         "only_b": [c for c in configs_b if c not in configs_a],
         "scaling": scaling,
+        "gradient_noise": [noise_change(c, configs_a[c], configs_b[c]) for c in common
+                           if configs_a[c].gradient_noise is not None or configs_b[c].gradient_noise is not None],
     }
     diff["regressions"] = regressions(diff)
     diff["tuning"] = tuning_changes(a, b)
@@ -217,6 +221,12 @@ def _speedup(value: float | None, interval: Any) -> str:
     return units.with_interval(value, interval, lambda v: units.number(v, 2, "x"))
 
 
+def _noise(row: dict[str, Any], side: str) -> str:
+    value = row[f"b_noise_{side}"]
+    return row[f"words_{side}"] if value is None else units.with_interval(value, row[f"b_noise_ci_{side}"],
+                                                                          units.significant)
+
+
 def _value(value: Any) -> str:
     text = json.dumps(value) if not isinstance(value, str) else value
     return text if len(text) <= 40 else text[:37] + "..."
@@ -254,6 +264,26 @@ def _levels_text(variance: dict[str, Any] | None) -> str:
             f"configurations, {variance['df']} degrees of freedom")
 
 
+NOISE_APART = "apart"  # the two 95% intervals do not overlap: a change the data can tell (conservatively)
+NOISE_WITHIN = "cannot tell apart"
+
+
+def noise_change(config_id: str, a: Config, b: Config) -> dict[str, Any]:
+    """A configuration's gradient noise scale in both runs: each with its interval (None where not measured or
+    not resolved), and whether the intervals are apart. Disjoint 95% intervals differ at well under 5%; the
+    test is conservative, and overlapping ones are said not to be told apart rather than to be equal."""
+    found: dict[str, Any] = {"config_id": config_id}
+    for side, entry in (("a", a), ("b", b)):
+        noise = entry.gradient_noise
+        estimate = noise.b_noise if noise is not None and noise.resolved else None
+        found[f"b_noise_{side}"], found[f"b_noise_ci_{side}"] = value_of(estimate), ci_of(estimate)
+        found[f"words_{side}"] = noise.words() if noise is not None else "not measured"
+    ci_a, ci_b = found["b_noise_ci_a"], found["b_noise_ci_b"]
+    found["verdict"] = (None if not ci_a or not ci_b else
+                        NOISE_APART if ci_a[1] < ci_b[0] or ci_b[1] < ci_a[0] else NOISE_WITHIN)
+    return found
+
+
 def diff_text(diff: dict[str, Any], markdown: bool = False) -> str:
     render = markdown_table if markdown else (lambda h, r: aligned(h, r, first_left=True))
     out = [f"A: {diff['a']['run_dir']} ({diff['a']['name']})", f"B: {diff['b']['run_dir']} ({diff['b']['name']})", ""]
@@ -277,11 +307,21 @@ def diff_text(diff: dict[str, Any], markdown: bool = False) -> str:
                                   if slower else "none beyond the noise"))
     if diff["scaling"]:
         out += ["", "Scaling"]
+        to_loss = any(r.get("time_to_loss_speedup_a") is not None or r.get("time_to_loss_speedup_b") is not None
+                      for r in diff["scaling"])
         out += render(
-            ("config", "speedup A", "speedup B", "efficiency A", "efficiency B"),
+            ("config", "speedup A", "speedup B", "efficiency A", "efficiency B")
+            + (("to-loss speedup A", "to-loss speedup B") if to_loss else ()),
             [(r["config_id"], units.number(r["speedup_a"]), units.number(r["speedup_b"]),
-              units.percent(r["efficiency_a"]), units.percent(r["efficiency_b"])) for r in diff["scaling"]],
+              units.percent(r["efficiency_a"]), units.percent(r["efficiency_b"]))
+             + ((units.number(r.get("time_to_loss_speedup_a")), units.number(r.get("time_to_loss_speedup_b")))
+                if to_loss else ()) for r in diff["scaling"]],
         )
+    if diff.get("gradient_noise"):
+        out += ["", "Gradient noise scale B_noise (examples, 95% interval); apart: the intervals do not overlap"]
+        out += render(("config", "A", "B", "change"),
+                      [(r["config_id"], _noise(r, "a"), _noise(r, "b"), r["verdict"] or "-")
+                       for r in diff["gradient_noise"]])
     for table in diff.get("tuning") or []:
         kind = model_kind(table["model"])
         batch = f"batch {table['batch_size']} per rank" if kind.own_batch else "its own batch"

@@ -308,9 +308,10 @@ def noise_lines(table: ScalingTable, summary: Summary) -> list[str]:
     for entry in sorted(measured, key=lambda e: e.world_size):
         noise = entry.gradient_noise
         assert noise is not None
-        lines.append(f"Gradient noise scale B_noise = tr(Σ)/|G|² at N={entry.world_size}: {noise.words()}, over "
-                     f"{noise.syncs} synchronisations of {noise.over} (local batch {noise.batch_local:g}, global "
-                     f"{noise.batch_global:g}).")
+        head = f"Gradient noise scale B_noise = tr(Σ)/|G|² at N={entry.world_size}: {noise.words()}"
+        lines.append(f"{head}." if noise.b_noise is None else
+                     f"{head}, over {noise.syncs} synchronisations of {noise.over} (local batch "
+                     f"{units.significant(noise.batch_local)}, global {units.significant(noise.batch_global)}).")
     said = [row for row in table.rows if row.time_to_loss_speedup is not None]
     if said:
         row, reference = said[-1], table.rows[0]
@@ -320,9 +321,10 @@ def noise_lines(table: ScalingTable, summary: Summary) -> list[str]:
             f"(global batch {reference.global_batch}); "
             f"expected speedup {units.estimate(row.time_to_loss_speedup, units.number)} against a throughput "
             f"speedup of {units.estimate(row.speedup, units.number)}.")
-    caveat = f"; {gradient_noise.SYNTHETIC}" if any(e.gradient_noise and e.gradient_noise.synthetic
-                                                    for e in measured) else ""
-    lines.append(f"{gradient_noise.ASSUMPTIONS}{caveat}.")
+    estimated = [e.gradient_noise for e in measured if e.gradient_noise and e.gradient_noise.b_noise is not None]
+    if estimated:  # what the figure means, where there is one
+        caveat = f"; {gradient_noise.SYNTHETIC}" if any(noise.synthetic for noise in estimated) else ""
+        lines.append(f"{gradient_noise.ASSUMPTIONS}{caveat}.")
     return lines
 
 

@@ -239,6 +239,7 @@ class ScalingFigures:
     speedup: float
     efficiency: float
     exposed_comm_fraction: float | None
+    b_noise: float | None = None  # the gradient noise scale so far, without its interval (the summary has it)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """One row per configuration: status, progress, live percentiles and how well the median is known, ex/s,
-speedup, efficiency, comm share, and the idle share of its traced steps; for a user's script, the batch its
-ranks drew, their data-wait share and tokens/s in place of the comm and idle shares."""
+speedup, efficiency, comm share, the idle share of its traced steps and the gradient noise scale so far; for a
+user's script, the batch its ranks drew, their data-wait share and tokens/s in place of the comm and idle
+shares."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from typing import Any
 
 from rich.text import Text
 
-from ddptop.analysis import script_steps, traces
+from ddptop.analysis import gradient_noise, script_steps, traces
 from ddptop.protocol.vocab import FAILED, Status
 from ddptop.protocol.modelspec import display_name
 from ddptop.run.snapshot import ConfigSnapshot, RunSnapshot, ScalingFigures, ValiditySoFar
@@ -37,6 +38,7 @@ CONFIG_COLUMNS = (
     ("status", "status", STATUS_WIDTH), ("progress", "progress", 13, 50), ("p50", "p50 s", 7), ("prec", "±p50", 7, 95),
     ("p75", "p75 s", 7, 20), ("p90", "p90 s", 7, 40), ("p95", "p95 s", 7, 25), ("exs", "ex/s", 7, 80),
     ("speedup", "speedup", 7, 90), ("eff", "eff", 5, 85), ("comm", "comm", 5, 55), ("idle", "idle", 5, 45),
+    ("noise", "B_noise", 7, 22),
 )
 
 
@@ -51,6 +53,14 @@ LABEL_WIDTH_MAX = 12
 NOTES_SHOWN = 3  # notes under the table: more would push the step chart off an 80x24 screen
 
 
+def noise_measured(spec: Any) -> bool:
+    """Whether a configuration may give a gradient noise scale: DDP at N >= 2, with enough hooked steps for a
+    kernel (``--comm-iters``) or, for a script, its measured steps."""
+    if spec.mode != "ddp" or spec.world_size < 2:
+        return False
+    return not spec.kind.own_batch or spec.comm_iters >= gradient_noise.MIN_SYNCS
+
+
 class ConfigTable(LineTable):
     """Drawn through the line API like the GPU table: only a row whose cells changed is drawn again (a
     DataTable re-renders every cell of every row on any change, which the running row makes every frame)."""
@@ -59,6 +69,8 @@ class ConfigTable(LineTable):
         # the label column as wide as the plan's labels need (a thread sweep's 1M/2Px4t), up to 12
         width = max(6, min(LABEL_WIDTH_MAX, max((len(spec.label) for spec in specs), default=0)))
         columns = SCRIPT_COLUMNS if any(spec.kind.data_wait for spec in specs) else CONFIG_COLUMNS
+        if not any(noise_measured(spec) for spec in specs):  # no configuration gives a gradient noise scale
+            columns = tuple(c for c in columns if c[0] != "noise")
         super().__init__([(*c[:2], width, *c[3:]) if c[0] == "label" else c for c in columns], **kwargs)
         self._specs = specs  # the plan's configurations: what the first frame shows before any snapshot
         self._drawn: dict[str, tuple[int, ScalingFigures | None, float, ValiditySoFar | None, bool, bool]] = {}
@@ -195,6 +207,8 @@ def _config_row(config: ConfigSnapshot, scale: ScalingFigures | None, stats: Any
         else "-",
         # the traced steps' idle share (GPU: no kernel running; CPU: the training thread outside any op); x lists them
         "idle": _traced_idle(config),
+        # the gradient noise scale so far, in examples (its interval in the summary)
+        "noise": fmt.rate(scale.b_noise) if scale and scale.b_noise is not None else "-",
     }
 
 

@@ -1,0 +1,101 @@
+"""What measuring the gradient noise scale costs a user's training at N=2 on the CPU: examples/train.py under
+ddptop's probe in two ranks (torchrun, gloo), with and without the probe's gradient-norm hook, side by side in
+one run, the order alternating from round to round.
+
+The hook (``bench_kernels.probe_noise``) replaces DDP's built-in averaging allreduce by its Python form and
+takes each bucket's norm before and after it; without it, ``ScriptNoise.attach`` is a no-op and DDP runs as the
+script wrote it. The script times its own steps and rank 0 prints their median; a round's figure is the ratio
+of the medians (with / without). Reported: the geometric mean of the ratios with a 95% bootstrap interval and
+the medians, against the goal of 3% of the step.
+
+    python benchmarks/noise_cost.py [--rounds 6] [--steps 200] [--hidden 896] [--batch-size 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO)
+
+from benchmarks.common import add_json_option, geometric_interval, row, write_rows  # noqa: E402
+from benchmarks.probe_cost import TRAIN, free_port  # noqa: E402
+from ddptop.protocol.launchspec import DEFAULT_FLUSH_INTERVAL, LaunchSpec, RunConfig  # noqa: E402
+from ddptop.protocol.vocab import Mode, Scaling  # noqa: E402
+
+GOAL = 0.03  # the hook's cost, a share of the step
+# the probe as the rank runs it, without the gradient-norm hook
+WITHOUT_NOISE = ("import runpy, sys; import bench_kernels.probe_noise as noise; "
+                 "noise.ScriptNoise.attach = lambda self, model: None; "
+                 "sys.argv[0] = 'script_probe'; runpy.run_module('bench_kernels.script_probe', run_name='__main__')")
+CASES = ("without the hook", "with the hook")
+
+
+def write_spec(folder: str) -> str:
+    os.makedirs(os.path.join(folder, "events"), exist_ok=True)
+    cfg = RunConfig(config_id="train/n2", model="script", mode=Mode.DDP, batch_size=1, global_batch=2, world_size=2,
+                    nnodes=1, backend="gloo", device="cpu", scaling=Scaling.WEAK, image_size=0, num_classes=0,
+                    warmup=5, iters=10, time_budget=None, bucket_cap_mb=25.0, amp=None, channels_last=False,
+                    script_to_end=True)
+    spec = LaunchSpec(launch_id="01-n2-gloo", events_dir=os.path.join(folder, "events"), device="cpu",
+                      backend="gloo", threads_per_rank=1, configs=(cfg,), flush_interval=DEFAULT_FLUSH_INTERVAL)
+    path = os.path.join(folder, "launch.json")
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(spec.dumps())
+    return path
+
+
+def median_step(case: str, spec: str, script: list[str]) -> float:
+    launcher = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--master-port",
+                str(free_port())]
+    start = ["--no-python", sys.executable, "-c", WITHOUT_NOISE] if case == CASES[0] else ["-m",
+                                                                                            "bench_kernels.script_probe"]
+    env = dict(os.environ, PYTHONPATH=REPO, OMP_NUM_THREADS="1")
+    done = subprocess.run([*launcher, *start, "--spec", spec, "--", *script], cwd=REPO, env=env,
+                          capture_output=True, text=True)
+    found = re.search(r"median step ([\d.]+) ms", done.stdout)
+    if done.returncode != 0 or found is None:
+        sys.exit(f"noise_cost: {case} failed:\n{done.stdout[-1000:]}{done.stderr[-2000:]}")
+    return float(found.group(1)) / 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_json_option(parser)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--hidden", type=int, default=896)
+    parser.add_argument("--batch-size", type=int, default=64)
+    args = parser.parse_args()
+    script = [TRAIN, "--report", "--steps", str(args.steps), "--hidden", str(args.hidden), "--batch-size",
+              str(args.batch_size), "--examples", str(2 * args.batch_size * (args.steps + 1))]
+    figures: dict[str, list[float]] = {case: [] for case in CASES}
+    with tempfile.TemporaryDirectory() as tmp:
+        for index in range(args.rounds):
+            for case in CASES[index % 2:] + CASES[:index % 2]:
+                spec = write_spec(os.path.join(tmp, f"round{index}-{case.replace(' ', '-')}"))
+                figures[case].append(median_step(case, spec, script))
+            print(f"round {index + 1}/{args.rounds}: " + ", ".join(f"{c} {figures[c][-1] * 1e3:.3f} ms" for c in CASES),
+                  file=sys.stderr, flush=True)
+    mean, low, high = geometric_interval([a / b for a, b in zip(figures[CASES[1]], figures[CASES[0]])])
+    medians = {case: float(np.median(values)) for case, values in figures.items()}
+    rows = [row(f"examples/train.py's step at N=2 (gloo, CPU) under the probe, with / without its gradient-norm "
+                f"hook ({args.rounds} rounds, {args.steps} steps, batch {args.batch_size} a rank, hidden "
+                f"{args.hidden}, 1 thread a rank)",
+                f"{mean:.4f} (95% {low:.4f}-{high:.4f}); medians {medians[CASES[1]] * 1e3:.3f} ms against "
+                f"{medians[CASES[0]] * 1e3:.3f} ms",
+                f"under {1 + GOAL:.2f} (the interval's high end)", high < 1 + GOAL)]
+    for entry in rows:
+        print(f"{entry['what']}: {entry['figure']} (goal: {entry['goal']}: {'met' if entry['met'] else 'NOT met'})")
+    write_rows(args.json, rows)
+
+
+if __name__ == "__main__":
+    main()
