@@ -21,7 +21,9 @@ API only:
 - ``torch.multiprocessing.spawn`` and ``start_processes`` are counted: a script that starts its own processes
   trains in them, out of the probe's sight;
 - every model wrapped for data parallelism (DDP, FSDP, ZeRO) where it is made, each measured step's micro-batches
-  and gradient synchronisations, DDP's own timers and the script's own collectives (``bench_kernels.probe_sync``).
+  and gradient synchronisations, DDP's own timers and the script's own collectives (``bench_kernels.probe_sync``);
+  on a DDP model in a group of two ranks or more, a comm hook that takes the gradient's norm before and after
+  each allreduce around the script's own hook, streamed beside the step (``bench_kernels.probe_noise``).
 
 ``ddptop_probe`` (the repository's top-level module) lets a script mark its steps and batches itself where the
 hooks cannot see them: marks of its own win over the optimizer's. The probe's step times run from one step's

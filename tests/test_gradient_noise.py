@@ -92,3 +92,26 @@ def test_a_run_with_its_noise_scale_reads_in_every_output(known_answer_run, tmp_
     check_everywhere(summary, str(run_dir), str(tmp_path / "plots"))
     rebuilt, _ = load_target(str(run_dir), rebuild=True)
     assert [c.gradient_noise for c in rebuilt.configs] == [c.gradient_noise for c in summary.configs]
+
+
+@pytest.mark.slow
+def test_a_real_script_s_noise_scale_rises_as_its_loss_falls_and_gives_the_time_to_loss(tmp_path):
+    """examples/train.py, unchanged, at N=1 and 2 over 12 epochs (its loss falls from 0.8 after one to 0.14):
+    the noise scale of its measured steps, the time-to-loss column, and B_noise higher over the second half of
+    the synchronisations than over the first, beyond the noise (McCandlish et al.'s observation)."""
+    run_dir = tmp_path / "run"
+    done = subprocess.run(
+        [sys.executable, "-m", "ddptop", "run", "--headless", "--out", str(run_dir), "--world-sizes", "1,2",
+         "--launches", "1", "--iters", "600", "--no-plots", "--", "examples/train.py", "--epochs", "12"],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": REPO}, capture_output=True, text=True,
+        stdin=subprocess.DEVNULL, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    (two,) = [c for c in summary["configs"] if c["world_size"] == 2]
+    noise = two["gradient_noise"]
+    assert noise["resolved"] and noise["syncs"] == 600 and noise["over"] == "the script's measured steps"
+    assert (noise["batch_local"], noise["batch_global"]) == (32, 64)
+    assert noise["drift"] == gradient_noise.ROSE, noise
+    (row,) = [r for r in summary["scaling"][0]["rows"] if r["world_size"] == 2]
+    assert row["time_to_loss_speedup"]["ci"] and 0 < row["example_worth"] < 1
+    assert "In time to the same loss: at N=2" in done.stdout and "It rose over the window" in done.stdout

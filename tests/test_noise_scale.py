@@ -78,3 +78,47 @@ def test_time_to_loss_speedup_follows_the_steps_to_the_same_loss():
     unbounded = noise_scale.time_to_loss_speedup(Measured(1.0, np.array([1.0, 1.0])),
                                                  Measured(float("inf"), np.array([np.inf, 1e9])), 256, 2048)
     assert unbounded.value == pytest.approx(8.0) and unbounded.interval()[1] == pytest.approx(8.0, rel=1e-3)
+
+
+def test_the_live_view_s_figure_is_the_summary_s_point_and_waits_for_enough_synchronisations():
+    """``gradient_noise.so_far`` (no numpy, no interval) gives the value ``noise_scale.estimate`` reports, from
+    the ranks' lists as the comm events carry them, and nothing below MIN_SYNCS."""
+    grads, _, _ = _problem()
+    rng = np.random.default_rng(3)
+    picks = rng.integers(0, len(grads), size=(40, 2, 8))
+    local = grads[picks].mean(axis=2)  # (syncs, ranks, features)
+    averaged = np.sum(local.mean(axis=1) ** 2, axis=1).tolist()
+    events = {rank: {"grad_sq_local": np.sum(local[:, rank] ** 2, axis=1).tolist(), "grad_sq_averaged": averaged,
+                     "grad_batch_local": [8] * 40} for rank in range(2)}
+    found = gradient_noise.synchronisations(gradient_noise.measured_pairs(events, {}))
+    summary = noise_scale.estimate(*found)
+    assert gradient_noise.so_far(events) == pytest.approx(summary.b_noise.value, rel=1e-12)
+    short = {rank: {k: v[: gradient_noise.MIN_SYNCS - 1] for k, v in event.items()} for rank, event in events.items()}
+    assert gradient_noise.so_far(short) is None
+    # a rank cut short: its synchronisations no longer line up with the others'
+    events[1] = {k: v[:-1] for k, v in events[1].items()}
+    assert gradient_noise.synchronisations(gradient_noise.measured_pairs(events, {})) is None
+
+
+def test_unequal_batches_count_as_the_harmonic_mean_of_the_ranks():
+    """Ranks of 4 and 12 examples average their means unweighted: the variance of the average is that of a
+    batch of N / mean(1/b) examples, so the batches before and after are 1/mean(1/b) and N times it."""
+    events = {0: {"grad_sq_local": [1.0] * 8, "grad_sq_averaged": [0.5] * 8, "grad_batch_local": [4] * 8},
+              1: {"grad_sq_local": [1.0] * 8, "grad_sq_averaged": [0.5] * 8, "grad_batch_local": [12] * 8}}
+    _, _, small, big = gradient_noise.synchronisations(gradient_noise.measured_pairs(events, {}))
+    assert small[0] == pytest.approx(6.0) and big[0] == pytest.approx(12.0)
+
+
+def test_diff_says_two_runs_noise_scales_apart_only_where_their_intervals_do_not_overlap():
+    from ddptop.report.diff import NOISE_APART, NOISE_WITHIN, noise_change
+    from ddptop.report.schema import Config
+
+    def config(value, low, high):
+        return Config.from_json({"config_id": "c", "gradient_noise": {
+            "b_noise": {"value": value, "ci": [low, high]}, "resolved": True, "syncs": 40}})
+
+    assert noise_change("c", config(100, 90, 110), config(200, 180, 220))["verdict"] == NOISE_APART
+    assert noise_change("c", config(100, 90, 110), config(105, 95, 115))["verdict"] == NOISE_WITHIN
+    unresolved = Config.from_json({"config_id": "c", "gradient_noise": {"b_noise": {"value": 5.0}, "syncs": 40}})
+    change = noise_change("c", config(100, 90, 110), unresolved)
+    assert change["verdict"] is None and change["words_b"].startswith("not resolved")

@@ -46,6 +46,13 @@ class GradientNoise(Record):
     batch_global: float | None = None
     over: str = ""  # which steps were synchronised: the probe's hooked steps, or the script's measured ones
     synthetic: bool = False  # ddptop's random batches: the figure is one of random labels
+    # B_noise over the first and the second half of the synchronisations (resolved halves only), and whether it
+    # moved between them beyond the noise (ROSE, FELL or STEADY; None: halves too short or not resolved)
+    first_half: Estimate | None = None
+    second_half: Estimate | None = None
+    drift: str | None = None
+
+    _only_when_set: ClassVar[frozenset[str]] = frozenset({"first_half", "second_half", "drift"})
 
     _flat_method: ClassVar[str] = SYNC_BOOTSTRAP
 
@@ -65,6 +72,7 @@ class GradientNoise(Record):
         return found
 
 
+ROSE, FELL, STEADY = "rose", "fell", "no change told from the noise"  # GradientNoise.drift: the halves' intervals
 TOO_WIDE = 10.0  # an interval whose ends are further apart than this factor cannot place B_noise against a batch
 
 
@@ -141,18 +149,28 @@ def over_words(kind: Any) -> str:
             else "the script's measured steps")
 
 
-def record(noise: Any, over: str, synthetic: bool) -> GradientNoise:
-    """The summary's record of a ``noise_scale.NoiseScale``."""
+def record(noise: Any, over: str, synthetic: bool, halves: tuple[Any, Any] | None = None) -> GradientNoise:
+    """The summary's record of a ``noise_scale.NoiseScale``, and of the estimates over the halves of its
+    synchronisations (``noise_scale.halves``) where there are both."""
+    found = GradientNoise(b_noise=_b_noise(noise), resolved=bool(noise.resolved), true_sq=noise.true_sq.estimate(SYNC_BOOTSTRAP),
+                          trace=noise.trace.estimate(SYNC_BOOTSTRAP), syncs=noise.syncs, batch_local=noise.batch_small,
+                          batch_global=noise.batch_big, over=over, synthetic=synthetic)
     interval = noise.b_noise.interval()
+    if not found.resolved and interval is not None and math.isfinite(interval[0]):
+        found.at_least = float(interval[0])
+    if halves is not None and all(half.resolved for half in halves):
+        found.first_half, found.second_half = (_b_noise(half) for half in halves)
+        first, second = found.first_half.ci, found.second_half.ci
+        found.drift = (STEADY if not first or not second else ROSE if first[1] < second[0]
+                       else FELL if second[1] < first[0] else STEADY)
+    return found
+
+
+def _b_noise(noise: Any) -> Estimate:
+    """B_noise's record: with its interval where resolved (else it has no upper bound: no interval)."""
     resolved = bool(noise.resolved)
-    return GradientNoise(
-        b_noise=Estimate(value=float(noise.b_noise.value), ci=interval if resolved else None,
-                         method=SYNC_BOOTSTRAP if resolved else None),
-        resolved=resolved,
-        at_least=None if resolved or interval is None or not math.isfinite(interval[0]) else float(interval[0]),
-        true_sq=noise.true_sq.estimate(SYNC_BOOTSTRAP), trace=noise.trace.estimate(SYNC_BOOTSTRAP),
-        syncs=noise.syncs, batch_local=noise.batch_small, batch_global=noise.batch_big, over=over,
-        synthetic=synthetic)
+    return Estimate(value=float(noise.b_noise.value), ci=noise.b_noise.interval() if resolved else None,
+                    method=SYNC_BOOTSTRAP if resolved else None)
 
 
 def example_worth(b_noise: float, batch_ref: float, batch_n: float) -> float:
@@ -161,5 +179,5 @@ def example_worth(b_noise: float, batch_ref: float, batch_n: float) -> float:
     return (1 + batch_ref / b_noise) / (1 + batch_n / b_noise)
 
 
-__all__ = ["ASSUMPTIONS", "BOOTSTRAP", "MIN_SYNCS", "SYNC_BOOTSTRAP", "SYNTHETIC", "TIME_TO_LOSS_METHOD", "GradientNoise",
+__all__ = ["ASSUMPTIONS", "BOOTSTRAP", "FELL", "MIN_SYNCS", "ROSE", "STEADY", "SYNC_BOOTSTRAP", "SYNTHETIC", "TIME_TO_LOSS_METHOD", "GradientNoise",
            "TOO_WIDE", "example_worth", "measured_pairs", "over_words", "per_step", "record", "so_far", "synchronisations"]

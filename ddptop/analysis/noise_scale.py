@@ -84,6 +84,19 @@ def estimate(small_sq: Sequence[float], big_sq: Sequence[float], b_small: Sequen
     return NoiseScale(b_noise, trace_m, true_m, count, float(bs.mean()), float(bb.mean()))
 
 
+def halves(small_sq: Sequence[float], big_sq: Sequence[float], b_small: Sequence[float], b_big: Sequence[float],
+           resamples: int = uncertainty.RESAMPLES) -> tuple[NoiseScale, NoiseScale] | None:
+    """The noise scale over the first and over the second half of the synchronisations (each estimated apart),
+    where each half has ``MIN_SYNCS`` or more: whether it moved over the window measured (it grows as the loss
+    falls, so a figure of one window is not one of the whole training)."""
+    middle = len(small_sq) // 2
+    if middle < MIN_SYNCS:
+        return None
+    parts = [estimate(small_sq[part], big_sq[part], b_small[part], b_big[part], resamples, seed)
+             for seed, part in ((1, slice(None, middle)), (2, slice(middle, None)))]
+    return (parts[0], parts[1]) if parts[0] is not None and parts[1] is not None else None
+
+
 def _ratio(trace: float | np.ndarray, true_sq: float | np.ndarray) -> float | np.ndarray:
     """tr(Sigma) / |G|^2, the ratio of the means: infinite where |G|^2's mean is not above 0."""
     with np.errstate(divide="ignore", invalid="ignore"):

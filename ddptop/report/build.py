@@ -423,7 +423,8 @@ def _gradient_noise(states: list[Any], entries: list[dict[str, Any]]) -> dict[st
             continue
         found[entry["config_id"]] = noise
         entry["gradient_noise"] = gradient_noise.record(noise, over=gradient_noise.over_words(kind),
-                                                        synthetic=kind.random_data).to_json()
+                                                        synthetic=kind.random_data,
+                                                        halves=noise_scale.halves(*pairs)).to_json()
     return found
 
 

@@ -294,6 +294,17 @@ def scaling_block(summary: Summary) -> Block:
     return Block(None, parts)
 
 
+def drift_words(noise: Any) -> str:
+    """How B_noise moved between the two halves of its synchronisations, where both were estimated."""
+    if noise.drift is None:
+        return ""
+    halves = (f"{units.estimate(noise.first_half, units.significant)} over the first half of them, "
+              f"{units.estimate(noise.second_half, units.significant)} over the second")
+    if noise.drift == gradient_noise.STEADY:
+        return f" {halves[0].upper()}{halves[1:]}: no change told from the noise."
+    return f" It {noise.drift} over the window: {halves} (the intervals apart)."
+
+
 def noise_lines(table: ScalingTable, summary: Summary) -> list[str]:
     """The gradient noise scale of each world size of a scaling table where it was measured, what it means for
     time to the same loss (a model, its assumptions said), and why a strategy's table has none."""
@@ -311,7 +322,8 @@ def noise_lines(table: ScalingTable, summary: Summary) -> list[str]:
         head = f"Gradient noise scale B_noise = tr(Σ)/|G|² at N={entry.world_size}: {noise.words()}"
         lines.append(f"{head}." if noise.b_noise is None else
                      f"{head}, over {noise.syncs} synchronisations of {noise.over} (local batch "
-                     f"{units.significant(noise.batch_local)}, global {units.significant(noise.batch_global)}).")
+                     f"{units.significant(noise.batch_local)}, global {units.significant(noise.batch_global)})."
+                     + drift_words(noise))
     said = [row for row in table.rows if row.time_to_loss_speedup is not None]
     if said:
         row, reference = said[-1], table.rows[0]
