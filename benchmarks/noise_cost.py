@@ -26,9 +26,8 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO)
 
 from benchmarks.common import add_json_option, geometric_interval, row, write_rows  # noqa: E402
-from benchmarks.probe_cost import TRAIN, free_port  # noqa: E402
-from ddptop.protocol.launchspec import DEFAULT_FLUSH_INTERVAL, LaunchSpec, RunConfig  # noqa: E402
-from ddptop.protocol.vocab import Mode, Scaling  # noqa: E402
+from benchmarks.probe_cost import TRAIN, free_port, write_spec  # noqa: E402
+from ddptop.protocol.launchspec import DEFAULT_FLUSH_INTERVAL  # noqa: E402
 
 GOAL = 0.03  # the hook's cost, a share of the step
 # the probe as the rank runs it, without the gradient-norm hook
@@ -36,20 +35,6 @@ WITHOUT_NOISE = ("import runpy, sys; import bench_kernels.probe_noise as noise; 
                  "noise.ScriptNoise.attach = lambda self, model: None; "
                  "sys.argv[0] = 'script_probe'; runpy.run_module('bench_kernels.script_probe', run_name='__main__')")
 CASES = ("without the hook", "with the hook")
-
-
-def write_spec(folder: str) -> str:
-    os.makedirs(os.path.join(folder, "events"), exist_ok=True)
-    cfg = RunConfig(config_id="train/n2", model="script", mode=Mode.DDP, batch_size=1, global_batch=2, world_size=2,
-                    nnodes=1, backend="gloo", device="cpu", scaling=Scaling.WEAK, image_size=0, num_classes=0,
-                    warmup=5, iters=10, time_budget=None, bucket_cap_mb=25.0, amp=None, channels_last=False,
-                    script_to_end=True)
-    spec = LaunchSpec(launch_id="01-n2-gloo", events_dir=os.path.join(folder, "events"), device="cpu",
-                      backend="gloo", threads_per_rank=1, configs=(cfg,), flush_interval=DEFAULT_FLUSH_INTERVAL)
-    path = os.path.join(folder, "launch.json")
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(spec.dumps())
-    return path
 
 
 def median_step(case: str, spec: str, script: list[str]) -> float:
@@ -80,7 +65,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for index in range(args.rounds):
             for case in CASES[index % 2:] + CASES[:index % 2]:
-                spec = write_spec(os.path.join(tmp, f"round{index}-{case.replace(' ', '-')}"))
+                spec = write_spec(os.path.join(tmp, f"round{index}-{case.replace(' ', '-')}"), DEFAULT_FLUSH_INTERVAL,
+                                  world_size=2)
                 figures[case].append(median_step(case, spec, script))
             print(f"round {index + 1}/{args.rounds}: " + ", ".join(f"{c} {figures[c][-1] * 1e3:.3f} ms" for c in CASES),
                   file=sys.stderr, flush=True)

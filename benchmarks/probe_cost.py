@@ -44,13 +44,14 @@ TRAIN = os.path.join(REPO, "examples", "train.py")
 STEP_GOAL_S = 50e-6  # the probe's own work a step
 
 
-def write_spec(folder: str, flush_interval: float) -> str:
+def write_spec(folder: str, flush_interval: float, world_size: int = 1) -> str:
+    """The launch spec of a script run to its end under the probe, on the CPU with gloo, in ``folder``."""
     os.makedirs(os.path.join(folder, "events"), exist_ok=True)
-    cfg = RunConfig(config_id="train/n1", model="script", mode=Mode.DDP, batch_size=1, global_batch=1, world_size=1,
-                    nnodes=1, backend="gloo", device="cpu", scaling=Scaling.WEAK, image_size=0, num_classes=0,
-                    warmup=5, iters=10, time_budget=None, bucket_cap_mb=25.0, amp=None, channels_last=False,
-                    script_to_end=True)
-    spec = LaunchSpec(launch_id="01-n1-gloo", events_dir=os.path.join(folder, "events"), device="cpu",
+    cfg = RunConfig(config_id=f"train/n{world_size}", model="script", mode=Mode.DDP, batch_size=1,
+                    global_batch=world_size, world_size=world_size, nnodes=1, backend="gloo", device="cpu",
+                    scaling=Scaling.WEAK, image_size=0, num_classes=0, warmup=5, iters=10, time_budget=None,
+                    bucket_cap_mb=25.0, amp=None, channels_last=False, script_to_end=True)
+    spec = LaunchSpec(launch_id=f"01-n{world_size}-gloo", events_dir=os.path.join(folder, "events"), device="cpu",
                       backend="gloo", threads_per_rank=1, configs=(cfg,), flush_interval=flush_interval)
     path = os.path.join(folder, "launch.json")
     with open(path, "w", encoding="utf-8") as handle:

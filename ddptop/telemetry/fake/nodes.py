@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from ddptop.protocol.kernel_files import parse_cpu_list
+from ddptop.telemetry.fake.invalid import InvalidEntry
 
 if TYPE_CHECKING:
     from ddptop.telemetry.fake.recorded import Recorded
@@ -149,12 +150,8 @@ def load_profile(choice: str) -> NodeProfile:
         raise ProfileError(f"{path}: {exc}") from None
     try:
         return _profile(os.path.basename(path)[:-5], data)
-    except _Invalid as exc:
+    except InvalidEntry as exc:
         raise ProfileError(f"{path}: {exc}") from None
-
-
-class _Invalid(ValueError):
-    """A profile's value that cannot be right; the message starts with its place (``gpus[2].pcie``)."""
 
 
 # The keys each table may hold: anything else is a typo (cpu_afinity) that would silently change nothing.
@@ -174,58 +171,58 @@ _PROCESS_KEYS = {"gpu", "pid", "used_mib"}
 
 def _table(value: Any, place: str, allowed: set[str]) -> dict[str, Any]:
     if not isinstance(value, dict):
-        raise _Invalid(f"{place}: must be a table (got {value!r})")
+        raise InvalidEntry(f"{place}: must be a table (got {value!r})")
     unknown = sorted(set(value) - allowed)
     if unknown:
-        raise _Invalid(f"{place}.{unknown[0]}: unknown key (known: {', '.join(sorted(allowed))})")
+        raise InvalidEntry(f"{place}.{unknown[0]}: unknown key (known: {', '.join(sorted(allowed))})")
     return value
 
 
 def _tables(value: Any, place: str, allowed: set[str]) -> list[dict[str, Any]]:
     if not isinstance(value, list):
-        raise _Invalid(f"{place}: must be an array of tables (got {value!r})")
+        raise InvalidEntry(f"{place}: must be an array of tables (got {value!r})")
     return [_table(entry, f"{place}[{i}]", allowed) for i, entry in enumerate(value)]
 
 
 def _need(table: dict[str, Any], key: str, place: str) -> Any:
     if key not in table:
-        raise _Invalid(f"{place}: no {key}")
+        raise InvalidEntry(f"{place}: no {key}")
     return table[key]
 
 
 def _int(value: Any, place: str, low: int | None = 0, high: int | None = None) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _Invalid(f"{place}: must be an integer (got {value!r})")
+        raise InvalidEntry(f"{place}: must be an integer (got {value!r})")
     if (low is not None and value < low) or (high is not None and value > high):
         bounds = f"{low}..{high}" if high is not None else f">= {low}"
-        raise _Invalid(f"{place}: {value} is out of range ({bounds})")
+        raise InvalidEntry(f"{place}: {value} is out of range ({bounds})")
     return value
 
 
 def _bool(value: Any, place: str) -> bool:
     if not isinstance(value, bool):
-        raise _Invalid(f"{place}: must be true or false (got {value!r})")
+        raise InvalidEntry(f"{place}: must be true or false (got {value!r})")
     return value
 
 
 def _text(value: Any, place: str) -> str:
     if not isinstance(value, str):
-        raise _Invalid(f"{place}: must be a string (got {value!r})")
+        raise InvalidEntry(f"{place}: must be a string (got {value!r})")
     return value
 
 
 def _names(value: Any, place: str) -> frozenset[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise _Invalid(f"{place}: must be a list of names (got {value!r})")
+        raise InvalidEntry(f"{place}: must be a list of names (got {value!r})")
     return frozenset(value)
 
 
 def _cpu_list(text: str, place: str) -> list[int]:
-    """"0-19,40-59" -> [0, ..., 19, 40, ..., 59]; _Invalid naming ``place`` for anything else."""
+    """"0-19,40-59" -> [0, ..., 19, 40, ..., 59]; InvalidEntry naming ``place`` for anything else."""
     try:
         return parse_cpu_list(text, strict=True)
     except ValueError as exc:
-        raise _Invalid(f"{place}: {exc}") from None
+        raise InvalidEntry(f"{place}: {exc}") from None
 
 
 def _profile(name: str, data: dict[str, Any]) -> NodeProfile:
@@ -239,10 +236,10 @@ def _profile(name: str, data: dict[str, Any]) -> NodeProfile:
     cpu_count = sockets * cores * threads
     per_socket = _int(cpu.get("numa_per_socket", 1), "cpu.numa_per_socket", 1)
     if cores % per_socket:
-        raise _Invalid(f"cpu.numa_per_socket: {per_socket} does not divide cores_per_socket {cores}")
+        raise InvalidEntry(f"cpu.numa_per_socket: {per_socket} does not divide cores_per_socket {cores}")
     between = pcie.get("between_host_bridges", "NODE")
     if between not in ("NODE", "SYS"):
-        raise _Invalid(f"pcie.between_host_bridges: must be NODE or SYS (got {between!r})")
+        raise InvalidEntry(f"pcie.between_host_bridges: must be NODE or SYS (got {between!r})")
     switch_entries = _tables(_need(pcie, "switches", "pcie"), "pcie.switches", _SWITCH_KEYS)
     switches: list[Switch] = []
     for index, entry in enumerate(switch_entries):
@@ -251,9 +248,9 @@ def _profile(name: str, data: dict[str, Any]) -> NodeProfile:
         if parent is not None:
             _int(parent, f"{place}.parent")
             if not parent < len(switch_entries):
-                raise _Invalid(f"{place}.parent: {parent} names no switch (there are {len(switch_entries)})")
+                raise InvalidEntry(f"{place}.parent: {parent} names no switch (there are {len(switch_entries)})")
             if parent >= index:  # listed above its children, so a tree can never loop
-                raise _Invalid(f"{place}.parent: {parent} must be a switch listed before this one")
+                raise InvalidEntry(f"{place}.parent: {parent} must be a switch listed before this one")
         socket = _int(_need(entry, "socket", place), f"{place}.socket", 0, sockets - 1)
         numa = entry.get("numa")
         if numa is not None:
@@ -261,10 +258,10 @@ def _profile(name: str, data: dict[str, Any]) -> NodeProfile:
             _int(numa, f"{place}.numa", first, first + per_socket - 1)  # one of its own socket's nodes
         made = Switch(socket, _int(_need(entry, "root", place), f"{place}.root"), parent, numa)
         if parent is not None and made.root != switches[parent].root:
-            raise _Invalid(f"{place}: below switch {parent} but on another root")
+            raise InvalidEntry(f"{place}: below switch {parent} but on another root")
         same_root = next((s for s in switches if s.root == made.root), None)
         if same_root is not None and (same_root.socket, same_root.numa) != (made.socket, made.numa):
-            raise _Invalid(f"{place}: root {made.root} is on another socket or NUMA node in an earlier switch")
+            raise InvalidEntry(f"{place}: root {made.root} is on another socket or NUMA node in an earlier switch")
         switches.append(made)
     defaults = _table(data.get("gpu", {}), "gpu", _GPU_KEYS)
     gpus = []
@@ -274,7 +271,7 @@ def _profile(name: str, data: dict[str, Any]) -> NodeProfile:
 
         def need(key: str) -> Any:
             if key not in spec:
-                raise _Invalid(f"{place}: no {key} (nor a default in [gpu])")
+                raise InvalidEntry(f"{place}: no {key} (nor a default in [gpu])")
             return spec[key]
 
         def at(key: str) -> str:  # where a value was written: this GPU's table or the [gpu] defaults
@@ -287,16 +284,16 @@ def _profile(name: str, data: dict[str, Any]) -> NodeProfile:
                     for i, m in enumerate(_tables(spec.get("mig", []), f"{place}.mig", _MIG_KEYS)))
         link = need("pcie")
         if not (isinstance(link, list) and len(link) == 2):
-            raise _Invalid(f"{at('pcie')}: must be [generation, width] (got {link!r})")
+            raise InvalidEntry(f"{at('pcie')}: must be [generation, width] (got {link!r})")
         switch = _int(need("switch"), at("switch"))
         if not switch < len(switches):
-            raise _Invalid(f"{at('switch')} {switch} names no switch (there are {len(switches)})")
+            raise InvalidEntry(f"{at('switch')} {switch} names no switch (there are {len(switches)})")
         affinity = spec.get("cpu_affinity")
         if affinity is not None:
             outside = [c for c in _cpu_list(_text(affinity, at("cpu_affinity")), at("cpu_affinity"))
                        if c >= cpu_count]
             if outside:
-                raise _Invalid(f"{at('cpu_affinity')}: CPU {outside[0]} is not one of the {cpu_count} CPUs of [cpu]")
+                raise InvalidEntry(f"{at('cpu_affinity')}: CPU {outside[0]} is not one of the {cpu_count} CPUs of [cpu]")
         gpu = GpuSpec(
             name=_text(need("name"), at("name")), memory_mib=_int(need("memory_mib"), at("memory_mib"), 1),
             power_limit_w=_int(need("power_limit_w"), at("power_limit_w"), 1),
@@ -316,30 +313,30 @@ def _profile(name: str, data: dict[str, Any]) -> NodeProfile:
     links = _table(data.get("nvlink", {}), "nvlink", _NVLINK_KEYS)
     kind = links.get("kind", "none")
     if kind not in ("none", "mesh", "nvswitch"):
-        raise _Invalid(f"nvlink.kind: must be none, mesh or nvswitch (got {kind!r})")
+        raise InvalidEntry(f"nvlink.kind: must be none, mesh or nvswitch (got {kind!r})")
     pairs: dict[tuple[int, int], int] = {}
     listed = links.get("pairs", [])
     if not isinstance(listed, list):
-        raise _Invalid(f"nvlink.pairs: must be a list of [GPU, GPU, links] (got {listed!r})")
+        raise InvalidEntry(f"nvlink.pairs: must be a list of [GPU, GPU, links] (got {listed!r})")
     for i, pair in enumerate(listed):
         place = f"nvlink.pairs[{i}]"
         if not (isinstance(pair, list) and len(pair) == 3):
-            raise _Invalid(f"{place}: must be [GPU, GPU, links] (got {pair!r})")
+            raise InvalidEntry(f"{place}: must be [GPU, GPU, links] (got {pair!r})")
         a, b = (_int(pair[k], f"{place}[{k}]", 0, len(gpus) - 1) for k in (0, 1))
         if a == b or (a, b) in pairs:
-            raise _Invalid(f"{place}: {'a GPU linked to itself' if a == b else f'GPUs {a} and {b} listed twice'}")
+            raise InvalidEntry(f"{place}: {'a GPU linked to itself' if a == b else f'GPUs {a} and {b} listed twice'}")
         pairs[(a, b)] = pairs[(b, a)] = _int(pair[2], f"{place}[2]", 1)
     for index, gpu in enumerate(gpus):
         wired = sum(count for (a, _), count in pairs.items() if a == index)
         if wired > gpu.nvlink_slots:
-            raise _Invalid(f"nvlink.pairs: GPU {index} has {wired} NVLinks, more than its {gpu.nvlink_slots} "
+            raise InvalidEntry(f"nvlink.pairs: GPU {index} has {wired} NVLinks, more than its {gpu.nvlink_slots} "
                            "nvlink_slots")
     nics = []
     nic_entries = _tables(data.get("nics", []), "nics", _NIC_KEYS)
     for i, entry in enumerate(nic_entries):
         switch = _int(_need(entry, "switch", f"nics[{i}]"), f"nics[{i}].switch")
         if not switch < len(switches):
-            raise _Invalid(f"nics[{i}].switch {switch} names no switch (there are {len(switches)})")
+            raise InvalidEntry(f"nics[{i}].switch {switch} names no switch (there are {len(switches)})")
         nics.append((_text(_need(entry, "name", f"nics[{i}]"), f"nics[{i}].name"), switch))
     _check_buses(switches, [gpu.switch for gpu in gpus] + [switch for _, switch in nics])
     processes = []
@@ -372,7 +369,7 @@ def _check_buses(switches: list[Switch], endpoint_switches: list[int]) -> None:
         needed[switch.root] = needed.get(switch.root, 1) + 2 + endpoint_switches.count(index)
     for root, buses in needed.items():
         if buses > 256:
-            raise _Invalid(f"pcie.switches: root {root} needs {buses} PCI buses, more than a domain's 256")
+            raise InvalidEntry(f"pcie.switches: root {root} needs {buses} PCI buses, more than a domain's 256")
 
 
 def _known_fields(value: Any) -> frozenset[str]:
@@ -381,7 +378,7 @@ def _known_fields(value: Any) -> frozenset[str]:
     names = _names(value, "driver.unsupported_fields")
     unknown = sorted(n for n in names if not n.startswith("NVML_FI_") or not hasattr(pynvml, n))
     if unknown:
-        raise _Invalid(f"driver.unsupported_fields: {unknown[0]} is no NVML field")
+        raise InvalidEntry(f"driver.unsupported_fields: {unknown[0]} is no NVML field")
     return names
 
 

@@ -16,6 +16,7 @@ from typing import Any
 import pynvml
 
 from ddptop.protocol.json_file import JsonFileError, read_json_file
+from ddptop.telemetry.fake.invalid import InvalidEntry
 
 REPORT_SCHEMA = "ddptop-driver-report/1"
 MIB = 1 << 20
@@ -60,33 +61,29 @@ class Recorded:
     created: str = "undated"
 
 
-class _Invalid(ValueError):
-    """A value of the report that cannot be right; the message starts with its place."""
-
-
 def _answer(data: Any, place: str, kind: type | tuple[type, ...] | None = None) -> Any:
     """``{"value": v}`` -> v (of ``kind``); ``{"error": "NVML_ERROR_..."}`` -> Refused."""
     if not isinstance(data, dict) or ("value" in data) == ("error" in data):
-        raise _Invalid(f"{place}: must be {{\"value\": ...}} or {{\"error\": \"NVML_ERROR_...\"}} (got {data!r:.60})")
+        raise InvalidEntry(f"{place}: must be {{\"value\": ...}} or {{\"error\": \"NVML_ERROR_...\"}} (got {data!r:.60})")
     if "error" in data:
         name = data["error"]
         if name in ("NVML_LIBRARY_MISMATCH", "NVML_BINDING_LACKS"):
             return Refused(pynvml.NVML_ERROR_FUNCTION_NOT_FOUND)
         code = getattr(pynvml, name, None) if isinstance(name, str) and name.startswith("NVML_ERROR_") else None
         if not isinstance(code, int):
-            raise _Invalid(f"{place}.error: {name!r:.60} is no NVML error")
+            raise InvalidEntry(f"{place}.error: {name!r:.60} is no NVML error")
         return Refused(code)
     value = data["value"]
     if kind is not None and (not isinstance(value, kind) or isinstance(value, bool) and kind is int):
-        raise _Invalid(f"{place}.value: {value!r:.60} is not what NVML answers there")
+        raise InvalidEntry(f"{place}.value: {value!r:.60} is not what NVML answers there")
     return value
 
 
 def _need(table: Any, key: str, place: str) -> Any:
     if not isinstance(table, dict):
-        raise _Invalid(f"{place}: must be an object")
+        raise InvalidEntry(f"{place}: must be an object")
     if key not in table:
-        raise _Invalid(f"{place}: no {key}")
+        raise InvalidEntry(f"{place}: no {key}")
     return table[key]
 
 
@@ -94,7 +91,7 @@ def _words(value: Any, place: str) -> Any:
     if isinstance(value, Refused):
         return value
     if not isinstance(value, list) or not all(isinstance(w, int) and w >= 0 for w in value):
-        raise _Invalid(f"{place}: must be a list of 64-bit words")
+        raise InvalidEntry(f"{place}: must be a list of 64-bit words")
     return [bit + 64 * i for i, word in enumerate(value) for bit in range(64) if word >> bit & 1]
 
 
@@ -108,7 +105,7 @@ def _pci_answer(data: Any, place: str) -> Any:
         return value
     bus_id = _need(value, "bus_id", f"{place}.value")
     if not isinstance(bus_id, str) or len(bus_id.split(":")) != 3:
-        raise _Invalid(f"{place}.value.bus_id: {bus_id!r:.60} is not a PCI bus id")
+        raise InvalidEntry(f"{place}.value.bus_id: {bus_id!r:.60} is not a PCI bus id")
     return bus_id
 
 
@@ -118,7 +115,7 @@ def _memory(data: Any, place: str) -> Any:
         return value
     total = _need(value, "total", f"{place}.value")
     if not isinstance(total, int) or total <= 0:
-        raise _Invalid(f"{place}.value.total: must be a positive number of bytes")
+        raise InvalidEntry(f"{place}.value.total: must be a positive number of bytes")
     return total
 
 
@@ -127,27 +124,27 @@ def _path(value: Any, place: str) -> list[str] | None:
         return None
     if (not isinstance(value, list) or not value or not all(isinstance(p, str) and p and "/" not in p
                                                               and p not in (".", "..") for p in value)):
-        raise _Invalid(f"{place}: must be the sysfs path's parts (got {value!r:.60})")
+        raise InvalidEntry(f"{place}: must be the sysfs path's parts (got {value!r:.60})")
     return list(value)
 
 
 def _numa(value: Any, place: str) -> int | None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
-        raise _Invalid(f"{place}: must be a NUMA node number or null")
+        raise InvalidEntry(f"{place}: must be a NUMA node number or null")
     return value
 
 
 def _process(entry: Any, place: str) -> tuple[int, int | None]:
     pid, used = _need(entry, "pid", place), _need(entry, "used_gpu_memory", place)
     if not isinstance(pid, int) or pid < 1 or not (used is None or isinstance(used, int) and used >= 0):
-        raise _Invalid(f"{place}: must be a pid and its GPU memory in bytes (or null)")
+        raise InvalidEntry(f"{place}: must be a pid and its GPU memory in bytes (or null)")
     return pid, used
 
 
 def _gpu(data: Any, index: int) -> RecordedGpu:
     place = f"gpus[{index}]"
     if _need(data, "index", place) != index:
-        raise _Invalid(f"{place}.index: must be {index} (GPUs in NVML order)")
+        raise InvalidEntry(f"{place}.index: must be {index} (GPUs in NVML order)")
     handle = _answer(_need(data, "handle", place), f"{place}.handle", str)
     gpu = RecordedGpu(handle if isinstance(handle, Refused) else None)
     if gpu.handle is not None:
@@ -175,11 +172,11 @@ def _gpu(data: Any, index: int) -> RecordedGpu:
                                                            where, list), where + ".value")
     links = _need(data, "nvlinks", place)
     if not isinstance(links, list):
-        raise _Invalid(f"{place}.nvlinks: must be a list")
+        raise InvalidEntry(f"{place}.nvlinks: must be a list")
     for position, link in enumerate(links):
         where = f"{place}.nvlinks[{position}]"
         if _need(link, "link", where) != position:
-            raise _Invalid(f"{where}.link: must be {position} (links in order)")
+            raise InvalidEntry(f"{where}.link: must be {position} (links in order)")
         entry = {"state": _int_or_refused(_need(link, "state", where), f"{where}.state")}
         if not isinstance(entry["state"], Refused):
             entry["version"] = _int_or_refused(_need(link, "version", where), f"{where}.version")
@@ -189,17 +186,17 @@ def _gpu(data: Any, index: int) -> RecordedGpu:
         gpu.nvlinks.append(entry)
     mode = _answer(_need(data, "mig_mode", place), f"{place}.mig_mode", list)
     if not isinstance(mode, Refused) and (len(mode) != 2 or not all(isinstance(m, int) for m in mode)):
-        raise _Invalid(f"{place}.mig_mode.value: must be [current, pending]")
+        raise InvalidEntry(f"{place}.mig_mode.value: must be [current, pending]")
     answers["mig_mode"] = mode
     answers["max_mig_devices"] = _int_or_refused(_need(data, "max_mig_devices", place), f"{place}.max_mig_devices")
     instances = data.get("mig", [])
     if not isinstance(instances, list):
-        raise _Invalid(f"{place}.mig: must be a list")
+        raise InvalidEntry(f"{place}.mig: must be a list")
     for position, instance in enumerate(instances):
         where = f"{place}.mig[{position}]"
         slot = _need(instance, "slot", where)
         if not isinstance(slot, int) or slot < 0 or slot in gpu.mig:
-            raise _Invalid(f"{where}.slot: must be a slot number listed once")
+            raise InvalidEntry(f"{where}.slot: must be a slot number listed once")
         handle = _answer(_need(instance, "handle", where), f"{where}.handle", str)
         entry = {"handle": handle}
         if not isinstance(handle, Refused):
@@ -223,7 +220,7 @@ def _gpu(data: Any, index: int) -> RecordedGpu:
         answers["gpm"] = _answer(data["gpm_support"], f"{place}.gpm_support")
     fields = data.get("fields", {})
     if not isinstance(fields, dict):
-        raise _Invalid(f"{place}.fields: must be an object")
+        raise InvalidEntry(f"{place}.fields: must be an object")
     answers["unsupported_fields"] = [name for name, answer in fields.items() if hasattr(pynvml, str(name))
                                      and isinstance(_answer(answer, f"{place}.fields.{name}"), Refused)]
     sysfs = _need(data, "sysfs", place)
@@ -236,50 +233,50 @@ def _gpu(data: Any, index: int) -> RecordedGpu:
 def _recorded(data: Any, path: str) -> Recorded:
     if not isinstance(data, dict) or data.get("schema") != REPORT_SCHEMA:
         schema = data.get("schema") if isinstance(data, dict) else None
-        raise _Invalid(f"not a ddptop doctor report (schema {schema!r:.40}, expected {REPORT_SCHEMA!r})")
+        raise InvalidEntry(f"not a ddptop doctor report (schema {schema!r:.40}, expected {REPORT_SCHEMA!r})")
     nvml = _need(data, "nvml", "report")
     if not isinstance(nvml, dict):
-        raise _Invalid("nvml: must be an object")
+        raise InvalidEntry("nvml: must be an object")
     if nvml.get("problem"):
-        raise _Invalid(f"the report holds no NVML answers to replay (its machine said: {nvml['problem']:.120})")
+        raise InvalidEntry(f"the report holds no NVML answers to replay (its machine said: {nvml['problem']:.120})")
     listed = _need(data, "gpus", "report")
     if not isinstance(listed, list):
-        raise _Invalid("gpus: must be a list")
+        raise InvalidEntry("gpus: must be a list")
     gpus = [_gpu(entry, index) for index, entry in enumerate(listed)]
     ancestors: dict[tuple[int, int], Any] = {}
     p2p: dict[tuple[int, int, int], Any] = {}
     pairs = _need(data, "pairs", "report")
     if not isinstance(pairs, list):
-        raise _Invalid("pairs: must be a list")
+        raise InvalidEntry("pairs: must be a list")
     for position, pair in enumerate(pairs):
         where = f"pairs[{position}]"
         ends = _need(pair, "gpus", where)
         if (not isinstance(ends, list) or len(ends) != 2 or not all(isinstance(e, int) for e in ends)
                 or not all(0 <= e < len(gpus) for e in ends) or ends[0] == ends[1]):
-            raise _Invalid(f"{where}.gpus: must be two GPUs of the report (got {ends!r:.40})")
+            raise InvalidEntry(f"{where}.gpus: must be two GPUs of the report (got {ends!r:.40})")
         ancestors[(ends[0], ends[1])] = _int_or_refused(_need(pair, "common_ancestor", where),
                                                         f"{where}.common_ancestor")
         statuses = pair.get("p2p_status", {})
         if not isinstance(statuses, dict):
-            raise _Invalid(f"{where}.p2p_status: must be an object")
+            raise InvalidEntry(f"{where}.p2p_status: must be an object")
         for name, answer in statuses.items():
             if name not in P2P_INDEXES:
-                raise _Invalid(f"{where}.p2p_status.{name}: unknown (known: {', '.join(P2P_INDEXES)})")
+                raise InvalidEntry(f"{where}.p2p_status.{name}: unknown (known: {', '.join(P2P_INDEXES)})")
             p2p[(ends[0], ends[1], P2P_INDEXES[name])] = _int_or_refused(answer, f"{where}.p2p_status.{name}")
     lookups = {}
     if not isinstance(data.get("bus_id_lookups", {}), dict):
-        raise _Invalid("bus_id_lookups: must be an object")
+        raise InvalidEntry("bus_id_lookups: must be an object")
     for bus_id, answer in (data.get("bus_id_lookups") or {}).items():
         lookups[bus_id] = _answer(answer, f"bus_id_lookups.{bus_id}")
     nics = []
     entries = data.get("nics", [])
     if not isinstance(entries, list):
-        raise _Invalid("nics: must be a list")
+        raise InvalidEntry("nics: must be a list")
     for position, nic in enumerate(entries):
         where = f"nics[{position}]"
         name = _need(nic, "name", where)
         if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
-            raise _Invalid(f"{where}.name: must be a device name such as mlx5_0")
+            raise InvalidEntry(f"{where}.name: must be a device name such as mlx5_0")
         nic_path = _path(nic.get("path"), f"{where}.path")
         nics.append((name, nic_path[-1] if nic_path else None, nic_path, _numa(nic.get("numa_node"),
                                                                               f"{where}.numa_node")))
@@ -329,7 +326,7 @@ def read_report(path: str) -> Recorded:
         raise ReportInvalid(f"{path}: cannot read the report: {exc.reason}") from None
     try:
         return _recorded(data, path)
-    except _Invalid as exc:
+    except InvalidEntry as exc:
         raise ReportInvalid(f"{path}: {exc}") from None
     except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:  # a shape no check above foresaw
         raise ReportInvalid(f"{path}: a damaged report ({type(exc).__name__}: {str(exc)[:100]})") from None
