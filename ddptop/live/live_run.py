@@ -137,7 +137,7 @@ class LiveRun:
         # script's try (ddptop tune -- train.py) that the script or torch refuses is not applicable, an answer
         # too: only the script as written failing is a fault.
         faults = {Status.FAILED} if self.plan.batch_sweep else FAILED
-        if self.summary and any(c.status in faults and not (self.plan.script and not variants.as_written(c.variant))
+        if self.summary and any(c.status in faults and not (c.kind.own_program and not variants.as_written(c.variant))
                                 for c in self.summary.configs):
             return EXIT_FAILED
         if (self.paths and self.paths.get("save_error")) or (self.summary and self.summary.not_saved):

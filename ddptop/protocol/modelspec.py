@@ -239,6 +239,9 @@ class ModelKind:
     # its verdict reads what the probe saw of a user's training (ranks alone, input-bound, syncing every
     # micro-batch...) rather than the kernel's compute against communication
     verdict_of_script: bool = False
+    # the user's own program, run whole once a launch (one configuration each): it may end before its first
+    # step, its ranks may end apart, and until its first step ends nothing tells its step (the sweep's words)
+    own_program: bool = False
     # its batches are ddptop's random ones: a figure of the data (the gradient noise scale) is one of random
     # labels, not of the user's data (a factory's Workload and a script draw their own)
     random_data: bool = True
@@ -376,7 +379,8 @@ KINDS: dict[Kind, ModelKind] = {kind.kind: kind for kind in (
     ModelKind(Kind.SCRIPT, "the user's training script, run as it is", "", checked=False, token_input=False,
               image_input=False, problem=_script_problem, facts=lambda spec, _n: None, name=_script_name,
               program="bench_kernels.script_probe", own_batch=False, data_wait=True, comm_from_ddp_timers=True,
-              written="the script", yours="your script", answer=PATCH, verdict_of_script=True, random_data=False),
+              written="the script", yours="your script", answer=PATCH, verdict_of_script=True, random_data=False,
+              own_program=True),
 )}
 
 

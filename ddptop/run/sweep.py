@@ -77,8 +77,10 @@ def repeat_launches(plan: Plan, judged: dict[str, tuple[bool, bool]]) -> list[La
 def one_config_a_launch(plan: Plan, launches: list[Launch]) -> list[Launch]:
     """``launches`` as they run: a script's split into one launch a configuration (the script runs once in a
     launch; a thread try's at its own threads), a kernel's as they are."""
+    if not any(config.kind.own_program for launch in launches for config in launch.configs):
+        return launches
     return [replace(launch, configs=(config,), threads=config.threads or launch.threads)
-            for launch in launches for config in launch.configs] if plan.script else launches
+            for launch in launches for config in launch.configs]
 
 
 def ceiling_launches(plan: Plan) -> dict[str, tuple[str, int]]:
@@ -238,7 +240,8 @@ class SweepRunner:
             for config in remaining:
                 state = self.session.configs[config.config_id]
                 # a script that ended before its first step here measured nothing: failed, in its own words
-                early = self._ended_early(state, name, path, outcome.exit_code) if self.plan.script else None
+                early = (self._ended_early(state, name, path, outcome.exit_code) if config.kind.own_program
+                         else None)
                 if early is None and state.status == Status.RUNNING and state.ended_round(config.round):
                     continue  # its round in this launch is measured; a later launch measures it again
                 if early is not None:
@@ -268,7 +271,7 @@ class SweepRunner:
                     cause = self._silent_death(path, state) if failed_here else None
                 # a script's rank that ended by itself while the others went on: said first, whatever ended them
                 apart = (failure_reasons.script_ended_apart(state.end)
-                         if self.plan.script and status in FAILED and early is None else None)
+                         if config.kind.own_program and status in FAILED and early is None else None)
                 if apart is not None:
                     cause = failure_reasons.cause_in_front(apart, cause)
                 # the script's own output where it ended first: its reason for ending is as likely in stdout
@@ -517,9 +520,11 @@ class SweepRunner:
         """Whether the running configuration is a script no rank has ended a training step of in this launch
         (a script's first step is always a warm-up step, counted again in each launch's round): the hang's
         reason then says how ddptop tells a script's step."""
-        if not self.plan.script or config_id is None:
+        if config_id is None:
             return False
         state = self.session.configs[config_id]
+        if not state.spec.kind.own_program:
+            return False
         with self.session.lock:
             return not any(state.warmup_seen.values())
 
