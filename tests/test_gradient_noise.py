@@ -115,3 +115,17 @@ def test_a_real_script_s_noise_scale_rises_as_its_loss_falls_and_gives_the_time_
     (row,) = [r for r in summary["scaling"][0]["rows"] if r["world_size"] == 2]
     assert row["time_to_loss_speedup"]["ci"] and 0 < row["example_worth"] < 1
     assert "In time to the same loss: at N=2" in done.stdout and "It rose over the window" in done.stdout
+
+
+@pytest.mark.parametrize("wrappers, said", [
+    ([{"kind": "FullyShardedDataParallel"}], "not measured under FullyShardedDataParallel"),
+    ([{"kind": "DistributedDataParallel", "sync_steps": [[2, 2, 30]]}], "no step synchronised exactly once"),
+    ([{"kind": "DistributedDataParallel", "sync_steps": [[2, 1, 30]]}], None),
+])
+def test_a_script_without_a_noise_scale_says_why_where_the_probe_saw_it(wrappers, said):
+    from ddptop.report.scaling_tables import _noise_not_measured
+    from ddptop.report.schema import Config
+
+    entry = Config.from_json({"config_id": "train.py/n2/gloo", "world_size": 2, "script": {"wrappers": wrappers}})
+    found = _noise_not_measured(entry)
+    assert (found is None) if said is None else (said in found)

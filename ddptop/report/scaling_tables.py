@@ -305,6 +305,21 @@ def drift_words(noise: Any) -> str:
     return f" It {noise.drift} over the window: {halves} (the intervals apart)."
 
 
+def _noise_not_measured(entry: Config) -> str | None:
+    """Why a script's configuration at N >= 2 gave no gradient noise scale, where what the probe saw says."""
+    wrappers = (entry.script.wrappers or []) if entry.script is not None else []
+    sharded = sorted({w.kind for w in wrappers if w.kind and w.kind != "DistributedDataParallel"})
+    if sharded and not any(w.kind == "DistributedDataParallel" for w in wrappers):
+        return (f"Gradient noise scale: not measured under {', '.join(sharded)}, whose gradients are reduced in "
+                "shards (no whole gradient on either side of one allreduce).")
+    counts = [(syncs, steps) for w in wrappers if w.kind == "DistributedDataParallel"
+              for _, syncs, steps in (w.sync_steps or [])]
+    if counts and not any(syncs == 1 for syncs, _ in counts):
+        return ("Gradient noise scale: not measured, as no step synchronised exactly once (a bucket synchronised "
+                "after each micro-batch holds the earlier ones' average plus its own gradient, no one batch's).")
+    return None
+
+
 def noise_lines(table: ScalingTable, summary: Summary) -> list[str]:
     """The gradient noise scale of each world size of a scaling table where it was measured, what it means for
     time to the same loss (a model, its assumptions said), and why a strategy's table has none."""
@@ -314,7 +329,8 @@ def noise_lines(table: ScalingTable, summary: Summary) -> list[str]:
         return [f"Gradient noise scale: not measured under {table.strategy}, whose gradients are reduced in shards "
                 "(no whole gradient on either side of one allreduce)."]
     if not measured:
-        return []
+        return [line for line in (_noise_not_measured(entry) for entry in summary.configs
+                                  if entry.config_id in ids and entry.world_size > 1) if line][:1]
     lines = []
     for entry in sorted(measured, key=lambda e: e.world_size):
         noise = entry.gradient_noise
