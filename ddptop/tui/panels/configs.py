@@ -38,7 +38,7 @@ CONFIG_COLUMNS = (
     ("status", "status", STATUS_WIDTH), ("progress", "progress", 13, 50), ("p50", "p50 s", 7), ("prec", "±p50", 7, 95),
     ("p75", "p75 s", 7, 20), ("p90", "p90 s", 7, 40), ("p95", "p95 s", 7, 25), ("exs", "ex/s", 7, 80),
     ("speedup", "speedup", 7, 90), ("eff", "eff", 5, 85), ("comm", "comm", 5, 55), ("idle", "idle", 5, 45),
-    ("noise", "B_noise", 7, 22),
+    ("noise", "B_noise", 7, 40),
 )
 
 
