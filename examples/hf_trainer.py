@@ -1,5 +1,6 @@
 """A text classifier trained with the Hugging Face Trainer, as its users write one: a tiny BERT made from a config
-(nothing downloaded) on random tokens, the Trainer choosing its device, its process group and its DDP.
+(nothing downloaded) on random tokens labelled by their first, the Trainer choosing its device, its process group
+and its DDP.
 
     torchrun --nproc-per-node 2 examples/hf_trainer.py --accumulate 2
     ddptop run -- examples/hf_trainer.py --accumulate 2
@@ -13,10 +14,13 @@ from transformers import BertConfig, BertForSequenceClassification, Trainer, Tra
 
 
 class RandomTokens(torch.utils.data.Dataset):
+    """Random tokens labelled by their first (a token in the vocabulary's lower half or not): there is something
+    to learn, so the gradient has a direction the noise can be measured against."""
+
     def __init__(self, length, seq_len, vocab):
         generator = torch.Generator().manual_seed(0)
         self.ids = torch.randint(0, vocab, (length, seq_len), generator=generator)
-        self.labels = torch.randint(0, 2, (length,), generator=generator)
+        self.labels = (self.ids[:, 0] < vocab // 2).long()
 
     def __len__(self):
         return len(self.ids)

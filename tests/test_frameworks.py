@@ -55,6 +55,12 @@ def _common(configs: dict[int, dict], batch: int, accumulate: int) -> None:
     assert (sync["synchronises"], sync["micro_batches"], sync["syncs"]) == (True, accumulate, 1), sync
     assert sync["exposed_comm_s"] is not None and not sync["every_micro_batch"]
     assert configs[2]["verdict"]["kind"] != step_bound.NOT_DATA_PARALLEL
+    # the gradient norms taken around the framework's DDP allreduce, every measured step (one sync each), and
+    # DDP's own logging naming no hook: the probe's is not the script's
+    noise = configs[2]["gradient_noise"]
+    assert (noise["syncs"], noise["batch_local"], noise["batch_global"]) == (8, batch * accumulate,
+                                                                             2 * batch * accumulate), noise
+    assert configs[2]["script"]["wrappers"][0].get("comm_hook") is None
 
 
 @pytest.mark.slow
