@@ -93,7 +93,7 @@ def test_a_straggler_is_flagged_only_beyond_noise():
         assert figures["straggler"]["flagged"]  # by the medians alone, both look like stragglers
         intervals._straggler(figures, samples, "c")
         assert figures["straggler"]["flagged"] is flagged, figures["straggler"]
-        assert figures["straggler"]["ratio_ci"][0] <= figures["straggler"]["ratio_ci"][1]
+        assert figures["straggler"]["ratio"].low <= figures["straggler"]["ratio"].high
 
 
 def test_throughput_per_batch_carries_its_interval_in_the_table_and_the_plot(tmp_path):

@@ -46,12 +46,12 @@ def test_a_slow_rank_in_lockstep_is_named_by_its_compute_and_the_others_wait(fac
     found = stragglers.config_straggler(state, entry)
     assert not found["step_time"]["flagged"]  # the step times are alike: they cannot name it
     assert found["rank"] == slow and found["evidence"] == f"{stragglers.COMPUTE} and {stragglers.WAIT}"
-    low, high = found["ratio_ci"]
-    assert low >= stats.STRAGGLER_RATIO and low <= found["ratio"] <= high
+    low, high = found["ratio"].ci
+    assert low >= stats.STRAGGLER_RATIO and low <= found["ratio"].value <= high
     assert low <= max(factors.values()) <= high
     wait = found["allreduce_wait"]
     assert wait["flagged"] and wait["rank"] == slow
-    assert wait["others_wait_s_ci"][0] <= wait["others_wait_s"] <= wait["others_wait_s_ci"][1]
+    assert wait["others_wait_s"].low <= wait["others_wait_s"].value <= wait["others_wait_s"].high
 
 
 def test_balanced_ranks_name_no_straggler():
@@ -59,7 +59,7 @@ def test_balanced_ranks_name_no_straggler():
     found = stragglers.config_straggler(state, entry)
     assert found["rank"] is None and found["evidence"] is None
     assert not found["compute"]["flagged"] and not found["allreduce_wait"]["flagged"]
-    assert found["compute"]["ratio_ci"][0] < stats.STRAGGLER_RATIO  # the slowest by chance, inside the noise
+    assert found["compute"]["ratio"].low < stats.STRAGGLER_RATIO  # the slowest by chance, inside the noise
 
 
 def test_a_difference_inside_the_noise_names_no_straggler():
@@ -67,8 +67,8 @@ def test_a_difference_inside_the_noise_names_no_straggler():
     noisy = {0: [0.010 * rng.lognormvariate(0, 0.4) for _ in range(12)],
              1: [0.0112 * rng.lognormvariate(0, 0.4) for _ in range(12)]}
     found = stragglers.compute_evidence(noisy, seed=3)
-    assert found["ratio"] >= stats.STRAGGLER_RATIO  # the medians alone would name a rank
-    assert not found["flagged"] and found["ratio_ci"][0] < stats.STRAGGLER_RATIO
+    assert found["ratio"].value >= stats.STRAGGLER_RATIO  # the medians alone would name a rank
+    assert not found["flagged"] and found["ratio"].low < stats.STRAGGLER_RATIO
 
 
 def test_too_few_steps_name_no_rank_however_far_apart():
@@ -83,11 +83,11 @@ def test_too_few_steps_name_no_rank_however_far_apart():
 def test_a_rank_is_named_only_where_both_measurements_name_it():
     """The no_sync steps and the hooked steps are taken at different times: one alone may have met a passing
     load. Where both were measured both must name the rank; the step times count only without them."""
-    compute = {"rank": 1, "ratio": 2.0, "ratio_ci": [1.8, 2.2], "flagged": True}
-    wait = {"rank": 1, "others_wait_s": 0.01, "others_wait_s_ci": [0.008, 0.012], "flagged": True}
-    step_time = {"rank": 3, "ratio": 1.2, "ratio_ci": [1.1, 1.3], "flagged": True}
+    compute = {"rank": 1, "ratio": Estimate(value=2.0, ci=[1.8, 2.2]), "flagged": True}
+    wait = {"rank": 1, "others_wait_s": Estimate(value=0.01, ci=[0.008, 0.012]), "flagged": True}
+    step_time = {"rank": 3, "ratio": Estimate(value=1.2, ci=[1.1, 1.3]), "flagged": True}
     named = stragglers.name_straggler(compute, wait, step_time)
-    assert (named["rank"], named["ratio_ci"], named["others_wait_s_ci"]) == (1, [1.8, 2.2], [0.008, 0.012])
+    assert (named["rank"], named["ratio"].ci, named["others_wait_s"].ci) == (1, [1.8, 2.2], [0.008, 0.012])
     assert named["evidence"] == f"{stragglers.COMPUTE} and {stragglers.WAIT}"
     alone = stragglers.name_straggler(compute, dict(wait, flagged=False), step_time)
     assert alone["rank"] is None and alone["unconfirmed"] == [{"rank": 1, "evidence": stragglers.COMPUTE}]
@@ -96,7 +96,7 @@ def test_a_rank_is_named_only_where_both_measurements_name_it():
     only_wait = stragglers.name_straggler(None, wait, step_time)
     assert (only_wait["rank"], only_wait["evidence"]) == (1, stragglers.WAIT)
     without_analysis = stragglers.name_straggler(None, None, step_time)
-    assert (without_analysis["rank"], without_analysis["evidence"], without_analysis["ratio_ci"]) == (
+    assert (without_analysis["rank"], without_analysis["evidence"], without_analysis["ratio"].ci) == (
         3, stragglers.STEP_TIME, [1.1, 1.3])
     assert stragglers.name_straggler(None, None, dict(step_time, flagged=False))["rank"] is None
 
@@ -128,7 +128,7 @@ def test_the_report_names_the_straggler_with_its_intervals():
     text = sections.text_of("stragglers", _summary(entry))
     assert f"{entry['config_id']}: rank 1 is the straggler (no_sync compute and allreduce wait)" in text
     compute = entry["straggler"]["compute"]
-    shown = communication_tables._times(Estimate(value=compute["ratio"], ci=compute["ratio_ci"]))
+    shown = communication_tables._times(compute["ratio"])
     assert f"rank 1 {shown} the other ranks'" in text and "(" in shown
     assert "a step longer than rank 1" in text
     assert "alike: DDP keeps the ranks in step" in text
@@ -241,5 +241,5 @@ def test_a_rank_slowed_by_an_injected_fault_is_named_the_straggler(tmp_path):
     entry = done.summary()["configs"][0]
     found = entry["straggler"]
     assert (found["rank"], found["evidence"]) == (1, "no_sync compute and allreduce wait"), found
-    assert found["ratio_ci"][0] >= stats.STRAGGLER_RATIO and found["others_wait_s_ci"][0] > 0
+    assert found["ratio"]["ci"][0] >= stats.STRAGGLER_RATIO and found["others_wait_s"]["ci"][0] > 0
     assert f"{entry['config_id']}: rank 1 is the straggler (no_sync compute and allreduce wait)" in done.stdout

@@ -146,7 +146,7 @@ def _straggler(stats: dict[str, Any], samples: Mapping[int, Sequence[float]], co
     others = {rank: values for rank, values in samples.items() if rank != slow}
     comparison = uncertainty.compare(others, {slow: samples[slow]}, min_effect=0.0,
                                      seed=_seed(config_id + "/straggler"))
-    found["ratio"], found["ratio_ci"] = comparison.ratio.value, comparison.ratio.ci
+    found["ratio"] = comparison.ratio
     beyond_noise = comparison.ratio.low is not None and comparison.ratio.low >= stats_module.STRAGGLER_RATIO
     if comparison.ratio.value >= stats_module.STRAGGLER_RATIO and not beyond_noise:
         found["within_noise"] = True

@@ -66,8 +66,7 @@ def compute_evidence(nosync: Mapping[int, Any], seed: int = 0) -> dict[str, Any]
     steps = min(len(values) for values in ranks.values())
     return {
         "rank": slow,
-        "ratio": ratio.value,
-        "ratio_ci": ratio.ci,
+        "ratio": ratio,
         # the interval's low end never exceeds the figure, so this is the figure beyond noise
         "flagged": _beyond(ratio.low, stats.STRAGGLER_RATIO, steps),
         "steps": steps,
@@ -95,8 +94,7 @@ def wait_evidence(waits: Mapping[int, Any], step_s: float | None,
     steps = min(len(values) for values in ranks.values())
     return {
         "rank": least,
-        "others_wait_s": longer.value,
-        "others_wait_s_ci": longer.ci,
+        "others_wait_s": longer,
         "step_s": step_s,
         "flagged": bar is not None and _beyond(longer.low, bar, steps),
         "steps": steps,
@@ -123,11 +121,11 @@ def name_straggler(compute: dict[str, Any] | None, wait: dict[str, Any] | None,
         named["unconfirmed"] = [{"rank": found["rank"], "evidence": evidence} for evidence, found in flagged]
     elif not measured and step_time and step_time.get("flagged"):
         named = {"rank": step_time["rank"], "evidence": STEP_TIME,
-                 "ratio": step_time["ratio"], "ratio_ci": step_time.get("ratio_ci")}
+                 "ratio": step_time["ratio"]}
     if named["rank"] is not None and compute and compute.get("flagged"):
-        named.update(ratio=compute["ratio"], ratio_ci=compute["ratio_ci"])
+        named.update(ratio=compute["ratio"])
     if named["rank"] is not None and wait and wait.get("flagged"):
-        named.update(others_wait_s=wait["others_wait_s"], others_wait_s_ci=wait["others_wait_s_ci"])
+        named.update(others_wait_s=wait["others_wait_s"])
     return {**named, "compute": compute, "allreduce_wait": wait, "step_time": step_time}
 
 

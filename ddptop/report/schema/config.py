@@ -211,10 +211,14 @@ class Unconfirmed(Record):
 
 @dataclass(kw_only=True)
 class Straggler(Record):
-    """The straggler named (``analysis/stragglers.py``), or the evidence that names none."""
+    """The straggler named (``analysis/stragglers.py``), or the evidence that names none; the named rank's
+    figures beside it: its compute (or, without the analysis, its step time) over the others' (``ratio``), and
+    how much longer the others wait for it (``others_wait_s``), where they named it."""
     rank: int | None = None
     evidence: str | None = None
     unconfirmed: list[Unconfirmed] = field(default_factory=list)
+    ratio: Estimate | None = None
+    others_wait_s: Estimate | None = None
     compute: StragglerEvidence | None = None
     allreduce_wait: StragglerEvidence | None = None
     step_time: StragglerEvidence | None = None
