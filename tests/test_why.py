@@ -9,6 +9,7 @@ import pytest
 
 from ddptop.analysis import step_bound as v
 from ddptop.analysis.datasheet_peaks import datasheet_peak, peak_flops
+from ddptop.records import Estimate
 from ddptop.report.schema import Summary
 
 # -- datasheet peaks ------------------------------------------------------------------------------------------------
@@ -57,7 +58,7 @@ def entry(fraction=None, ci=None, world_size=2, device="cpu", util=None, rank_cp
                  "gpus": [0], "gpu_idle": idle}
     return {"config_id": "m/ddp/bs8/n2/nccl", "mode": "ddp", "world_size": world_size, "device": device,
             "batch_size": 64, "stats": {"n": 50}, "communication": comm, "telemetry": telemetry,
-            "peak_memory_bytes": peak, "flops": {"mfu_datasheet": mfu[0], "mfu_ceiling": mfu[1]} if mfu else {}}
+            "peak_memory_bytes": peak, "flops": {"mfu_datasheet": Estimate(value=mfu[0]), "mfu_ceiling": Estimate(value=mfu[1])} if mfu else {}}
 
 
 GPU_ENV = {"gpus": [{"index": 0, "memory_total": 80 << 30}]}
@@ -326,17 +327,18 @@ def test_mfu_by_hand():
     info = {"flops_per_step": 3.12e13, "compute_dtype": "bf16"}
     ceilings = [{"device_name": "NVIDIA A100-SXM4-80GB", "dtype": "bf16", "flops_per_s": 2.6e14}]
     found = compute_figures(entry, info, "NVIDIA A100-SXM4-80GB", ceilings)
-    assert found["achieved_per_device"] == pytest.approx(3.12e14) and found["achieved_total"] == pytest.approx(1.248e15)
-    assert found["mfu_datasheet"] == pytest.approx(3.12e14 / 312e12) and "A100" in found["datasheet_source"]
-    assert found["mfu_ceiling"] == pytest.approx(3.12e14 / 2.6e14)
-    assert found["achieved_per_device_ci"] == pytest.approx([3.12e13 / 0.11, 3.12e13 / 0.095])
+    assert found["achieved_per_device"].value == pytest.approx(3.12e14) and found["achieved_total"] == pytest.approx(1.248e15)
+    assert found["mfu_datasheet"].value == pytest.approx(3.12e14 / 312e12) and "A100" in found["datasheet_source"]
+    assert found["mfu_ceiling"].value == pytest.approx(3.12e14 / 2.6e14)
+    assert found["achieved_per_device"].ci == pytest.approx([3.12e13 / 0.11, 3.12e13 / 0.095])
+    assert found["mfu_datasheet"].ci == pytest.approx([3.12e13 / 0.11 / 312e12, 3.12e13 / 0.095 / 312e12])
     # the CPU is one device: every rank's FLOP/s against the node's ceiling; no datasheet
     cpu = compute_figures({**entry, "device": "cpu", "world_size": 2}, {"flops_per_step": 1e9, "compute_dtype": "fp32"},
                           "x86", [{"device_name": "x86", "dtype": "fp32", "flops_per_s": 5e10}])
-    assert cpu["mfu_ceiling"] == pytest.approx(2 * 1e9 / 0.1 / 5e10) and cpu["mfu_datasheet"] is None
+    assert cpu["mfu_ceiling"].value == pytest.approx(2 * 1e9 / 0.1 / 5e10) and cpu["mfu_datasheet"] is None
     # DataParallel counted the global batch on one process: per GPU is a share of it
     dp = compute_figures({**entry, "mode": "dp"}, info, "NVIDIA A100-SXM4-80GB", ceilings)
-    assert dp["achieved_per_device"] == pytest.approx(3.12e14 / 4)
+    assert dp["achieved_per_device"].value == pytest.approx(3.12e14 / 4)
     assert compute_figures(entry, {}, None, []) is None  # no count: no block
 
 
@@ -384,7 +386,7 @@ def test_a_matmul_heavy_model_is_held_against_the_peak_its_matmuls_run_at():
                                            "compute_dtype": "conv tf32, matmul fp32"}, name, ceilings)
     mixed = 1e12 / (5e9 / 494.7e12 + 995e9 / 67e12)
     assert fp32_matmuls["datasheet_peak"] == pytest.approx(mixed) and 67e12 < mixed < 68e12
-    assert fp32_matmuls["mfu_datasheet"] == pytest.approx(1e13 / mixed)
+    assert fp32_matmuls["mfu_datasheet"].value == pytest.approx(1e13 / mixed)
     assert fp32_matmuls["ceiling"] == pytest.approx(1e12 / (5e9 / 400e12 + 995e9 / 50e12))
     assert "fp32 dense 67" in fp32_matmuls["datasheet_source"] and "tf32 dense 494.7" in fp32_matmuls["datasheet_source"]
     assert fp32_matmuls["dtype"] == "conv tf32, matmul fp32" and len(fp32_matmuls["by_kind"]) == 2
@@ -392,5 +394,5 @@ def test_a_matmul_heavy_model_is_held_against_the_peak_its_matmuls_run_at():
                                            "dtype_by_kind": {"conv": "tf32", "matmul": "tf32"},
                                            "compute_dtype": "tf32"}, name, ceilings)
     assert tf32_matmuls["datasheet_peak"] == pytest.approx(494.7e12)
-    assert tf32_matmuls["mfu_datasheet"] == pytest.approx(1e13 / 494.7e12)
-    assert fp32_matmuls["mfu_datasheet"] / tf32_matmuls["mfu_datasheet"] > 7  # the 7.4x the TF32 label hid
+    assert tf32_matmuls["mfu_datasheet"].value == pytest.approx(1e13 / 494.7e12)
+    assert fp32_matmuls["mfu_datasheet"].value / tf32_matmuls["mfu_datasheet"].value > 7  # the 7.4x the TF32 label hid

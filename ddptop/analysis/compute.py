@@ -18,10 +18,11 @@ The 95% interval of the p50 carries over (FLOP/s falls as the step time rises).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ddptop.analysis.datasheet_peaks import peak_flops
+from ddptop.records import BOOTSTRAP, Estimate
 
 
 def step_parts(info: Mapping[str, Any], per_step: float, dtype: str) -> list[tuple[float, str]]:
@@ -75,6 +76,17 @@ def compute_figures(entry: Mapping[str, Any], info: Mapping[str, Any], device_na
         return per_device_flops / seconds
 
     interval = stats.get("p50_ci")
+    # the step time's interval carried through each rate (a faster step is a higher rate: its ends swap)
+    per_device_ci = ([rate(interval[1]), rate(interval[0])]
+                     if interval and None not in interval and min(interval) > 0 else None)
+
+    def figure(of: Callable[[float], float]) -> Estimate:
+        """A figure of the achieved FLOP/s per device (increasing in it), with the interval that follows from the
+        step time's where it has one."""
+        if per_device_ci is None:
+            return Estimate(value=of(achieved))
+        return Estimate(value=of(achieved), ci=[of(c) for c in per_device_ci], method=BOOTSTRAP)
+
     achieved = rate(p50)
     figures: dict[str, Any] = {
         "per_step": per_step,
@@ -82,7 +94,7 @@ def compute_figures(entry: Mapping[str, Any], info: Mapping[str, Any], device_na
         # each op kind's FLOPs and dtype, where the step's kinds run in different dtypes
         "by_kind": ([{"flops": flops, "dtype": kind_dtype} for flops, kind_dtype in parts]
                     if len({d for _, d in parts}) > 1 else None),
-        "achieved_per_device": achieved,
+        "achieved_per_device": figure(lambda x: x),
         "achieved_total": achieved * devices,
         "device_name": device_name,
         # counted by torch's flop counter, or given by the workload (its flops(batch))
@@ -90,8 +102,6 @@ def compute_figures(entry: Mapping[str, Any], info: Mapping[str, Any], device_na
         # ops that ran without a FLOP formula (counted 0): the figures are a lower bound where any are named
         "uncounted_ops": list(info.get("flops_uncounted") or []),
     }
-    if interval and None not in interval and min(interval) > 0:
-        figures["achieved_per_device_ci"] = [rate(interval[1]), rate(interval[0])]
     if not on_gpu:
         peak, source = None, "no datasheet peak for a CPU"
     elif len({d for _, d in parts}) == 1:
@@ -101,18 +111,11 @@ def compute_figures(entry: Mapping[str, Any], info: Mapping[str, Any], device_na
         sources = [peak_flops(device_name, d)[1] for d in sorted({d for _, d in parts})]
         source = "; ".join(sources) + ("; weighted by the step's FLOPs in each" if peak else "")
     figures["datasheet_peak"], figures["datasheet_source"] = peak, source
-    figures["mfu_datasheet"] = achieved / peak if peak else None
+    figures["mfu_datasheet"] = figure(lambda x: x / peak) if peak else None
     # the ceiling of this configuration's own device (a CPU part beside GPUs has the CPU's)
     ceiling = mixed_peak(parts, lambda d: _ceiling_for(ceilings, d, device_name))
     figures["ceiling"] = ceiling
     # on the CPU the node is one device: every rank's FLOP/s against the node's ceiling
-    used = achieved if on_gpu else achieved * devices
-    figures["mfu_ceiling"] = used / ceiling if ceiling else None
-    if "achieved_per_device_ci" in figures:
-        low, high = figures["achieved_per_device_ci"]
-        scale = 1 if on_gpu else devices
-        if peak:
-            figures["mfu_datasheet_ci"] = [low / peak, high / peak]
-        if ceiling:
-            figures["mfu_ceiling_ci"] = [low * scale / ceiling, high * scale / ceiling]
+    scale = 1 if on_gpu else devices
+    figures["mfu_ceiling"] = figure(lambda x: x * scale / ceiling) if ceiling else None
     return figures

@@ -63,9 +63,9 @@ def _mfu_words(entry: Mapping[str, Any]) -> str | None:
     flops = entry.get("flops") or {}
     parts = []
     if flops.get("mfu_datasheet") is not None:
-        parts.append(f"{units.percent(flops['mfu_datasheet'])} MFU")
+        parts.append(f"{units.percent(flops['mfu_datasheet'].value)} MFU")
     if flops.get("mfu_ceiling") is not None:
-        parts.append(f"{units.percent(flops['mfu_ceiling'])} of the measured matmul ceiling")
+        parts.append(f"{units.percent(flops['mfu_ceiling'].value)} of the measured matmul ceiling")
     if not parts:
         return None
     return parts[0] if len(parts) == 1 else f"{parts[0]} ({parts[1]})"
