@@ -67,7 +67,7 @@ def _spread_of(between_ss: float, within_share: float, df: int) -> launches.Laun
 def test_a_spread_clamped_at_zero_lies_inside_its_interval_and_says_it_was_clamped():
     # the launches differ less than their steps' noise explains: the moment estimate is clamped at 0
     variance = _spread_of(between_ss=0.0004, within_share=0.001, df=2)
-    low, high = variance.relative_sd_ci()
+    low, high = variance.relative_sd_interval()
     assert variance.relative_sd == 0.0
     assert low <= variance.relative_sd <= high
     assert "clamped at 0" in variance.relative_sd_method()
@@ -81,7 +81,7 @@ def test_a_spread_that_was_estimated_lies_inside_its_interval_without_a_clamp():
         df = int(rng.integers(1, 12))
         within = float(rng.uniform(0, 0.01))
         variance = _spread_of(between_ss=within + float(rng.uniform(0, 0.2)), within_share=within, df=df)
-        low, high = variance.relative_sd_ci()
+        low, high = variance.relative_sd_interval()
         assert low <= variance.relative_sd <= high, (df, within, variance.between_ss)
         assert "clamped" not in variance.relative_sd_method()
 

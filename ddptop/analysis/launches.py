@@ -192,7 +192,7 @@ class LaunchVariance:
         # launch level then carries some within-launch noise twice, which errs wide).
         return self.between_ss / np.maximum(chi2, 1e-12)
 
-    def relative_sd_ci(self) -> list[float] | None:
+    def relative_sd_interval(self) -> list[float] | None:
         """95% interval of exp(tau) - 1 by the point estimate's own method: the moment estimator
         ``max(0, (SS - W) / df)`` with SS drawn from its scaled chi-square distribution, so that the point
         (the draw at chi^2 = df) lies inside it, clamped at 0 as the point is (the low end is often 0 with
@@ -211,7 +211,7 @@ class LaunchVariance:
 
     def record(self) -> LaunchSpread:
         """The summary's record of it (``uncertainty.launch_variance``)."""
-        interval = self.relative_sd_ci()
+        interval = self.relative_sd_interval()
         spread = (Estimate(value=self.relative_sd or 0.0, ci=interval,
                            method=self.relative_sd_method() if interval else None)
                   if self.relative_sd is not None else None)
@@ -220,7 +220,8 @@ class LaunchVariance:
                             within_share=self.within_share, method=METHOD if self.estimated else WITHIN_ONLY)
 
     def to_json(self) -> dict[str, Any]:
-        """Its record in the flat shape, each figure beside its interval (``records.flat_json``)."""
+        """Its record in the flat shape, each figure beside its interval (``records.flat_json``): an output that
+        keeps figures side by side (``ddptop diff --format json``); the summary holds ``record()``."""
         return flat_json(self.record())
 
 

@@ -355,7 +355,7 @@ def build_summary(
                          for c in session.ceilings],
             "uncertainty": {"method": launches.METHOD if launch_variance.estimated
                             else f"{uncertainty.METHOD}; {launches.WITHIN_ONLY}", "confidence": uncertainty.CONFIDENCE,
-                            "resamples": uncertainty.RESAMPLES, "launch_variance": launch_variance.to_json()},
+                            "resamples": uncertainty.RESAMPLES, "launch_variance": launch_variance.record().to_json()},
             "scaling": scaling.scaling_tables(entries, session.plan, replicates, noise_scales),
             "batch_throughput": scaling.batch_throughput(entries),
             "dp_vs_ddp": scaling.data_parallel_vs_ddp(entries),
