@@ -16,6 +16,7 @@ from ddptop.analysis import step_bound, traces
 from ddptop.analysis.trace_breakdown import breakdown
 from ddptop.analysis.trace_file import read_trace
 from ddptop.report import build, sections
+from ddptop.records import Estimate
 from ddptop.report.schema import Summary, Trace
 from ddptop.report.trace_tables import breakdown_line
 
@@ -265,7 +266,7 @@ def test_a_trace_the_profiler_slowed_is_not_taken_for_the_measured_steps_unless_
     said = step_bound.verdict(slowed)
     assert said["kind"] == step_bound.COMPUTE, said["text"]
     assert "the traced steps left the GPU idle but ran 1.50x the measured p50 under the profiler" in said["text"]
-    nvml = {"share": 0.4, "share_ci": [0.3, 0.5], "readings": 9, "launches": 1, "rank_cpu_mean": 99.0}
+    nvml = {"share": Estimate(value=0.4, ci=[0.3, 0.5]), "readings": 9, "launches": 1, "rank_cpu_mean": 99.0}
     slowed["telemetry"] = {"gpu_idle": nvml}  # NVML's interval over the measured steps decides then
     said = step_bound.verdict(slowed)
     assert said["kind"] == step_bound.HOST and said["text"].startswith("host-bound: the GPU was idle 40%"), said["text"]
@@ -273,9 +274,9 @@ def test_a_trace_the_profiler_slowed_is_not_taken_for_the_measured_steps_unless_
 
 def test_nvml_is_quoted_as_agreeing_only_when_its_interval_says_host_bound():
     entry = gpu_entry(kineto_trace(3, 4, 100.0, 60.0))
-    entry["telemetry"] = {"gpu_idle": {"share": 0.02, "share_ci": [0.0, 0.05], "rank_cpu_mean": 50.0}}
+    entry["telemetry"] = {"gpu_idle": {"share": Estimate(value=0.02, ci=[0.0, 0.05]), "rank_cpu_mean": 50.0}}
     assert "; NVML read: idle 2% of the measured steps (95% CI 0%–5%)" in step_bound.verdict(entry)["text"]
-    entry["telemetry"] = {"gpu_idle": {"share": 0.4, "share_ci": [0.3, 0.5], "rank_cpu_mean": 99.0}}
+    entry["telemetry"] = {"gpu_idle": {"share": Estimate(value=0.4, ci=[0.3, 0.5]), "rank_cpu_mean": 99.0}}
     assert "; NVML agrees: idle 40% of the measured steps (95% CI 30%–50%)" in step_bound.verdict(entry)["text"]
 
 
@@ -301,7 +302,7 @@ def test_a_cuda_trace_without_kernels_is_said_and_never_read_as_an_idle_gpu():
 
 
 def test_nvml_calling_it_host_bound_against_the_trace_is_said_not_concluded():
-    idle = {"share": 0.4, "share_ci": [0.3, 0.5], "readings": 9, "launches": 1, "rank_cpu_mean": 99.0}
+    idle = {"share": Estimate(value=0.4, ci=[0.3, 0.5]), "readings": 9, "launches": 1, "rank_cpu_mean": 99.0}
     entry = gpu_entry(kineto_trace(3, 4, 100.0, 2.0), telemetry={"gpu_idle": idle})
     said = step_bound.verdict(entry)
     assert said["kind"] == step_bound.COMPUTE

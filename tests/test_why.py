@@ -81,7 +81,7 @@ def test_compute_bound_when_communication_is_surely_minor():
 
 
 def idle(share, ci, rank_cpu=100.0, readings=24, launches=3):
-    return {"share": share, "share_ci": ci, "readings": readings, "blocks": readings, "launches": launches,
+    return {"share": Estimate(value=share, ci=ci), "readings": readings, "blocks": readings, "launches": launches,
             "rank_cpu_mean": rank_cpu}
 
 
@@ -124,8 +124,8 @@ def test_the_idle_share_and_its_interval_by_hand():
     mean, sd = statistics.fmean(shares), statistics.stdev(shares)
     half = 2.776 * sd / math.sqrt(len(shares))  # t(0.975, 4)
     assert found["readings"] == found["blocks"] == 5 and found["launches"] == 1
-    assert found["share"] == pytest.approx(mean)
-    assert found["share_ci"] == pytest.approx([mean - half, mean + half], rel=2e-3)
+    assert found["share"].value == pytest.approx(mean)
+    assert found["share"].ci == pytest.approx([mean - half, mean + half], rel=2e-3)
     assert found["rank_cpu_mean"] == pytest.approx(statistics.fmean(99.0 + i % 2 for i in range(1, 6)))
     # four readings a second apart in two windows, then the same at a quarter second: readings less than
     # a second apart are one observation, and two windows never share one
@@ -134,9 +134,9 @@ def test_the_idle_share_and_its_interval_by_hand():
     fast += [{"t": 50.0 + 0.25 * i, "window": 1, "start": 49.0, "util": 80.0, "rank_cpu": 100.0} for i in range(2)]
     grouped = v.gpu_idle(fast)
     assert grouped["blocks"] == 3 and grouped["readings"] == 10 and grouped["launches"] == 2
-    assert grouped["share"] == pytest.approx(statistics.fmean([0.4, 0.3, 0.2]))
+    assert grouped["share"].value == pytest.approx(statistics.fmean([0.4, 0.3, 0.2]))
     assert v.gpu_idle([]) is None and v.gpu_idle(readings[:1]) is None  # nothing a second into its window
-    assert v.gpu_idle(readings[1:2])["share_ci"] is None  # one observation: no interval
+    assert v.gpu_idle(readings[1:2])["share"].ci is None  # one observation: no interval
 
 
 def test_one_rank_and_missing_figures():

@@ -24,7 +24,7 @@ from ddptop.analysis.script_steps import INPUT_BOUND_SHARE
 from ddptop.protocol.modelspec import model_kind
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT, EQUIVALENT, FASTER, SLOWER, change_words, classify_change
 from ddptop.protocol.precision import t_quantile
-from ddptop.records import ci_of
+from ddptop.records import STUDENT_T, Estimate, ci_of
 
 # exposed communication, as a share of the step
 COMM_BOUND = 0.25  # its 95% interval's lower end at or above this: communication-bound
@@ -118,8 +118,7 @@ def gpu_idle(readings: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         half = _t975(len(idle) - 1) * statistics.stdev(idle) / math.sqrt(len(idle))
         interval = [max(0.0, share - half), min(1.0, share + half)]
     return {
-        "share": share,
-        "share_ci": interval,
+        "share": Estimate(value=share, ci=interval, method=STUDENT_T if interval else None),
         "readings": len(readings),
         "blocks": len(blocks),
         "launches": len({r["window"] for r in readings}),
@@ -129,19 +128,20 @@ def gpu_idle(readings: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
 
 def _host_bound(idle: Mapping[str, Any] | None) -> bool:
     """The GPUs surely idle more than ``HOST_IDLE_SHARE`` of the time, the ranks at a full core meanwhile."""
-    if not idle or not idle.get("share_ci") or idle.get("rank_cpu_mean") is None:
+    low = idle["share"].low if idle and idle.get("share") is not None else None
+    if low is None or idle is None or idle.get("rank_cpu_mean") is None:
         return False
-    return idle["share_ci"][0] > HOST_IDLE_SHARE and idle["rank_cpu_mean"] >= RANK_CPU_BUSY
+    return low > HOST_IDLE_SHARE and idle["rank_cpu_mean"] >= RANK_CPU_BUSY
 
 
 def _host_words(idle: Mapping[str, Any], gpus: int, ranks: int) -> str:
-    low, high = idle["share_ci"]
+    low, high = idle["share"].ci
     launches = idle.get("launches") or 1
     where = f"{idle['readings']} readings" + (f" in {launches} launches" if launches > 1 else "")
     gpu = "the GPUs were" if gpus > 1 else "the GPU was"
     rank = f"the ranks at {idle['rank_cpu_mean']:.0f}% of a core each" if ranks > 1 else \
         f"the rank at {idle['rank_cpu_mean']:.0f}% of a core"
-    return (f"host-bound: {gpu} idle {units.percent(idle['share'])} of the measured steps (95% CI "
+    return (f"host-bound: {gpu} idle {units.percent(idle['share'].value)} of the measured steps (95% CI "
             f"{units.percent(low)}–{units.percent(high)}, {where}), {rank} — try {HOST_ADVICE}")
 
 
@@ -177,9 +177,10 @@ def _traced_host_words(trace: traces.ConfigTrace, idle: Mapping[str, Any] | None
     if kind == "launch-bound" and kernel is not None:
         text += f"; its median kernel runs {kernel * 1e6:.0f} us, about what launching one costs"
     if idle and idle.get("share") is not None:
-        text += f"; NVML {'agrees' if _host_bound(idle) else 'read'}: idle {units.percent(idle['share'])} of the measured steps"
-        if idle.get("share_ci"):
-            text += f" (95% CI {units.percent(idle['share_ci'][0])}–{units.percent(idle['share_ci'][1])})"
+        share = idle["share"]
+        text += f"; NVML {'agrees' if _host_bound(idle) else 'read'}: idle {units.percent(share.value)} of the measured steps"
+        if share.ci:
+            text += f" (95% CI {units.percent(share.ci[0])}–{units.percent(share.ci[1])})"
     return f"{text} — try {HOST_ADVICE}"
 
 
@@ -232,7 +233,7 @@ def verdict(entry: Mapping[str, Any], environment: Mapping[str, Any] | None = No
         if _traced_host_bound(trace):
             return {"kind": HOST, "text": "; ".join([_traced_host_words(trace, idle)] + ([mfu] if mfu else []) + notes)}
         if idle and _host_bound(idle):
-            notes.append(f"NVML read the GPU idle {units.percent(idle['share'])} of the measured steps, which the "
+            notes.append(f"NVML read the GPU idle {units.percent(idle['share'].value)} of the measured steps, which the "
                          "traced steps did not show")
     elif on_gpu and idle and _host_bound(idle):
         text = _host_words(idle, len(telemetry.get("gpus") or ()), len(telemetry.get("ranks") or ()))
