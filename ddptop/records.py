@@ -247,7 +247,19 @@ def _fold_flat(cls: Any, data: dict[str, Any], name: str, where: str, consumed: 
     levels = data.get("levels", data.get("p50_levels"))  # how the record's own figures were bootstrapped
     default = cls._flat_methods.get(name, cls._flat_method)
     default = over_launches(default) if levels == "launches" else default
-    method = data.get(method_key) or (default if ci is not None else None)
+    said = data.get(method_key)  # a method written beside the figure is kept, with an interval or without
+    try:
+        found = paired(value, ci, said or default)
+    except SchemaError as exc:
+        raise SchemaError(f"{where}: {exc}") from None
+    if said and ci is None:
+        found.method = said
+    return found
+
+
+def paired(value: float, ci: Interval | tuple[float, float] | None, method: str | None) -> Estimate:
+    """The estimate of a figure and an interval that were computed apart (a step time's p50 and its interval
+    in a configuration's ``stats``), as ``_fold_flat`` reads them: ``method`` only with an interval."""
     if ci is not None and len(ci) == 2 and all(isinstance(c, (int, float)) for c in ci) \
             and not _inside(float(value), float(ci[0]), float(ci[1])):
         # a value outside its own interval (an older ddptop's launch spread clamped at 0): never shown as if
@@ -255,10 +267,8 @@ def _fold_flat(cls: Any, data: dict[str, Any], name: str, where: str, consumed: 
         # interval (``ddptop.report.consistency`` reports it in a summary this ddptop made)
         return Estimate(value=float(value), ci=None, method=f"{AS_RECORDED if _lenient_flat else method}: "
                         f"{DROPPED} [{ci[0]:.4g}, {ci[1]:.4g}]")
-    try:
-        return Estimate(value=float(value), ci=list(ci) if ci is not None else None, method=method)
-    except SchemaError as exc:
-        raise SchemaError(f"{where}: {exc}") from None
+    return Estimate(value=float(value), ci=list(ci) if ci is not None else None,
+                    method=method if ci is not None else None)
 
 
 def flat_json(record: Record) -> dict[str, Any]:

@@ -107,8 +107,8 @@ def test_a_variant_is_recommended_only_when_its_interval_clears_the_default() ->
     rows = {r["variant"]: r for r in table["rows"]}
     assert [r["variant"] for r in table["rows"]] == ["default", "static_graph", "gradient_as_bucket_view",
                                                      "fp16_compress_hook"]  # the default, then best first
-    assert rows["static_graph"]["verdict"] == "faster" and rows["static_graph"]["speedup"] == pytest.approx(1.25)
-    low, high = rows["static_graph"]["speedup_ci"]
+    assert rows["static_graph"]["verdict"] == "faster" and rows["static_graph"]["speedup"].value == pytest.approx(1.25)
+    low, high = rows["static_graph"]["speedup"].ci
     assert 1.02 < low < 1.25 < high
     assert rows["gradient_as_bucket_view"]["verdict"] in ("within noise", "equivalent")
     assert rows["fp16_compress_hook"]["verdict"] == "slower"

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ddptop.records import BOOTSTRAP, Estimate
+from ddptop.records import BOOTSTRAP, Estimate, paired
 
 CONFIDENCE = 0.95
 
@@ -83,3 +83,9 @@ def put(row: dict[str, Any], key: str, figure: Measured | None) -> None:
     interval beside it under ``key_ci`` (read into one ``Estimate`` with the summary); None for neither."""
     row[key] = None if figure is None else figure.value
     row[f"{key}_ci"] = None if figure is None else figure.interval()
+
+
+def paired_figure(value: float | None, ci: list[float] | None, method: str = BOOTSTRAP) -> Estimate | None:
+    """A figure and its interval that a configuration's ``stats`` block holds apart (its p50 and ``p50_ci``) as
+    one estimate, as the summary reads them (``records.paired``); None without a value."""
+    return None if value is None else paired(value, ci, method)

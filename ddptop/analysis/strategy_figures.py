@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any
 
 from ddptop import units
 from ddptop.protocol import strategies as catalog
+from ddptop.analysis.figures import paired_figure
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT, FASTER, NOT_COMPARABLE, inverse
 from ddptop.protocol import variants
+from ddptop.records import Estimate, value_of
 
 if TYPE_CHECKING:  # numpy and the bootstrap load when a summary is built, not with the live view's report blocks
     import numpy as np
@@ -44,8 +46,8 @@ def _measured(entry: Mapping[str, Any] | None) -> bool:
 def _figures(entry: Mapping[str, Any]) -> dict[str, Any]:
     stats = entry.get("stats") or {}
     p50 = stats["sec_iter"]["p50"]
-    return {"sec_iter": p50, "sec_iter_ci": stats.get("p50_ci"), "ex_sec_total": entry["global_batch"] / p50,
-            "ex_sec_total_ci": stats.get("ex_sec_total_p50_ci")}
+    return {"sec_iter": paired_figure(p50, stats.get("p50_ci")),
+            "ex_sec_total": paired_figure(entry["global_batch"] / p50, stats.get("ex_sec_total_p50_ci"))}
 
 
 def strategy_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str, np.ndarray] | None = None,
@@ -89,8 +91,7 @@ def _frontier(names: list[str], by_strategy: Mapping[str, list[Mapping[str, Any]
                 continue
             figures = _figures(entry)
             points.append({"strategy": name, "batch_size": entry["batch_size"], "memory_bytes": memory,
-                           "memory_kind": kind, "ex_sec_total": figures["ex_sec_total"],
-                           "ex_sec_total_ci": figures["ex_sec_total_ci"]})
+                           "memory_kind": kind, "ex_sec_total": figures["ex_sec_total"]})
     return points
 
 
@@ -99,8 +100,7 @@ def _row(name: str, entry: Mapping[str, Any] | None, sweep: list[Mapping[str, An
     row: dict[str, Any] = {
         "strategy": name, "what": catalog.strategy(name).what, "config_id": entry["config_id"] if entry else "",
         "status": entry["status"] if entry else "not_run", "batch_size": batch,
-        "sec_iter": None, "sec_iter_ci": None, "ex_sec_total": None, "ex_sec_total_ci": None,
-        "speedup": None, "speedup_ci": None, "verdict": NOT_COMPARABLE,
+        "sec_iter": None, "ex_sec_total": None, "speedup": None, "verdict": NOT_COMPARABLE,
         "memory_bytes": memory, "memory_kind": kind,
         "memory_breakdown": dict(entry["counted_memory"]) if entry and entry.get("counted_memory") else None,
     }
@@ -112,11 +112,10 @@ def _row(name: str, entry: Mapping[str, Any] | None, sweep: list[Mapping[str, An
         oom = [e["batch_size"] for e in sweep if e["status"] == "oom" and e["batch_size"] > largest["batch_size"]]
         figures = _figures(largest)
         row.update(largest_batch=largest["batch_size"], largest_batch_fits=bool(oom),
-                   largest_ex_sec_total=figures["ex_sec_total"], largest_ex_sec_total_ci=figures["ex_sec_total_ci"],
+                   largest_ex_sec_total=figures["ex_sec_total"],
                    largest_memory_bytes=memory_of(largest)[0])
     else:
-        row.update(largest_batch=None, largest_batch_fits=None, largest_ex_sec_total=None,
-                   largest_ex_sec_total_ci=None, largest_memory_bytes=None)
+        row.update(largest_batch=None, largest_batch_fits=None, largest_ex_sec_total=None, largest_memory_bytes=None)
     return row
 
 
@@ -128,8 +127,8 @@ def _compare(row: dict[str, Any], base: dict[str, Any] | None, replicates: Mappi
     if base is None:
         return
     if row is base:
-        if row["sec_iter"]:
-            row.update(speedup=1.0, speedup_ci=None, verdict="the reference")
+        if value_of(row["sec_iter"]):
+            row.update(speedup=Estimate(value=1.0), verdict="the reference")
         return
     ratio = uncertainty.row_ratio(row, base, replicates)
     if ratio is not None:
@@ -142,23 +141,23 @@ def _answer(rows: list[dict[str, Any]], replicates: Mapping[str, np.ndarray], mi
     fits the largest batch; in words too."""
     from ddptop.analysis import uncertainty
 
-    measured = [r for r in rows if r["ex_sec_total"]]
+    measured = [r for r in rows if value_of(r["ex_sec_total"])]
     fastest, sentences = None, []
     if len(measured) >= 2:
-        best = max(measured, key=lambda r: r["ex_sec_total"])
+        best = max(measured, key=lambda r: r["ex_sec_total"].value)
         ratios = {r["strategy"]: uncertainty.row_ratio(best, r, replicates) for r in measured if r is not best}
         verdicts = {name: uncertainty.verdict(ratio, min_effect) if ratio else NOT_COMPARABLE
                     for name, ratio in ratios.items()}
         tied = [name for name, v in verdicts.items() if v != FASTER]
         batch = f"at batch {best['batch_size']} per rank"
         if not tied:
-            second = max((r for r in measured if r is not best), key=lambda r: r["ex_sec_total"])
+            second = max((r for r in measured if r is not best), key=lambda r: r["ex_sec_total"].value)
             ratio = ratios[second["strategy"]]
             assert ratio is not None  # called faster: its ratio was measured
             fastest = best["strategy"]
             sentences.append(
                 f"{best['strategy']} gives the most examples/s {batch}: "
-                f"{units.with_interval(best['ex_sec_total'], best['ex_sec_total_ci'], units.rate)}, "
+                f"{units.estimate(best['ex_sec_total'], units.rate)}, "
                 f"{units.with_interval(1 / ratio.value, inverse(ratio.ci), lambda v: units.number(v, 2, 'x'))} "
                 f"the next best's ({second['strategy']}), beyond noise.")
         else:
@@ -167,7 +166,7 @@ def _answer(rows: list[dict[str, Any]], replicates: Mapping[str, np.ndarray], mi
                 f"{', '.join(alike[:-1])} and {alike[-1]} cannot be told apart in examples/s {batch} "
                 f"(the difference is within noise or under ±{units.percent(min_effect)}); "
                 f"{best['strategy']} measured highest: "
-                f"{units.with_interval(best['ex_sec_total'], best['ex_sec_total_ci'], units.rate)}.")
+                f"{units.estimate(best['ex_sec_total'], units.rate)}.")
     fits = [r for r in rows if r["largest_batch"]]
     fits_largest = None
     if fits and any(r["largest_batch_fits"] for r in fits):

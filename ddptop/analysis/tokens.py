@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from ddptop.protocol import modelspec
+from ddptop.records import Estimate
 
 
 def scaled(value: Any, factor: float) -> Any:
@@ -66,9 +67,14 @@ def add_token_rates(doc: dict[str, Any]) -> None:
 
 
 def _add(row: dict[str, Any], seq_len: float | None, examples: str, tokens: str) -> None:
-    """``row[tokens]`` (and its ``_ci``, where the examples/s has one) from ``row[examples]``."""
+    """``row[tokens]`` from ``row[examples]``: an estimate from an estimate, else the figure and its ``_ci``
+    (where the examples/s has one), as the row holds them."""
     if not seq_len:
         return
-    row[tokens] = scaled(row.get(examples), seq_len)
+    found = row.get(examples)
+    if isinstance(found, Estimate):
+        row[tokens] = Estimate(value=found.value * seq_len, ci=scaled(found.ci, seq_len), method=found.method)
+        return
+    row[tokens] = scaled(found, seq_len)
     if f"{examples}_ci" in row:
         row[f"{tokens}_ci"] = scaled(row.get(f"{examples}_ci"), seq_len)

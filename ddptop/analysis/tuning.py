@@ -16,11 +16,12 @@ from typing import Any
 import numpy as np
 
 from ddptop.analysis import launches, script_patch, script_sync, script_tries, uncertainty
+from ddptop.analysis.figures import paired_figure
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
 from ddptop.protocol import variants as catalog
 from ddptop.protocol.modelspec import PATCH, model_kind
 from ddptop.protocol.vocab import Mode
-from ddptop.records import Estimate
+from ddptop.records import Estimate, value_of
 
 
 def _group_key(entry: Mapping[str, Any]) -> tuple:
@@ -67,16 +68,14 @@ def _row(entry: Mapping[str, Any], keywords: Mapping[str, Any] | None,
         "config_id": entry["config_id"],
         "status": entry["status"],
         "reason": entry.get("reason"),
-        "sec_iter": (stats.get("sec_iter") or {}).get("p50"),
-        "sec_iter_ci": stats.get("p50_ci"),
-        "ex_sec_total": (stats.get("ex_sec_total") or {}).get("p50"),
-        "ex_sec_total_ci": stats.get("ex_sec_total_p50_ci"),
+        "sec_iter": paired_figure((stats.get("sec_iter") or {}).get("p50"), stats.get("p50_ci")),
+        "ex_sec_total": paired_figure((stats.get("ex_sec_total") or {}).get("p50"), stats.get("ex_sec_total_p50_ci")),
         # the step's tail beside the objective (intervals.add_tail_intervals: where enough steps were measured)
-        "sec_iter_p95": stats.get("sec_iter_p95"), "sec_iter_p95_ci": stats.get("sec_iter_p95_ci"),
+        "sec_iter_p95": paired_figure(stats.get("sec_iter_p95"), stats.get("sec_iter_p95_ci")),
         "p95_steps": stats.get("p95_steps"),
         "peak_memory_bytes": entry.get("peak_memory_bytes"),
         "max_rss_bytes": entry.get("max_rss_bytes"),
-        "step_ratio": None, "step_ratio_ci": None, "speedup": None, "speedup_ci": None,
+        "step_ratio": None, "speedup": None,
         "verdict": ("the default" if chosen.name == catalog.DEFAULT else "measured again" if chosen.name == catalog.AGAIN
                     else not_applied or uncertainty.NOT_COMPARABLE),
         "paste": None, "patch": None, "patch_folder": None,
@@ -178,7 +177,7 @@ def tuning_tables(entries: Sequence[Mapping[str, Any]], replicates: Mapping[str,
                 if script_patch.loader_call(script_dir, line)]
         own = mine[0] if len(mine) == 1 else None  # two of the script's alike: which one is not known
         rows = [_compare(row(e, own), base, replicates, min_effect) for e in singles]
-        rows.sort(key=lambda r: (r["speedup"] is None, -(r["speedup"] or 0.0)))
+        rows.sort(key=lambda r: (r["speedup"] is None, -(value_of(r["speedup"]) or 0.0)))
         # the combination, against DDP as written measured again beside it in launches of their own
         combination: list[dict[str, Any]] = []
         if again is not None:
@@ -206,7 +205,7 @@ def _compare(row: dict[str, Any], base: dict[str, Any], replicates: Mapping[str,
     ratio = (uncertainty.row_ratio(row, base, replicates)
              if not str(row["verdict"]).startswith(NOT_APPLIED_PREFIX) else None)
     if ratio is not None:
-        row.update(step_ratio=ratio.value, step_ratio_ci=ratio.ci, **uncertainty.speedup_of(ratio, min_effect))
+        row.update(step_ratio=ratio, **uncertainty.speedup_of(ratio, min_effect))
     return row
 
 

@@ -58,7 +58,7 @@ from ddptop.analysis.figures import CONFIDENCE, Measured, derive, estimate  # no
 # the verdict words, said here too: callers that compare say uncertainty.FASTER
 from ddptop.analysis.step_change import EQUIVALENT, FASTER, NOT_COMPARABLE, SLOWER, WITHIN_NOISE  # noqa: F401
 from ddptop.protocol import precision
-from ddptop.records import Estimate
+from ddptop.records import BOOTSTRAP, Estimate, paired, value_of
 
 RESAMPLES = 2000
 METHOD = (
@@ -459,14 +459,15 @@ def row_ratio(ours: Mapping[str, Any], theirs: Mapping[str, Any], replicates: Ma
     """Our step time over theirs (two table rows at the same global batch, each with ``config_id`` and
     ``sec_iter``), with its interval from each configuration's replicates; None when either lacks them."""
     a, b = replicates.get(theirs["config_id"]), replicates.get(ours["config_id"])
-    if a is None or b is None or not ours["sec_iter"] or not theirs["sec_iter"]:
+    if a is None or b is None or not value_of(ours["sec_iter"]) or not value_of(theirs["sec_iter"]):
         return None
-    return step_ratio(a, b, ours["sec_iter"] / theirs["sec_iter"])
+    return step_ratio(a, b, ours["sec_iter"].value / theirs["sec_iter"].value)
 
 
 def speedup_of(ratio: Estimate, min_effect: float) -> dict[str, Any]:
-    """A row's examples/s over its reference's (the step-time ratio's inverse), its interval and the verdict."""
-    return {"speedup": 1 / ratio.value, "speedup_ci": step_change.inverse(ratio.ci),
+    """A row's examples/s over its reference's (the step-time ratio's inverse) with its interval, and the
+    verdict."""
+    return {"speedup": paired(1 / ratio.value, step_change.inverse(ratio.ci), BOOTSTRAP),
             "verdict": verdict(ratio, min_effect)}
 
 
