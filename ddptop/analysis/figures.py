@@ -79,8 +79,9 @@ def derive(formula: Callable[..., Any], *inputs: Measured | float, value: float 
 
 
 def put(row: dict[str, Any], key: str, figure: Measured | None) -> None:
-    """A figure into an analysis row as the summary's flat shape holds it: its value under ``key`` and its
-    interval beside it under ``key_ci`` (read into one ``Estimate`` with the summary); None for neither."""
+    """A figure into a scaling or thread table's row in the flat shape that those rows still have: its value
+    under ``key`` and its interval beside it under ``key_ci`` (read into one ``Estimate`` with the summary,
+    ``records._fold_flat``); None for neither. Every other figure goes in as its ``Measured.estimate``."""
     row[key] = None if figure is None else figure.value
     row[f"{key}_ci"] = None if figure is None else figure.interval()
 
