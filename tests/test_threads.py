@@ -159,7 +159,7 @@ def test_the_best_split_is_named_beyond_noise_or_within_it():
     entries = [_entry(1, 2, 0.50), _entry(2, 1, 0.80), _entry(1, 1, 0.9)]  # ex/s: 16, 20, 8.9
     (clear,) = threads.core_budget(entries, _Plan(), _replicates(entries, 0.01))
     assert clear["best_config_id"] == "m/ddp/bs8/n2/gloo/cpu/t1"
-    assert clear["ratio"] == pytest.approx(20 / 16)
+    assert clear["ratio"].value == pytest.approx(20 / 16)
     assert clear["answer"].startswith("Best split of the 16 cores for m: 2 ranks x 1 thread, 20 (")
     assert "the next best (1 rank x 2 threads), beyond noise." in clear["answer"]
     (noisy,) = threads.core_budget(entries, _Plan(), _replicates(entries, 0.3))
@@ -178,9 +178,9 @@ def _devices_plan() -> _Plan:
 def test_the_gpu_is_worth_it_when_each_example_costs_fewer_service_units():
     cpu, gpu = _entry(1, 16, 1.0), _entry(1, 0, 0.05, device="cuda")
     (table,) = threads.devices_compared([cpu, gpu], _devices_plan(), _replicates([cpu, gpu], 0.01))
-    assert table["gpu_speedup"] == pytest.approx(20.0)
+    assert table["gpu_speedup"].value == pytest.approx(20.0)
     # GPU: (1 x 16 cores + 2 x 1 GPU) x 0.05 s; CPU: 16 cores x 1.0 s, per example alike
-    assert table["relative_su"] == pytest.approx(18 * 0.05 / 16)
+    assert table["relative_su"].value == pytest.approx(18 * 0.05 / 16)
     assert table["worth_it"] is True
     assert table["answer"].startswith("m: the GPUs (1M/1G) give 20.00x (")
     assert "(1M/1G against 1M/1Px16t, 1 SU per core-hour, 2 per GPU-hour)" in table["answer"]
@@ -203,10 +203,10 @@ def test_speedup_is_fastest_against_fastest_and_cost_cheapest_against_cheapest()
     gpu = _entry(1, 0, 0.1, device="cuda")
     entries = [cpu_fast, cpu_cheap, gpu]
     (table,) = threads.devices_compared(entries, _devices_plan(), _replicates(entries, 0.01))
-    assert table["cpu"]["config_id"] == cpu_fast["config_id"] and table["gpu_speedup"] == pytest.approx(10.0)
+    assert table["cpu"]["config_id"] == cpu_fast["config_id"] and table["gpu_speedup"].value == pytest.approx(10.0)
     assert table["cpu_cheapest"]["config_id"] == cpu_cheap["config_id"]
     # GPU: (16 + 2) x 0.1 s; CPU at one thread: 1 x 1.5 s, per example alike
-    assert table["relative_su"] == pytest.approx(1.8 / 1.5)
+    assert table["relative_su"].value == pytest.approx(1.8 / 1.5)
     assert table["worth_it"] is False
     text = sections.text_report(Summary.from_json({"name": "t", "devices_compared": [table]}))
     rows = [line.split() for line in text.splitlines() if line.startswith(("  cpu ", "  cuda "))]

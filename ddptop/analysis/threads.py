@@ -29,6 +29,7 @@ from ddptop.analysis.figures import put
 from ddptop.analysis.intervals import _from, serial_fraction_intervals
 from ddptop.analysis.scaling import PlanFigures, as_written, charged_cores, rank_threads, table_batch
 from ddptop.analysis.step_change import DEFAULT_MIN_EFFECT
+from ddptop.records import BOOTSTRAP, Estimate, ci_of, paired, value_of
 
 Replicates = Mapping[str, np.ndarray]
 
@@ -117,13 +118,11 @@ def thread_tables(entries: Sequence[Mapping[str, Any]], plan: PlanFigures,
 
 
 def _throughput_ratio(best: Mapping[str, Any], other: Mapping[str, Any],
-                      replicates: Replicates | None) -> tuple[float, list[float] | None]:
+                      replicates: Replicates | None) -> Estimate:
     """best's examples/s over other's, with its interval where both have replicates."""
     value = _throughput(best) / _throughput(other)
     a, b = _throughput_reps(best, replicates), _throughput_reps(other, replicates)
-    if a is None or b is None:
-        return value, None
-    return value, _from(a / b, value)
+    return paired(value, _from(a / b, value) if a is not None and b is not None else None, BOOTSTRAP)
 
 
 def beyond_noise(ci: list[float] | None, min_effect: float = DEFAULT_MIN_EFFECT) -> bool:
@@ -157,19 +156,19 @@ def core_budget(entries: Sequence[Mapping[str, Any]], plan: PlanFigures,
                           **_throughput_figures(entry, replicates)})
         best = max(members, key=_throughput)
         second = max((e for e in members if e is not best), key=_throughput)
-        ratio, ratio_ci = _throughput_ratio(best, second, replicates)
-        clear = beyond_noise(ratio_ci)
+        ratio = _throughput_ratio(best, second, replicates)
+        clear = beyond_noise(ratio.ci)
         for cell in cells:
             cell["best"] = cell["config_id"] == best["config_id"]
         best_cell = next(c for c in cells if c["best"])
-        ex_text = units.with_interval(best_cell["ex_sec_total"], best_cell["ex_sec_total_ci"], units.rate)
-        ratio_text = units.with_interval(ratio, ratio_ci, lambda v: units.number(v, 2, "x"))
+        ex_text = units.estimate(best_cell["ex_sec_total"], units.rate)
+        ratio_text = units.estimate(ratio, lambda v: units.number(v, 2, "x"))
         budget = f"the {cores} cores" if cores else "the cores"
         if clear:
             answer = (f"Best split of {budget} for {model}: {_split(best, plan)}, {ex_text} examples/s, {ratio_text} "
                       f"the next best ({_split(second, plan)}), beyond noise.")
         else:
-            why = "within noise" if ratio_ci else "no interval to decide by: a single measurement"
+            why = "within noise" if ratio.ci else "no interval to decide by: a single measurement"
             answer = (f"Best split of {budget} for {model}: {_split(best, plan)} and {_split(second, plan)} cannot be "
                       f"told apart ({ratio_text}, {why}); {_split(best, plan)} measured highest, {ex_text} "
                       "examples/s.")
@@ -179,7 +178,7 @@ def core_budget(entries: Sequence[Mapping[str, Any]], plan: PlanFigures,
         tables.append({"model": model, "batch_size": batch, "backend": backend, "bucket_cap_mb": cap,
                        "cores": cores, "cells": cells, "best_config_id": best["config_id"] if clear else None,
                        "measured_highest": best["config_id"], "next_best": second["config_id"],
-                       "ratio": ratio, "ratio_ci": ratio_ci, "answer": answer})
+                       "ratio": ratio, "answer": answer})
     return tables
 
 
@@ -224,22 +223,21 @@ def devices_compared(entries: Sequence[Mapping[str, Any]], plan: PlanFigures,
             **{d: _side(fastest[d], plan, replicates) if d in fastest else None for d in ("cpu", "cuda")},
             **{f"{d}_cheapest": _side(cheapest[d], plan, replicates) if d in cheapest else None
                for d in ("cpu", "cuda")},
-            "gpu_speedup": None, "gpu_speedup_ci": None, "relative_su": None, "relative_su_ci": None,
+            "gpu_speedup": None, "relative_su": None,
             "worth_it": None, "su_core_weight": plan.su_core_weight, "su_gpu_weight": plan.su_gpu_weight}
         if "cpu" in fastest and "cuda" in fastest:
-            table["gpu_speedup"], table["gpu_speedup_ci"] = _throughput_ratio(fastest["cuda"], fastest["cpu"],
-                                                                              replicates)
+            table["gpu_speedup"] = _throughput_ratio(fastest["cuda"], fastest["cpu"], replicates)
             gpu, cpu = cheapest["cuda"], cheapest["cpu"]
             if _charge(cpu, plan) > 0:
-                table["relative_su"] = _charge(gpu, plan) / _charge(cpu, plan)
+                cost = _charge(gpu, plan) / _charge(cpu, plan)
                 a, b = _charge_reps(gpu, plan, replicates), _charge_reps(cpu, plan, replicates)
-                table["relative_su_ci"] = (_from(a / b, table["relative_su"]) if a is not None and b is not None
-                                           else None)
+                table["relative_su"] = paired(cost, _from(a / b, cost) if a is not None and b is not None else None,
+                                              BOOTSTRAP)
             table["worth_it"], table["answer"] = _worth_it(table, model, plan)
         elif "cpu" in fastest:
             why = skipped.get("cuda") or "no GPU configuration was measured"
             table["answer"] = (f"{model}: the CPU part alone ({_split(fastest['cpu'], plan)}, "
-                               f"{units.rate(table['cpu']['ex_sec_total'])} examples/s); GPUs not measured: {why}.")
+                               f"{units.rate(table['cpu']['ex_sec_total'].value)} examples/s); GPUs not measured: {why}.")
         else:
             table["answer"] = f"{model}: the GPUs alone; the CPU part was not measured."
         tables.append(table)
@@ -247,9 +245,9 @@ def devices_compared(entries: Sequence[Mapping[str, Any]], plan: PlanFigures,
 
 
 def _throughput_figures(entry: Mapping[str, Any], replicates: Replicates | None) -> dict[str, Any]:
-    """``ex_sec_total`` and its interval from the configuration's replicates (None without them)."""
+    """``ex_sec_total`` with its interval from the configuration's replicates (none without them)."""
     ex, reps = _throughput(entry), _throughput_reps(entry, replicates)
-    return {"ex_sec_total": ex, "ex_sec_total_ci": _from(reps, ex) if reps is not None else None}
+    return {"ex_sec_total": paired(ex, _from(reps, ex) if reps is not None else None, BOOTSTRAP)}
 
 
 def _side(entry: Mapping[str, Any], plan: PlanFigures, replicates: Replicates | None) -> dict[str, Any]:
@@ -263,14 +261,15 @@ def _side(entry: Mapping[str, Any], plan: PlanFigures, replicates: Replicates | 
 
 def _worth_it(table: Mapping[str, Any], model: str, plan: PlanFigures) -> tuple[bool | None, str]:
     """Worth it when each example costs fewer service units on the GPUs, beyond noise; not when more."""
-    cost, ci = table["relative_su"], table["relative_su_ci"]
-    speedup = units.with_interval(table["gpu_speedup"], table["gpu_speedup_ci"], lambda v: units.number(v, 2, "x"))
+    relative_su = table["relative_su"]
+    cost, ci = value_of(relative_su), ci_of(relative_su)
+    speedup = units.estimate(table["gpu_speedup"], lambda v: units.number(v, 2, "x"))
     weights = f"{plan.su_core_weight:g} SU per core-hour, {plan.su_gpu_weight:g} per GPU-hour"
     fast_gpu, fast_cpu, gpu, cpu = table["cuda"], table["cpu"], table["cuda_cheapest"], table["cpu_cheapest"]
     head = f"{model}: the GPUs ({fast_gpu['label']}) give {speedup} the CPU's examples/s ({fast_cpu['label']})"
     if cost is None:
         return None, f"{head}; the CPU is charged nothing ({weights}), so there is no cost to compare."
-    cost_text = units.with_interval(cost, ci, lambda v: units.number(v, 2, "x"))
+    cost_text = units.estimate(relative_su, lambda v: units.number(v, 2, "x"))
     head += (f"; at the fewest service units per example of each ({gpu['label']} against {cpu['label']}, "
              f"{weights}) an example costs {cost_text} on the GPUs")
     if ci is not None and ci[1] < 1 - DEFAULT_MIN_EFFECT:
