@@ -61,8 +61,8 @@ class Finished:
             return json.load(handle)
 
     def figures(self) -> dict:
-        """The summary with each estimate as analysis writes it: its value under its name and its interval
-        beside it as ``<name>_ci`` (``tests.intervals_helpers.flat_shape``), for a test that reads figures."""
+        """The summary with each estimate in the flat shape: its value under its name and its interval beside
+        it as ``<name>_ci`` (``tests.intervals_helpers.flat_shape``), for a test that reads figures."""
         from tests.intervals_helpers import flat_shape
 
         return flat_shape(self.summary())
