@@ -65,6 +65,10 @@ def draw_batch(training: Training, cfg: RunConfig) -> None:
     gradient noise scale compares batches drawn afresh, not the same few again (the step's time is the same)."""
     batch = training.workload.make_batch(training.batch_size, training.device)
     training.batch = to_channels_last(batch) if cfg.channels_last else batch
+    if training.device.type == "cuda":  # its kernels done before the step's time starts
+        import torch
+
+        torch.cuda.synchronize(training.device)
 
 
 def measure_without_sync(training: Training, stream: SampleStream, iters: int) -> None:

@@ -13,8 +13,10 @@ A step gives a pair of squared norms only where its one model synchronised exact
 around the micro-batches before the last, the bucket then holds the local gradient over every example the
 rank drew since the step before (its examples, counted by the probe). A step that synchronised after each
 micro-batch gives none: a bucket then holds the average of the earlier micro-batches plus this one's own, a
-gradient of no single batch. A compression hook (fp16, PowerSGD) makes the averaged side its decompressed
-average: the figure is then of the gradient as the script applies it.
+gradient of no single batch. Under fp16 or bf16 compression the averaged side is the decompressed average;
+under a hook whose result is not the ranks' average (PowerSGD's low-rank approximation, post-local SGD),
+nothing is measured (``ddptop.protocol.comm_hooks``). Once the measured steps are over (``stop``), no more
+norms are taken.
 
 It fails open: an exception in the probe's part turns the measurement off (``failed``), the allreduce and the
 script's hook run on unchanged.
@@ -26,6 +28,7 @@ from typing import Any
 
 from bench_kernels.errors import one_line
 from bench_kernels.gradient_norms import GradientNorms
+from ddptop.protocol.comm_hooks import AVERAGING_HOOKS
 
 BUILTIN = {"ALLREDUCE": "allreduce_hook", "FP16_COMPRESS": "fp16_compress_hook"}  # torch's default_hooks
 
@@ -37,13 +40,21 @@ class ScriptNoise:
         self.torch = torch
         self.taps: list[GradientNorms] = []
         self.failed: str | None = None  # why it stopped measuring, for config_end's notes
+        self.stopped = False  # the measured steps are over (or the probe turned itself off): no more norms
+
+    def stop(self) -> None:
+        """Take no more norms: nothing reads them once the measured steps are over (the hooks stay, as DDP
+        keeps a hook; the script's own runs on unchanged)."""
+        self.stopped = True
 
     def attach(self, model: Any) -> None:
         """Put the probe's hook on a new DDP model (its group of two ranks or more), before any backward."""
         if self.failed is not None:
             return
         try:
-            if model.process_group.size() < 2:
+            # one rank has nothing to compare its gradient with; DDP's Python reducer (compiled autograd) calls
+            # its hooks with (grad, param), not a bucket
+            if model.process_group.size() < 2 or getattr(model, "_use_python_reducer", False):
                 return
             self._attach(model)
         except Exception as exc:  # noqa: BLE001 - the probe fails open
@@ -59,20 +70,20 @@ class ScriptNoise:
 
         def probe_hook(_state, bucket):  # no annotations: DDP checks any it finds against GradBucket
             buffer = bucket.buffer()
-            if noise.failed is None:
+            if noise.failed is None and not noise.stopped:
                 try:
                     norms.before(bucket.index(), buffer)
                 except Exception as exc:  # noqa: BLE001 - the probe fails open
                     noise.failed = f"gradient norms not taken: {one_line(exc)}"
             hook, state = chosen[0] if chosen else (default_hooks.allreduce_hook, group)
             future = hook(state, bucket)
-            if noise.failed is not None:
+            if noise.failed is not None or noise.stopped:
                 return future
             cuda = buffer.device.type == "cuda"
 
             def arrived(fut: Any) -> Any:
                 value = fut.value()
-                if noise.failed is None:
+                if noise.failed is None and not noise.stopped:
                     try:  # gloo completes a CUDA future on its own thread: on this bucket's device
                         if cuda:
                             with torch.cuda.device(buffer.device):
@@ -92,6 +103,9 @@ class ScriptNoise:
             model.logger._set_comm_hook_name(hook.__qualname__)
             model._comm_hooks.append((hook, state))
             chosen.append((hook, state))
+            if hook.__qualname__ not in AVERAGING_HOOKS:  # its result is no batch's average gradient
+                noise.failed = (f"gradient noise scale not measured: the script's comm hook {hook.__qualname__} does "
+                                "not hand back the average of the ranks' gradients")
 
         def register_builtin_comm_hook(comm_hook_type: Any) -> None:
             if chosen:

@@ -472,6 +472,7 @@ class GradSync:
         for wrapper in self.wrappers:
             self._read_end(wrapper)
         self.measuring = False
+        self.noise.stop()
         if self.noise.failed is not None:
             self.notes.append(self.noise.failed)
 

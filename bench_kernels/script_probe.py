@@ -278,6 +278,7 @@ class ScriptProbe:
         except Exception as exc:  # noqa: BLE001 - the probe fails open
             self.off = f"the probe failed at step {self._step_number()} and stopped measuring: {one_line(exc)}"
             self.timing_batches = False
+            self.sync.noise.stop()  # nothing reads the gradient norms from here
             print(f"{PROGRAM}: {self.off}; the script runs on untouched", file=sys.stderr, flush=True)
             return
         if stop and not self._start_trace():

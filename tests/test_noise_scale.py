@@ -73,7 +73,9 @@ def test_time_to_loss_speedup_follows_the_steps_to_the_same_loss():
     # rank's, a step time 0.9x the reference's
     speedup = noise_scale.time_to_loss_speedup(1 / 0.9, 600.0, 256, 2048)
     assert speedup.value == pytest.approx((1 / 0.9) * (1 + 600 / 256) / (1 + 600 / 2048))
-    assert gradient_noise.example_worth(600.0, 256, 2048) == pytest.approx((1 + 256 / 600) / (1 + 2048 / 600))
+    assert noise_scale.worth(Measured(600.0), 256, 2048).value == pytest.approx((1 + 256 / 600) / (1 + 2048 / 600))
+    assert noise_scale.worth(Measured(0.0), 256, 2048).value == pytest.approx(256 / 2048)  # no noise: B_ref / B_N
+    assert noise_scale.worth(Measured(float("inf")), 256, 2048).value == 1.0  # unbounded: every example counts
     # unbounded noise: every example counts, steps to the loss fall as the batch grows
     unbounded = noise_scale.time_to_loss_speedup(Measured(1.0, np.array([1.0, 1.0])),
                                                  Measured(float("inf"), np.array([np.inf, 1e9])), 256, 2048)
@@ -90,14 +92,17 @@ def test_the_live_view_s_figure_is_the_summary_s_point_and_waits_for_enough_sync
     averaged = np.sum(local.mean(axis=1) ** 2, axis=1).tolist()
     events = {rank: {"grad_sq_local": np.sum(local[:, rank] ** 2, axis=1).tolist(), "grad_sq_averaged": averaged,
                      "grad_batch_local": [8] * 40} for rank in range(2)}
-    found = gradient_noise.synchronisations(gradient_noise.measured_pairs(events, {}))
+    found = gradient_noise.synchronisations(gradient_noise.measured_pairs(events, {}), 2)
     summary = noise_scale.estimate(*found)
-    assert gradient_noise.so_far(events) == pytest.approx(summary.b_noise.value, rel=1e-12)
+    assert gradient_noise.so_far(events, {}, 2) == pytest.approx(summary.b_noise.value, rel=1e-12)
     short = {rank: {k: v[: gradient_noise.MIN_SYNCS - 1] for k, v in event.items()} for rank, event in events.items()}
-    assert gradient_noise.so_far(short) is None
-    # a rank cut short: its synchronisations no longer line up with the others'
+    assert gradient_noise.so_far(short, {}, 2) is None
+    # a rank cut short: the others' synchronisations up to its last, which lock-step ranks share
     events[1] = {k: v[:-1] for k, v in events[1].items()}
-    assert gradient_noise.synchronisations(gradient_noise.measured_pairs(events, {})) is None
+    assert len(gradient_noise.synchronisations(gradient_noise.measured_pairs(events, {}), 2)[0]) == 39
+    # a rank that sent nothing: the batch after the allreduce is not known, nothing is estimated
+    assert gradient_noise.synchronisations(gradient_noise.measured_pairs({0: events[0]}, {}), 2) is None
+    assert gradient_noise.synchronisations(gradient_noise.measured_pairs(events, {}), 4) is None
 
 
 def test_unequal_batches_count_as_the_harmonic_mean_of_the_ranks():
@@ -105,7 +110,7 @@ def test_unequal_batches_count_as_the_harmonic_mean_of_the_ranks():
     batch of N / mean(1/b) examples, so the batches before and after are 1/mean(1/b) and N times it."""
     events = {0: {"grad_sq_local": [1.0] * 8, "grad_sq_averaged": [0.5] * 8, "grad_batch_local": [4] * 8},
               1: {"grad_sq_local": [1.0] * 8, "grad_sq_averaged": [0.5] * 8, "grad_batch_local": [12] * 8}}
-    _, _, small, big = gradient_noise.synchronisations(gradient_noise.measured_pairs(events, {}))
+    _, _, small, big = gradient_noise.synchronisations(gradient_noise.measured_pairs(events, {}), 2)
     assert small[0] == pytest.approx(6.0) and big[0] == pytest.approx(12.0)
 
 
@@ -122,3 +127,20 @@ def test_diff_says_two_runs_noise_scales_apart_only_where_their_intervals_do_not
     unresolved = Config.from_json({"config_id": "c", "gradient_noise": {"b_noise": {"value": 5.0}, "syncs": 40}})
     change = noise_change("c", config(100, 90, 110), unresolved)
     assert change["verdict"] is None and change["words_b"].startswith("not resolved")
+
+
+def test_an_unbounded_share_of_the_replicates_keeps_the_upper_end_open():
+    """Where |G|^2's resampled mean is not above 0 in more than 2.5% of the replicates, B_noise's upper end is
+    infinite: the estimate is not resolved (dropping those replicates would close the interval too low)."""
+    rng = np.random.default_rng(5)
+    true_sq = rng.normal(0.3, 0.1, 2000)
+    true_sq[:80] = -1.0  # 4% of the replicates with no positive |G|^2
+    found = noise_scale.NoiseScale(noise_scale.derive(noise_scale._ratio, Measured(1.0, np.full(2000, 1.0)),
+                                                      Measured(0.3, true_sq)),
+                                   Measured(1.0, np.full(2000, 1.0)), Measured(0.3, true_sq), 40, 8.0, 16.0)
+    assert found.b_noise_interval()[1] == float("inf") and not found.resolved
+
+
+def test_a_negative_trace_estimate_is_a_noise_scale_of_zero_not_below():
+    assert noise_scale._ratio(-2.0, 1.0) == 0.0
+    assert list(noise_scale._ratio(np.array([-1.0, 2.0]), np.array([1.0, 1.0]))) == [0.0, 2.0]

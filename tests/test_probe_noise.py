@@ -39,12 +39,27 @@ def test_the_script_s_own_hook_runs_inside_the_probe_s_and_keeps_its_name(one_ra
     ddp.register_comm_hook(None, scripts_hook)
     with pytest.raises(RuntimeError, match="can only be called once"):
         ddp.register_comm_hook(None, scripts_hook)
-    squared = _step(torch, ddp)
+    _step(torch, ddp)
     assert calls == [0]
     assert ddp._get_ddp_logging_data().get("comm_hook") == scripts_hook.__qualname__
+    # a hook of its own may hand back anything but the ranks' average (PowerSGD's approximation): not measured
+    assert noise.step_pair() is None and "scripts_hook" in noise.failed
+
+
+def test_under_torch_s_averaging_hook_the_norms_are_the_gradient_s(one_rank_group):
+    torch = one_rank_group
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+    noise, ddp = ScriptNoise(torch), _model(torch)
+    noise._attach(ddp)
+    ddp.register_comm_hook(None, default_hooks.allreduce_hook)
+    squared = _step(torch, ddp)
     local, averaged = noise.step_pair()
     assert local == pytest.approx(squared, rel=1e-4) and averaged == pytest.approx(local, rel=1e-6)
     assert noise.failed is None
+    noise.stop()  # the measured steps are over: no more norms are taken
+    _step(torch, ddp)
+    assert noise.step_pair() is None and all(not tap.local for tap in noise.taps)
 
 
 def test_without_a_hook_of_the_script_s_ddp_averages_as_it_would_and_names_none(one_rank_group):

@@ -22,6 +22,7 @@ from ddptop.records import BOOTSTRAP, MODEL, Estimate, Record
 MIN_SYNCS = 8  # synchronisations below which no noise scale is estimated: too few to bootstrap
 # How B_noise's interval was obtained: the synchronisations, not the step times, are what is resampled.
 SYNC_BOOTSTRAP = "circular block bootstrap of the synchronisations"
+B_NOISE_METHOD = SYNC_BOOTSTRAP + ", tr(Σ) clamped at 0 (the point and each replicate alike)"
 TIME_TO_LOSS_METHOD = f"{MODEL}: B_noise's and the speedup's replicates through the time-to-loss formula"
 ASSUMPTIONS = (
     "A model (McCandlish et al. 2018): steps to a given loss go as 1 + B_noise/B with the learning rate retuned "
@@ -76,20 +77,18 @@ ROSE, FELL, STEADY = "rose", "fell", "no change told from the noise"  # Gradient
 TOO_WIDE = 10.0  # an interval whose ends are further apart than this factor cannot place B_noise against a batch
 
 
-def synchronisations(per_rank: Sequence[tuple[Sequence[Any], Sequence[Any], Sequence[Any]]]
+def synchronisations(per_rank: Sequence[tuple[Sequence[Any], Sequence[Any], Sequence[Any]]], world_size: int
                      ) -> tuple[list[float], list[float], list[float], list[float]] | None:
     """Per synchronisation, from each rank's (local squared norms, averaged squared norms, local batches) in the
     same order on every rank: the mean local squared norm, the averaged gradient's squared norm, and the
-    batches before and after (see the module). None with fewer than two ranks, or ranks of different counts
-    (a rank cut short: the synchronisations no longer line up). A synchronisation a rank has no values for,
-    or whose norms are not finite (an fp16 step skipped for overflow), is left out."""
-    if len(per_rank) < 2:
+    batches before and after (see the module). None unless every one of the ``world_size`` ranks (two or
+    more) sent its lists: the batch after the allreduce is all of theirs. Ranks lock-step, so a rank cut short
+    has the others' first synchronisations: the lists are taken up to the shortest. A synchronisation a rank
+    has no values for, or whose norms are not finite (an fp16 step skipped for overflow), is left out."""
+    if world_size < 2 or len(per_rank) != world_size:
         return None
-    count = len(per_rank[0][0])
-    if any(len(values) != count for lists in per_rank for values in lists):
-        return None
+    count = min(len(values) for lists in per_rank for values in lists)
     small, big, b_small, b_big = [], [], [], []
-    ranks = len(per_rank)
     for i in range(count):
         found = [(local[i], averaged[i], batch[i]) for local, averaged, batch in per_rank]
         if any(v is None for values in found for v in values):
@@ -98,18 +97,19 @@ def synchronisations(per_rank: Sequence[tuple[Sequence[Any], Sequence[Any], Sequ
         averaged_sq, batches = float(found[0][1]), [float(v[2]) for v in found]
         if not all(math.isfinite(x) for x in local_sq + [averaged_sq]) or min(batches) <= 0:
             continue
-        inverse = sum(1 / b for b in batches) / ranks
-        small.append(sum(local_sq) / ranks)
+        inverse = sum(1 / b for b in batches) / world_size
+        small.append(sum(local_sq) / world_size)
         big.append(averaged_sq)
         b_small.append(1 / inverse)
-        b_big.append(ranks / inverse)
+        b_big.append(world_size / inverse)
     return small, big, b_small, b_big
 
 
-def measured_pairs(comm_events: Mapping[int, Mapping[str, Any]], step_values: Mapping[str, Mapping[Any, Sequence[Any]]]
-                   ) -> list[tuple[Sequence[Any], Sequence[Any], Sequence[Any]]]:
+def measured_pairs(comm_events: Mapping[int, Mapping[str, Any]], step_values: Mapping[str, Mapping[Any, Sequence[Any]]],
+                   steps: Sequence[int] | None = None) -> list[tuple[Sequence[Any], Sequence[Any], Sequence[Any]]]:
     """Each rank's norms and batches, in rank order: the communication probe's (its comm event: a kernel, a
-    user's model), else those streamed beside a script's measured steps (its examples the local batch)."""
+    user's model; one launch's), else those streamed beside a script's measured steps (its examples the local
+    batch), of the measured steps numbered ``steps`` alone where given (one launch's)."""
     probed = [(e["grad_sq_local"], e["grad_sq_averaged"], e["grad_batch_local"])
               for _, e in sorted(comm_events.items()) if e.get("grad_sq_local") and e.get("grad_batch_local")
               and e.get("grad_sq_averaged")]
@@ -117,8 +117,12 @@ def measured_pairs(comm_events: Mapping[int, Mapping[str, Any]], step_values: Ma
         return probed
     local, averaged = step_values.get("grad_sq_local") or {}, step_values.get("grad_sq_averaged") or {}
     examples = step_values.get("examples") or {}
-    ranks = sorted(local, key=int)
-    return [(local[r], averaged.get(r) or [], examples.get(r) or []) for r in ranks]
+
+    def kept(values: Sequence[Any]) -> Sequence[Any]:
+        return values if steps is None else [values[i] if i < len(values) else None for i in steps]
+
+    return [(kept(local[r]), kept(averaged.get(r) or []), kept(examples.get(r) or []))
+            for r in sorted(local, key=int)]
 
 
 def per_step(small_sq: Any, big_sq: Any, b_small: Any, b_big: Any) -> tuple[Any, Any]:
@@ -129,17 +133,17 @@ def per_step(small_sq: Any, big_sq: Any, b_small: Any, b_big: Any) -> tuple[Any,
     return trace, true_sq
 
 
-def so_far(comm_events: Mapping[int, Mapping[str, Any]],
-           step_values: Mapping[str, Mapping[Any, Sequence[Any]]] | None = None) -> float | None:
+def so_far(comm_events: Mapping[int, Mapping[str, Any]], step_values: Mapping[str, Mapping[Any, Sequence[Any]]],
+           world_size: int) -> float | None:
     """B_noise as the ratio of the two means over the synchronisations in so far, without its interval (the
-    live view's; numpy-free), from ``MIN_SYNCS`` on; None before, or where |G|^2's mean is not above 0."""
-    found = synchronisations(measured_pairs(comm_events, step_values or {}))
+    live view's; numpy-free), from ``MIN_SYNCS`` on; None before, or where neither mean is above 0."""
+    found = synchronisations(measured_pairs(comm_events, step_values), world_size)
     if found is None or len(found[0]) < MIN_SYNCS:
         return None
     pairs = [per_step(*sync) for sync in zip(*found)]
     traces, true_sq = [trace for trace, _ in pairs], [true for _, true in pairs]
-    mean_true = sum(true_sq) / len(true_sq)
-    return sum(traces) / len(traces) / mean_true if mean_true > 0 else None
+    mean_true, mean_trace = sum(true_sq) / len(true_sq), sum(traces) / len(traces)
+    return mean_trace / mean_true if mean_true > 0 and mean_trace > 0 else None
 
 
 def over_words(kind: Any) -> str:
@@ -155,8 +159,8 @@ def record(noise: Any, over: str, synthetic: bool, halves: tuple[Any, Any] | Non
     found = GradientNoise(b_noise=_b_noise(noise), resolved=bool(noise.resolved), true_sq=noise.true_sq.estimate(SYNC_BOOTSTRAP),
                           trace=noise.trace.estimate(SYNC_BOOTSTRAP), syncs=noise.syncs, batch_local=noise.batch_small,
                           batch_global=noise.batch_big, over=over, synthetic=synthetic)
-    interval = noise.b_noise.interval()
-    if not found.resolved and interval is not None and math.isfinite(interval[0]):
+    interval = noise.b_noise_interval()
+    if not found.resolved and interval is not None and math.isfinite(interval[0]) and interval[0] > 0:
         found.at_least = float(interval[0])
     if halves is not None and all(half.resolved for half in halves):
         found.first_half, found.second_half = (_b_noise(half) for half in halves)
@@ -169,15 +173,9 @@ def record(noise: Any, over: str, synthetic: bool, halves: tuple[Any, Any] | Non
 def _b_noise(noise: Any) -> Estimate:
     """B_noise's record: with its interval where resolved (else it has no upper bound: no interval)."""
     resolved = bool(noise.resolved)
-    return Estimate(value=float(noise.b_noise.value), ci=noise.b_noise.interval() if resolved else None,
-                    method=SYNC_BOOTSTRAP if resolved else None)
+    return Estimate(value=float(noise.b_noise.value), ci=noise.b_noise_interval() if resolved else None,
+                    method=B_NOISE_METHOD if resolved else None)
 
 
-def example_worth(b_noise: float, batch_ref: float, batch_n: float) -> float:
-    """What one example at the global batch ``batch_n`` is worth against one at ``batch_ref`` in progress to the
-    same loss: E_min (1 + B / B_noise) examples are needed at batch B (without numpy: the report says it)."""
-    return (1 + batch_ref / b_noise) / (1 + batch_n / b_noise)
-
-
-__all__ = ["ASSUMPTIONS", "BOOTSTRAP", "FELL", "MIN_SYNCS", "ROSE", "STEADY", "SYNC_BOOTSTRAP", "SYNTHETIC", "TIME_TO_LOSS_METHOD", "GradientNoise",
-           "TOO_WIDE", "example_worth", "measured_pairs", "over_words", "per_step", "record", "so_far", "synchronisations"]
+__all__ = ["ASSUMPTIONS", "B_NOISE_METHOD", "BOOTSTRAP", "FELL", "MIN_SYNCS", "ROSE", "STEADY", "SYNC_BOOTSTRAP", "SYNTHETIC", "TIME_TO_LOSS_METHOD", "GradientNoise",
+           "TOO_WIDE", "measured_pairs", "over_words", "per_step", "record", "so_far", "synchronisations"]

@@ -54,11 +54,26 @@ class NoiseScale:
     batch_small: float
     batch_big: float
 
+    def b_noise_interval(self) -> list[float] | None:
+        """B_noise's 95% percentile interval with the replicates whose |G|^2 mean was not above 0 kept, as the
+        infinite noise scale they stand for (dropping them would pull the upper end down), widened to hold the
+        value; its upper end is infinite where more than 2.5% of them are. None without replicates."""
+        if self.b_noise.replicates is None:
+            return None
+        reps = np.asarray(self.b_noise.replicates, dtype=float)
+        reps = reps[~np.isnan(reps)]
+        if len(reps) == 0:
+            return None
+        low, high = np.quantile(reps, [0.025, 0.975], method="inverted_cdf")
+        return [float(min(low, self.b_noise.value)), float(max(high, self.b_noise.value))]
+
     @property
     def resolved(self) -> bool:
-        """Whether |G|^2 is told from 0 (its interval's low end above 0): else B_noise has no upper bound."""
-        interval = self.true_sq.interval()
-        return interval is not None and not math.isnan(interval[0]) and interval[0] > 0 and self.b_noise.value > 0
+        """Whether B_noise is bounded: |G|^2 told from 0 (its interval's low end above 0) and B_noise's upper
+        end finite; else it has no upper bound, and only its lower end says anything."""
+        interval, found = self.true_sq.interval(), self.b_noise_interval()
+        return (interval is not None and not math.isnan(interval[0]) and interval[0] > 0 and found is not None
+                and math.isfinite(found[1]) and self.b_noise.value > 0)
 
 
 def estimate(small_sq: Sequence[float], big_sq: Sequence[float], b_small: Sequence[float] | float,
@@ -98,9 +113,10 @@ def halves(small_sq: Sequence[float], big_sq: Sequence[float], b_small: Sequence
 
 
 def _ratio(trace: float | np.ndarray, true_sq: float | np.ndarray) -> float | np.ndarray:
-    """tr(Sigma) / |G|^2, the ratio of the means: infinite where |G|^2's mean is not above 0."""
+    """tr(Sigma) / |G|^2, the ratio of the means: tr(Sigma) clamped at 0 (a variance, whose estimate the noise
+    can take below it), infinite where |G|^2's mean is not above 0."""
     with np.errstate(divide="ignore", invalid="ignore"):
-        found = np.where(np.asarray(true_sq) > 0, np.asarray(trace) / np.asarray(true_sq), np.inf)
+        found = np.where(np.asarray(true_sq) > 0, np.maximum(np.asarray(trace), 0.0) / np.asarray(true_sq), np.inf)
     return float(found) if np.ndim(found) == 0 else found
 
 
@@ -118,6 +134,20 @@ def time_to_loss_speedup(step_ratio: Measured | float, b_noise: Measured | float
     """The speedup in time to the same loss of a global batch ``batch_n`` at a step time ``t_N`` against the
     reference's ``batch_ref`` at ``t_ref``: ``step_ratio`` is t_ref / t_N. A model: see the module."""
     return derive(_time_to_loss, step_ratio, b_noise, batch_ref, batch_n)
+
+
+def worth(b_noise: Measured, batch_ref: float, batch_n: float) -> Measured:
+    """What one example at the global batch ``batch_n`` is worth against one at ``batch_ref`` in progress to the
+    same loss, E_min (1 + B / B_noise) examples being needed at batch B: (B_noise + B_ref) / (B_noise + B_N),
+    1 for an unbounded noise scale; with its interval from B_noise's replicates."""
+    return derive(_worth, b_noise, batch_ref, batch_n)
+
+
+def _worth(b_noise: float | np.ndarray, batch_ref: float, batch_n: float) -> float | np.ndarray:
+    noise = np.asarray(b_noise, dtype=float)
+    with np.errstate(invalid="ignore"):
+        found = np.where(np.isinf(noise), 1.0, (noise + batch_ref) / (noise + batch_n))
+    return float(found) if np.ndim(found) == 0 else found
 
 
 def _time_to_loss(step_ratio: float | np.ndarray, b_noise: float | np.ndarray, batch_ref: float,
@@ -144,11 +174,13 @@ def time_to_loss_rows(rows: Sequence[dict[str, Any]], speedups: Mapping[int, Any
         noise, speedup, batch_n = noise_by_size.get(n), speedups.get(n), batch_by_size.get(n) or 0
         if n == reference or noise is None or not noise.resolved or speedup is None or batch_ref <= 0 or batch_n <= 0:
             continue
-        # the throughput speedup is N_ref (B_N / t_N) / (B_ref / t_ref): the step ratio it holds is speedup x B_ref / B_N
+        # the throughput speedup is N_ref (B_N / t_N) / (B_ref / t_ref): speedup x B_ref / B_N is N_ref t_ref / t_N,
+        # the step ratio counted as the speedup column counts it
         figure = time_to_loss_speedup(_scaled(speedup, batch_ref / batch_n), noise.b_noise,
                                                   batch_ref, batch_n)
         row["time_to_loss_speedup"] = figure.estimate(gradient_noise.TIME_TO_LOSS_METHOD).to_json()
-        row["example_worth"] = gradient_noise.example_worth(noise.b_noise.value, batch_ref, batch_n)
+        row["example_worth"] = worth(noise.b_noise, batch_ref, batch_n).estimate(
+            gradient_noise.TIME_TO_LOSS_METHOD).to_json()
         row["global_batch"], rows[0]["global_batch"] = round(batch_n), round(batch_ref)
 
 

@@ -42,7 +42,7 @@ def live_entry(state: ConfigState) -> dict[str, Any]:
             entry.update(batch_size=batch.per_rank, global_batch=batch.global_batch)
     if entry["stats"] is not None:
         entry["communication"] = communication.config_communication(state, entry)
-    entry["b_noise_so_far"] = gradient_noise.so_far(state.comm, state.step_values)
+    entry["b_noise_so_far"] = gradient_noise.so_far(state.comm, state.step_values, state.spec.world_size)
     return entry
 
 

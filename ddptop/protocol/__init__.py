@@ -5,6 +5,6 @@ spec a rank is started with, the run directory's names, the vocabularies both si
 workload protocol a user's own model is measured through (``workload``).
 """
 
-__all__ = ["affinity", "bandwidth", "catalog", "config_fields", "devices", "json_file", "jsontypes", "kernel_files",
+__all__ = ["affinity", "bandwidth", "catalog", "comm_hooks", "config_fields", "devices", "json_file", "jsontypes", "kernel_files",
            "launchspec", "layout", "loader_target", "marks", "modelspec", "precision", "storage", "strategies",
            "variants", "vocab", "wire", "workload"]

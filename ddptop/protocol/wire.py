@@ -93,8 +93,6 @@ SAMPLE_PHASES = frozenset({Phase.WARMUP, Phase.MEASURE, Phase.NOSYNC})
 # synchronisation (bench_kernels.probe_noise), where it had exactly one
 STEP_LISTS = (("data_wait", False), ("examples", True), ("tokens", False), ("grad_sq_local", False),
               ("grad_sq_averaged", False))
-# a comm event's gradient norms at N >= 2 (bench_kernels.comm_probe), one value per synchronisation each
-GRAD_NORMS = ("grad_sq_local", "grad_sq_averaged", "grad_batch_local")
 # config_end.ended_by: who ended a user's script
 ENDED_BY_DDPTOP, ENDED_BY_SCRIPT = "ddptop", "script"
 

@@ -409,8 +409,9 @@ def _gradient_noise(states: list[Any], entries: list[dict[str, Any]]) -> dict[st
 
     found = {}
     for state, entry in zip(states, entries):
-        pairs = (gradient_noise.synchronisations(gradient_noise.measured_pairs(state.comm, state.step_values))
-                 if entry["stats"] else None)
+        world_size = entry["world_size"]
+        pairs = (gradient_noise.synchronisations(gradient_noise.measured_pairs(state.comm, state.step_values),
+                                                 world_size) if entry["stats"] else None)
         if not pairs or not pairs[0]:
             continue
         kind = model_kind(entry["model"])
@@ -422,10 +423,23 @@ def _gradient_noise(states: list[Any], entries: list[dict[str, Any]]) -> dict[st
                 synthetic=kind.random_data).to_json()
             continue
         found[entry["config_id"]] = noise
+        # the halves of one launch's synchronisations: each launch trains from its start again
+        last = _last_launch_steps(state)
+        window = (gradient_noise.synchronisations(gradient_noise.measured_pairs(state.comm, state.step_values, last),
+                                                  world_size) if last is not None else pairs)
         entry["gradient_noise"] = gradient_noise.record(noise, over=gradient_noise.over_words(kind),
                                                         synthetic=kind.random_data,
-                                                        halves=noise_scale.halves(*pairs)).to_json()
+                                                        halves=noise_scale.halves(*window) if window else None).to_json()
     return found
+
+
+def _last_launch_steps(state: Any) -> list[int] | None:
+    """The measured steps of the configuration's last launch (rank 0's, numbered as its samples), where its
+    steps came from more than one; None where they all came from one."""
+    labels = state.launches_of_steps().get(0) or []
+    if not labels or len(set(labels)) < 2:
+        return None
+    return [i for i, label in enumerate(labels) if label == labels[-1]]
 
 
 def _thread_answers(entries: list[dict[str, Any]], plan: Any, replicates: Any) -> dict[str, Any]:

@@ -13,6 +13,7 @@ from typing import Any
 
 from ddptop import units
 from ddptop.analysis import formulas, gradient_noise, script_steps
+from ddptop.protocol.comm_hooks import AVERAGING_HOOKS
 from ddptop.protocol.modelspec import display_name, is_builtin
 from ddptop.report.blocks import Block, Caption, Note, Part, Table, Verbatim
 from ddptop.report.cells import TOKENS_HEADER, tokens_too
@@ -312,6 +313,11 @@ def _noise_not_measured(entry: Config) -> str | None:
     if sharded and not any(w.kind == "DistributedDataParallel" for w in wrappers):
         return (f"Gradient noise scale: not measured under {', '.join(sharded)}, whose gradients are reduced in "
                 "shards (no whole gradient on either side of one allreduce).")
+    hooks = sorted({w.comm_hook for w in wrappers if w.kind == "DistributedDataParallel" and w.comm_hook
+                    and w.comm_hook not in AVERAGING_HOOKS})
+    if hooks:
+        return (f"Gradient noise scale: not measured under the script's comm hook {', '.join(hooks)}, whose result "
+                "is not the average of the ranks' gradients.")
     counts = [(syncs, steps) for w in wrappers if w.kind == "DistributedDataParallel"
               for _, syncs, steps in (w.sync_steps or [])]
     if counts and not any(syncs == 1 for syncs, _ in counts):
@@ -326,8 +332,8 @@ def noise_lines(table: ScalingTable, summary: Summary) -> list[str]:
     ids = {row.config_id for row in table.rows}
     measured = [entry for entry in summary.configs if entry.config_id in ids and entry.gradient_noise is not None]
     if table.strategy != "ddp":
-        return [f"Gradient noise scale: not measured under {table.strategy}, whose gradients are reduced in shards "
-                "(no whole gradient on either side of one allreduce)."]
+        return [f"Gradient noise scale: not measured under {table.strategy} (the communication probe, which takes "
+                "the gradient norms, runs on plain DDP)."]
     if not measured:
         return [line for line in (_noise_not_measured(entry) for entry in summary.configs
                                   if entry.config_id in ids and entry.world_size > 1) if line][:1]
@@ -345,7 +351,8 @@ def noise_lines(table: ScalingTable, summary: Summary) -> list[str]:
         row, reference = said[-1], table.rows[0]
         lines.append(
             f"In time to the same loss: at N={row.world_size} the global batch of {row.global_batch} makes each "
-            f"example worth about {units.significant(row.example_worth, 2)} of one at N={reference.world_size} "
+            f"example worth about {units.estimate(row.example_worth, lambda v: units.significant(v, 2))} of one at "
+            f"N={reference.world_size} "
             f"(global batch {reference.global_batch}); "
             f"expected speedup {units.estimate(row.time_to_loss_speedup, units.number)} against a throughput "
             f"speedup of {units.estimate(row.speedup, units.number)}.")

@@ -36,7 +36,7 @@ from ddptop.telemetry.host import RankProcess
 from ddptop.protocol import layout, storage
 from ddptop.protocol.marks import ConfigEnd, LaunchEnd, LaunchStart, SweepEnd, parse_mark
 from ddptop.protocol.vocab import ENDED, FAILED, Phase, Status
-from ddptop.protocol.wire import GRAD_NORMS, STEP_LISTS, EventFileReader, EventsUnwritable, EventWriter, make_event
+from ddptop.protocol.wire import STEP_LISTS, EventFileReader, EventsUnwritable, EventWriter, make_event
 
 RUNNER_RANK = -1  # runner.jsonl events carry this rank
 
@@ -220,12 +220,7 @@ class Session:
                                   | {"launch": launch})
 
     def _on_comm(self, state: ConfigState, event: dict[str, Any], launch: str) -> None:
-        """The rank's probe of its last launch; the gradient norms of every launch, in order (the gradient
-        noise scale's synchronisations pool over the configuration's launches, as its steps do)."""
-        earlier = state.comm.get(event["rank"]) or {}
-        if earlier and all(isinstance(earlier.get(k), list) and isinstance(event.get(k), list) for k in GRAD_NORMS):
-            event = {**event, **{k: earlier[k] + event[k] for k in GRAD_NORMS}}
-        state.comm[event["rank"]] = event
+        state.comm[event["rank"]] = event  # the probe runs in a configuration's last launch
 
     def _on_trace(self, state: ConfigState, event: dict[str, Any], launch: str) -> None:
         state.traces[event["rank"]] = event

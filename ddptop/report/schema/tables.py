@@ -54,7 +54,7 @@ class ScalingRow(Record):
     global_batch: int | None = None  # a script's, over the ranks; where time to loss is modelled, every model's
     # a model: the speedup in time to the same loss from this N's gradient noise scale (``gradient_noise``)
     time_to_loss_speedup: Estimate | None = None
-    example_worth: float | None = None  # progress to the loss of one example here against one at the reference
+    example_worth: Estimate | None = None  # progress to the loss of one example here against one at the reference
 
     _only_when_set: ClassVar[frozenset[str]] = frozenset({"batch_per_rank", "global_batch", "time_to_loss_speedup",
                                                           "example_worth"})
