@@ -6,14 +6,14 @@ it, so that a record the analysis makes is the one the summary holds. Standard l
 ``Estimate`` is ddptop's one estimate type: the analysis makes its intervals as estimates
 (``analysis/figures.estimate``) and puts them under the figures' keys (a script's data wait and step less
 wait, the stragglers' evidence, FLOP/s and MFU, the GPUs' idle share, the tune and strategy rows, the core
-budget and the CPU against the GPUs, the launch spread), and a record takes one made in code as it is.
-Summaries before schema version 3 held a figure and its interval side by side (``speedup``, ``speedup_ci``),
-and some of the analysis' figures still come that way: the scaling and thread tables' rows and what they carry
-(``stats.scaling_rows``, ``intervals.add_scaling_intervals``, ``threads``, ``projection``), a configuration's
-``stats`` (``p50_ci``) and ``communication`` (``intervals``), the collectives' bus bandwidth. A record reads
-that flat shape into one ``Estimate`` (``_fold_flat``; ``paired`` where the analysis pairs a figure the stats
-block holds apart), and every record writes it nested: ``{"value": 1.84, "ci": [1.71, 1.93], "level": 0.95,
-"method": "..."}``.
+budget and the CPU against the GPUs, the projection beyond the node, the launch spread), and a record takes
+one made in code as it is. Summaries before schema version 3 held a figure and its interval side by side
+(``speedup``, ``speedup_ci``), and some of the analysis' figures still come that way: the scaling and thread
+tables' rows and what they carry (``stats.scaling_rows``, ``intervals.add_scaling_intervals``, ``threads``), a
+configuration's ``stats`` (``p50_ci``) and ``communication`` (``intervals``), the collectives' bus bandwidth.
+A record reads that flat shape into one ``Estimate`` (``_fold_flat``; ``paired`` where the analysis pairs a
+figure the stats block holds apart), and every record writes it nested: ``{"value": 1.84, "ci": [1.71, 1.93],
+"level": 0.95, "method": "..."}``.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ import pytest
 
 from ddptop.analysis import step_bound as v
 from ddptop.analysis.datasheet_peaks import datasheet_peak, peak_flops
-from ddptop.records import Estimate
+from ddptop.records import MODEL, Estimate
 from ddptop.report.schema import Summary
 
 # -- datasheet peaks ------------------------------------------------------------------------------------------------
@@ -186,19 +186,20 @@ def test_the_projection_by_hand():
     two = found["points"][0]
     allreduce = 2 * 7 / 8 * grad / 25e9  # 8 ranks over the 25 GB/s network link, the slower one
     assert two["world_size"] == 8 and two["nodes"] == 2 and two["allreduce_s"] == pytest.approx(allreduce)
-    assert two["sec_iter"] == pytest.approx(0.100 + 0.25 * allreduce)
-    assert two["sec_iter_ci"] == pytest.approx([0.098 + 0.25 * allreduce, 0.102 + 0.25 * allreduce])
-    assert two["speedup"] == pytest.approx(8 * 0.100 / two["sec_iter"]) and two["link"] == "inter-node"
+    assert two["sec_iter"].value == pytest.approx(0.100 + 0.25 * allreduce)
+    assert two["sec_iter"].ci == pytest.approx([0.098 + 0.25 * allreduce, 0.102 + 0.25 * allreduce])
+    assert two["speedup"].value == pytest.approx(8 * 0.100 / two["sec_iter"].value) and two["link"] == "inter-node"
     # the reference has no interval here: the speedup's range is the step's, turned over
-    assert two["speedup_ci"] == pytest.approx([8 * 0.100 / two["sec_iter_ci"][1], 8 * 0.100 / two["sec_iter_ci"][0]])
-    assert two["efficiency_ci"] == pytest.approx([v / 8 for v in two["speedup_ci"]])
+    assert two["speedup"].ci == pytest.approx([8 * 0.100 / two["sec_iter"].high, 8 * 0.100 / two["sec_iter"].low])
+    assert two["efficiency"].ci == pytest.approx([v / 8 for v in two["speedup"].ci])
+    assert two["speedup"].method == MODEL
     assert "a model, not a measurement" in found["assumptions"]
     # with one, each end of the speedup's range takes the reference's end that widens it
     table = _table()
     table["rows"][0]["sec_iter_ci"] = [0.095, 0.105]
     two = project(table, entries, internode_gbps=25.0)["points"][0]
-    assert two["speedup_ci"] == pytest.approx([8 * 0.095 / two["sec_iter_ci"][1], 8 * 0.105 / two["sec_iter_ci"][0]])
-    assert two["speedup_ci"][0] < two["speedup"] < two["speedup_ci"][1]
+    assert two["speedup"].ci == pytest.approx([8 * 0.095 / two["sec_iter"].high, 8 * 0.105 / two["sec_iter"].low])
+    assert two["speedup"].low < two["speedup"].value < two["speedup"].high
     # no bucket timing: nothing overlaps; strong scaling, or no split: no projection at all
     del entries["b"]["communication"]["buckets"]
     assert project(_table(), entries)["exposed_share"] == 1.0

@@ -77,15 +77,15 @@ def compute_figures(entry: Mapping[str, Any], info: Mapping[str, Any], device_na
 
     interval = stats.get("p50_ci")
     # the step time's interval carried through each rate (a faster step is a higher rate: its ends swap)
-    per_device_ci = ([rate(interval[1]), rate(interval[0])]
+    per_device_range = ([rate(interval[1]), rate(interval[0])]
                      if interval and None not in interval and min(interval) > 0 else None)
 
     def figure(of: Callable[[float], float]) -> Estimate:
         """A figure of the achieved FLOP/s per device (increasing in it), with the interval that follows from the
         step time's where it has one."""
-        if per_device_ci is None:
+        if per_device_range is None:
             return Estimate(value=of(achieved))
-        return Estimate(value=of(achieved), ci=[of(c) for c in per_device_ci], method=BOOTSTRAP)
+        return Estimate(value=of(achieved), ci=[of(c) for c in per_device_range], method=BOOTSTRAP)
 
     achieved = rate(p50)
     figures: dict[str, Any] = {

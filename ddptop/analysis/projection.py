@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ddptop.records import MODEL, paired
+
 DEFAULT_INTERNODE_GBPS = 25.0  # GB/s per node: one 200 Gb/s NIC (HDR InfiniBand, 200 GbE)
 FACTORS = (2, 4)
 
@@ -44,8 +46,8 @@ def project(table: Mapping[str, Any], entries_by_id: Mapping[str, Mapping[str, A
     exposed_share = min(max(exposed / in_flight, 0.0), 1.0) if in_flight and exposed is not None else 1.0
     intra = ((buckets.get("achieved") or {}).get("busbw_gbs")
              or (in_flight and 2 * (n - 1) / n * grad_bytes / in_flight / 1e9) or None)
-    compute_ci = comm.get("compute_s_ci")
-    reference_ci = reference.get("sec_iter_ci") or [reference["sec_iter"]] * 2
+    compute_range = comm.get("compute_s_ci")
+    reference_range = reference.get("sec_iter_ci") or [reference["sec_iter"]] * 2
     points = []
     for factor in FACTORS:
         ranks = n * factor
@@ -53,15 +55,15 @@ def project(table: Mapping[str, Any], entries_by_id: Mapping[str, Mapping[str, A
         allreduce_s = 2 * (ranks - 1) / ranks * grad_bytes / (link * 1e9)
         step = compute + exposed_share * allreduce_s
         speedup = ranks * reference["sec_iter"] / step
-        ranges = {}
-        if compute_ci:  # the compute time's interval carried through (the saved summary has it; the live view not)
-            step_ci = [c + exposed_share * allreduce_s for c in compute_ci]
-            speedup_ci = [ranks * reference_ci[0] / step_ci[1], ranks * reference_ci[1] / step_ci[0]]
-            ranges = {"sec_iter_ci": step_ci, "speedup_ci": speedup_ci,
-                      "efficiency_ci": [v / ranks for v in speedup_ci]}
+        step_range = speedup_range = efficiency_range = None
+        if compute_range:  # the compute time's interval carried through (where the no_sync steps gave one)
+            step_range = [c + exposed_share * allreduce_s for c in compute_range]
+            speedup_range = [ranks * reference_range[0] / step_range[1], ranks * reference_range[1] / step_range[0]]
+            efficiency_range = [v / ranks for v in speedup_range]
         points.append({
-            "world_size": ranks, "nodes": factor, "sec_iter": step, **ranges,
-            "allreduce_s": allreduce_s, "speedup": speedup, "efficiency": speedup / ranks,
+            "world_size": ranks, "nodes": factor, "sec_iter": paired(step, step_range, MODEL),
+            "allreduce_s": allreduce_s, "speedup": paired(speedup, speedup_range, MODEL),
+            "efficiency": paired(speedup / ranks, efficiency_range, MODEL),
             "link_gbps": link, "link": "inter-node" if not intra or internode_gbps <= intra else "intra-node",
         })
     return {
